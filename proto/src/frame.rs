@@ -1,0 +1,536 @@
+//! The messages and their bytes.
+//!
+//! Every frame is `kind: u8 | len: u32 BE | body[len]`. Control bodies are
+//! small and capped at [`MAX_CONTROL_BODY`]; a `Block` body is
+//! `stream: u32 | block: u64 | payload` and is capped at
+//! [`MAX_BLOCK_SIZE`] + 12. Integers are big-endian.
+//!
+//! One TCP connection carries one producer stream at a time: the client's
+//! `Start`/`Extend`/`End` and the server's `Block`s and `Stopped` travel on it
+//! in order, so no control message can overtake the data it refers to.
+//!
+//! Decoding never trusts a length: a frame is checked against its kind's
+//! cap before a byte of it is buffered, and a short or oversized body is
+//! [`ProtoError`], which closes the connection.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// Bumped on any incompatible change; exchanged in `Hello`.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// The first bytes of a `Hello` body, so a stray client is recognised at once.
+pub const MAGIC: &[u8; 5] = b"DDFTP";
+/// Bytes before every body: kind and length.
+pub const HEADER_LEN: usize = 5;
+/// Bytes of a `Block` body before its payload: stream and block number.
+pub const BLOCK_PREFIX_LEN: usize = 12;
+/// Largest control-frame body (a path plus a few integers fits easily).
+pub const MAX_CONTROL_BODY: usize = 8 * 1024;
+/// Longest path a client may name.
+pub const MAX_PATH_LEN: usize = 4096;
+/// Smallest block size a client may ask for: smaller blocks only burn syscalls.
+pub const MIN_BLOCK_SIZE: u32 = 512;
+/// Largest block size: bounds each connection's buffer on both ends.
+pub const MAX_BLOCK_SIZE: u32 = 64 << 20;
+
+const K_HELLO: u8 = 0x01;
+const K_STAT: u8 = 0x02;
+const K_START: u8 = 0x03;
+const K_EXTEND: u8 = 0x04;
+const K_END: u8 = 0x05;
+const K_R_HELLO: u8 = 0x81;
+const K_R_STAT: u8 = 0x82;
+const K_R_BLOCK: u8 = 0x83;
+const K_R_STOPPED: u8 = 0x84;
+const K_R_ERROR: u8 = 0x8f;
+
+/// Which way a producer walks its blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// first, first+1, ... up to `last`.
+    Increment,
+    /// first, first-1, ... down to `last`.
+    Decrement,
+}
+
+impl Direction {
+    /// The block after `b` in this direction (`None` past block 0).
+    pub fn step(self, b: u64) -> Option<u64> {
+        match self {
+            Direction::Increment => b.checked_add(1),
+            Direction::Decrement => b.checked_sub(1),
+        }
+    }
+
+    /// Number of blocks from `first` to `last` inclusive, or 0 if `last` lies
+    /// behind `first` in this direction.
+    pub fn span(self, first: u64, last: u64) -> u64 {
+        match self {
+            Direction::Increment if last >= first => last - first + 1,
+            Direction::Decrement if first >= last => first - last + 1,
+            _ => 0,
+        }
+    }
+}
+
+/// Client to server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// First message on a connection.
+    Hello { version: u16 },
+    /// Size and mtime of `path` (relative to the server's root).
+    Stat { path: String },
+    /// Stream blocks `first`, `first±1`, ... through `last` (inclusive) of
+    /// `path` cut into `block_size`-byte blocks, then send `Stopped`. A `Start`
+    /// received while another stream runs waits for that one to stop.
+    Start { stream: u32, path: String, block_size: u32, first: u64, last: u64, dir: Direction },
+    /// Move the running stream's `last` (further or nearer); ignored if the
+    /// stream already stopped.
+    Extend { stream: u32, last: u64 },
+    /// Stop the stream now; the server answers `Stopped`.
+    End { stream: u32 },
+}
+
+/// What went wrong on the server, as a stable code plus a message for people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    BadRequest,
+    NotFound,
+    Forbidden,
+    NotAFile,
+    Io,
+    Busy,
+    Unknown(u16),
+}
+
+impl ErrorCode {
+    fn to_u16(self) -> u16 {
+        match self {
+            ErrorCode::BadRequest => 1,
+            ErrorCode::NotFound => 2,
+            ErrorCode::Forbidden => 3,
+            ErrorCode::NotAFile => 4,
+            ErrorCode::Io => 5,
+            ErrorCode::Busy => 6,
+            ErrorCode::Unknown(c) => c,
+        }
+    }
+    fn from_u16(c: u16) -> Self {
+        match c {
+            1 => ErrorCode::BadRequest,
+            2 => ErrorCode::NotFound,
+            3 => ErrorCode::Forbidden,
+            4 => ErrorCode::NotAFile,
+            5 => ErrorCode::Io,
+            6 => ErrorCode::Busy,
+            c => ErrorCode::Unknown(c),
+        }
+    }
+}
+
+/// Server to client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Hello { version: u16 },
+    Stat { size: u64, mtime_secs: i64, mtime_nanos: u32 },
+    /// One block of the running stream; `payload` is `block_size` bytes except
+    /// for the file's last block.
+    Block { stream: u32, block: u64, payload: Bytes },
+    /// The stream ended after sending `sent` blocks (at `last`, or on `End`).
+    Stopped { stream: u32, sent: u64 },
+    Error { code: ErrorCode, message: String },
+}
+
+/// A frame that breaks the protocol. The connection cannot be trusted after it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtoError {
+    #[error("unknown frame kind 0x{0:02x}")]
+    UnknownKind(u8),
+    #[error("frame kind 0x{kind:02x} has length {len}, more than its limit {max}")]
+    TooLong { kind: u8, len: usize, max: usize },
+    #[error("frame kind 0x{kind:02x} body is malformed: {why}")]
+    Malformed { kind: u8, why: &'static str },
+    #[error("not a ddftp peer (bad magic in hello)")]
+    BadMagic,
+}
+
+fn put_header(dst: &mut BytesMut, kind: u8, len: usize) {
+    dst.put_u8(kind);
+    dst.put_u32(u32::try_from(len).expect("frame bodies are capped far below 4 GiB"));
+}
+
+fn put_str(dst: &mut BytesMut, s: &str) {
+    dst.put_u16(u16::try_from(s.len()).expect("strings are capped by their senders"));
+    dst.put_slice(s.as_bytes());
+}
+
+/// Writes the header of a `Block` frame carrying `payload_len` bytes; the
+/// payload follows. Servers use this to place the header in front of a
+/// buffer they read the payload into, so a block costs one write.
+pub fn put_block_header(dst: &mut [u8], stream: u32, block: u64, payload_len: usize) {
+    let mut w = &mut dst[..HEADER_LEN + BLOCK_PREFIX_LEN];
+    w.put_u8(K_R_BLOCK);
+    w.put_u32((BLOCK_PREFIX_LEN + payload_len) as u32);
+    w.put_u32(stream);
+    w.put_u64(block);
+}
+
+impl Request {
+    /// Appends this request's frame to `dst`.
+    pub fn encode(&self, dst: &mut BytesMut) {
+        match self {
+            Request::Hello { version } => {
+                put_header(dst, K_HELLO, MAGIC.len() + 2);
+                dst.put_slice(MAGIC);
+                dst.put_u16(*version);
+            }
+            Request::Stat { path } => {
+                put_header(dst, K_STAT, 2 + path.len());
+                put_str(dst, path);
+            }
+            Request::Start { stream, path, block_size, first, last, dir } => {
+                put_header(dst, K_START, 4 + 4 + 8 + 8 + 1 + 2 + path.len());
+                dst.put_u32(*stream);
+                dst.put_u32(*block_size);
+                dst.put_u64(*first);
+                dst.put_u64(*last);
+                dst.put_u8(match dir {
+                    Direction::Increment => 0,
+                    Direction::Decrement => 1,
+                });
+                put_str(dst, path);
+            }
+            Request::Extend { stream, last } => {
+                put_header(dst, K_EXTEND, 12);
+                dst.put_u32(*stream);
+                dst.put_u64(*last);
+            }
+            Request::End { stream } => {
+                put_header(dst, K_END, 4);
+                dst.put_u32(*stream);
+            }
+        }
+    }
+
+    /// Takes one request off the front of `src`: `Ok(None)` if more bytes are
+    /// needed, `Err` if the bytes can never be a valid request.
+    pub fn decode(src: &mut BytesMut) -> Result<Option<Request>, ProtoError> {
+        let Some((kind, len)) = peek_header(src, |k| match k {
+            K_HELLO | K_STAT | K_START | K_EXTEND | K_END => Some(MAX_CONTROL_BODY),
+            _ => None,
+        })?
+        else {
+            return Ok(None);
+        };
+        if src.len() < HEADER_LEN + len {
+            src.reserve(HEADER_LEN + len - src.len());
+            return Ok(None);
+        }
+        src.advance(HEADER_LEN);
+        let body = src.split_to(len).freeze();
+        let mut r = Reader { buf: body, kind };
+        let req = match kind {
+            K_HELLO => {
+                if r.bytes(MAGIC.len())?.as_ref() != MAGIC {
+                    return Err(ProtoError::BadMagic);
+                }
+                Request::Hello { version: r.u16()? }
+            }
+            K_STAT => Request::Stat { path: r.path()? },
+            K_START => {
+                let stream = r.u32()?;
+                let block_size = r.u32()?;
+                let first = r.u64()?;
+                let last = r.u64()?;
+                let dir = match r.u8()? {
+                    0 => Direction::Increment,
+                    1 => Direction::Decrement,
+                    _ => return Err(ProtoError::Malformed { kind, why: "direction must be 0 or 1" }),
+                };
+                if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
+                    return Err(ProtoError::Malformed { kind, why: "block size out of range" });
+                }
+                Request::Start { stream, path: r.path()?, block_size, first, last, dir }
+            }
+            K_EXTEND => Request::Extend { stream: r.u32()?, last: r.u64()? },
+            K_END => Request::End { stream: r.u32()? },
+            _ => unreachable!("kinds were filtered by peek_header"),
+        };
+        r.finish()?;
+        Ok(Some(req))
+    }
+}
+
+impl Reply {
+    /// Appends this reply's frame to `dst` (blocks included, for tests and
+    /// small payloads; servers send blocks with [`put_block_header`]).
+    pub fn encode(&self, dst: &mut BytesMut) {
+        match self {
+            Reply::Hello { version } => {
+                put_header(dst, K_R_HELLO, MAGIC.len() + 2);
+                dst.put_slice(MAGIC);
+                dst.put_u16(*version);
+            }
+            Reply::Stat { size, mtime_secs, mtime_nanos } => {
+                put_header(dst, K_R_STAT, 20);
+                dst.put_u64(*size);
+                dst.put_i64(*mtime_secs);
+                dst.put_u32(*mtime_nanos);
+            }
+            Reply::Block { stream, block, payload } => {
+                put_header(dst, K_R_BLOCK, BLOCK_PREFIX_LEN + payload.len());
+                dst.put_u32(*stream);
+                dst.put_u64(*block);
+                dst.put_slice(payload);
+            }
+            Reply::Stopped { stream, sent } => {
+                put_header(dst, K_R_STOPPED, 12);
+                dst.put_u32(*stream);
+                dst.put_u64(*sent);
+            }
+            Reply::Error { code, message } => {
+                let message = truncate(message, MAX_CONTROL_BODY - 4);
+                put_header(dst, K_R_ERROR, 4 + message.len());
+                dst.put_u16(code.to_u16());
+                put_str(dst, message);
+            }
+        }
+    }
+
+    /// Takes one reply off the front of `src` (see [`Request::decode`]). A
+    /// block's payload is split off `src` without copying.
+    pub fn decode(src: &mut BytesMut) -> Result<Option<Reply>, ProtoError> {
+        let Some((kind, len)) = peek_header(src, |k| match k {
+            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR => Some(MAX_CONTROL_BODY),
+            K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
+            _ => None,
+        })?
+        else {
+            return Ok(None);
+        };
+        if src.len() < HEADER_LEN + len {
+            src.reserve(HEADER_LEN + len - src.len());
+            return Ok(None);
+        }
+        src.advance(HEADER_LEN);
+        let body = src.split_to(len).freeze();
+        let mut r = Reader { buf: body, kind };
+        let reply = match kind {
+            K_R_HELLO => {
+                if r.bytes(MAGIC.len())?.as_ref() != MAGIC {
+                    return Err(ProtoError::BadMagic);
+                }
+                Reply::Hello { version: r.u16()? }
+            }
+            K_R_STAT => Reply::Stat { size: r.u64()?, mtime_secs: r.i64()?, mtime_nanos: r.u32()? },
+            K_R_BLOCK => {
+                let stream = r.u32()?;
+                let block = r.u64()?;
+                let payload = std::mem::take(&mut r.buf);
+                Reply::Block { stream, block, payload }
+            }
+            K_R_STOPPED => Reply::Stopped { stream: r.u32()?, sent: r.u64()? },
+            K_R_ERROR => {
+                let code = ErrorCode::from_u16(r.u16()?);
+                Reply::Error { code, message: r.string()? }
+            }
+            _ => unreachable!("kinds were filtered by peek_header"),
+        };
+        r.finish()?;
+        Ok(Some(reply))
+    }
+}
+
+/// Reads a header if one is there, checking the kind and its length cap
+/// before anything of the body is buffered.
+fn peek_header(src: &BytesMut, cap: impl Fn(u8) -> Option<usize>) -> Result<Option<(u8, usize)>, ProtoError> {
+    if src.is_empty() {
+        return Ok(None);
+    }
+    let kind = src[0];
+    let max = cap(kind).ok_or(ProtoError::UnknownKind(kind))?;
+    if src.len() < HEADER_LEN {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([src[1], src[2], src[3], src[4]]) as usize;
+    if len > max {
+        return Err(ProtoError::TooLong { kind, len, max });
+    }
+    Ok(Some((kind, len)))
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Bounds-checked reads from one frame body.
+struct Reader {
+    buf: Bytes,
+    kind: u8,
+}
+
+impl Reader {
+    fn need(&self, n: usize) -> Result<(), ProtoError> {
+        if self.buf.remaining() < n {
+            return Err(ProtoError::Malformed { kind: self.kind, why: "body too short" });
+        }
+        Ok(())
+    }
+    fn u8(&mut self) -> Result<u8, ProtoError> {
+        self.need(1)?;
+        Ok(self.buf.get_u8())
+    }
+    fn u16(&mut self) -> Result<u16, ProtoError> {
+        self.need(2)?;
+        Ok(self.buf.get_u16())
+    }
+    fn u32(&mut self) -> Result<u32, ProtoError> {
+        self.need(4)?;
+        Ok(self.buf.get_u32())
+    }
+    fn u64(&mut self) -> Result<u64, ProtoError> {
+        self.need(8)?;
+        Ok(self.buf.get_u64())
+    }
+    fn i64(&mut self) -> Result<i64, ProtoError> {
+        self.need(8)?;
+        Ok(self.buf.get_i64())
+    }
+    fn bytes(&mut self, n: usize) -> Result<Bytes, ProtoError> {
+        self.need(n)?;
+        Ok(self.buf.split_to(n))
+    }
+    fn string(&mut self) -> Result<String, ProtoError> {
+        let n = self.u16()? as usize;
+        let b = self.bytes(n)?;
+        String::from_utf8(b.to_vec()).map_err(|_| ProtoError::Malformed { kind: self.kind, why: "string is not UTF-8" })
+    }
+    fn path(&mut self) -> Result<String, ProtoError> {
+        let s = self.string()?;
+        if s.len() > MAX_PATH_LEN {
+            return Err(ProtoError::Malformed { kind: self.kind, why: "path too long" });
+        }
+        Ok(s)
+    }
+    fn finish(self) -> Result<(), ProtoError> {
+        if self.buf.has_remaining() {
+            return Err(ProtoError::Malformed { kind: self.kind, why: "trailing bytes" });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn dir() -> impl Strategy<Value = Direction> {
+        prop_oneof![Just(Direction::Increment), Just(Direction::Decrement)]
+    }
+
+    fn request() -> impl Strategy<Value = Request> {
+        prop_oneof![
+            any::<u16>().prop_map(|version| Request::Hello { version }),
+            ".{0,64}".prop_map(|path| Request::Stat { path }),
+            (any::<u32>(), ".{0,64}", MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE, any::<u64>(), any::<u64>(), dir()).prop_map(
+                |(stream, path, block_size, first, last, dir)| Request::Start { stream, path, block_size, first, last, dir }
+            ),
+            (any::<u32>(), any::<u64>()).prop_map(|(stream, last)| Request::Extend { stream, last }),
+            any::<u32>().prop_map(|stream| Request::End { stream }),
+        ]
+    }
+
+    fn reply() -> impl Strategy<Value = Reply> {
+        prop_oneof![
+            any::<u16>().prop_map(|version| Reply::Hello { version }),
+            (any::<u64>(), any::<i64>(), any::<u32>())
+                .prop_map(|(size, mtime_secs, mtime_nanos)| Reply::Stat { size, mtime_secs, mtime_nanos }),
+            (any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..2048))
+                .prop_map(|(stream, block, p)| Reply::Block { stream, block, payload: Bytes::from(p) }),
+            (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
+            (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error { code: ErrorCode::from_u16(c), message }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn requests_round_trip_in_any_chunking(reqs in proptest::collection::vec(request(), 1..8), cut in 1usize..64) {
+            let mut wire = BytesMut::new();
+            for r in &reqs { r.encode(&mut wire); }
+            let mut src = BytesMut::new();
+            let mut got = Vec::new();
+            for chunk in wire.chunks(cut) {
+                src.extend_from_slice(chunk);
+                while let Some(r) = Request::decode(&mut src).unwrap() { got.push(r); }
+            }
+            prop_assert_eq!(got, reqs);
+            prop_assert!(src.is_empty());
+        }
+
+        #[test]
+        fn replies_round_trip(reps in proptest::collection::vec(reply(), 1..8)) {
+            let mut wire = BytesMut::new();
+            for r in &reps { r.encode(&mut wire); }
+            let mut got = Vec::new();
+            while let Some(r) = Reply::decode(&mut wire).unwrap() { got.push(r); }
+            prop_assert_eq!(got, reps);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let mut a = BytesMut::from(&bytes[..]);
+            while let Ok(Some(_)) = Request::decode(&mut a) {}
+            let mut b = BytesMut::from(&bytes[..]);
+            while let Ok(Some(_)) = Reply::decode(&mut b) {}
+        }
+    }
+
+    #[test]
+    fn block_header_matches_encode() {
+        let payload = Bytes::from_static(b"abcdef");
+        let mut a = BytesMut::new();
+        Reply::Block { stream: 7, block: 42, payload: payload.clone() }.encode(&mut a);
+        let mut b = vec![0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
+        put_block_header(&mut b, 7, 42, payload.len());
+        b.extend_from_slice(&payload);
+        assert_eq!(&a[..], &b[..]);
+    }
+
+    #[test]
+    fn oversized_lengths_are_refused_before_buffering() {
+        let mut src = BytesMut::from(&[K_STAT, 0xff, 0xff, 0xff, 0xff][..]);
+        assert!(matches!(Request::decode(&mut src), Err(ProtoError::TooLong { .. })));
+        let mut src = BytesMut::from(&[K_R_BLOCK, 0x7f, 0xff, 0xff, 0xff][..]);
+        assert!(matches!(Reply::decode(&mut src), Err(ProtoError::TooLong { .. })));
+        let mut src = BytesMut::from(&[0x42u8][..]);
+        assert_eq!(Request::decode(&mut src), Err(ProtoError::UnknownKind(0x42)));
+    }
+
+    #[test]
+    fn bad_fields_are_malformed() {
+        let mut wire = BytesMut::new();
+        Request::Start { stream: 1, path: "f".into(), block_size: 1, first: 0, last: 0, dir: Direction::Increment }
+            .encode(&mut wire);
+        assert!(matches!(Request::decode(&mut wire), Err(ProtoError::Malformed { .. })));
+        let mut wire = BytesMut::from(&[K_HELLO, 0, 0, 0, 7, b'N', b'O', b'P', b'E', b'!', 0, 1][..]);
+        assert_eq!(Request::decode(&mut wire), Err(ProtoError::BadMagic));
+        let mut wire = BytesMut::from(&[K_END, 0, 0, 0, 5, 0, 0, 0, 1, 9][..]);
+        assert!(matches!(Request::decode(&mut wire), Err(ProtoError::Malformed { why: "trailing bytes", .. })));
+    }
+
+    #[test]
+    fn direction_span_and_step() {
+        assert_eq!(Direction::Increment.span(3, 5), 3);
+        assert_eq!(Direction::Increment.span(5, 3), 0);
+        assert_eq!(Direction::Decrement.span(5, 3), 3);
+        assert_eq!(Direction::Decrement.step(0), None);
+        assert_eq!(Direction::Increment.step(0), Some(1));
+    }
+}

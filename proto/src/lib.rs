@@ -1,0 +1,21 @@
+//! ddftp's wire protocol: what the consumer (`ddftp`) and the producer
+//! (`ddftpd`) say to each other, and the few conventions both ends must agree
+//! on (default port, byte-size notation).
+//!
+//! No I/O and no clock here, so every rule about bytes on the wire can be
+//! tested exactly and fuzzed.
+//!
+//! # Layout
+//! - [`frame`]: the messages ([`Request`], [`Reply`]), their encoding, and a
+//!   decoder that distinguishes "need more bytes" from "malformed".
+//! - [`codec`]: thin `tokio_util::codec` wrappers over [`frame`].
+//! - [`units`]: byte sizes and rates as users type them (`40MB`, `512KiB`).
+//! - [`addr`]: `HOST[:PORT]` with the default port and bracketed IPv6.
+
+pub mod addr;
+pub mod codec;
+pub mod frame;
+pub mod units;
+
+pub use addr::{parse_endpoint, Endpoint, DEFAULT_PORT};
+pub use frame::{Direction, ErrorCode, ProtoError, Reply, Request};

@@ -1,0 +1,101 @@
+//! Byte sizes as people write them: `40MB`, `512KiB`, `1.5G`, `4096`.
+//!
+//! K/M/G/T are powers of 10 and Ki/Mi/Gi/Ti powers of 2, as the issue and
+//! most storage tools say; a trailing `B` (or `/s` for rates) is optional.
+
+use std::fmt;
+
+/// A size string that could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid size {input:?}: {why} (examples: 4096, 256KiB, 40MB, 1.5GiB)")]
+pub struct SizeError {
+    pub input: String,
+    pub why: &'static str,
+}
+
+/// Parses a byte count such as `40MB`, `512KiB`, `1.5G` or `4096`.
+pub fn parse_size(input: &str) -> Result<u64, SizeError> {
+    let err = |why| SizeError { input: input.to_string(), why };
+    let s = input.trim();
+    let s = s.strip_suffix("/s").unwrap_or(s);
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err(err("no number"));
+    }
+    let unit = unit.trim();
+    let unit = unit.strip_suffix(['B', 'b']).unwrap_or(unit);
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" | "ki" | "KI" => 1 << 10,
+        "Mi" | "MI" => 1 << 20,
+        "Gi" | "GI" => 1 << 30,
+        "Ti" | "TI" => 1 << 40,
+        _ => return Err(err("unknown unit")),
+    };
+    if let Ok(whole) = num.parse::<u64>() {
+        return whole.checked_mul(mult).ok_or_else(|| err("too large"));
+    }
+    let value: f64 = num.parse().map_err(|_| err("not a number"))?;
+    let bytes = value * mult as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(err("too large"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// Formats a byte count for people: `1.50 GiB`, `512.0 KiB`, `17 B`.
+pub struct HumanBytes(pub u64);
+
+impl fmt::Display for HumanBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+        if self.0 < 1024 {
+            return write!(f, "{} B", self.0);
+        }
+        let mut v = self.0 as f64 / 1024.0;
+        let mut i = 0;
+        while v >= 1024.0 && i + 1 < UNITS.len() {
+            v /= 1024.0;
+            i += 1;
+        }
+        write!(f, "{v:.2} {}", UNITS[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_and_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("40MB"), Ok(40_000_000));
+        assert_eq!(parse_size("40M"), Ok(40_000_000));
+        assert_eq!(parse_size("512KiB"), Ok(512 * 1024));
+        assert_eq!(parse_size("1Gi"), Ok(1 << 30));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("10kB/s"), Ok(10_000));
+        assert_eq!(parse_size(" 2 MiB "), Ok(2 << 20));
+    }
+
+    #[test]
+    fn rejects_nonsense() {
+        assert!(parse_size("").is_err());
+        assert!(parse_size("MB").is_err());
+        assert!(parse_size("12XB").is_err());
+        assert!(parse_size("1.2.3M").is_err());
+        assert!(parse_size("99999999999999999999T").is_err());
+    }
+
+    #[test]
+    fn human() {
+        assert_eq!(HumanBytes(17).to_string(), "17 B");
+        assert_eq!(HumanBytes(1536).to_string(), "1.50 KiB");
+        assert_eq!(HumanBytes(3 << 29).to_string(), "1.50 GiB");
+    }
+}
