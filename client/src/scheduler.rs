@@ -1,0 +1,798 @@
+//! The DDOps scheduler: a pure state machine, no I/O, no clock.
+//!
+//! Events go in (`on_blocks`, `on_stopped`, `on_failed`, each with `now`),
+//! actions come out (`poll_action`: `Start`, `Extend`, `End`). The same code
+//! drives real sockets ([`crate::transfer`]) and the simulator ([`crate::sim`]),
+//! so what the tests and `ddftp simulate` show is what `ddftp get` does.
+//!
+//! # Model
+//! The blocks still to be handed out form *segments*: a gap of unclaimed
+//! blocks `[lo, hi)` with an incrementing producer stream on its left edge and
+//! a decrementing one on its right edge (the paper's pair). A stream *claims*
+//! blocks from its edge of the gap; the claim is the `last` bound it was sent
+//! in `Start` and then moved with `Extend`. Claims never overlap, so two
+//! producers of a pair never send the same block: they meet where their
+//! claims meet, and no block crosses the meeting point (no duplicates, and no
+//! `End` needed at a meeting).
+//!
+//! Claims run ahead of the data by each stream's rate times
+//! (2 RTT + lookahead), so a producer never waits for a grant. When the gap is
+//! smaller than what both edges want, it is split so both edges finish at the
+//! same time (rates measured from delivered blocks; contributions before
+//! that). Then the segment is empty and its two producers are a *free pair*:
+//! they help the segment with the most unprocessed blocks by the paper's
+//! rules: cross-matching (rule 2) and the contribution-proportional split of
+//! Eq. 1-8. Their `Start`s are sent at once and queue at the server behind the
+//! claim it is finishing, so a reassignment costs no round trip. No help is
+//! sent to a segment that its own pair finishes within about one round trip.
+//!
+//! A failed producer's unfinished claims go back into the gaps; a segment
+//! with no producer left is helped first.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use ddftp_proto::Direction;
+
+/// Index of a producer stream slot (one connection) given to [`Scheduler::new`].
+pub type ProducerId = usize;
+/// Identifies one `Start` and the blocks that answer it.
+pub type StreamId = u32;
+
+/// Tuning. The defaults suit real networks; tests shrink the windows to make
+/// the paper's arithmetic visible.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Blocks a stream is granted before its rate is known.
+    pub initial_window: u64,
+    /// Smallest grant worth a message once rates are known.
+    pub min_window: u64,
+    /// Grants run this far ahead of the data, beyond two round trips.
+    pub lookahead: Duration,
+    /// A segment whose pair finishes its gap within this (or one RTT, if
+    /// longer) gets no helpers: a `Start` would not pay for itself.
+    pub min_help: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            initial_window: 64,
+            min_window: 4,
+            lookahead: Duration::from_millis(60),
+            min_help: Duration::from_millis(20),
+        }
+    }
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send `Start` (blocks `first` through `last` in `dir`) on `producer`.
+    Start {
+        producer: ProducerId,
+        stream: StreamId,
+        first: u64,
+        last: u64,
+        dir: Direction,
+    },
+    /// Move a running stream's `last`.
+    Extend {
+        producer: ProducerId,
+        stream: StreamId,
+        last: u64,
+    },
+    /// Stop a stream now.
+    End {
+        producer: ProducerId,
+        stream: StreamId,
+    },
+}
+
+/// An event that contradicts what the producer was told to do; the driver
+/// should drop that producer (the scheduler already did).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Violation {
+    #[error("producer {producer} sent block {got} of stream {stream}, expected {expected}")]
+    WrongBlock {
+        producer: ProducerId,
+        stream: StreamId,
+        got: u64,
+        expected: u64,
+    },
+    #[error(
+        "producer {producer} sent blocks for stream {stream}, which is not its running stream"
+    )]
+    UnknownStream {
+        producer: ProducerId,
+        stream: StreamId,
+    },
+    #[error("producer {producer} sent more blocks than stream {stream} allows")]
+    PastBound {
+        producer: ProducerId,
+        stream: StreamId,
+    },
+    #[error("producer {producer} says stream {stream} sent {said} blocks, {got} arrived")]
+    CountMismatch {
+        producer: ProducerId,
+        stream: StreamId,
+        said: u64,
+        got: u64,
+    },
+}
+
+/// Counts for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub starts: u64,
+    pub extends: u64,
+    pub ends: u64,
+    /// Blocks delivered more than once (kept at zero by construction; counted
+    /// so that a regression shows).
+    pub duplicate_blocks: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+}
+
+#[derive(Debug)]
+struct Stream {
+    producer: ProducerId,
+    dir: Direction,
+    /// Next block expected (meaningless once `remaining` is 0).
+    next: u64,
+    /// Claimed blocks not yet delivered.
+    remaining: u64,
+    /// `Start` not sent yet (it goes out with the first grant).
+    pending: bool,
+    delivered: u64,
+    /// The segment whose edge this stream is, if it still has one.
+    segment: Option<usize>,
+    /// When `Start` went to an idle producer: the first block measures RTT.
+    rtt_probe: Option<Instant>,
+}
+
+impl Stream {
+    /// Inclusive claim bounds (low, high); only when `remaining > 0`.
+    fn claim(&self) -> (u64, u64) {
+        match self.dir {
+            Direction::Increment => (self.next, self.next + self.remaining - 1),
+            Direction::Decrement => (self.next + 1 - self.remaining, self.next),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Segment {
+    lo: u64,
+    hi: u64,
+    left: Option<StreamId>,
+    right: Option<StreamId>,
+}
+
+#[derive(Debug, Default)]
+struct Producer {
+    failed: bool,
+    /// Grant size while the rate is unknown; doubles whenever a stream ran
+    /// dry before its `Extend` arrived (slow start).
+    window: u64,
+    contributed: u64,
+    rate: RateMeter,
+    rtt: Option<Duration>,
+}
+
+/// Blocks per second over the last half second of deliveries.
+#[derive(Debug, Default)]
+struct RateMeter {
+    samples: VecDeque<(Instant, u64)>,
+    estimate: Option<f64>,
+}
+
+impl RateMeter {
+    fn record(&mut self, now: Instant, total: u64) {
+        if self
+            .samples
+            .back()
+            .is_none_or(|&(t, _)| now.duration_since(t) >= Duration::from_millis(10))
+        {
+            self.samples.push_back((now, total));
+        }
+        while self.samples.len() > 2
+            && now.duration_since(self.samples[1].0) >= Duration::from_millis(500)
+        {
+            self.samples.pop_front();
+        }
+        let &(t0, c0) = self.samples.front().expect("just pushed");
+        let span = now.duration_since(t0).as_secs_f64();
+        if span >= 0.05 {
+            self.estimate = Some((total - c0) as f64 / span);
+        }
+    }
+    /// Forget history across idle time (it would read as slowness).
+    fn restart(&mut self) {
+        self.samples.clear();
+    }
+}
+
+/// The DDOps consumer's brain. See the module docs.
+#[derive(Debug)]
+pub struct Scheduler {
+    cfg: Config,
+    total: u64,
+    delivered: u64,
+    producers: Vec<Producer>,
+    streams: BTreeMap<StreamId, Stream>,
+    segments: BTreeMap<usize, Segment>,
+    next_segment: usize,
+    next_stream: StreamId,
+    actions: VecDeque<Action>,
+    stats: Stats,
+}
+
+impl Scheduler {
+    /// Pairs producers (0,1), (2,3), ... over equal partitions of `blocks`;
+    /// an odd last producer gets a partition of its own. For the paper's
+    /// virtual pair, give the same server two producer slots.
+    pub fn new(blocks: Range<u64>, producers: usize, cfg: Config, now: Instant) -> Self {
+        let mut s = Scheduler {
+            total: blocks.end.saturating_sub(blocks.start),
+            delivered: 0,
+            producers: (0..producers)
+                .map(|_| Producer {
+                    window: cfg.initial_window,
+                    ..Producer::default()
+                })
+                .collect(),
+            streams: BTreeMap::new(),
+            segments: BTreeMap::new(),
+            next_segment: 0,
+            next_stream: 1,
+            actions: VecDeque::new(),
+            stats: Stats::default(),
+            cfg,
+        };
+        let parts = producers.div_ceil(2) as u64;
+        if parts == 0 || s.total == 0 {
+            return s;
+        }
+        let (base, extra) = (s.total / parts, s.total % parts);
+        let mut lo = blocks.start;
+        for i in 0..parts {
+            let hi = lo + base + u64::from(i < extra);
+            let sid = s.add_segment(lo, hi);
+            let p = 2 * i as usize;
+            s.attach(sid, Side::Left, p, now);
+            if p + 1 < producers {
+                s.attach(sid, Side::Right, p + 1, now);
+            }
+            lo = hi;
+        }
+        s.rebalance(now);
+        s
+    }
+
+    // ----- inputs -----
+
+    /// `count` consecutive blocks of `stream`, starting with `first`, arrived
+    /// from `producer`.
+    pub fn on_blocks(
+        &mut self,
+        producer: ProducerId,
+        stream: StreamId,
+        first: u64,
+        count: u64,
+        now: Instant,
+    ) -> Result<(), Violation> {
+        let check = match self.streams.get(&stream) {
+            Some(s) if s.producer == producer && !s.pending => {
+                if first != s.next {
+                    Err(Violation::WrongBlock {
+                        producer,
+                        stream,
+                        got: first,
+                        expected: s.next,
+                    })
+                } else if count > s.remaining {
+                    Err(Violation::PastBound { producer, stream })
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Err(Violation::UnknownStream { producer, stream }),
+        };
+        if let Err(v) = check {
+            self.on_failed(producer, now);
+            return Err(v);
+        }
+        let s = self.streams.get_mut(&stream).expect("checked");
+        s.remaining -= count;
+        s.delivered += count;
+        s.next = match s.dir {
+            Direction::Increment => first + count,
+            Direction::Decrement => first.wrapping_sub(count),
+        };
+        let probe = s.rtt_probe.take();
+        let p = &mut self.producers[producer];
+        if let Some(sent) = probe {
+            let sample = now.duration_since(sent);
+            p.rtt = Some(p.rtt.map_or(sample, |r| r.min(sample)));
+        }
+        p.contributed += count;
+        p.rate.record(now, p.contributed);
+        self.delivered += count;
+        self.rebalance(now);
+        Ok(())
+    }
+
+    /// The server says `stream` ended after sending `sent` blocks.
+    pub fn on_stopped(
+        &mut self,
+        producer: ProducerId,
+        stream: StreamId,
+        sent: u64,
+        now: Instant,
+    ) -> Result<(), Violation> {
+        let Some(s) = self
+            .streams
+            .get(&stream)
+            .filter(|s| s.producer == producer && !s.pending)
+        else {
+            self.on_failed(producer, now);
+            return Err(Violation::UnknownStream { producer, stream });
+        };
+        if s.delivered != sent {
+            let got = s.delivered;
+            self.on_failed(producer, now);
+            return Err(Violation::CountMismatch {
+                producer,
+                stream,
+                said: sent,
+                got,
+            });
+        }
+        // A stream that stopped short hit its old bound before our Extend
+        // arrived: grants must run further ahead for this producer, and the
+        // same producer resumes on the same edge with a fresh Start.
+        if s.remaining > 0 {
+            let w = self.want(producer);
+            let p = &mut self.producers[producer];
+            p.window = 2 * p.window.max(w);
+        }
+        if let Some((sid, side)) = self.release(stream) {
+            self.attach(sid, side, producer, now);
+        }
+        self.rebalance(now);
+        Ok(())
+    }
+
+    /// `producer` is gone (connection lost, timed out, misbehaved).
+    pub fn on_failed(&mut self, producer: ProducerId, now: Instant) {
+        if self.producers[producer].failed {
+            return;
+        }
+        self.producers[producer].failed = true;
+        let ids: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.producer == producer)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            let _ = self.release(id);
+        }
+        self.rebalance(now);
+    }
+
+    // ----- outputs -----
+
+    /// The next thing to send, if any.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Every block has been delivered.
+    pub fn is_done(&self) -> bool {
+        self.delivered == self.total
+    }
+
+    /// Blocks remain and no producer is left to send them.
+    pub fn is_stuck(&self) -> bool {
+        !self.is_done() && self.producers.iter().all(|p| p.failed)
+    }
+
+    // ----- getters -----
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// Blocks each producer delivered (its contribution, the paper's C).
+    pub fn contributions(&self) -> Vec<u64> {
+        self.producers.iter().map(|p| p.contributed).collect()
+    }
+
+    pub fn is_failed(&self, producer: ProducerId) -> bool {
+        self.producers[producer].failed
+    }
+
+    // ----- internals -----
+
+    fn add_segment(&mut self, lo: u64, hi: u64) -> usize {
+        let id = self.next_segment;
+        self.next_segment += 1;
+        self.segments.insert(
+            id,
+            Segment {
+                lo,
+                hi,
+                left: None,
+                right: None,
+            },
+        );
+        id
+    }
+
+    /// Makes a pending stream for `producer` on one edge of segment `sid`.
+    fn attach(&mut self, sid: usize, side: Side, producer: ProducerId, now: Instant) {
+        let id = self.next_stream;
+        self.next_stream += 1;
+        let seg = self.segments.get_mut(&sid).expect("live segment");
+        let (dir, next, slot) = match side {
+            Side::Left => (Direction::Increment, seg.lo, &mut seg.left),
+            Side::Right => (Direction::Decrement, seg.hi.wrapping_sub(1), &mut seg.right),
+        };
+        *slot = Some(id);
+        let idle = !self.streams.values().any(|s| s.producer == producer);
+        if idle {
+            self.producers[producer].rate.restart();
+        }
+        let rtt_probe = idle.then_some(now);
+        self.streams.insert(
+            id,
+            Stream {
+                producer,
+                dir,
+                next,
+                remaining: 0,
+                pending: true,
+                delivered: 0,
+                segment: Some(sid),
+                rtt_probe,
+            },
+        );
+    }
+
+    /// Removes a stream, returning its undelivered claim to the gaps; says
+    /// which segment edge it vacated, if any.
+    fn release(&mut self, id: StreamId) -> Option<(usize, Side)> {
+        let s = self.streams.remove(&id).expect("live stream");
+        if let Some(sid) = s.segment {
+            let seg = self.segments.get_mut(&sid).expect("attached segment");
+            if seg.left == Some(id) {
+                seg.left = None;
+                if s.remaining > 0 {
+                    seg.lo = s.next;
+                }
+                Some((sid, Side::Left))
+            } else {
+                seg.right = None;
+                if s.remaining > 0 {
+                    seg.hi = s.next + 1;
+                }
+                Some((sid, Side::Right))
+            }
+        } else {
+            if s.remaining > 0 {
+                let (lo, hi) = s.claim();
+                self.add_segment(lo, hi + 1);
+            }
+            None
+        }
+    }
+
+    fn rate(&self, p: ProducerId) -> Option<f64> {
+        self.producers[p].rate.estimate
+    }
+
+    /// Blocks a stream of `p` should have claimed ahead of its data.
+    fn want(&self, p: ProducerId) -> u64 {
+        let pr = &self.producers[p];
+        match pr.rate.estimate {
+            None => pr.window,
+            Some(r) => {
+                let ahead = 2.0 * pr.rtt.unwrap_or_default().as_secs_f64()
+                    + self.cfg.lookahead.as_secs_f64();
+                ((r * ahead).ceil() as u64).max(self.cfg.min_window)
+            }
+        }
+        .max(1)
+    }
+
+    /// Speed used to divide work: measured rate, else contribution.
+    fn weight(&self, p: ProducerId) -> f64 {
+        self.rate(p)
+            .unwrap_or(self.producers[p].contributed as f64)
+            .max(1e-9)
+    }
+
+    fn rebalance(&mut self, now: Instant) {
+        let ids: Vec<usize> = self.segments.keys().copied().collect();
+        for sid in ids {
+            self.grant(sid, now);
+        }
+        self.assign_helpers(now);
+    }
+
+    /// Tops up the claims on both edges of a segment, splitting the last of
+    /// the gap so both edges finish together; removes the segment once its
+    /// gap is empty.
+    fn grant(&mut self, sid: usize, now: Instant) {
+        // An edge stream that used up its claim has stopped at the server:
+        // it is replaced by a fresh Start on the same edge.
+        for side in [Side::Left, Side::Right] {
+            let seg = &self.segments[&sid];
+            let slot = if side == Side::Left {
+                seg.left
+            } else {
+                seg.right
+            };
+            if let Some(id) = slot {
+                let s = &self.streams[&id];
+                if !s.pending && s.remaining == 0 && seg.hi > seg.lo {
+                    let p = s.producer;
+                    self.streams.get_mut(&id).expect("live").segment = None;
+                    self.attach(sid, side, p, now);
+                }
+            }
+        }
+        let seg = self.segments[&sid].clone();
+        let gap = seg.hi.saturating_sub(seg.lo);
+        let need = |slot: Option<StreamId>| -> u64 {
+            slot.map_or(0, |id| {
+                let s = &self.streams[&id];
+                let w = self.want(s.producer);
+                if s.remaining * 2 <= w {
+                    w - s.remaining
+                } else {
+                    0
+                }
+            })
+        };
+        let (nl, nr) = (need(seg.left), need(seg.right));
+        if gap > 0 && nl + nr > 0 {
+            let rates_known = [seg.left, seg.right]
+                .into_iter()
+                .flatten()
+                .all(|id| self.rate(self.streams[&id].producer).is_some());
+            let (gl, gr) = if nl + nr <= gap {
+                (nl, nr)
+            } else if !rates_known && gap >= 4 {
+                // Too early to know who is faster: hand out a quarter of the
+                // gap at a time and let the deliveries tell.
+                (nl.min(gap / 4), nr.min(gap / 4))
+            } else {
+                match (seg.left, seg.right) {
+                    (Some(l), Some(r)) => {
+                        let (sl, sr) = (&self.streams[&l], &self.streams[&r]);
+                        let (wl, wr) = (self.weight(sl.producer), self.weight(sr.producer));
+                        // Equal finish times: (rem_l + x) / wl = (rem_r + gap - x) / wr.
+                        let x = (wl * (sr.remaining + gap) as f64 - wr * sl.remaining as f64)
+                            / (wl + wr);
+                        let x = (x.round().max(0.0) as u64).min(gap);
+                        (x, gap - x)
+                    }
+                    (Some(_), None) => (gap, 0),
+                    (None, Some(_)) => (0, gap),
+                    (None, None) => (0, 0),
+                }
+            };
+            if let Some(l) = seg.left {
+                self.extend(sid, l, gl);
+            }
+            if let Some(r) = seg.right {
+                self.extend(sid, r, gr);
+            }
+        }
+        let seg = &self.segments[&sid];
+        if seg.hi <= seg.lo {
+            // Nothing left to hand out: the edges finish their claims and are
+            // free to help elsewhere. Pending edges never start.
+            let seg = self.segments.remove(&sid).expect("live");
+            for id in [seg.left, seg.right].into_iter().flatten() {
+                if self.streams[&id].pending {
+                    self.streams.remove(&id);
+                } else {
+                    self.streams.get_mut(&id).expect("live").segment = None;
+                }
+            }
+        }
+    }
+
+    /// Moves `n` blocks from the segment's gap into stream `id`'s claim.
+    fn extend(&mut self, sid: usize, id: StreamId, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let seg = self.segments.get_mut(&sid).expect("live");
+        let s = self.streams.get_mut(&id).expect("live");
+        if s.dir == Direction::Increment {
+            seg.lo += n;
+        } else {
+            seg.hi -= n;
+        }
+        s.remaining += n;
+        let last = match s.dir {
+            Direction::Increment => s.next + s.remaining - 1,
+            Direction::Decrement => s.next + 1 - s.remaining,
+        };
+        if s.pending {
+            s.pending = false;
+            self.stats.starts += 1;
+            self.actions.push_back(Action::Start {
+                producer: s.producer,
+                stream: id,
+                first: s.next,
+                last,
+                dir: s.dir,
+            });
+        } else {
+            self.stats.extends += 1;
+            self.actions.push_back(Action::Extend {
+                producer: s.producer,
+                stream: id,
+                last,
+            });
+        }
+    }
+
+    /// Producers that can take new work: alive, not the edge of any segment,
+    /// and with at most one stream still finishing (its `Start` would queue
+    /// behind that one).
+    fn candidates(&self) -> Vec<ProducerId> {
+        let mut busy = vec![0usize; self.producers.len()];
+        let mut edge = vec![false; self.producers.len()];
+        for s in self.streams.values() {
+            busy[s.producer] += 1;
+            edge[s.producer] |= s.segment.is_some();
+        }
+        (0..self.producers.len())
+            .filter(|&p| !self.producers[p].failed && !edge[p] && busy[p] <= 1)
+            .collect()
+    }
+
+    /// Blocks a segment's own edges will deliver within the help horizon.
+    fn help_threshold(&self, seg: &Segment) -> u64 {
+        let mut blocks = 0.0;
+        for id in [seg.left, seg.right].into_iter().flatten() {
+            let p = self.streams[&id].producer;
+            let horizon = self.producers[p]
+                .rtt
+                .unwrap_or_default()
+                .max(self.cfg.min_help);
+            blocks += self.rate(p).unwrap_or(0.0) * horizon.as_secs_f64();
+        }
+        blocks as u64
+    }
+
+    /// Rule 1: free producers help the segment with the most unprocessed
+    /// blocks, as long as helping pays.
+    fn assign_helpers(&mut self, now: Instant) {
+        for _ in 0..self.producers.len() * 2 {
+            let mut cands = self.candidates();
+            if cands.is_empty() {
+                return;
+            }
+            let unprocessed = |seg: &Segment| -> u64 {
+                let edge = |id: Option<StreamId>| id.map_or(0, |id| self.streams[&id].remaining);
+                seg.hi - seg.lo + edge(seg.left) + edge(seg.right)
+            };
+            let target = self
+                .segments
+                .iter()
+                .filter(|(_, seg)| {
+                    let gap = seg.hi.saturating_sub(seg.lo);
+                    gap > 0
+                        && (seg.left.is_none() && seg.right.is_none()
+                            || gap > self.help_threshold(seg))
+                })
+                .max_by_key(|(&sid, seg)| {
+                    (
+                        seg.left.is_none() && seg.right.is_none(),
+                        unprocessed(seg),
+                        std::cmp::Reverse(sid),
+                    )
+                })
+                .map(|(&sid, _)| sid);
+            let Some(sid) = target else { return };
+            let seg = self.segments[&sid].clone();
+            // Faster candidates first (by contribution), ties by id.
+            cands.sort_by_key(|&p| (std::cmp::Reverse(self.producers[p].contributed), p));
+            match (seg.left, seg.right) {
+                (None, _) => self.attach(sid, Side::Left, cands[0], now),
+                (_, None) => self.attach(sid, Side::Right, cands[0], now),
+                (Some(l), Some(r)) => self.split(sid, l, r, &cands, now),
+            }
+            let ids: Vec<usize> = self.segments.keys().copied().collect();
+            for sid in ids {
+                self.grant(sid, now);
+            }
+        }
+    }
+
+    /// Splits a busy segment for one or two helpers (rule 2 and Eq. 1-8).
+    fn split(
+        &mut self,
+        sid: usize,
+        il: StreamId,
+        dr: StreamId,
+        cands: &[ProducerId],
+        now: Instant,
+    ) {
+        let seg = self.segments[&sid].clone();
+        let (sl, sr) = (&self.streams[&il], &self.streams[&dr]);
+        let (pl, pr) = (sl.producer, sr.producer);
+        // P(S_il), P(S_dr): next block each will deliver (Eq. 1).
+        let p_il = if sl.remaining > 0 { sl.next } else { seg.lo };
+        let p_dr = if sr.remaining > 0 {
+            sr.next
+        } else {
+            seg.hi - 1
+        };
+        let unsent = (p_dr + 1).saturating_sub(p_il) as u128;
+        let c = |p: ProducerId| self.producers[p].contributed.max(1) as u128;
+        let left_busy_slower = c(pl) <= c(pr);
+        let (split, dl, ir) = if cands.len() >= 2 && seg.hi - seg.lo >= 2 {
+            // Rule 2: the slower busy producer gets the faster free one.
+            let (fast, slow) = (cands[0], cands[1]);
+            let (dl, ir) = if left_busy_slower {
+                (fast, slow)
+            } else {
+                (slow, fast)
+            };
+            let u_left = unsent * (c(pl) + c(dl)) / (c(pl) + c(dl) + c(ir) + c(pr)); // Eq. 2-3
+                                                                                     // Eq. 7-8: P(S_dl) = P(S_il) + U(left) - 1, P(S_ir) = P(S_dl) + 1.
+            let split =
+                (p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128 - 1) as u64;
+            (split, Some(dl), Some(ir))
+        } else {
+            let h = cands[0];
+            if left_busy_slower {
+                let u_left = unsent * (c(pl) + c(h)) / (c(pl) + c(h) + c(pr));
+                (
+                    (p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128) as u64,
+                    Some(h),
+                    None,
+                )
+            } else {
+                let u_left = unsent * c(pl) / (c(pl) + c(h) + c(pr));
+                (
+                    (p_il as u128 + u_left).clamp(seg.lo as u128, seg.hi as u128 - 1) as u64,
+                    None,
+                    Some(h),
+                )
+            }
+        };
+        let right = self.add_segment(split, seg.hi);
+        self.segments.get_mut(&sid).expect("live").hi = split;
+        self.segments.get_mut(&sid).expect("live").right = None;
+        self.segments.get_mut(&right).expect("live").right = Some(dr);
+        self.streams.get_mut(&dr).expect("live").segment = Some(right);
+        if let Some(h) = dl {
+            self.attach(sid, Side::Right, h, now);
+        }
+        if let Some(h) = ir {
+            self.attach(right, Side::Left, h, now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
