@@ -1,7 +1,13 @@
-//! ddftp, the DDOps consumer: library behind the `ddftp` command.
+//! ddftp, the DDOps consumer: the library behind the `ddftp` command.
 //!
 //! # Layout
 //! - [`scheduler`]: the sans-IO DDOps state machine (pairs, meetings, helpers).
 //! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
+//! - [`transfer`]: sockets and positional writes driving the scheduler (`get`).
+//! - [`progress`]: the terminal progress bar.
+//! - [`cli`]: one module per subcommand; `src/bin/ddftp.rs` only dispatches.
+pub mod cli;
+pub mod progress;
 pub mod scheduler;
 pub mod sim;
+pub mod transfer;

@@ -572,12 +572,12 @@ impl Scheduler {
                 .into_iter()
                 .flatten()
                 .all(|id| self.rate(self.streams[&id].producer).is_some());
-            let (gl, gr) = if nl + nr <= gap {
-                (nl, nr)
-            } else if !rates_known && gap >= 4 {
-                // Too early to know who is faster: hand out a quarter of the
-                // gap at a time and let the deliveries tell.
+            let (gl, gr) = if !rates_known && gap >= 4 {
+                // Too early to know who is faster: hand out at most a quarter
+                // of the gap at a time and let the deliveries tell.
                 (nl.min(gap / 4), nr.min(gap / 4))
+            } else if nl + nr <= gap {
+                (nl, nr)
             } else {
                 match (seg.left, seg.right) {
                     (Some(l), Some(r)) => {

@@ -8,12 +8,10 @@
 //! # Layout
 //! - [`frame`]: the messages ([`Request`], [`Reply`]), their encoding, and a
 //!   decoder that distinguishes "need more bytes" from "malformed".
-//! - [`codec`]: thin `tokio_util::codec` wrappers over [`frame`].
 //! - [`units`]: byte sizes and rates as users type them (`40MB`, `512KiB`).
 //! - [`addr`]: `HOST[:PORT]` with the default port and bracketed IPv6.
 
 pub mod addr;
-pub mod codec;
 pub mod frame;
 pub mod units;
 

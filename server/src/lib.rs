@@ -1,1 +1,21 @@
-pub fn x() {}
+//! ddftpd, the DDOps producer: serves the files under a root directory.
+//!
+//! It knows nothing of other producers. Each connection carries one stream
+//! at a time: on `Start` it sends blocks from `first` towards `last` (up or
+//! down), moves `last` on `Extend`, stops on `End` or at `last`, and says how
+//! many blocks it sent. That is the whole producer side of DDOps.
+//!
+//! # Layout
+//! - [`root`]: maps a client's path to a file under the root, refusing
+//!   anything that would leave it.
+//! - [`ratelimit`]: one token bucket shared by every connection
+//!   (`--rate-limit`), adjustable while running.
+//! - [`connection`]: one client connection: handshake, stat, streams.
+//! - [`server`]: accepts connections, caps their number, stops on a signal.
+
+pub mod connection;
+pub mod ratelimit;
+pub mod root;
+pub mod server;
+
+pub use server::{serve, Server, ServerConfig};

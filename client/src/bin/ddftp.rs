@@ -1,1 +1,33 @@
-fn main() {}
+//! `ddftp`: get files from several mirrors at once (Dual-Direction Operations).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ddftp::cli::{demo, get, simulate, Exit};
+
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "Fast, balanced downloads from several mirrors at once (Dual-Direction Operations)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    Get(get::GetOpt),
+    Simulate(simulate::SimulateOpt),
+    Demo(demo::DemoOpt),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let exit: Exit = match cli.cmd {
+        Cmd::Get(o) => get::run(o),
+        Cmd::Simulate(o) => simulate::run(o),
+        Cmd::Demo(o) => demo::run(o),
+    };
+    exit.into()
+}

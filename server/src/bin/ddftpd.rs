@@ -1,1 +1,116 @@
-fn main() {}
+//! `ddftpd --root DIR [--listen ADDR:PORT]... [--rate-limit RATE]`
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use ddftp_proto::units::parse_size;
+use ddftp_proto::{parse_endpoint, DEFAULT_PORT};
+use ddftpd::{Server, ServerConfig};
+use tokio::net::TcpListener;
+
+/// ddftpd: serves the files under a root directory to ddftp clients
+/// (the producer side of Dual-Direction Operations).
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Opt {
+    /// Directory to serve; clients name files relative to it.
+    #[arg(long)]
+    root: PathBuf,
+    /// Address to listen on, HOST[:PORT] or [IPv6]:PORT (repeatable; port 0
+    /// picks a free one). Default: 0.0.0.0:7400.
+    #[arg(long = "listen", value_name = "ADDR:PORT")]
+    listen: Vec<String>,
+    /// Cap on the total send rate, in bytes per second: 40MB, 512KiB, 1.5G.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    rate_limit: Option<u64>,
+    /// Follow symlinks that stay inside the root (others are always refused).
+    #[arg(long)]
+    follow_symlinks: bool,
+    /// Most connections open at once.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Close a connection that sends nothing for this many seconds while idle.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    idle_timeout: u64,
+}
+
+fn parse_rate(s: &str) -> Result<u64, String> {
+    match parse_size(s) {
+        Ok(0) => Err("rate must be above 0".into()),
+        Ok(r) => Ok(r),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn bind(spec: &str) -> anyhow::Result<TcpListener> {
+    let ep = parse_endpoint(spec)?;
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+        .await
+        .with_context(|| format!("resolving {ep}"))?
+        .collect();
+    let Some(addr) = addrs.first() else {
+        bail!("{ep} resolves to no address")
+    };
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(*addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    sock.set_reuse_address(true)?;
+    sock.bind(&(*addr).into())
+        .with_context(|| format!("binding {addr}"))?;
+    sock.listen(1024)?;
+    sock.set_nonblocking(true)?;
+    Ok(TcpListener::from_std(sock.into())?)
+}
+
+async fn run(opt: Opt) -> anyhow::Result<()> {
+    let cfg = ServerConfig {
+        rate_limit: opt.rate_limit,
+        follow_symlinks: opt.follow_symlinks,
+        max_connections: opt.max_connections.max(1),
+        idle_timeout: Duration::from_secs(opt.idle_timeout.max(1)),
+        ..ServerConfig::default()
+    };
+    let server = Server::new(&opt.root, &cfg)
+        .with_context(|| format!("cannot serve {}", opt.root.display()))?;
+    let specs = if opt.listen.is_empty() {
+        vec![format!("0.0.0.0:{DEFAULT_PORT}")]
+    } else {
+        opt.listen
+    };
+    let mut listeners = vec![];
+    for s in &specs {
+        let l = bind(s).await?;
+        // Scripts and tests read the real port (useful with port 0) from here.
+        println!("ddftpd listening on {}", l.local_addr()?);
+        listeners.push(l);
+    }
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    server.run(listeners, shutdown).await;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let opt = Opt::parse();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ddftpd: cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(opt)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ddftpd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! `ddftp get PATH --mirrors A,B,... [-o OUT]`: one file from k mirrors.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use ddftp_proto::frame::{MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
+use ddftp_proto::units::{parse_size, HumanBytes};
+use ddftp_proto::{parse_endpoint, Endpoint};
+use sha2::{Digest, Sha256};
+
+use super::{report_error, runtime, Exit};
+use crate::progress::Bar;
+use crate::scheduler::Config;
+use crate::transfer::{self, GetSpec, TransferError, TransferReport};
+
+/// Default block size: large enough that per-block costs vanish at GB/s,
+/// small enough that the last pair meets within milliseconds on slow links.
+pub const DEFAULT_BLOCK_SIZE: u32 = 256 * 1024;
+
+/// Download one file from several mirrors at once (Dual-Direction Operations).
+#[derive(Debug, Args)]
+pub struct GetOpt {
+    /// Path of the file on the mirrors, relative to their --root.
+    pub path: String,
+    /// Mirrors serving the same file: HOST[:PORT],... (port 7400 if omitted,
+    /// IPv6 in brackets).
+    #[arg(long, short = 'm', value_delimiter = ',', required = true, value_parser = parse_mirror)]
+    pub mirrors: Vec<Endpoint>,
+    /// Where to write the file (default: its name, in the current directory).
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Block size, e.g. 256KiB or 1MiB.
+    #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
+    pub block_size: u32,
+    /// Print one JSON object with the results on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar and no human summary (errors and warnings still go to stderr).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// fsync the file before it is put in place.
+    #[arg(long)]
+    pub sync: bool,
+}
+
+fn parse_mirror(s: &str) -> Result<Endpoint, String> {
+    parse_endpoint(s).map_err(|e| e.to_string())
+}
+
+fn parse_block_size(s: &str) -> Result<u32, String> {
+    let v = parse_size(s).map_err(|e| e.to_string())?;
+    if v < u64::from(MIN_BLOCK_SIZE) || v > u64::from(MAX_BLOCK_SIZE) {
+        return Err(format!(
+            "block size must be between {} and {}",
+            HumanBytes(MIN_BLOCK_SIZE.into()),
+            HumanBytes(MAX_BLOCK_SIZE.into())
+        ));
+    }
+    Ok(v as u32)
+}
+
+/// The result of a finished `get`, as printed with `--json`.
+#[derive(Debug, serde::Serialize)]
+pub struct GetResult {
+    #[serde(flatten)]
+    pub transfer: TransferReport,
+    pub sha256: String,
+    pub mb_per_s: f64,
+}
+
+/// SHA-256 of a file, read in 1 MiB pieces.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(format!("{:x}", h.finalize()))
+}
+
+impl GetOpt {
+    pub fn spec(&self) -> Result<GetSpec, String> {
+        let output = match &self.output {
+            Some(o) => o.clone(),
+            None => {
+                let name = Path::new(&self.path)
+                    .file_name()
+                    .ok_or_else(|| format!("{:?} names no file; give -o OUT", self.path))?;
+                PathBuf::from(name)
+            }
+        };
+        if output.is_dir() {
+            return Err(format!(
+                "{} is a directory; give a file name with -o",
+                output.display()
+            ));
+        }
+        Ok(GetSpec {
+            path: self.path.clone(),
+            mirrors: self.mirrors.clone(),
+            output,
+            block_size: self.block_size,
+            sync: self.sync,
+            scheduler: Config::default(),
+        })
+    }
+}
+
+/// Prints the human summary: totals, then one line per mirror.
+pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let t = &r.transfer;
+    writeln!(
+        to,
+        "{} -> {}: {} in {:.2} s ({:.1} MB/s)\nsha256 {}",
+        t.path,
+        t.output,
+        HumanBytes(t.bytes),
+        t.seconds,
+        r.mb_per_s,
+        r.sha256
+    )?;
+    writeln!(
+        to,
+        "  {:<28} {:>8} {:>12} {:>7}",
+        "mirror", "blocks", "bytes", "share"
+    )?;
+    for p in &t.producers {
+        writeln!(
+            to,
+            "  {:<28} {:>8} {:>12} {:>6.1}%",
+            p.mirror,
+            p.blocks,
+            HumanBytes(p.bytes).to_string(),
+            100.0 * p.share
+        )?;
+    }
+    writeln!(
+        to,
+        "  control messages: {} Start, {} Extend, {} End; duplicate bytes: {}",
+        t.starts, t.extends, t.ends, t.duplicate_bytes
+    )
+}
+
+/// Exit code for a failed transfer.
+pub fn exit_for(e: &TransferError) -> Exit {
+    match e {
+        TransferError::NoMirrors => Exit::Usage,
+        TransferError::SizeMismatch { .. } => Exit::Integrity,
+        TransferError::Output { .. } => Exit::Local,
+        TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => {
+            Exit::Transfer
+        }
+    }
+}
+
+/// Runs a transfer and hashes the result.
+pub async fn fetch(
+    spec: &GetSpec,
+    bar: &mut dyn transfer::Progress,
+) -> Result<GetResult, TransferError> {
+    let report = transfer::get(spec, bar).await?;
+    let out = spec.output.clone();
+    let sha256 = tokio::task::spawn_blocking(move || sha256_file(&out))
+        .await
+        .expect("hash task")
+        .map_err(|source| TransferError::Output {
+            path: spec.output.clone(),
+            source,
+        })?;
+    let mb_per_s = if report.seconds > 0.0 {
+        report.bytes as f64 / report.seconds / 1e6
+    } else {
+        0.0
+    };
+    Ok(GetResult {
+        transfer: report,
+        sha256,
+        mb_per_s,
+    })
+}
+
+pub fn run(opt: GetOpt) -> Exit {
+    let spec = match opt.spec() {
+        Ok(s) => s,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Local;
+        }
+    };
+    let mut bar = Bar::new(!opt.quiet);
+    match rt.block_on(fetch(&spec, &mut bar)) {
+        Ok(r) => {
+            if opt.json {
+                println!("{}", serde_json::to_string(&r).expect("report serialises"));
+                if !opt.quiet {
+                    let _ = print_summary(&r, &mut std::io::stderr());
+                }
+            } else if !opt.quiet {
+                let _ = print_summary(&r, &mut std::io::stdout());
+            }
+            Exit::Ok
+        }
+        Err(e) => {
+            report_error(&e);
+            exit_for(&e)
+        }
+    }
+}

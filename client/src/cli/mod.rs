@@ -1,0 +1,40 @@
+//! The `ddftp` command line: one module per subcommand, each with its
+//! options struct and a `run` that returns an exit code.
+
+pub mod demo;
+pub mod get;
+pub mod simulate;
+
+use std::process::ExitCode;
+
+/// Exit codes scripts can rely on (also in the README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The output is complete and correct.
+    Ok = 0,
+    /// The transfer did not complete (mirrors failed or unreachable).
+    Transfer = 1,
+    /// Bad flags or arguments.
+    Usage = 2,
+    /// Mirrors disagree about the file, or a checksum failed.
+    Integrity = 3,
+    /// The output could not be written (permissions, full disk).
+    Local = 4,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// Prints `ddftp: error: ...` with the full cause chain.
+pub fn report_error(e: &dyn std::fmt::Display) {
+    eprintln!("ddftp: error: {e:#}");
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}

@@ -1,0 +1,68 @@
+//! What the user sees while bytes move: an indicatif bar on a terminal
+//! (bytes, rate, ETA and each mirror's share so far), nothing otherwise.
+//! Warnings always go to stderr, above the bar.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::transfer::Progress;
+
+/// A bar when stderr is a terminal and the user did not ask for quiet.
+pub struct Bar {
+    bar: Option<ProgressBar>,
+    mirrors: Vec<String>,
+}
+
+impl Bar {
+    pub fn new(visible: bool) -> Bar {
+        let bar = (visible && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
+            let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(10));
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{bytes:>10}/{total_bytes} {wide_bar} {binary_bytes_per_sec:>12} ETA {eta:>4}\n{msg}",
+                )
+                .expect("valid template"),
+            );
+            b
+        });
+        Bar {
+            bar,
+            mirrors: vec![],
+        }
+    }
+}
+
+impl Progress for Bar {
+    fn start(&mut self, total: u64, mirrors: &[String]) {
+        self.mirrors = mirrors.to_vec();
+        if let Some(b) = &self.bar {
+            b.set_length(total);
+            b.reset_elapsed();
+        }
+    }
+
+    fn update(&mut self, done: u64, per_mirror: &[u64]) {
+        let Some(b) = &self.bar else { return };
+        b.set_position(done);
+        let total = done.max(1) as f64;
+        let shares: Vec<String> = self
+            .mirrors
+            .iter()
+            .zip(per_mirror)
+            .map(|(m, &bytes)| format!("{m} {:.0}%", 100.0 * bytes as f64 / total))
+            .collect();
+        b.set_message(format!("  shares: {}", shares.join("  ")));
+    }
+
+    fn warn(&mut self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.suspend(|| eprintln!("ddftp: warning: {msg}")),
+            None => eprintln!("ddftp: warning: {msg}"),
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,697 @@
+//! The I/O driver of `ddftp get`: connections, block placement, and the
+//! coordinator that feeds the [`Scheduler`].
+//!
+//! Each producer slot (one TCP connection) is a task that sends the
+//! scheduler's commands and reads blocks. It knows exactly which block must
+//! come next on its connection (it sent the `Start`s and `Extend`s), so it
+//! checks every block *before* writing it at its offset: a confused or
+//! hostile server can waste a connection but cannot write anywhere else in
+//! the file. Payloads go from the receive buffer to the file with one
+//! `pwrite`, never through the coordinator. Slots report progress in runs
+//! ("blocks a..b of stream s"), not one message per block.
+//!
+//! The coordinator owns the scheduler: events in, actions out to the slots.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use ddftp_proto::frame::PROTOCOL_VERSION;
+use ddftp_proto::{Direction, Endpoint, Reply, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
+
+/// How long to wait for a mirror to accept and answer the handshake.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What went wrong with a transfer, with enough context to act on.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error("no mirror given")]
+    NoMirrors,
+    #[error("no mirror could serve {path}:\n{}", .failures.join("\n"))]
+    NoUsableMirror { path: String, failures: Vec<String> },
+    #[error("mirrors disagree on the size of {path}: {}", .sizes.join(", "))]
+    SizeMismatch { path: String, sizes: Vec<String> },
+    #[error("cannot write {}: {source}", .path.display())]
+    Output { path: PathBuf, source: io::Error },
+    #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}", .errors.join("\n"))]
+    AllMirrorsFailed {
+        missing: u64,
+        total: u64,
+        errors: Vec<String>,
+    },
+}
+
+/// One mirror as the consumer sees it.
+#[derive(Debug, Clone)]
+pub struct MirrorInfo {
+    pub endpoint: Endpoint,
+    pub size: u64,
+}
+
+/// Live figures for a progress display.
+pub trait Progress: Send {
+    /// Transfer starts: total bytes and the mirrors in use.
+    fn start(&mut self, total: u64, mirrors: &[String]);
+    /// Bytes received so far, overall and per mirror.
+    fn update(&mut self, done: u64, per_mirror: &[u64]);
+    /// A mirror was dropped or a similar event worth telling the user.
+    fn warn(&mut self, msg: &str);
+    fn finish(&mut self);
+}
+
+/// What a `get` needs to know.
+#[derive(Debug, Clone)]
+pub struct GetSpec {
+    pub path: String,
+    pub mirrors: Vec<Endpoint>,
+    pub output: PathBuf,
+    pub block_size: u32,
+    /// fsync the output before it is renamed into place.
+    pub sync: bool,
+    pub scheduler: Config,
+}
+
+/// Per-mirror result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProducerReport {
+    pub mirror: String,
+    pub blocks: u64,
+    pub bytes: u64,
+    pub share: f64,
+}
+
+/// What a finished transfer did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TransferReport {
+    pub path: String,
+    pub output: String,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub block_size: u32,
+    pub starts: u64,
+    pub extends: u64,
+    pub ends: u64,
+    pub duplicate_bytes: u64,
+    pub producers: Vec<ProducerReport>,
+    pub warnings: Vec<String>,
+}
+
+/// A connected, greeted producer connection.
+async fn connect(ep: &Endpoint) -> Result<TcpStream, String> {
+    let fut = async {
+        let sock = TcpStream::connect((ep.host.as_str(), ep.port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        sock.set_nodelay(true).map_err(|e| e.to_string())?;
+        Ok::<_, String>(sock)
+    };
+    let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut)
+        .await
+        .map_err(|_| "connect: timed out".to_string())??;
+    let hello = request(
+        &mut sock,
+        Request::Hello {
+            version: PROTOCOL_VERSION,
+        },
+    )
+    .await?;
+    match hello {
+        Reply::Hello { version } if version == PROTOCOL_VERSION => Ok(sock),
+        Reply::Hello { version } => Err(format!(
+            "server speaks protocol {version}, we speak {PROTOCOL_VERSION}"
+        )),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn unexpected(r: Reply) -> String {
+    match r {
+        Reply::Error { code, message } => format!("{message} ({code:?})"),
+        other => format!("unexpected reply {other:?}"),
+    }
+}
+
+/// One request, one reply (handshake and stat only; streams are pipelined).
+async fn request(sock: &mut TcpStream, req: Request) -> Result<Reply, String> {
+    let mut out = BytesMut::new();
+    req.encode(&mut out);
+    let fut = async {
+        sock.write_all(&out)
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        let mut buf = BytesMut::with_capacity(256);
+        loop {
+            if let Some(r) = Reply::decode(&mut buf).map_err(|e| format!("bad reply: {e}"))? {
+                return Ok(r);
+            }
+            if sock
+                .read_buf(&mut buf)
+                .await
+                .map_err(|e| format!("receive: {e}"))?
+                == 0
+            {
+                return Err("connection closed by the server".to_string());
+            }
+        }
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, fut)
+        .await
+        .map_err(|_| "no reply (timed out)".to_string())?
+}
+
+/// Connects to a mirror and asks for the file's size.
+async fn probe(ep: Endpoint, path: String) -> Result<(MirrorInfo, TcpStream), String> {
+    let mut sock = connect(&ep).await?;
+    match request(&mut sock, Request::Stat { path }).await? {
+        Reply::Stat { size, .. } => Ok((MirrorInfo { endpoint: ep, size }, sock)),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Slot to coordinator.
+enum Event {
+    Blocks {
+        slot: ProducerId,
+        stream: StreamId,
+        first: u64,
+        count: u64,
+        bytes: u64,
+    },
+    Stopped {
+        slot: ProducerId,
+        stream: StreamId,
+        sent: u64,
+    },
+    Failed {
+        slot: ProducerId,
+        error: String,
+    },
+    /// Writing the output failed: the whole transfer stops.
+    Local(io::Error),
+}
+
+/// What a slot expects next on its connection.
+struct Expect {
+    stream: StreamId,
+    next: u64,
+    last: u64,
+    dir: Direction,
+    exhausted: bool,
+}
+
+struct SlotCtx {
+    file: Arc<File>,
+    path: String,
+    block_size: u32,
+    size: u64,
+}
+
+async fn run_slot(
+    slot: ProducerId,
+    sock: TcpStream,
+    ctx: Arc<SlotCtx>,
+    mut cmds: mpsc::UnboundedReceiver<Action>,
+    events: mpsc::Sender<Event>,
+) {
+    let (mut rd, mut wr) = sock.into_split();
+    let bs = ctx.block_size as usize;
+    let mut inbuf = BytesMut::with_capacity(2 * bs + 64 * 1024);
+    let mut out = BytesMut::new();
+    let mut expect: VecDeque<Expect> = VecDeque::new();
+    let fail = |error: String| Event::Failed { slot, error };
+    loop {
+        tokio::select! {
+            cmd = cmds.recv() => {
+                let Some(cmd) = cmd else { return };
+                out.clear();
+                match cmd {
+                    Action::Start { stream, first, last, dir, .. } => {
+                        expect.push_back(Expect { stream, next: first, last, dir, exhausted: false });
+                        Request::Start { stream, path: ctx.path.clone(), block_size: ctx.block_size, first, last, dir }.encode(&mut out);
+                    }
+                    Action::Extend { stream, last, .. } => {
+                        for e in expect.iter_mut().filter(|e| e.stream == stream) {
+                            e.last = last;
+                        }
+                        Request::Extend { stream, last }.encode(&mut out);
+                    }
+                    Action::End { stream, .. } => Request::End { stream }.encode(&mut out),
+                }
+                if let Err(e) = wr.write_all(&out).await {
+                    let _ = events.send(fail(format!("send: {e}"))).await;
+                    return;
+                }
+            }
+            n = rd.read_buf(&mut inbuf) => {
+                match n {
+                    Ok(0) => { let _ = events.send(fail("connection closed by the server".into())).await; return; }
+                    Err(e) => { let _ = events.send(fail(format!("receive: {e}"))).await; return; }
+                    Ok(_) => {}
+                }
+                if let Err(ev) = drain_frames(slot, &ctx, &mut inbuf, &mut expect, &events).await {
+                    let _ = events.send(ev).await;
+                    return;
+                }
+                if inbuf.capacity() - inbuf.len() < 64 * 1024 {
+                    inbuf.reserve(bs + 64 * 1024);
+                }
+            }
+        }
+    }
+}
+
+/// Handles every complete frame in `inbuf`: checks and writes blocks,
+/// reports runs of blocks and stops. An `Err` is the event that ends the slot.
+async fn drain_frames(
+    slot: ProducerId,
+    ctx: &SlotCtx,
+    inbuf: &mut BytesMut,
+    expect: &mut VecDeque<Expect>,
+    events: &mpsc::Sender<Event>,
+) -> Result<(), Event> {
+    let fail = |error: String| Event::Failed { slot, error };
+    // (stream, first block, blocks, bytes) not yet reported.
+    let mut run: Option<(StreamId, u64, u64, u64)> = None;
+    loop {
+        let reply = match Reply::decode(inbuf) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => return Err(fail(format!("protocol error: {e}"))),
+        };
+        match reply {
+            Reply::Block {
+                stream,
+                block,
+                payload,
+            } => {
+                let Some(e) = expect.front_mut().filter(|e| e.stream == stream) else {
+                    return Err(fail(format!(
+                        "block {block} for stream {stream}, which is not running"
+                    )));
+                };
+                if e.exhausted || block != e.next || e.dir.span(e.next, e.last) == 0 {
+                    return Err(fail(format!(
+                        "block {block} of stream {stream} out of order (expected {})",
+                        e.next
+                    )));
+                }
+                let offset = block * u64::from(ctx.block_size);
+                let want = (ctx.size - offset).min(u64::from(ctx.block_size));
+                if payload.len() as u64 != want {
+                    return Err(fail(format!(
+                        "block {block} has {} bytes, expected {want}",
+                        payload.len()
+                    )));
+                }
+                ctx.file
+                    .write_all_at(&payload, offset)
+                    .map_err(Event::Local)?;
+                match e.dir.step(block) {
+                    Some(n) => e.next = n,
+                    None => e.exhausted = true,
+                }
+                run = match run {
+                    Some((s, first, count, bytes)) if s == stream => {
+                        Some((s, first, count + 1, bytes + want))
+                    }
+                    Some((s, first, count, bytes)) => {
+                        let _ = events
+                            .send(Event::Blocks {
+                                slot,
+                                stream: s,
+                                first,
+                                count,
+                                bytes,
+                            })
+                            .await;
+                        Some((stream, block, 1, want))
+                    }
+                    None => Some((stream, block, 1, want)),
+                };
+            }
+            Reply::Stopped { stream, sent } => {
+                if let Some((s, first, count, bytes)) = run.take() {
+                    let _ = events
+                        .send(Event::Blocks {
+                            slot,
+                            stream: s,
+                            first,
+                            count,
+                            bytes,
+                        })
+                        .await;
+                }
+                if expect.front().is_none_or(|e| e.stream != stream) {
+                    return Err(fail(format!(
+                        "Stopped for stream {stream}, which is not running"
+                    )));
+                }
+                expect.pop_front();
+                let _ = events.send(Event::Stopped { slot, stream, sent }).await;
+            }
+            Reply::Error { code, message } => {
+                return Err(fail(format!("server error: {message} ({code:?})")))
+            }
+            other => return Err(fail(format!("unexpected reply {other:?}"))),
+        }
+    }
+    if let Some((s, first, count, bytes)) = run {
+        let _ = events
+            .send(Event::Blocks {
+                slot,
+                stream: s,
+                first,
+                count,
+                bytes,
+            })
+            .await;
+    }
+    Ok(())
+}
+
+/// The temporary name the data is written under until it is complete.
+pub fn part_path(output: &Path) -> PathBuf {
+    let mut name = output
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".ddftp-part");
+    output.with_file_name(name)
+}
+
+/// Downloads `spec.path` from the mirrors into `spec.output`. The file
+/// appears under its name only once every byte has arrived.
+pub async fn get(
+    spec: &GetSpec,
+    progress: &mut dyn Progress,
+) -> Result<TransferReport, TransferError> {
+    if spec.mirrors.is_empty() {
+        return Err(TransferError::NoMirrors);
+    }
+    let mut warnings = vec![];
+    // Ask every mirror at once; keep those that answer.
+    let probes = spec
+        .mirrors
+        .iter()
+        .map(|ep| tokio::spawn(probe(ep.clone(), spec.path.clone())));
+    let mut usable = vec![];
+    let mut failures = vec![];
+    for (ep, h) in spec.mirrors.iter().zip(probes.collect::<Vec<_>>()) {
+        match h.await.expect("probe task") {
+            Ok(x) => usable.push(x),
+            Err(e) => failures.push(format!("  {ep}: {e}")),
+        }
+    }
+    if usable.is_empty() {
+        return Err(TransferError::NoUsableMirror {
+            path: spec.path.clone(),
+            failures,
+        });
+    }
+    for f in &failures {
+        let w = format!(
+            "skipping mirror{}",
+            f.trim_start()
+                .split_once(':')
+                .map_or(String::new(), |_| format!(" {}", f.trim()))
+        );
+        progress.warn(&w);
+        warnings.push(w);
+    }
+    let size = usable[0].0.size;
+    if usable.iter().any(|(m, _)| m.size != size) {
+        let sizes = usable
+            .iter()
+            .map(|(m, _)| format!("{} has {} bytes", m.endpoint, m.size))
+            .collect();
+        return Err(TransferError::SizeMismatch {
+            path: spec.path.clone(),
+            sizes,
+        });
+    }
+
+    // Producer slots: one per mirror, plus the virtual pair's second stream
+    // on the last mirror when the count is odd.
+    // The probe's connection becomes the slot's: no second handshake.
+    let (infos, socks): (Vec<MirrorInfo>, Vec<TcpStream>) = usable.into_iter().unzip();
+    let mut slots: Vec<(usize, TcpStream)> = socks.into_iter().enumerate().collect();
+    if infos.len() % 2 == 1 {
+        let last = infos.len() - 1;
+        match connect(&infos[last].endpoint).await {
+            Ok(s) => slots.push((last, s)),
+            Err(e) => {
+                let w = format!(
+                    "{}: second connection failed ({e}); using one stream",
+                    infos[last].endpoint
+                );
+                progress.warn(&w);
+                warnings.push(w);
+            }
+        }
+    }
+    let mirror_names: Vec<String> = infos.iter().map(|m| m.endpoint.to_string()).collect();
+
+    let part = part_path(&spec.output);
+    let out_err = |source| TransferError::Output {
+        path: part.clone(),
+        source,
+    };
+    let file = File::create(&part).map_err(out_err)?;
+    file.set_len(size).map_err(out_err)?;
+    let file = Arc::new(file);
+    let result = run_transfer(
+        spec,
+        size,
+        file.clone(),
+        slots,
+        &mirror_names,
+        progress,
+        &mut warnings,
+    )
+    .await;
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_file(&part);
+            return Err(e);
+        }
+    };
+    if spec.sync {
+        file.sync_all().map_err(out_err)?;
+    }
+    drop(file);
+    std::fs::rename(&part, &spec.output).map_err(|source| TransferError::Output {
+        path: spec.output.clone(),
+        source,
+    })?;
+    Ok(report)
+}
+
+/// The coordinator's state: the scheduler plus what the report needs.
+struct Coordinator<'a> {
+    sched: Scheduler,
+    /// Command channel per slot; `None` once the slot is dropped.
+    cmds: Vec<Option<mpsc::UnboundedSender<Action>>>,
+    /// Mirror index of each slot.
+    owner: Vec<usize>,
+    mirrors: &'a [String],
+    slot_blocks: Vec<u64>,
+    mirror_bytes: Vec<u64>,
+    errors: Vec<String>,
+    warnings: &'a mut Vec<String>,
+}
+
+impl Coordinator<'_> {
+    fn dispatch(&mut self) {
+        while let Some(a) = self.sched.poll_action() {
+            let p = match &a {
+                Action::Start { producer, .. }
+                | Action::Extend { producer, .. }
+                | Action::End { producer, .. } => *producer,
+            };
+            if let Some(tx) = &self.cmds[p] {
+                let _ = tx.send(a);
+            }
+        }
+    }
+
+    fn drop_slot(
+        &mut self,
+        slot: ProducerId,
+        why: String,
+        now: Instant,
+        progress: &mut dyn Progress,
+    ) {
+        if self.cmds[slot].take().is_none() {
+            return;
+        }
+        let w = format!(
+            "dropping {} (stream {slot}): {why}",
+            self.mirrors[self.owner[slot]]
+        );
+        progress.warn(&w);
+        self.errors.push(w.clone());
+        self.warnings.push(w);
+        self.sched.on_failed(slot, now);
+    }
+
+    fn on_event(
+        &mut self,
+        ev: Event,
+        now: Instant,
+        progress: &mut dyn Progress,
+    ) -> Result<(), io::Error> {
+        match ev {
+            Event::Blocks {
+                slot,
+                stream,
+                first,
+                count,
+                bytes,
+            } => match self.sched.on_blocks(slot, stream, first, count, now) {
+                Ok(()) => {
+                    self.slot_blocks[slot] += count;
+                    self.mirror_bytes[self.owner[slot]] += bytes;
+                }
+                Err(v) => self.drop_slot(slot, v.to_string(), now, progress),
+            },
+            Event::Stopped { slot, stream, sent } => {
+                if let Err(v) = self.sched.on_stopped(slot, stream, sent, now) {
+                    self.drop_slot(slot, v.to_string(), now, progress);
+                }
+            }
+            Event::Failed { slot, error } => self.drop_slot(slot, error, now, progress),
+            Event::Local(e) => return Err(e),
+        }
+        Ok(())
+    }
+}
+
+async fn run_transfer(
+    spec: &GetSpec,
+    size: u64,
+    file: Arc<File>,
+    slots: Vec<(usize, TcpStream)>,
+    mirrors: &[String],
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<TransferReport, TransferError> {
+    let started = Instant::now();
+    let bs = u64::from(spec.block_size);
+    let blocks = size.div_ceil(bs);
+    let ctx = Arc::new(SlotCtx {
+        file,
+        path: spec.path.clone(),
+        block_size: spec.block_size,
+        size,
+    });
+    let (ev_tx, mut ev_rx) = mpsc::channel(1024);
+    let mut tasks = tokio::task::JoinSet::new();
+    let owner: Vec<usize> = slots.iter().map(|(m, _)| *m).collect();
+    let mut cmds = vec![];
+    for (slot, (_, sock)) in slots.into_iter().enumerate() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        cmds.push(Some(tx));
+        tasks.spawn(run_slot(slot, sock, ctx.clone(), rx, ev_tx.clone()));
+    }
+    drop(ev_tx);
+    let mut c = Coordinator {
+        sched: Scheduler::new(
+            0..blocks,
+            owner.len(),
+            spec.scheduler.clone(),
+            Instant::now(),
+        ),
+        cmds,
+        slot_blocks: vec![0; owner.len()],
+        owner,
+        mirrors,
+        mirror_bytes: vec![0; mirrors.len()],
+        errors: vec![],
+        warnings,
+    };
+    progress.start(size, mirrors);
+    let mut last_draw = Instant::now();
+    let outcome = loop {
+        c.dispatch();
+        if c.sched.is_done() {
+            break Ok(());
+        }
+        if c.sched.is_stuck() {
+            let missing = size - c.mirror_bytes.iter().sum::<u64>();
+            break Err(TransferError::AllMirrorsFailed {
+                missing,
+                total: size,
+                errors: c.errors.clone(),
+            });
+        }
+        let Some(ev) = ev_rx.recv().await else {
+            // Every slot has ended; only failures end a slot.
+            let missing = size - c.mirror_bytes.iter().sum::<u64>();
+            break Err(TransferError::AllMirrorsFailed {
+                missing,
+                total: size,
+                errors: c.errors.clone(),
+            });
+        };
+        let now = Instant::now();
+        if let Err(source) = c.on_event(ev, now, progress) {
+            break Err(TransferError::Output {
+                path: part_path(&spec.output),
+                source,
+            });
+        }
+        if now.duration_since(last_draw) >= Duration::from_millis(100) {
+            progress.update(c.mirror_bytes.iter().sum(), &c.mirror_bytes);
+            last_draw = now;
+        }
+    };
+    progress.update(c.mirror_bytes.iter().sum(), &c.mirror_bytes);
+    progress.finish();
+    tasks.abort_all();
+    outcome?;
+    let seconds = started.elapsed().as_secs_f64();
+    let stats = c.sched.stats().clone();
+    let total: u64 = c.mirror_bytes.iter().sum();
+    let producers = mirrors
+        .iter()
+        .enumerate()
+        .map(|(m, name)| ProducerReport {
+            mirror: name.clone(),
+            blocks: (0..c.owner.len())
+                .filter(|&s| c.owner[s] == m)
+                .map(|s| c.slot_blocks[s])
+                .sum(),
+            bytes: c.mirror_bytes[m],
+            share: if total > 0 {
+                c.mirror_bytes[m] as f64 / total as f64
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    Ok(TransferReport {
+        path: spec.path.clone(),
+        output: spec.output.display().to_string(),
+        bytes: size,
+        seconds,
+        block_size: spec.block_size,
+        starts: stats.starts,
+        extends: stats.extends,
+        ends: stats.ends,
+        duplicate_bytes: stats.duplicate_blocks * bs,
+        producers,
+        warnings: c.warnings.clone(),
+    })
+}

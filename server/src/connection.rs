@@ -1,0 +1,377 @@
+//! One client connection.
+//!
+//! A reader task decodes requests and hands them over a small channel; this
+//! task owns the socket's write half, so blocks, `Stopped` and error replies
+//! leave in exactly the order they were decided. Between two blocks it takes
+//! any `Extend`/`End` that arrived, so a stream reacts within one block.
+//!
+//! Each block costs one `pread` into a reused buffer (behind the 17-byte
+//! frame header) and one write.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, PROTOCOL_VERSION};
+use ddftp_proto::{Direction, ErrorCode, ProtoError, Reply, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::ratelimit::RateLimiter;
+use crate::root::{PathError, Root};
+
+/// What every connection shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub root: Root,
+    pub limiter: RateLimiter,
+    /// A connection with no running stream and no request for this long is
+    /// closed (no slowloris).
+    pub idle_timeout: Duration,
+    /// Largest block a client may ask for: bounds each connection's buffer.
+    pub max_block_size: u32,
+}
+
+/// Why a connection ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+    #[error("protocol: {0}")]
+    Proto(#[from] ProtoError),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("idle for {0:?}, closed")]
+    Idle(Duration),
+}
+
+/// A `Start` being served or waiting its turn.
+struct Active {
+    stream: u32,
+    file: Arc<File>,
+    size: u64,
+    block_size: u32,
+    next: u64,
+    last: u64,
+    dir: Direction,
+    sent: u64,
+    /// Walked off block 0 going down.
+    exhausted: bool,
+}
+
+impl Active {
+    fn finished(&self) -> bool {
+        self.exhausted || self.dir.span(self.next, self.last) == 0
+    }
+}
+
+struct Conn {
+    shared: Arc<Shared>,
+    wr: OwnedWriteHalf,
+    out: BytesMut,
+    greeted: bool,
+    running: Option<Active>,
+    queued: Option<Active>,
+    /// Last file opened, so a new `Start` on the same path costs no open.
+    open: Option<(String, Arc<File>)>,
+    buf: Vec<u8>,
+}
+
+/// Serves one connection until the client leaves or breaks the protocol.
+pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnError> {
+    sock.set_nodelay(true)?;
+    let (rd, wr) = sock.into_split();
+    let (tx, mut rx) = mpsc::channel(64);
+    let reader = tokio::spawn(read_requests(rd, tx));
+    let mut c = Conn {
+        shared,
+        wr,
+        out: BytesMut::new(),
+        greeted: false,
+        running: None,
+        queued: None,
+        open: None,
+        buf: vec![],
+    };
+    let result = c.run(&mut rx).await;
+    reader.abort();
+    if let Err(ConnError::Proto(e)) = &result {
+        // Best effort: tell the peer why before closing.
+        let _ = c
+            .reply(Reply::Error {
+                code: ErrorCode::BadRequest,
+                message: e.to_string(),
+            })
+            .await;
+    }
+    result
+}
+
+async fn read_requests(mut rd: OwnedReadHalf, tx: mpsc::Sender<Result<Request, ConnError>>) {
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    loop {
+        match Request::decode(&mut buf) {
+            Ok(Some(req)) => {
+                if tx.send(Ok(req)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(None) => match rd.read_buf(&mut buf).await {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    return;
+                }
+            },
+            Err(e) => {
+                let _ = tx.send(Err(e.into())).await;
+                return;
+            }
+        }
+    }
+}
+
+impl Conn {
+    async fn run(
+        &mut self,
+        rx: &mut mpsc::Receiver<Result<Request, ConnError>>,
+    ) -> Result<(), ConnError> {
+        loop {
+            if self.running.is_none() {
+                match tokio::time::timeout(self.shared.idle_timeout, rx.recv()).await {
+                    Err(_) => return Err(ConnError::Idle(self.shared.idle_timeout)),
+                    Ok(None) => return Ok(()),
+                    Ok(Some(req)) => self.on_request(req?).await?,
+                }
+                continue;
+            }
+            loop {
+                match rx.try_recv() {
+                    Ok(req) => self.on_request(req?).await?,
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => return Ok(()),
+                }
+            }
+            self.step().await?;
+        }
+    }
+
+    async fn reply(&mut self, r: Reply) -> io::Result<()> {
+        self.out.clear();
+        r.encode(&mut self.out);
+        self.wr.write_all(&self.out).await
+    }
+
+    async fn refuse(&mut self, code: ErrorCode, message: String) -> Result<(), ConnError> {
+        self.reply(Reply::Error {
+            code,
+            message: message.clone(),
+        })
+        .await?;
+        Err(ConnError::Refused(message))
+    }
+
+    async fn on_request(&mut self, req: Request) -> Result<(), ConnError> {
+        if !self.greeted {
+            let Request::Hello { version } = req else {
+                return self
+                    .refuse(
+                        ErrorCode::BadRequest,
+                        "the first message must be Hello".into(),
+                    )
+                    .await;
+            };
+            if version != PROTOCOL_VERSION {
+                return self
+                    .refuse(ErrorCode::BadRequest, format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})"))
+                    .await;
+            }
+            self.greeted = true;
+            return Ok(self
+                .reply(Reply::Hello {
+                    version: PROTOCOL_VERSION,
+                })
+                .await?);
+        }
+        match req {
+            Request::Hello { .. } => {
+                self.refuse(ErrorCode::BadRequest, "Hello sent twice".into())
+                    .await
+            }
+            Request::Stat { path } => {
+                let reply = match self.shared.root.open_file(&path).and_then(|f| {
+                    f.metadata().map_err(|e| PathError::Io {
+                        path: path.clone(),
+                        source: e,
+                    })
+                }) {
+                    Ok(m) => {
+                        let mtime = m
+                            .modified()
+                            .ok()
+                            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                            .unwrap_or_default();
+                        Reply::Stat {
+                            size: m.len(),
+                            mtime_secs: mtime.as_secs() as i64,
+                            mtime_nanos: mtime.subsec_nanos(),
+                        }
+                    }
+                    Err(e) => path_error_reply(e),
+                };
+                Ok(self.reply(reply).await?)
+            }
+            Request::Start {
+                stream,
+                path,
+                block_size,
+                first,
+                last,
+                dir,
+            } => {
+                if block_size > self.shared.max_block_size {
+                    let max = self.shared.max_block_size;
+                    return self
+                        .refuse(
+                            ErrorCode::BadRequest,
+                            format!("block size {block_size} is over this server's limit {max}"),
+                        )
+                        .await;
+                }
+                let file = match self.open(&path) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.reply(path_error_reply(e)).await?;
+                        return Ok(());
+                    }
+                };
+                let size = file.metadata()?.len();
+                let blocks = size.div_ceil(u64::from(block_size));
+                if first >= blocks || last >= blocks || dir.span(first, last) == 0 {
+                    return self
+                        .refuse(ErrorCode::BadRequest, format!("blocks {first}..{last} are not a valid range of the {blocks} blocks of {path}"))
+                        .await;
+                }
+                let a = Active {
+                    stream,
+                    file,
+                    size,
+                    block_size,
+                    next: first,
+                    last,
+                    dir,
+                    sent: 0,
+                    exhausted: false,
+                };
+                if self.running.is_none() {
+                    self.running = Some(a);
+                } else if self.queued.is_none() {
+                    self.queued = Some(a);
+                } else {
+                    return self
+                        .refuse(
+                            ErrorCode::BadRequest,
+                            "at most one Start may wait behind the running stream".into(),
+                        )
+                        .await;
+                }
+                Ok(())
+            }
+            Request::Extend { stream, last } => {
+                for a in self.running.iter_mut().chain(self.queued.iter_mut()) {
+                    if a.stream == stream {
+                        let blocks = a.size.div_ceil(u64::from(a.block_size));
+                        if last >= blocks {
+                            let msg =
+                                format!("Extend to block {last}, but the file has {blocks} blocks");
+                            return self.refuse(ErrorCode::BadRequest, msg).await;
+                        }
+                        a.last = last;
+                    }
+                }
+                Ok(())
+            }
+            Request::End { stream } => {
+                if self.running.as_ref().is_some_and(|a| a.stream == stream) {
+                    let a = self.running.take().expect("checked");
+                    self.reply(Reply::Stopped {
+                        stream,
+                        sent: a.sent,
+                    })
+                    .await?;
+                    self.running = self.queued.take();
+                } else if self.queued.as_ref().is_some_and(|a| a.stream == stream) {
+                    self.queued = None;
+                    self.reply(Reply::Stopped { stream, sent: 0 }).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn open(&mut self, path: &str) -> Result<Arc<File>, PathError> {
+        if let Some((p, f)) = &self.open {
+            if p == path {
+                return Ok(f.clone());
+            }
+        }
+        let f = Arc::new(self.shared.root.open_file(path)?);
+        self.open = Some((path.to_string(), f.clone()));
+        Ok(f)
+    }
+
+    /// Sends the running stream's next block, or its `Stopped` if it is done.
+    async fn step(&mut self) -> Result<(), ConnError> {
+        let a = self.running.as_mut().expect("called with a running stream");
+        if a.finished() {
+            let (stream, sent) = (a.stream, a.sent);
+            self.running = self.queued.take();
+            return Ok(self.reply(Reply::Stopped { stream, sent }).await?);
+        }
+        let offset = a.next * u64::from(a.block_size);
+        let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
+        let frame_len = HEADER_LEN + BLOCK_PREFIX_LEN + len;
+        if self.buf.len() < frame_len {
+            self.buf.resize(frame_len, 0);
+        }
+        self.shared.limiter.acquire(frame_len).await;
+        let a = self.running.as_mut().expect("still running");
+        if let Err(e) = a.file.read_exact_at(
+            &mut self.buf[HEADER_LEN + BLOCK_PREFIX_LEN..frame_len],
+            offset,
+        ) {
+            let msg = format!(
+                "reading block {} failed: {e} (file changed while served?)",
+                a.next
+            );
+            return self.refuse(ErrorCode::Io, msg).await;
+        }
+        put_block_header(&mut self.buf, a.stream, a.next, len);
+        match a.dir.step(a.next) {
+            Some(n) => a.next = n,
+            None => a.exhausted = true,
+        }
+        a.sent += 1;
+        self.wr.write_all(&self.buf[..frame_len]).await?;
+        Ok(())
+    }
+}
+
+fn path_error_reply(e: PathError) -> Reply {
+    let code = match &e {
+        PathError::Forbidden(..) => ErrorCode::Forbidden,
+        PathError::NotFound(..) => ErrorCode::NotFound,
+        PathError::NotAFile(..) => ErrorCode::NotAFile,
+        PathError::Io { .. } => ErrorCode::Io,
+    };
+    Reply::Error {
+        code,
+        message: e.to_string(),
+    }
+}

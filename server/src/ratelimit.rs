@@ -1,0 +1,65 @@
+//! One token bucket for the whole server (`--rate-limit`): operators cap
+//! what ddftpd takes from a shared link, and tests make mirrors of different
+//! speeds on one machine. The rate can change while running (the demo slows
+//! a mirror down half way).
+
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Shared byte budget; `None` rate means unlimited.
+#[derive(Debug)]
+pub struct RateLimiter {
+    state: Mutex<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    rate: Option<u64>,
+    tokens: f64,
+    last: Instant,
+}
+
+impl RateLimiter {
+    pub fn new(rate: Option<u64>) -> Self {
+        RateLimiter {
+            state: Mutex::new(Bucket {
+                rate,
+                tokens: 0.0,
+                last: Instant::now(),
+            }),
+        }
+    }
+
+    pub fn set_rate(&self, rate: Option<u64>) {
+        let mut b = self.state.lock().expect("rate limiter lock");
+        b.rate = rate;
+        b.tokens = b.tokens.min(0.0);
+        b.last = Instant::now();
+    }
+
+    pub fn rate(&self) -> Option<u64> {
+        self.state.lock().expect("rate limiter lock").rate
+    }
+
+    /// Takes `n` bytes from the bucket, waiting as long as the debt needs.
+    /// The bucket holds at most 50 ms of tokens, so an idle period does not
+    /// turn into a burst.
+    pub async fn acquire(&self, n: usize) {
+        let wait = {
+            let mut b = self.state.lock().expect("rate limiter lock");
+            let Some(rate) = b.rate else { return };
+            let now = Instant::now();
+            let rate = rate as f64;
+            let burst = rate * 0.05;
+            b.tokens = (b.tokens + rate * now.duration_since(b.last).as_secs_f64()).min(burst);
+            b.last = now;
+            b.tokens -= n as f64;
+            if b.tokens >= 0.0 {
+                return;
+            }
+            Duration::from_secs_f64(-b.tokens / rate)
+        };
+        tokio::time::sleep(wait).await;
+    }
+}

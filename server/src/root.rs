@@ -1,0 +1,157 @@
+//! Confinement to the served root.
+//!
+//! A client names files by relative paths. Anything that could reach outside
+//! the root is refused before the file system is asked: absolute paths, `..`,
+//! NUL bytes. Symlinks are refused by default; with `follow_symlinks` they are
+//! followed only when the final target is still inside the root.
+
+use std::fs::File;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// Why a path was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("path {0:?} is not allowed: {1}")]
+    Forbidden(String, &'static str),
+    #[error("{0:?}: no such file")]
+    NotFound(String),
+    #[error("{0:?} is not a regular file")]
+    NotAFile(String),
+    #[error("{path:?}: {source}")]
+    Io { path: String, source: io::Error },
+}
+
+/// The directory being served.
+#[derive(Debug, Clone)]
+pub struct Root {
+    dir: PathBuf,
+    follow_symlinks: bool,
+}
+
+impl Root {
+    /// `dir` must exist; it is canonicalised once so later checks compare
+    /// real paths.
+    pub fn new(dir: &Path, follow_symlinks: bool) -> io::Result<Root> {
+        let dir = dir.canonicalize()?;
+        if !dir.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        Ok(Root {
+            dir,
+            follow_symlinks,
+        })
+    }
+
+    /// Resolves a client's relative path to a real path inside the root.
+    pub fn resolve(&self, rel: &str) -> Result<PathBuf, PathError> {
+        let forbid = |why| PathError::Forbidden(rel.to_string(), why);
+        if rel.is_empty() {
+            return Err(forbid("empty path"));
+        }
+        if rel.contains('\0') {
+            return Err(forbid("NUL byte"));
+        }
+        let p = Path::new(rel);
+        if p.is_absolute() {
+            return Err(forbid(
+                "absolute paths are refused; name files relative to the root",
+            ));
+        }
+        let mut full = self.dir.clone();
+        for c in p.components() {
+            match c {
+                Component::Normal(part) => full.push(part),
+                Component::CurDir => {}
+                Component::ParentDir => return Err(forbid("'..' is refused")),
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(forbid("absolute paths are refused"))
+                }
+            }
+            match full.symlink_metadata() {
+                Ok(m) if m.file_type().is_symlink() && !self.follow_symlinks => {
+                    return Err(forbid("symlinks are refused (ddftpd --follow-symlinks allows those inside the root)"))
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(PathError::NotFound(rel.to_string())),
+                Err(e) => return Err(PathError::Io { path: rel.to_string(), source: e }),
+            }
+        }
+        let real = full.canonicalize().map_err(|e| PathError::Io {
+            path: rel.to_string(),
+            source: e,
+        })?;
+        if !real.starts_with(&self.dir) {
+            return Err(forbid("a symlink leads outside the root"));
+        }
+        Ok(real)
+    }
+
+    /// Opens a regular file for reading.
+    pub fn open_file(&self, rel: &str) -> Result<File, PathError> {
+        let real = self.resolve(rel)?;
+        let f = File::open(&real).map_err(|e| PathError::Io {
+            path: rel.to_string(),
+            source: e,
+        })?;
+        let m = f.metadata().map_err(|e| PathError::Io {
+            path: rel.to_string(),
+            source: e,
+        })?;
+        if !m.is_file() {
+            return Err(PathError::NotAFile(rel.to_string()));
+        }
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confines_paths() {
+        let base = std::env::temp_dir().join(format!("ddftpd-root-test-{}", std::process::id()));
+        let root_dir = base.join("root");
+        std::fs::create_dir_all(root_dir.join("sub")).unwrap();
+        std::fs::write(root_dir.join("sub/a"), b"x").unwrap();
+        std::fs::write(base.join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(base.join("secret"), root_dir.join("out")).unwrap();
+        std::os::unix::fs::symlink(root_dir.join("sub/a"), root_dir.join("in")).unwrap();
+        let strict = Root::new(&root_dir, false).unwrap();
+        let follow = Root::new(&root_dir, true).unwrap();
+        assert!(strict.open_file("sub/a").is_ok());
+        assert!(strict.open_file("./sub/a").is_ok());
+        for bad in [
+            "../secret",
+            "/etc/passwd",
+            "sub/../../secret",
+            "sub/a\0",
+            "",
+            "out",
+            "in",
+        ] {
+            assert!(
+                matches!(strict.resolve(bad), Err(PathError::Forbidden(..))),
+                "{bad:?}"
+            );
+        }
+        assert!(follow.open_file("in").is_ok());
+        assert!(matches!(
+            follow.resolve("out"),
+            Err(PathError::Forbidden(..))
+        ));
+        assert!(matches!(
+            strict.resolve("nope"),
+            Err(PathError::NotFound(..))
+        ));
+        assert!(matches!(
+            strict.open_file("sub"),
+            Err(PathError::NotAFile(..))
+        ));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

@@ -1,0 +1,123 @@
+//! Accepting connections: a cap on how many are open, a back-off when
+//! `accept` fails (out of file descriptors), and a shutdown future passed in
+//! so tests and the demo can stop a server.
+
+use std::future::Future;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::connection::{self, Shared};
+use crate::ratelimit::RateLimiter;
+use crate::root::Root;
+
+/// How a server behaves.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub rate_limit: Option<u64>,
+    pub follow_symlinks: bool,
+    pub max_connections: usize,
+    pub idle_timeout: Duration,
+    pub max_block_size: u32,
+    /// Print one line per failed connection on stderr.
+    pub log_errors: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            rate_limit: None,
+            follow_symlinks: false,
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(300),
+            max_block_size: 16 << 20,
+            log_errors: true,
+        }
+    }
+}
+
+/// A producer: a root, a rate limit and its listeners.
+#[derive(Debug, Clone)]
+pub struct Server {
+    shared: Arc<Shared>,
+    max_connections: usize,
+    log_errors: bool,
+}
+
+impl Server {
+    pub fn new(root: &Path, cfg: &ServerConfig) -> io::Result<Server> {
+        Ok(Server {
+            shared: Arc::new(Shared {
+                root: Root::new(root, cfg.follow_symlinks)?,
+                limiter: RateLimiter::new(cfg.rate_limit),
+                idle_timeout: cfg.idle_timeout,
+                max_block_size: cfg.max_block_size,
+            }),
+            max_connections: cfg.max_connections,
+            log_errors: cfg.log_errors,
+        })
+    }
+
+    /// The server's shared send budget (the demo changes it while running).
+    pub fn limiter(&self) -> &RateLimiter {
+        &self.shared.limiter
+    }
+
+    /// Serves on every listener until `shutdown` completes.
+    pub async fn run(self, listeners: Vec<TcpListener>, shutdown: impl Future<Output = ()>) {
+        let permits = Arc::new(Semaphore::new(self.max_connections));
+        let mut tasks = tokio::task::JoinSet::new();
+        for l in listeners {
+            tasks.spawn(accept_loop(l, self.clone(), permits.clone()));
+        }
+        shutdown.await;
+        tasks.abort_all();
+    }
+}
+
+/// Convenience: build a server and run it.
+pub async fn serve(
+    root: &Path,
+    cfg: &ServerConfig,
+    listeners: Vec<TcpListener>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    Server::new(root, cfg)?.run(listeners, shutdown).await;
+    Ok(())
+}
+
+async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semaphore>) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let permit = permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore never closed");
+        let (sock, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                if server.log_errors {
+                    eprintln!("ddftpd: accept failed: {e}; retrying");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let shared = server.shared.clone();
+        let log = server.log_errors;
+        conns.spawn(async move {
+            if let Err(e) = connection::handle(sock, shared).await {
+                if log {
+                    eprintln!("ddftpd: {peer}: {e}");
+                }
+            }
+            drop(permit);
+        });
+        while conns.try_join_next().is_some() {}
+    }
+}
