@@ -24,10 +24,7 @@ impl Bar {
             );
             b
         });
-        Bar {
-            bar,
-            mirrors: vec![],
-        }
+        Bar { bar, mirrors: vec![] }
     }
 }
 

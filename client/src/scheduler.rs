@@ -70,24 +70,11 @@ impl Default for Config {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Send `Start` (blocks `first` through `last` in `dir`) on `producer`.
-    Start {
-        producer: ProducerId,
-        stream: StreamId,
-        first: u64,
-        last: u64,
-        dir: Direction,
-    },
+    Start { producer: ProducerId, stream: StreamId, first: u64, last: u64, dir: Direction },
     /// Move a running stream's `last`.
-    Extend {
-        producer: ProducerId,
-        stream: StreamId,
-        last: u64,
-    },
+    Extend { producer: ProducerId, stream: StreamId, last: u64 },
     /// Stop a stream now.
-    End {
-        producer: ProducerId,
-        stream: StreamId,
-    },
+    End { producer: ProducerId, stream: StreamId },
 }
 
 /// An event that contradicts what the producer was told to do; the driver
@@ -95,31 +82,13 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Violation {
     #[error("producer {producer} sent block {got} of stream {stream}, expected {expected}")]
-    WrongBlock {
-        producer: ProducerId,
-        stream: StreamId,
-        got: u64,
-        expected: u64,
-    },
-    #[error(
-        "producer {producer} sent blocks for stream {stream}, which is not its running stream"
-    )]
-    UnknownStream {
-        producer: ProducerId,
-        stream: StreamId,
-    },
+    WrongBlock { producer: ProducerId, stream: StreamId, got: u64, expected: u64 },
+    #[error("producer {producer} sent blocks for stream {stream}, which is not its running stream")]
+    UnknownStream { producer: ProducerId, stream: StreamId },
     #[error("producer {producer} sent more blocks than stream {stream} allows")]
-    PastBound {
-        producer: ProducerId,
-        stream: StreamId,
-    },
+    PastBound { producer: ProducerId, stream: StreamId },
     #[error("producer {producer} says stream {stream} sent {said} blocks, {got} arrived")]
-    CountMismatch {
-        producer: ProducerId,
-        stream: StreamId,
-        said: u64,
-        got: u64,
-    },
+    CountMismatch { producer: ProducerId, stream: StreamId, said: u64, got: u64 },
 }
 
 /// Counts for the summary.
@@ -170,6 +139,10 @@ impl Stream {
 struct Segment {
     lo: u64,
     hi: u64,
+    /// Gap size when the segment was made: an edge whose rate is not known
+    /// yet claims at most a quarter of it, so the deliveries can still
+    /// decide who does more.
+    span: u64,
     left: Option<StreamId>,
     right: Option<StreamId>,
 }
@@ -194,16 +167,10 @@ struct RateMeter {
 
 impl RateMeter {
     fn record(&mut self, now: Instant, total: u64) {
-        if self
-            .samples
-            .back()
-            .is_none_or(|&(t, _)| now.duration_since(t) >= Duration::from_millis(10))
-        {
+        if self.samples.back().is_none_or(|&(t, _)| now.duration_since(t) >= Duration::from_millis(10)) {
             self.samples.push_back((now, total));
         }
-        while self.samples.len() > 2
-            && now.duration_since(self.samples[1].0) >= Duration::from_millis(500)
-        {
+        while self.samples.len() > 2 && now.duration_since(self.samples[1].0) >= Duration::from_millis(500) {
             self.samples.pop_front();
         }
         let &(t0, c0) = self.samples.front().expect("just pushed");
@@ -241,12 +208,7 @@ impl Scheduler {
         let mut s = Scheduler {
             total: blocks.end.saturating_sub(blocks.start),
             delivered: 0,
-            producers: (0..producers)
-                .map(|_| Producer {
-                    window: cfg.initial_window,
-                    ..Producer::default()
-                })
-                .collect(),
+            producers: (0..producers).map(|_| Producer { window: cfg.initial_window, ..Producer::default() }).collect(),
             streams: BTreeMap::new(),
             segments: BTreeMap::new(),
             next_segment: 0,
@@ -290,12 +252,7 @@ impl Scheduler {
         let check = match self.streams.get(&stream) {
             Some(s) if s.producer == producer && !s.pending => {
                 if first != s.next {
-                    Err(Violation::WrongBlock {
-                        producer,
-                        stream,
-                        got: first,
-                        expected: s.next,
-                    })
+                    Err(Violation::WrongBlock { producer, stream, got: first, expected: s.next })
                 } else if count > s.remaining {
                     Err(Violation::PastBound { producer, stream })
                 } else {
@@ -336,23 +293,14 @@ impl Scheduler {
         sent: u64,
         now: Instant,
     ) -> Result<(), Violation> {
-        let Some(s) = self
-            .streams
-            .get(&stream)
-            .filter(|s| s.producer == producer && !s.pending)
-        else {
+        let Some(s) = self.streams.get(&stream).filter(|s| s.producer == producer && !s.pending) else {
             self.on_failed(producer, now);
             return Err(Violation::UnknownStream { producer, stream });
         };
         if s.delivered != sent {
             let got = s.delivered;
             self.on_failed(producer, now);
-            return Err(Violation::CountMismatch {
-                producer,
-                stream,
-                said: sent,
-                got,
-            });
+            return Err(Violation::CountMismatch { producer, stream, said: sent, got });
         }
         // A stream that stopped short hit its old bound before our Extend
         // arrived: grants must run further ahead for this producer, and the
@@ -375,12 +323,8 @@ impl Scheduler {
             return;
         }
         self.producers[producer].failed = true;
-        let ids: Vec<StreamId> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| s.producer == producer)
-            .map(|(&id, _)| id)
-            .collect();
+        let ids: Vec<StreamId> =
+            self.streams.iter().filter(|(_, s)| s.producer == producer).map(|(&id, _)| id).collect();
         for id in ids {
             let _ = self.release(id);
         }
@@ -428,15 +372,7 @@ impl Scheduler {
     fn add_segment(&mut self, lo: u64, hi: u64) -> usize {
         let id = self.next_segment;
         self.next_segment += 1;
-        self.segments.insert(
-            id,
-            Segment {
-                lo,
-                hi,
-                left: None,
-                right: None,
-            },
-        );
+        self.segments.insert(id, Segment { lo, hi, span: hi - lo, left: None, right: None });
         id
     }
 
@@ -457,16 +393,7 @@ impl Scheduler {
         let rtt_probe = idle.then_some(now);
         self.streams.insert(
             id,
-            Stream {
-                producer,
-                dir,
-                next,
-                remaining: 0,
-                pending: true,
-                delivered: 0,
-                segment: Some(sid),
-                rtt_probe,
-            },
+            Stream { producer, dir, next, remaining: 0, pending: true, delivered: 0, segment: Some(sid), rtt_probe },
         );
     }
 
@@ -508,8 +435,7 @@ impl Scheduler {
         match pr.rate.estimate {
             None => pr.window,
             Some(r) => {
-                let ahead = 2.0 * pr.rtt.unwrap_or_default().as_secs_f64()
-                    + self.cfg.lookahead.as_secs_f64();
+                let ahead = 2.0 * pr.rtt.unwrap_or_default().as_secs_f64() + self.cfg.lookahead.as_secs_f64();
                 ((r * ahead).ceil() as u64).max(self.cfg.min_window)
             }
         }
@@ -518,9 +444,7 @@ impl Scheduler {
 
     /// Speed used to divide work: measured rate, else contribution.
     fn weight(&self, p: ProducerId) -> f64 {
-        self.rate(p)
-            .unwrap_or(self.producers[p].contributed as f64)
-            .max(1e-9)
+        self.rate(p).unwrap_or(self.producers[p].contributed as f64).max(1e-9)
     }
 
     fn rebalance(&mut self, now: Instant) {
@@ -539,11 +463,7 @@ impl Scheduler {
         // it is replaced by a fresh Start on the same edge.
         for side in [Side::Left, Side::Right] {
             let seg = &self.segments[&sid];
-            let slot = if side == Side::Left {
-                seg.left
-            } else {
-                seg.right
-            };
+            let slot = if side == Side::Left { seg.left } else { seg.right };
             if let Some(id) = slot {
                 let s = &self.streams[&id];
                 if !s.pending && s.remaining == 0 && seg.hi > seg.lo {
@@ -558,7 +478,10 @@ impl Scheduler {
         let need = |slot: Option<StreamId>| -> u64 {
             slot.map_or(0, |id| {
                 let s = &self.streams[&id];
-                let w = self.want(s.producer);
+                let mut w = self.want(s.producer);
+                if self.rate(s.producer).is_none() {
+                    w = w.min((seg.span / 4).max(1));
+                }
                 if s.remaining * 2 <= w {
                     w - s.remaining
                 } else {
@@ -568,15 +491,7 @@ impl Scheduler {
         };
         let (nl, nr) = (need(seg.left), need(seg.right));
         if gap > 0 && nl + nr > 0 {
-            let rates_known = [seg.left, seg.right]
-                .into_iter()
-                .flatten()
-                .all(|id| self.rate(self.streams[&id].producer).is_some());
-            let (gl, gr) = if !rates_known && gap >= 4 {
-                // Too early to know who is faster: hand out at most a quarter
-                // of the gap at a time and let the deliveries tell.
-                (nl.min(gap / 4), nr.min(gap / 4))
-            } else if nl + nr <= gap {
+            let (gl, gr) = if nl + nr <= gap {
                 (nl, nr)
             } else {
                 match (seg.left, seg.right) {
@@ -584,8 +499,7 @@ impl Scheduler {
                         let (sl, sr) = (&self.streams[&l], &self.streams[&r]);
                         let (wl, wr) = (self.weight(sl.producer), self.weight(sr.producer));
                         // Equal finish times: (rem_l + x) / wl = (rem_r + gap - x) / wr.
-                        let x = (wl * (sr.remaining + gap) as f64 - wr * sl.remaining as f64)
-                            / (wl + wr);
+                        let x = (wl * (sr.remaining + gap) as f64 - wr * sl.remaining as f64) / (wl + wr);
                         let x = (x.round().max(0.0) as u64).min(gap);
                         (x, gap - x)
                     }
@@ -636,20 +550,10 @@ impl Scheduler {
         if s.pending {
             s.pending = false;
             self.stats.starts += 1;
-            self.actions.push_back(Action::Start {
-                producer: s.producer,
-                stream: id,
-                first: s.next,
-                last,
-                dir: s.dir,
-            });
+            self.actions.push_back(Action::Start { producer: s.producer, stream: id, first: s.next, last, dir: s.dir });
         } else {
             self.stats.extends += 1;
-            self.actions.push_back(Action::Extend {
-                producer: s.producer,
-                stream: id,
-                last,
-            });
+            self.actions.push_back(Action::Extend { producer: s.producer, stream: id, last });
         }
     }
 
@@ -663,9 +567,7 @@ impl Scheduler {
             busy[s.producer] += 1;
             edge[s.producer] |= s.segment.is_some();
         }
-        (0..self.producers.len())
-            .filter(|&p| !self.producers[p].failed && !edge[p] && busy[p] <= 1)
-            .collect()
+        (0..self.producers.len()).filter(|&p| !self.producers[p].failed && !edge[p] && busy[p] <= 1).collect()
     }
 
     /// Blocks a segment's own edges will deliver within the help horizon.
@@ -673,10 +575,7 @@ impl Scheduler {
         let mut blocks = 0.0;
         for id in [seg.left, seg.right].into_iter().flatten() {
             let p = self.streams[&id].producer;
-            let horizon = self.producers[p]
-                .rtt
-                .unwrap_or_default()
-                .max(self.cfg.min_help);
+            let horizon = self.producers[p].rtt.unwrap_or_default().max(self.cfg.min_help);
             blocks += self.rate(p).unwrap_or(0.0) * horizon.as_secs_f64();
         }
         blocks as u64
@@ -699,16 +598,10 @@ impl Scheduler {
                 .iter()
                 .filter(|(_, seg)| {
                     let gap = seg.hi.saturating_sub(seg.lo);
-                    gap > 0
-                        && (seg.left.is_none() && seg.right.is_none()
-                            || gap > self.help_threshold(seg))
+                    gap > 0 && (seg.left.is_none() && seg.right.is_none() || gap > self.help_threshold(seg))
                 })
                 .max_by_key(|(&sid, seg)| {
-                    (
-                        seg.left.is_none() && seg.right.is_none(),
-                        unprocessed(seg),
-                        std::cmp::Reverse(sid),
-                    )
+                    (seg.left.is_none() && seg.right.is_none(), unprocessed(seg), std::cmp::Reverse(sid))
                 })
                 .map(|(&sid, _)| sid);
             let Some(sid) = target else { return };
@@ -728,60 +621,38 @@ impl Scheduler {
     }
 
     /// Splits a busy segment for one or two helpers (rule 2 and Eq. 1-8).
-    fn split(
-        &mut self,
-        sid: usize,
-        il: StreamId,
-        dr: StreamId,
-        cands: &[ProducerId],
-        now: Instant,
-    ) {
+    fn split(&mut self, sid: usize, il: StreamId, dr: StreamId, cands: &[ProducerId], now: Instant) {
         let seg = self.segments[&sid].clone();
         let (sl, sr) = (&self.streams[&il], &self.streams[&dr]);
         let (pl, pr) = (sl.producer, sr.producer);
         // P(S_il), P(S_dr): next block each will deliver (Eq. 1).
         let p_il = if sl.remaining > 0 { sl.next } else { seg.lo };
-        let p_dr = if sr.remaining > 0 {
-            sr.next
-        } else {
-            seg.hi - 1
-        };
+        let p_dr = if sr.remaining > 0 { sr.next } else { seg.hi - 1 };
         let unsent = (p_dr + 1).saturating_sub(p_il) as u128;
         let c = |p: ProducerId| self.producers[p].contributed.max(1) as u128;
         let left_busy_slower = c(pl) <= c(pr);
         let (split, dl, ir) = if cands.len() >= 2 && seg.hi - seg.lo >= 2 {
             // Rule 2: the slower busy producer gets the faster free one.
             let (fast, slow) = (cands[0], cands[1]);
-            let (dl, ir) = if left_busy_slower {
-                (fast, slow)
-            } else {
-                (slow, fast)
-            };
+            let (dl, ir) = if left_busy_slower { (fast, slow) } else { (slow, fast) };
             let u_left = unsent * (c(pl) + c(dl)) / (c(pl) + c(dl) + c(ir) + c(pr)); // Eq. 2-3
                                                                                      // Eq. 7-8: P(S_dl) = P(S_il) + U(left) - 1, P(S_ir) = P(S_dl) + 1.
-            let split =
-                (p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128 - 1) as u64;
+            let split = (p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128 - 1) as u64;
             (split, Some(dl), Some(ir))
         } else {
             let h = cands[0];
             if left_busy_slower {
                 let u_left = unsent * (c(pl) + c(h)) / (c(pl) + c(h) + c(pr));
-                (
-                    (p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128) as u64,
-                    Some(h),
-                    None,
-                )
+                ((p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128) as u64, Some(h), None)
             } else {
                 let u_left = unsent * c(pl) / (c(pl) + c(h) + c(pr));
-                (
-                    (p_il as u128 + u_left).clamp(seg.lo as u128, seg.hi as u128 - 1) as u64,
-                    None,
-                    Some(h),
-                )
+                ((p_il as u128 + u_left).clamp(seg.lo as u128, seg.hi as u128 - 1) as u64, None, Some(h))
             }
         };
         let right = self.add_segment(split, seg.hi);
-        self.segments.get_mut(&sid).expect("live").hi = split;
+        let left = self.segments.get_mut(&sid).expect("live");
+        left.hi = split;
+        left.span = split - left.lo;
         self.segments.get_mut(&sid).expect("live").right = None;
         self.segments.get_mut(&right).expect("live").right = Some(dr);
         self.streams.get_mut(&dr).expect("live").segment = Some(right);

@@ -72,10 +72,7 @@ pub fn servers_like_get(speeds: &[f64]) -> Vec<SimServer> {
     speeds
         .iter()
         .enumerate()
-        .map(|(i, &speed)| SimServer {
-            speed,
-            streams: if k % 2 == 1 && i == k - 1 { 2 } else { 1 },
-        })
+        .map(|(i, &speed)| SimServer { speed, streams: if k % 2 == 1 && i == k - 1 { 2 } else { 1 } })
         .collect()
 }
 
@@ -111,20 +108,9 @@ impl SimProducer {
 
     fn apply(&mut self, a: Action, now: f64, delay: f64) {
         match a {
-            Action::Start {
-                stream,
-                first,
-                last,
-                dir,
-                ..
-            } => self.queued.push_back(SimStream {
-                id: stream,
-                dir,
-                next: first,
-                last,
-                sent: 0,
-                done: false,
-            }),
+            Action::Start { stream, first, last, dir, .. } => {
+                self.queued.push_back(SimStream { id: stream, dir, next: first, last, sent: 0, done: false })
+            }
             Action::Extend { stream, last, .. } => {
                 for s in self.running.iter_mut().chain(self.queued.iter_mut()) {
                     if s.id == stream && !s.done {
@@ -148,13 +134,7 @@ impl SimProducer {
                 if !s.done {
                     return;
                 }
-                self.outbox.push_back((
-                    now + delay,
-                    ToClient::Stopped {
-                        stream: s.id,
-                        sent: s.sent,
-                    },
-                ));
+                self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.sent }));
                 self.running = None;
             }
             match self.queued.pop_front() {
@@ -167,13 +147,7 @@ impl SimProducer {
     fn send_one(&mut self, now: f64, delay: f64) {
         let s = self.running.as_mut().expect("has work");
         let b = s.next;
-        self.outbox.push_back((
-            now + delay,
-            ToClient::Block {
-                stream: s.id,
-                block: b,
-            },
-        ));
+        self.outbox.push_back((now + delay, ToClient::Block { stream: s.id, block: b }));
         s.sent += 1;
         if b == s.last {
             s.done = true;
@@ -189,12 +163,8 @@ impl SimProducer {
 pub fn run(spec: &SimSpec) -> SimReport {
     let t0 = Instant::now();
     let at = |t: f64| t0 + Duration::from_secs_f64(t);
-    let owner: Vec<usize> = spec
-        .servers
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| std::iter::repeat_n(i, s.streams))
-        .collect();
+    let owner: Vec<usize> =
+        spec.servers.iter().enumerate().flat_map(|(i, s)| std::iter::repeat_n(i, s.streams)).collect();
     let mut speeds: Vec<f64> = spec.servers.iter().map(|s| s.speed).collect();
     let mut changes = spec.changes.clone();
     changes.sort_by(|a, b| a.at.total_cmp(&b.at));
@@ -202,10 +172,7 @@ pub fn run(spec: &SimSpec) -> SimReport {
     let mut prods: Vec<SimProducer> = owner.iter().map(|_| SimProducer::default()).collect();
     let mut sched = Scheduler::new(0..spec.blocks, owner.len(), spec.config.clone(), t0);
     let delay = spec.one_way_delay;
-    let max_speed = speeds
-        .iter()
-        .chain(changes.iter().map(|c| &c.speed))
-        .fold(1e-9f64, |a, &b| a.max(b));
+    let max_speed = speeds.iter().chain(changes.iter().map(|c| &c.speed)).fold(1e-9f64, |a, &b| a.max(b));
     let dt = 1.0 / max_speed;
     let mut budget = vec![0.0f64; speeds.len()];
     let mut rr = vec![0usize; speeds.len()];
@@ -222,9 +189,9 @@ pub fn run(spec: &SimSpec) -> SimReport {
         // Consumer: send what the scheduler wants, take in what arrived.
         while let Some(a) = sched.poll_action() {
             let p = match &a {
-                Action::Start { producer, .. }
-                | Action::Extend { producer, .. }
-                | Action::End { producer, .. } => *producer,
+                Action::Start { producer, .. } | Action::Extend { producer, .. } | Action::End { producer, .. } => {
+                    *producer
+                }
             };
             prods[p].inbox.push_back((t + delay, a));
         }
@@ -233,13 +200,11 @@ pub fn run(spec: &SimSpec) -> SimReport {
                 match prod.outbox.pop_front().expect("front").1 {
                     ToClient::Block { stream, block } => {
                         server_blocks[owner[p]] += 1;
-                        sched
-                            .on_blocks(p, stream, block, 1, at(t))
-                            .expect("simulated producers obey");
+                        sched.on_blocks(p, stream, block, 1, at(t)).expect("simulated producers obey");
                     }
-                    ToClient::Stopped { stream, sent } => sched
-                        .on_stopped(p, stream, sent, at(t))
-                        .expect("simulated producers obey"),
+                    ToClient::Stopped { stream, sent } => {
+                        sched.on_stopped(p, stream, sent, at(t)).expect("simulated producers obey")
+                    }
                 }
             }
         }
@@ -287,19 +252,12 @@ pub fn run(spec: &SimSpec) -> SimReport {
         blocks: spec.blocks,
         makespan,
         ideal,
-        efficiency: if makespan > 0.0 {
-            ideal / makespan
-        } else {
-            1.0
-        },
+        efficiency: if makespan > 0.0 { ideal / makespan } else { 1.0 },
         starts: stats.starts,
         extends: stats.extends,
         ends: stats.ends,
         duplicate_blocks: stats.duplicate_blocks,
-        server_share: server_blocks
-            .iter()
-            .map(|&b| b as f64 / total.max(1) as f64)
-            .collect(),
+        server_share: server_blocks.iter().map(|&b| b as f64 / total.max(1) as f64).collect(),
         capacity_share: capacity.iter().map(|&c| c / cap_total.max(1e-9)).collect(),
         server_blocks,
         completed,

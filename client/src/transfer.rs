@@ -45,11 +45,7 @@ pub enum TransferError {
     #[error("cannot write {}: {source}", .path.display())]
     Output { path: PathBuf, source: io::Error },
     #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}", .errors.join("\n"))]
-    AllMirrorsFailed {
-        missing: u64,
-        total: u64,
-        errors: Vec<String>,
-    },
+    AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String> },
 }
 
 /// One mirror as the consumer sees it.
@@ -110,27 +106,15 @@ pub struct TransferReport {
 /// A connected, greeted producer connection.
 async fn connect(ep: &Endpoint) -> Result<TcpStream, String> {
     let fut = async {
-        let sock = TcpStream::connect((ep.host.as_str(), ep.port))
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
+        let sock = TcpStream::connect((ep.host.as_str(), ep.port)).await.map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
         Ok::<_, String>(sock)
     };
-    let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut)
-        .await
-        .map_err(|_| "connect: timed out".to_string())??;
-    let hello = request(
-        &mut sock,
-        Request::Hello {
-            version: PROTOCOL_VERSION,
-        },
-    )
-    .await?;
+    let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| "connect: timed out".to_string())??;
+    let hello = request(&mut sock, Request::Hello { version: PROTOCOL_VERSION }).await?;
     match hello {
         Reply::Hello { version } if version == PROTOCOL_VERSION => Ok(sock),
-        Reply::Hello { version } => Err(format!(
-            "server speaks protocol {version}, we speak {PROTOCOL_VERSION}"
-        )),
+        Reply::Hello { version } => Err(format!("server speaks protocol {version}, we speak {PROTOCOL_VERSION}")),
         other => Err(unexpected(other)),
     }
 }
@@ -147,27 +131,18 @@ async fn request(sock: &mut TcpStream, req: Request) -> Result<Reply, String> {
     let mut out = BytesMut::new();
     req.encode(&mut out);
     let fut = async {
-        sock.write_all(&out)
-            .await
-            .map_err(|e| format!("send: {e}"))?;
+        sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
         let mut buf = BytesMut::with_capacity(256);
         loop {
             if let Some(r) = Reply::decode(&mut buf).map_err(|e| format!("bad reply: {e}"))? {
                 return Ok(r);
             }
-            if sock
-                .read_buf(&mut buf)
-                .await
-                .map_err(|e| format!("receive: {e}"))?
-                == 0
-            {
+            if sock.read_buf(&mut buf).await.map_err(|e| format!("receive: {e}"))? == 0 {
                 return Err("connection closed by the server".to_string());
             }
         }
     };
-    tokio::time::timeout(CONNECT_TIMEOUT, fut)
-        .await
-        .map_err(|_| "no reply (timed out)".to_string())?
+    tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| "no reply (timed out)".to_string())?
 }
 
 /// Connects to a mirror and asks for the file's size.
@@ -290,51 +265,27 @@ async fn drain_frames(
             Err(e) => return Err(fail(format!("protocol error: {e}"))),
         };
         match reply {
-            Reply::Block {
-                stream,
-                block,
-                payload,
-            } => {
+            Reply::Block { stream, block, payload } => {
                 let Some(e) = expect.front_mut().filter(|e| e.stream == stream) else {
-                    return Err(fail(format!(
-                        "block {block} for stream {stream}, which is not running"
-                    )));
+                    return Err(fail(format!("block {block} for stream {stream}, which is not running")));
                 };
                 if e.exhausted || block != e.next || e.dir.span(e.next, e.last) == 0 {
-                    return Err(fail(format!(
-                        "block {block} of stream {stream} out of order (expected {})",
-                        e.next
-                    )));
+                    return Err(fail(format!("block {block} of stream {stream} out of order (expected {})", e.next)));
                 }
                 let offset = block * u64::from(ctx.block_size);
                 let want = (ctx.size - offset).min(u64::from(ctx.block_size));
                 if payload.len() as u64 != want {
-                    return Err(fail(format!(
-                        "block {block} has {} bytes, expected {want}",
-                        payload.len()
-                    )));
+                    return Err(fail(format!("block {block} has {} bytes, expected {want}", payload.len())));
                 }
-                ctx.file
-                    .write_all_at(&payload, offset)
-                    .map_err(Event::Local)?;
+                ctx.file.write_all_at(&payload, offset).map_err(Event::Local)?;
                 match e.dir.step(block) {
                     Some(n) => e.next = n,
                     None => e.exhausted = true,
                 }
                 run = match run {
-                    Some((s, first, count, bytes)) if s == stream => {
-                        Some((s, first, count + 1, bytes + want))
-                    }
+                    Some((s, first, count, bytes)) if s == stream => Some((s, first, count + 1, bytes + want)),
                     Some((s, first, count, bytes)) => {
-                        let _ = events
-                            .send(Event::Blocks {
-                                slot,
-                                stream: s,
-                                first,
-                                count,
-                                bytes,
-                            })
-                            .await;
+                        let _ = events.send(Event::Blocks { slot, stream: s, first, count, bytes }).await;
                         Some((stream, block, 1, want))
                     }
                     None => Some((stream, block, 1, want)),
@@ -342,69 +293,40 @@ async fn drain_frames(
             }
             Reply::Stopped { stream, sent } => {
                 if let Some((s, first, count, bytes)) = run.take() {
-                    let _ = events
-                        .send(Event::Blocks {
-                            slot,
-                            stream: s,
-                            first,
-                            count,
-                            bytes,
-                        })
-                        .await;
+                    let _ = events.send(Event::Blocks { slot, stream: s, first, count, bytes }).await;
                 }
                 if expect.front().is_none_or(|e| e.stream != stream) {
-                    return Err(fail(format!(
-                        "Stopped for stream {stream}, which is not running"
-                    )));
+                    return Err(fail(format!("Stopped for stream {stream}, which is not running")));
                 }
                 expect.pop_front();
                 let _ = events.send(Event::Stopped { slot, stream, sent }).await;
             }
-            Reply::Error { code, message } => {
-                return Err(fail(format!("server error: {message} ({code:?})")))
-            }
+            Reply::Error { code, message } => return Err(fail(format!("server error: {message} ({code:?})"))),
             other => return Err(fail(format!("unexpected reply {other:?}"))),
         }
     }
     if let Some((s, first, count, bytes)) = run {
-        let _ = events
-            .send(Event::Blocks {
-                slot,
-                stream: s,
-                first,
-                count,
-                bytes,
-            })
-            .await;
+        let _ = events.send(Event::Blocks { slot, stream: s, first, count, bytes }).await;
     }
     Ok(())
 }
 
 /// The temporary name the data is written under until it is complete.
 pub fn part_path(output: &Path) -> PathBuf {
-    let mut name = output
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
+    let mut name = output.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".ddftp-part");
     output.with_file_name(name)
 }
 
 /// Downloads `spec.path` from the mirrors into `spec.output`. The file
 /// appears under its name only once every byte has arrived.
-pub async fn get(
-    spec: &GetSpec,
-    progress: &mut dyn Progress,
-) -> Result<TransferReport, TransferError> {
+pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<TransferReport, TransferError> {
     if spec.mirrors.is_empty() {
         return Err(TransferError::NoMirrors);
     }
     let mut warnings = vec![];
     // Ask every mirror at once; keep those that answer.
-    let probes = spec
-        .mirrors
-        .iter()
-        .map(|ep| tokio::spawn(probe(ep.clone(), spec.path.clone())));
+    let probes = spec.mirrors.iter().map(|ep| tokio::spawn(probe(ep.clone(), spec.path.clone())));
     let mut usable = vec![];
     let mut failures = vec![];
     for (ep, h) in spec.mirrors.iter().zip(probes.collect::<Vec<_>>()) {
@@ -414,31 +336,20 @@ pub async fn get(
         }
     }
     if usable.is_empty() {
-        return Err(TransferError::NoUsableMirror {
-            path: spec.path.clone(),
-            failures,
-        });
+        return Err(TransferError::NoUsableMirror { path: spec.path.clone(), failures });
     }
     for f in &failures {
         let w = format!(
             "skipping mirror{}",
-            f.trim_start()
-                .split_once(':')
-                .map_or(String::new(), |_| format!(" {}", f.trim()))
+            f.trim_start().split_once(':').map_or(String::new(), |_| format!(" {}", f.trim()))
         );
         progress.warn(&w);
         warnings.push(w);
     }
     let size = usable[0].0.size;
     if usable.iter().any(|(m, _)| m.size != size) {
-        let sizes = usable
-            .iter()
-            .map(|(m, _)| format!("{} has {} bytes", m.endpoint, m.size))
-            .collect();
-        return Err(TransferError::SizeMismatch {
-            path: spec.path.clone(),
-            sizes,
-        });
+        let sizes = usable.iter().map(|(m, _)| format!("{} has {} bytes", m.endpoint, m.size)).collect();
+        return Err(TransferError::SizeMismatch { path: spec.path.clone(), sizes });
     }
 
     // Producer slots: one per mirror, plus the virtual pair's second stream
@@ -451,10 +362,7 @@ pub async fn get(
         match connect(&infos[last].endpoint).await {
             Ok(s) => slots.push((last, s)),
             Err(e) => {
-                let w = format!(
-                    "{}: second connection failed ({e}); using one stream",
-                    infos[last].endpoint
-                );
+                let w = format!("{}: second connection failed ({e}); using one stream", infos[last].endpoint);
                 progress.warn(&w);
                 warnings.push(w);
             }
@@ -463,23 +371,11 @@ pub async fn get(
     let mirror_names: Vec<String> = infos.iter().map(|m| m.endpoint.to_string()).collect();
 
     let part = part_path(&spec.output);
-    let out_err = |source| TransferError::Output {
-        path: part.clone(),
-        source,
-    };
+    let out_err = |source| TransferError::Output { path: part.clone(), source };
     let file = File::create(&part).map_err(out_err)?;
     file.set_len(size).map_err(out_err)?;
     let file = Arc::new(file);
-    let result = run_transfer(
-        spec,
-        size,
-        file.clone(),
-        slots,
-        &mirror_names,
-        progress,
-        &mut warnings,
-    )
-    .await;
+    let result = run_transfer(spec, size, file.clone(), slots, &mirror_names, progress, &mut warnings).await;
     let report = match result {
         Ok(r) => r,
         Err(e) => {
@@ -491,10 +387,8 @@ pub async fn get(
         file.sync_all().map_err(out_err)?;
     }
     drop(file);
-    std::fs::rename(&part, &spec.output).map_err(|source| TransferError::Output {
-        path: spec.output.clone(),
-        source,
-    })?;
+    std::fs::rename(&part, &spec.output)
+        .map_err(|source| TransferError::Output { path: spec.output.clone(), source })?;
     Ok(report)
 }
 
@@ -516,9 +410,9 @@ impl Coordinator<'_> {
     fn dispatch(&mut self) {
         while let Some(a) = self.sched.poll_action() {
             let p = match &a {
-                Action::Start { producer, .. }
-                | Action::Extend { producer, .. }
-                | Action::End { producer, .. } => *producer,
+                Action::Start { producer, .. } | Action::Extend { producer, .. } | Action::End { producer, .. } => {
+                    *producer
+                }
             };
             if let Some(tx) = &self.cmds[p] {
                 let _ = tx.send(a);
@@ -526,46 +420,28 @@ impl Coordinator<'_> {
         }
     }
 
-    fn drop_slot(
-        &mut self,
-        slot: ProducerId,
-        why: String,
-        now: Instant,
-        progress: &mut dyn Progress,
-    ) {
+    fn drop_slot(&mut self, slot: ProducerId, why: String, now: Instant, progress: &mut dyn Progress) {
         if self.cmds[slot].take().is_none() {
             return;
         }
-        let w = format!(
-            "dropping {} (stream {slot}): {why}",
-            self.mirrors[self.owner[slot]]
-        );
+        let w = format!("dropping {} (stream {slot}): {why}", self.mirrors[self.owner[slot]]);
         progress.warn(&w);
         self.errors.push(w.clone());
         self.warnings.push(w);
         self.sched.on_failed(slot, now);
     }
 
-    fn on_event(
-        &mut self,
-        ev: Event,
-        now: Instant,
-        progress: &mut dyn Progress,
-    ) -> Result<(), io::Error> {
+    fn on_event(&mut self, ev: Event, now: Instant, progress: &mut dyn Progress) -> Result<(), io::Error> {
         match ev {
-            Event::Blocks {
-                slot,
-                stream,
-                first,
-                count,
-                bytes,
-            } => match self.sched.on_blocks(slot, stream, first, count, now) {
-                Ok(()) => {
-                    self.slot_blocks[slot] += count;
-                    self.mirror_bytes[self.owner[slot]] += bytes;
+            Event::Blocks { slot, stream, first, count, bytes } => {
+                match self.sched.on_blocks(slot, stream, first, count, now) {
+                    Ok(()) => {
+                        self.slot_blocks[slot] += count;
+                        self.mirror_bytes[self.owner[slot]] += bytes;
+                    }
+                    Err(v) => self.drop_slot(slot, v.to_string(), now, progress),
                 }
-                Err(v) => self.drop_slot(slot, v.to_string(), now, progress),
-            },
+            }
             Event::Stopped { slot, stream, sent } => {
                 if let Err(v) = self.sched.on_stopped(slot, stream, sent, now) {
                     self.drop_slot(slot, v.to_string(), now, progress);
@@ -590,12 +466,7 @@ async fn run_transfer(
     let started = Instant::now();
     let bs = u64::from(spec.block_size);
     let blocks = size.div_ceil(bs);
-    let ctx = Arc::new(SlotCtx {
-        file,
-        path: spec.path.clone(),
-        block_size: spec.block_size,
-        size,
-    });
+    let ctx = Arc::new(SlotCtx { file, path: spec.path.clone(), block_size: spec.block_size, size });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
     let owner: Vec<usize> = slots.iter().map(|(m, _)| *m).collect();
@@ -607,12 +478,7 @@ async fn run_transfer(
     }
     drop(ev_tx);
     let mut c = Coordinator {
-        sched: Scheduler::new(
-            0..blocks,
-            owner.len(),
-            spec.scheduler.clone(),
-            Instant::now(),
-        ),
+        sched: Scheduler::new(0..blocks, owner.len(), spec.scheduler.clone(), Instant::now()),
         cmds,
         slot_blocks: vec![0; owner.len()],
         owner,
@@ -630,27 +496,16 @@ async fn run_transfer(
         }
         if c.sched.is_stuck() {
             let missing = size - c.mirror_bytes.iter().sum::<u64>();
-            break Err(TransferError::AllMirrorsFailed {
-                missing,
-                total: size,
-                errors: c.errors.clone(),
-            });
+            break Err(TransferError::AllMirrorsFailed { missing, total: size, errors: c.errors.clone() });
         }
         let Some(ev) = ev_rx.recv().await else {
             // Every slot has ended; only failures end a slot.
             let missing = size - c.mirror_bytes.iter().sum::<u64>();
-            break Err(TransferError::AllMirrorsFailed {
-                missing,
-                total: size,
-                errors: c.errors.clone(),
-            });
+            break Err(TransferError::AllMirrorsFailed { missing, total: size, errors: c.errors.clone() });
         };
         let now = Instant::now();
         if let Err(source) = c.on_event(ev, now, progress) {
-            break Err(TransferError::Output {
-                path: part_path(&spec.output),
-                source,
-            });
+            break Err(TransferError::Output { path: part_path(&spec.output), source });
         }
         if now.duration_since(last_draw) >= Duration::from_millis(100) {
             progress.update(c.mirror_bytes.iter().sum(), &c.mirror_bytes);
@@ -669,16 +524,9 @@ async fn run_transfer(
         .enumerate()
         .map(|(m, name)| ProducerReport {
             mirror: name.clone(),
-            blocks: (0..c.owner.len())
-                .filter(|&s| c.owner[s] == m)
-                .map(|s| c.slot_blocks[s])
-                .sum(),
+            blocks: (0..c.owner.len()).filter(|&s| c.owner[s] == m).map(|s| c.slot_blocks[s]).sum(),
             bytes: c.mirror_bytes[m],
-            share: if total > 0 {
-                c.mirror_bytes[m] as f64 / total as f64
-            } else {
-                0.0
-            },
+            share: if total > 0 { c.mirror_bytes[m] as f64 / total as f64 } else { 0.0 },
         })
         .collect();
     Ok(TransferReport {

@@ -34,25 +34,17 @@ pub struct AddrError {
     pub why: &'static str,
 }
 
-/// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`.
+/// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`. Port 0 is accepted
+/// (a listener picks a free port); a client must refuse it for a peer.
 pub fn parse_endpoint(input: &str) -> Result<Endpoint, AddrError> {
-    let err = |why| AddrError {
-        input: input.to_string(),
-        why,
-    };
+    let err = |why| AddrError { input: input.to_string(), why };
     let s = input.trim();
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
         let close = rest.find(']').ok_or_else(|| err("missing ']'"))?;
         let host = &rest[..close];
         match &rest[close + 1..] {
             "" => (host, None),
-            tail => (
-                host,
-                Some(
-                    tail.strip_prefix(':')
-                        .ok_or_else(|| err("junk after ']'"))?,
-                ),
-            ),
+            tail => (host, Some(tail.strip_prefix(':').ok_or_else(|| err("junk after ']'"))?)),
         }
     } else {
         match s.matches(':').count() {
@@ -67,24 +59,14 @@ pub fn parse_endpoint(input: &str) -> Result<Endpoint, AddrError> {
     if host.is_empty() {
         return Err(err("empty host"));
     }
-    if host
-        .chars()
-        .any(|c| c.is_whitespace() || c == '/' || c == ',')
-    {
+    if host.chars().any(|c| c.is_whitespace() || c == '/' || c == ',') {
         return Err(err("bad character in host"));
     }
     let port = match port {
         None => DEFAULT_PORT,
-        Some(p) => p
-            .parse::<u16>()
-            .ok()
-            .filter(|&p| p != 0)
-            .ok_or_else(|| err("port must be 1-65535"))?,
+        Some(p) => p.parse::<u16>().map_err(|_| err("port must be 0-65535"))?,
     };
-    Ok(Endpoint {
-        host: host.to_string(),
-        port,
-    })
+    Ok(Endpoint { host: host.to_string(), port })
 }
 
 #[cfg(test)]
@@ -92,10 +74,7 @@ mod tests {
     use super::*;
 
     fn ep(h: &str, p: u16) -> Endpoint {
-        Endpoint {
-            host: h.into(),
-            port: p,
-        }
+        Endpoint { host: h.into(), port: p }
     }
 
     #[test]
@@ -109,9 +88,7 @@ mod tests {
 
     #[test]
     fn errors() {
-        for bad in [
-            "", ":80", "::1", "h:0", "h:99999", "h:x", "[::1", "[::1]x", "a b",
-        ] {
+        for bad in ["", ":80", "::1", "h:99999", "h:x", "[::1", "[::1]x", "a b"] {
             assert!(parse_endpoint(bad).is_err(), "{bad}");
         }
     }

@@ -82,14 +82,7 @@ pub enum Request {
     /// Stream blocks `first`, `first±1`, ... through `last` (inclusive) of
     /// `path` cut into `block_size`-byte blocks, then send `Stopped`. A `Start`
     /// received while another stream runs waits for that one to stop.
-    Start {
-        stream: u32,
-        path: String,
-        block_size: u32,
-        first: u64,
-        last: u64,
-        dir: Direction,
-    },
+    Start { stream: u32, path: String, block_size: u32, first: u64, last: u64, dir: Direction },
     /// Move the running stream's `last` (further or nearer); ignored if the
     /// stream already stopped.
     Extend { stream: u32, last: u64 },
@@ -210,14 +203,7 @@ impl Request {
                 put_header(dst, K_STAT, 2 + path.len());
                 put_str(dst, path);
             }
-            Request::Start {
-                stream,
-                path,
-                block_size,
-                first,
-                last,
-                dir,
-            } => {
+            Request::Start { stream, path, block_size, first, last, dir } => {
                 put_header(dst, K_START, 4 + 4 + 8 + 8 + 1 + 2 + path.len());
                 dst.put_u32(*stream);
                 dst.put_u32(*block_size);
@@ -274,32 +260,14 @@ impl Request {
                 let dir = match r.u8()? {
                     0 => Direction::Increment,
                     1 => Direction::Decrement,
-                    _ => {
-                        return Err(ProtoError::Malformed {
-                            kind,
-                            why: "direction must be 0 or 1",
-                        })
-                    }
+                    _ => return Err(ProtoError::Malformed { kind, why: "direction must be 0 or 1" }),
                 };
                 if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
-                    return Err(ProtoError::Malformed {
-                        kind,
-                        why: "block size out of range",
-                    });
+                    return Err(ProtoError::Malformed { kind, why: "block size out of range" });
                 }
-                Request::Start {
-                    stream,
-                    path: r.path()?,
-                    block_size,
-                    first,
-                    last,
-                    dir,
-                }
+                Request::Start { stream, path: r.path()?, block_size, first, last, dir }
             }
-            K_EXTEND => Request::Extend {
-                stream: r.u32()?,
-                last: r.u64()?,
-            },
+            K_EXTEND => Request::Extend { stream: r.u32()?, last: r.u64()? },
             K_END => Request::End { stream: r.u32()? },
             _ => unreachable!("kinds were filtered by peek_header"),
         };
@@ -318,21 +286,13 @@ impl Reply {
                 dst.put_slice(MAGIC);
                 dst.put_u16(*version);
             }
-            Reply::Stat {
-                size,
-                mtime_secs,
-                mtime_nanos,
-            } => {
+            Reply::Stat { size, mtime_secs, mtime_nanos } => {
                 put_header(dst, K_R_STAT, 20);
                 dst.put_u64(*size);
                 dst.put_i64(*mtime_secs);
                 dst.put_u32(*mtime_nanos);
             }
-            Reply::Block {
-                stream,
-                block,
-                payload,
-            } => {
+            Reply::Block { stream, block, payload } => {
                 put_header(dst, K_R_BLOCK, BLOCK_PREFIX_LEN + payload.len());
                 dst.put_u32(*stream);
                 dst.put_u64(*block);
@@ -377,31 +337,17 @@ impl Reply {
                 }
                 Reply::Hello { version: r.u16()? }
             }
-            K_R_STAT => Reply::Stat {
-                size: r.u64()?,
-                mtime_secs: r.i64()?,
-                mtime_nanos: r.u32()?,
-            },
+            K_R_STAT => Reply::Stat { size: r.u64()?, mtime_secs: r.i64()?, mtime_nanos: r.u32()? },
             K_R_BLOCK => {
                 let stream = r.u32()?;
                 let block = r.u64()?;
                 let payload = std::mem::take(&mut r.buf);
-                Reply::Block {
-                    stream,
-                    block,
-                    payload,
-                }
+                Reply::Block { stream, block, payload }
             }
-            K_R_STOPPED => Reply::Stopped {
-                stream: r.u32()?,
-                sent: r.u64()?,
-            },
+            K_R_STOPPED => Reply::Stopped { stream: r.u32()?, sent: r.u64()? },
             K_R_ERROR => {
                 let code = ErrorCode::from_u16(r.u16()?);
-                Reply::Error {
-                    code,
-                    message: r.string()?,
-                }
+                Reply::Error { code, message: r.string()? }
             }
             _ => unreachable!("kinds were filtered by peek_header"),
         };
@@ -412,10 +358,7 @@ impl Reply {
 
 /// Reads a header if one is there, checking the kind and its length cap
 /// before anything of the body is buffered.
-fn peek_header(
-    src: &BytesMut,
-    cap: impl Fn(u8) -> Option<usize>,
-) -> Result<Option<(u8, usize)>, ProtoError> {
+fn peek_header(src: &BytesMut, cap: impl Fn(u8) -> Option<usize>) -> Result<Option<(u8, usize)>, ProtoError> {
     if src.is_empty() {
         return Ok(None);
     }
@@ -451,10 +394,7 @@ struct Reader {
 impl Reader {
     fn need(&self, n: usize) -> Result<(), ProtoError> {
         if self.buf.remaining() < n {
-            return Err(ProtoError::Malformed {
-                kind: self.kind,
-                why: "body too short",
-            });
+            return Err(ProtoError::Malformed { kind: self.kind, why: "body too short" });
         }
         Ok(())
     }
@@ -485,27 +425,18 @@ impl Reader {
     fn string(&mut self) -> Result<String, ProtoError> {
         let n = self.u16()? as usize;
         let b = self.bytes(n)?;
-        String::from_utf8(b.to_vec()).map_err(|_| ProtoError::Malformed {
-            kind: self.kind,
-            why: "string is not UTF-8",
-        })
+        String::from_utf8(b.to_vec()).map_err(|_| ProtoError::Malformed { kind: self.kind, why: "string is not UTF-8" })
     }
     fn path(&mut self) -> Result<String, ProtoError> {
         let s = self.string()?;
         if s.len() > MAX_PATH_LEN {
-            return Err(ProtoError::Malformed {
-                kind: self.kind,
-                why: "path too long",
-            });
+            return Err(ProtoError::Malformed { kind: self.kind, why: "path too long" });
         }
         Ok(s)
     }
     fn finish(self) -> Result<(), ProtoError> {
         if self.buf.has_remaining() {
-            return Err(ProtoError::Malformed {
-                kind: self.kind,
-                why: "trailing bytes",
-            });
+            return Err(ProtoError::Malformed { kind: self.kind, why: "trailing bytes" });
         }
         Ok(())
     }
@@ -524,26 +455,12 @@ mod tests {
         prop_oneof![
             any::<u16>().prop_map(|version| Request::Hello { version }),
             ".{0,64}".prop_map(|path| Request::Stat { path }),
-            (
-                any::<u32>(),
-                ".{0,64}",
-                MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE,
-                any::<u64>(),
-                any::<u64>(),
-                dir()
-            )
-                .prop_map(|(stream, path, block_size, first, last, dir)| {
-                    Request::Start {
-                        stream,
-                        path,
-                        block_size,
-                        first,
-                        last,
-                        dir,
-                    }
-                }),
-            (any::<u32>(), any::<u64>())
-                .prop_map(|(stream, last)| Request::Extend { stream, last }),
+            (any::<u32>(), ".{0,64}", MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE, any::<u64>(), any::<u64>(), dir()).prop_map(
+                |(stream, path, block_size, first, last, dir)| {
+                    Request::Start { stream, path, block_size, first, last, dir }
+                }
+            ),
+            (any::<u32>(), any::<u64>()).prop_map(|(stream, last)| Request::Extend { stream, last }),
             any::<u32>().prop_map(|stream| Request::End { stream }),
         ]
     }
@@ -551,28 +468,15 @@ mod tests {
     fn reply() -> impl Strategy<Value = Reply> {
         prop_oneof![
             any::<u16>().prop_map(|version| Reply::Hello { version }),
-            (any::<u64>(), any::<i64>(), any::<u32>()).prop_map(
-                |(size, mtime_secs, mtime_nanos)| Reply::Stat {
-                    size,
-                    mtime_secs,
-                    mtime_nanos
-                }
-            ),
-            (
-                any::<u32>(),
-                any::<u64>(),
-                proptest::collection::vec(any::<u8>(), 0..2048)
-            )
-                .prop_map(|(stream, block, p)| Reply::Block {
-                    stream,
-                    block,
-                    payload: Bytes::from(p)
-                }),
-            (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
-            (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error {
-                code: ErrorCode::from_u16(c),
-                message
+            (any::<u64>(), any::<i64>(), any::<u32>()).prop_map(|(size, mtime_secs, mtime_nanos)| Reply::Stat {
+                size,
+                mtime_secs,
+                mtime_nanos
             }),
+            (any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..2048))
+                .prop_map(|(stream, block, p)| Reply::Block { stream, block, payload: Bytes::from(p) }),
+            (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
+            (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error { code: ErrorCode::from_u16(c), message }),
         ]
     }
 
@@ -613,12 +517,7 @@ mod tests {
     fn block_header_matches_encode() {
         let payload = Bytes::from_static(b"abcdef");
         let mut a = BytesMut::new();
-        Reply::Block {
-            stream: 7,
-            block: 42,
-            payload: payload.clone(),
-        }
-        .encode(&mut a);
+        Reply::Block { stream: 7, block: 42, payload: payload.clone() }.encode(&mut a);
         let mut b = vec![0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
         put_block_header(&mut b, 7, 42, payload.len());
         b.extend_from_slice(&payload);
@@ -628,49 +527,23 @@ mod tests {
     #[test]
     fn oversized_lengths_are_refused_before_buffering() {
         let mut src = BytesMut::from(&[K_STAT, 0xff, 0xff, 0xff, 0xff][..]);
-        assert!(matches!(
-            Request::decode(&mut src),
-            Err(ProtoError::TooLong { .. })
-        ));
+        assert!(matches!(Request::decode(&mut src), Err(ProtoError::TooLong { .. })));
         let mut src = BytesMut::from(&[K_R_BLOCK, 0x7f, 0xff, 0xff, 0xff][..]);
-        assert!(matches!(
-            Reply::decode(&mut src),
-            Err(ProtoError::TooLong { .. })
-        ));
+        assert!(matches!(Reply::decode(&mut src), Err(ProtoError::TooLong { .. })));
         let mut src = BytesMut::from(&[0x42u8][..]);
-        assert_eq!(
-            Request::decode(&mut src),
-            Err(ProtoError::UnknownKind(0x42))
-        );
+        assert_eq!(Request::decode(&mut src), Err(ProtoError::UnknownKind(0x42)));
     }
 
     #[test]
     fn bad_fields_are_malformed() {
         let mut wire = BytesMut::new();
-        Request::Start {
-            stream: 1,
-            path: "f".into(),
-            block_size: 1,
-            first: 0,
-            last: 0,
-            dir: Direction::Increment,
-        }
-        .encode(&mut wire);
-        assert!(matches!(
-            Request::decode(&mut wire),
-            Err(ProtoError::Malformed { .. })
-        ));
-        let mut wire =
-            BytesMut::from(&[K_HELLO, 0, 0, 0, 7, b'N', b'O', b'P', b'E', b'!', 0, 1][..]);
+        Request::Start { stream: 1, path: "f".into(), block_size: 1, first: 0, last: 0, dir: Direction::Increment }
+            .encode(&mut wire);
+        assert!(matches!(Request::decode(&mut wire), Err(ProtoError::Malformed { .. })));
+        let mut wire = BytesMut::from(&[K_HELLO, 0, 0, 0, 7, b'N', b'O', b'P', b'E', b'!', 0, 1][..]);
         assert_eq!(Request::decode(&mut wire), Err(ProtoError::BadMagic));
         let mut wire = BytesMut::from(&[K_END, 0, 0, 0, 5, 0, 0, 0, 1, 9][..]);
-        assert!(matches!(
-            Request::decode(&mut wire),
-            Err(ProtoError::Malformed {
-                why: "trailing bytes",
-                ..
-            })
-        ));
+        assert!(matches!(Request::decode(&mut wire), Err(ProtoError::Malformed { why: "trailing bytes", .. })));
     }
 
     #[test]

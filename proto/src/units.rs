@@ -15,15 +15,10 @@ pub struct SizeError {
 
 /// Parses a byte count such as `40MB`, `512KiB`, `1.5G` or `4096`.
 pub fn parse_size(input: &str) -> Result<u64, SizeError> {
-    let err = |why| SizeError {
-        input: input.to_string(),
-        why,
-    };
+    let err = |why| SizeError { input: input.to_string(), why };
     let s = input.trim();
     let s = s.strip_suffix("/s").unwrap_or(s);
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     if num.is_empty() {
         return Err(err("no number"));

@@ -88,26 +88,13 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
     let (rd, wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel(64);
     let reader = tokio::spawn(read_requests(rd, tx));
-    let mut c = Conn {
-        shared,
-        wr,
-        out: BytesMut::new(),
-        greeted: false,
-        running: None,
-        queued: None,
-        open: None,
-        buf: vec![],
-    };
+    let mut c =
+        Conn { shared, wr, out: BytesMut::new(), greeted: false, running: None, queued: None, open: None, buf: vec![] };
     let result = c.run(&mut rx).await;
     reader.abort();
     if let Err(ConnError::Proto(e)) = &result {
         // Best effort: tell the peer why before closing.
-        let _ = c
-            .reply(Reply::Error {
-                code: ErrorCode::BadRequest,
-                message: e.to_string(),
-            })
-            .await;
+        let _ = c.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await;
     }
     result
 }
@@ -138,10 +125,7 @@ async fn read_requests(mut rd: OwnedReadHalf, tx: mpsc::Sender<Result<Request, C
 }
 
 impl Conn {
-    async fn run(
-        &mut self,
-        rx: &mut mpsc::Receiver<Result<Request, ConnError>>,
-    ) -> Result<(), ConnError> {
+    async fn run(&mut self, rx: &mut mpsc::Receiver<Result<Request, ConnError>>) -> Result<(), ConnError> {
         loop {
             if self.running.is_none() {
                 match tokio::time::timeout(self.shared.idle_timeout, rx.recv()).await {
@@ -169,48 +153,35 @@ impl Conn {
     }
 
     async fn refuse(&mut self, code: ErrorCode, message: String) -> Result<(), ConnError> {
-        self.reply(Reply::Error {
-            code,
-            message: message.clone(),
-        })
-        .await?;
+        self.reply(Reply::Error { code, message: message.clone() }).await?;
         Err(ConnError::Refused(message))
     }
 
     async fn on_request(&mut self, req: Request) -> Result<(), ConnError> {
         if !self.greeted {
             let Request::Hello { version } = req else {
-                return self
-                    .refuse(
-                        ErrorCode::BadRequest,
-                        "the first message must be Hello".into(),
-                    )
-                    .await;
+                return self.refuse(ErrorCode::BadRequest, "the first message must be Hello".into()).await;
             };
             if version != PROTOCOL_VERSION {
                 return self
-                    .refuse(ErrorCode::BadRequest, format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})"))
+                    .refuse(
+                        ErrorCode::BadRequest,
+                        format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})"),
+                    )
                     .await;
             }
             self.greeted = true;
-            return Ok(self
-                .reply(Reply::Hello {
-                    version: PROTOCOL_VERSION,
-                })
-                .await?);
+            return Ok(self.reply(Reply::Hello { version: PROTOCOL_VERSION }).await?);
         }
         match req {
-            Request::Hello { .. } => {
-                self.refuse(ErrorCode::BadRequest, "Hello sent twice".into())
-                    .await
-            }
+            Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,
             Request::Stat { path } => {
-                let reply = match self.shared.root.open_file(&path).and_then(|f| {
-                    f.metadata().map_err(|e| PathError::Io {
-                        path: path.clone(),
-                        source: e,
-                    })
-                }) {
+                let reply = match self
+                    .shared
+                    .root
+                    .open_file(&path)
+                    .and_then(|f| f.metadata().map_err(|e| PathError::Io { path: path.clone(), source: e }))
+                {
                     Ok(m) => {
                         let mtime = m
                             .modified()
@@ -227,14 +198,7 @@ impl Conn {
                 };
                 Ok(self.reply(reply).await?)
             }
-            Request::Start {
-                stream,
-                path,
-                block_size,
-                first,
-                last,
-                dir,
-            } => {
+            Request::Start { stream, path, block_size, first, last, dir } => {
                 if block_size > self.shared.max_block_size {
                     let max = self.shared.max_block_size;
                     return self
@@ -255,30 +219,20 @@ impl Conn {
                 let blocks = size.div_ceil(u64::from(block_size));
                 if first >= blocks || last >= blocks || dir.span(first, last) == 0 {
                     return self
-                        .refuse(ErrorCode::BadRequest, format!("blocks {first}..{last} are not a valid range of the {blocks} blocks of {path}"))
+                        .refuse(
+                            ErrorCode::BadRequest,
+                            format!("blocks {first}..{last} are not a valid range of the {blocks} blocks of {path}"),
+                        )
                         .await;
                 }
-                let a = Active {
-                    stream,
-                    file,
-                    size,
-                    block_size,
-                    next: first,
-                    last,
-                    dir,
-                    sent: 0,
-                    exhausted: false,
-                };
+                let a = Active { stream, file, size, block_size, next: first, last, dir, sent: 0, exhausted: false };
                 if self.running.is_none() {
                     self.running = Some(a);
                 } else if self.queued.is_none() {
                     self.queued = Some(a);
                 } else {
                     return self
-                        .refuse(
-                            ErrorCode::BadRequest,
-                            "at most one Start may wait behind the running stream".into(),
-                        )
+                        .refuse(ErrorCode::BadRequest, "at most one Start may wait behind the running stream".into())
                         .await;
                 }
                 Ok(())
@@ -288,8 +242,7 @@ impl Conn {
                     if a.stream == stream {
                         let blocks = a.size.div_ceil(u64::from(a.block_size));
                         if last >= blocks {
-                            let msg =
-                                format!("Extend to block {last}, but the file has {blocks} blocks");
+                            let msg = format!("Extend to block {last}, but the file has {blocks} blocks");
                             return self.refuse(ErrorCode::BadRequest, msg).await;
                         }
                         a.last = last;
@@ -300,11 +253,7 @@ impl Conn {
             Request::End { stream } => {
                 if self.running.as_ref().is_some_and(|a| a.stream == stream) {
                     let a = self.running.take().expect("checked");
-                    self.reply(Reply::Stopped {
-                        stream,
-                        sent: a.sent,
-                    })
-                    .await?;
+                    self.reply(Reply::Stopped { stream, sent: a.sent }).await?;
                     self.running = self.queued.take();
                 } else if self.queued.as_ref().is_some_and(|a| a.stream == stream) {
                     self.queued = None;
@@ -342,14 +291,8 @@ impl Conn {
         }
         self.shared.limiter.acquire(frame_len).await;
         let a = self.running.as_mut().expect("still running");
-        if let Err(e) = a.file.read_exact_at(
-            &mut self.buf[HEADER_LEN + BLOCK_PREFIX_LEN..frame_len],
-            offset,
-        ) {
-            let msg = format!(
-                "reading block {} failed: {e} (file changed while served?)",
-                a.next
-            );
+        if let Err(e) = a.file.read_exact_at(&mut self.buf[HEADER_LEN + BLOCK_PREFIX_LEN..frame_len], offset) {
+            let msg = format!("reading block {} failed: {e} (file changed while served?)", a.next);
             return self.refuse(ErrorCode::Io, msg).await;
         }
         put_block_header(&mut self.buf, a.stream, a.next, len);
@@ -370,8 +313,5 @@ fn path_error_reply(e: PathError) -> Reply {
         PathError::NotAFile(..) => ErrorCode::NotAFile,
         PathError::Io { .. } => ErrorCode::Io,
     };
-    Reply::Error {
-        code,
-        message: e.to_string(),
-    }
+    Reply::Error { code, message: e.to_string() }
 }

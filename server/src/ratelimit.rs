@@ -22,13 +22,7 @@ struct Bucket {
 
 impl RateLimiter {
     pub fn new(rate: Option<u64>) -> Self {
-        RateLimiter {
-            state: Mutex::new(Bucket {
-                rate,
-                tokens: 0.0,
-                last: Instant::now(),
-            }),
-        }
+        RateLimiter { state: Mutex::new(Bucket { rate, tokens: 0.0, last: Instant::now() }) }
     }
 
     pub fn set_rate(&self, rate: Option<u64>) {

@@ -35,15 +35,9 @@ impl Root {
     pub fn new(dir: &Path, follow_symlinks: bool) -> io::Result<Root> {
         let dir = dir.canonicalize()?;
         if !dir.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotADirectory,
-                format!("{} is not a directory", dir.display()),
-            ));
+            return Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} is not a directory", dir.display())));
         }
-        Ok(Root {
-            dir,
-            follow_symlinks,
-        })
+        Ok(Root { dir, follow_symlinks })
     }
 
     /// Resolves a client's relative path to a real path inside the root.
@@ -57,9 +51,7 @@ impl Root {
         }
         let p = Path::new(rel);
         if p.is_absolute() {
-            return Err(forbid(
-                "absolute paths are refused; name files relative to the root",
-            ));
+            return Err(forbid("absolute paths are refused; name files relative to the root"));
         }
         let mut full = self.dir.clone();
         for c in p.components() {
@@ -67,9 +59,7 @@ impl Root {
                 Component::Normal(part) => full.push(part),
                 Component::CurDir => {}
                 Component::ParentDir => return Err(forbid("'..' is refused")),
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(forbid("absolute paths are refused"))
-                }
+                Component::RootDir | Component::Prefix(_) => return Err(forbid("absolute paths are refused")),
             }
             match full.symlink_metadata() {
                 Ok(m) if m.file_type().is_symlink() && !self.follow_symlinks => {
@@ -80,10 +70,7 @@ impl Root {
                 Err(e) => return Err(PathError::Io { path: rel.to_string(), source: e }),
             }
         }
-        let real = full.canonicalize().map_err(|e| PathError::Io {
-            path: rel.to_string(),
-            source: e,
-        })?;
+        let real = full.canonicalize().map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
         if !real.starts_with(&self.dir) {
             return Err(forbid("a symlink leads outside the root"));
         }
@@ -93,14 +80,8 @@ impl Root {
     /// Opens a regular file for reading.
     pub fn open_file(&self, rel: &str) -> Result<File, PathError> {
         let real = self.resolve(rel)?;
-        let f = File::open(&real).map_err(|e| PathError::Io {
-            path: rel.to_string(),
-            source: e,
-        })?;
-        let m = f.metadata().map_err(|e| PathError::Io {
-            path: rel.to_string(),
-            source: e,
-        })?;
+        let f = File::open(&real).map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
+        let m = f.metadata().map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
         if !m.is_file() {
             return Err(PathError::NotAFile(rel.to_string()));
         }
@@ -125,33 +106,13 @@ mod tests {
         let follow = Root::new(&root_dir, true).unwrap();
         assert!(strict.open_file("sub/a").is_ok());
         assert!(strict.open_file("./sub/a").is_ok());
-        for bad in [
-            "../secret",
-            "/etc/passwd",
-            "sub/../../secret",
-            "sub/a\0",
-            "",
-            "out",
-            "in",
-        ] {
-            assert!(
-                matches!(strict.resolve(bad), Err(PathError::Forbidden(..))),
-                "{bad:?}"
-            );
+        for bad in ["../secret", "/etc/passwd", "sub/../../secret", "sub/a\0", "", "out", "in"] {
+            assert!(matches!(strict.resolve(bad), Err(PathError::Forbidden(..))), "{bad:?}");
         }
         assert!(follow.open_file("in").is_ok());
-        assert!(matches!(
-            follow.resolve("out"),
-            Err(PathError::Forbidden(..))
-        ));
-        assert!(matches!(
-            strict.resolve("nope"),
-            Err(PathError::NotFound(..))
-        ));
-        assert!(matches!(
-            strict.open_file("sub"),
-            Err(PathError::NotAFile(..))
-        ));
+        assert!(matches!(follow.resolve("out"), Err(PathError::Forbidden(..))));
+        assert!(matches!(strict.resolve("nope"), Err(PathError::NotFound(..))));
+        assert!(matches!(strict.open_file("sub"), Err(PathError::NotAFile(..))));
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -93,11 +93,7 @@ pub async fn serve(
 async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semaphore>) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
-        let permit = permits
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("semaphore never closed");
+        let permit = permits.clone().acquire_owned().await.expect("semaphore never closed");
         let (sock, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {

@@ -6,10 +6,7 @@ use clap::{Parser, Subcommand};
 use ddftp::cli::{demo, get, simulate, Exit};
 
 #[derive(Debug, Parser)]
-#[command(
-    version,
-    about = "Fast, balanced downloads from several mirrors at once (Dual-Direction Operations)"
-)]
+#[command(version, about = "Fast, balanced downloads from several mirrors at once (Dual-Direction Operations)")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

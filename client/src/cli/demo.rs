@@ -55,10 +55,7 @@ impl Progress for SlowDownHalfWay<'_> {
         if !self.slowed && done * 2 >= self.total {
             self.slowed = true;
             self.server.limiter().set_rate(Some(SLOWED));
-            self.inner.warn(&format!(
-                "(demo) mirror 1 slows down to {} MB/s",
-                SLOWED / 1_000_000
-            ));
+            self.inner.warn(&format!("(demo) mirror 1 slows down to {} MB/s", SLOWED / 1_000_000));
         }
         self.inner.update(done, per_mirror);
     }
@@ -80,10 +77,7 @@ pub fn run(opt: DemoOpt) -> Exit {
     };
     let (dir, remove) = match &opt.dir {
         Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("ddftp-demo-{}", std::process::id())),
-            true,
-        ),
+        None => (std::env::temp_dir().join(format!("ddftp-demo-{}", std::process::id())), true),
     };
     let result = rt.block_on(demo(&opt, &dir));
     if remove {
@@ -102,11 +96,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     let root = dir.join("mirror");
     std::fs::create_dir_all(&root)?;
     let src = root.join("demo.bin");
-    println!(
-        "ddftp demo: writing {} of random data to {}",
-        HumanBytes(opt.size),
-        src.display()
-    );
+    println!("ddftp demo: writing {} of random data to {}", HumanBytes(opt.size), src.display());
     {
         use std::io::Write;
         let mut f = std::io::BufWriter::new(std::fs::File::create(&src)?);
@@ -127,18 +117,11 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     let mut mirrors = vec![];
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     for rate in RATES {
-        let cfg = ServerConfig {
-            rate_limit: Some(rate),
-            log_errors: false,
-            ..ServerConfig::default()
-        };
+        let cfg = ServerConfig { rate_limit: Some(rate), log_errors: false, ..ServerConfig::default() };
         let server = Server::new(&root, &cfg)?;
         let l = TcpListener::bind("127.0.0.1:0").await?;
         let addr = l.local_addr()?;
-        mirrors.push(Endpoint {
-            host: addr.ip().to_string(),
-            port: addr.port(),
-        });
+        mirrors.push(Endpoint { host: addr.ip().to_string(), port: addr.port() });
         let mut stop = stop_tx.subscribe();
         tokio::spawn(server.clone().run(vec![l], async move {
             let _ = stop.recv().await;
@@ -147,21 +130,10 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     }
     println!("started 4 mirrors on 127.0.0.1:");
     for (i, (m, r)) in mirrors.iter().zip(RATES).enumerate() {
-        let note = if i == 0 {
-            format!(" (drops to {} MB/s half way)", SLOWED / 1_000_000)
-        } else {
-            String::new()
-        };
+        let note = if i == 0 { format!(" (drops to {} MB/s half way)", SLOWED / 1_000_000) } else { String::new() };
         println!("  mirror {} {m}: {} MB/s{note}", i + 1, r / 1_000_000);
     }
-    println!(
-        "ddftp get demo.bin --mirrors {}",
-        mirrors
-            .iter()
-            .map(|m| m.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    );
+    println!("ddftp get demo.bin --mirrors {}", mirrors.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
 
     let out = dir.join("demo.bin.copy");
     let spec = GetSpec {
@@ -172,21 +144,12 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         sync: false,
         scheduler: Config::default(),
     };
-    let mut progress = SlowDownHalfWay {
-        inner: Bar::new(!opt.quiet),
-        total: 0,
-        server: &servers[0],
-        slowed: false,
-    };
+    let mut progress = SlowDownHalfWay { inner: Bar::new(!opt.quiet), total: 0, server: &servers[0], slowed: false };
     let result = fetch(&spec, &mut progress).await;
     let _ = stop_tx.send(());
     let r = result?;
     print_summary(&r, &mut std::io::stdout())?;
-    let verdict = if r.sha256 == want {
-        "identical to the source"
-    } else {
-        "DIFFERENT FROM THE SOURCE"
-    };
+    let verdict = if r.sha256 == want { "identical to the source" } else { "DIFFERENT FROM THE SOURCE" };
     println!("verified: sha256 of the copy is {verdict}");
     // What an ideal split would have given each mirror: its share of the
     // capacity actually available while the transfer ran.
@@ -194,13 +157,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     let caps: Vec<f64> = RATES
         .iter()
         .enumerate()
-        .map(|(i, &rate)| {
-            if i == 0 {
-                rate as f64 * half + SLOWED as f64 * half
-            } else {
-                rate as f64 * 2.0 * half
-            }
-        })
+        .map(|(i, &rate)| if i == 0 { rate as f64 * half + SLOWED as f64 * half } else { rate as f64 * 2.0 * half })
         .collect();
     let cap_total: f64 = caps.iter().sum();
     println!("balance (share of bytes sent vs share of the capacity offered, approximate):");

@@ -45,7 +45,11 @@ pub struct GetOpt {
 }
 
 fn parse_mirror(s: &str) -> Result<Endpoint, String> {
-    parse_endpoint(s).map_err(|e| e.to_string())
+    match parse_endpoint(s) {
+        Ok(ep) if ep.port == 0 => Err(format!("{s:?}: a mirror's port cannot be 0")),
+        Ok(ep) => Ok(ep),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn parse_block_size(s: &str) -> Result<u32, String> {
@@ -96,10 +100,7 @@ impl GetOpt {
             }
         };
         if output.is_dir() {
-            return Err(format!(
-                "{} is a directory; give a file name with -o",
-                output.display()
-            ));
+            return Err(format!("{} is a directory; give a file name with -o", output.display()));
         }
         Ok(GetSpec {
             path: self.path.clone(),
@@ -125,11 +126,7 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
         r.mb_per_s,
         r.sha256
     )?;
-    writeln!(
-        to,
-        "  {:<28} {:>8} {:>12} {:>7}",
-        "mirror", "blocks", "bytes", "share"
-    )?;
+    writeln!(to, "  {:<28} {:>8} {:>12} {:>7}", "mirror", "blocks", "bytes", "share")?;
     for p in &t.producers {
         writeln!(
             to,
@@ -153,36 +150,20 @@ pub fn exit_for(e: &TransferError) -> Exit {
         TransferError::NoMirrors => Exit::Usage,
         TransferError::SizeMismatch { .. } => Exit::Integrity,
         TransferError::Output { .. } => Exit::Local,
-        TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => {
-            Exit::Transfer
-        }
+        TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => Exit::Transfer,
     }
 }
 
 /// Runs a transfer and hashes the result.
-pub async fn fetch(
-    spec: &GetSpec,
-    bar: &mut dyn transfer::Progress,
-) -> Result<GetResult, TransferError> {
+pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<GetResult, TransferError> {
     let report = transfer::get(spec, bar).await?;
     let out = spec.output.clone();
     let sha256 = tokio::task::spawn_blocking(move || sha256_file(&out))
         .await
         .expect("hash task")
-        .map_err(|source| TransferError::Output {
-            path: spec.output.clone(),
-            source,
-        })?;
-    let mb_per_s = if report.seconds > 0.0 {
-        report.bytes as f64 / report.seconds / 1e6
-    } else {
-        0.0
-    };
-    Ok(GetResult {
-        transfer: report,
-        sha256,
-        mb_per_s,
-    })
+        .map_err(|source| TransferError::Output { path: spec.output.clone(), source })?;
+    let mb_per_s = if report.seconds > 0.0 { report.bytes as f64 / report.seconds / 1e6 } else { 0.0 };
+    Ok(GetResult { transfer: report, sha256, mb_per_s })
 }
 
 pub fn run(opt: GetOpt) -> Exit {

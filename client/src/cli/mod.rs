@@ -34,7 +34,5 @@ pub fn report_error(e: &dyn std::fmt::Display) {
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()
 }

@@ -33,38 +33,22 @@ fn parse_change(s: &str) -> Result<SpeedChange, String> {
     let [t, i, v] = parts[..] else {
         return Err(format!("{s:?}: expected T:I:SPEED, e.g. 2:1:500"));
     };
-    let at: f64 = t
-        .parse()
-        .map_err(|_| format!("{t:?} is not a time in seconds"))?;
-    let server: usize = i
-        .parse()
-        .map_err(|_| format!("{i:?} is not a mirror number"))?;
+    let at: f64 = t.parse().map_err(|_| format!("{t:?} is not a time in seconds"))?;
+    let server: usize = i.parse().map_err(|_| format!("{i:?} is not a mirror number"))?;
     let speed: f64 = v.parse().map_err(|_| format!("{v:?} is not a speed"))?;
     if server == 0 || at < 0.0 || speed <= 0.0 || !speed.is_finite() || !at.is_finite() {
-        return Err(format!(
-            "{s:?}: mirror numbers start at 1, time and speed must be positive"
-        ));
+        return Err(format!("{s:?}: mirror numbers start at 1, time and speed must be positive"));
     }
-    Ok(SpeedChange {
-        at,
-        server: server - 1,
-        speed,
-    })
+    Ok(SpeedChange { at, server: server - 1, speed })
 }
 
 pub fn run(opt: SimulateOpt) -> Exit {
     if let Some(bad) = opt.speeds.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
-        report_error(&format!(
-            "speed {bad} must be a positive number of blocks per second"
-        ));
+        report_error(&format!("speed {bad} must be a positive number of blocks per second"));
         return Exit::Usage;
     }
     if let Some(c) = opt.changes.iter().find(|c| c.server >= opt.speeds.len()) {
-        report_error(&format!(
-            "--change names mirror {}, but there are {} mirrors",
-            c.server + 1,
-            opt.speeds.len()
-        ));
+        report_error(&format!("--change names mirror {}, but there are {} mirrors", c.server + 1, opt.speeds.len()));
         return Exit::Usage;
     }
     if opt.rtt_ms < 0.0 || !opt.rtt_ms.is_finite() {
@@ -94,11 +78,11 @@ pub fn run(opt: SimulateOpt) -> Exit {
             r.ideal,
             r.efficiency
         );
-        println!("control: {} Start (Eq. 10 average case: {:.1}), {} Extend, {} End; duplicate blocks {}", r.starts, eq10, r.extends, r.ends, r.duplicate_blocks);
         println!(
-            "  {:>6} {:>10} {:>10} {:>14}",
-            "mirror", "blocks", "share", "capacity share"
+            "control: {} Start (Eq. 10 average case: {:.1}), {} Extend, {} End; duplicate blocks {}",
+            r.starts, eq10, r.extends, r.ends, r.duplicate_blocks
         );
+        println!("  {:>6} {:>10} {:>10} {:>14}", "mirror", "blocks", "share", "capacity share");
         for (i, b) in r.server_blocks.iter().enumerate() {
             println!(
                 "  {:>6} {:>10} {:>9.1}% {:>13.1}%",

@@ -7,12 +7,7 @@ use proptest::prelude::*;
 use std::collections::BTreeSet;
 
 fn tight() -> Config {
-    Config {
-        initial_window: 2,
-        min_window: 2,
-        lookahead: Duration::ZERO,
-        min_help: Duration::ZERO,
-    }
+    Config { initial_window: 2, min_window: 2, lookahead: Duration::ZERO, min_help: Duration::ZERO }
 }
 
 /// Zero-latency producers that obey the scheduler's actions in order, so a
@@ -48,18 +43,10 @@ impl Harness {
         while let Some(a) = self.s.poll_action() {
             self.log.push(a.clone());
             match a {
-                Action::Start {
-                    producer,
-                    stream,
-                    first,
-                    last,
-                    dir,
-                } => self.queues[producer].push_back((stream, first, last, dir, 0)),
-                Action::Extend {
-                    producer,
-                    stream,
-                    last,
-                } => {
+                Action::Start { producer, stream, first, last, dir } => {
+                    self.queues[producer].push_back((stream, first, last, dir, 0))
+                }
+                Action::Extend { producer, stream, last } => {
                     for q in self.queues[producer].iter_mut().filter(|q| q.0 == stream) {
                         q.2 = last;
                     }
@@ -76,15 +63,11 @@ impl Harness {
     /// Producer `p` delivers its next block (and `Stopped` if that was its last).
     fn deliver(&mut self, p: ProducerId) -> u64 {
         let (id, b, last, dir, sent) = *self.queues[p].front().expect("producer has a stream");
-        self.s
-            .on_blocks(p, id, b, 1, self.now)
-            .expect("obedient producer");
+        self.s.on_blocks(p, id, b, 1, self.now).expect("obedient producer");
         self.got[(b - self.base) as usize] += 1;
         if b == last {
             self.queues[p].pop_front();
-            self.s
-                .on_stopped(p, id, sent + 1, self.now)
-                .expect("obedient producer");
+            self.s.on_stopped(p, id, sent + 1, self.now).expect("obedient producer");
         } else {
             let q = self.queues[p].front_mut().expect("still there");
             q.1 = dir.step(b).expect("in range");
@@ -115,11 +98,7 @@ impl Harness {
 
     fn assert_each_block_once(&self) {
         assert!(self.s.is_done());
-        assert!(
-            self.got.iter().all(|&c| c == 1),
-            "block counts: {:?}",
-            self.got
-        );
+        assert!(self.got.iter().all(|&c| c == 1), "block counts: {:?}", self.got);
     }
 }
 
@@ -131,12 +110,7 @@ fn papers_worked_example() {
         .log
         .iter()
         .filter_map(|a| match a {
-            Action::Start {
-                producer,
-                first,
-                dir,
-                ..
-            } => Some((*producer, *first, *dir)),
+            Action::Start { producer, first, dir, .. } => Some((*producer, *first, *dir)),
             _ => None,
         })
         .collect();
@@ -165,20 +139,12 @@ fn papers_worked_example() {
         .iter()
         .skip(4)
         .filter_map(|a| match a {
-            Action::Start {
-                producer,
-                first,
-                dir,
-                ..
-            } => Some((*producer, *first, *dir)),
+            Action::Start { producer, first, dir, .. } => Some((*producer, *first, *dir)),
             _ => None,
         })
         .collect();
     // Exactly the paper's: Start(.., 10, decrement) to DDP4, Start(.., 11, increment) to DDP3.
-    assert_eq!(
-        helper_starts,
-        vec![(3, 10, Direction::Decrement), (2, 11, Direction::Increment)]
-    );
+    assert_eq!(helper_starts, vec![(3, 10, Direction::Decrement), (2, 11, Direction::Increment)]);
     h.run_round_robin();
     h.assert_each_block_once();
 }
@@ -207,11 +173,7 @@ fn odd_number_of_producers() {
         let mut h = Harness::new(0..1000, k, tight());
         h.run_round_robin();
         h.assert_each_block_once();
-        assert!(
-            h.s.contributions().iter().all(|&c| c > 0),
-            "k={k}: {:?}",
-            h.s.contributions()
-        );
+        assert!(h.s.contributions().iter().all(|&c| c > 0), "k={k}: {:?}", h.s.contributions());
     }
 }
 
@@ -227,11 +189,7 @@ fn more_producers_than_blocks() {
 #[test]
 fn one_block() {
     let mut h = Harness::new(0..1, 2, Config::default());
-    assert_eq!(
-        h.s.stats().starts,
-        1,
-        "the second producer gets nothing to do"
-    );
+    assert_eq!(h.s.stats().starts, 1, "the second producer gets nothing to do");
     h.run_round_robin();
     h.assert_each_block_once();
 }
@@ -273,10 +231,7 @@ fn all_failed_is_stuck() {
 fn misbehaving_producer_is_dropped_and_covered() {
     let mut h = Harness::new(0..100, 2, tight());
     let (id, ..) = h.queues[0][0];
-    assert!(matches!(
-        h.s.on_blocks(0, id, 57, 1, h.now),
-        Err(Violation::WrongBlock { .. })
-    ));
+    assert!(matches!(h.s.on_blocks(0, id, 57, 1, h.now), Err(Violation::WrongBlock { .. })));
     h.queues[0].clear();
     h.pump();
     h.run_round_robin();
@@ -372,11 +327,7 @@ fn table4_start_counts_within_eq10() {
 #[test]
 fn speed_change_is_absorbed() {
     let mut spec = sim_spec(100_000, &[8000.0, 6000.0, 4000.0, 2000.0]);
-    spec.changes.push(SpeedChange {
-        at: 1.0,
-        server: 0,
-        speed: 1000.0,
-    });
+    spec.changes.push(SpeedChange { at: 1.0, server: 0, speed: 1000.0 });
     spec.one_way_delay = 0.001;
     let r = sim::run(&spec);
     assert!(r.completed);
@@ -386,10 +337,7 @@ fn speed_change_is_absorbed() {
 /// Block rates of the netbed links 320/240/160/80 mbit (TCP goodput 0.956
 /// of the rate) in 256 KiB blocks.
 fn netbed_speeds() -> Vec<f64> {
-    [320.0, 240.0, 160.0, 80.0]
-        .iter()
-        .map(|m| m * 1e6 / 8.0 * 0.956 / 262_144.0)
-        .collect()
+    [320.0, 240.0, 160.0, 80.0].iter().map(|m| m * 1e6 / 8.0 * 0.956 / 262_144.0).collect()
 }
 
 #[test]
@@ -406,11 +354,7 @@ fn latency_costs_about_one_round_trip() {
 fn netbed_dynamic_case() {
     // Mirror 1 drops to 40 mbit 2 s in.
     let mut spec = sim_spec(2048, &netbed_speeds());
-    spec.changes.push(SpeedChange {
-        at: 2.0,
-        server: 0,
-        speed: netbed_speeds()[0] / 8.0,
-    });
+    spec.changes.push(SpeedChange { at: 2.0, server: 0, speed: netbed_speeds()[0] / 8.0 });
     spec.one_way_delay = 0.0005;
     let r = sim::run(&spec);
     assert!(r.completed);

@@ -52,17 +52,10 @@ async fn bind(spec: &str) -> anyhow::Result<TcpListener> {
         .await
         .with_context(|| format!("resolving {ep}"))?
         .collect();
-    let Some(addr) = addrs.first() else {
-        bail!("{ep} resolves to no address")
-    };
-    let sock = socket2::Socket::new(
-        socket2::Domain::for_address(*addr),
-        socket2::Type::STREAM,
-        None,
-    )?;
+    let Some(addr) = addrs.first() else { bail!("{ep} resolves to no address") };
+    let sock = socket2::Socket::new(socket2::Domain::for_address(*addr), socket2::Type::STREAM, None)?;
     sock.set_reuse_address(true)?;
-    sock.bind(&(*addr).into())
-        .with_context(|| format!("binding {addr}"))?;
+    sock.bind(&(*addr).into()).with_context(|| format!("binding {addr}"))?;
     sock.listen(1024)?;
     sock.set_nonblocking(true)?;
     Ok(TcpListener::from_std(sock.into())?)
@@ -76,13 +69,8 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(opt.idle_timeout.max(1)),
         ..ServerConfig::default()
     };
-    let server = Server::new(&opt.root, &cfg)
-        .with_context(|| format!("cannot serve {}", opt.root.display()))?;
-    let specs = if opt.listen.is_empty() {
-        vec![format!("0.0.0.0:{DEFAULT_PORT}")]
-    } else {
-        opt.listen
-    };
+    let server = Server::new(&opt.root, &cfg).with_context(|| format!("cannot serve {}", opt.root.display()))?;
+    let specs = if opt.listen.is_empty() { vec![format!("0.0.0.0:{DEFAULT_PORT}")] } else { opt.listen };
     let mut listeners = vec![];
     for s in &specs {
         let l = bind(s).await?;

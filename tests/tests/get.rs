@@ -1,0 +1,181 @@
+//! `ddftp get` against real `ddftpd` processes on 127.0.0.1.
+
+mod util;
+
+use sha2::{Digest, Sha256};
+use util::*;
+
+const BS: usize = 64 * 1024;
+
+fn get_json(f: &Fixture, name: &str, mirrors: &str, out: &str) -> serde_json::Value {
+    let o = f.out(out);
+    let res = ddftp(
+        &["get", name, "--mirrors", mirrors, "-o", o.to_str().unwrap(), "--block-size", "64KiB", "--json", "--quiet"],
+        0,
+    );
+    assert!(res.stderr.is_empty(), "--quiet printed: {}", String::from_utf8_lossy(&res.stderr));
+    json(&res)
+}
+
+#[test]
+fn one_to_five_mirrors_at_different_rates() {
+    let f = Fixture::new();
+    // Large enough that rates are measured well before the end (~0.3-0.7 s).
+    let data = random_file(&f.root().join("f.bin"), 8 * 1024 * 1024 + 12345, 1);
+    let rates = ["12MB", "8MB", "5MB", "3MB", "2MB"];
+    let mirrors: Vec<Mirror> = rates.iter().map(|r| Mirror::with_rate(&f.root(), r)).collect();
+    for k in 1..=5 {
+        let ms: Vec<&Mirror> = mirrors.iter().take(k).collect();
+        let out = format!("k{k}.bin");
+        let j = get_json(&f, "f.bin", &mirrors_arg(&ms), &out);
+        let got = std::fs::read(f.out(&out)).unwrap();
+        assert!(got == data, "k={k}: output differs from the source");
+        assert_eq!(j["bytes"], data.len() as u64);
+        assert_eq!(j["sha256"], format!("{:x}", Sha256::digest(&data)));
+        let producers = j["producers"].as_array().unwrap();
+        assert_eq!(producers.len(), k);
+        let sum: u64 = producers.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+        assert_eq!(sum, data.len() as u64, "k={k}: every byte comes from exactly one mirror");
+        assert_eq!(j["duplicate_bytes"], 0);
+        assert!(j["starts"].as_u64().unwrap() >= 2);
+        if k >= 2 {
+            // The fastest mirror sends more than the slowest one.
+            let b = |i: usize| producers[i]["bytes"].as_u64().unwrap();
+            assert!(b(0) > b(k - 1), "k={k}: shares do not follow rates: {producers:?}");
+        }
+    }
+}
+
+#[test]
+fn edge_sizes() {
+    let f = Fixture::new();
+    let sizes = [0, 1, BS - 1, BS, BS + 1, 5 * BS + 7];
+    let mut datas = vec![];
+    for (i, &s) in sizes.iter().enumerate() {
+        datas.push(random_file(&f.root().join(format!("s{i}")), s, 10 + i as u64));
+    }
+    let a = Mirror::with_rate(&f.root(), "20MB");
+    let b = Mirror::with_rate(&f.root(), "10MB");
+    let c = Mirror::start(&f.root(), &[]);
+    for k in 1..=3 {
+        let ms = [&a, &b, &c];
+        for (i, data) in datas.iter().enumerate() {
+            let out = format!("s{i}-k{k}");
+            let j = get_json(&f, &format!("s{i}"), &mirrors_arg(&ms[..k]), &out);
+            assert!(std::fs::read(f.out(&out)).unwrap() == *data, "size {} k={k}", data.len());
+            assert_eq!(j["bytes"], data.len() as u64);
+        }
+    }
+}
+
+#[test]
+fn human_summary_and_default_output_name() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("named.bin"), 300_000, 3);
+    let a = Mirror::start(&f.root(), &[]);
+    let out = std::process::Command::new(bin("ddftp"))
+        .args(["get", "named.bin", "--mirrors", &a.addr])
+        .current_dir(f.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(f.dir.path().join("named.bin")).unwrap() == data);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sha256") && text.contains(&a.addr) && text.contains("Start"), "{text}");
+}
+
+#[test]
+fn mirrors_disagreeing_on_size_are_named() {
+    let f = Fixture::new();
+    let other = f.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    random_file(&f.root().join("x"), 1000, 4);
+    random_file(&other.join("x"), 2000, 5);
+    let a = Mirror::start(&f.root(), &[]);
+    let b = Mirror::start(&other, &[]);
+    let o = f.out("x");
+    let res = ddftp(&["get", "x", "--mirrors", &mirrors_arg(&[&a, &b]), "-o", o.to_str().unwrap(), "--quiet"], 3);
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(err.contains(&a.addr) && err.contains(&b.addr) && err.contains("1000") && err.contains("2000"), "{err}");
+    assert!(!o.exists());
+}
+
+#[test]
+fn missing_file_is_a_clear_error_and_leaves_nothing() {
+    let f = Fixture::new();
+    let a = Mirror::start(&f.root(), &[]);
+    let o = f.out("nope");
+    let res = ddftp(&["get", "nope", "--mirrors", &a.addr, "-o", o.to_str().unwrap()], 1);
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(err.contains("no such file") && err.contains(&a.addr), "{err}");
+    assert!(!o.exists());
+    assert!(!f.out("nope.ddftp-part").exists());
+}
+
+#[test]
+fn dead_mirror_is_skipped_with_a_warning() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 1_000_000, 6);
+    let a = Mirror::start(&f.root(), &[]);
+    let mut b = Mirror::start(&f.root(), &[]);
+    let dead = b.addr.clone();
+    b.kill();
+    let o = f.out("f");
+    let res = ddftp(&["get", "f", "--mirrors", &format!("{},{dead}", a.addr), "-o", o.to_str().unwrap(), "--quiet"], 0);
+    assert!(String::from_utf8_lossy(&res.stderr).contains(&dead));
+    assert!(std::fs::read(&o).unwrap() == data);
+}
+
+#[test]
+fn mirror_killed_mid_transfer_is_covered() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 8 * 1024 * 1024, 7);
+    let a = Mirror::with_rate(&f.root(), "10MB");
+    let mut b = Mirror::with_rate(&f.root(), "10MB");
+    let o = f.out("f");
+    let mut child = std::process::Command::new(bin("ddftp"))
+        .args(["get", "f", "--mirrors", &mirrors_arg(&[&a, &b]), "-o", o.to_str().unwrap(), "--quiet", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    b.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&o).unwrap() == data);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dropping"));
+}
+
+#[test]
+fn server_refuses_paths_outside_its_root() {
+    let f = Fixture::new();
+    random_file(&f.dir.path().join("secret"), 100, 8);
+    let a = Mirror::start(&f.root(), &[]);
+    for bad in ["../secret", "/etc/passwd"] {
+        let o = f.out("stolen");
+        let res = ddftp(&["get", bad, "--mirrors", &a.addr, "-o", o.to_str().unwrap()], 1);
+        assert!(String::from_utf8_lossy(&res.stderr).contains("not allowed"), "{bad}");
+        assert!(!o.exists());
+    }
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    ddftp(&["get", "f"], 2);
+    ddftp(&["get", "f", "--mirrors", "a:b:c"], 2);
+    ddftp(&["get", "f", "--mirrors", "h", "--block-size", "12"], 2);
+    ddftp(&["frobnicate"], 2);
+    ddftp(&["simulate", "--blocks", "10", "--speeds", "1,0"], 2);
+}
+
+#[test]
+fn simulate_reports_shares_and_starts() {
+    let out = ddftp(&["simulate", "--blocks", "100000", "--speeds", "4000,3000,2000,1000", "--json"], 0);
+    let j = json(&out);
+    let shares = j["server_share"].as_array().unwrap();
+    for (i, want) in [0.4, 0.3, 0.2, 0.1].iter().enumerate() {
+        assert!((shares[i].as_f64().unwrap() - want).abs() < 0.03, "{j}");
+    }
+    assert!(j["starts"].as_u64().unwrap() as f64 <= j["eq10_starts"].as_f64().unwrap());
+}

@@ -1,0 +1,133 @@
+//! Fixtures: real `ddftpd` processes on 127.0.0.1, real files, and the
+//! `ddftp` binary run as a user would run it.
+
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use rand::{RngCore, SeedableRng};
+
+/// The directory holding the workspace's binaries for this test profile.
+/// `cargo test` only rebuilds binaries of packages that have integration
+/// tests, so the binaries are brought up to date here, once per run.
+pub fn bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test exe path");
+        let dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args([
+            "build",
+            "--quiet",
+            "--bins",
+            "--manifest-path",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"),
+        ]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        assert!(cmd.status().expect("run cargo build").success(), "building the binaries failed");
+        dir
+    })
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// A running `ddftpd`, killed when dropped.
+pub struct Mirror {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Mirror {
+    pub fn start(root: &Path, extra: &[&str]) -> Mirror {
+        let mut child = Command::new(bin("ddftpd"))
+            .arg("--root")
+            .arg(root)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ddftpd");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read ddftpd's first line");
+        let addr = line
+            .trim()
+            .strip_prefix("ddftpd listening on ")
+            .unwrap_or_else(|| panic!("unexpected ddftpd output {line:?}"))
+            .to_string();
+        Mirror { child, addr }
+    }
+
+    pub fn with_rate(root: &Path, rate: &str) -> Mirror {
+        Mirror::start(root, &["--rate-limit", rate])
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn mirrors_arg(ms: &[&Mirror]) -> String {
+    ms.iter().map(|m| m.addr.clone()).collect::<Vec<_>>().join(",")
+}
+
+/// A file of `size` pseudo-random bytes (seeded, so failures reproduce).
+pub fn random_file(path: &Path, size: usize, seed: u64) -> Vec<u8> {
+    let mut data = vec![0u8; size];
+    rand::rngs::StdRng::seed_from_u64(seed).fill_bytes(&mut data);
+    std::fs::write(path, &data).expect("write test file");
+    data
+}
+
+/// Runs `ddftp ARGS` and returns its output; `expect` says which exit code
+/// the test needs, and a mismatch prints everything about the run.
+pub fn ddftp(args: &[&str], expect: i32) -> Output {
+    let out = Command::new(bin("ddftp")).args(args).stdin(Stdio::null()).output().expect("run ddftp");
+    if out.status.code() != Some(expect) {
+        panic!(
+            "ddftp {args:?}: exit {:?}, expected {expect}\n--- stdout\n{}\n--- stderr\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+/// A temp dir with a served root inside.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let f = Fixture { dir: tempfile::tempdir().expect("tempdir") };
+        std::fs::create_dir(f.root()).expect("mkdir root");
+        f
+    }
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+    pub fn out(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
