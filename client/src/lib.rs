@@ -4,9 +4,11 @@
 //! - [`scheduler`]: the sans-IO DDOps state machine (pairs, meetings, helpers).
 //! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
 //! - [`transfer`]: sockets and positional writes driving the scheduler (`get`).
+//! - [`digest`]: SHA-256 of the output, hashed in order while blocks arrive.
 //! - [`progress`]: the terminal progress bar.
 //! - [`cli`]: one module per subcommand; `src/bin/ddftp.rs` only dispatches.
 pub mod cli;
+pub mod digest;
 pub mod progress;
 pub mod scheduler;
 pub mod sim;

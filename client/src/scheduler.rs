@@ -126,6 +126,12 @@ struct Stream {
 }
 
 impl Stream {
+    /// Delivered its whole claim and will not be extended: the server has
+    /// it paused until our next `Start` (or `End`) closes it.
+    fn finished(&self) -> bool {
+        self.remaining == 0 && self.segment.is_none() && !self.pending
+    }
+
     /// Inclusive claim bounds (low, high); only when `remaining > 0`.
     fn claim(&self) -> (u64, u64) {
         match self.dir {
@@ -153,6 +159,10 @@ struct Producer {
     /// Grant size while the rate is unknown; doubles whenever a stream ran
     /// dry before its `Extend` arrived (slow start).
     window: u64,
+    /// Least grant once the rate is known. A stream that runs dry shows that
+    /// more is in flight (socket buffers, queues) than rate x RTT suggests:
+    /// the floor then doubles, up to an eighth of the file.
+    floor: u64,
     contributed: u64,
     rate: RateMeter,
     rtt: Option<Duration>,
@@ -272,7 +282,10 @@ impl Scheduler {
             Direction::Increment => first + count,
             Direction::Decrement => first.wrapping_sub(count),
         };
-        let probe = s.rtt_probe.take();
+        // A claim that ran dry while its gap still has blocks: the producer
+        // idles until our Extend reaches it. Claims must run further ahead.
+        let starved = s.remaining == 0 && s.segment.is_some_and(|sid| self.segments[&sid].hi > self.segments[&sid].lo);
+        let probe = self.streams.get_mut(&stream).expect("checked").rtt_probe.take();
         let p = &mut self.producers[producer];
         if let Some(sent) = probe {
             let sample = now.duration_since(sent);
@@ -281,6 +294,9 @@ impl Scheduler {
         p.contributed += count;
         p.rate.record(now, p.contributed);
         self.delivered += count;
+        if starved {
+            self.widen(producer);
+        }
         self.rebalance(now);
         Ok(())
     }
@@ -302,17 +318,9 @@ impl Scheduler {
             self.on_failed(producer, now);
             return Err(Violation::CountMismatch { producer, stream, said: sent, got });
         }
-        // A stream that stopped short hit its old bound before our Extend
-        // arrived: grants must run further ahead for this producer, and the
-        // same producer resumes on the same edge with a fresh Start.
-        if s.remaining > 0 {
-            let w = self.want(producer);
-            let p = &mut self.producers[producer];
-            p.window = 2 * p.window.max(w);
-        }
-        if let Some((sid, side)) = self.release(stream) {
-            self.attach(sid, side, producer, now);
-        }
+        // The server ended the stream (after our End or a later Start). Any
+        // claim it did not deliver goes back to the gaps.
+        let _ = self.release(stream);
         self.rebalance(now);
         Ok(())
     }
@@ -386,7 +394,7 @@ impl Scheduler {
             Side::Right => (Direction::Decrement, seg.hi.wrapping_sub(1), &mut seg.right),
         };
         *slot = Some(id);
-        let idle = !self.streams.values().any(|s| s.producer == producer);
+        let idle = !self.streams.values().any(|s| s.producer == producer && !s.finished());
         if idle {
             self.producers[producer].rate.restart();
         }
@@ -425,6 +433,15 @@ impl Scheduler {
         }
     }
 
+    /// Claims for `p` ran dry: double how far ahead they run.
+    fn widen(&mut self, p: ProducerId) {
+        let w = self.want(p);
+        let cap = (self.total / 8).max(self.cfg.min_window);
+        let pr = &mut self.producers[p];
+        pr.window = 2 * pr.window.max(w);
+        pr.floor = (2 * w).min(cap);
+    }
+
     fn rate(&self, p: ProducerId) -> Option<f64> {
         self.producers[p].rate.estimate
     }
@@ -436,7 +453,7 @@ impl Scheduler {
             None => pr.window,
             Some(r) => {
                 let ahead = 2.0 * pr.rtt.unwrap_or_default().as_secs_f64() + self.cfg.lookahead.as_secs_f64();
-                ((r * ahead).ceil() as u64).max(self.cfg.min_window)
+                ((r * ahead).ceil() as u64).max(self.cfg.min_window).max(pr.floor)
             }
         }
         .max(1)
@@ -450,7 +467,7 @@ impl Scheduler {
     fn rebalance(&mut self, now: Instant) {
         let ids: Vec<usize> = self.segments.keys().copied().collect();
         for sid in ids {
-            self.grant(sid, now);
+            self.grant(sid);
         }
         self.assign_helpers(now);
     }
@@ -458,21 +475,7 @@ impl Scheduler {
     /// Tops up the claims on both edges of a segment, splitting the last of
     /// the gap so both edges finish together; removes the segment once its
     /// gap is empty.
-    fn grant(&mut self, sid: usize, now: Instant) {
-        // An edge stream that used up its claim has stopped at the server:
-        // it is replaced by a fresh Start on the same edge.
-        for side in [Side::Left, Side::Right] {
-            let seg = &self.segments[&sid];
-            let slot = if side == Side::Left { seg.left } else { seg.right };
-            if let Some(id) = slot {
-                let s = &self.streams[&id];
-                if !s.pending && s.remaining == 0 && seg.hi > seg.lo {
-                    let p = s.producer;
-                    self.streams.get_mut(&id).expect("live").segment = None;
-                    self.attach(sid, side, p, now);
-                }
-            }
-        }
+    fn grant(&mut self, sid: usize) {
         let seg = self.segments[&sid].clone();
         let gap = seg.hi.saturating_sub(seg.lo);
         let need = |slot: Option<StreamId>| -> u64 {
@@ -563,7 +566,7 @@ impl Scheduler {
     fn candidates(&self) -> Vec<ProducerId> {
         let mut busy = vec![0usize; self.producers.len()];
         let mut edge = vec![false; self.producers.len()];
-        for s in self.streams.values() {
+        for s in self.streams.values().filter(|s| !s.finished()) {
             busy[s.producer] += 1;
             edge[s.producer] |= s.segment.is_some();
         }
@@ -615,7 +618,7 @@ impl Scheduler {
             }
             let ids: Vec<usize> = self.segments.keys().copied().collect();
             for sid in ids {
-                self.grant(sid, now);
+                self.grant(sid);
             }
         }
     }

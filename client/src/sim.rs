@@ -83,7 +83,14 @@ struct SimStream {
     next: u64,
     last: u64,
     sent: u64,
-    done: bool,
+    /// Walked off block 0 going down.
+    exhausted: bool,
+}
+
+impl SimStream {
+    fn finished(&self) -> bool {
+        self.exhausted || self.dir.span(self.next, self.last) == 0
+    }
 }
 
 #[derive(Debug)]
@@ -103,45 +110,41 @@ struct SimProducer {
 
 impl SimProducer {
     fn has_work(&self) -> bool {
-        self.running.as_ref().is_some_and(|s| !s.done)
+        self.running.as_ref().is_some_and(|s| !s.finished())
     }
 
     fn apply(&mut self, a: Action, now: f64, delay: f64) {
         match a {
             Action::Start { stream, first, last, dir, .. } => {
-                self.queued.push_back(SimStream { id: stream, dir, next: first, last, sent: 0, done: false })
+                self.queued.push_back(SimStream { id: stream, dir, next: first, last, sent: 0, exhausted: false })
             }
             Action::Extend { stream, last, .. } => {
                 for s in self.running.iter_mut().chain(self.queued.iter_mut()) {
-                    if s.id == stream && !s.done {
+                    if s.id == stream {
                         s.last = last;
                     }
                 }
             }
             Action::End { stream, .. } => {
-                if let Some(s) = self.running.as_mut().filter(|s| s.id == stream) {
-                    s.done = true;
+                if self.running.as_ref().is_some_and(|s| s.id == stream) {
+                    let s = self.running.take().expect("checked");
+                    self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.sent }));
                 }
             }
         }
         self.advance(now, delay);
     }
 
-    /// Retires a finished running stream and starts the next queued one.
+    /// A stream paused at its `last` ends when a `Start` waits behind it.
     fn advance(&mut self, now: f64, delay: f64) {
-        loop {
-            if let Some(s) = &self.running {
-                if !s.done {
-                    return;
-                }
-                self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.sent }));
-                self.running = None;
+        if let Some(s) = &self.running {
+            if !s.finished() || self.queued.is_empty() {
+                return;
             }
-            match self.queued.pop_front() {
-                Some(s) => self.running = Some(s),
-                None => return,
-            }
+            self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.sent }));
+            self.running = None;
         }
+        self.running = self.queued.pop_front();
     }
 
     fn send_one(&mut self, now: f64, delay: f64) {
@@ -149,10 +152,9 @@ impl SimProducer {
         let b = s.next;
         self.outbox.push_back((now + delay, ToClient::Block { stream: s.id, block: b }));
         s.sent += 1;
-        if b == s.last {
-            s.done = true;
-        } else {
-            s.next = s.dir.step(b).expect("within bounds");
+        match s.dir.step(b) {
+            Some(n) => s.next = n,
+            None => s.exhausted = true,
         }
         self.advance(now, delay);
     }

@@ -13,7 +13,7 @@
 //! The coordinator owns the scheduler: events in, actions out to the slots.
 
 use std::collections::VecDeque;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -28,6 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use crate::digest::{Completed, PrefixHasher};
 use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
 
 /// How long to wait for a mirror to accept and answer the handshake.
@@ -99,23 +100,57 @@ pub struct TransferReport {
     pub extends: u64,
     pub ends: u64,
     pub duplicate_bytes: u64,
+    /// SHA-256 of the output.
+    pub sha256: String,
     pub producers: Vec<ProducerReport>,
     pub warnings: Vec<String>,
 }
 
-/// A connected, greeted producer connection.
-async fn connect(ep: &Endpoint) -> Result<TcpStream, String> {
+/// Connects and greets a producer; with `stat`, asks for that file's size in
+/// the same round trip (both requests go out together).
+async fn connect(ep: &Endpoint, stat: Option<&str>) -> Result<(TcpStream, Option<u64>), String> {
     let fut = async {
         let sock = TcpStream::connect((ep.host.as_str(), ep.port)).await.map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
         Ok::<_, String>(sock)
     };
     let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| "connect: timed out".to_string())??;
-    let hello = request(&mut sock, Request::Hello { version: PROTOCOL_VERSION }).await?;
-    match hello {
-        Reply::Hello { version } if version == PROTOCOL_VERSION => Ok(sock),
-        Reply::Hello { version } => Err(format!("server speaks protocol {version}, we speak {PROTOCOL_VERSION}")),
-        other => Err(unexpected(other)),
+    let mut out = BytesMut::new();
+    Request::Hello { version: PROTOCOL_VERSION }.encode(&mut out);
+    if let Some(path) = stat {
+        Request::Stat { path: path.to_string() }.encode(&mut out);
+    }
+    let exchange = async {
+        sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+        let mut buf = BytesMut::with_capacity(256);
+        match read_reply(&mut sock, &mut buf).await? {
+            Reply::Hello { version } if version == PROTOCOL_VERSION => {}
+            Reply::Hello { version } => {
+                return Err(format!("server speaks protocol {version}, we speak {PROTOCOL_VERSION}"))
+            }
+            other => return Err(unexpected(other)),
+        }
+        if stat.is_none() {
+            return Ok(None);
+        }
+        match read_reply(&mut sock, &mut buf).await? {
+            Reply::Stat { size, .. } => Ok(Some(size)),
+            other => Err(unexpected(other)),
+        }
+    };
+    let size =
+        tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.map_err(|_| "no reply (timed out)".to_string())??;
+    Ok((sock, size))
+}
+
+async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, String> {
+    loop {
+        if let Some(r) = Reply::decode(buf).map_err(|e| format!("bad reply: {e}"))? {
+            return Ok(r);
+        }
+        if sock.read_buf(buf).await.map_err(|e| format!("receive: {e}"))? == 0 {
+            return Err("connection closed by the server".to_string());
+        }
     }
 }
 
@@ -126,42 +161,17 @@ fn unexpected(r: Reply) -> String {
     }
 }
 
-/// One request, one reply (handshake and stat only; streams are pipelined).
-async fn request(sock: &mut TcpStream, req: Request) -> Result<Reply, String> {
-    let mut out = BytesMut::new();
-    req.encode(&mut out);
-    let fut = async {
-        sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
-        let mut buf = BytesMut::with_capacity(256);
-        loop {
-            if let Some(r) = Reply::decode(&mut buf).map_err(|e| format!("bad reply: {e}"))? {
-                return Ok(r);
-            }
-            if sock.read_buf(&mut buf).await.map_err(|e| format!("receive: {e}"))? == 0 {
-                return Err("connection closed by the server".to_string());
-            }
-        }
-    };
-    tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| "no reply (timed out)".to_string())?
-}
-
 /// Connects to a mirror and asks for the file's size.
 async fn probe(ep: Endpoint, path: String) -> Result<(MirrorInfo, TcpStream), String> {
-    let mut sock = connect(&ep).await?;
-    match request(&mut sock, Request::Stat { path }).await? {
-        Reply::Stat { size, .. } => Ok((MirrorInfo { endpoint: ep, size }, sock)),
-        other => Err(unexpected(other)),
-    }
+    let (sock, size) = connect(&ep, Some(&path)).await?;
+    Ok((MirrorInfo { endpoint: ep, size: size.expect("asked for stat") }, sock))
 }
 
 /// Slot to coordinator.
 enum Event {
     Blocks {
         slot: ProducerId,
-        stream: StreamId,
-        first: u64,
-        count: u64,
-        bytes: u64,
+        run: Run,
     },
     Stopped {
         slot: ProducerId,
@@ -174,6 +184,26 @@ enum Event {
     },
     /// Writing the output failed: the whole transfer stops.
     Local(io::Error),
+}
+
+/// Consecutive blocks of one stream, reported together.
+struct Run {
+    stream: StreamId,
+    /// First block in stream order.
+    first: u64,
+    count: u64,
+    bytes: u64,
+    dir: Direction,
+}
+
+impl Run {
+    /// Lowest and highest block.
+    fn bounds(&self) -> (u64, u64) {
+        match self.dir {
+            Direction::Increment => (self.first, self.first + self.count - 1),
+            Direction::Decrement => (self.first + 1 - self.count, self.first),
+        }
+    }
 }
 
 /// What a slot expects next on its connection.
@@ -256,8 +286,7 @@ async fn drain_frames(
     events: &mpsc::Sender<Event>,
 ) -> Result<(), Event> {
     let fail = |error: String| Event::Failed { slot, error };
-    // (stream, first block, blocks, bytes) not yet reported.
-    let mut run: Option<(StreamId, u64, u64, u64)> = None;
+    let mut run: Option<Run> = None;
     loop {
         let reply = match Reply::decode(inbuf) {
             Ok(Some(r)) => r,
@@ -282,18 +311,22 @@ async fn drain_frames(
                     Some(n) => e.next = n,
                     None => e.exhausted = true,
                 }
-                run = match run {
-                    Some((s, first, count, bytes)) if s == stream => Some((s, first, count + 1, bytes + want)),
-                    Some((s, first, count, bytes)) => {
-                        let _ = events.send(Event::Blocks { slot, stream: s, first, count, bytes }).await;
-                        Some((stream, block, 1, want))
+                match &mut run {
+                    Some(r) if r.stream == stream => {
+                        r.count += 1;
+                        r.bytes += want;
                     }
-                    None => Some((stream, block, 1, want)),
-                };
+                    _ => {
+                        let next = Run { stream, first: block, count: 1, bytes: want, dir: e.dir };
+                        if let Some(done) = run.replace(next) {
+                            let _ = events.send(Event::Blocks { slot, run: done }).await;
+                        }
+                    }
+                }
             }
             Reply::Stopped { stream, sent } => {
-                if let Some((s, first, count, bytes)) = run.take() {
-                    let _ = events.send(Event::Blocks { slot, stream: s, first, count, bytes }).await;
+                if let Some(done) = run.take() {
+                    let _ = events.send(Event::Blocks { slot, run: done }).await;
                 }
                 if expect.front().is_none_or(|e| e.stream != stream) {
                     return Err(fail(format!("Stopped for stream {stream}, which is not running")));
@@ -305,8 +338,8 @@ async fn drain_frames(
             other => return Err(fail(format!("unexpected reply {other:?}"))),
         }
     }
-    if let Some((s, first, count, bytes)) = run {
-        let _ = events.send(Event::Blocks { slot, stream: s, first, count, bytes }).await;
+    if let Some(done) = run {
+        let _ = events.send(Event::Blocks { slot, run: done }).await;
     }
     Ok(())
 }
@@ -324,12 +357,19 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     if spec.mirrors.is_empty() {
         return Err(TransferError::NoMirrors);
     }
+    // The clock a user sees: from the first connection to the last byte.
+    let started = Instant::now();
     let mut warnings = vec![];
-    // Ask every mirror at once; keep those that answer.
-    let probes = spec.mirrors.iter().map(|ep| tokio::spawn(probe(ep.clone(), spec.path.clone())));
+    // Ask every mirror at once; keep those that answer. With an odd count
+    // the last mirror will also carry a virtual pair's second stream: open
+    // that connection at the same time.
+    let probes: Vec<_> = spec.mirrors.iter().map(|ep| tokio::spawn(probe(ep.clone(), spec.path.clone()))).collect();
+    let last = spec.mirrors.last().expect("not empty").clone();
+    let mut spare =
+        (spec.mirrors.len() % 2 == 1).then(|| tokio::spawn(async move { (last.clone(), connect(&last, None).await) }));
     let mut usable = vec![];
     let mut failures = vec![];
-    for (ep, h) in spec.mirrors.iter().zip(probes.collect::<Vec<_>>()) {
+    for (ep, h) in spec.mirrors.iter().zip(probes) {
         match h.await.expect("probe task") {
             Ok(x) => usable.push(x),
             Err(e) => failures.push(format!("  {ep}: {e}")),
@@ -359,10 +399,18 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     let mut slots: Vec<(usize, TcpStream)> = socks.into_iter().enumerate().collect();
     if infos.len() % 2 == 1 {
         let last = infos.len() - 1;
-        match connect(&infos[last].endpoint).await {
-            Ok(s) => slots.push((last, s)),
+        let ep = &infos[last].endpoint;
+        let second = match spare.take() {
+            Some(h) => match h.await.expect("connect task") {
+                (spare_ep, r) if spare_ep == *ep => r,
+                _ => connect(ep, None).await,
+            },
+            None => connect(ep, None).await,
+        };
+        match second {
+            Ok((s, _)) => slots.push((last, s)),
             Err(e) => {
-                let w = format!("{}: second connection failed ({e}); using one stream", infos[last].endpoint);
+                let w = format!("{ep}: second connection failed ({e}); using one stream");
                 progress.warn(&w);
                 warnings.push(w);
             }
@@ -372,17 +420,22 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
 
     let part = part_path(&spec.output);
     let out_err = |source| TransferError::Output { path: part.clone(), source };
-    let file = File::create(&part).map_err(out_err)?;
+    // Read access too: the hasher reads the data back as it completes.
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&part).map_err(out_err)?;
     file.set_len(size).map_err(out_err)?;
     let file = Arc::new(file);
-    let result = run_transfer(spec, size, file.clone(), slots, &mirror_names, progress, &mut warnings).await;
-    let report = match result {
+    let hasher = PrefixHasher::spawn(file.clone(), size).map_err(out_err)?;
+    let result =
+        run_transfer(spec, size, file.clone(), slots, &mirror_names, progress, &mut warnings, started, &hasher).await;
+    let sha256 = hasher.finish();
+    let mut report = match result {
         Ok(r) => r,
         Err(e) => {
             let _ = std::fs::remove_file(&part);
             return Err(e);
         }
     };
+    report.sha256 = sha256.map_err(out_err)?;
     if spec.sync {
         file.sync_all().map_err(out_err)?;
     }
@@ -395,6 +448,10 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
 /// The coordinator's state: the scheduler plus what the report needs.
 struct Coordinator<'a> {
     sched: Scheduler,
+    completed: Completed,
+    hasher: &'a PrefixHasher,
+    block_size: u64,
+    size: u64,
     /// Command channel per slot; `None` once the slot is dropped.
     cmds: Vec<Option<mpsc::UnboundedSender<Action>>>,
     /// Mirror index of each slot.
@@ -414,6 +471,14 @@ impl Coordinator<'_> {
                     *producer
                 }
             };
+            if std::env::var_os("DDFTP_TRACE").is_some() {
+                eprintln!(
+                    "{:?} {:?} C={:?}",
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() % 100.0,
+                    a,
+                    self.sched.contributions()
+                );
+            }
             if let Some(tx) = &self.cmds[p] {
                 let _ = tx.send(a);
             }
@@ -433,15 +498,17 @@ impl Coordinator<'_> {
 
     fn on_event(&mut self, ev: Event, now: Instant, progress: &mut dyn Progress) -> Result<(), io::Error> {
         match ev {
-            Event::Blocks { slot, stream, first, count, bytes } => {
-                match self.sched.on_blocks(slot, stream, first, count, now) {
-                    Ok(()) => {
-                        self.slot_blocks[slot] += count;
-                        self.mirror_bytes[self.owner[slot]] += bytes;
+            Event::Blocks { slot, run } => match self.sched.on_blocks(slot, run.stream, run.first, run.count, now) {
+                Ok(()) => {
+                    self.slot_blocks[slot] += run.count;
+                    self.mirror_bytes[self.owner[slot]] += run.bytes;
+                    let (lo, hi) = run.bounds();
+                    if let Some(prefix) = self.completed.mark(lo, hi) {
+                        self.hasher.advance((prefix * self.block_size).min(self.size));
                     }
-                    Err(v) => self.drop_slot(slot, v.to_string(), now, progress),
                 }
-            }
+                Err(v) => self.drop_slot(slot, v.to_string(), now, progress),
+            },
             Event::Stopped { slot, stream, sent } => {
                 if let Err(v) = self.sched.on_stopped(slot, stream, sent, now) {
                     self.drop_slot(slot, v.to_string(), now, progress);
@@ -462,8 +529,9 @@ async fn run_transfer(
     mirrors: &[String],
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
+    started: Instant,
+    hasher: &PrefixHasher,
 ) -> Result<TransferReport, TransferError> {
-    let started = Instant::now();
     let bs = u64::from(spec.block_size);
     let blocks = size.div_ceil(bs);
     let ctx = Arc::new(SlotCtx { file, path: spec.path.clone(), block_size: spec.block_size, size });
@@ -479,6 +547,10 @@ async fn run_transfer(
     drop(ev_tx);
     let mut c = Coordinator {
         sched: Scheduler::new(0..blocks, owner.len(), spec.scheduler.clone(), Instant::now()),
+        completed: Completed::new(blocks),
+        hasher,
+        block_size: bs,
+        size,
         cmds,
         slot_blocks: vec![0; owner.len()],
         owner,
@@ -539,6 +611,7 @@ async fn run_transfer(
         extends: stats.extends,
         ends: stats.ends,
         duplicate_bytes: stats.duplicate_blocks * bs,
+        sha256: String::new(),
         producers,
         warnings: c.warnings.clone(),
     })

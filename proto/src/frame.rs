@@ -80,13 +80,15 @@ pub enum Request {
     /// Size and mtime of `path` (relative to the server's root).
     Stat { path: String },
     /// Stream blocks `first`, `first±1`, ... through `last` (inclusive) of
-    /// `path` cut into `block_size`-byte blocks, then send `Stopped`. A `Start`
-    /// received while another stream runs waits for that one to stop.
+    /// `path` cut into `block_size`-byte blocks. At `last` the stream pauses:
+    /// an `Extend` resumes it; `End`, or a following `Start`, ends it and the
+    /// server answers `Stopped`. A `Start` received while another stream is
+    /// still sending waits for that one to reach its `last`.
     Start { stream: u32, path: String, block_size: u32, first: u64, last: u64, dir: Direction },
-    /// Move the running stream's `last` (further or nearer); ignored if the
-    /// stream already stopped.
+    /// Move a stream's `last` (further or nearer); resumes a paused stream;
+    /// ignored if the stream has ended.
     Extend { stream: u32, last: u64 },
-    /// Stop the stream now; the server answers `Stopped`.
+    /// End the stream now; the server answers `Stopped`.
     End { stream: u32 },
 }
 
@@ -145,7 +147,7 @@ pub enum Reply {
         block: u64,
         payload: Bytes,
     },
-    /// The stream ended after sending `sent` blocks (at `last`, or on `End`).
+    /// The stream ended (on `End` or a following `Start`) after sending `sent` blocks.
     Stopped {
         stream: u32,
         sent: u64,

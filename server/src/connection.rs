@@ -85,6 +85,7 @@ struct Conn {
 /// Serves one connection until the client leaves or breaks the protocol.
 pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnError> {
     sock.set_nodelay(true)?;
+    limit_unsent(&sock, UNSENT_LOW_WATER)?;
     let (rd, wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel(64);
     let reader = tokio::spawn(read_requests(rd, tx));
@@ -127,7 +128,10 @@ async fn read_requests(mut rd: OwnedReadHalf, tx: mpsc::Sender<Result<Request, C
 impl Conn {
     async fn run(&mut self, rx: &mut mpsc::Receiver<Result<Request, ConnError>>) -> Result<(), ConnError> {
         loop {
-            if self.running.is_none() {
+            // Nothing to send: no stream, or one paused at its `last` with no
+            // `Start` waiting behind it. Wait for the client.
+            let paused = self.running.as_ref().is_some_and(|a| a.finished()) && self.queued.is_none();
+            if self.running.is_none() || paused {
                 match tokio::time::timeout(self.shared.idle_timeout, rx.recv()).await {
                     Err(_) => return Err(ConnError::Idle(self.shared.idle_timeout)),
                     Ok(None) => return Ok(()),
@@ -275,7 +279,8 @@ impl Conn {
         Ok(f)
     }
 
-    /// Sends the running stream's next block, or its `Stopped` if it is done.
+    /// Sends the running stream's next block; a stream at its `last` with a
+    /// `Start` waiting ends (`Stopped`) and the waiting one takes over.
     async fn step(&mut self) -> Result<(), ConnError> {
         let a = self.running.as_mut().expect("called with a running stream");
         if a.finished() {
@@ -303,6 +308,32 @@ impl Conn {
         a.sent += 1;
         self.wr.write_all(&self.buf[..frame_len]).await?;
         Ok(())
+    }
+}
+
+/// Unsent bytes a stream may queue in the kernel. Without a cap the socket
+/// buffer grows to megabytes, all of it sent "blind" ahead of any `Extend` or
+/// `End`; with it, the stream reacts to the client within about a round trip
+/// and the client's claims need to run ahead only by what is truly in flight.
+const UNSENT_LOW_WATER: u32 = 512 * 1024;
+
+fn limit_unsent(sock: &TcpStream, bytes: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let v = bytes as libc::c_int;
+    // SAFETY: a valid socket descriptor and a pointer to a c_int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -133,7 +133,7 @@ fn mirror_killed_mid_transfer_is_covered() {
     let a = Mirror::with_rate(&f.root(), "10MB");
     let mut b = Mirror::with_rate(&f.root(), "10MB");
     let o = f.out("f");
-    let mut child = std::process::Command::new(bin("ddftp"))
+    let child = std::process::Command::new(bin("ddftp"))
         .args(["get", "f", "--mirrors", &mirrors_arg(&[&a, &b]), "-o", o.to_str().unwrap(), "--quiet", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -14,7 +14,7 @@ use ddftpd::{Server, ServerConfig};
 use rand::RngCore;
 use tokio::net::TcpListener;
 
-use super::get::{fetch, print_summary, sha256_file, DEFAULT_BLOCK_SIZE};
+use super::get::{fetch, print_summary, DEFAULT_BLOCK_SIZE};
 use super::{report_error, runtime, Exit};
 use crate::progress::Bar;
 use crate::scheduler::Config;
@@ -111,7 +111,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         }
         f.flush()?;
     }
-    let want = sha256_file(&src)?;
+    let want = crate::digest::sha256_file(&src)?;
 
     let mut servers = vec![];
     let mut mirrors = vec![];
@@ -149,7 +149,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     let _ = stop_tx.send(());
     let r = result?;
     print_summary(&r, &mut std::io::stdout())?;
-    let verdict = if r.sha256 == want { "identical to the source" } else { "DIFFERENT FROM THE SOURCE" };
+    let verdict = if r.transfer.sha256 == want { "identical to the source" } else { "DIFFERENT FROM THE SOURCE" };
     println!("verified: sha256 of the copy is {verdict}");
     // What an ideal split would have given each mirror: its share of the
     // capacity actually available while the transfer ran.
@@ -169,7 +169,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
             100.0 * caps[i] / cap_total
         );
     }
-    if r.sha256 != want {
+    if r.transfer.sha256 != want {
         anyhow::bail!("the copy does not match the source");
     }
     Ok(())

@@ -1,13 +1,11 @@
 //! `ddftp get PATH --mirrors A,B,... [-o OUT]`: one file from k mirrors.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use ddftp_proto::frame::{MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
 use ddftp_proto::units::{parse_size, HumanBytes};
 use ddftp_proto::{parse_endpoint, Endpoint};
-use sha2::{Digest, Sha256};
 
 use super::{report_error, runtime, Exit};
 use crate::progress::Bar;
@@ -69,23 +67,7 @@ fn parse_block_size(s: &str) -> Result<u32, String> {
 pub struct GetResult {
     #[serde(flatten)]
     pub transfer: TransferReport,
-    pub sha256: String,
     pub mb_per_s: f64,
-}
-
-/// SHA-256 of a file, read in 1 MiB pieces.
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(format!("{:x}", h.finalize()))
 }
 
 impl GetOpt {
@@ -124,7 +106,7 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
         HumanBytes(t.bytes),
         t.seconds,
         r.mb_per_s,
-        r.sha256
+        t.sha256
     )?;
     writeln!(to, "  {:<28} {:>8} {:>12} {:>7}", "mirror", "blocks", "bytes", "share")?;
     for p in &t.producers {
@@ -154,16 +136,11 @@ pub fn exit_for(e: &TransferError) -> Exit {
     }
 }
 
-/// Runs a transfer and hashes the result.
+/// Runs a transfer.
 pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<GetResult, TransferError> {
     let report = transfer::get(spec, bar).await?;
-    let out = spec.output.clone();
-    let sha256 = tokio::task::spawn_blocking(move || sha256_file(&out))
-        .await
-        .expect("hash task")
-        .map_err(|source| TransferError::Output { path: spec.output.clone(), source })?;
     let mb_per_s = if report.seconds > 0.0 { report.bytes as f64 / report.seconds / 1e6 } else { 0.0 };
-    Ok(GetResult { transfer: report, sha256, mb_per_s })
+    Ok(GetResult { transfer: report, mb_per_s })
 }
 
 pub fn run(opt: GetOpt) -> Exit {

@@ -2,7 +2,7 @@
 //! property test over random delivery orders, and simulations.
 
 use super::*;
-use crate::sim::{self, SimServer, SimSpec, SpeedChange};
+use crate::sim::{self, SimSpec, SpeedChange};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -10,13 +10,29 @@ fn tight() -> Config {
     Config { initial_window: 2, min_window: 2, lookahead: Duration::ZERO, min_help: Duration::ZERO }
 }
 
+struct HStream {
+    id: StreamId,
+    next: u64,
+    last: u64,
+    dir: Direction,
+    sent: u64,
+    /// Went down past block 0.
+    exhausted: bool,
+}
+
+impl HStream {
+    fn finished(&self) -> bool {
+        self.exhausted || self.dir.span(self.next, self.last) == 0
+    }
+}
+
 /// Zero-latency producers that obey the scheduler's actions in order, so a
 /// test chooses exactly who delivers the next block.
 struct Harness {
     s: Scheduler,
     now: Instant,
-    /// Per producer: streams in server order (running first): (id, next, last, dir).
-    queues: Vec<VecDeque<(StreamId, u64, u64, Direction, u64)>>,
+    /// Per producer: streams in server order (running first).
+    queues: Vec<VecDeque<HStream>>,
     got: Vec<u64>,
     log: Vec<Action>,
     base: u64,
@@ -30,7 +46,7 @@ impl Harness {
         let mut h = Harness {
             s: Scheduler::new(blocks, producers, cfg, now),
             now,
-            queues: vec![VecDeque::new(); producers],
+            queues: (0..producers).map(|_| VecDeque::new()).collect(),
             got: vec![0; n],
             log: vec![],
             base,
@@ -44,11 +60,19 @@ impl Harness {
             self.log.push(a.clone());
             match a {
                 Action::Start { producer, stream, first, last, dir } => {
-                    self.queues[producer].push_back((stream, first, last, dir, 0))
+                    self.queues[producer].push_back(HStream {
+                        id: stream,
+                        next: first,
+                        last,
+                        dir,
+                        sent: 0,
+                        exhausted: false,
+                    });
+                    self.close_paused(producer);
                 }
                 Action::Extend { producer, stream, last } => {
-                    for q in self.queues[producer].iter_mut().filter(|q| q.0 == stream) {
-                        q.2 = last;
+                    for q in self.queues[producer].iter_mut().filter(|q| q.id == stream) {
+                        q.last = last;
                     }
                 }
                 Action::End { .. } => unreachable!("no End expected in these tests"),
@@ -56,23 +80,31 @@ impl Harness {
         }
     }
 
-    fn has_work(&self, p: ProducerId) -> bool {
-        !self.queues[p].is_empty() && !self.s.is_failed(p)
+    /// Like ddftpd: a stream paused at its `last` ends (`Stopped`) once a
+    /// `Start` waits behind it.
+    fn close_paused(&mut self, p: ProducerId) {
+        while self.queues[p].len() > 1 && self.queues[p][0].finished() {
+            let q = self.queues[p].pop_front().expect("len > 1");
+            self.s.on_stopped(p, q.id, q.sent, self.now).expect("obedient producer");
+        }
     }
 
-    /// Producer `p` delivers its next block (and `Stopped` if that was its last).
+    fn has_work(&self, p: ProducerId) -> bool {
+        self.queues[p].front().is_some_and(|q| !q.finished()) && !self.s.is_failed(p)
+    }
+
+    /// Producer `p` delivers its next block.
     fn deliver(&mut self, p: ProducerId) -> u64 {
-        let (id, b, last, dir, sent) = *self.queues[p].front().expect("producer has a stream");
+        let q = self.queues[p].front_mut().expect("producer has a stream");
+        let (id, b) = (q.id, q.next);
+        q.sent += 1;
+        match q.dir.step(b) {
+            Some(n) => q.next = n,
+            None => q.exhausted = true,
+        }
         self.s.on_blocks(p, id, b, 1, self.now).expect("obedient producer");
         self.got[(b - self.base) as usize] += 1;
-        if b == last {
-            self.queues[p].pop_front();
-            self.s.on_stopped(p, id, sent + 1, self.now).expect("obedient producer");
-        } else {
-            let q = self.queues[p].front_mut().expect("still there");
-            q.1 = dir.step(b).expect("in range");
-            q.4 += 1;
-        }
+        self.close_paused(p);
         self.pump();
         b
     }
@@ -230,7 +262,7 @@ fn all_failed_is_stuck() {
 #[test]
 fn misbehaving_producer_is_dropped_and_covered() {
     let mut h = Harness::new(0..100, 2, tight());
-    let (id, ..) = h.queues[0][0];
+    let id = h.queues[0][0].id;
     assert!(matches!(h.s.on_blocks(0, id, 57, 1, h.now), Err(Violation::WrongBlock { .. })));
     h.queues[0].clear();
     h.pump();
