@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Benchmark: `ddftp get` against aria2c, axel, xrdcp and a static 4-way curl
+# split, on netbed's 4 mirrors (320/240/160/80 mbit), a 512 MiB file:
+#   static, dynamic (mirror 1 drops to 40mbit 2 s in), and static over a
+#   200 ms round trip (delayline, 100 ms each way, in front of every server).
+# Prints medians of RUNS runs and efficiency = ideal / median, the ideal
+# from one-stream TCP goodput per link measured in the same run.
+#
+# Usage (root): benches/netbed-get.sh [RUNS] [CASES]
+#   CASES: comma list of static,dynamic,rtt (default all)
+# Writes benches/results/netbed-get-<UTC date>.{md,json}.
+set -euo pipefail
+
+RUNS=${1:-3}
+CASES=${2:-static,dynamic,rtt}
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
+BED=ddb
+WORK=${WORK:-/tmp/ddftp-bench}
+SIZE=$((512 * 1024 * 1024))
+PROBE=$((64 * 1024 * 1024))
+RATES=(320mbit 240mbit 160mbit 80mbit)
+M=${#RATES[@]}
+
+log() { echo "[$(date +%T)] $*" >&2; }
+
+need() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+need aria2 axel nginx-light curl xrootd-server xrootd-client iproute2 python3 procps
+
+cd "$TOP"
+cargo build --release -q --bins
+cargo build --release -q --manifest-path ../shared/testbed/delayline/Cargo.toml --target-dir target/delayline
+DDFTP=$TOP/target/release/ddftp
+DDFTPD=$TOP/target/release/ddftpd
+DELAY=$TOP/target/delayline/release/delayline
+
+cleanup() {
+  "$NB" down $BED 2>/dev/null || true
+}
+trap cleanup EXIT
+"$NB" down $BED 2>/dev/null || true
+"$NB" up $BED --mirrors "$(IFS=,; echo "${RATES[*]}")" >/dev/null
+
+mkdir -p "$WORK/data" "$WORK/out" "$WORK/run"
+chmod 755 "$WORK" "$WORK/data"
+if [ "$(stat -c %s "$WORK/data/big.bin" 2>/dev/null || echo 0)" != "$SIZE" ]; then
+  log "generating $SIZE bytes"
+  head -c $SIZE /dev/urandom > "$WORK/data/big.bin"
+fi
+head -c $PROBE "$WORK/data/big.bin" > "$WORK/data/probe.bin"
+SRC_SHA=$(sha256sum "$WORK/data/big.bin" | cut -d' ' -f1)
+id xrdbench >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin xrdbench
+
+# Servers on every mirror: ddftpd :7400, nginx :8080, xrootd :1094, and a
+# delayline (100 ms each way) in front of each: :17400, :18080, :11094.
+for i in $(seq 1 $M); do
+  ip=10.77.$i.2; run=$WORK/run/m$i; mkdir -p "$run"; chmod 1777 "$run"
+  "$NB" exec $BED-m$i -- "$DDFTPD" --root "$WORK/data" --listen $ip:7400 >"$run/ddftpd.log" 2>&1 &
+  cat >"$run/nginx.conf" <<NGX
+worker_processes 1;
+pid $run/nginx.pid;
+error_log $run/nginx.err;
+events { worker_connections 256; }
+http {
+  access_log off; sendfile on; tcp_nopush on;
+  client_body_temp_path $run; proxy_temp_path $run; fastcgi_temp_path $run; uwsgi_temp_path $run; scgi_temp_path $run;
+  server { listen $ip:8080; root $WORK/data; }
+}
+NGX
+  "$NB" exec $BED-m$i -- nginx -c "$run/nginx.conf"
+  printf 'all.export %s\nxrd.port 1094\n' "$WORK/data" >"$run/xrd.cfg"
+  # xrootd will not run as root (-R drops to a user) and wants its cwd writable.
+  (cd "$run" && "$NB" exec $BED-m$i -- xrootd -R xrdbench -c "$run/xrd.cfg" -n m$i -a "$run/adm" >"$run/xrootd.log" 2>&1) &
+  for p in 7400 8080 1094; do
+    "$NB" exec $BED-m$i -- "$DELAY" $ip:1$p $ip:$p 100 >"$run/delay-$p.log" 2>&1 &
+  done
+done
+sleep 2
+
+warm() { cat "$WORK/data/big.bin" >/dev/null; }
+now() { date +%s.%N; }
+N=0
+
+# in_client CMD...: run in the client host.
+in_client() { "$NB" exec $BED-c -- "$@"; }
+
+metalink() { # port -> path of a meta4 naming all mirrors
+  local f=$WORK/run/big-$1.meta4
+  {
+    echo '<?xml version="1.0" encoding="UTF-8"?>'
+    echo '<metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="big.bin">'
+    echo "<size>$SIZE</size>"
+    for i in $(seq 1 $M); do echo "<url priority=\"$i\">root://10.77.$i.2:$1/$WORK/data/big.bin</url>"; done
+    echo '</file></metalink>'
+  } >"$f"
+  echo "$f"
+}
+
+# run_tool NAME PORTS_SUFFIX OUT: one timed download; prints seconds.
+run_tool() {
+  local name=$1 d=$2 out=$3 t0 t1
+  local dd=$((7400 + d)) http=$((8080 + d)) xrd=$((1094 + d))
+  local urls=() mirrors=()
+  for i in $(seq 1 $M); do urls+=("http://10.77.$i.2:$http/big.bin"); mirrors+=("10.77.$i.2:$dd"); done
+  warm
+  t0=$(now)
+  case $name in
+    ddftp) in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json >"$out.json" ;;
+    aria2c) in_client aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true \
+      --dir "$(dirname "$out")" -o "$(basename "$out")" "${urls[@]}" ;;
+    axel) in_client axel -q -n 4 -o "$out" "${urls[@]}" >/dev/null ;;
+    xrdcp) in_client xrdcp -f -s -y 4 "$(metalink $xrd)" "$out" ;;
+    split) # static equal 4-way split, one curl range per mirror into one file
+      local part=$((SIZE / M)) pids=()
+      : >"$out"
+      for i in $(seq 0 $((M - 1))); do
+        local a=$((i * part)) b=$(((i + 1) * part - 1))
+        [ $i = $((M - 1)) ] && b=$((SIZE - 1))
+        in_client sh -c "curl -s -r $a-$b ${urls[$i]} | dd of=$out bs=1M seek=$a oflag=seek_bytes conv=notrunc status=none" &
+        pids+=($!)
+      done
+      wait "${pids[@]}" ;;
+    *) echo "unknown tool $name" >&2; return 2 ;;
+  esac
+  t1=$(now)
+  python3 -c "print(f'{$t1 - $t0:.3f}')"
+}
+
+# One stream per link (curl from nginx, 64 MiB): goodput in bytes/s.
+goodputs=()
+for i in $(seq 1 $M); do
+  best=0
+  for r in 1 2; do
+    t0=$(now); in_client curl -s -o /dev/null "http://10.77.$i.2:8080/probe.bin"; t1=$(now)
+    best=$(python3 -c "print(max($best, $PROBE / ($t1 - $t0)))")
+  done
+  goodputs+=("$best")
+  log "link $i (${RATES[$((i - 1))]}): one TCP stream $(python3 -c "print(f'{$best/1e6:.2f}')") MB/s"
+done
+G=$(python3 -c "print(sum([$(IFS=,; echo "${goodputs[*]}")]))")
+G1=${goodputs[0]}
+
+results=()
+record() { # case tool ideal times...
+  local c=$1 tool=$2 ideal=$3; shift 3
+  results+=("$(python3 -c "
+import json, statistics, sys
+t = [float(x) for x in sys.argv[1:]]
+m = statistics.median(t)
+print(json.dumps({'case': '$c', 'tool': '$tool', 'runs': t, 'median': m, 'ideal': $ideal, 'efficiency': $ideal / m}))
+" "$@")")
+  log "$c $tool: runs $* -> median $(python3 -c "import statistics,sys; print(statistics.median(map(float,sys.argv[1:])))" "$@") s"
+}
+
+check_out() { # out tool
+  local sha; sha=$(sha256sum "$1" | cut -d' ' -f1)
+  [ "$sha" = "$SRC_SHA" ] || { log "WRONG OUTPUT from $2 ($1)"; exit 1; }
+}
+
+ddftp_extra=()
+bench_case() { # case d(port offset) ideal [dynamic]
+  local c=$1 d=$2 ideal=$3 dyn=${4:-}
+  for tool in ddftp aria2c axel xrdcp split; do
+    local times=()
+    for r in $(seq 1 "$RUNS"); do
+      N=$((N + 1)); local out=$WORK/out/o$N
+      if [ -n "$dyn" ]; then
+        "$NB" rate $BED m1 1 320mbit
+        ( sleep 2; "$NB" rate $BED m1 1 40mbit ) &
+        local rp=$!
+      fi
+      times+=("$(run_tool $tool "$d" "$out")")
+      [ -n "$dyn" ] && { wait $rp || true; "$NB" rate $BED m1 1 320mbit; }
+      check_out "$out" $tool
+      if [ $tool = ddftp ]; then ddftp_extra+=("$(python3 -c "
+import json; j = json.load(open('$out.json')); j['case'] = '$c'
+print(json.dumps({k: j[k] for k in ('case', 'seconds', 'starts', 'extends', 'ends', 'duplicate_bytes', 'producers')}))")"); fi
+      rm -f "$out" "$out.json"
+    done
+    record "$c" $tool "$ideal" "${times[@]}"
+  done
+}
+
+IDEAL_STATIC=$(python3 -c "print($SIZE / $G)")
+IFS=, read -r -a cases <<<"$CASES"
+for c in "${cases[@]}"; do
+  case $c in
+    static) bench_case static 0 "$IDEAL_STATIC" ;;
+    rtt) bench_case rtt200ms 10000 "$(python3 -c "print($IDEAL_STATIC + 0.2)")" ;;
+    dynamic)
+      # Capacity drops at t = 2 s from G to G - G1 + G1 * 40/320.
+      bench_case dynamic 0 "$(python3 -c "
+G, G1 = $G, $G1
+left = $SIZE - 2 * G
+print(2 + left / (G - G1 + G1 * 40 / 320) if left > 0 else $SIZE / G)")" dyn ;;
+    *) echo "unknown case $c" >&2; exit 2 ;;
+  esac
+done
+
+stamp=$(date -u +%Y-%m-%dT%H%MZ)
+mkdir -p "$TOP/benches/results"
+json=$TOP/benches/results/netbed-get-$stamp.json
+md=$TOP/benches/results/netbed-get-$stamp.md
+python3 - "$json" "$md" "$stamp" "$RUNS" "${goodputs[*]}" "${results[@]}" "::" "${ddftp_extra[@]}" <<'PY'
+import json, sys, platform, os
+jpath, mdpath, stamp, runs, goodputs = sys.argv[1:6]
+rest = sys.argv[6:]
+sep = rest.index("::")
+results = [json.loads(x) for x in rest[:sep]]
+extra = [json.loads(x) for x in rest[sep + 1:]]
+g = [float(x) for x in goodputs.split()]
+doc = {"when": stamp, "runs_per_tool": int(runs), "file_bytes": 512 * 1024 * 1024,
+       "links": ["320mbit", "240mbit", "160mbit", "80mbit"], "one_stream_goodput_Bps": g,
+       "results": results, "ddftp_runs": extra, "host": platform.node(), "cpus": os.cpu_count()}
+json.dump(doc, open(jpath, "w"), indent=1)
+with open(mdpath, "w") as f:
+    f.write(f"# netbed get benchmark, {stamp}\n\n")
+    f.write("Command: `benches/netbed-get.sh %s` (root), netbed `--mirrors 320mbit,240mbit,160mbit,80mbit`, "
+            "512 MiB file (page cache warmed before each run, fresh output name each run, removed outside the timing), "
+            "2 cores shared by client and all servers.\n\n" % runs)
+    f.write("One TCP stream per link (curl, 64 MiB): " + ", ".join(f"{x/1e6:.2f} MB/s" for x in g) +
+            f"; sum {sum(g)/1e6:.2f} MB/s.\n\n")
+    f.write("| case | tool | median s | ideal s | efficiency | runs |\n|---|---|---|---|---|---|\n")
+    for r in results:
+        f.write(f"| {r['case']} | {r['tool']} | {r['median']:.2f} | {r['ideal']:.2f} | {r['efficiency']:.3f} | "
+                + ", ".join(f"{t:.2f}" for t in r['runs']) + " |\n")
+    f.write("\nddftp runs (shares per mirror, control messages, duplicates):\n\n")
+    for e in extra:
+        shares = ", ".join(f"{p['share']*100:.1f}%" for p in e["producers"])
+        f.write(f"- {e['case']}: {e['seconds']:.2f} s; shares {shares}; {e['starts']} Start, {e['extends']} Extend, "
+                f"{e['ends']} End; duplicate bytes {e['duplicate_bytes']}\n")
+print(open(mdpath).read())
+PY
