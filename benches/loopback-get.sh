@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark: `ddftp get` on loopback, unshaped: 2 local ddftpd, a 1 GiB
 # page-cached file written to disk, against aria2c -x4 and curl from nginx.
+# Each output is deleted and synced after its run (keeping them all would
+# push the machine into page reclaim and time that instead).
 # Reports medians of RUNS runs: wall seconds, GB/s, client CPU seconds
 # (user + sys), client peak RSS; and ddftp's peak RSS for a 2 GiB download.
 #
@@ -69,6 +71,7 @@ measure() { # label file cmd... (OUT in the command is replaced by a fresh outpu
     fi
     rm -f "$out"
     sync
+    sleep 1
   done
   results+=("$(python3 -c "
 import json, statistics, sys

@@ -5,12 +5,11 @@
 //! leave in exactly the order they were decided. Between two blocks it takes
 //! any `Extend`/`End` that arrived, so a stream reacts within one block.
 //!
-//! Each block costs one `pread` into a reused buffer (behind the 17-byte
-//! frame header) and one write.
+//! Each block is its 17-byte header and a `sendfile` of the payload from the
+//! page cache ([`crate::socket`]).
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +23,7 @@ use tokio::sync::mpsc;
 
 use crate::ratelimit::RateLimiter;
 use crate::root::{PathError, Root};
+use crate::socket;
 
 /// What every connection shares.
 #[derive(Debug)]
@@ -33,7 +33,8 @@ pub struct Shared {
     /// A connection with no running stream and no request for this long is
     /// closed (no slowloris).
     pub idle_timeout: Duration,
-    /// Largest block a client may ask for: bounds each connection's buffer.
+    /// Largest block a client may ask for: bounds what one block costs the
+    /// client (its receive buffer) and how long one block delays an `End`.
     pub max_block_size: u32,
 }
 
@@ -79,18 +80,16 @@ struct Conn {
     queued: Option<Active>,
     /// Last file opened, so a new `Start` on the same path costs no open.
     open: Option<(String, Arc<File>)>,
-    buf: Vec<u8>,
 }
 
 /// Serves one connection until the client leaves or breaks the protocol.
 pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnError> {
     sock.set_nodelay(true)?;
-    limit_unsent(&sock, UNSENT_LOW_WATER)?;
+    socket::limit_unsent(&sock, UNSENT_LOW_WATER)?;
     let (rd, wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel(64);
     let reader = tokio::spawn(read_requests(rd, tx));
-    let mut c =
-        Conn { shared, wr, out: BytesMut::new(), greeted: false, running: None, queued: None, open: None, buf: vec![] };
+    let mut c = Conn { shared, wr, out: BytesMut::new(), greeted: false, running: None, queued: None, open: None };
     let result = c.run(&mut rx).await;
     reader.abort();
     if let Err(ConnError::Proto(e)) = &result {
@@ -290,23 +289,17 @@ impl Conn {
         }
         let offset = a.next * u64::from(a.block_size);
         let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
-        let frame_len = HEADER_LEN + BLOCK_PREFIX_LEN + len;
-        if self.buf.len() < frame_len {
-            self.buf.resize(frame_len, 0);
-        }
-        self.shared.limiter.acquire(frame_len).await;
+        let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
+        put_block_header(&mut header, a.stream, a.next, len);
+        self.shared.limiter.acquire(header.len() + len).await;
         let a = self.running.as_mut().expect("still running");
-        if let Err(e) = a.file.read_exact_at(&mut self.buf[HEADER_LEN + BLOCK_PREFIX_LEN..frame_len], offset) {
-            let msg = format!("reading block {} failed: {e} (file changed while served?)", a.next);
-            return self.refuse(ErrorCode::Io, msg).await;
-        }
-        put_block_header(&mut self.buf, a.stream, a.next, len);
+        let file = a.file.clone();
         match a.dir.step(a.next) {
             Some(n) => a.next = n,
             None => a.exhausted = true,
         }
         a.sent += 1;
-        self.wr.write_all(&self.buf[..frame_len]).await?;
+        socket::send_block(self.wr.as_ref(), &header, &file, offset, len).await?;
         Ok(())
     }
 }
@@ -316,26 +309,6 @@ impl Conn {
 /// `End`; with it, the stream reacts to the client within about a round trip
 /// and the client's claims need to run ahead only by what is truly in flight.
 const UNSENT_LOW_WATER: u32 = 512 * 1024;
-
-fn limit_unsent(sock: &TcpStream, bytes: u32) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let v = bytes as libc::c_int;
-    // SAFETY: a valid socket descriptor and a pointer to a c_int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
 
 fn path_error_reply(e: PathError) -> Reply {
     let code = match &e {

@@ -11,11 +11,13 @@
 //! - [`ratelimit`]: one token bucket shared by every connection
 //!   (`--rate-limit`), adjustable while running.
 //! - [`connection`]: one client connection: handshake, stat, streams.
+//! - [`socket`]: `sendfile`, `MSG_MORE` and `TCP_NOTSENT_LOWAT`.
 //! - [`server`]: accepts connections, caps their number, stops on a signal.
 
 pub mod connection;
 pub mod ratelimit;
 pub mod root;
 pub mod server;
+pub mod socket;
 
 pub use server::{serve, Server, ServerConfig};
