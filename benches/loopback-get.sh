@@ -15,6 +15,7 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${WORK:-/tmp/ddftp-bench/lo}
 GIB=$((1024 * 1024 * 1024))
 
+. "$(dirname "$0")/common.sh"
 log() { echo "[$(date +%T)] $*" >&2; }
 for p in aria2 nginx-light curl time python3; do
   dpkg -s $p >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p >/dev/null; }
@@ -41,17 +42,7 @@ for port in 7601 7602; do
   pids+=($!)
 done
 run=$WORK/run
-cat >"$run/nginx.conf" <<NGX
-worker_processes 2;
-pid $run/nginx.pid;
-error_log $run/nginx.err;
-events { worker_connections 256; }
-http {
-  access_log off; sendfile on; tcp_nopush on;
-  client_body_temp_path $run; proxy_temp_path $run; fastcgi_temp_path $run; uwsgi_temp_path $run; scgi_temp_path $run;
-  server { listen 127.0.0.1:8601; root $WORK/data; }
-}
-NGX
+nginx_conf "$run" 127.0.0.1:8601 "$WORK/data" 2
 nginx -c "$run/nginx.conf"
 sleep 1
 

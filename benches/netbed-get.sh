@@ -22,6 +22,7 @@ PROBE=$((64 * 1024 * 1024))
 RATES=(320mbit 240mbit 160mbit 80mbit)
 M=${#RATES[@]}
 
+. "$(dirname "$0")/common.sh"
 log() { echo "[$(date +%T)] $*" >&2; }
 
 need() {
@@ -63,17 +64,7 @@ id xrdbench >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin xrdbench
 for i in $(seq 1 $M); do
   ip=10.77.$i.2; run=$WORK/run/m$i; mkdir -p "$run"; chmod 1777 "$run"
   "$NB" exec $BED-m$i -- "$DDFTPD" --root "$WORK/data" --listen $ip:7400 >"$run/ddftpd.log" 2>&1 &
-  cat >"$run/nginx.conf" <<NGX
-worker_processes 1;
-pid $run/nginx.pid;
-error_log $run/nginx.err;
-events { worker_connections 256; }
-http {
-  access_log off; sendfile on; tcp_nopush on;
-  client_body_temp_path $run; proxy_temp_path $run; fastcgi_temp_path $run; uwsgi_temp_path $run; scgi_temp_path $run;
-  server { listen $ip:8080; root $WORK/data; }
-}
-NGX
+  nginx_conf "$run" $ip:8080 "$WORK/data" 1
   "$NB" exec $BED-m$i -- nginx -c "$run/nginx.conf"
   printf 'all.export %s\nxrd.port 1094\n' "$WORK/data" >"$run/xrd.cfg"
   # xrootd will not run as root (-R drops to a user) and wants its cwd writable.

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use ddftp_proto::Direction;
+use ddftp_proto::Cursor;
 
 use crate::scheduler::{Action, Config, Scheduler, StreamId};
 
@@ -79,18 +79,7 @@ pub fn servers_like_get(speeds: &[f64]) -> Vec<SimServer> {
 #[derive(Debug)]
 struct SimStream {
     id: StreamId,
-    dir: Direction,
-    next: u64,
-    last: u64,
-    sent: u64,
-    /// Walked off block 0 going down.
-    exhausted: bool,
-}
-
-impl SimStream {
-    fn finished(&self) -> bool {
-        self.exhausted || self.dir.span(self.next, self.last) == 0
-    }
+    cursor: Cursor,
 }
 
 #[derive(Debug)]
@@ -110,25 +99,25 @@ struct SimProducer {
 
 impl SimProducer {
     fn has_work(&self) -> bool {
-        self.running.as_ref().is_some_and(|s| !s.finished())
+        self.running.as_ref().is_some_and(|s| !s.cursor.finished())
     }
 
     fn apply(&mut self, a: Action, now: f64, delay: f64) {
         match a {
             Action::Start { stream, first, last, dir, .. } => {
-                self.queued.push_back(SimStream { id: stream, dir, next: first, last, sent: 0, exhausted: false })
+                self.queued.push_back(SimStream { id: stream, cursor: Cursor::new(first, last, dir) })
             }
             Action::Extend { stream, last, .. } => {
                 for s in self.running.iter_mut().chain(self.queued.iter_mut()) {
                     if s.id == stream {
-                        s.last = last;
+                        s.cursor.set_last(last);
                     }
                 }
             }
             Action::End { stream, .. } => {
                 if self.running.as_ref().is_some_and(|s| s.id == stream) {
                     let s = self.running.take().expect("checked");
-                    self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.sent }));
+                    self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.cursor.sent() }));
                 }
             }
         }
@@ -138,10 +127,10 @@ impl SimProducer {
     /// A stream paused at its `last` ends when a `Start` waits behind it.
     fn advance(&mut self, now: f64, delay: f64) {
         if let Some(s) = &self.running {
-            if !s.finished() || self.queued.is_empty() {
+            if !s.cursor.finished() || self.queued.is_empty() {
                 return;
             }
-            self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.sent }));
+            self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.cursor.sent() }));
             self.running = None;
         }
         self.running = self.queued.pop_front();
@@ -149,13 +138,8 @@ impl SimProducer {
 
     fn send_one(&mut self, now: f64, delay: f64) {
         let s = self.running.as_mut().expect("has work");
-        let b = s.next;
+        let b = s.cursor.take().expect("has work");
         self.outbox.push_back((now + delay, ToClient::Block { stream: s.id, block: b }));
-        s.sent += 1;
-        match s.dir.step(b) {
-            Some(n) => s.next = n,
-            None => s.exhausted = true,
-        }
         self.advance(now, delay);
     }
 }

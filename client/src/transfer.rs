@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ddftp_proto::frame::PROTOCOL_VERSION;
-use ddftp_proto::{Direction, Endpoint, Reply, Request};
+use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use tokio::net::TcpStream;
@@ -209,10 +209,7 @@ impl Run {
 /// What a slot expects next on its connection.
 struct Expect {
     stream: StreamId,
-    next: u64,
-    last: u64,
-    dir: Direction,
-    exhausted: bool,
+    cursor: Cursor,
 }
 
 struct SlotCtx {
@@ -242,12 +239,12 @@ async fn run_slot(
                 out.clear();
                 match cmd {
                     Action::Start { stream, first, last, dir, .. } => {
-                        expect.push_back(Expect { stream, next: first, last, dir, exhausted: false });
+                        expect.push_back(Expect { stream, cursor: Cursor::new(first, last, dir) });
                         Request::Start { stream, path: ctx.path.clone(), block_size: ctx.block_size, first, last, dir }.encode(&mut out);
                     }
                     Action::Extend { stream, last, .. } => {
                         for e in expect.iter_mut().filter(|e| e.stream == stream) {
-                            e.last = last;
+                            e.cursor.set_last(last);
                         }
                         Request::Extend { stream, last }.encode(&mut out);
                     }
@@ -298,8 +295,9 @@ async fn drain_frames(
                 let Some(e) = expect.front_mut().filter(|e| e.stream == stream) else {
                     return Err(fail(format!("block {block} for stream {stream}, which is not running")));
                 };
-                if e.exhausted || block != e.next || e.dir.span(e.next, e.last) == 0 {
-                    return Err(fail(format!("block {block} of stream {stream} out of order (expected {})", e.next)));
+                if e.cursor.peek() != Some(block) {
+                    let expected = e.cursor.peek().map_or("none".to_string(), |b| b.to_string());
+                    return Err(fail(format!("block {block} of stream {stream} out of order (expected {expected})")));
                 }
                 let offset = block * u64::from(ctx.block_size);
                 let want = (ctx.size - offset).min(u64::from(ctx.block_size));
@@ -307,17 +305,14 @@ async fn drain_frames(
                     return Err(fail(format!("block {block} has {} bytes, expected {want}", payload.len())));
                 }
                 ctx.file.write_all_at(&payload, offset).map_err(Event::Local)?;
-                match e.dir.step(block) {
-                    Some(n) => e.next = n,
-                    None => e.exhausted = true,
-                }
+                e.cursor.take();
                 match &mut run {
                     Some(r) if r.stream == stream => {
                         r.count += 1;
                         r.bytes += want;
                     }
                     _ => {
-                        let next = Run { stream, first: block, count: 1, bytes: want, dir: e.dir };
+                        let next = Run { stream, first: block, count: 1, bytes: want, dir: e.cursor.dir() };
                         if let Some(done) = run.replace(next) {
                             let _ = events.send(Event::Blocks { slot, run: done }).await;
                         }

@@ -8,12 +8,16 @@
 //! # Layout
 //! - [`frame`]: the messages ([`Request`], [`Reply`]), their encoding, and a
 //!   decoder that distinguishes "need more bytes" from "malformed".
+//! - [`cursor`]: a stream's walk (next block, bound, direction), shared by
+//!   the server that sends and the client that checks.
 //! - [`units`]: byte sizes and rates as users type them (`40MB`, `512KiB`).
 //! - [`addr`]: `HOST[:PORT]` with the default port and bracketed IPv6.
 
 pub mod addr;
+pub mod cursor;
 pub mod frame;
 pub mod units;
 
 pub use addr::{parse_endpoint, Endpoint, DEFAULT_PORT};
+pub use cursor::Cursor;
 pub use frame::{Direction, ErrorCode, ProtoError, Reply, Request};

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, PROTOCOL_VERSION};
-use ddftp_proto::{Direction, ErrorCode, ProtoError, Reply, Request};
+use ddftp_proto::{Cursor, ErrorCode, ProtoError, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -57,18 +57,7 @@ struct Active {
     file: Arc<File>,
     size: u64,
     block_size: u32,
-    next: u64,
-    last: u64,
-    dir: Direction,
-    sent: u64,
-    /// Walked off block 0 going down.
-    exhausted: bool,
-}
-
-impl Active {
-    fn finished(&self) -> bool {
-        self.exhausted || self.dir.span(self.next, self.last) == 0
-    }
+    cursor: Cursor,
 }
 
 struct Conn {
@@ -129,7 +118,7 @@ impl Conn {
         loop {
             // Nothing to send: no stream, or one paused at its `last` with no
             // `Start` waiting behind it. Wait for the client.
-            let paused = self.running.as_ref().is_some_and(|a| a.finished()) && self.queued.is_none();
+            let paused = self.running.as_ref().is_some_and(|a| a.cursor.finished()) && self.queued.is_none();
             if self.running.is_none() || paused {
                 match tokio::time::timeout(self.shared.idle_timeout, rx.recv()).await {
                     Err(_) => return Err(ConnError::Idle(self.shared.idle_timeout)),
@@ -228,7 +217,7 @@ impl Conn {
                         )
                         .await;
                 }
-                let a = Active { stream, file, size, block_size, next: first, last, dir, sent: 0, exhausted: false };
+                let a = Active { stream, file, size, block_size, cursor: Cursor::new(first, last, dir) };
                 if self.running.is_none() {
                     self.running = Some(a);
                 } else if self.queued.is_none() {
@@ -248,7 +237,7 @@ impl Conn {
                             let msg = format!("Extend to block {last}, but the file has {blocks} blocks");
                             return self.refuse(ErrorCode::BadRequest, msg).await;
                         }
-                        a.last = last;
+                        a.cursor.set_last(last);
                     }
                 }
                 Ok(())
@@ -256,7 +245,7 @@ impl Conn {
             Request::End { stream } => {
                 if self.running.as_ref().is_some_and(|a| a.stream == stream) {
                     let a = self.running.take().expect("checked");
-                    self.reply(Reply::Stopped { stream, sent: a.sent }).await?;
+                    self.reply(Reply::Stopped { stream, sent: a.cursor.sent() }).await?;
                     self.running = self.queued.take();
                 } else if self.queued.as_ref().is_some_and(|a| a.stream == stream) {
                     self.queued = None;
@@ -282,23 +271,17 @@ impl Conn {
     /// `Start` waiting ends (`Stopped`) and the waiting one takes over.
     async fn step(&mut self) -> Result<(), ConnError> {
         let a = self.running.as_mut().expect("called with a running stream");
-        if a.finished() {
-            let (stream, sent) = (a.stream, a.sent);
+        let Some(block) = a.cursor.take() else {
+            let (stream, sent) = (a.stream, a.cursor.sent());
             self.running = self.queued.take();
             return Ok(self.reply(Reply::Stopped { stream, sent }).await?);
-        }
-        let offset = a.next * u64::from(a.block_size);
+        };
+        let offset = block * u64::from(a.block_size);
         let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
         let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
-        put_block_header(&mut header, a.stream, a.next, len);
-        self.shared.limiter.acquire(header.len() + len).await;
-        let a = self.running.as_mut().expect("still running");
+        put_block_header(&mut header, a.stream, block, len);
         let file = a.file.clone();
-        match a.dir.step(a.next) {
-            Some(n) => a.next = n,
-            None => a.exhausted = true,
-        }
-        a.sent += 1;
+        self.shared.limiter.acquire(header.len() + len).await;
         socket::send_block(self.wr.as_ref(), &header, &file, offset, len).await?;
         Ok(())
     }

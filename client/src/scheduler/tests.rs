@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::sim::{self, SimSpec, SpeedChange};
+use ddftp_proto::Cursor;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -12,18 +13,7 @@ fn tight() -> Config {
 
 struct HStream {
     id: StreamId,
-    next: u64,
-    last: u64,
-    dir: Direction,
-    sent: u64,
-    /// Went down past block 0.
-    exhausted: bool,
-}
-
-impl HStream {
-    fn finished(&self) -> bool {
-        self.exhausted || self.dir.span(self.next, self.last) == 0
-    }
+    cursor: Cursor,
 }
 
 /// Zero-latency producers that obey the scheduler's actions in order, so a
@@ -60,19 +50,12 @@ impl Harness {
             self.log.push(a.clone());
             match a {
                 Action::Start { producer, stream, first, last, dir } => {
-                    self.queues[producer].push_back(HStream {
-                        id: stream,
-                        next: first,
-                        last,
-                        dir,
-                        sent: 0,
-                        exhausted: false,
-                    });
+                    self.queues[producer].push_back(HStream { id: stream, cursor: Cursor::new(first, last, dir) });
                     self.close_paused(producer);
                 }
                 Action::Extend { producer, stream, last } => {
                     for q in self.queues[producer].iter_mut().filter(|q| q.id == stream) {
-                        q.last = last;
+                        q.cursor.set_last(last);
                     }
                 }
                 Action::End { .. } => unreachable!("no End expected in these tests"),
@@ -83,25 +66,20 @@ impl Harness {
     /// Like ddftpd: a stream paused at its `last` ends (`Stopped`) once a
     /// `Start` waits behind it.
     fn close_paused(&mut self, p: ProducerId) {
-        while self.queues[p].len() > 1 && self.queues[p][0].finished() {
+        while self.queues[p].len() > 1 && self.queues[p][0].cursor.finished() {
             let q = self.queues[p].pop_front().expect("len > 1");
-            self.s.on_stopped(p, q.id, q.sent, self.now).expect("obedient producer");
+            self.s.on_stopped(p, q.id, q.cursor.sent(), self.now).expect("obedient producer");
         }
     }
 
     fn has_work(&self, p: ProducerId) -> bool {
-        self.queues[p].front().is_some_and(|q| !q.finished()) && !self.s.is_failed(p)
+        self.queues[p].front().is_some_and(|q| !q.cursor.finished()) && !self.s.is_failed(p)
     }
 
     /// Producer `p` delivers its next block.
     fn deliver(&mut self, p: ProducerId) -> u64 {
         let q = self.queues[p].front_mut().expect("producer has a stream");
-        let (id, b) = (q.id, q.next);
-        q.sent += 1;
-        match q.dir.step(b) {
-            Some(n) => q.next = n,
-            None => q.exhausted = true,
-        }
+        let (id, b) = (q.id, q.cursor.take().expect("has work"));
         self.s.on_blocks(p, id, b, 1, self.now).expect("obedient producer");
         self.got[(b - self.base) as usize] += 1;
         self.close_paused(p);
