@@ -375,6 +375,12 @@ impl Scheduler {
         self.producers[producer].failed
     }
 
+    /// Whether `producer` owes blocks it was asked for (a started stream with
+    /// claimed blocks not yet delivered): only then can it be stalled.
+    pub fn owes_blocks(&self, producer: ProducerId) -> bool {
+        self.streams.values().any(|s| s.producer == producer && !s.pending && s.remaining > 0)
+    }
+
     // ----- internals -----
 
     fn add_segment(&mut self, lo: u64, hi: u64) -> usize {

@@ -76,6 +76,9 @@ pub struct GetSpec {
     pub block_size: u32,
     /// fsync the output before it is renamed into place.
     pub sync: bool,
+    /// A producer that owes blocks and sends none for this long is dropped
+    /// and its range taken over by the others.
+    pub stall_timeout: Duration,
     pub scheduler: Config,
 }
 
@@ -453,6 +456,8 @@ struct Coordinator<'a> {
     owner: Vec<usize>,
     mirrors: &'a [String],
     slot_blocks: Vec<u64>,
+    /// When each slot last delivered a block (or was last found owing none).
+    last_progress: Vec<Instant>,
     mirror_bytes: Vec<u64>,
     errors: Vec<String>,
     warnings: &'a mut Vec<String>,
@@ -491,10 +496,25 @@ impl Coordinator<'_> {
         self.sched.on_failed(slot, now);
     }
 
+    /// Drops every producer that owes blocks and has sent none for `limit`.
+    fn drop_stalled(&mut self, now: Instant, limit: Duration, progress: &mut dyn Progress) {
+        for slot in 0..self.cmds.len() {
+            if self.cmds[slot].is_none() {
+                continue;
+            }
+            if !self.sched.owes_blocks(slot) {
+                self.last_progress[slot] = now;
+            } else if now.duration_since(self.last_progress[slot]) >= limit {
+                self.drop_slot(slot, format!("stalled: no data for {:.1} s", limit.as_secs_f64()), now, progress);
+            }
+        }
+    }
+
     fn on_event(&mut self, ev: Event, now: Instant, progress: &mut dyn Progress) -> Result<(), io::Error> {
         match ev {
             Event::Blocks { slot, run } => match self.sched.on_blocks(slot, run.stream, run.first, run.count, now) {
                 Ok(()) => {
+                    self.last_progress[slot] = now;
                     self.slot_blocks[slot] += run.count;
                     self.mirror_bytes[self.owner[slot]] += run.bytes;
                     let (lo, hi) = run.bounds();
@@ -548,6 +568,7 @@ async fn run_transfer(
         size,
         cmds,
         slot_blocks: vec![0; owner.len()],
+        last_progress: vec![Instant::now(); owner.len()],
         owner,
         mirrors,
         mirror_bytes: vec![0; mirrors.len()],
@@ -556,6 +577,7 @@ async fn run_transfer(
     };
     progress.start(size, mirrors);
     let mut last_draw = Instant::now();
+    let mut stall_check = tokio::time::interval(Duration::from_millis(250));
     let outcome = loop {
         c.dispatch();
         if c.sched.is_done() {
@@ -565,7 +587,14 @@ async fn run_transfer(
             let missing = size - c.mirror_bytes.iter().sum::<u64>();
             break Err(TransferError::AllMirrorsFailed { missing, total: size, errors: c.errors.clone() });
         }
-        let Some(ev) = ev_rx.recv().await else {
+        let ev = tokio::select! {
+            ev = ev_rx.recv() => ev,
+            _ = stall_check.tick() => {
+                c.drop_stalled(Instant::now(), spec.stall_timeout, progress);
+                continue;
+            }
+        };
+        let Some(ev) = ev else {
             // Every slot has ended; only failures end a slot.
             let missing = size - c.mirror_bytes.iter().sum::<u64>();
             break Err(TransferError::AllMirrorsFailed { missing, total: size, errors: c.errors.clone() });

@@ -179,3 +179,37 @@ fn simulate_reports_shares_and_starts() {
     }
     assert!(j["starts"].as_u64().unwrap() as f64 <= j["eq10_starts"].as_f64().unwrap());
 }
+
+#[test]
+fn stalled_mirror_is_dropped_and_covered() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 8 * 1024 * 1024, 9);
+    let a = Mirror::with_rate(&f.root(), "8MB");
+    let b = Mirror::with_rate(&f.root(), "8MB");
+    let o = f.out("f");
+    let child = std::process::Command::new(bin("ddftp"))
+        .args([
+            "get",
+            "f",
+            "--mirrors",
+            &mirrors_arg(&[&a, &b]),
+            "-o",
+            o.to_str().unwrap(),
+            "--quiet",
+            "--stall-timeout",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SIGSTOP: the connection stays open but no byte comes.
+    let pid = b.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let _ = std::process::Command::new("kill").args(["-CONT", &pid]).status();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&o).unwrap() == data);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stalled"), "{}", String::from_utf8_lossy(&out.stderr));
+}

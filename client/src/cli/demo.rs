@@ -142,6 +142,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         output: out.clone(),
         block_size: DEFAULT_BLOCK_SIZE,
         sync: false,
+        stall_timeout: std::time::Duration::from_secs(5),
         scheduler: Config::default(),
     };
     let mut progress = SlowDownHalfWay { inner: Bar::new(!opt.quiet), total: 0, server: &servers[0], slowed: false };

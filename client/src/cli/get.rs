@@ -40,6 +40,10 @@ pub struct GetOpt {
     /// fsync the file before it is put in place.
     #[arg(long)]
     pub sync: bool,
+    /// Drop a mirror that owes data and sends nothing for this many seconds;
+    /// the others take over its range.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub stall_timeout: f64,
 }
 
 fn parse_mirror(s: &str) -> Result<Endpoint, String> {
@@ -47,6 +51,13 @@ fn parse_mirror(s: &str) -> Result<Endpoint, String> {
         Ok(ep) if ep.port == 0 => Err(format!("{s:?}: a mirror's port cannot be 0")),
         Ok(ep) => Ok(ep),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("{s:?}: expected a number of seconds, more than 0")),
     }
 }
 
@@ -90,6 +101,7 @@ impl GetOpt {
             output,
             block_size: self.block_size,
             sync: self.sync,
+            stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
             scheduler: Config::default(),
         })
     }
