@@ -43,17 +43,20 @@ struct SlowDownHalfWay<'a> {
     inner: Bar,
     total: u64,
     server: &'a Server,
-    slowed: bool,
+    started: Option<std::time::Instant>,
+    /// Seconds after the start when mirror 1 slowed down.
+    slowed_at: Option<f64>,
 }
 
 impl Progress for SlowDownHalfWay<'_> {
     fn start(&mut self, total: u64, mirrors: &[String]) {
         self.total = total;
+        self.started = Some(std::time::Instant::now());
         self.inner.start(total, mirrors);
     }
     fn update(&mut self, done: u64, per_mirror: &[u64]) {
-        if !self.slowed && done * 2 >= self.total {
-            self.slowed = true;
+        if self.slowed_at.is_none() && done * 2 >= self.total {
+            self.slowed_at = self.started.map(|t| t.elapsed().as_secs_f64());
             self.server.limiter().set_rate(Some(SLOWED));
             self.inner.warn(&format!("(demo) mirror 1 slows down to {} MB/s", SLOWED / 1_000_000));
         }
@@ -145,26 +148,31 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         stall_timeout: std::time::Duration::from_secs(5),
         scheduler: Config::default(),
     };
-    let mut progress = SlowDownHalfWay { inner: Bar::new(!opt.quiet), total: 0, server: &servers[0], slowed: false };
+    let mut progress =
+        SlowDownHalfWay { inner: Bar::new(!opt.quiet), total: 0, server: &servers[0], started: None, slowed_at: None };
     let result = fetch(&spec, &mut progress).await;
+    let end = progress.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let slowed_at = progress.slowed_at.unwrap_or(end);
     let _ = stop_tx.send(());
     let r = result?;
     print_summary(&r, &mut std::io::stdout())?;
     let verdict = if r.transfer.sha256 == want { "identical to the source" } else { "DIFFERENT FROM THE SOURCE" };
     println!("verified: sha256 of the copy is {verdict}");
-    // What an ideal split would have given each mirror: its share of the
-    // capacity actually available while the transfer ran.
-    let half = r.transfer.seconds / 2.0;
+    // Each mirror's share of the capacity actually offered while the data
+    // moved: mirror 1 at full rate until it slowed, then at the slow rate.
     let caps: Vec<f64> = RATES
         .iter()
         .enumerate()
-        .map(|(i, &rate)| if i == 0 { rate as f64 * half + SLOWED as f64 * half } else { rate as f64 * 2.0 * half })
+        .map(|(i, &rate)| match i {
+            0 => rate as f64 * slowed_at + SLOWED as f64 * (end - slowed_at),
+            _ => rate as f64 * end,
+        })
         .collect();
     let cap_total: f64 = caps.iter().sum();
-    println!("balance (share of bytes sent vs share of the capacity offered, approximate):");
+    println!("balance: share of the bytes each mirror sent vs its share of the capacity offered");
     for (i, p) in r.transfer.producers.iter().enumerate() {
         println!(
-            "  mirror {}: {:>5.1}% sent, ~{:>5.1}% of capacity",
+            "  mirror {}: {:>5.1}% sent, {:>5.1}% of capacity",
             i + 1,
             100.0 * p.share,
             100.0 * caps[i] / cap_total
