@@ -1,0 +1,179 @@
+//! A server facing bad clients: it answers with an error or closes the
+//! connection, never crashes, and keeps serving everyone else.
+
+mod util;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use ddftp_proto::frame::PROTOCOL_VERSION;
+use ddftp_proto::{Direction, ErrorCode, Reply, Request};
+use util::*;
+
+/// A raw protocol client.
+struct Raw {
+    sock: TcpStream,
+    buf: BytesMut,
+}
+
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let sock = TcpStream::connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw { sock, buf: BytesMut::new() }
+    }
+
+    fn greeted(addr: &str) -> Raw {
+        let mut r = Raw::connect(addr);
+        r.send(&[Request::Hello { version: PROTOCOL_VERSION }]);
+        assert!(matches!(r.reply(), Some(Reply::Hello { .. })));
+        r
+    }
+
+    fn send(&mut self, reqs: &[Request]) {
+        let mut out = BytesMut::new();
+        for r in reqs {
+            r.encode(&mut out);
+        }
+        self.sock.write_all(&out).unwrap();
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        let _ = self.sock.write_all(bytes);
+    }
+
+    /// The next reply, or `None` once the server has closed the connection.
+    fn reply(&mut self) -> Option<Reply> {
+        loop {
+            if let Some(r) = Reply::decode(&mut self.buf).expect("server sends valid frames") {
+                return Some(r);
+            }
+            let mut chunk = [0u8; 65536];
+            match self.sock.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// Reads until the server closes; returns the error replies seen.
+    fn errors_until_closed(&mut self) -> Vec<ErrorCode> {
+        let mut errs = vec![];
+        while let Some(r) = self.reply() {
+            if let Reply::Error { code, .. } = r {
+                errs.push(code);
+            }
+        }
+        errs
+    }
+}
+
+fn start_download(f: &Fixture, m: &Mirror) -> std::process::Child {
+    let o = f.out("good");
+    std::process::Command::new(bin("ddftp"))
+        .args(["get", "big", "--mirrors", &m.addr, "-o", o.to_str().unwrap(), "--quiet"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn bad_clients_are_refused_while_a_good_download_completes() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big"), 6 * 1024 * 1024, 20);
+    random_file(&f.root().join("small"), 1000, 21);
+    let m = Mirror::start(&f.root(), &["--rate-limit", "6MB", "--idle-timeout", "1"]);
+    let good = start_download(&f, &m);
+
+    // Garbage instead of a frame.
+    let mut r = Raw::connect(&m.addr);
+    r.send_raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.errors_until_closed(), vec![ErrorCode::BadRequest]);
+
+    // A huge length: refused before anything is buffered.
+    let mut r = Raw::greeted(&m.addr);
+    r.send_raw(&[0x02, 0xff, 0xff, 0xff, 0xf0]);
+    assert_eq!(r.errors_until_closed(), vec![ErrorCode::BadRequest]);
+
+    // Requests before Hello.
+    let mut r = Raw::connect(&m.addr);
+    r.send(&[Request::Stat { path: "small".into() }]);
+    assert_eq!(r.errors_until_closed(), vec![ErrorCode::BadRequest]);
+
+    // Blocks out of range, and the largest u64 ("negative" as i64).
+    for (first, last, dir) in
+        [(2, 2, Direction::Increment), (0, u64::MAX, Direction::Increment), (u64::MAX, 0, Direction::Decrement)]
+    {
+        let mut r = Raw::greeted(&m.addr);
+        r.send(&[Request::Start { stream: 1, path: "small".into(), block_size: 512, first, last, dir }]);
+        assert_eq!(r.errors_until_closed(), vec![ErrorCode::BadRequest], "{first}..{last}");
+    }
+
+    // An Extend past the end of the file.
+    let mut r = Raw::greeted(&m.addr);
+    r.send(&[
+        Request::Start {
+            stream: 1,
+            path: "big".into(),
+            block_size: 4096,
+            first: 0,
+            last: 0,
+            dir: Direction::Increment,
+        },
+        Request::Extend { stream: 1, last: 1 << 40 },
+    ]);
+    let errs = r.errors_until_closed();
+    assert_eq!(errs, vec![ErrorCode::BadRequest]);
+
+    // A block size over the server's limit.
+    let mut r = Raw::greeted(&m.addr);
+    r.send(&[Request::Start {
+        stream: 1,
+        path: "big".into(),
+        block_size: 32 << 20,
+        first: 0,
+        last: 0,
+        dir: Direction::Increment,
+    }]);
+    assert_eq!(r.errors_until_closed(), vec![ErrorCode::BadRequest]);
+
+    // Nothing at all: closed after the idle timeout.
+    let t = Instant::now();
+    let mut r = Raw::connect(&m.addr);
+    assert!(r.reply().is_none());
+    assert!(t.elapsed() >= Duration::from_millis(900) && t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+
+    let out = good.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(f.out("good")).unwrap() == data);
+    // The server is still alive and serving.
+    let mut r = Raw::greeted(&m.addr);
+    r.send(&[Request::Stat { path: "small".into() }]);
+    assert!(matches!(r.reply(), Some(Reply::Stat { size: 1000, .. })));
+}
+
+#[test]
+fn paths_outside_the_root_are_refused() {
+    let f = Fixture::new();
+    random_file(&f.dir.path().join("secret"), 100, 22);
+    random_file(&f.root().join("inside"), 100, 23);
+    std::os::unix::fs::symlink(f.dir.path().join("secret"), f.root().join("escape")).unwrap();
+    std::os::unix::fs::symlink(f.root().join("inside"), f.root().join("alias")).unwrap();
+    let strict = Mirror::start(&f.root(), &[]);
+    let follow = Mirror::start(&f.root(), &["--follow-symlinks"]);
+    for path in ["../secret", "/etc/passwd", "inside/../../secret", "inside\0", "escape", "alias"] {
+        let mut r = Raw::greeted(&strict.addr);
+        r.send(&[Request::Stat { path: path.into() }]);
+        match r.reply() {
+            Some(Reply::Error { code: ErrorCode::Forbidden, .. }) => {}
+            other => panic!("{path:?}: {other:?}"),
+        }
+    }
+    let mut r = Raw::greeted(&follow.addr);
+    r.send(&[Request::Stat { path: "alias".into() }, Request::Stat { path: "escape".into() }]);
+    assert!(matches!(r.reply(), Some(Reply::Stat { size: 100, .. })), "a symlink inside the root is followed");
+    assert!(matches!(r.reply(), Some(Reply::Error { code: ErrorCode::Forbidden, .. })), "one leaving it is not");
+}
