@@ -64,6 +64,54 @@ impl Completed {
         self.prefix = self.prefix.min(self.blocks);
         (self.prefix > before).then_some(self.prefix)
     }
+
+    /// Blocks `0..prefix` have all arrived.
+    pub fn prefix(&self) -> u64 {
+        self.prefix
+    }
+
+    /// Completed blocks as inclusive ranges (for the resume journal).
+    pub fn ranges(&self) -> Vec<(u64, u64)> {
+        let mut out = vec![];
+        let mut start = None;
+        for b in self.prefix..self.blocks {
+            let set = self.bits[(b / 64) as usize] & (1 << (b % 64)) != 0;
+            match (set, start) {
+                (true, None) => start = Some(b),
+                (false, Some(a)) => {
+                    out.push((a, b - 1));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(a) = start {
+            out.push((a, self.blocks - 1));
+        }
+        if self.prefix > 0 {
+            match out.first_mut() {
+                Some(first) if first.0 == self.prefix => first.0 = 0,
+                _ => out.insert(0, (0, self.prefix - 1)),
+            }
+        }
+        out
+    }
+
+    /// Blocks not yet completed, as half-open ranges.
+    pub fn missing(&self) -> Vec<std::ops::Range<u64>> {
+        let mut out = vec![];
+        let mut at = 0;
+        for (a, b) in self.ranges() {
+            if a > at {
+                out.push(at..a);
+            }
+            at = b + 1;
+        }
+        if at < self.blocks {
+            out.push(at..self.blocks);
+        }
+        out
+    }
 }
 
 /// A thread hashing the output in order as far as it is complete.
@@ -128,6 +176,23 @@ mod tests {
         assert_eq!(c.mark(4, 4), Some(10));
         assert_eq!(c.mark(64, 199), None);
         assert_eq!(c.mark(10, 63), Some(200));
+    }
+
+    #[test]
+    fn ranges_and_missing() {
+        let mut c = Completed::new(300);
+        c.mark(0, 9);
+        c.mark(20, 29);
+        c.mark(64, 130);
+        c.mark(299, 299);
+        assert_eq!(c.ranges(), vec![(0, 9), (20, 29), (64, 130), (299, 299)]);
+        assert_eq!(c.missing(), vec![10..20, 30..64, 131..299]);
+        let empty = Completed::new(5);
+        assert_eq!(empty.missing(), vec![0..5]);
+        let mut full = Completed::new(5);
+        full.mark(0, 4);
+        assert_eq!(full.ranges(), vec![(0, 4)]);
+        assert!(full.missing().is_empty());
     }
 
     #[test]

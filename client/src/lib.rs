@@ -5,10 +5,12 @@
 //! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
 //! - [`transfer`]: sockets and positional writes driving the scheduler (`get`).
 //! - [`digest`]: SHA-256 of the output, hashed in order while blocks arrive.
+//! - [`journal`]: the resume journal beside a part file.
 //! - [`progress`]: the terminal progress bar.
 //! - [`cli`]: one module per subcommand; `src/bin/ddftp.rs` only dispatches.
 pub mod cli;
 pub mod digest;
+pub mod journal;
 pub mod progress;
 pub mod scheduler;
 pub mod sim;

@@ -247,6 +247,19 @@ impl Scheduler {
         s
     }
 
+    /// Starts with only `missing` left to fetch (a resumed transfer): each
+    /// range is a segment with no producer yet, and the helper rules spread
+    /// the producers over them (one per range first, then pairs and splits).
+    pub fn resume(missing: &[Range<u64>], producers: usize, cfg: Config, now: Instant) -> Self {
+        let mut s = Scheduler::new(0..0, producers, cfg, now);
+        for r in missing.iter().filter(|r| r.end > r.start) {
+            s.total += r.end - r.start;
+            s.add_segment(r.start, r.end);
+        }
+        s.rebalance(now);
+        s
+    }
+
     // ----- inputs -----
 
     /// `count` consecutive blocks of `stream`, starting with `first`, arrived

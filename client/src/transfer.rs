@@ -29,10 +29,13 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::digest::{Completed, PrefixHasher};
+use crate::journal::{journal_path, Journal, JournalError};
 use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
 
 /// How long to wait for a mirror to accept and answer the handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+const RESUME_HINT: &str = "the data received so far is kept: run the same command again to fetch only what is missing";
 
 /// What went wrong with a transfer, with enough context to act on.
 #[derive(Debug, thiserror::Error)]
@@ -43,10 +46,14 @@ pub enum TransferError {
     NoUsableMirror { path: String, failures: Vec<String> },
     #[error("mirrors disagree on the size of {path}: {}", .sizes.join(", "))]
     SizeMismatch { path: String, sizes: Vec<String> },
-    #[error("cannot write {}: {source}", .path.display())]
+    #[error("cannot write {}: {source}\n{RESUME_HINT}", .path.display())]
     Output { path: PathBuf, source: io::Error },
-    #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}", .errors.join("\n"))]
+    #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}\n{RESUME_HINT}", .errors.join("\n"))]
     AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String> },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("interrupted with {missing} of {total} bytes still missing\n{RESUME_HINT}")]
+    Interrupted { missing: u64, total: u64 },
 }
 
 /// One mirror as the consumer sees it.
@@ -54,6 +61,8 @@ pub enum TransferError {
 pub struct MirrorInfo {
     pub endpoint: Endpoint,
     pub size: u64,
+    /// Modification time (seconds, nanoseconds).
+    pub mtime: (i64, u32),
 }
 
 /// Live figures for a progress display.
@@ -79,6 +88,8 @@ pub struct GetSpec {
     /// A producer that owes blocks and sends none for this long is dropped
     /// and its range taken over by the others.
     pub stall_timeout: Duration,
+    /// Ignore (delete) the resume journal and part file of an earlier run.
+    pub restart: bool,
     pub scheduler: Config,
 }
 
@@ -97,6 +108,8 @@ pub struct TransferReport {
     pub path: String,
     pub output: String,
     pub bytes: u64,
+    /// Bytes already in the part file from an interrupted run, not fetched again.
+    pub reused_bytes: u64,
     pub seconds: f64,
     pub block_size: u32,
     pub starts: u64,
@@ -111,7 +124,7 @@ pub struct TransferReport {
 
 /// Connects and greets a producer; with `stat`, asks for that file's size in
 /// the same round trip (both requests go out together).
-async fn connect(ep: &Endpoint, stat: Option<&str>) -> Result<(TcpStream, Option<u64>), String> {
+async fn connect(ep: &Endpoint, stat: Option<&str>) -> Result<(TcpStream, Option<(u64, (i64, u32))>), String> {
     let fut = async {
         let sock = TcpStream::connect((ep.host.as_str(), ep.port)).await.map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -137,7 +150,7 @@ async fn connect(ep: &Endpoint, stat: Option<&str>) -> Result<(TcpStream, Option
             return Ok(None);
         }
         match read_reply(&mut sock, &mut buf).await? {
-            Reply::Stat { size, .. } => Ok(Some(size)),
+            Reply::Stat { size, mtime_secs, mtime_nanos } => Ok(Some((size, (mtime_secs, mtime_nanos)))),
             other => Err(unexpected(other)),
         }
     };
@@ -166,8 +179,9 @@ fn unexpected(r: Reply) -> String {
 
 /// Connects to a mirror and asks for the file's size.
 async fn probe(ep: Endpoint, path: String) -> Result<(MirrorInfo, TcpStream), String> {
-    let (sock, size) = connect(&ep, Some(&path)).await?;
-    Ok((MirrorInfo { endpoint: ep, size: size.expect("asked for stat") }, sock))
+    let (sock, stat) = connect(&ep, Some(&path)).await?;
+    let (size, mtime) = stat.expect("asked for stat");
+    Ok((MirrorInfo { endpoint: ep, size, mtime }, sock))
 }
 
 /// Slot to coordinator.
@@ -416,23 +430,64 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     }
     let mirror_names: Vec<String> = infos.iter().map(|m| m.endpoint.to_string()).collect();
 
+    // The newest mtime among the mirrors identifies this version of the file
+    // for the resume journal.
+    let mtime = infos.iter().map(|m| m.mtime).max().expect("at least one mirror");
     let part = part_path(&spec.output);
+    let jpath = journal_path(&spec.output);
     let out_err = |source| TransferError::Output { path: part.clone(), source };
-    // Read access too: the hasher reads the data back as it completes.
-    let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&part).map_err(out_err)?;
-    file.set_len(size).map_err(out_err)?;
-    let file = Arc::new(file);
-    let hasher = PrefixHasher::spawn(file.clone(), size).map_err(out_err)?;
-    let result =
-        run_transfer(spec, size, file.clone(), slots, &mirror_names, progress, &mut warnings, started, &hasher).await;
-    let sha256 = hasher.finish();
-    let mut report = match result {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = std::fs::remove_file(&part);
-            return Err(e);
+    if spec.restart {
+        for f in [&part, &jpath] {
+            match std::fs::remove_file(f) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(out_err(e)),
+                _ => {}
+            }
         }
+    }
+    let earlier = match Journal::load(&jpath)? {
+        Some(j) => {
+            j.check(&jpath, &spec.path, size, mtime, &part)?;
+            Some(j)
+        }
+        None => None,
     };
+    let block_size = earlier.as_ref().map_or(spec.block_size, |j| j.block_size);
+    if block_size != spec.block_size {
+        let w = format!("resuming with the interrupted run's block size {block_size}");
+        progress.warn(&w);
+        warnings.push(w);
+    }
+    // Read access too: the hasher reads the data back as it completes.
+    let mut open = OpenOptions::new();
+    open.read(true).write(true).create(true).truncate(earlier.is_none());
+    let file = Arc::new(open.open(&part).map_err(out_err)?);
+    file.set_len(size).map_err(out_err)?;
+    let blocks = size.div_ceil(u64::from(block_size));
+    let mut journal = Journal::new(&spec.path, size, mtime, block_size);
+    let mut completed = Completed::new(blocks);
+    for &(a, b) in earlier.as_ref().map_or(&[][..], |j| &j.done[..]) {
+        completed.mark(a, b);
+    }
+    journal.done = completed.ranges();
+    let reused_bytes = journal.done_bytes();
+    journal.save(&jpath, spec.sync).map_err(|source| TransferError::Output { path: jpath.clone(), source })?;
+    let hasher = PrefixHasher::spawn(file.clone(), size).map_err(out_err)?;
+    let plan = Plan {
+        size,
+        block_size,
+        file: file.clone(),
+        slots,
+        mirrors: mirror_names,
+        resumed: earlier.is_some(),
+        completed,
+        journal,
+        jpath: jpath.clone(),
+        reused_bytes,
+    };
+    let result = run_transfer(spec, plan, progress, &mut warnings, started, &hasher).await;
+    let sha256 = hasher.finish();
+    // On failure the part file and the journal stay for the next run.
+    let mut report = result?;
     report.sha256 = sha256.map_err(out_err)?;
     if spec.sync {
         file.sync_all().map_err(out_err)?;
@@ -440,13 +495,36 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     drop(file);
     std::fs::rename(&part, &spec.output)
         .map_err(|source| TransferError::Output { path: spec.output.clone(), source })?;
+    let _ = std::fs::remove_file(&jpath);
     Ok(report)
+}
+
+/// Everything a transfer starts from.
+struct Plan {
+    size: u64,
+    block_size: u32,
+    file: Arc<File>,
+    /// (mirror index, greeted connection) per producer slot.
+    slots: Vec<(usize, TcpStream)>,
+    mirrors: Vec<String>,
+    /// A journal from an interrupted run supplied `completed`.
+    resumed: bool,
+    completed: Completed,
+    journal: Journal,
+    jpath: PathBuf,
+    reused_bytes: u64,
 }
 
 /// The coordinator's state: the scheduler plus what the report needs.
 struct Coordinator<'a> {
     sched: Scheduler,
     completed: Completed,
+    journal: Journal,
+    jpath: PathBuf,
+    file: Arc<File>,
+    sync: bool,
+    /// Blocks completed since the journal was last written.
+    unjournaled: bool,
     hasher: &'a PrefixHasher,
     block_size: u64,
     size: u64,
@@ -496,6 +574,20 @@ impl Coordinator<'_> {
         self.sched.on_failed(slot, now);
     }
 
+    /// Records the completed blocks in the journal (data first with `--sync`).
+    fn write_journal(&mut self) -> io::Result<()> {
+        if !self.unjournaled {
+            return Ok(());
+        }
+        if self.sync {
+            self.file.sync_data()?;
+        }
+        self.journal.done = self.completed.ranges();
+        self.journal.save(&self.jpath, self.sync)?;
+        self.unjournaled = false;
+        Ok(())
+    }
+
     /// Drops every producer that owes blocks and has sent none for `limit`.
     fn drop_stalled(&mut self, now: Instant, limit: Duration, progress: &mut dyn Progress) {
         for slot in 0..self.cmds.len() {
@@ -518,6 +610,7 @@ impl Coordinator<'_> {
                     self.slot_blocks[slot] += run.count;
                     self.mirror_bytes[self.owner[slot]] += run.bytes;
                     let (lo, hi) = run.bounds();
+                    self.unjournaled = true;
                     if let Some(prefix) = self.completed.mark(lo, hi) {
                         self.hasher.advance((prefix * self.block_size).min(self.size));
                     }
@@ -538,18 +631,17 @@ impl Coordinator<'_> {
 
 async fn run_transfer(
     spec: &GetSpec,
-    size: u64,
-    file: Arc<File>,
-    slots: Vec<(usize, TcpStream)>,
-    mirrors: &[String],
+    plan: Plan,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
     started: Instant,
     hasher: &PrefixHasher,
 ) -> Result<TransferReport, TransferError> {
-    let bs = u64::from(spec.block_size);
+    let Plan { size, block_size, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } = plan;
+    let mirrors = &mirrors[..];
+    let bs = u64::from(block_size);
     let blocks = size.div_ceil(bs);
-    let ctx = Arc::new(SlotCtx { file, path: spec.path.clone(), block_size: spec.block_size, size });
+    let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
     let owner: Vec<usize> = slots.iter().map(|(m, _)| *m).collect();
@@ -560,15 +652,27 @@ async fn run_transfer(
         tasks.spawn(run_slot(slot, sock, ctx.clone(), rx, ev_tx.clone()));
     }
     drop(ev_tx);
+    let now = Instant::now();
+    let sched = if resumed {
+        Scheduler::resume(&completed.missing(), owner.len(), spec.scheduler.clone(), now)
+    } else {
+        Scheduler::new(0..blocks, owner.len(), spec.scheduler.clone(), now)
+    };
+    hasher.advance((completed.prefix() * bs).min(size));
     let mut c = Coordinator {
-        sched: Scheduler::new(0..blocks, owner.len(), spec.scheduler.clone(), Instant::now()),
-        completed: Completed::new(blocks),
+        sched,
+        completed,
+        journal,
+        jpath,
+        file,
+        sync: spec.sync,
+        unjournaled: false,
         hasher,
         block_size: bs,
         size,
         cmds,
         slot_blocks: vec![0; owner.len()],
-        last_progress: vec![Instant::now(); owner.len()],
+        last_progress: vec![now; owner.len()],
         owner,
         mirrors,
         mirror_bytes: vec![0; mirrors.len()],
@@ -576,41 +680,50 @@ async fn run_transfer(
         warnings,
     };
     progress.start(size, mirrors);
+    progress.update(reused_bytes, &c.mirror_bytes);
     let mut last_draw = Instant::now();
-    let mut stall_check = tokio::time::interval(Duration::from_millis(250));
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
+    let missing = |c: &Coordinator| size - reused_bytes - c.mirror_bytes.iter().sum::<u64>();
     let outcome = loop {
         c.dispatch();
         if c.sched.is_done() {
             break Ok(());
         }
         if c.sched.is_stuck() {
-            let missing = size - c.mirror_bytes.iter().sum::<u64>();
-            break Err(TransferError::AllMirrorsFailed { missing, total: size, errors: c.errors.clone() });
+            break Err(TransferError::AllMirrorsFailed { missing: missing(&c), total: size, errors: c.errors.clone() });
         }
         let ev = tokio::select! {
             ev = ev_rx.recv() => ev,
-            _ = stall_check.tick() => {
+            _ = tick.tick() => {
                 c.drop_stalled(Instant::now(), spec.stall_timeout, progress);
+                if let Err(source) = c.write_journal() {
+                    break Err(TransferError::Output { path: c.jpath.clone(), source });
+                }
                 continue;
             }
+            _ = &mut interrupt => break Err(TransferError::Interrupted { missing: missing(&c), total: size }),
         };
         let Some(ev) = ev else {
             // Every slot has ended; only failures end a slot.
-            let missing = size - c.mirror_bytes.iter().sum::<u64>();
-            break Err(TransferError::AllMirrorsFailed { missing, total: size, errors: c.errors.clone() });
+            break Err(TransferError::AllMirrorsFailed { missing: missing(&c), total: size, errors: c.errors.clone() });
         };
         let now = Instant::now();
         if let Err(source) = c.on_event(ev, now, progress) {
             break Err(TransferError::Output { path: part_path(&spec.output), source });
         }
         if now.duration_since(last_draw) >= Duration::from_millis(100) {
-            progress.update(c.mirror_bytes.iter().sum(), &c.mirror_bytes);
+            progress.update(reused_bytes + c.mirror_bytes.iter().sum::<u64>(), &c.mirror_bytes);
             last_draw = now;
         }
     };
-    progress.update(c.mirror_bytes.iter().sum(), &c.mirror_bytes);
+    progress.update(reused_bytes + c.mirror_bytes.iter().sum::<u64>(), &c.mirror_bytes);
     progress.finish();
     tasks.abort_all();
+    if outcome.is_err() {
+        // Keep what arrived: the next run resumes from it.
+        let _ = c.write_journal();
+    }
     outcome?;
     let seconds = started.elapsed().as_secs_f64();
     let stats = c.sched.stats().clone();
@@ -629,8 +742,9 @@ async fn run_transfer(
         path: spec.path.clone(),
         output: spec.output.display().to_string(),
         bytes: size,
+        reused_bytes,
         seconds,
-        block_size: spec.block_size,
+        block_size,
         starts: stats.starts,
         extends: stats.extends,
         ends: stats.ends,

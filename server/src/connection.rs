@@ -79,7 +79,13 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
     let (tx, mut rx) = mpsc::channel(64);
     let reader = tokio::spawn(read_requests(rd, tx));
     let mut c = Conn { shared, wr, out: BytesMut::new(), greeted: false, running: None, queued: None, open: None };
-    let result = c.run(&mut rx).await;
+    let result = match c.run(&mut rx).await {
+        // The client went away: an ordinary end, not an error.
+        Err(ConnError::Io(e)) if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) => {
+            Ok(())
+        }
+        r => r,
+    };
     reader.abort();
     if let Err(ConnError::Proto(e)) = &result {
         // Best effort: tell the peer why before closing.

@@ -146,6 +146,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         block_size: DEFAULT_BLOCK_SIZE,
         sync: false,
         stall_timeout: std::time::Duration::from_secs(5),
+        restart: true,
         scheduler: Config::default(),
     };
     let mut progress =

@@ -44,6 +44,10 @@ pub struct GetOpt {
     /// the others take over its range.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub stall_timeout: f64,
+    /// Start over: discard the part file and resume journal of an earlier,
+    /// interrupted run of the same download.
+    #[arg(long)]
+    pub restart: bool,
 }
 
 fn parse_mirror(s: &str) -> Result<Endpoint, String> {
@@ -102,6 +106,7 @@ impl GetOpt {
             block_size: self.block_size,
             sync: self.sync,
             stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
+            restart: self.restart,
             scheduler: Config::default(),
         })
     }
@@ -120,6 +125,9 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
         r.mb_per_s,
         t.sha256
     )?;
+    if t.reused_bytes > 0 {
+        writeln!(to, "resumed: {} were already there from the interrupted run", HumanBytes(t.reused_bytes))?;
+    }
     writeln!(to, "  {:<28} {:>8} {:>12} {:>7}", "mirror", "blocks", "bytes", "share")?;
     for p in &t.producers {
         writeln!(
@@ -142,7 +150,8 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
 pub fn exit_for(e: &TransferError) -> Exit {
     match e {
         TransferError::NoMirrors => Exit::Usage,
-        TransferError::SizeMismatch { .. } => Exit::Integrity,
+        TransferError::SizeMismatch { .. } | TransferError::Journal(_) => Exit::Integrity,
+        TransferError::Interrupted { .. } => Exit::Interrupted,
         TransferError::Output { .. } => Exit::Local,
         TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => Exit::Transfer,
     }

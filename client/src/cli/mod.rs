@@ -12,14 +12,17 @@ use std::process::ExitCode;
 pub enum Exit {
     /// The output is complete and correct.
     Ok = 0,
-    /// The transfer did not complete (mirrors failed or unreachable).
+    /// The transfer did not complete (mirrors failed or unreachable); the
+    /// data received is kept and the same command resumes.
     Transfer = 1,
     /// Bad flags or arguments.
     Usage = 2,
     /// Mirrors disagree about the file, or a checksum failed.
     Integrity = 3,
-    /// The output could not be written (permissions, full disk).
+    /// The output could not be written (permissions, full disk); resumable.
     Local = 4,
+    /// Interrupted (Ctrl-C); resumable.
+    Interrupted = 130,
 }
 
 impl From<Exit> for ExitCode {

@@ -228,6 +228,23 @@ fn failed_producers_range_is_covered() {
 }
 
 #[test]
+fn resume_fetches_exactly_the_missing_ranges() {
+    for k in [1, 2, 3, 4] {
+        let missing = [3..10, 40..41, 50..120, 199..200];
+        let now = Instant::now();
+        let mut h = Harness::new(0..0, k, tight());
+        h.s = Scheduler::resume(&missing, k, tight(), now);
+        h.got = vec![0; 200];
+        h.pump();
+        h.run_round_robin();
+        for (b, &c) in h.got.iter().enumerate() {
+            let want = u64::from(missing.iter().any(|r| r.contains(&(b as u64))));
+            assert_eq!(c, want, "k={k} block {b}");
+        }
+    }
+}
+
+#[test]
 fn all_failed_is_stuck() {
     let mut h = Harness::new(0..100, 2, tight());
     h.deliver(0);

@@ -1,0 +1,171 @@
+//! The resume journal: which blocks of `OUT.ddftp-part` are already good.
+//!
+//! It sits beside the part file as `OUT.ddftp-journal`, a small JSON object
+//! rewritten atomically (temp file + rename) a few times a second while data
+//! arrives, and once more when a transfer stops early. It only ever lists
+//! blocks whose bytes were written before it was, so after the client is
+//! killed at any point the part file holds at least what the journal says
+//! (with `--sync`, also after a machine crash: the data is fsynced first).
+//!
+//! A journal is trusted only if it is intact (its own SHA-256 matches), the
+//! part file has the right size, and it describes the same download: path,
+//! size, block size, and the newest mtime among the mirrors (a file changed
+//! at the source gets a new mtime). Anything else is refused with the reason.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+const VERSION: u32 = 1;
+
+/// The journal for an output file.
+pub fn journal_path(output: &Path) -> PathBuf {
+    let mut name = output.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".ddftp-journal");
+    output.with_file_name(name)
+}
+
+/// What a journal records.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Journal {
+    pub version: u32,
+    pub path: String,
+    pub size: u64,
+    pub mtime_secs: i64,
+    pub mtime_nanos: u32,
+    pub block_size: u32,
+    /// Completed blocks, as inclusive `[first, last]` ranges.
+    pub done: Vec<(u64, u64)>,
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Sealed {
+    journal: Journal,
+    /// SHA-256 of the JSON of `journal`.
+    sha256: String,
+}
+
+/// Why a journal cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("resume journal {}: {source}", .file.display())]
+    Io { file: PathBuf, source: io::Error },
+    #[error("resume journal {} is damaged ({why}); rerun with --restart to start over", .file.display())]
+    Corrupt { file: PathBuf, why: String },
+    #[error("resume journal {} is for another download ({why}); rerun with --restart to start over", .file.display())]
+    Mismatch { file: PathBuf, why: String },
+}
+
+fn seal_hash(j: &Journal) -> String {
+    format!("{:x}", Sha256::digest(serde_json::to_vec(j).expect("journal serialises")))
+}
+
+impl Journal {
+    pub fn new(path: &str, size: u64, mtime: (i64, u32), block_size: u32) -> Journal {
+        Journal {
+            version: VERSION,
+            path: path.to_string(),
+            size,
+            mtime_secs: mtime.0,
+            mtime_nanos: mtime.1,
+            block_size,
+            done: vec![],
+        }
+    }
+
+    /// Reads a journal; `Ok(None)` if there is none.
+    pub fn load(file: &Path) -> Result<Option<Journal>, JournalError> {
+        let text = match std::fs::read(file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(JournalError::Io { file: file.into(), source }),
+        };
+        let corrupt = |why: String| JournalError::Corrupt { file: file.into(), why };
+        let sealed: Sealed = serde_json::from_slice(&text).map_err(|e| corrupt(format!("not a journal: {e}")))?;
+        if seal_hash(&sealed.journal) != sealed.sha256 {
+            return Err(corrupt("its checksum does not match its contents".into()));
+        }
+        let j = sealed.journal;
+        if j.version != VERSION {
+            return Err(corrupt(format!("version {} (this ddftp writes {VERSION})", j.version)));
+        }
+        let blocks = j.size.div_ceil(u64::from(j.block_size.max(1)));
+        if j.block_size == 0 || j.done.iter().any(|&(a, b)| a > b || b >= blocks) {
+            return Err(corrupt("block ranges out of bounds".into()));
+        }
+        Ok(Some(j))
+    }
+
+    /// Checks that this journal describes the download about to run.
+    pub fn check(
+        &self,
+        file: &Path,
+        path: &str,
+        size: u64,
+        mtime: (i64, u32),
+        part: &Path,
+    ) -> Result<(), JournalError> {
+        let mismatch = |why: String| JournalError::Mismatch { file: file.into(), why };
+        if self.path != path {
+            return Err(mismatch(format!("it is for {:?}", self.path)));
+        }
+        if self.size != size {
+            return Err(mismatch(format!("the file had {} bytes, the mirrors now say {size}", self.size)));
+        }
+        if (self.mtime_secs, self.mtime_nanos) != mtime {
+            return Err(mismatch("the file changed on the mirrors since (newer modification time)".into()));
+        }
+        match std::fs::metadata(part) {
+            Ok(m) if m.len() == size => Ok(()),
+            Ok(m) => Err(mismatch(format!("{} has {} bytes, expected {size}", part.display(), m.len()))),
+            Err(e) => Err(mismatch(format!("{}: {e}", part.display()))),
+        }
+    }
+
+    /// Writes the journal atomically (rename), which survives the process
+    /// dying at any point; with `durable`, fsynced too (survives a crash of
+    /// the machine, when the data was fsynced before).
+    pub fn save(&self, file: &Path, durable: bool) -> io::Result<()> {
+        let sealed = Sealed { journal: self.clone(), sha256: seal_hash(self) };
+        let tmp = file.with_extension("ddftp-journal-tmp");
+        let mut f = File::create(&tmp)?;
+        f.write_all(&serde_json::to_vec(&sealed).expect("journal serialises"))?;
+        if durable {
+            f.sync_data()?;
+        }
+        std::fs::rename(&tmp, file)
+    }
+
+    /// Bytes covered by the completed ranges.
+    pub fn done_bytes(&self) -> u64 {
+        let bs = u64::from(self.block_size);
+        self.done.iter().map(|&(a, b)| ((b + 1) * bs).min(self.size) - a * bs).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_damage() {
+        let dir = std::env::temp_dir().join(format!("ddftp-journal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("j");
+        let mut j = Journal::new("a/b", 1000, (5, 6), 512);
+        j.done = vec![(0, 0), (1, 1)];
+        j.save(&file, true).unwrap();
+        assert_eq!(Journal::load(&file).unwrap(), Some(j.clone()));
+        assert_eq!(j.done_bytes(), 1000);
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        text = text.replace("\"size\":1000", "\"size\":2000");
+        std::fs::write(&file, text).unwrap();
+        assert!(matches!(Journal::load(&file), Err(JournalError::Corrupt { .. })));
+        std::fs::write(&file, b"\x00garbage").unwrap();
+        assert!(matches!(Journal::load(&file), Err(JournalError::Corrupt { .. })));
+        assert!(Journal::load(&dir.join("none")).unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
