@@ -52,6 +52,8 @@ pub enum TransferError {
     AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String> },
     #[error(transparent)]
     Journal(#[from] JournalError),
+    #[error("{path}: SHA-256 is {got}, but {expected} was expected; the download was discarded (are the mirrors serving another version?)")]
+    ChecksumMismatch { path: String, expected: String, got: String },
     #[error("interrupted with {missing} of {total} bytes still missing\n{RESUME_HINT}")]
     Interrupted { missing: u64, total: u64 },
 }
@@ -90,6 +92,8 @@ pub struct GetSpec {
     pub stall_timeout: Duration,
     /// Ignore (delete) the resume journal and part file of an earlier run.
     pub restart: bool,
+    /// Published SHA-256 (lowercase hex) the output must have.
+    pub checksum: Option<String>,
     pub scheduler: Config,
 }
 
@@ -489,6 +493,17 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
     report.sha256 = sha256.map_err(out_err)?;
+    if let Some(expected) = spec.checksum.as_ref().filter(|e| **e != report.sha256) {
+        // Some block is wrong and nothing says which: nothing is worth keeping.
+        drop(file);
+        let _ = std::fs::remove_file(&part);
+        let _ = std::fs::remove_file(&jpath);
+        return Err(TransferError::ChecksumMismatch {
+            path: spec.path.clone(),
+            expected: expected.clone(),
+            got: report.sha256,
+        });
+    }
     if spec.sync {
         file.sync_all().map_err(out_err)?;
     }

@@ -213,3 +213,20 @@ fn stalled_mirror_is_dropped_and_covered() {
     assert!(std::fs::read(&o).unwrap() == data);
     assert!(String::from_utf8_lossy(&out.stderr).contains("stalled"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn published_checksum_is_enforced() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 500_000, 40);
+    let a = Mirror::start(&f.root(), &[]);
+    let good = format!("sha-256={:x}", Sha256::digest(&data));
+    let o = f.out("f");
+    ddftp(&["get", "f", "--mirrors", &a.addr, "-o", o.to_str().unwrap(), "-q", "--checksum", &good], 0);
+    assert!(std::fs::read(&o).unwrap() == data);
+    let o2 = f.out("f2");
+    let bad = format!("sha-256={}", "0".repeat(64));
+    let res = ddftp(&["get", "f", "--mirrors", &a.addr, "-o", o2.to_str().unwrap(), "-q", "--checksum", &bad], 3);
+    assert!(String::from_utf8_lossy(&res.stderr).contains("expected"));
+    assert!(!o2.exists() && !f.out("f2.ddftp-part").exists() && !f.out("f2.ddftp-journal").exists());
+    ddftp(&["get", "f", "--mirrors", &a.addr, "--checksum", "md5=abc"], 2);
+}

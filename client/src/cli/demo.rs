@@ -147,6 +147,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         sync: false,
         stall_timeout: std::time::Duration::from_secs(5),
         restart: true,
+        checksum: None,
         scheduler: Config::default(),
     };
     let mut progress =

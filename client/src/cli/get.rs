@@ -48,6 +48,10 @@ pub struct GetOpt {
     /// interrupted run of the same download.
     #[arg(long)]
     pub restart: bool,
+    /// The published digest the file must have: sha-256=HEX. A mismatch
+    /// discards the download and exits with 3.
+    #[arg(long, value_name = "sha-256=HEX", value_parser = parse_checksum)]
+    pub checksum: Option<String>,
 }
 
 fn parse_mirror(s: &str) -> Result<Endpoint, String> {
@@ -56,6 +60,19 @@ fn parse_mirror(s: &str) -> Result<Endpoint, String> {
         Ok(ep) => Ok(ep),
         Err(e) => Err(e.to_string()),
     }
+}
+
+fn parse_checksum(s: &str) -> Result<String, String> {
+    let Some((algo, hex)) = s.split_once('=') else {
+        return Err(format!("{s:?}: expected sha-256=HEX"));
+    };
+    if !matches!(algo.to_ascii_lowercase().as_str(), "sha-256" | "sha256") {
+        return Err(format!("{algo:?}: only sha-256 is supported"));
+    }
+    if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!("{hex:?}: a SHA-256 is 64 hexadecimal digits"));
+    }
+    Ok(hex.to_ascii_lowercase())
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -107,6 +124,7 @@ impl GetOpt {
             sync: self.sync,
             stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
             restart: self.restart,
+            checksum: self.checksum.clone(),
             scheduler: Config::default(),
         })
     }
@@ -150,7 +168,9 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
 pub fn exit_for(e: &TransferError) -> Exit {
     match e {
         TransferError::NoMirrors => Exit::Usage,
-        TransferError::SizeMismatch { .. } | TransferError::Journal(_) => Exit::Integrity,
+        TransferError::SizeMismatch { .. } | TransferError::Journal(_) | TransferError::ChecksumMismatch { .. } => {
+            Exit::Integrity
+        }
         TransferError::Interrupted { .. } => Exit::Interrupted,
         TransferError::Output { .. } => Exit::Local,
         TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => Exit::Transfer,
