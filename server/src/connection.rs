@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, PROTOCOL_VERSION};
-use ddftp_proto::{Cursor, ErrorCode, ProtoError, Reply, Request};
+use ddftp_proto::{Cursor, Direction, ErrorCode, ProtoError, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -214,14 +214,8 @@ impl Conn {
                     }
                 };
                 let size = file.metadata()?.len();
-                let blocks = size.div_ceil(u64::from(block_size));
-                if first >= blocks || last >= blocks || dir.span(first, last) == 0 {
-                    return self
-                        .refuse(
-                            ErrorCode::BadRequest,
-                            format!("blocks {first}..{last} are not a valid range of the {blocks} blocks of {path}"),
-                        )
-                        .await;
+                if let Err(why) = check_start(size, block_size, first, last, dir) {
+                    return self.refuse(ErrorCode::BadRequest, format!("{path}: {why}")).await;
                 }
                 let a = Active { stream, file, size, block_size, cursor: Cursor::new(first, last, dir) };
                 if self.running.is_none() {
@@ -298,6 +292,19 @@ impl Conn {
 /// `End`; with it, the stream reacts to the client within about a round trip
 /// and the client's claims need to run ahead only by what is truly in flight.
 const UNSENT_LOW_WATER: u32 = 512 * 1024;
+
+/// Whether `Start(first..last, dir)` names blocks of a `size`-byte file cut
+/// into `block_size`-byte blocks, with at least one block to send.
+pub fn check_start(size: u64, block_size: u32, first: u64, last: u64, dir: Direction) -> Result<(), String> {
+    if block_size == 0 {
+        return Err("block size 0".into());
+    }
+    let blocks = size.div_ceil(u64::from(block_size));
+    if first >= blocks || last >= blocks || dir.span(first, last) == 0 {
+        return Err(format!("blocks {first}..{last} are not a valid range of its {blocks} blocks"));
+    }
+    Ok(())
+}
 
 fn path_error_reply(e: PathError) -> Reply {
     let code = match &e {
