@@ -94,6 +94,14 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
     result
 }
 
+/// Answers a connection that is not welcome with one error and closes it.
+pub async fn refuse(mut sock: TcpStream, code: ErrorCode, message: String) -> io::Result<()> {
+    let mut out = BytesMut::new();
+    Reply::Error { code, message }.encode(&mut out);
+    sock.write_all(&out).await?;
+    sock.shutdown().await
+}
+
 async fn read_requests(mut rd: OwnedReadHalf, tx: mpsc::Sender<Result<Request, ConnError>>) {
     let mut buf = BytesMut::with_capacity(8 * 1024);
     loop {

@@ -10,10 +10,12 @@
 //!   anything that would leave it.
 //! - [`ratelimit`]: one token bucket shared by every connection
 //!   (`--rate-limit`), adjustable while running.
+//! - [`access`]: `--allow CIDR`.
 //! - [`connection`]: one client connection: handshake, stat, streams.
 //! - [`socket`]: `sendfile`, `MSG_MORE` and `TCP_NOTSENT_LOWAT`.
 //! - [`server`]: accepts connections, caps their number, stops on a signal.
 
+pub mod access;
 pub mod connection;
 pub mod ratelimit;
 pub mod root;

@@ -11,9 +11,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::access::{self, Cidr};
 use crate::connection::{self, Shared};
 use crate::ratelimit::RateLimiter;
 use crate::root::Root;
+use ddftp_proto::ErrorCode;
 
 /// How a server behaves.
 #[derive(Debug, Clone)]
@@ -25,6 +27,8 @@ pub struct ServerConfig {
     pub max_block_size: u32,
     /// Print one line per failed connection on stderr.
     pub log_errors: bool,
+    /// Networks allowed to connect; empty allows everyone.
+    pub allow: Vec<Cidr>,
 }
 
 impl Default for ServerConfig {
@@ -36,6 +40,7 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(300),
             max_block_size: 16 << 20,
             log_errors: true,
+            allow: vec![],
         }
     }
 }
@@ -46,6 +51,7 @@ pub struct Server {
     shared: Arc<Shared>,
     max_connections: usize,
     log_errors: bool,
+    allow: Arc<[Cidr]>,
 }
 
 impl Server {
@@ -59,6 +65,7 @@ impl Server {
             }),
             max_connections: cfg.max_connections,
             log_errors: cfg.log_errors,
+            allow: cfg.allow.clone().into(),
         })
     }
 
@@ -106,6 +113,17 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
         };
         let shared = server.shared.clone();
         let log = server.log_errors;
+        if !access::allowed(&server.allow, peer.ip()) {
+            if log {
+                eprintln!("ddftpd: {peer}: refused (not in --allow)");
+            }
+            conns.spawn(async move {
+                let _ =
+                    connection::refuse(sock, ErrorCode::Forbidden, format!("{} is not allowed here", peer.ip())).await;
+                drop(permit);
+            });
+            continue;
+        }
         conns.spawn(async move {
             if let Err(e) = connection::handle(sock, shared).await {
                 if log {

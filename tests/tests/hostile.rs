@@ -177,3 +177,17 @@ fn paths_outside_the_root_are_refused() {
     assert!(matches!(r.reply(), Some(Reply::Stat { size: 100, .. })), "a symlink inside the root is followed");
     assert!(matches!(r.reply(), Some(Reply::Error { code: ErrorCode::Forbidden, .. })), "one leaving it is not");
 }
+
+#[test]
+fn only_allowed_networks_may_connect() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 100_000, 24);
+    let closed = Mirror::start(&f.root(), &["--allow", "10.0.0.0/8", "--allow", "::1/128"]);
+    let open = Mirror::start(&f.root(), &["--allow", "127.0.0.0/8"]);
+    let o = f.out("f");
+    let res = ddftp(&["get", "f", "--mirrors", &closed.addr, "-o", o.to_str().unwrap()], 1);
+    assert!(String::from_utf8_lossy(&res.stderr).contains("not allowed"), "{}", String::from_utf8_lossy(&res.stderr));
+    assert!(!o.exists());
+    ddftp(&["get", "f", "--mirrors", &open.addr, "-o", o.to_str().unwrap(), "-q"], 0);
+    assert!(std::fs::read(&o).unwrap() == data);
+}

@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use ddftp_proto::units::parse_size;
 use ddftp_proto::{parse_endpoint, DEFAULT_PORT};
+use ddftpd::access::Cidr;
 use ddftpd::{Server, ServerConfig};
 use tokio::net::TcpListener;
 
@@ -33,6 +34,10 @@ struct Opt {
     /// Most connections open at once.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Only clients from this network may connect: CIDR like 10.0.0.0/8 or
+    /// an address (repeatable; default: everyone).
+    #[arg(long, value_name = "CIDR", value_parser = Cidr::parse)]
+    allow: Vec<Cidr>,
     /// Close a connection that sends nothing for this many seconds while idle.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     idle_timeout: u64,
@@ -67,6 +72,7 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
         follow_symlinks: opt.follow_symlinks,
         max_connections: opt.max_connections.max(1),
         idle_timeout: Duration::from_secs(opt.idle_timeout.max(1)),
+        allow: opt.allow,
         ..ServerConfig::default()
     };
     let server = Server::new(&opt.root, &cfg).with_context(|| format!("cannot serve {}", opt.root.display()))?;
