@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use ddftp_proto::auth;
 use ddftp_proto::frame::PROTOCOL_VERSION;
 use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -94,6 +95,8 @@ pub struct GetSpec {
     pub restart: bool,
     /// Published SHA-256 (lowercase hex) the output must have.
     pub checksum: Option<String>,
+    /// Shared token for servers that ask for one.
+    pub token: Option<Arc<[u8]>>,
     pub scheduler: Config,
 }
 
@@ -128,22 +131,48 @@ pub struct TransferReport {
 
 /// Connects and greets a producer; with `stat`, asks for that file's size in
 /// the same round trip (both requests go out together).
-async fn connect(ep: &Endpoint, stat: Option<&str>) -> Result<(TcpStream, Option<(u64, (i64, u32))>), String> {
+/// With a `token`, answers the server's challenge before anything else.
+async fn connect(
+    ep: &Endpoint,
+    stat: Option<&str>,
+    token: Option<&[u8]>,
+) -> Result<(TcpStream, Option<(u64, (i64, u32))>), String> {
     let fut = async {
         let sock = TcpStream::connect((ep.host.as_str(), ep.port)).await.map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
         Ok::<_, String>(sock)
     };
     let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| "connect: timed out".to_string())??;
-    let mut out = BytesMut::new();
-    Request::Hello { version: PROTOCOL_VERSION }.encode(&mut out);
-    if let Some(path) = stat {
-        Request::Stat { path: path.to_string() }.encode(&mut out);
-    }
+    let stat_req = |out: &mut BytesMut| {
+        if let Some(path) = stat {
+            Request::Stat { path: path.to_string() }.encode(out);
+        }
+    };
     let exchange = async {
+        // Without a token, Stat rides with Hello: one round trip.
+        let mut out = BytesMut::new();
+        Request::Hello { version: PROTOCOL_VERSION }.encode(&mut out);
+        if token.is_none() {
+            stat_req(&mut out);
+        }
         sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
         let mut buf = BytesMut::with_capacity(256);
-        match read_reply(&mut sock, &mut buf).await? {
+        let mut reply = read_reply(&mut sock, &mut buf).await?;
+        if let Some(token) = token {
+            out.clear();
+            if let Reply::Challenge { nonce } = reply {
+                Request::Auth { mac: auth::respond(token, &nonce) }.encode(&mut out);
+                stat_req(&mut out);
+                sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+                reply = read_reply(&mut sock, &mut buf).await?;
+            } else {
+                stat_req(&mut out);
+                sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+            }
+        } else if let Reply::Challenge { .. } = reply {
+            return Err("this server requires a token: give --token-file".to_string());
+        }
+        match reply {
             Reply::Hello { version } if version == PROTOCOL_VERSION => {}
             Reply::Hello { version } => {
                 return Err(format!("server speaks protocol {version}, we speak {PROTOCOL_VERSION}"))
@@ -182,8 +211,8 @@ fn unexpected(r: Reply) -> String {
 }
 
 /// Connects to a mirror and asks for the file's size.
-async fn probe(ep: Endpoint, path: String) -> Result<(MirrorInfo, TcpStream), String> {
-    let (sock, stat) = connect(&ep, Some(&path)).await?;
+async fn probe(ep: Endpoint, path: String, token: Option<Arc<[u8]>>) -> Result<(MirrorInfo, TcpStream), String> {
+    let (sock, stat) = connect(&ep, Some(&path), token.as_deref()).await?;
     let (size, mtime) = stat.expect("asked for stat");
     Ok((MirrorInfo { endpoint: ep, size, mtime }, sock))
 }
@@ -379,10 +408,12 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     // Ask every mirror at once; keep those that answer. With an odd count
     // the last mirror will also carry a virtual pair's second stream: open
     // that connection at the same time.
-    let probes: Vec<_> = spec.mirrors.iter().map(|ep| tokio::spawn(probe(ep.clone(), spec.path.clone()))).collect();
+    let probes: Vec<_> =
+        spec.mirrors.iter().map(|ep| tokio::spawn(probe(ep.clone(), spec.path.clone(), spec.token.clone()))).collect();
+    let spare_token = spec.token.clone();
     let last = spec.mirrors.last().expect("not empty").clone();
-    let mut spare =
-        (spec.mirrors.len() % 2 == 1).then(|| tokio::spawn(async move { (last.clone(), connect(&last, None).await) }));
+    let mut spare = (spec.mirrors.len() % 2 == 1)
+        .then(|| tokio::spawn(async move { (last.clone(), connect(&last, None, spare_token.as_deref()).await) }));
     let mut usable = vec![];
     let mut failures = vec![];
     for (ep, h) in spec.mirrors.iter().zip(probes) {
@@ -419,9 +450,9 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         let second = match spare.take() {
             Some(h) => match h.await.expect("connect task") {
                 (spare_ep, r) if spare_ep == *ep => r,
-                _ => connect(ep, None).await,
+                _ => connect(ep, None, spec.token.as_deref()).await,
             },
-            None => connect(ep, None).await,
+            None => connect(ep, None, spec.token.as_deref()).await,
         };
         match second {
             Ok((s, _)) => slots.push((last, s)),

@@ -15,6 +15,8 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::auth::{MAC_LEN, NONCE_LEN};
+
 /// Bumped on any incompatible change; exchanged in `Hello`.
 pub const PROTOCOL_VERSION: u16 = 1;
 /// The first bytes of a `Hello` body, so a stray client is recognised at once.
@@ -37,10 +39,12 @@ const K_STAT: u8 = 0x02;
 const K_START: u8 = 0x03;
 const K_EXTEND: u8 = 0x04;
 const K_END: u8 = 0x05;
+const K_AUTH: u8 = 0x06;
 const K_R_HELLO: u8 = 0x81;
 const K_R_STAT: u8 = 0x82;
 const K_R_BLOCK: u8 = 0x83;
 const K_R_STOPPED: u8 = 0x84;
+const K_R_CHALLENGE: u8 = 0x85;
 const K_R_ERROR: u8 = 0x8f;
 
 /// Which way a producer walks its blocks.
@@ -90,6 +94,9 @@ pub enum Request {
     Extend { stream: u32, last: u64 },
     /// End the stream now; the server answers `Stopped`.
     End { stream: u32 },
+    /// The answer to a `Challenge`: HMAC-SHA256 of the nonce under the
+    /// shared token ([`crate::auth`]).
+    Auth { mac: [u8; MAC_LEN] },
 }
 
 /// What went wrong on the server, as a stable code plus a message for people.
@@ -155,6 +162,10 @@ pub enum Reply {
     Error {
         code: ErrorCode,
         message: String,
+    },
+    /// Instead of `Hello` when the server wants a token: answer with `Auth`.
+    Challenge {
+        nonce: [u8; NONCE_LEN],
     },
 }
 
@@ -226,6 +237,10 @@ impl Request {
                 put_header(dst, K_END, 4);
                 dst.put_u32(*stream);
             }
+            Request::Auth { mac } => {
+                put_header(dst, K_AUTH, MAC_LEN);
+                dst.put_slice(mac);
+            }
         }
     }
 
@@ -233,7 +248,7 @@ impl Request {
     /// needed, `Err` if the bytes can never be a valid request.
     pub fn decode(src: &mut BytesMut) -> Result<Option<Request>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
-            K_HELLO | K_STAT | K_START | K_EXTEND | K_END => Some(MAX_CONTROL_BODY),
+            K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH => Some(MAX_CONTROL_BODY),
             _ => None,
         })?
         else {
@@ -271,6 +286,7 @@ impl Request {
             }
             K_EXTEND => Request::Extend { stream: r.u32()?, last: r.u64()? },
             K_END => Request::End { stream: r.u32()? },
+            K_AUTH => Request::Auth { mac: r.array()? },
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;
@@ -311,6 +327,10 @@ impl Reply {
                 dst.put_u16(code.to_u16());
                 put_str(dst, message);
             }
+            Reply::Challenge { nonce } => {
+                put_header(dst, K_R_CHALLENGE, NONCE_LEN);
+                dst.put_slice(nonce);
+            }
         }
     }
 
@@ -318,7 +338,7 @@ impl Reply {
     /// block's payload is split off `src` without copying.
     pub fn decode(src: &mut BytesMut) -> Result<Option<Reply>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
-            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR => Some(MAX_CONTROL_BODY),
+            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR | K_R_CHALLENGE => Some(MAX_CONTROL_BODY),
             K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
             _ => None,
         })?
@@ -351,6 +371,7 @@ impl Reply {
                 let code = ErrorCode::from_u16(r.u16()?);
                 Reply::Error { code, message: r.string()? }
             }
+            K_R_CHALLENGE => Reply::Challenge { nonce: r.array()? },
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;
@@ -420,6 +441,10 @@ impl Reader {
         self.need(8)?;
         Ok(self.buf.get_i64())
     }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ProtoError> {
+        let b = self.bytes(N)?;
+        Ok(b.as_ref().try_into().expect("exactly N bytes"))
+    }
     fn bytes(&mut self, n: usize) -> Result<Bytes, ProtoError> {
         self.need(n)?;
         Ok(self.buf.split_to(n))
@@ -464,6 +489,7 @@ mod tests {
             ),
             (any::<u32>(), any::<u64>()).prop_map(|(stream, last)| Request::Extend { stream, last }),
             any::<u32>().prop_map(|stream| Request::End { stream }),
+            any::<[u8; 32]>().prop_map(|mac| Request::Auth { mac }),
         ]
     }
 
@@ -479,6 +505,7 @@ mod tests {
                 .prop_map(|(stream, block, p)| Reply::Block { stream, block, payload: Bytes::from(p) }),
             (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
             (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error { code: ErrorCode::from_u16(c), message }),
+            any::<[u8; 32]>().prop_map(|nonce| Reply::Challenge { nonce }),
         ]
     }
 

@@ -2,18 +2,20 @@
 //! (`ddftpd`) say to each other, and the few conventions both ends must agree
 //! on (default port, byte-size notation).
 //!
-//! No I/O and no clock here, so every rule about bytes on the wire can be
+//! No I/O, no clock and no randomness here (the server draws nonces), so every rule about bytes on the wire can be
 //! tested exactly and fuzzed.
 //!
 //! # Layout
 //! - [`frame`]: the messages ([`Request`], [`Reply`]), their encoding, and a
 //!   decoder that distinguishes "need more bytes" from "malformed".
+//! - [`auth`]: shared-token challenge-response (HMAC-SHA256).
 //! - [`cursor`]: a stream's walk (next block, bound, direction), shared by
 //!   the server that sends and the client that checks.
 //! - [`units`]: byte sizes and rates as users type them (`40MB`, `512KiB`).
 //! - [`addr`]: `HOST[:PORT]` with the default port and bracketed IPv6.
 
 pub mod addr;
+pub mod auth;
 pub mod cursor;
 pub mod frame;
 pub mod units;

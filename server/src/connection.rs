@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use ddftp_proto::auth::{self, NONCE_LEN};
 use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, PROTOCOL_VERSION};
 use ddftp_proto::{Cursor, Direction, ErrorCode, ProtoError, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,6 +34,8 @@ pub struct Shared {
     /// A connection with no running stream and no request for this long is
     /// closed (no slowloris).
     pub idle_timeout: Duration,
+    /// Shared token clients must prove they know (`--token-file`).
+    pub token: Option<Vec<u8>>,
     /// Largest block a client may ask for: bounds what one block costs the
     /// client (its receive buffer) and how long one block delays an `End`.
     pub max_block_size: u32,
@@ -65,6 +68,8 @@ struct Conn {
     wr: OwnedWriteHalf,
     out: BytesMut,
     greeted: bool,
+    /// The nonce of a `Challenge` sent, until `Auth` answers it.
+    challenge: Option<[u8; NONCE_LEN]>,
     running: Option<Active>,
     queued: Option<Active>,
     /// Last file opened, so a new `Start` on the same path costs no open.
@@ -78,7 +83,16 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
     let (rd, wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel(64);
     let reader = tokio::spawn(read_requests(rd, tx));
-    let mut c = Conn { shared, wr, out: BytesMut::new(), greeted: false, running: None, queued: None, open: None };
+    let mut c = Conn {
+        shared,
+        wr,
+        out: BytesMut::new(),
+        greeted: false,
+        challenge: None,
+        running: None,
+        queued: None,
+        open: None,
+    };
     let result = match c.run(&mut rx).await {
         // The client went away: an ordinary end, not an error.
         Err(ConnError::Io(e)) if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) => {
@@ -164,6 +178,17 @@ impl Conn {
     }
 
     async fn on_request(&mut self, req: Request) -> Result<(), ConnError> {
+        if let Some(nonce) = self.challenge.take() {
+            let token = self.shared.token.as_deref().expect("challenged only with a token");
+            return match req {
+                Request::Auth { mac } if auth::verify(token, &nonce, &mac) => {
+                    self.greeted = true;
+                    Ok(self.reply(Reply::Hello { version: PROTOCOL_VERSION }).await?)
+                }
+                Request::Auth { .. } => self.refuse(ErrorCode::Forbidden, "wrong token".into()).await,
+                _ => self.refuse(ErrorCode::Forbidden, "this server needs a token: answer its challenge".into()).await,
+            };
+        }
         if !self.greeted {
             let Request::Hello { version } = req else {
                 return self.refuse(ErrorCode::BadRequest, "the first message must be Hello".into()).await;
@@ -176,11 +201,17 @@ impl Conn {
                     )
                     .await;
             }
+            if self.shared.token.is_some() {
+                let nonce: [u8; NONCE_LEN] = rand::random();
+                self.challenge = Some(nonce);
+                return Ok(self.reply(Reply::Challenge { nonce }).await?);
+            }
             self.greeted = true;
             return Ok(self.reply(Reply::Hello { version: PROTOCOL_VERSION }).await?);
         }
         match req {
             Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,
+            Request::Auth { .. } => self.refuse(ErrorCode::BadRequest, "Auth without a Challenge".into()).await,
             Request::Stat { path } => {
                 let reply = match self
                     .shared

@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub log_errors: bool,
     /// Networks allowed to connect; empty allows everyone.
     pub allow: Vec<Cidr>,
+    /// Shared token clients must prove they know (challenge-response).
+    pub token: Option<Vec<u8>>,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +43,7 @@ impl Default for ServerConfig {
             max_block_size: 16 << 20,
             log_errors: true,
             allow: vec![],
+            token: None,
         }
     }
 }
@@ -61,6 +64,7 @@ impl Server {
                 root: Root::new(root, cfg.follow_symlinks)?,
                 limiter: RateLimiter::new(cfg.rate_limit),
                 idle_timeout: cfg.idle_timeout,
+                token: cfg.token.clone(),
                 max_block_size: cfg.max_block_size,
             }),
             max_connections: cfg.max_connections,

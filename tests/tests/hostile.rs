@@ -191,3 +191,34 @@ fn only_allowed_networks_may_connect() {
     ddftp(&["get", "f", "--mirrors", &open.addr, "-o", o.to_str().unwrap(), "-q"], 0);
     assert!(std::fs::read(&o).unwrap() == data);
 }
+
+#[test]
+fn token_is_proved_not_sent() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 300_000, 25);
+    let good = f.dir.path().join("token");
+    let bad = f.dir.path().join("wrong");
+    std::fs::write(&good, "s3cret-token\n").unwrap();
+    std::fs::write(&bad, "not-it\n").unwrap();
+    let m = Mirror::start(&f.root(), &["--token-file", good.to_str().unwrap()]);
+    let o = f.out("f");
+    ddftp(
+        &["get", "f", "--mirrors", &m.addr, "-o", o.to_str().unwrap(), "-q", "--token-file", good.to_str().unwrap()],
+        0,
+    );
+    assert!(std::fs::read(&o).unwrap() == data);
+    let o2 = f.out("g");
+    let res = ddftp(
+        &["get", "f", "--mirrors", &m.addr, "-o", o2.to_str().unwrap(), "--token-file", bad.to_str().unwrap()],
+        1,
+    );
+    assert!(String::from_utf8_lossy(&res.stderr).contains("wrong token"), "{}", String::from_utf8_lossy(&res.stderr));
+    let res = ddftp(&["get", "f", "--mirrors", &m.addr, "-o", o2.to_str().unwrap()], 1);
+    assert!(String::from_utf8_lossy(&res.stderr).contains("requires a token"));
+    assert!(!o2.exists());
+    // Skipping the challenge gets nothing.
+    let mut r = Raw::connect(&m.addr);
+    r.send(&[Request::Hello { version: PROTOCOL_VERSION }, Request::Stat { path: "f".into() }]);
+    assert!(matches!(r.reply(), Some(Reply::Challenge { .. })));
+    assert_eq!(r.errors_until_closed(), vec![ErrorCode::Forbidden]);
+}

@@ -148,6 +148,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         stall_timeout: std::time::Duration::from_secs(5),
         restart: true,
         checksum: None,
+        token: None,
         scheduler: Config::default(),
     };
     let mut progress =

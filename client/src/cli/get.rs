@@ -52,6 +52,10 @@ pub struct GetOpt {
     /// discards the download and exits with 3.
     #[arg(long, value_name = "sha-256=HEX", value_parser = parse_checksum)]
     pub checksum: Option<String>,
+    /// Shared token for mirrors started with --token-file (proved by
+    /// challenge-response; it never crosses the network).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
 }
 
 fn parse_mirror(s: &str) -> Result<Endpoint, String> {
@@ -60,6 +64,18 @@ fn parse_mirror(s: &str) -> Result<Endpoint, String> {
         Ok(ep) => Ok(ep),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A token file's content without trailing white space.
+fn read_token(path: &Path) -> Result<std::sync::Arc<[u8]>, String> {
+    let mut t = std::fs::read(path).map_err(|e| format!("reading token file {}: {e}", path.display()))?;
+    while t.last().is_some_and(|b| b.is_ascii_whitespace()) {
+        t.pop();
+    }
+    if t.is_empty() {
+        return Err(format!("token file {} is empty", path.display()));
+    }
+    Ok(t.into())
 }
 
 fn parse_checksum(s: &str) -> Result<String, String> {
@@ -125,6 +141,7 @@ impl GetOpt {
             stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
             restart: self.restart,
             checksum: self.checksum.clone(),
+            token: self.token_file.as_deref().map(read_token).transpose()?,
             scheduler: Config::default(),
         })
     }

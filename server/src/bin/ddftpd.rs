@@ -38,6 +38,10 @@ struct Opt {
     /// an address (repeatable; default: everyone).
     #[arg(long, value_name = "CIDR", value_parser = Cidr::parse)]
     allow: Vec<Cidr>,
+    /// Clients must prove they know the token in this file (challenge-response;
+    /// the token never crosses the network).
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     /// Close a connection that sends nothing for this many seconds while idle.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     idle_timeout: u64,
@@ -66,13 +70,27 @@ async fn bind(spec: &str) -> anyhow::Result<TcpListener> {
     Ok(TcpListener::from_std(sock.into())?)
 }
 
+/// Reads a token file: its content without trailing white space.
+fn read_token(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let mut t = std::fs::read(path).with_context(|| format!("reading token file {}", path.display()))?;
+    while t.last().is_some_and(|b| b.is_ascii_whitespace()) {
+        t.pop();
+    }
+    if t.is_empty() {
+        bail!("token file {} is empty", path.display());
+    }
+    Ok(t)
+}
+
 async fn run(opt: Opt) -> anyhow::Result<()> {
+    let token = opt.token_file.as_deref().map(read_token).transpose()?;
     let cfg = ServerConfig {
         rate_limit: opt.rate_limit,
         follow_symlinks: opt.follow_symlinks,
         max_connections: opt.max_connections.max(1),
         idle_timeout: Duration::from_secs(opt.idle_timeout.max(1)),
         allow: opt.allow,
+        token,
         ..ServerConfig::default()
     };
     let server = Server::new(&opt.root, &cfg).with_context(|| format!("cannot serve {}", opt.root.display()))?;
