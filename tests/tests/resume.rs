@@ -136,3 +136,27 @@ fn all_mirrors_gone_keeps_resume_data() {
     ddftp(&["get", "f", "--mirrors", &b.addr, "-o", o.to_str().unwrap(), "--quiet"], 0);
     assert!(std::fs::read(&o).unwrap() == data);
 }
+
+#[test]
+fn killed_and_stalled_mirrors_cost_less_than_half_again_the_survivors_time() {
+    const BIG: usize = 256 * 1024 * 1024;
+    const RATE: f64 = 30e6;
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), BIG, 34);
+    let mut ms: Vec<Mirror> = (0..4).map(|_| Mirror::with_rate(&f.root(), "30MB")).collect();
+    let o = f.out("f");
+    let t0 = Instant::now();
+    let child = spawn_get(&mirrors_arg(&ms.iter().collect::<Vec<_>>()), &o, &["--stall-timeout", "1"]);
+    wait_for_journal(&o, BIG as u64 * 30 / 100);
+    ms[0].kill();
+    wait_for_journal(&o, BIG as u64 * 50 / 100);
+    let stalled = ms[1].child.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &stalled]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let took = t0.elapsed().as_secs_f64();
+    let _ = Command::new("kill").args(["-CONT", &stalled]).status();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&o).unwrap() == data);
+    let survivors_alone = BIG as f64 / (2.0 * RATE);
+    assert!(took <= 1.5 * survivors_alone, "took {took:.2} s; the survivors alone need {survivors_alone:.2} s");
+}
