@@ -31,8 +31,8 @@ use crate::socket;
 pub struct Shared {
     pub root: Root,
     pub limiter: RateLimiter,
-    /// A connection with no running stream and no request for this long is
-    /// closed (no slowloris).
+    /// A connection with no stream and no request for this long is closed
+    /// (no slowloris).
     pub idle_timeout: Duration,
     /// Shared token clients must prove they know (`--token-file`).
     pub token: Option<Vec<u8>>,
@@ -148,10 +148,18 @@ impl Conn {
             // `Start` waiting behind it. Wait for the client.
             let paused = self.running.as_ref().is_some_and(|a| a.cursor.finished()) && self.queued.is_none();
             if self.running.is_none() || paused {
-                match tokio::time::timeout(self.shared.idle_timeout, rx.recv()).await {
-                    Err(_) => return Err(ConnError::Idle(self.shared.idle_timeout)),
-                    Ok(None) => return Ok(()),
-                    Ok(Some(req)) => self.on_request(req?).await?,
+                // A paused stream is a producer waiting for its next Start,
+                // maybe for long: only connections with no stream time out
+                // (paused ones are bounded by --max-connections).
+                let idle = self.shared.idle_timeout;
+                let req = if paused {
+                    rx.recv().await
+                } else {
+                    tokio::time::timeout(idle, rx.recv()).await.map_err(|_| ConnError::Idle(idle))?
+                };
+                match req {
+                    None => return Ok(()),
+                    Some(req) => self.on_request(req?).await?,
                 }
                 continue;
             }

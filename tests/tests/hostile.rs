@@ -222,3 +222,24 @@ fn token_is_proved_not_sent() {
     assert!(matches!(r.reply(), Some(Reply::Challenge { .. })));
     assert_eq!(r.errors_until_closed(), vec![ErrorCode::Forbidden]);
 }
+
+#[test]
+fn a_paused_stream_outlives_the_idle_timeout_and_resumes() {
+    let f = Fixture::new();
+    random_file(&f.root().join("f"), 4096, 26);
+    let m = Mirror::start(&f.root(), &["--idle-timeout", "1"]);
+    let mut r = Raw::greeted(&m.addr);
+    r.send(&[Request::Start {
+        stream: 9,
+        path: "f".into(),
+        block_size: 1024,
+        first: 0,
+        last: 0,
+        dir: Direction::Increment,
+    }]);
+    assert!(matches!(r.reply(), Some(Reply::Block { stream: 9, block: 0, .. })));
+    std::thread::sleep(Duration::from_millis(1500));
+    r.send(&[Request::Extend { stream: 9, last: 1 }, Request::End { stream: 9 }]);
+    assert!(matches!(r.reply(), Some(Reply::Block { stream: 9, block: 1, .. })));
+    assert!(matches!(r.reply(), Some(Reply::Stopped { stream: 9, sent: 2 })));
+}
