@@ -170,7 +170,11 @@ impl Conn {
                     Err(mpsc::error::TryRecvError::Disconnected) => return Ok(()),
                 }
             }
-            self.step().await?;
+            // Requests just handled may have ended or paused the stream.
+            let sendable = self.running.as_ref().is_some_and(|a| !a.cursor.finished() || self.queued.is_some());
+            if sendable {
+                self.step().await?;
+            }
         }
     }
 

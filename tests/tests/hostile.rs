@@ -239,7 +239,26 @@ fn a_paused_stream_outlives_the_idle_timeout_and_resumes() {
     }]);
     assert!(matches!(r.reply(), Some(Reply::Block { stream: 9, block: 0, .. })));
     std::thread::sleep(Duration::from_millis(1500));
-    r.send(&[Request::Extend { stream: 9, last: 1 }, Request::End { stream: 9 }]);
+    r.send(&[Request::Extend { stream: 9, last: 1 }]);
     assert!(matches!(r.reply(), Some(Reply::Block { stream: 9, block: 1, .. })));
+    r.send(&[Request::End { stream: 9 }]);
     assert!(matches!(r.reply(), Some(Reply::Stopped { stream: 9, sent: 2 })));
+    // End racing a running stream stops it at once, and the server lives on.
+    r.send(&[
+        Request::Start { stream: 10, path: "f".into(), block_size: 1024, first: 3, last: 0, dir: Direction::Decrement },
+        Request::End { stream: 10 },
+    ]);
+    match r.reply() {
+        Some(Reply::Stopped { stream: 10, .. }) => {}
+        Some(Reply::Block { stream: 10, .. }) => loop {
+            match r.reply() {
+                Some(Reply::Block { stream: 10, .. }) => {}
+                Some(Reply::Stopped { stream: 10, .. }) => break,
+                other => panic!("{other:?}"),
+            }
+        },
+        other => panic!("{other:?}"),
+    }
+    r.send(&[Request::Stat { path: "f".into() }]);
+    assert!(matches!(r.reply(), Some(Reply::Stat { size: 4096, .. })));
 }
