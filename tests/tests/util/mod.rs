@@ -46,13 +46,22 @@ pub struct Mirror {
 
 impl Mirror {
     pub fn start(root: &Path, extra: &[&str]) -> Mirror {
+        Mirror::spawn(root, extra, Stdio::inherit())
+    }
+
+    /// Like [`start`](Self::start), with the server's stderr going to `log`.
+    pub fn logged(root: &Path, extra: &[&str], log: &Path) -> Mirror {
+        Mirror::spawn(root, extra, std::fs::File::create(log).expect("create log").into())
+    }
+
+    fn spawn(root: &Path, extra: &[&str], stderr: Stdio) -> Mirror {
         let mut child = Command::new(bin("ddftpd"))
             .arg("--root")
             .arg(root)
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start ddftpd");
         let mut line = String::new();
