@@ -9,8 +9,8 @@
 //!
 //! A journal is trusted only if it is intact (its own SHA-256 matches), the
 //! part file has the right size, and it describes the same download: path,
-//! size, block size, and the newest mtime among the mirrors (a file changed
-//! at the source gets a new mtime). Anything else is refused with the reason.
+//! size, and the SHA-256 the mirrors agreed on (a file changed at the source
+//! has another). Anything else is refused with the reason.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The journal for an output file.
 pub fn journal_path(output: &Path) -> PathBuf {
@@ -33,8 +33,8 @@ pub struct Journal {
     pub version: u32,
     pub path: String,
     pub size: u64,
-    pub mtime_secs: i64,
-    pub mtime_nanos: u32,
+    /// SHA-256 of the file being fetched (lowercase hex).
+    pub sha256: String,
     pub block_size: u32,
     /// Completed blocks, as inclusive `[first, last]` ranges.
     pub done: Vec<(u64, u64)>,
@@ -63,16 +63,8 @@ fn seal_hash(j: &Journal) -> String {
 }
 
 impl Journal {
-    pub fn new(path: &str, size: u64, mtime: (i64, u32), block_size: u32) -> Journal {
-        Journal {
-            version: VERSION,
-            path: path.to_string(),
-            size,
-            mtime_secs: mtime.0,
-            mtime_nanos: mtime.1,
-            block_size,
-            done: vec![],
-        }
+    pub fn new(path: &str, size: u64, sha256: &str, block_size: u32) -> Journal {
+        Journal { version: VERSION, path: path.to_string(), size, sha256: sha256.to_string(), block_size, done: vec![] }
     }
 
     /// Reads a journal; `Ok(None)` if there is none.
@@ -99,14 +91,7 @@ impl Journal {
     }
 
     /// Checks that this journal describes the download about to run.
-    pub fn check(
-        &self,
-        file: &Path,
-        path: &str,
-        size: u64,
-        mtime: (i64, u32),
-        part: &Path,
-    ) -> Result<(), JournalError> {
+    pub fn check(&self, file: &Path, path: &str, size: u64, sha256: &str, part: &Path) -> Result<(), JournalError> {
         let mismatch = |why: String| JournalError::Mismatch { file: file.into(), why };
         if self.path != path {
             return Err(mismatch(format!("it is for {:?}", self.path)));
@@ -114,8 +99,11 @@ impl Journal {
         if self.size != size {
             return Err(mismatch(format!("the file had {} bytes, the mirrors now say {size}", self.size)));
         }
-        if (self.mtime_secs, self.mtime_nanos) != mtime {
-            return Err(mismatch("the file changed on the mirrors since (newer modification time)".into()));
+        if self.sha256 != sha256 {
+            return Err(mismatch(format!(
+                "the file changed on the mirrors since: its SHA-256 was {}, now {sha256}",
+                self.sha256
+            )));
         }
         match std::fs::metadata(part) {
             Ok(m) if m.len() == size => Ok(()),
@@ -154,7 +142,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ddftp-journal-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("j");
-        let mut j = Journal::new("a/b", 1000, (5, 6), 512);
+        let mut j = Journal::new("a/b", 1000, "ab12", 512);
         j.done = vec![(0, 0), (1, 1)];
         j.save(&file, true).unwrap();
         assert_eq!(Journal::load(&file).unwrap(), Some(j.clone()));

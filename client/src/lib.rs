@@ -4,13 +4,17 @@
 //! - [`scheduler`]: the sans-IO DDOps state machine (pairs, meetings, helpers).
 //! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
 //! - [`transfer`]: sockets and positional writes driving the scheduler (`get`).
+//! - [`consensus`]: the majority vote that drops stale mirrors.
+//! - [`manifest`]: chunk hashes, fetched once, checked on every block.
 //! - [`digest`]: SHA-256 of the output, hashed in order while blocks arrive.
 //! - [`journal`]: the resume journal beside a part file.
 //! - [`progress`]: the terminal progress bar.
 //! - [`cli`]: one module per subcommand; `src/bin/ddftp.rs` only dispatches.
 pub mod cli;
+pub mod consensus;
 pub mod digest;
 pub mod journal;
+pub mod manifest;
 pub mod progress;
 pub mod scheduler;
 pub mod sim;

@@ -23,18 +23,24 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use ddftp_proto::auth;
 use ddftp_proto::frame::PROTOCOL_VERSION;
+use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use crate::consensus::{self, Version};
 use crate::digest::{Completed, PrefixHasher};
+use crate::manifest::{self, Manifest};
 use crate::journal::{journal_path, Journal, JournalError};
 use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
 
 /// How long to wait for a mirror to accept and answer the handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a mirror may take to answer `Stat`: one that has not indexed
+/// the file reads it whole first (`ddftpd index` avoids the wait).
+const STAT_TIMEOUT: Duration = Duration::from_secs(600);
 
 const RESUME_HINT: &str = "the data received so far is kept: run the same command again to fetch only what is missing";
 
@@ -45,8 +51,12 @@ pub enum TransferError {
     NoMirrors,
     #[error("no mirror could serve {path}:\n{}", .failures.join("\n"))]
     NoUsableMirror { path: String, failures: Vec<String> },
-    #[error("mirrors disagree on the size of {path}: {}", .sizes.join(", "))]
-    SizeMismatch { path: String, sizes: Vec<String> },
+    #[error("mirrors disagree on {path} and no majority says which copy is right: {}", .versions.join("; "))]
+    NoMajority { path: String, versions: Vec<String> },
+    #[error("{path}: SHA-256 of the download is {got}, but the mirrors reported {expected}; the download was discarded")]
+    DigestMismatch { path: String, expected: String, got: String },
+    #[error("resume journal block size {block_size} is not a multiple of the mirrors' chunk size {chunk_size}; rerun with --restart")]
+    BlockSizeMismatch { block_size: u32, chunk_size: u32 },
     #[error("cannot write {}: {source}\n{RESUME_HINT}", .path.display())]
     Output { path: PathBuf, source: io::Error },
     #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}\n{RESUME_HINT}", .errors.join("\n"))]
@@ -63,9 +73,7 @@ pub enum TransferError {
 #[derive(Debug, Clone)]
 pub struct MirrorInfo {
     pub endpoint: Endpoint,
-    pub size: u64,
-    /// Modification time (seconds, nanoseconds).
-    pub mtime: (i64, u32),
+    pub version: Version,
 }
 
 /// Live figures for a progress display.
@@ -97,6 +105,8 @@ pub struct GetSpec {
     pub checksum: Option<String>,
     /// Shared token for servers that ask for one.
     pub token: Option<Arc<[u8]>>,
+    /// Verify every block against the chunk manifest as it arrives.
+    pub verify: bool,
     pub scheduler: Config,
 }
 
@@ -123,8 +133,10 @@ pub struct TransferReport {
     pub extends: u64,
     pub ends: u64,
     pub duplicate_bytes: u64,
-    /// SHA-256 of the output.
+    /// SHA-256 of the output (checked against what the mirrors reported).
     pub sha256: String,
+    /// Every block was verified against the chunk manifest as it arrived.
+    pub verified: bool,
     pub producers: Vec<ProducerReport>,
     pub warnings: Vec<String>,
 }
@@ -136,7 +148,7 @@ async fn connect(
     ep: &Endpoint,
     stat: Option<&str>,
     token: Option<&[u8]>,
-) -> Result<(TcpStream, Option<(u64, (i64, u32))>), String> {
+) -> Result<(TcpStream, Option<Version>), String> {
     let fut = async {
         let sock = TcpStream::connect((ep.host.as_str(), ep.port)).await.map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -179,20 +191,23 @@ async fn connect(
             }
             other => return Err(unexpected(other)),
         }
-        if stat.is_none() {
-            return Ok(None);
-        }
-        match read_reply(&mut sock, &mut buf).await? {
-            Reply::Stat { size, mtime_secs, mtime_nanos } => Ok(Some((size, (mtime_secs, mtime_nanos)))),
-            other => Err(unexpected(other)),
-        }
+        Ok(buf)
     };
-    let size =
+    let mut buf =
         tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.map_err(|_| "no reply (timed out)".to_string())??;
-    Ok((sock, size))
+    if stat.is_none() {
+        return Ok((sock, None));
+    }
+    let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
+        Err(_) => return Err("no answer to stat (timed out)".into()),
+        Ok(Ok(Reply::Stat { size, digest, .. })) => Version { size, digest },
+        Ok(Ok(other)) => return Err(unexpected(other)),
+        Ok(Err(e)) => return Err(e),
+    };
+    Ok((sock, Some(version)))
 }
 
-async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, String> {
+pub(crate) async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, String> {
     loop {
         if let Some(r) = Reply::decode(buf).map_err(|e| format!("bad reply: {e}"))? {
             return Ok(r);
@@ -203,18 +218,17 @@ async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, S
     }
 }
 
-fn unexpected(r: Reply) -> String {
+pub(crate) fn unexpected(r: Reply) -> String {
     match r {
         Reply::Error { code, message } => format!("{message} ({code:?})"),
         other => format!("unexpected reply {other:?}"),
     }
 }
 
-/// Connects to a mirror and asks for the file's size.
+/// Connects to a mirror and asks for the file's size and digests.
 async fn probe(ep: Endpoint, path: String, token: Option<Arc<[u8]>>) -> Result<(MirrorInfo, TcpStream), String> {
-    let (sock, stat) = connect(&ep, Some(&path), token.as_deref()).await?;
-    let (size, mtime) = stat.expect("asked for stat");
-    Ok((MirrorInfo { endpoint: ep, size, mtime }, sock))
+    let (sock, version) = connect(&ep, Some(&path), token.as_deref()).await?;
+    Ok((MirrorInfo { endpoint: ep, version: version.expect("asked for stat") }, sock))
 }
 
 /// Slot to coordinator.
@@ -231,6 +245,11 @@ enum Event {
     Failed {
         slot: ProducerId,
         error: String,
+    },
+    /// A block failed verification: its mirror is not to be trusted.
+    Corrupt {
+        slot: ProducerId,
+        block: u64,
     },
     /// Writing the output failed: the whole transfer stops.
     Local(io::Error),
@@ -267,6 +286,8 @@ struct SlotCtx {
     path: String,
     block_size: u32,
     size: u64,
+    /// Chunk hashes every block is checked against before it is written.
+    manifest: Option<Arc<Manifest>>,
 }
 
 async fn run_slot(
@@ -332,8 +353,24 @@ async fn drain_frames(
     expect: &mut VecDeque<Expect>,
     events: &mpsc::Sender<Event>,
 ) -> Result<(), Event> {
+    let mut run = None;
+    let result = take_frames(slot, ctx, inbuf, expect, events, &mut run).await;
+    // Blocks written before a failure count: report them before it.
+    if let Some(done) = run {
+        let _ = events.send(Event::Blocks { slot, run: done }).await;
+    }
+    result
+}
+
+async fn take_frames(
+    slot: ProducerId,
+    ctx: &SlotCtx,
+    inbuf: &mut BytesMut,
+    expect: &mut VecDeque<Expect>,
+    events: &mpsc::Sender<Event>,
+    run: &mut Option<Run>,
+) -> Result<(), Event> {
     let fail = |error: String| Event::Failed { slot, error };
-    let mut run: Option<Run> = None;
     loop {
         let reply = match Reply::decode(inbuf) {
             Ok(Some(r)) => r,
@@ -354,9 +391,12 @@ async fn drain_frames(
                 if payload.len() as u64 != want {
                     return Err(fail(format!("block {block} has {} bytes, expected {want}", payload.len())));
                 }
+                if ctx.manifest.as_ref().is_some_and(|m| !m.verify(offset, &payload)) {
+                    return Err(Event::Corrupt { slot, block });
+                }
                 ctx.file.write_all_at(&payload, offset).map_err(Event::Local)?;
                 e.cursor.take();
-                match &mut run {
+                match run {
                     Some(r) if r.stream == stream => {
                         r.count += 1;
                         r.bytes += want;
@@ -382,9 +422,6 @@ async fn drain_frames(
             Reply::Error { code, message } => return Err(fail(format!("server error: {message} ({code:?})"))),
             other => return Err(fail(format!("unexpected reply {other:?}"))),
         }
-    }
-    if let Some(done) = run {
-        let _ = events.send(Event::Blocks { slot, run: done }).await;
     }
     Ok(())
 }
@@ -433,11 +470,30 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         progress.warn(&w);
         warnings.push(w);
     }
-    let size = usable[0].0.size;
-    if usable.iter().any(|(m, _)| m.size != size) {
-        let sizes = usable.iter().map(|(m, _)| format!("{} has {} bytes", m.endpoint, m.size)).collect();
-        return Err(TransferError::SizeMismatch { path: spec.path.clone(), sizes });
+    // Only mirrors of the version a majority reports serve blocks.
+    let versions: Vec<Version> = usable.iter().map(|(m, _)| m.version).collect();
+    let Some((version, stale)) = consensus::majority(&versions) else {
+        let versions = usable.iter().map(|(m, _)| format!("{} has {}", m.endpoint, m.version.describe())).collect();
+        return Err(TransferError::NoMajority { path: spec.path.clone(), versions });
+    };
+    for &i in stale.iter().rev() {
+        let (m, _) = usable.remove(i);
+        let w = format!(
+            "dropping mirror {}: its copy of {} differs from the majority's ({} vs {}): a stale or damaged mirror?",
+            m.endpoint,
+            spec.path,
+            m.version.describe(),
+            version.describe()
+        );
+        progress.warn(&w);
+        warnings.push(w);
     }
+    let size = version.size;
+    let manifest = if spec.verify && size > 0 {
+        Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?))
+    } else {
+        None
+    };
 
     // Producer slots: one per mirror, plus the virtual pair's second stream
     // on the last mirror when the count is odd.
@@ -465,9 +521,7 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     }
     let mirror_names: Vec<String> = infos.iter().map(|m| m.endpoint.to_string()).collect();
 
-    // The newest mtime among the mirrors identifies this version of the file
-    // for the resume journal.
-    let mtime = infos.iter().map(|m| m.mtime).max().expect("at least one mirror");
+    let sha256 = hex(&version.digest.sha256);
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
     let out_err = |source| TransferError::Output { path: part.clone(), source };
@@ -481,14 +535,28 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     }
     let earlier = match Journal::load(&jpath)? {
         Some(j) => {
-            j.check(&jpath, &spec.path, size, mtime, &part)?;
+            j.check(&jpath, &spec.path, size, &sha256, &part)?;
             Some(j)
         }
         None => None,
     };
-    let block_size = earlier.as_ref().map_or(spec.block_size, |j| j.block_size);
+    let chunk_size = version.digest.chunk_size;
+    let block_size = match &earlier {
+        Some(j) if manifest.is_some() && j.block_size % chunk_size != 0 => {
+            return Err(TransferError::BlockSizeMismatch { block_size: j.block_size, chunk_size })
+        }
+        Some(j) => j.block_size,
+        // Each block is verified on its own: it must be whole chunks.
+        None if manifest.is_some() => spec.block_size.div_ceil(chunk_size) * chunk_size,
+        None => spec.block_size,
+    };
     if block_size != spec.block_size {
-        let w = format!("resuming with the interrupted run's block size {block_size}");
+        let why = if earlier.is_some() {
+            "the interrupted run's block size"
+        } else {
+            "a whole number of the mirrors' verification chunks"
+        };
+        let w = format!("using block size {block_size} ({why})");
         progress.warn(&w);
         warnings.push(w);
     }
@@ -498,7 +566,7 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     let file = Arc::new(open.open(&part).map_err(out_err)?);
     file.set_len(size).map_err(out_err)?;
     let blocks = size.div_ceil(u64::from(block_size));
-    let mut journal = Journal::new(&spec.path, size, mtime, block_size);
+    let mut journal = Journal::new(&spec.path, size, &sha256, block_size);
     let mut completed = Completed::new(blocks);
     for &(a, b) in earlier.as_ref().map_or(&[][..], |j| &j.done[..]) {
         completed.mark(a, b);
@@ -510,6 +578,7 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     let plan = Plan {
         size,
         block_size,
+        manifest,
         file: file.clone(),
         slots,
         mirrors: mirror_names,
@@ -520,10 +589,17 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         reused_bytes,
     };
     let result = run_transfer(spec, plan, progress, &mut warnings, started, &hasher).await;
-    let sha256 = hasher.finish();
+    let got = hasher.finish();
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
-    report.sha256 = sha256.map_err(out_err)?;
+    report.sha256 = got.map_err(out_err)?;
+    if report.sha256 != sha256 {
+        // Some block is wrong and nothing says which: nothing is worth keeping.
+        drop(file);
+        let _ = std::fs::remove_file(&part);
+        let _ = std::fs::remove_file(&jpath);
+        return Err(TransferError::DigestMismatch { path: spec.path.clone(), expected: sha256, got: report.sha256 });
+    }
     if let Some(expected) = spec.checksum.as_ref().filter(|e| **e != report.sha256) {
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
@@ -545,10 +621,38 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     Ok(report)
 }
 
+/// Fetches the chunk manifest from the first mirror in `usable` that serves
+/// one matching `version`; a mirror whose manifest does not match is dropped.
+async fn fetch_manifest(
+    path: &str,
+    version: &Version,
+    usable: &mut Vec<(MirrorInfo, TcpStream)>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Manifest, TransferError> {
+    let mut failures = vec![];
+    while !usable.is_empty() {
+        let (m, sock) = &mut usable[0];
+        let fetch = manifest::fetch(sock, path, version.size, &version.digest);
+        match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or_else(|_| Err("timed out".into())) {
+            Ok(manifest) => return Ok(manifest),
+            Err(e) => {
+                let w = format!("dropping mirror {}: chunk manifest: {e}", m.endpoint);
+                progress.warn(&w);
+                warnings.push(w.clone());
+                failures.push(w);
+                usable.remove(0);
+            }
+        }
+    }
+    Err(TransferError::NoUsableMirror { path: path.to_string(), failures })
+}
+
 /// Everything a transfer starts from.
 struct Plan {
     size: u64,
     block_size: u32,
+    manifest: Option<Arc<Manifest>>,
     file: Arc<File>,
     /// (mirror index, greeted connection) per producer slot.
     slots: Vec<(usize, TcpStream)>,
@@ -669,6 +773,15 @@ impl Coordinator<'_> {
                 }
             }
             Event::Failed { slot, error } => self.drop_slot(slot, error, now, progress),
+            Event::Corrupt { slot, block } => {
+                // Every stream from that mirror goes: its copy is bad.
+                let mirror = self.owner[slot];
+                let why = format!("block {block} failed verification (corrupt or changed data); it is fetched again from another mirror");
+                let same: Vec<ProducerId> = (0..self.owner.len()).filter(|&s| self.owner[s] == mirror).collect();
+                for s in same {
+                    self.drop_slot(s, why.clone(), now, progress);
+                }
+            }
             Event::Local(e) => return Err(e),
         }
         Ok(())
@@ -683,11 +796,12 @@ async fn run_transfer(
     started: Instant,
     hasher: &PrefixHasher,
 ) -> Result<TransferReport, TransferError> {
-    let Plan { size, block_size, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } = plan;
+    let Plan { size, block_size, manifest, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } = plan;
     let mirrors = &mirrors[..];
     let bs = u64::from(block_size);
     let blocks = size.div_ceil(bs);
-    let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size });
+    let verified = manifest.is_some();
+    let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, manifest });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
     let owner: Vec<usize> = slots.iter().map(|(m, _)| *m).collect();
@@ -796,6 +910,7 @@ async fn run_transfer(
         ends: stats.ends,
         duplicate_bytes: stats.duplicate_blocks * bs,
         sha256: String::new(),
+        verified,
         producers,
         warnings: c.warnings.clone(),
     })

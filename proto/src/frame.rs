@@ -16,9 +16,10 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::auth::{MAC_LEN, NONCE_LEN};
+use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any incompatible change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 /// The first bytes of a `Hello` body, so a stray client is recognised at once.
 pub const MAGIC: &[u8; 5] = b"DDFTP";
 /// Bytes before every body: kind and length.
@@ -40,11 +41,13 @@ const K_START: u8 = 0x03;
 const K_EXTEND: u8 = 0x04;
 const K_END: u8 = 0x05;
 const K_AUTH: u8 = 0x06;
+const K_MANIFEST: u8 = 0x07;
 const K_R_HELLO: u8 = 0x81;
 const K_R_STAT: u8 = 0x82;
 const K_R_BLOCK: u8 = 0x83;
 const K_R_STOPPED: u8 = 0x84;
 const K_R_CHALLENGE: u8 = 0x85;
+const K_R_MANIFEST: u8 = 0x86;
 const K_R_ERROR: u8 = 0x8f;
 
 /// Which way a producer walks its blocks.
@@ -81,8 +84,11 @@ impl Direction {
 pub enum Request {
     /// First message on a connection.
     Hello { version: u16 },
-    /// Size and mtime of `path` (relative to the server's root).
+    /// Size, mtime and digests of `path` (relative to the server's root).
     Stat { path: String },
+    /// Chunk hashes `first..first+count` of `path`'s manifest
+    /// (`count` ≤ [`MAX_MANIFEST_HASHES`]).
+    Manifest { path: String, first: u64, count: u32 },
     /// Stream blocks `first`, `first±1`, ... through `last` (inclusive) of
     /// `path` cut into `block_size`-byte blocks. At `last` the stream pauses:
     /// an `Extend` resumes it; `End`, or a following `Start`, ends it and the
@@ -146,6 +152,12 @@ pub enum Reply {
         size: u64,
         mtime_secs: i64,
         mtime_nanos: u32,
+        digest: FileDigest,
+    },
+    /// Chunk hashes starting at chunk `first`.
+    Manifest {
+        first: u64,
+        hashes: Vec<Hash>,
     },
     /// One block of the running stream; `payload` is `block_size` bytes except
     /// for the file's last block.
@@ -241,6 +253,12 @@ impl Request {
                 put_header(dst, K_AUTH, MAC_LEN);
                 dst.put_slice(mac);
             }
+            Request::Manifest { path, first, count } => {
+                put_header(dst, K_MANIFEST, 8 + 4 + 2 + path.len());
+                dst.put_u64(*first);
+                dst.put_u32(*count);
+                put_str(dst, path);
+            }
         }
     }
 
@@ -248,7 +266,7 @@ impl Request {
     /// needed, `Err` if the bytes can never be a valid request.
     pub fn decode(src: &mut BytesMut) -> Result<Option<Request>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
-            K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH => Some(MAX_CONTROL_BODY),
+            K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH | K_MANIFEST => Some(MAX_CONTROL_BODY),
             _ => None,
         })?
         else {
@@ -287,6 +305,14 @@ impl Request {
             K_EXTEND => Request::Extend { stream: r.u32()?, last: r.u64()? },
             K_END => Request::End { stream: r.u32()? },
             K_AUTH => Request::Auth { mac: r.array()? },
+            K_MANIFEST => {
+                let first = r.u64()?;
+                let count = r.u32()?;
+                if count == 0 || count > MAX_MANIFEST_HASHES {
+                    return Err(ProtoError::Malformed { kind, why: "manifest count out of range" });
+                }
+                Request::Manifest { path: r.path()?, first, count }
+            }
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;
@@ -304,11 +330,22 @@ impl Reply {
                 dst.put_slice(MAGIC);
                 dst.put_u16(*version);
             }
-            Reply::Stat { size, mtime_secs, mtime_nanos } => {
-                put_header(dst, K_R_STAT, 20);
+            Reply::Stat { size, mtime_secs, mtime_nanos, digest } => {
+                put_header(dst, K_R_STAT, 24 + 2 * HASH_LEN);
                 dst.put_u64(*size);
                 dst.put_i64(*mtime_secs);
                 dst.put_u32(*mtime_nanos);
+                dst.put_u32(digest.chunk_size);
+                dst.put_slice(&digest.sha256);
+                dst.put_slice(&digest.manifest);
+            }
+            Reply::Manifest { first, hashes } => {
+                assert!(hashes.len() <= MAX_MANIFEST_HASHES as usize, "manifest replies are capped");
+                put_header(dst, K_R_MANIFEST, 8 + HASH_LEN * hashes.len());
+                dst.put_u64(*first);
+                for h in hashes {
+                    dst.put_slice(h);
+                }
             }
             Reply::Block { stream, block, payload } => {
                 put_header(dst, K_R_BLOCK, BLOCK_PREFIX_LEN + payload.len());
@@ -340,6 +377,7 @@ impl Reply {
         let Some((kind, len)) = peek_header(src, |k| match k {
             K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR | K_R_CHALLENGE => Some(MAX_CONTROL_BODY),
             K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
+            K_R_MANIFEST => Some(8 + HASH_LEN * MAX_MANIFEST_HASHES as usize),
             _ => None,
         })?
         else {
@@ -359,7 +397,21 @@ impl Reply {
                 }
                 Reply::Hello { version: r.u16()? }
             }
-            K_R_STAT => Reply::Stat { size: r.u64()?, mtime_secs: r.i64()?, mtime_nanos: r.u32()? },
+            K_R_STAT => Reply::Stat {
+                size: r.u64()?,
+                mtime_secs: r.i64()?,
+                mtime_nanos: r.u32()?,
+                digest: FileDigest { chunk_size: r.u32()?, sha256: r.array()?, manifest: r.array()? },
+            },
+            K_R_MANIFEST => {
+                let first = r.u64()?;
+                if r.buf.len() % HASH_LEN != 0 {
+                    return Err(ProtoError::Malformed { kind, why: "manifest body is not whole hashes" });
+                }
+                let hashes = r.buf.chunks_exact(HASH_LEN).map(|c| c.try_into().expect("HASH_LEN bytes")).collect();
+                r.buf.clear();
+                Reply::Manifest { first, hashes }
+            }
             K_R_BLOCK => {
                 let stream = r.u32()?;
                 let block = r.u64()?;
@@ -490,17 +542,24 @@ mod tests {
             (any::<u32>(), any::<u64>()).prop_map(|(stream, last)| Request::Extend { stream, last }),
             any::<u32>().prop_map(|stream| Request::End { stream }),
             any::<[u8; 32]>().prop_map(|mac| Request::Auth { mac }),
+            (".{0,64}", any::<u64>(), 1..=MAX_MANIFEST_HASHES)
+                .prop_map(|(path, first, count)| Request::Manifest { path, first, count }),
         ]
     }
 
     fn reply() -> impl Strategy<Value = Reply> {
         prop_oneof![
             any::<u16>().prop_map(|version| Reply::Hello { version }),
-            (any::<u64>(), any::<i64>(), any::<u32>()).prop_map(|(size, mtime_secs, mtime_nanos)| Reply::Stat {
-                size,
-                mtime_secs,
-                mtime_nanos
-            }),
+            (any::<u64>(), any::<i64>(), any::<u32>(), any::<u32>(), any::<[u8; 32]>(), any::<[u8; 32]>()).prop_map(
+                |(size, mtime_secs, mtime_nanos, chunk_size, sha256, manifest)| Reply::Stat {
+                    size,
+                    mtime_secs,
+                    mtime_nanos,
+                    digest: FileDigest { chunk_size, sha256, manifest }
+                }
+            ),
+            (any::<u64>(), proptest::collection::vec(any::<[u8; 32]>(), 0..64))
+                .prop_map(|(first, hashes)| Reply::Manifest { first, hashes }),
             (any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..2048))
                 .prop_map(|(stream, block, p)| Reply::Block { stream, block, payload: Bytes::from(p) }),
             (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),

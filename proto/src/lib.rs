@@ -8,6 +8,7 @@
 //! # Layout
 //! - [`frame`]: the messages ([`Request`], [`Reply`]), their encoding, and a
 //!   decoder that distinguishes "need more bytes" from "malformed".
+//! - [`manifest`]: file and chunk digests (SHA-256) and the chunk size.
 //! - [`auth`]: shared-token challenge-response (HMAC-SHA256).
 //! - [`cursor`]: a stream's walk (next block, bound, direction), shared by
 //!   the server that sends and the client that checks.
@@ -18,8 +19,10 @@ pub mod addr;
 pub mod auth;
 pub mod cursor;
 pub mod frame;
+pub mod manifest;
 pub mod units;
 
 pub use addr::{parse_endpoint, Endpoint, DEFAULT_PORT};
 pub use cursor::Cursor;
 pub use frame::{Direction, ErrorCode, ProtoError, Reply, Request};
+pub use manifest::{FileDigest, Hash};

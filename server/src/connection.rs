@@ -22,6 +22,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use crate::digests::{Digests, Index};
 use crate::ratelimit::RateLimiter;
 use crate::root::{PathError, Root};
 use crate::socket;
@@ -39,6 +40,8 @@ pub struct Shared {
     /// Largest block a client may ask for: bounds what one block costs the
     /// client (its receive buffer) and how long one block delays an `End`.
     pub max_block_size: u32,
+    /// File digests, computed once per version.
+    pub index: Index,
 }
 
 /// Why a connection ended badly.
@@ -225,27 +228,30 @@ impl Conn {
             Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,
             Request::Auth { .. } => self.refuse(ErrorCode::BadRequest, "Auth without a Challenge".into()).await,
             Request::Stat { path } => {
-                let reply = match self
-                    .shared
-                    .root
-                    .open_file(&path)
-                    .and_then(|f| f.metadata().map_err(|e| PathError::Io { path: path.clone(), source: e }))
-                {
-                    Ok(m) => {
-                        let mtime = m
-                            .modified()
-                            .ok()
-                            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                            .unwrap_or_default();
-                        Reply::Stat {
-                            size: m.len(),
-                            mtime_secs: mtime.as_secs() as i64,
-                            mtime_nanos: mtime.subsec_nanos(),
-                        }
-                    }
+                let reply = match self.digests(&path).await {
+                    Ok(d) => Reply::Stat {
+                        size: d.key.size,
+                        mtime_secs: d.key.mtime_secs,
+                        mtime_nanos: d.key.mtime_nanos,
+                        digest: d.digest,
+                    },
                     Err(e) => path_error_reply(e),
                 };
                 Ok(self.reply(reply).await?)
+            }
+            Request::Manifest { path, first, count } => {
+                let d = match self.digests(&path).await {
+                    Ok(d) => d,
+                    Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
+                };
+                let n = d.hashes.len() as u64;
+                if first > n {
+                    let msg = format!("{path}: manifest has {n} chunks, asked from chunk {first}");
+                    return self.refuse(ErrorCode::BadRequest, msg).await;
+                }
+                let end = first.saturating_add(u64::from(count)).min(n);
+                let hashes = d.hashes[first as usize..end as usize].to_vec();
+                Ok(self.reply(Reply::Manifest { first, hashes }).await?)
             }
             Request::Start { stream, path, block_size, first, last, dir } => {
                 if block_size > self.shared.max_block_size {
@@ -305,6 +311,13 @@ impl Conn {
                 Ok(())
             }
         }
+    }
+
+    /// The digests of `path` as it is now (computed on first use).
+    async fn digests(&mut self, path: &str) -> Result<Arc<Digests>, PathError> {
+        let file = self.open(path)?;
+        let io = |source| PathError::Io { path: path.to_string(), source };
+        Ok(self.shared.index.digests(file).await.map_err(io)?.0)
     }
 
     fn open(&mut self, path: &str) -> Result<Arc<File>, PathError> {

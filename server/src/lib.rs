@@ -11,12 +11,17 @@
 //! - [`ratelimit`]: one token bucket shared by every connection
 //!   (`--rate-limit`), adjustable while running.
 //! - [`access`]: `--allow CIDR`.
+//! - [`digests`]: whole-file SHA-256 and chunk manifests, cached per
+//!   version of a file in memory and in an index directory.
+//! - [`indexer`]: `ddftpd index DIR`, the digests of a whole tree ahead of time.
 //! - [`connection`]: one client connection: handshake, stat, streams.
 //! - [`socket`]: `sendfile`, `MSG_MORE` and `TCP_NOTSENT_LOWAT`.
 //! - [`server`]: accepts connections, caps their number, stops on a signal.
 
 pub mod access;
 pub mod connection;
+pub mod digests;
+pub mod indexer;
 pub mod ratelimit;
 pub mod root;
 pub mod server;

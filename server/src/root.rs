@@ -9,6 +9,8 @@ use std::fs::File;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use crate::digests::INDEX_DIR_NAME;
+
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
@@ -40,6 +42,11 @@ impl Root {
         Ok(Root { dir, follow_symlinks })
     }
 
+    /// The root's real path.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Resolves a client's relative path to a real path inside the root.
     pub fn resolve(&self, rel: &str) -> Result<PathBuf, PathError> {
         let forbid = |why| PathError::Forbidden(rel.to_string(), why);
@@ -56,6 +63,9 @@ impl Root {
         let mut full = self.dir.clone();
         for c in p.components() {
             match c {
+                Component::Normal(part) if full == self.dir && part == INDEX_DIR_NAME => {
+                    return Err(forbid("the digest index is not served"))
+                }
                 Component::Normal(part) => full.push(part),
                 Component::CurDir => {}
                 Component::ParentDir => return Err(forbid("'..' is refused")),
@@ -106,7 +116,7 @@ mod tests {
         let follow = Root::new(&root_dir, true).unwrap();
         assert!(strict.open_file("sub/a").is_ok());
         assert!(strict.open_file("./sub/a").is_ok());
-        for bad in ["../secret", "/etc/passwd", "sub/../../secret", "sub/a\0", "", "out", "in"] {
+        for bad in [".ddftpd-index/x", "./.ddftpd-index", "../secret", "/etc/passwd", "sub/../../secret", "sub/a\0", "", "out", "in"] {
             assert!(matches!(strict.resolve(bad), Err(PathError::Forbidden(..))), "{bad:?}");
         }
         assert!(follow.open_file("in").is_ok());

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 
 use crate::access::{self, Cidr};
 use crate::connection::{self, Shared};
+use crate::digests::{Index, INDEX_DIR_NAME};
 use crate::ratelimit::RateLimiter;
 use crate::root::Root;
 use ddftp_proto::ErrorCode;
@@ -31,6 +32,8 @@ pub struct ServerConfig {
     pub allow: Vec<Cidr>,
     /// Shared token clients must prove they know (challenge-response).
     pub token: Option<Vec<u8>>,
+    /// Where file digests are kept (default: `ROOT/.ddftpd-index`).
+    pub index_dir: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -44,6 +47,7 @@ impl Default for ServerConfig {
             log_errors: true,
             allow: vec![],
             token: None,
+            index_dir: None,
         }
     }
 }
@@ -59,9 +63,12 @@ pub struct Server {
 
 impl Server {
     pub fn new(root: &Path, cfg: &ServerConfig) -> io::Result<Server> {
+        let root = Root::new(root, cfg.follow_symlinks)?;
+        let index_dir = cfg.index_dir.clone().unwrap_or_else(|| root.dir().join(INDEX_DIR_NAME));
         Ok(Server {
             shared: Arc::new(Shared {
-                root: Root::new(root, cfg.follow_symlinks)?,
+                index: Index::new(index_dir),
+                root,
                 limiter: RateLimiter::new(cfg.rate_limit),
                 idle_timeout: cfg.idle_timeout,
                 token: cfg.token.clone(),

@@ -1,4 +1,5 @@
-//! `ddftpd --root DIR [--listen ADDR:PORT]... [--rate-limit RATE]`
+//! `ddftpd --root DIR [--listen ADDR:PORT]... [--rate-limit RATE]`, and
+//! `ddftpd index DIR` to compute file digests ahead of time.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,11 +17,17 @@ use tokio::net::TcpListener;
 /// ddftpd: serves the files under a root directory to ddftp clients
 /// (the producer side of Dual-Direction Operations).
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version, subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
 struct Opt {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Directory to serve; clients name files relative to it.
-    #[arg(long)]
-    root: PathBuf,
+    #[arg(long, required = true)]
+    root: Option<PathBuf>,
+    /// Directory of the digest index (default: ROOT/.ddftpd-index, which is
+    /// never served). Digests computed while serving are written there too.
+    #[arg(long, value_name = "DIR")]
+    index: Option<PathBuf>,
     /// Address to listen on, HOST[:PORT] or [IPv6]:PORT (repeatable; port 0
     /// picks a free one). Default: 0.0.0.0:7400.
     #[arg(long = "listen", value_name = "ADDR:PORT")]
@@ -45,6 +52,22 @@ struct Opt {
     /// Close a connection that sends nothing for this many seconds while idle.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     idle_timeout: u64,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Compute the digests (SHA-256 and chunk manifest) of every file under
+    /// DIR now, so no client waits for them later.
+    Index {
+        /// The root to index (the same DIR as `ddftpd --root DIR`).
+        dir: PathBuf,
+        /// Directory of the digest index (default: DIR/.ddftpd-index).
+        #[arg(long, value_name = "DIR")]
+        index: Option<PathBuf>,
+        /// Files hashed at once (default: one per core).
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
+    },
 }
 
 fn parse_rate(s: &str) -> Result<u64, String> {
@@ -82,7 +105,32 @@ fn read_token(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     Ok(t)
 }
 
+/// `ddftpd index`: prints a summary; fails if any file could not be indexed.
+fn index(dir: &std::path::Path, index: Option<PathBuf>, jobs: Option<usize>) -> anyhow::Result<()> {
+    let root = dir.canonicalize().with_context(|| format!("cannot index {}", dir.display()))?;
+    let index = index.unwrap_or_else(|| root.join(ddftpd::digests::INDEX_DIR_NAME));
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let started = std::time::Instant::now();
+    let s = ddftpd::indexer::index_tree(&root, &index, jobs);
+    for e in &s.errors {
+        eprintln!("ddftpd: {e}");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "indexed {} files ({} bytes, {} already current) into {} in {secs:.1} s",
+        s.files,
+        s.bytes,
+        s.current,
+        index.display()
+    );
+    if !s.errors.is_empty() {
+        bail!("{} files could not be indexed", s.errors.len());
+    }
+    Ok(())
+}
+
 async fn run(opt: Opt) -> anyhow::Result<()> {
+    let root = opt.root.expect("clap requires --root without a subcommand");
     let token = opt.token_file.as_deref().map(read_token).transpose()?;
     let cfg = ServerConfig {
         rate_limit: opt.rate_limit,
@@ -91,9 +139,10 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(opt.idle_timeout.max(1)),
         allow: opt.allow,
         token,
+        index_dir: opt.index,
         ..ServerConfig::default()
     };
-    let server = Server::new(&opt.root, &cfg).with_context(|| format!("cannot serve {}", opt.root.display()))?;
+    let server = Server::new(&root, &cfg).with_context(|| format!("cannot serve {}", root.display()))?;
     let specs = if opt.listen.is_empty() { vec![format!("0.0.0.0:{DEFAULT_PORT}")] } else { opt.listen };
     let mut listeners = vec![];
     for s in &specs {
@@ -111,6 +160,15 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let opt = Opt::parse();
+    if let Some(Command::Index { dir, index: idx, jobs }) = opt.command {
+        return match index(&dir, idx, jobs) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ddftpd: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
