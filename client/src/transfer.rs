@@ -777,9 +777,10 @@ impl Coordinator<'_> {
                 // Every stream from that mirror goes: its copy is bad.
                 let mirror = self.owner[slot];
                 let why = format!("block {block} failed verification (corrupt or changed data); it is fetched again from another mirror");
+                self.drop_slot(slot, why, now, progress);
                 let same: Vec<ProducerId> = (0..self.owner.len()).filter(|&s| self.owner[s] == mirror).collect();
                 for s in same {
-                    self.drop_slot(s, why.clone(), now, progress);
+                    self.drop_slot(s, format!("its mirror sent a corrupt block on stream {slot}"), now, progress);
                 }
             }
             Event::Local(e) => return Err(e),
