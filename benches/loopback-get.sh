@@ -33,6 +33,7 @@ for n in 1 2; do
 done
 sync  # flush the generated data so its writeback does not land in a timed run
 SHA1=$(sha256sum "$WORK/data/f1g.bin" | cut -d' ' -f1)
+"$DDFTPD" index "$WORK/data" >&2  # digests ahead of time, as an operator would
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; nginx -c "$WORK/run/nginx.conf" -s stop 2>/dev/null || true; }
@@ -78,6 +79,7 @@ print(json.dumps({'tool': sys.argv[1], 'bytes': size, 'wall_s': wall, 'GBps': si
 
 M2=127.0.0.1:7601,127.0.0.1:7602
 measure "ddftp (2 ddftpd)" f1g.bin "$DDFTP" get f1g.bin --mirrors $M2 -o OUT -q
+measure "ddftp --no-verify (2 ddftpd)" f1g.bin "$DDFTP" get f1g.bin --mirrors $M2 -o OUT -q --no-verify
 measure "ddftp 1MiB blocks (2 ddftpd)" f1g.bin "$DDFTP" get f1g.bin --mirrors $M2 -o OUT -q --block-size 1MiB
 measure "curl (1 nginx)" f1g.bin curl -s -o OUT http://127.0.0.1:8601/f1g.bin
 measure "aria2c -x4 (nginx)" f1g.bin aria2c -q -x4 -s4 --file-allocation=none --allow-overwrite=true -d / -o OUT http://127.0.0.1:8601/f1g.bin

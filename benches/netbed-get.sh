@@ -6,8 +6,14 @@
 # Prints medians of RUNS runs and efficiency = ideal / median, the ideal
 # from one-stream TCP goodput per link measured in the same run.
 #
+# ddftp runs twice: as users run it (every block verified against the
+# mirrors' chunk manifest, `ddftp`) and with `--no-verify` (`ddftp-noverify`),
+# to show what verification costs. The data is indexed (`ddftpd index`)
+# before the servers start, as an operator would.
+#
 # Usage (root): benches/netbed-get.sh [RUNS] [CASES]
 #   CASES: comma list of static,dynamic,rtt (default all)
+#   TOOLS (env): space list (default: ddftp ddftp-noverify aria2c axel xrdcp split)
 # Writes benches/results/netbed-get-<UTC date>.{md,json}.
 set -euo pipefail
 
@@ -57,6 +63,8 @@ if [ "$(stat -c %s "$WORK/data/big.bin" 2>/dev/null || echo 0)" != "$SIZE" ]; th
 fi
 head -c $PROBE "$WORK/data/big.bin" > "$WORK/data/probe.bin"
 SRC_SHA=$(sha256sum "$WORK/data/big.bin" | cut -d' ' -f1)
+"$DDFTPD" index "$WORK/data" >&2
+TOOLS=${TOOLS:-ddftp ddftp-noverify aria2c axel xrdcp split}
 id xrdbench >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin xrdbench
 
 # Servers on every mirror: ddftpd :7400, nginx :8080, xrootd :1094, and a
@@ -104,6 +112,8 @@ run_tool() {
   t0=$(now)
   case $name in
     ddftp) in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json >"$out.json" ;;
+    ddftp-noverify) in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json \
+      --no-verify >"$out.json" ;;
     aria2c) in_client aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true \
       --dir "$(dirname "$out")" -o "$(basename "$out")" "${urls[@]}" ;;
     axel) in_client axel -q -n 4 -o "$out" "${urls[@]}" >/dev/null ;;
@@ -158,7 +168,7 @@ check_out() { # out tool
 ddftp_extra=()
 bench_case() { # case d(port offset) ideal [dynamic]
   local c=$1 d=$2 ideal=$3 dyn=${4:-}
-  for tool in ddftp aria2c axel xrdcp split; do
+  for tool in $TOOLS; do
     local times=()
     for r in $(seq 1 "$RUNS"); do
       N=$((N + 1)); local out=$WORK/out/o$N
@@ -170,9 +180,9 @@ bench_case() { # case d(port offset) ideal [dynamic]
       times+=("$(run_tool $tool "$d" "$out")")
       [ -n "$dyn" ] && { wait $rp || true; "$NB" rate $BED m1 1 320mbit; }
       check_out "$out" $tool
-      if [ $tool = ddftp ]; then ddftp_extra+=("$(python3 -c "
+      if [[ $tool = ddftp* ]]; then ddftp_extra+=("$(python3 -c "
 import json; j = json.load(open('$out.json')); j['case'] = '$c'
-print(json.dumps({k: j[k] for k in ('case', 'seconds', 'starts', 'extends', 'ends', 'duplicate_bytes', 'producers')}))")"); fi
+print(json.dumps({k: j[k] for k in ('case', 'seconds', 'verified', 'starts', 'extends', 'ends', 'duplicate_bytes', 'producers')}))")"); fi
       rm -f "$out" "$out.json"
     done
     record "$c" $tool "$ideal" "${times[@]}"
@@ -225,7 +235,8 @@ with open(mdpath, "w") as f:
     f.write("\nddftp runs (shares per mirror, control messages, duplicates):\n\n")
     for e in extra:
         shares = ", ".join(f"{p['share']*100:.1f}%" for p in e["producers"])
-        f.write(f"- {e['case']}: {e['seconds']:.2f} s; shares {shares}; {e['starts']} Start, {e['extends']} Extend, "
+        v = "verified" if e["verified"] else "--no-verify"
+        f.write(f"- {e['case']} ({v}): {e['seconds']:.2f} s; shares {shares}; {e['starts']} Start, {e['extends']} Extend, "
                 f"{e['ends']} End; duplicate bytes {e['duplicate_bytes']}\n")
 print(open(mdpath).read())
 PY

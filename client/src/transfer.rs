@@ -32,8 +32,8 @@ use tokio::sync::mpsc;
 
 use crate::consensus::{self, Version};
 use crate::digest::{Completed, PrefixHasher};
-use crate::manifest::{self, Manifest};
 use crate::journal::{journal_path, Journal, JournalError};
+use crate::manifest::{self, Manifest};
 use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
 
 /// How long to wait for a mirror to accept and answer the handshake.
@@ -53,7 +53,9 @@ pub enum TransferError {
     NoUsableMirror { path: String, failures: Vec<String> },
     #[error("mirrors disagree on {path} and no majority says which copy is right: {}", .versions.join("; "))]
     NoMajority { path: String, versions: Vec<String> },
-    #[error("{path}: SHA-256 of the download is {got}, but the mirrors reported {expected}; the download was discarded")]
+    #[error(
+        "{path}: SHA-256 of the download is {got}, but the mirrors reported {expected}; the download was discarded"
+    )]
     DigestMismatch { path: String, expected: String, got: String },
     #[error("resume journal block size {block_size} is not a multiple of the mirrors' chunk size {chunk_size}; rerun with --restart")]
     BlockSizeMismatch { block_size: u32, chunk_size: u32 },
@@ -797,7 +799,8 @@ async fn run_transfer(
     started: Instant,
     hasher: &PrefixHasher,
 ) -> Result<TransferReport, TransferError> {
-    let Plan { size, block_size, manifest, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } = plan;
+    let Plan { size, block_size, manifest, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } =
+        plan;
     let mirrors = &mirrors[..];
     let bs = u64::from(block_size);
     let blocks = size.div_ceil(bs);

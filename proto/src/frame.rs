@@ -542,8 +542,11 @@ mod tests {
             (any::<u32>(), any::<u64>()).prop_map(|(stream, last)| Request::Extend { stream, last }),
             any::<u32>().prop_map(|stream| Request::End { stream }),
             any::<[u8; 32]>().prop_map(|mac| Request::Auth { mac }),
-            (".{0,64}", any::<u64>(), 1..=MAX_MANIFEST_HASHES)
-                .prop_map(|(path, first, count)| Request::Manifest { path, first, count }),
+            (".{0,64}", any::<u64>(), 1..=MAX_MANIFEST_HASHES).prop_map(|(path, first, count)| Request::Manifest {
+                path,
+                first,
+                count
+            }),
         ]
     }
 

@@ -90,7 +90,8 @@ impl Digests {
         if Key::of(&file.metadata()?) != key {
             return Err(io::Error::other("the file changed while it was being hashed"));
         }
-        let digest = FileDigest { chunk_size: chunk, sha256: whole.finalize().into(), manifest: manifest::root(&hashes) };
+        let digest =
+            FileDigest { chunk_size: chunk, sha256: whole.finalize().into(), manifest: manifest::root(&hashes) };
         Ok(Digests { key, digest, hashes })
     }
 

@@ -116,7 +116,17 @@ mod tests {
         let follow = Root::new(&root_dir, true).unwrap();
         assert!(strict.open_file("sub/a").is_ok());
         assert!(strict.open_file("./sub/a").is_ok());
-        for bad in [".ddftpd-index/x", "./.ddftpd-index", "../secret", "/etc/passwd", "sub/../../secret", "sub/a\0", "", "out", "in"] {
+        for bad in [
+            ".ddftpd-index/x",
+            "./.ddftpd-index",
+            "../secret",
+            "/etc/passwd",
+            "sub/../../secret",
+            "sub/a\0",
+            "",
+            "out",
+            "in",
+        ] {
             assert!(matches!(strict.resolve(bad), Err(PathError::Forbidden(..))), "{bad:?}");
         }
         assert!(follow.open_file("in").is_ok());

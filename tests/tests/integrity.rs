@@ -49,6 +49,14 @@ fn index(root: &Path) {
     assert!(out.status.success() && text.contains("indexed 1 files"), "ddftpd index: {text}");
 }
 
+/// Three mirrors of `f`; the third indexed it, then its copy rotted.
+fn third_mirror_rotten(f: &Fixture) -> (Vec<Mirror>, Vec<u8>) {
+    let (roots, data) = three_copies(f);
+    index(&roots[2]);
+    rot_in_place(&roots[2].join("f"));
+    (roots.iter().map(|r| Mirror::start(r, &[])).collect(), data)
+}
+
 #[test]
 fn stale_mirror_is_voted_out_and_named() {
     let f = Fixture::new();
@@ -84,10 +92,7 @@ fn no_majority_is_an_integrity_error() {
 #[test]
 fn corrupt_blocks_are_caught_on_arrival_and_fetched_again() {
     let f = Fixture::new();
-    let (roots, data) = three_copies(&f);
-    index(&roots[2]);
-    rot_in_place(&roots[2].join("f"));
-    let ms: Vec<Mirror> = roots.iter().map(|r| Mirror::start(r, &[])).collect();
+    let (ms, data) = third_mirror_rotten(&f);
     let o = f.out("f");
     let res = get(&mirrors_arg(&[&ms[0], &ms[1], &ms[2]]), &o, &[], 0);
     assert_eq!(std::fs::read(&o).unwrap(), data, "the output has a bad block");
@@ -101,10 +106,7 @@ fn corrupt_blocks_are_caught_on_arrival_and_fetched_again() {
 #[test]
 fn without_block_verification_the_final_digest_still_refuses_bad_data() {
     let f = Fixture::new();
-    let (roots, _) = three_copies(&f);
-    index(&roots[2]);
-    rot_in_place(&roots[2].join("f"));
-    let ms: Vec<Mirror> = roots.iter().map(|r| Mirror::start(r, &[])).collect();
+    let (ms, _) = third_mirror_rotten(&f);
     let o = f.out("f");
     let res = get(&mirrors_arg(&[&ms[0], &ms[1], &ms[2]]), &o, &["--no-verify"], 3);
     let err = String::from_utf8_lossy(&res.stderr);
