@@ -6,6 +6,7 @@
 //! - [`transfer`]: sockets and positional writes driving the scheduler (`get`).
 //! - [`consensus`]: the majority vote that drops stale mirrors.
 //! - [`manifest`]: chunk hashes, fetched once, checked on every block.
+//! - [`nic`]: `--nic IFACE` to the interface's addresses.
 //! - [`digest`]: SHA-256 of the output, hashed in order while blocks arrive.
 //! - [`journal`]: the resume journal beside a part file.
 //! - [`progress`]: the terminal progress bar.
@@ -15,6 +16,7 @@ pub mod consensus;
 pub mod digest;
 pub mod journal;
 pub mod manifest;
+pub mod nic;
 pub mod progress;
 pub mod scheduler;
 pub mod sim;

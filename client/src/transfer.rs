@@ -27,7 +27,8 @@ use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use tokio::net::TcpStream;
+use std::net::{IpAddr, SocketAddr};
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::consensus::{self, Version};
@@ -71,10 +72,28 @@ pub enum TransferError {
     Interrupted { missing: u64, total: u64 },
 }
 
-/// One mirror as the consumer sees it.
+/// One way to reach a mirror: from a local address (`--bind`), or from
+/// wherever the OS routes. Every route is a producer of its own, so a
+/// mirror reached over two NICs is two producers, one per link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub endpoint: Endpoint,
+    pub local: Option<IpAddr>,
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.local {
+            Some(l) => write!(f, "{} via {l}", self.endpoint),
+            None => write!(f, "{}", self.endpoint),
+        }
+    }
+}
+
+/// One route to a mirror as the consumer sees it.
 #[derive(Debug, Clone)]
 pub struct MirrorInfo {
-    pub endpoint: Endpoint,
+    pub route: Route,
     pub version: Version,
 }
 
@@ -107,6 +126,9 @@ pub struct GetSpec {
     pub checksum: Option<String>,
     /// Shared token for servers that ask for one.
     pub token: Option<Arc<[u8]>>,
+    /// Local addresses to connect from (one producer per mirror and
+    /// address); empty: wherever the OS routes.
+    pub binds: Vec<IpAddr>,
     /// Verify every block against the chunk manifest as it arrives.
     pub verify: bool,
     pub scheduler: Config,
@@ -119,6 +141,14 @@ pub struct ProducerReport {
     pub blocks: u64,
     pub bytes: u64,
     pub share: f64,
+}
+
+/// Per route (mirror and local address).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LinkReport {
+    pub route: String,
+    pub blocks: u64,
+    pub bytes: u64,
 }
 
 /// What a finished transfer did.
@@ -140,6 +170,8 @@ pub struct TransferReport {
     /// Every block was verified against the chunk manifest as it arrived.
     pub verified: bool,
     pub producers: Vec<ProducerReport>,
+    /// Per route: with `--bind`, what each link carried.
+    pub links: Vec<LinkReport>,
     pub warnings: Vec<String>,
 }
 
@@ -147,12 +179,12 @@ pub struct TransferReport {
 /// the same round trip (both requests go out together).
 /// With a `token`, answers the server's challenge before anything else.
 async fn connect(
-    ep: &Endpoint,
+    route: &Route,
     stat: Option<&str>,
     token: Option<&[u8]>,
 ) -> Result<(TcpStream, Option<Version>), String> {
     let fut = async {
-        let sock = TcpStream::connect((ep.host.as_str(), ep.port)).await.map_err(|e| format!("connect: {e}"))?;
+        let sock = open_socket(route).await.map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
         Ok::<_, String>(sock)
     };
@@ -209,6 +241,22 @@ async fn connect(
     Ok((sock, Some(version)))
 }
 
+/// A TCP connection along `route`: from its local address if it has one
+/// (to a mirror address of the same family).
+async fn open_socket(route: &Route) -> io::Result<TcpStream> {
+    let ep = &route.endpoint;
+    let Some(local) = route.local else {
+        return TcpStream::connect((ep.host.as_str(), ep.port)).await;
+    };
+    let remote = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+        .await?
+        .find(|a| a.is_ipv4() == local.is_ipv4())
+        .ok_or_else(|| io::Error::other(format!("{ep} has no address of the same family as {local}")))?;
+    let sock = if local.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    sock.bind(SocketAddr::new(local, 0))?;
+    sock.connect(remote).await
+}
+
 pub(crate) async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, String> {
     loop {
         if let Some(r) = Reply::decode(buf).map_err(|e| format!("bad reply: {e}"))? {
@@ -228,9 +276,9 @@ pub(crate) fn unexpected(r: Reply) -> String {
 }
 
 /// Connects to a mirror and asks for the file's size and digests.
-async fn probe(ep: Endpoint, path: String, token: Option<Arc<[u8]>>) -> Result<(MirrorInfo, TcpStream), String> {
-    let (sock, version) = connect(&ep, Some(&path), token.as_deref()).await?;
-    Ok((MirrorInfo { endpoint: ep, version: version.expect("asked for stat") }, sock))
+async fn probe(route: Route, path: String, token: Option<Arc<[u8]>>) -> Result<(MirrorInfo, TcpStream), String> {
+    let (sock, version) = connect(&route, Some(&path), token.as_deref()).await?;
+    Ok((MirrorInfo { route, version: version.expect("asked for stat") }, sock))
 }
 
 /// Slot to coordinator.
@@ -444,52 +492,61 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     // The clock a user sees: from the first connection to the last byte.
     let started = Instant::now();
     let mut warnings = vec![];
-    // Ask every mirror at once; keep those that answer. With an odd count
-    // the last mirror will also carry a virtual pair's second stream: open
+    // Every (mirror, local address) pair is a route and a producer. Ask
+    // along every route at once; keep those that answer. With an odd count
+    // the last route will also carry a virtual pair's second stream: open
     // that connection at the same time.
+    let locals: Vec<Option<IpAddr>> =
+        if spec.binds.is_empty() { vec![None] } else { spec.binds.iter().copied().map(Some).collect() };
+    let routes: Vec<Route> =
+        spec.mirrors.iter().flat_map(|ep| locals.iter().map(|&local| Route { endpoint: ep.clone(), local })).collect();
     let probes: Vec<_> =
-        spec.mirrors.iter().map(|ep| tokio::spawn(probe(ep.clone(), spec.path.clone(), spec.token.clone()))).collect();
+        routes.iter().map(|r| tokio::spawn(probe(r.clone(), spec.path.clone(), spec.token.clone()))).collect();
     let spare_token = spec.token.clone();
-    let last = spec.mirrors.last().expect("not empty").clone();
-    let mut spare = (spec.mirrors.len() % 2 == 1)
+    let last = routes.last().expect("not empty").clone();
+    let mut spare = (routes.len() % 2 == 1)
         .then(|| tokio::spawn(async move { (last.clone(), connect(&last, None, spare_token.as_deref()).await) }));
     let mut usable = vec![];
     let mut failures = vec![];
-    for (ep, h) in spec.mirrors.iter().zip(probes) {
+    for (route, h) in routes.iter().zip(probes) {
         match h.await.expect("probe task") {
             Ok(x) => usable.push(x),
-            Err(e) => failures.push(format!("  {ep}: {e}")),
+            Err(e) => failures.push(format!("  {route}: {e}")),
         }
     }
     if usable.is_empty() {
         return Err(TransferError::NoUsableMirror { path: spec.path.clone(), failures });
     }
     for f in &failures {
-        let w = format!(
-            "skipping mirror{}",
-            f.trim_start().split_once(':').map_or(String::new(), |_| format!(" {}", f.trim()))
-        );
+        let w = format!("skipping {}", f.trim_start());
         progress.warn(&w);
         warnings.push(w);
     }
-    // Only mirrors of the version a majority reports serve blocks.
-    let versions: Vec<Version> = usable.iter().map(|(m, _)| m.version).collect();
+    // Only mirrors of the version a majority reports serve blocks. Each
+    // mirror votes once, however many routes reach it.
+    let mut voters: Vec<&MirrorInfo> = vec![];
+    for (m, _) in &usable {
+        if !voters.iter().any(|v| v.route.endpoint == m.route.endpoint) {
+            voters.push(m);
+        }
+    }
+    let versions: Vec<Version> = voters.iter().map(|m| m.version).collect();
     let Some((version, stale)) = consensus::majority(&versions) else {
-        let versions = usable.iter().map(|(m, _)| format!("{} has {}", m.endpoint, m.version.describe())).collect();
+        let versions = voters.iter().map(|m| format!("{} has {}", m.route.endpoint, m.version.describe())).collect();
         return Err(TransferError::NoMajority { path: spec.path.clone(), versions });
     };
-    for &i in stale.iter().rev() {
-        let (m, _) = usable.remove(i);
+    for &i in &stale {
         let w = format!(
             "dropping mirror {}: its copy of {} differs from the majority's ({} vs {}): a stale or damaged mirror?",
-            m.endpoint,
+            voters[i].route.endpoint,
             spec.path,
-            m.version.describe(),
+            voters[i].version.describe(),
             version.describe()
         );
         progress.warn(&w);
         warnings.push(w);
     }
+    usable.retain(|(m, _)| m.version == version);
     let size = version.size;
     let manifest = if spec.verify && size > 0 {
         Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?))
@@ -497,31 +554,38 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         None
     };
 
-    // Producer slots: one per mirror, plus the virtual pair's second stream
-    // on the last mirror when the count is odd.
-    // The probe's connection becomes the slot's: no second handshake.
-    let (infos, socks): (Vec<MirrorInfo>, Vec<TcpStream>) = usable.into_iter().unzip();
-    let mut slots: Vec<(usize, TcpStream)> = socks.into_iter().enumerate().collect();
-    if infos.len() % 2 == 1 {
-        let last = infos.len() - 1;
-        let ep = &infos[last].endpoint;
+    // Producer slots: one per route, plus the virtual pair's second stream
+    // on the last route when the count is odd. The probe's connection
+    // becomes the slot's: no second handshake.
+    let mut mirror_names: Vec<String> = vec![];
+    let mut slots: Vec<(usize, Route, TcpStream)> = vec![];
+    for (m, sock) in usable {
+        let name = m.route.endpoint.to_string();
+        let owner = mirror_names.iter().position(|n| *n == name).unwrap_or_else(|| {
+            mirror_names.push(name);
+            mirror_names.len() - 1
+        });
+        slots.push((owner, m.route, sock));
+    }
+    if slots.len() % 2 == 1 {
+        let (owner, route, _) = slots.last().expect("not empty");
+        let (owner, route) = (*owner, route.clone());
         let second = match spare.take() {
             Some(h) => match h.await.expect("connect task") {
-                (spare_ep, r) if spare_ep == *ep => r,
-                _ => connect(ep, None, spec.token.as_deref()).await,
+                (spare_route, r) if spare_route == route => r,
+                _ => connect(&route, None, spec.token.as_deref()).await,
             },
-            None => connect(ep, None, spec.token.as_deref()).await,
+            None => connect(&route, None, spec.token.as_deref()).await,
         };
         match second {
-            Ok((s, _)) => slots.push((last, s)),
+            Ok((s, _)) => slots.push((owner, route, s)),
             Err(e) => {
-                let w = format!("{ep}: second connection failed ({e}); using one stream");
+                let w = format!("{route}: second connection failed ({e}); using one stream");
                 progress.warn(&w);
                 warnings.push(w);
             }
         }
     }
-    let mirror_names: Vec<String> = infos.iter().map(|m| m.endpoint.to_string()).collect();
 
     let sha256 = hex(&version.digest.sha256);
     let part = part_path(&spec.output);
@@ -639,7 +703,7 @@ async fn fetch_manifest(
         match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or_else(|_| Err("timed out".into())) {
             Ok(manifest) => return Ok(manifest),
             Err(e) => {
-                let w = format!("dropping mirror {}: chunk manifest: {e}", m.endpoint);
+                let w = format!("dropping {}: chunk manifest: {e}", m.route);
                 progress.warn(&w);
                 warnings.push(w.clone());
                 failures.push(w);
@@ -656,8 +720,8 @@ struct Plan {
     block_size: u32,
     manifest: Option<Arc<Manifest>>,
     file: Arc<File>,
-    /// (mirror index, greeted connection) per producer slot.
-    slots: Vec<(usize, TcpStream)>,
+    /// (mirror index, route, greeted connection) per producer slot.
+    slots: Vec<(usize, Route, TcpStream)>,
     mirrors: Vec<String>,
     /// A journal from an interrupted run supplied `completed`.
     resumed: bool,
@@ -686,6 +750,7 @@ struct Coordinator<'a> {
     owner: Vec<usize>,
     mirrors: &'a [String],
     slot_blocks: Vec<u64>,
+    slot_bytes: Vec<u64>,
     /// When each slot last delivered a block (or was last found owing none).
     last_progress: Vec<Instant>,
     mirror_bytes: Vec<u64>,
@@ -760,6 +825,7 @@ impl Coordinator<'_> {
                 Ok(()) => {
                     self.last_progress[slot] = now;
                     self.slot_blocks[slot] += run.count;
+                    self.slot_bytes[slot] += run.bytes;
                     self.mirror_bytes[self.owner[slot]] += run.bytes;
                     let (lo, hi) = run.bounds();
                     self.unjournaled = true;
@@ -808,9 +874,10 @@ async fn run_transfer(
     let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, manifest });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
-    let owner: Vec<usize> = slots.iter().map(|(m, _)| *m).collect();
+    let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
+    let routes: Vec<String> = slots.iter().map(|(_, r, _)| r.to_string()).collect();
     let mut cmds = vec![];
-    for (slot, (_, sock)) in slots.into_iter().enumerate() {
+    for (slot, (_, _, sock)) in slots.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         cmds.push(Some(tx));
         tasks.spawn(run_slot(slot, sock, ctx.clone(), rx, ev_tx.clone()));
@@ -836,6 +903,7 @@ async fn run_transfer(
         size,
         cmds,
         slot_blocks: vec![0; owner.len()],
+        slot_bytes: vec![0; owner.len()],
         last_progress: vec![now; owner.len()],
         owner,
         mirrors,
@@ -902,6 +970,15 @@ async fn run_transfer(
             share: if total > 0 { c.mirror_bytes[m] as f64 / total as f64 } else { 0.0 },
         })
         .collect();
+    let mut links: Vec<LinkReport> = vec![];
+    for (s, route) in routes.iter().enumerate() {
+        let i = links.iter().position(|l| l.route == *route).unwrap_or_else(|| {
+            links.push(LinkReport { route: route.clone(), blocks: 0, bytes: 0 });
+            links.len() - 1
+        });
+        links[i].blocks += c.slot_blocks[s];
+        links[i].bytes += c.slot_bytes[s];
+    }
     Ok(TransferReport {
         path: spec.path.clone(),
         output: spec.output.display().to_string(),
@@ -916,6 +993,7 @@ async fn run_transfer(
         sha256: String::new(),
         verified,
         producers,
+        links,
         warnings: c.warnings.clone(),
     })
 }

@@ -149,6 +149,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         restart: true,
         checksum: None,
         token: None,
+        binds: vec![],
         verify: true,
         scheduler: Config::default(),
     };

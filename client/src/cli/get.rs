@@ -61,6 +61,14 @@ pub struct GetOpt {
     /// at the end). For measuring what verification costs.
     #[arg(long)]
     pub no_verify: bool,
+    /// Connect from these local addresses (e.g. one per NIC): every
+    /// (mirror, address) pair is a producer of its own, so one mirror
+    /// reached over two NICs works as a pair across them.
+    #[arg(long, value_delimiter = ',', value_name = "ADDR,...")]
+    pub bind: Vec<std::net::IpAddr>,
+    /// Like --bind, naming interfaces (their first address, IPv4 first).
+    #[arg(long, value_delimiter = ',', value_name = "IFACE,...")]
+    pub nic: Vec<String>,
 }
 
 fn parse_mirror(s: &str) -> Result<Endpoint, String> {
@@ -124,6 +132,15 @@ pub struct GetResult {
 }
 
 impl GetOpt {
+    /// `--bind` addresses, then those of `--nic` interfaces.
+    fn binds(&self) -> Result<Vec<std::net::IpAddr>, String> {
+        let mut binds = self.bind.clone();
+        for n in &self.nic {
+            binds.push(crate::nic::addresses(n)?[0]);
+        }
+        Ok(binds)
+    }
+
     pub fn spec(&self) -> Result<GetSpec, String> {
         let output = match &self.output {
             Some(o) => o.clone(),
@@ -148,6 +165,7 @@ impl GetOpt {
             checksum: self.checksum.clone(),
             token: self.token_file.as_deref().map(read_token).transpose()?,
             verify: !self.no_verify,
+            binds: self.binds()?,
             scheduler: Config::default(),
         })
     }
@@ -180,6 +198,12 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
             HumanBytes(p.bytes).to_string(),
             100.0 * p.share
         )?;
+    }
+    if t.links.len() > t.producers.len() {
+        writeln!(to, "  {:<40} {:>8} {:>12}", "route", "blocks", "bytes")?;
+        for l in &t.links {
+            writeln!(to, "  {:<40} {:>8} {:>12}", l.route, l.blocks, HumanBytes(l.bytes).to_string())?;
+        }
     }
     writeln!(
         to,
