@@ -1,0 +1,561 @@
+//! A striped endpoint: N TCP links used as one message channel, both ways.
+//!
+//! Per link, a writer task takes work from the shared [`Plan`] (acks first,
+//! then runs, then the closing frame) and a reader task reassembles the
+//! peer's runs into whole messages. Messages are delivered in the order they
+//! were sent. A sender keeps each message until the peer acknowledges it,
+//! and remembers which runs each link carried: when a link fails, its runs
+//! of unacknowledged messages go back to the plan and the other links send
+//! them again (the receiver ignores a run it already has).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, Notify};
+
+use crate::plan::{Claim, LinkId, Plan, PlanConfig};
+use crate::wire::{Frame, MAX_MESSAGE};
+
+/// Unacknowledged bytes a sender may have out before `send` waits.
+const WINDOW: u64 = 64 << 20;
+/// Unsent bytes a link may queue in the kernel: keeps claims close to
+/// what the link is really sending, so the two ends of a pair meet where
+/// their speeds say.
+const UNSENT_LOW_WATER: u32 = 256 * 1024;
+/// How long an accepted connection may take to say `Hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One end of a striped channel.
+pub struct Striped {
+    shared: Arc<Shared>,
+    delivered: tokio::sync::Mutex<mpsc::UnboundedReceiver<Bytes>>,
+    links: usize,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Writers wait here for work.
+    work: Notify,
+    /// Senders wait here for acks (window) and for the end.
+    acked: Notify,
+}
+
+struct State {
+    plan: Plan,
+    /// Sent messages the peer has not acknowledged.
+    unacked: BTreeMap<u64, Bytes>,
+    unacked_bytes: u64,
+    /// Runs each link carried of unacknowledged messages.
+    carried: Vec<Vec<Claim>>,
+    alive: Vec<bool>,
+    /// Payload bytes each link wrote.
+    sent: Vec<u64>,
+    /// Bytes handed back to the plan by failed links.
+    resent: u64,
+    acks: VecDeque<u64>,
+    /// `Close` is due once every message is claimed; which links sent it.
+    closing: bool,
+    close_sent: Vec<bool>,
+    /// The endpoint was dropped: writers send what is due (acks) and stop.
+    dropped: bool,
+    error: Option<String>,
+    // Receiving.
+    assembling: HashMap<u64, Assembly>,
+    ready: BTreeMap<u64, Bytes>,
+    next_deliver: u64,
+    peer_count: Option<u64>,
+    deliver: Option<mpsc::UnboundedSender<Bytes>>,
+}
+
+struct Assembly {
+    buf: BytesMut,
+    offsets: HashSet<u64>,
+    got: u64,
+}
+
+/// Per-link figures of one endpoint's sending side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Whether each link still works.
+    pub alive: Vec<bool>,
+    /// Payload bytes each link sent.
+    pub sent: Vec<u64>,
+    /// Bytes sent again because the link carrying them failed.
+    pub resent: u64,
+}
+
+/// Why a striped channel failed.
+fn broken(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, format!("ddnet: {why}"))
+}
+
+impl Striped {
+    /// Connects one link per `(local, remote)` pair (`local` `None`: the
+    /// OS picks). Links that cannot connect are left out; at least one
+    /// must connect.
+    pub async fn connect(routes: &[(Option<IpAddr>, SocketAddr)]) -> io::Result<Striped> {
+        let mut socks = vec![];
+        let mut last_err = None;
+        for &(local, remote) in routes {
+            match open(local, remote).await {
+                Ok(s) => socks.push(s),
+                Err(e) => last_err = Some(io::Error::new(e.kind(), format!("{remote}: {e}"))),
+            }
+        }
+        if socks.is_empty() {
+            return Err(last_err.unwrap_or_else(|| broken("no route given")));
+        }
+        let session: u64 = rand::random();
+        let count = socks.len() as u32;
+        for (i, s) in socks.iter_mut().enumerate() {
+            let mut hello = vec![];
+            Frame::Hello { session, index: i as u32, count }.encode(&mut hello);
+            s.write_all(&hello).await?;
+        }
+        Ok(Striped::start(socks))
+    }
+
+    /// Links in use when the channel started.
+    pub fn links(&self) -> usize {
+        self.links
+    }
+
+    /// What each link has done so far.
+    pub fn stats(&self) -> Stats {
+        let st = self.shared.state.lock().expect("state");
+        Stats { alive: st.alive.clone(), sent: st.sent.clone(), resent: st.resent }
+    }
+
+    fn start(socks: Vec<TcpStream>) -> Striped {
+        let n = socks.len();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                plan: Plan::new(n, PlanConfig::default()),
+                unacked: BTreeMap::new(),
+                unacked_bytes: 0,
+                carried: vec![vec![]; n],
+                alive: vec![true; n],
+                sent: vec![0; n],
+                resent: 0,
+                acks: VecDeque::new(),
+                closing: false,
+                close_sent: vec![false; n],
+                dropped: false,
+                error: None,
+                assembling: HashMap::new(),
+                ready: BTreeMap::new(),
+                next_deliver: 0,
+                peer_count: None,
+                deliver: Some(tx),
+            }),
+            work: Notify::new(),
+            acked: Notify::new(),
+        });
+        for (link, s) in socks.into_iter().enumerate() {
+            let _ = s.set_nodelay(true);
+            let _ = limit_unsent(&s, UNSENT_LOW_WATER);
+            let (rd, wr) = s.into_split();
+            tokio::spawn(write_link(link, wr, shared.clone()));
+            tokio::spawn(read_link(link, rd, shared.clone()));
+        }
+        Striped { shared, delivered: tokio::sync::Mutex::new(rx), links: n }
+    }
+
+    /// Queues one message; waits while too much is unacknowledged. Fails
+    /// once every link has failed.
+    pub async fn send(&self, msg: Bytes) -> io::Result<()> {
+        if msg.len() as u64 > MAX_MESSAGE {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ddnet: message over 1 GiB"));
+        }
+        loop {
+            let wait = self.shared.acked.notified();
+            tokio::pin!(wait);
+            wait.as_mut().enable();
+            {
+                let mut st = self.shared.state.lock().expect("state");
+                if let Some(e) = &st.error {
+                    return Err(broken(e));
+                }
+                if st.closing {
+                    return Err(broken("send after close"));
+                }
+                if st.unacked.is_empty() || st.unacked_bytes + msg.len() as u64 <= WINDOW {
+                    let id = st.plan.push(msg.len() as u64);
+                    st.unacked_bytes += msg.len() as u64;
+                    st.unacked.insert(id, msg);
+                    drop(st);
+                    self.shared.work.notify_waiters();
+                    return Ok(());
+                }
+            }
+            wait.await;
+        }
+    }
+
+    /// The next message, in the order the peer sent them; `None` once the
+    /// peer closed and everything it sent was delivered. An error if the
+    /// links failed first.
+    pub async fn recv(&self) -> io::Result<Option<Bytes>> {
+        if let Some(m) = self.delivered.lock().await.recv().await {
+            return Ok(Some(m));
+        }
+        let st = self.shared.state.lock().expect("state");
+        match (&st.error, st.peer_count) {
+            (_, Some(n)) if st.next_deliver == n => Ok(None),
+            (Some(e), _) => Err(broken(e)),
+            _ => Err(broken("the peer went away")),
+        }
+    }
+
+    /// Sends no more: waits until the peer has acknowledged every message
+    /// (so the data is delivered when this returns).
+    pub async fn close(&self) -> io::Result<()> {
+        self.shared.state.lock().expect("state").closing = true;
+        self.shared.work.notify_waiters();
+        loop {
+            let wait = self.shared.acked.notified();
+            tokio::pin!(wait);
+            wait.as_mut().enable();
+            {
+                let st = self.shared.state.lock().expect("state");
+                if st.unacked.is_empty() && st.plan.is_idle() {
+                    return Ok(());
+                }
+                if let Some(e) = &st.error {
+                    return Err(broken(e));
+                }
+            }
+            wait.await;
+        }
+    }
+}
+
+impl Drop for Striped {
+    /// Pending acks still go out, then the links close. Messages not yet
+    /// sent are lost: call [`Striped::close`] first.
+    fn drop(&mut self) {
+        self.shared.state.lock().expect("state").dropped = true;
+        self.shared.work.notify_waiters();
+    }
+}
+
+/// Accepts striped channels on one or more addresses.
+pub struct StripeListener {
+    listeners: Vec<TcpListener>,
+}
+
+impl StripeListener {
+    pub async fn bind(addrs: &[SocketAddr]) -> io::Result<StripeListener> {
+        let mut listeners = vec![];
+        for a in addrs {
+            listeners.push(TcpListener::bind(a).await.map_err(|e| io::Error::new(e.kind(), format!("{a}: {e}")))?);
+        }
+        Ok(StripeListener { listeners })
+    }
+
+    /// The bound addresses (with the real ports when 0 was asked).
+    pub fn local_addrs(&self) -> io::Result<Vec<SocketAddr>> {
+        self.listeners.iter().map(|l| l.local_addr()).collect()
+    }
+
+    /// The next channel: waits until every link of one session has arrived
+    /// (on any of the addresses). Connections that do not greet properly
+    /// are dropped.
+    pub async fn accept(&self) -> io::Result<Striped> {
+        let (tx, mut rx) = mpsc::channel::<(u64, u32, u32, TcpStream)>(64);
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut pending: HashMap<u64, Vec<Option<TcpStream>>> = HashMap::new();
+        loop {
+            let accepts = self.listeners.iter().map(|l| Box::pin(l.accept()));
+            tokio::select! {
+                (r, _, _) = futures_select_all(accepts) => {
+                    let (sock, _) = r?;
+                    let tx = tx.clone();
+                    tasks.spawn(async move {
+                        let mut sock = sock;
+                        let hello = tokio::time::timeout(HELLO_TIMEOUT, Frame::read(&mut sock)).await;
+                        if let Ok(Ok(Some(Frame::Hello { session, index, count }))) = hello {
+                            let _ = tx.send((session, index, count, sock)).await;
+                        }
+                    });
+                }
+                Some((session, index, count, sock)) = rx.recv() => {
+                    if count == 0 || index >= count || count > 64 {
+                        continue;
+                    }
+                    let slots = pending.entry(session).or_insert_with(|| (0..count).map(|_| None).collect());
+                    if slots.len() != count as usize {
+                        continue;
+                    }
+                    slots[index as usize] = Some(sock);
+                    if slots.iter().all(Option::is_some) {
+                        let socks = pending.remove(&session).expect("present").into_iter().flatten().collect();
+                        return Ok(Striped::start(socks));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first of several futures to finish (all are polled each time).
+async fn futures_select_all<F: std::future::Future + Unpin>(futs: impl Iterator<Item = F>) -> (F::Output, usize, ()) {
+    let mut futs: Vec<F> = futs.collect();
+    std::future::poll_fn(move |cx| {
+        for (i, f) in futs.iter_mut().enumerate() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready((v, i, ()));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+async fn open(local: Option<IpAddr>, remote: SocketAddr) -> io::Result<TcpStream> {
+    let sock = if remote.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    if let Some(l) = local {
+        sock.bind(SocketAddr::new(l, 0))?;
+    }
+    tokio::time::timeout(HELLO_TIMEOUT, sock.connect(remote))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+}
+
+fn limit_unsent(sock: &TcpStream, bytes: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let v = bytes as libc::c_int;
+    // SAFETY: setsockopt with a valid fd and a c_int option value.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What a writer does next.
+enum Work {
+    Frame(Vec<u8>, Option<(Claim, Bytes)>),
+    Wait,
+    Done,
+}
+
+impl State {
+    fn next_work(&mut self, link: LinkId) -> Work {
+        if !self.alive[link] {
+            return Work::Done;
+        }
+        let mut head = Vec::with_capacity(32);
+        if let Some(msg) = self.acks.pop_front() {
+            Frame::Ack { msg }.encode(&mut head);
+            return Work::Frame(head, None);
+        }
+        if let Some(c) = self.plan.claim(link) {
+            let Some(data) = self.unacked.get(&c.msg) else {
+                // Acknowledged meanwhile (a redo of a run that did arrive).
+                return Work::Frame(head, None);
+            };
+            let payload = data.slice(c.offset as usize..c.offset as usize + c.len as usize);
+            Frame::Run { msg: c.msg, msg_len: data.len() as u64, offset: c.offset, len: c.len }.encode(&mut head);
+            self.carried[link].push(c);
+            return Work::Frame(head, Some((c, payload)));
+        }
+        if self.closing && self.plan.is_idle() && !self.close_sent[link] {
+            self.close_sent[link] = true;
+            Frame::Close { count: self.plan.next_id() }.encode(&mut head);
+            return Work::Frame(head, None);
+        }
+        if self.dropped {
+            return Work::Done;
+        }
+        Work::Wait
+    }
+
+    fn fail_link(&mut self, link: LinkId, why: String) {
+        if !std::mem::replace(&mut self.alive[link], false) {
+            return;
+        }
+        let lost: Vec<Claim> =
+            std::mem::take(&mut self.carried[link]).into_iter().filter(|c| self.unacked.contains_key(&c.msg)).collect();
+        self.resent += lost.iter().map(|c| u64::from(c.len)).sum::<u64>();
+        self.plan.on_failed(link, lost);
+        if !self.alive.iter().any(|&a| a) {
+            self.error = Some(format!("every link failed (last: {why})"));
+            self.deliver = None;
+        }
+    }
+
+    fn on_ack(&mut self, msg: u64) {
+        if let Some(m) = self.unacked.remove(&msg) {
+            self.unacked_bytes -= m.len() as u64;
+            for c in &mut self.carried {
+                c.retain(|c| c.msg != msg);
+            }
+        }
+    }
+
+    /// A run arrived: place it; deliver what is complete, in order.
+    fn on_run(&mut self, msg: u64, msg_len: u64, offset: u64, payload: &[u8]) -> Result<(), String> {
+        if msg < self.next_deliver || self.ready.contains_key(&msg) {
+            // Sent again after a link failed: already have it.
+            self.acks.push_back(msg);
+            return Ok(());
+        }
+        if msg > self.next_deliver + 4096 {
+            return Err(format!("message {msg} is far ahead of {}", self.next_deliver));
+        }
+        let a = self.assembling.entry(msg).or_insert_with(|| Assembly {
+            buf: BytesMut::zeroed(msg_len as usize),
+            offsets: HashSet::new(),
+            got: 0,
+        });
+        if a.buf.len() as u64 != msg_len {
+            return Err(format!("message {msg}: length {msg_len}, earlier {}", a.buf.len()));
+        }
+        if a.offsets.insert(offset) {
+            a.buf[offset as usize..offset as usize + payload.len()].copy_from_slice(payload);
+            a.got += payload.len() as u64;
+        }
+        if a.got == msg_len {
+            let a = self.assembling.remove(&msg).expect("present");
+            self.ready.insert(msg, a.buf.freeze());
+            self.acks.push_back(msg);
+            while let Some(m) = self.ready.remove(&self.next_deliver) {
+                if let Some(d) = &self.deliver {
+                    let _ = d.send(m);
+                }
+                self.next_deliver += 1;
+            }
+            self.check_closed();
+        }
+        Ok(())
+    }
+
+    fn check_closed(&mut self) {
+        if self.peer_count == Some(self.next_deliver) {
+            self.deliver = None;
+        }
+    }
+}
+
+async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
+    loop {
+        let wait = shared.work.notified();
+        tokio::pin!(wait);
+        wait.as_mut().enable();
+        let work = shared.state.lock().expect("state").next_work(link);
+        match work {
+            Work::Done => return,
+            Work::Wait => {
+                wait.await;
+                continue;
+            }
+            Work::Frame(head, run) => {
+                let started = Instant::now();
+                let r = match &run {
+                    Some((_, payload)) => write_two(&mut wr, &head, payload).await,
+                    None if head.is_empty() => Ok(()),
+                    None => wr.write_all(&head).await,
+                };
+                let mut st = shared.state.lock().expect("state");
+                match r {
+                    Ok(()) => {
+                        if let Some((c, _)) = run {
+                            st.sent[link] += u64::from(c.len);
+                            st.plan.on_sent(link, u64::from(c.len), started.elapsed().as_secs_f64());
+                        }
+                    }
+                    Err(e) => {
+                        st.fail_link(link, e.to_string());
+                        drop(st);
+                        shared.work.notify_waiters();
+                        shared.acked.notify_waiters();
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Header and payload with as few syscalls as the kernel allows.
+async fn write_two(wr: &mut OwnedWriteHalf, head: &[u8], payload: &[u8]) -> io::Result<()> {
+    let (mut h, mut p) = (head, payload);
+    while !h.is_empty() || !p.is_empty() {
+        let bufs = [io::IoSlice::new(h), io::IoSlice::new(p)];
+        let n = wr.write_vectored(&bufs).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let from_h = n.min(h.len());
+        h = &h[from_h..];
+        p = &p[n - from_h..];
+    }
+    Ok(())
+}
+
+async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
+    let mut rd = BufReader::with_capacity(256 * 1024, rd);
+    let mut payload = BytesMut::new();
+    let why = loop {
+        let frame = match Frame::read(&mut rd).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break "closed by the peer".to_string(),
+            Err(e) => break e.to_string(),
+        };
+        let notify = match frame {
+            Frame::Run { msg, msg_len, offset, len } => {
+                payload.clear();
+                payload.resize(len as usize, 0);
+                if let Err(e) = rd.read_exact(&mut payload).await {
+                    break e.to_string();
+                }
+                let mut st = shared.state.lock().expect("state");
+                if let Err(e) = st.on_run(msg, msg_len, offset, &payload) {
+                    break e;
+                }
+                !st.acks.is_empty()
+            }
+            Frame::Ack { msg } => {
+                shared.state.lock().expect("state").on_ack(msg);
+                shared.acked.notify_waiters();
+                false
+            }
+            Frame::Close { count } => {
+                let mut st = shared.state.lock().expect("state");
+                st.peer_count = Some(count);
+                st.check_closed();
+                false
+            }
+            Frame::Hello { .. } => break "Hello in mid-stream".to_string(),
+        };
+        if notify {
+            shared.work.notify_waiters();
+        }
+    };
+    let mut st = shared.state.lock().expect("state");
+    // A link the peer closed after its Close is an orderly end.
+    let orderly = st.peer_count.is_some() && why == "closed by the peer";
+    if !orderly {
+        st.fail_link(link, why);
+    }
+    drop(st);
+    shared.work.notify_waiters();
+    shared.acked.notify_waiters();
+}

@@ -1,0 +1,392 @@
+//! Who sends which bytes of which message: the sans-IO claim state shared by
+//! a striped endpoint's link writers.
+//!
+//! Each message is cut into segments; a segment has up to two workers, one
+//! claiming runs from its low end upwards, one from its high end downwards,
+//! so a pair of links meets wherever their speeds put the meeting point and
+//! neither waits for the other. Live links are paired in order and each
+//! pair gets a segment sized by the pair's measured rate; an odd link works a
+//! segment alone from its low end. A link with nothing left helps: it takes
+//! a free end of the segment that would finish last, or splits that segment
+//! (rates decide where) and works the new gap's high end (the DDOps rule,
+//! one link at a time). Messages below `small` go whole to the fastest link:
+//! striping them would cost more than it gains.
+//!
+//! Claims are remembered by the caller until the peer acknowledges the
+//! message; when a link fails, its claims come back here ([`Plan::on_failed`])
+//! and are claimed again by the others before anything new.
+
+use std::collections::VecDeque;
+
+/// A link's index in its endpoint.
+pub type LinkId = usize;
+
+/// Bytes `offset..offset+len` of message `msg`, to be sent by one link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub msg: u64,
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// Tuning, with defaults that suit links from 10 Mbit/s to 10 Gbit/s.
+#[derive(Debug, Clone)]
+pub struct PlanConfig {
+    /// Messages shorter than this go on one link.
+    pub small: u64,
+    /// Largest run one claim takes.
+    pub max_run: u32,
+    /// Smallest run (except a message's last bytes).
+    pub min_run: u32,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        PlanConfig { small: 32 * 1024, max_run: 512 * 1024, min_run: 8 * 1024 }
+    }
+}
+
+#[derive(Debug)]
+struct Segment {
+    lo: u64,
+    hi: u64,
+    lo_worker: Option<LinkId>,
+    hi_worker: Option<LinkId>,
+}
+
+#[derive(Debug)]
+struct Message {
+    id: u64,
+    /// Run size for this message.
+    run: u64,
+    segments: Vec<Segment>,
+    /// Helpers may join (not for small messages).
+    helpable: bool,
+    /// A zero-length message still needs one (empty) run.
+    empty_pending: bool,
+}
+
+#[derive(Debug)]
+struct Link {
+    alive: bool,
+    /// Bytes per second, smoothed; 0 until measured.
+    rate: f64,
+}
+
+/// The claim state of one sending endpoint.
+#[derive(Debug)]
+pub struct Plan {
+    cfg: PlanConfig,
+    links: Vec<Link>,
+    messages: VecDeque<Message>,
+    redo: VecDeque<Claim>,
+    next_id: u64,
+}
+
+impl Plan {
+    pub fn new(links: usize, cfg: PlanConfig) -> Plan {
+        Plan {
+            cfg,
+            links: (0..links).map(|_| Link { alive: true, rate: 0.0 }).collect(),
+            messages: VecDeque::new(),
+            redo: VecDeque::new(),
+            next_id: 0,
+        }
+    }
+
+    /// Ids given so far (the next message gets this one).
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    pub fn alive(&self) -> usize {
+        self.links.iter().filter(|l| l.alive).count()
+    }
+
+    /// A link's rate for planning: measured, or the mean of the measured
+    /// ones (1.0 if none is), so unmeasured links get an equal share.
+    fn rate(&self, l: LinkId) -> f64 {
+        if self.links[l].rate > 0.0 {
+            return self.links[l].rate;
+        }
+        let measured: Vec<f64> = self.links.iter().filter(|l| l.alive && l.rate > 0.0).map(|l| l.rate).collect();
+        if measured.is_empty() {
+            1.0
+        } else {
+            measured.iter().sum::<f64>() / measured.len() as f64
+        }
+    }
+
+    /// Queues a message of `len` bytes; returns its id.
+    pub fn push(&mut self, len: u64) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let live: Vec<LinkId> = (0..self.links.len()).filter(|&l| self.links[l].alive).collect();
+        let n = live.len().max(1) as u64;
+        let run = (len / (4 * n)).clamp(u64::from(self.cfg.min_run), u64::from(self.cfg.max_run));
+        let fastest = live.iter().copied().max_by(|&a, &b| self.rate(a).total_cmp(&self.rate(b)));
+        let mut m = Message { id, run, segments: vec![], helpable: true, empty_pending: len == 0 };
+        if len < self.cfg.small || live.len() <= 1 {
+            m.helpable = live.len() > 1 && len >= self.cfg.small;
+            m.segments.push(Segment { lo: 0, hi: len, lo_worker: fastest, hi_worker: None });
+        } else {
+            let groups: Vec<&[LinkId]> = live.chunks(2).collect();
+            let weights: Vec<f64> = groups.iter().map(|g| g.iter().map(|&l| self.rate(l)).sum()).collect();
+            let total: f64 = weights.iter().sum();
+            let mut at = 0u64;
+            for (i, g) in groups.iter().enumerate() {
+                let end =
+                    if i + 1 == groups.len() { len } else { (at + (len as f64 * weights[i] / total) as u64).min(len) };
+                m.segments.push(Segment { lo: at, hi: end, lo_worker: Some(g[0]), hi_worker: g.get(1).copied() });
+                at = end;
+            }
+        }
+        self.messages.push_back(m);
+        id
+    }
+
+    /// The next run `link` should send, if any.
+    pub fn claim(&mut self, link: LinkId) -> Option<Claim> {
+        if !self.links.get(link).is_some_and(|l| l.alive) {
+            return None;
+        }
+        if let Some(c) = self.redo.pop_front() {
+            return Some(c);
+        }
+        let claim = self.own_work(link).or_else(|| self.help(link));
+        self.messages.retain(|m| m.empty_pending || m.segments.iter().any(|s| s.lo < s.hi));
+        claim
+    }
+
+    fn own_work(&mut self, link: LinkId) -> Option<Claim> {
+        for m in self.messages.iter_mut() {
+            if m.empty_pending {
+                if m.segments[0].lo_worker == Some(link) {
+                    m.empty_pending = false;
+                    return Some(Claim { msg: m.id, offset: 0, len: 0 });
+                }
+                continue;
+            }
+            for s in m.segments.iter_mut().filter(|s| s.lo < s.hi) {
+                if s.lo_worker == Some(link) {
+                    return Some(take_lo(m.id, m.run, s));
+                }
+                if s.hi_worker == Some(link) {
+                    return Some(take_hi(m.id, m.run, s));
+                }
+            }
+        }
+        None
+    }
+
+    fn help(&mut self, link: LinkId) -> Option<Claim> {
+        for mi in 0..self.messages.len() {
+            let m = &self.messages[mi];
+            // An orphan small message (its link died) is taken whole.
+            let orphan = |s: &Segment, links: &[Link]| !s.lo_worker.is_some_and(|w| links[w].alive);
+            if m.empty_pending {
+                if orphan(&m.segments[0], &self.links) {
+                    let m = &mut self.messages[mi];
+                    m.segments[0].lo_worker = Some(link);
+                    m.empty_pending = false;
+                    return Some(Claim { msg: m.id, offset: 0, len: 0 });
+                }
+                continue;
+            }
+            if !m.helpable {
+                if m.segments[0].lo < m.segments[0].hi && orphan(&m.segments[0], &self.links) {
+                    let m = &mut self.messages[mi];
+                    m.segments[0].lo_worker = Some(link);
+                    return Some(take_lo(m.id, m.run, &mut m.segments[0]));
+                }
+                continue;
+            }
+            // The segment that would finish last.
+            let eta = |s: &Segment| {
+                let r: f64 = [s.lo_worker, s.hi_worker]
+                    .iter()
+                    .flatten()
+                    .filter(|&&w| self.links[w].alive)
+                    .map(|&w| self.rate(w))
+                    .sum();
+                if r > 0.0 {
+                    (s.hi - s.lo) as f64 / r
+                } else {
+                    f64::INFINITY
+                }
+            };
+            let Some(si) = (0..m.segments.len())
+                .filter(|&i| m.segments[i].lo < m.segments[i].hi)
+                .max_by(|&a, &b| eta(&m.segments[a]).total_cmp(&eta(&m.segments[b])))
+            else {
+                continue;
+            };
+            let dead = |w: Option<LinkId>| !w.is_some_and(|w| self.links[w].alive);
+            let (lo_free, hi_free) = (dead(m.segments[si].lo_worker), dead(m.segments[si].hi_worker));
+            let (id, run) = (m.id, m.run);
+            let my_rate = self.rate(link);
+            let lo_rate = m.segments[si].lo_worker.map_or(0.0, |w| self.rate(w));
+            let hi_rate = m.segments[si].hi_worker.map_or(0.0, |w| self.rate(w));
+            let m = &mut self.messages[mi];
+            let s = &mut m.segments[si];
+            if hi_free {
+                s.hi_worker = Some(link);
+                return Some(take_hi(id, run, s));
+            }
+            if lo_free {
+                s.lo_worker = Some(link);
+                return Some(take_lo(id, run, s));
+            }
+            let left = s.hi - s.lo;
+            if left < 2 * run {
+                // Not worth a split: the owners finish it within a run or two.
+                continue;
+            }
+            // [lo, cut) stays with the low worker and gets us at its high
+            // end; [cut, hi) stays with the high worker alone.
+            let share = (lo_rate + my_rate) / (lo_rate + my_rate + hi_rate);
+            let cut = s.lo + ((left as f64 * share) as u64).clamp(run, left - run);
+            let rest = Segment { lo: cut, hi: s.hi, lo_worker: None, hi_worker: s.hi_worker };
+            s.hi = cut;
+            s.hi_worker = Some(link);
+            let c = take_hi(id, run, s);
+            m.segments.insert(si + 1, rest);
+            // The new segment's low end is free: the next helper takes it.
+            return Some(c);
+        }
+        None
+    }
+
+    /// A link sent `bytes` in `secs` while busy: updates its rate.
+    pub fn on_sent(&mut self, link: LinkId, bytes: u64, secs: f64) {
+        if secs <= 0.0 || bytes < 16 * 1024 {
+            return;
+        }
+        let r = bytes as f64 / secs;
+        let l = &mut self.links[link];
+        l.rate = if l.rate == 0.0 { r } else { 0.7 * l.rate + 0.3 * r };
+    }
+
+    /// A link failed; `lost` are its claims the peer has not acknowledged.
+    pub fn on_failed(&mut self, link: LinkId, lost: impl IntoIterator<Item = Claim>) {
+        if let Some(l) = self.links.get_mut(link) {
+            l.alive = false;
+        }
+        self.redo.extend(lost);
+    }
+
+    /// Nothing left to claim.
+    pub fn is_idle(&self) -> bool {
+        self.redo.is_empty() && self.messages.is_empty()
+    }
+}
+
+fn take_lo(msg: u64, run: u64, s: &mut Segment) -> Claim {
+    let n = run.min(s.hi - s.lo);
+    let c = Claim { msg, offset: s.lo, len: n as u32 };
+    s.lo += n;
+    c
+}
+
+fn take_hi(msg: u64, run: u64, s: &mut Segment) -> Claim {
+    let n = run.min(s.hi - s.lo);
+    s.hi -= n;
+    Claim { msg, offset: s.hi, len: n as u32 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Claims every byte with links taking turns by `weights` (a link with
+    /// weight w claims w times per round); returns claims per link.
+    fn drain(p: &mut Plan, weights: &[usize], fail: Option<(usize, usize)>) -> Vec<Vec<Claim>> {
+        let mut got = vec![vec![]; weights.len()];
+        let mut round = 0;
+        while !p.is_idle() {
+            round += 1;
+            assert!(round < 1_000_000, "no progress");
+            for (l, &w) in weights.iter().enumerate() {
+                if fail.is_some_and(|(fl, at)| fl == l && round == at) {
+                    let lost = std::mem::take(&mut got[l]);
+                    p.on_failed(l, lost);
+                }
+                for _ in 0..w {
+                    if let Some(c) = p.claim(l) {
+                        got[l].push(c);
+                    }
+                }
+            }
+        }
+        got
+    }
+
+    /// Every byte of every message exactly once.
+    fn check_cover(claims: &[Vec<Claim>], lens: &[u64]) {
+        for (id, &len) in lens.iter().enumerate() {
+            let mut mine: Vec<Claim> = claims.iter().flatten().filter(|c| c.msg == id as u64).copied().collect();
+            mine.sort_by_key(|c| (c.offset, c.len));
+            let mut at = 0;
+            for c in &mine {
+                assert_eq!(c.offset, at, "message {id}: gap or overlap at {at}: {mine:?}");
+                at += u64::from(c.len);
+            }
+            assert_eq!(at, len, "message {id}");
+            if len == 0 {
+                assert_eq!(mine.len(), 1, "an empty message is one empty run");
+            }
+        }
+    }
+
+    #[test]
+    fn two_links_meet_in_proportion_to_speed() {
+        let mut p = Plan::new(2, PlanConfig::default());
+        p.push(64 << 20);
+        let got = drain(&mut p, &[2, 1], None);
+        check_cover(&got, &[64 << 20]);
+        let bytes: Vec<u64> = got.iter().map(|c| c.iter().map(|c| u64::from(c.len)).sum()).collect();
+        let share = bytes[0] as f64 / (64u64 << 20) as f64;
+        assert!((share - 2.0 / 3.0).abs() < 0.02, "{share}");
+    }
+
+    #[test]
+    fn small_messages_go_whole_to_the_fastest_link() {
+        let mut p = Plan::new(3, PlanConfig::default());
+        p.on_sent(1, 1 << 20, 0.01);
+        p.on_sent(0, 1 << 20, 0.1);
+        p.push(1000);
+        assert_eq!(p.claim(0), None);
+        assert_eq!(p.claim(1), Some(Claim { msg: 0, offset: 0, len: 1000 }));
+        assert!(p.is_idle());
+    }
+
+    #[test]
+    fn a_failed_links_claims_are_sent_again() {
+        let mut p = Plan::new(2, PlanConfig::default());
+        p.push(8 << 20);
+        p.push(0);
+        p.push(100);
+        let got = drain(&mut p, &[1, 1], Some((0, 3)));
+        assert!(got[0].is_empty(), "the failed link's claims all went back to the plan");
+        check_cover(&got, &[8 << 20, 0, 100]);
+    }
+
+    proptest! {
+        #[test]
+        fn every_byte_exactly_once(
+            lens in proptest::collection::vec(prop_oneof![Just(0u64), 1u64..100_000, 1u64..20_000_000], 1..6),
+            weights in proptest::collection::vec(1usize..5, 1..5),
+            fail in proptest::option::of((0usize..4, 1usize..40)),
+        ) {
+            let mut p = Plan::new(weights.len(), PlanConfig::default());
+            for &l in &lens { p.push(l); }
+            // A failure is only survivable with another link left.
+            let fail = fail.filter(|&(l, _)| l < weights.len() && weights.len() > 1);
+            // A failed link's claims are dropped from `got` when it fails:
+            // the others must have sent every byte again.
+            let got = drain(&mut p, &weights, fail);
+            check_cover(&got, &lens);
+        }
+    }
+}

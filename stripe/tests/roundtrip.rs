@@ -1,0 +1,151 @@
+//! Real TCP links on loopback (127.0.0.1 .. 127.0.0.4 are all local).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ddnet::{StripeListener, Striped, StripedReader, StripedWriter};
+use rand::{Rng, RngCore, SeedableRng};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A listener on `n` loopback addresses and a channel connected to it.
+async fn pair(n: usize) -> (Striped, Striped) {
+    let addrs: Vec<SocketAddr> = (1..=n).map(|i| format!("127.0.0.{i}:0").parse().unwrap()).collect();
+    let l = StripeListener::bind(&addrs).await.unwrap();
+    let routes: Vec<_> = l.local_addrs().unwrap().into_iter().map(|a| (None, a)).collect();
+    let (a, b) = tokio::join!(Striped::connect(&routes), l.accept());
+    (a.unwrap(), b.unwrap())
+}
+
+fn random(len: usize, seed: u64) -> Bytes {
+    let mut v = vec![0u8; len];
+    rand::rngs::StdRng::seed_from_u64(seed).fill_bytes(&mut v);
+    v.into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_round_trip_over_1_to_4_links() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    for links in 1..=4 {
+        let (tx, rx) = pair(links).await;
+        assert_eq!((tx.links(), rx.links()), (links, links));
+        let mut sizes = vec![0, 1, 1000, 32 * 1024, 64 * 1024 + 3, 1 << 20, 64 << 20];
+        sizes.extend((0..20).map(|_| rng.gen_range(0..3_000_000)));
+        let msgs: Vec<Bytes> = sizes.iter().enumerate().map(|(i, &n)| random(n, i as u64)).collect();
+        let sender = {
+            let msgs = msgs.clone();
+            tokio::spawn(async move {
+                for m in msgs {
+                    tx.send(m).await.unwrap();
+                }
+                tx.close().await.unwrap();
+            })
+        };
+        for (i, m) in msgs.iter().enumerate() {
+            let got = rx.recv().await.unwrap().expect("a message");
+            assert!(got == *m, "{links} links: message {i} ({} bytes) differs", m.len());
+        }
+        assert!(rx.recv().await.unwrap().is_none(), "the stream ends after close");
+        sender.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_directions_at_once() {
+    let (a, b) = pair(2).await;
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let m = random(5 << 20, 9);
+    let (m1, a1, b1) = (m.clone(), a.clone(), b.clone());
+    let echo = tokio::spawn(async move {
+        while let Some(x) = b1.recv().await.unwrap() {
+            b1.send(x).await.unwrap();
+        }
+        b1.close().await.unwrap();
+    });
+    for _ in 0..5 {
+        a1.send(m1.clone()).await.unwrap();
+        assert!(a.recv().await.unwrap().unwrap() == m);
+    }
+    a.close().await.unwrap();
+    assert!(a.recv().await.unwrap().is_none());
+    echo.await.unwrap();
+}
+
+/// Forwards one connection to `to` and cuts it (both ways) after `limit`
+/// bytes went forward.
+async fn cut_after(to: SocketAddr, limit: u64) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (a, _) = l.accept().await.unwrap();
+        let b = TcpStream::connect(to).await.unwrap();
+        let ((mut ar, mut aw), (mut br, mut bw)) = (a.into_split(), b.into_split());
+        let back = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut br, &mut aw).await;
+        });
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut moved = 0u64;
+        while moved < limit {
+            let n = ar.read(&mut buf).await.unwrap_or(0);
+            if n == 0 || bw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            moved += n as u64;
+        }
+        back.abort();
+    });
+    at
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_cut_mid_message_loses_nothing() {
+    for cut_link in 0..3 {
+        let addrs: Vec<SocketAddr> = (1..=3).map(|i| format!("127.0.0.{i}:0").parse().unwrap()).collect();
+        let l = StripeListener::bind(&addrs).await.unwrap();
+        let real = l.local_addrs().unwrap();
+        // Cut once 10 MiB went through: well inside the 96 MiB.
+        let via = cut_after(real[cut_link], 10 << 20).await;
+        let routes: Vec<_> =
+            real.iter().enumerate().map(|(i, &a)| (None, if i == cut_link { via } else { a })).collect();
+        let (tx, rx) = tokio::join!(Striped::connect(&routes), l.accept());
+        let (tx, rx) = (tx.unwrap(), rx.unwrap());
+        let msgs: Vec<Bytes> = (0..4).map(|i| random(24 << 20, 100 + i)).collect();
+        let sender = {
+            let msgs = msgs.clone();
+            tokio::spawn(async move {
+                for m in msgs {
+                    tx.send(m).await.unwrap();
+                }
+                tx.close().await.unwrap();
+                tx.stats()
+            })
+        };
+        for (i, m) in msgs.iter().enumerate() {
+            let got = rx.recv().await.unwrap().expect("a message");
+            assert!(got == *m, "cut link {cut_link}: message {i} differs");
+        }
+        assert!(rx.recv().await.unwrap().is_none());
+        let stats = sender.await.unwrap();
+        assert!(!stats.alive[cut_link], "{stats:?}");
+        assert!(stats.resent > 0, "nothing was in flight on the cut link: {stats:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_stream_adapters() {
+    let (a, b) = pair(3).await;
+    let data = random(10_000_019, 5);
+    let d = data.clone();
+    let w = tokio::spawn(async move {
+        let mut w = StripedWriter::new(Arc::new(a));
+        for piece in d.chunks(777_777) {
+            w.write_all(piece).await.unwrap();
+        }
+        w.shutdown().await.unwrap();
+    });
+    let mut got = vec![];
+    StripedReader::new(Arc::new(b)).read_to_end(&mut got).await.unwrap();
+    w.await.unwrap();
+    assert!(got == data);
+}
