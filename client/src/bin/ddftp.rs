@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ddftp::cli::{demo, get, simulate, Exit};
+use ddftp::cli::{demo, get, pipe, simulate, Exit};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Fast, balanced downloads from several mirrors at once (Dual-Direction Operations)")]
@@ -15,6 +15,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     Get(get::GetOpt),
+    Send(pipe::SendOpt),
+    Recv(pipe::RecvOpt),
     Simulate(simulate::SimulateOpt),
     Demo(demo::DemoOpt),
 }
@@ -23,6 +25,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let exit: Exit = match cli.cmd {
         Cmd::Get(o) => get::run(o),
+        Cmd::Send(o) => pipe::run_send(o),
+        Cmd::Recv(o) => pipe::run_recv(o),
         Cmd::Simulate(o) => simulate::run(o),
         Cmd::Demo(o) => demo::run(o),
     };

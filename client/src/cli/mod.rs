@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod get;
+pub mod pipe;
 pub mod simulate;
 
 use std::process::ExitCode;
