@@ -124,7 +124,8 @@ impl Plan {
         let live: Vec<LinkId> = (0..self.links.len()).filter(|&l| self.links[l].alive).collect();
         let n = live.len().max(1) as u64;
         let run = (len / (4 * n)).clamp(u64::from(self.cfg.min_run), u64::from(self.cfg.max_run));
-        let fastest = live.iter().copied().max_by(|&a, &b| self.rate(a).total_cmp(&self.rate(b)));
+        // Ties (nothing measured yet) go to the first link given.
+        let fastest = live.iter().copied().max_by(|&a, &b| self.rate(a).total_cmp(&self.rate(b)).then(b.cmp(&a)));
         let mut m = Message { id, run, segments: vec![], helpable: true, empty_pending: len == 0 };
         if len < self.cfg.small || live.len() <= 1 {
             m.helpable = live.len() > 1 && len >= self.cfg.small;
