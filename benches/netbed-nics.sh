@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Benchmark: one transfer over two NICs (netbed --nics). In one run, for
+# 320mbit+160mbit and 320mbit+320mbit: one TCP stream per link (iperf3, the
+# goodput the ideal is the sum of), MPTCP with two subflows (iperf3 under
+# mptcpize, the server announcing its second address), and DDNet striping
+# (stripe/examples/netbench: 4 MiB messages until the peer acknowledged the
+# last byte); a degraded case where link 1 drops to 40mbit 2 s in; and a
+# ping-pong (the paper's Eq. 9, 8 x size / (RTT/2)) from 1 KiB to 4 MiB,
+# striped over both links against one TCP link.
+#
+# Usage (root): benches/netbed-nics.sh [RUNS]
+# Writes benches/results/netbed-nics-<UTC date>.{md,json}.
+set -euo pipefail
+
+RUNS=${1:-3}
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
+BED=ddn
+BYTES=$((512 * 1024 * 1024))
+SECS=8
+log() { echo "[$(date +%T)] $*" >&2; }
+
+need() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+need iperf3 mptcpd iproute2 python3
+
+cd "$TOP"
+cargo build --release -q -p ddnet --example netbench
+NETBENCH=$TOP/target/release/examples/netbench
+S=$BED-s
+C=$BED-c
+trap '"$NB" down $BED 2>/dev/null || true' EXIT
+
+now() { date +%s.%N; }
+results=()
+add() { results+=("$1"); log "$1"; }
+
+iperf() { # extra client args...: prints goodput (bytes/s) seen by the receiver
+  "$NB" exec $C -- "$@" -t $SECS -J | python3 -c "
+import json, sys; j = json.load(sys.stdin); print(j['end']['sum_received']['bits_per_second'] / 8)"
+}
+
+setup() { # rate1 rate2
+  "$NB" down $BED 2>/dev/null || true
+  "$NB" up $BED --nics "$1,$2" >/dev/null
+  for ns in $S $C; do
+    ip netns exec $ns sysctl -qw net.mptcp.enabled=1
+    ip -n $ns mptcp limits set subflows 2 add_addr_accepted 2
+  done
+  ip -n $S mptcp endpoint add 10.78.2.2 dev nic2 signal
+  "$NB" exec $S -- iperf3 -s -D -p 5201 >/dev/null
+  "$NB" exec $S -- mptcpize run iperf3 -s -D -p 5202 >/dev/null
+  sleep 1
+}
+
+stripe_bulk() { # [degrade]: prints the JSON netbench bulk prints
+  "$NB" exec $S -- "$NETBENCH" serve --listen 10.78.1.2:7600,10.78.2.2:7600 --sink 1 >/dev/null &
+  local srv=$!
+  sleep 0.5
+  if [ -n "${1:-}" ]; then ( sleep 2; "$NB" rate $BED s 1 40mbit ) & fi
+  "$NB" exec $C -- "$NETBENCH" bulk --links 10.78.1.2:7600,10.78.2.2:7600 --bytes $BYTES
+  wait $srv || true
+  wait
+}
+
+median() { python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
+
+for pair in "320mbit 160mbit" "320mbit 320mbit"; do
+  set -- $pair
+  name="$1+$2"
+  setup "$1" "$2"
+  g1=(); g2=(); mp=(); st=()
+  for r in $(seq 1 "$RUNS"); do
+    g1+=("$(iperf iperf3 -c 10.78.1.2 -p 5201)")
+    g2+=("$(iperf iperf3 -c 10.78.2.2 -p 5201)")
+    mp+=("$(iperf mptcpize run iperf3 -c 10.78.1.2 -p 5202)")
+    st+=("$(stripe_bulk | python3 -c "import json,sys; print(json.load(sys.stdin)['mb_per_s'] * 1e6)")")
+  done
+  G=$(python3 -c "print($(median "${g1[@]}") + $(median "${g2[@]}"))")
+  add "{\"case\": \"bulk $name\", \"one_stream_link1\": $(median "${g1[@]}"), \"one_stream_link2\": $(median "${g2[@]}"), \"sum\": $G, \"mptcp\": $(median "${mp[@]}"), \"ddnet\": $(median "${st[@]}"), \"mptcp_runs\": [$(IFS=,; echo "${mp[*]}")], \"ddnet_runs\": [$(IFS=,; echo "${st[*]}")]}"
+  if [ "$name" = "320mbit+160mbit" ]; then
+    # Degraded: link 1 to 40mbit at 2 s. Capacity actually available:
+    # G until 2 s, then g1 * 40/320 + g2.
+    dg=()
+    for r in $(seq 1 "$RUNS"); do
+      "$NB" rate $BED s 1 320mbit
+      dg+=("$(stripe_bulk degrade | python3 -c "import json,sys; print(json.load(sys.stdin)['seconds'])")")
+    done
+    "$NB" rate $BED s 1 320mbit
+    g1m=$(median "${g1[@]}"); g2m=$(median "${g2[@]}")
+    ideal=$(python3 -c "
+G, after = $G, $g1m * 40 / 320 + $g2m
+left = $BYTES - 2 * G
+print(2 + left / after if left > 0 else $BYTES / G)")
+    add "{\"case\": \"degraded $name (link 1 to 40mbit at 2 s)\", \"ideal_s\": $ideal, \"ddnet_s\": $(median "${dg[@]}"), \"efficiency\": $(python3 -c "print($ideal / $(median "${dg[@]}"))"), \"runs_s\": [$(IFS=,; echo "${dg[*]}")]}"
+    # Ping-pong: striped over both links, and over link 1 alone.
+    for links in "10.78.1.2:7601,10.78.2.2:7601" "10.78.1.2:7601"; do
+      "$NB" exec $S -- "$NETBENCH" serve --listen "$links" >/dev/null &
+      srv=$!
+      sleep 0.5
+      out=$("$NB" exec $C -- "$NETBENCH" pingpong --links "$links" --iters 15 | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
+      wait $srv || true
+      add "{\"case\": \"pingpong $name\", \"links\": \"$links\", \"sizes\": $out}"
+    done
+  fi
+done
+
+stamp=$(date -u +%Y-%m-%dT%H%MZ)
+mkdir -p "$TOP/benches/results"
+python3 - "$TOP/benches/results/netbed-nics-$stamp" "$stamp" "$RUNS" "${results[@]}" <<'PY'
+import json, sys
+base, stamp, runs = sys.argv[1:4]
+rows = [json.loads(x) for x in sys.argv[4:]]
+json.dump({"when": stamp, "runs": int(runs), "bytes": 512 * 1024 * 1024, "results": rows}, open(base + ".json", "w"), indent=1)
+out = [f"# netbed NIC striping benchmark, {stamp}\n",
+       f"Command: `benches/netbed-nics.sh {runs}` (root), netbed `--nics`, medians of {runs}; bulk = 512 MiB for "
+       "DDNet (until the last byte is acknowledged) and 8 s of iperf3; 2 cores shared by both ends.\n",
+       "| case | link 1 | link 2 | sum | MPTCP | DDNet | MPTCP/sum | DDNet/sum |", "|---|---|---|---|---|---|---|---|"]
+for r in rows:
+    if r["case"].startswith("bulk"):
+        mb = lambda x: f"{x / 1e6:.2f} MB/s"
+        out.append(f"| {r['case']} | {mb(r['one_stream_link1'])} | {mb(r['one_stream_link2'])} | {mb(r['sum'])} | "
+                   f"{mb(r['mptcp'])} | {mb(r['ddnet'])} | {r['mptcp'] / r['sum']:.3f} | {r['ddnet'] / r['sum']:.3f} |")
+for r in rows:
+    if r["case"].startswith("degraded"):
+        out.append(f"\n{r['case']}: DDNet {r['ddnet_s']:.2f} s against an ideal {r['ideal_s']:.2f} s: "
+                   f"efficiency {r['efficiency']:.3f} (runs {r['runs_s']}).\n")
+pp = [r for r in rows if r["case"].startswith("pingpong")]
+if len(pp) == 2:
+    two, one = pp[0]["sizes"], pp[1]["sizes"]
+    out.append("Ping-pong (median of 15 round trips; effective bandwidth 8 x size / (RTT/2)):\n")
+    out.append("| size | 2 links RTT | 1 link RTT | 2 links Mbit/s | 1 link Mbit/s | speedup |\n|---|---|---|---|---|---|")
+    for a, b in zip(two, one):
+        out.append(f"| {a['size']} | {a['rtt_s']*1e3:.3f} ms | {b['rtt_s']*1e3:.3f} ms | {a['mbit_per_s']:.1f} | "
+                   f"{b['mbit_per_s']:.1f} | {b['rtt_s'] / a['rtt_s']:.2f} |")
+open(base + ".md", "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+PY
