@@ -63,6 +63,7 @@ struct State {
     /// `Close` is due once every message is claimed; which links sent it.
     closing: bool,
     close_sent: Vec<bool>,
+    close_pending: Vec<bool>,
     /// The endpoint was dropped: writers send what is due (acks) and stop.
     dropped: bool,
     error: Option<String>,
@@ -148,6 +149,7 @@ impl Striped {
                 acks: VecDeque::new(),
                 closing: false,
                 close_sent: vec![false; n],
+                close_pending: vec![false; n],
                 dropped: false,
                 error: None,
                 assembling: HashMap::new(),
@@ -226,7 +228,11 @@ impl Striped {
             wait.as_mut().enable();
             {
                 let st = self.shared.state.lock().expect("state");
-                if st.unacked.is_empty() && st.plan.is_idle() {
+                // Done when the peer has everything and every live link
+                // carried our Close (so the peer knows the count even if we
+                // exit right away).
+                let closed = (0..st.alive.len()).all(|l| !st.alive[l] || st.close_sent[l]);
+                if st.unacked.is_empty() && st.plan.is_idle() && closed {
                     return Ok(());
                 }
                 if let Some(e) = &st.error {
@@ -352,6 +358,8 @@ fn limit_unsent(sock: &TcpStream, bytes: u32) -> io::Result<()> {
 /// What a writer does next.
 enum Work {
     Frame(Vec<u8>, Option<(Claim, Bytes)>),
+    /// The closing frame: marked sent once written.
+    Close(Vec<u8>),
     Wait,
     Done,
 }
@@ -376,10 +384,10 @@ impl State {
             self.carried[link].push(c);
             return Work::Frame(head, Some((c, payload)));
         }
-        if self.closing && self.plan.is_idle() && !self.close_sent[link] {
-            self.close_sent[link] = true;
+        if self.closing && self.plan.is_idle() && !self.close_sent[link] && !self.close_pending[link] {
+            self.close_pending[link] = true;
             Frame::Close { count: self.plan.next_id() }.encode(&mut head);
-            return Work::Frame(head, None);
+            return Work::Close(head);
         }
         if self.dropped {
             return Work::Done;
@@ -465,6 +473,16 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
             Work::Wait => {
                 wait.await;
                 continue;
+            }
+            Work::Close(head) => {
+                let r = wr.write_all(&head).await;
+                let mut st = shared.state.lock().expect("state");
+                match r {
+                    Ok(()) => st.close_sent[link] = true,
+                    Err(e) => st.fail_link(link, e.to_string()),
+                }
+                drop(st);
+                shared.acked.notify_waiters();
             }
             Work::Frame(head, run) => {
                 let started = Instant::now();
