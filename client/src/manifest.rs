@@ -45,10 +45,21 @@ pub async fn fetch(sock: &mut TcpStream, path: &str, size: u64, digest: &FileDig
         first += u64::from(count);
     }
     sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    read(sock, &mut BytesMut::with_capacity(64 * 1024), size, digest).await
+}
+
+/// Reads the `Manifest` replies of a whole manifest (asked for by `fetch`,
+/// or by a `Stat` with `manifest`) and checks them against `digest`.
+pub async fn read(
+    sock: &mut TcpStream,
+    buf: &mut BytesMut,
+    size: u64,
+    digest: &FileDigest,
+) -> Result<Manifest, String> {
+    let n = chunk_count(size, digest.chunk_size);
     let mut hashes = Vec::with_capacity(n as usize);
     while (hashes.len() as u64) < n {
-        match read_reply(sock, &mut buf).await? {
+        match read_reply(sock, buf).await? {
             Reply::Manifest { first, hashes: part } if first == hashes.len() as u64 && !part.is_empty() => {
                 hashes.extend_from_slice(&part)
             }

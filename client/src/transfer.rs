@@ -95,6 +95,8 @@ impl std::fmt::Display for Route {
 pub struct MirrorInfo {
     pub route: Route,
     pub version: Version,
+    /// The chunk manifest, from the one mirror asked for it up front.
+    pub manifest: Option<Manifest>,
 }
 
 /// Live figures for a progress display.
@@ -175,14 +177,15 @@ pub struct TransferReport {
     pub warnings: Vec<String>,
 }
 
-/// Connects and greets a producer; with `stat`, asks for that file's size in
-/// the same round trip (both requests go out together).
+/// What a probe learns: the mirror's version of the file and, when asked
+/// for, its chunk manifest.
+type Probed = (TcpStream, Option<Version>, Option<Manifest>);
+
+/// Connects and greets a producer; with `stat` (path, and whether the chunk
+/// manifest should follow), asks for that file's size and digests in the
+/// same round trip (both requests go out together).
 /// With a `token`, answers the server's challenge before anything else.
-async fn connect(
-    route: &Route,
-    stat: Option<&str>,
-    token: Option<&[u8]>,
-) -> Result<(TcpStream, Option<Version>), String> {
+async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Option<&[u8]>) -> Result<Probed, String> {
     let fut = async {
         let sock = open_socket(route).await.map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -190,8 +193,8 @@ async fn connect(
     };
     let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| "connect: timed out".to_string())??;
     let stat_req = |out: &mut BytesMut| {
-        if let Some(path) = stat {
-            Request::Stat { path: path.to_string() }.encode(out);
+        if let Some((path, manifest)) = stat {
+            Request::Stat { path: path.to_string(), manifest }.encode(out);
         }
     };
     let exchange = async {
@@ -229,16 +232,22 @@ async fn connect(
     };
     let mut buf =
         tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.map_err(|_| "no reply (timed out)".to_string())??;
-    if stat.is_none() {
-        return Ok((sock, None));
-    }
+    let Some((_, with_manifest)) = stat else {
+        return Ok((sock, None, None));
+    };
     let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
         Err(_) => return Err("no answer to stat (timed out)".into()),
         Ok(Ok(Reply::Stat { size, digest, .. })) => Version { size, digest },
         Ok(Ok(other)) => return Err(unexpected(other)),
         Ok(Err(e)) => return Err(e),
     };
-    Ok((sock, Some(version)))
+    let manifest = if with_manifest {
+        let read = manifest::read(&mut sock, &mut buf, version.size, &version.digest);
+        Some(tokio::time::timeout(STAT_TIMEOUT, read).await.map_err(|_| "chunk manifest: timed out".to_string())??)
+    } else {
+        None
+    };
+    Ok((sock, Some(version), manifest))
 }
 
 /// A TCP connection along `route`: from its local address if it has one
@@ -275,10 +284,16 @@ pub(crate) fn unexpected(r: Reply) -> String {
     }
 }
 
-/// Connects to a mirror and asks for the file's size and digests.
-async fn probe(route: Route, path: String, token: Option<Arc<[u8]>>) -> Result<(MirrorInfo, TcpStream), String> {
-    let (sock, version) = connect(&route, Some(&path), token.as_deref()).await?;
-    Ok((MirrorInfo { route, version: version.expect("asked for stat") }, sock))
+/// Connects to a mirror and asks for the file's size and digests (and,
+/// with `manifest`, its chunk manifest in the same round trip).
+async fn probe(
+    route: Route,
+    path: String,
+    manifest: bool,
+    token: Option<Arc<[u8]>>,
+) -> Result<(MirrorInfo, TcpStream), String> {
+    let (sock, version, manifest) = connect(&route, Some((&path, manifest)), token.as_deref()).await?;
+    Ok((MirrorInfo { route, version: version.expect("asked for stat"), manifest }, sock))
 }
 
 /// Slot to coordinator.
@@ -500,8 +515,14 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         if spec.binds.is_empty() { vec![None] } else { spec.binds.iter().copied().map(Some).collect() };
     let routes: Vec<Route> =
         spec.mirrors.iter().flat_map(|ep| locals.iter().map(|&local| Route { endpoint: ep.clone(), local })).collect();
-    let probes: Vec<_> =
-        routes.iter().map(|r| tokio::spawn(probe(r.clone(), spec.path.clone(), spec.token.clone()))).collect();
+    // The first route also sends the chunk manifest right behind its Stat,
+    // so verification costs no extra round trip when that mirror agrees
+    // with the majority (the usual case).
+    let probes: Vec<_> = routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| tokio::spawn(probe(r.clone(), spec.path.clone(), spec.verify && i == 0, spec.token.clone())))
+        .collect();
     let spare_token = spec.token.clone();
     let last = routes.last().expect("not empty").clone();
     let mut spare = (routes.len() % 2 == 1)
@@ -548,10 +569,11 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     }
     usable.retain(|(m, _)| m.version == version);
     let size = version.size;
-    let manifest = if spec.verify && size > 0 {
-        Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?))
-    } else {
-        None
+    let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
+    let manifest = match early {
+        _ if !spec.verify || size == 0 => None,
+        Some(m) => Some(Arc::new(m)),
+        None => Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?)),
     };
 
     // Producer slots: one per route, plus the virtual pair's second stream
@@ -578,7 +600,7 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
             None => connect(&route, None, spec.token.as_deref()).await,
         };
         match second {
-            Ok((s, _)) => slots.push((owner, route, s)),
+            Ok((s, ..)) => slots.push((owner, route, s)),
             Err(e) => {
                 let w = format!("{route}: second connection failed ({e}); using one stream");
                 progress.warn(&w);

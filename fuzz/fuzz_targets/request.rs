@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
     let mut src = BytesMut::from(data);
     while let Ok(Some(req)) = Request::decode(&mut src) {
         match &req {
-            Request::Stat { path } | Request::Start { path, .. } | Request::Manifest { path, .. } if !path.is_empty() => {
+            Request::Stat { path, .. } | Request::Start { path, .. } | Request::Manifest { path, .. } if !path.is_empty() => {
                 if let Ok(p) = root.resolve(path) {
                     assert!(p.starts_with(real), "{path:?} resolved to {p:?}");
                 }

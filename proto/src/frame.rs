@@ -84,8 +84,10 @@ impl Direction {
 pub enum Request {
     /// First message on a connection.
     Hello { version: u16 },
-    /// Size, mtime and digests of `path` (relative to the server's root).
-    Stat { path: String },
+    /// Size, mtime and digests of `path` (relative to the server's root);
+    /// with `manifest`, the whole chunk manifest follows the `Stat` reply
+    /// (as `Manifest` replies), saving the round trip of asking for it.
+    Stat { path: String, manifest: bool },
     /// Chunk hashes `first..first+count` of `path`'s manifest
     /// (`count` ≤ [`MAX_MANIFEST_HASHES`]).
     Manifest { path: String, first: u64, count: u32 },
@@ -224,8 +226,9 @@ impl Request {
                 dst.put_slice(MAGIC);
                 dst.put_u16(*version);
             }
-            Request::Stat { path } => {
-                put_header(dst, K_STAT, 2 + path.len());
+            Request::Stat { path, manifest } => {
+                put_header(dst, K_STAT, 1 + 2 + path.len());
+                dst.put_u8(u8::from(*manifest));
                 put_str(dst, path);
             }
             Request::Start { stream, path, block_size, first, last, dir } => {
@@ -286,7 +289,14 @@ impl Request {
                 }
                 Request::Hello { version: r.u16()? }
             }
-            K_STAT => Request::Stat { path: r.path()? },
+            K_STAT => {
+                let manifest = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(ProtoError::Malformed { kind, why: "manifest flag must be 0 or 1" }),
+                };
+                Request::Stat { path: r.path()?, manifest }
+            }
             K_START => {
                 let stream = r.u32()?;
                 let block_size = r.u32()?;
@@ -533,7 +543,7 @@ mod tests {
     fn request() -> impl Strategy<Value = Request> {
         prop_oneof![
             any::<u16>().prop_map(|version| Request::Hello { version }),
-            ".{0,64}".prop_map(|path| Request::Stat { path }),
+            (".{0,64}", any::<bool>()).prop_map(|(path, manifest)| Request::Stat { path, manifest }),
             (any::<u32>(), ".{0,64}", MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE, any::<u64>(), any::<u64>(), dir()).prop_map(
                 |(stream, path, block_size, first, last, dir)| {
                     Request::Start { stream, path, block_size, first, last, dir }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use ddftp_proto::auth::{self, NONCE_LEN};
 use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, PROTOCOL_VERSION};
+use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
 use ddftp_proto::{Cursor, Direction, ErrorCode, ProtoError, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -227,17 +228,25 @@ impl Conn {
         match req {
             Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,
             Request::Auth { .. } => self.refuse(ErrorCode::BadRequest, "Auth without a Challenge".into()).await,
-            Request::Stat { path } => {
-                let reply = match self.digests(&path).await {
-                    Ok(d) => Reply::Stat {
-                        size: d.key.size,
-                        mtime_secs: d.key.mtime_secs,
-                        mtime_nanos: d.key.mtime_nanos,
-                        digest: d.digest,
-                    },
-                    Err(e) => path_error_reply(e),
+            Request::Stat { path, manifest } => {
+                let d = match self.digests(&path).await {
+                    Ok(d) => d,
+                    Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
                 };
-                Ok(self.reply(reply).await?)
+                let stat = Reply::Stat {
+                    size: d.key.size,
+                    mtime_secs: d.key.mtime_secs,
+                    mtime_nanos: d.key.mtime_nanos,
+                    digest: d.digest,
+                };
+                self.reply(stat).await?;
+                if manifest {
+                    for (i, part) in d.hashes.chunks(MAX_MANIFEST_HASHES as usize).enumerate() {
+                        let first = (i * MAX_MANIFEST_HASHES as usize) as u64;
+                        self.reply(Reply::Manifest { first, hashes: part.to_vec() }).await?;
+                    }
+                }
+                Ok(())
             }
             Request::Manifest { path, first, count } => {
                 let d = match self.digests(&path).await {

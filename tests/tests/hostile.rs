@@ -102,7 +102,7 @@ fn bad_clients_are_refused_while_a_good_download_completes() {
 
     // Requests before Hello.
     let mut r = Raw::connect(&m.addr);
-    r.send(&[Request::Stat { path: "small".into() }]);
+    r.send(&[Request::Stat { path: "small".into(), manifest: false }]);
     assert_eq!(r.errors_until_closed(), vec![ErrorCode::BadRequest]);
 
     // Blocks out of range, and the largest u64 ("negative" as i64).
@@ -153,7 +153,7 @@ fn bad_clients_are_refused_while_a_good_download_completes() {
     assert!(std::fs::read(f.out("good")).unwrap() == data);
     // The server is still alive and serving.
     let mut r = Raw::greeted(&m.addr);
-    r.send(&[Request::Stat { path: "small".into() }]);
+    r.send(&[Request::Stat { path: "small".into(), manifest: false }]);
     assert!(matches!(r.reply(), Some(Reply::Stat { size: 1000, .. })));
 }
 
@@ -168,14 +168,17 @@ fn paths_outside_the_root_are_refused() {
     let follow = Mirror::start(&f.root(), &["--follow-symlinks"]);
     for path in ["../secret", "/etc/passwd", "inside/../../secret", "inside\0", "escape", "alias"] {
         let mut r = Raw::greeted(&strict.addr);
-        r.send(&[Request::Stat { path: path.into() }]);
+        r.send(&[Request::Stat { path: path.into(), manifest: false }]);
         match r.reply() {
             Some(Reply::Error { code: ErrorCode::Forbidden, .. }) => {}
             other => panic!("{path:?}: {other:?}"),
         }
     }
     let mut r = Raw::greeted(&follow.addr);
-    r.send(&[Request::Stat { path: "alias".into() }, Request::Stat { path: "escape".into() }]);
+    r.send(&[
+        Request::Stat { path: "alias".into(), manifest: false },
+        Request::Stat { path: "escape".into(), manifest: false },
+    ]);
     assert!(matches!(r.reply(), Some(Reply::Stat { size: 100, .. })), "a symlink inside the root is followed");
     assert!(matches!(r.reply(), Some(Reply::Error { code: ErrorCode::Forbidden, .. })), "one leaving it is not");
 }
@@ -220,7 +223,7 @@ fn token_is_proved_not_sent() {
     assert!(!o2.exists());
     // Skipping the challenge gets nothing.
     let mut r = Raw::connect(&m.addr);
-    r.send(&[Request::Hello { version: PROTOCOL_VERSION }, Request::Stat { path: "f".into() }]);
+    r.send(&[Request::Hello { version: PROTOCOL_VERSION }, Request::Stat { path: "f".into(), manifest: false }]);
     assert!(matches!(r.reply(), Some(Reply::Challenge { .. })));
     assert_eq!(r.errors_until_closed(), vec![ErrorCode::Forbidden]);
 }
@@ -261,7 +264,7 @@ fn a_paused_stream_outlives_the_idle_timeout_and_resumes() {
         },
         other => panic!("{other:?}"),
     }
-    r.send(&[Request::Stat { path: "f".into() }]);
+    r.send(&[Request::Stat { path: "f".into(), manifest: false }]);
     assert!(matches!(r.reply(), Some(Reply::Stat { size: 4096, .. })));
 }
 
@@ -300,7 +303,7 @@ fn random_request_sequences_never_break_the_server() {
                 },
                 4..=6 => Request::Extend { stream, last: num(&mut rng) },
                 7 | 8 => Request::End { stream },
-                _ => Request::Stat { path: "f".into() },
+                _ => Request::Stat { path: "f".into(), manifest: false },
             };
             if rng.gen_range(0..30) == 0 {
                 r.send_raw(&[rng.gen(), rng.gen(), 0, 0, rng.gen()]);
@@ -315,7 +318,7 @@ fn random_request_sequences_never_break_the_server() {
         while r.reply().is_some() {}
     }
     let mut r = Raw::greeted(&m.addr);
-    r.send(&[Request::Stat { path: "f".into() }]);
+    r.send(&[Request::Stat { path: "f".into(), manifest: false }]);
     assert!(matches!(r.reply(), Some(Reply::Stat { size: SIZE, .. })));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("panicked"), "the server panicked:\n{text}");

@@ -65,7 +65,8 @@ fn stale_mirror_is_voted_out_and_named() {
     random_file(&roots[2].join("f"), SIZE, 22);
     let ms: Vec<Mirror> = roots.iter().map(|r| Mirror::start(r, &[])).collect();
     let o = f.out("f");
-    let res = get(&mirrors_arg(&[&ms[0], &ms[1], &ms[2]]), &o, &[], 0);
+    // Listed first: its chunk manifest (sent with its Stat) must not be used.
+    let res = get(&mirrors_arg(&[&ms[2], &ms[0], &ms[1]]), &o, &[], 0);
     assert_eq!(std::fs::read(&o).unwrap(), data);
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(err.contains(&ms[2].addr) && err.contains("differs from the majority"), "{err}");
