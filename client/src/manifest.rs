@@ -28,7 +28,7 @@ impl Manifest {
     pub fn verify(&self, offset: u64, payload: &[u8]) -> bool {
         let first = offset / u64::from(self.chunk_size);
         payload.chunks(self.chunk_size as usize).enumerate().all(|(i, c)| {
-            usize::try_from(first + i as u64).ok().and_then(|k| self.hashes.get(k)) == Some(&manifest::hash(c))
+            usize::try_from(first + i as u64).ok().and_then(|k| self.hashes.get(k)) == Some(&manifest::chunk_hash(c))
         })
     }
 }
@@ -81,7 +81,7 @@ mod tests {
     fn verifies_every_chunk_of_a_block() {
         let cs = 1024u32;
         let data: Vec<u8> = (0..5000u32).map(|i| (i / 1024 + i * 7) as u8).collect();
-        let m = Manifest { chunk_size: cs, hashes: data.chunks(cs as usize).map(manifest::hash).collect() };
+        let m = Manifest { chunk_size: cs, hashes: data.chunks(cs as usize).map(manifest::chunk_hash).collect() };
         assert!(m.verify(0, &data[..2048]));
         assert!(m.verify(4096, &data[4096..]));
         assert!(!m.verify(1024, &data[..1024]), "right bytes at the wrong place");

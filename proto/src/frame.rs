@@ -19,7 +19,7 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any incompatible change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 /// The first bytes of a `Hello` body, so a stray client is recognised at once.
 pub const MAGIC: &[u8; 5] = b"DDFTP";
 /// Bytes before every body: kind and length.

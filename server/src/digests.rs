@@ -1,4 +1,4 @@
-//! File digests (whole-file SHA-256 and the chunk manifest), computed once
+//! File digests (whole-file SHA-256 and the BLAKE3 chunk manifest), computed once
 //! per version of a file.
 //!
 //! A version is keyed by (device, inode, size, mtime): the same key means
@@ -28,7 +28,8 @@ pub const INDEX_DIR_NAME: &str = ".ddftpd-index";
 /// cache starts over (the index directory still has them).
 const MEMORY_CAP_HASHES: usize = 4 << 20;
 
-const MAGIC: &[u8; 8] = b"DDIDX\x01\0\0";
+/// Version 2: BLAKE3 chunk hashes (version 1 had SHA-256 ones).
+const MAGIC: &[u8; 8] = b"DDIDX\x02\0\0";
 const HEADER_LEN: usize = 8 + 8 + 8 + 8 + 8 + 4 + 4 + 2 * HASH_LEN;
 
 /// One version of a file.
@@ -62,7 +63,7 @@ impl Key {
 pub struct Digests {
     pub key: Key,
     pub digest: FileDigest,
-    /// One SHA-256 per chunk.
+    /// One BLAKE3 hash per chunk.
     pub hashes: Vec<Hash>,
 }
 
@@ -76,7 +77,7 @@ impl Digests {
         let mut whole = Sha256::new();
         let mut hashes = Vec::with_capacity(chunk_count(key.size, chunk) as usize);
         let mut at = 0u64;
-        let mut part = Sha256::new();
+        let mut part = blake3::Hasher::new();
         while at < key.size {
             let want = ((key.size - at) as usize).min(piece);
             file.read_exact_at(&mut buf[..want], at)?;
@@ -84,7 +85,8 @@ impl Digests {
             part.update(&buf[..want]);
             at += want as u64;
             if at % u64::from(chunk) == 0 || at == key.size {
-                hashes.push(std::mem::take(&mut part).finalize().into());
+                hashes.push(part.finalize().into());
+                part.reset();
             }
         }
         if Key::of(&file.metadata()?) != key {
@@ -247,15 +249,15 @@ mod tests {
         let data: Vec<u8> = (0..(600 * 1024u32)).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(d.join("f"), &data).unwrap();
         let g = Digests::compute(&File::open(d.join("f")).unwrap()).unwrap();
-        assert_eq!(g.digest.sha256, manifest::hash(&data));
-        let expect: Vec<Hash> = data.chunks(chunk_size(data.len() as u64) as usize).map(manifest::hash).collect();
+        assert_eq!(g.digest.sha256, manifest::sha256(&data));
+        let expect: Vec<Hash> = data.chunks(chunk_size(data.len() as u64) as usize).map(manifest::chunk_hash).collect();
         assert_eq!(expect.len(), 150);
         assert_eq!(g.hashes, expect);
         assert_eq!(g.digest.manifest, manifest::root(&expect));
         std::fs::write(d.join("empty"), b"").unwrap();
         let e = Digests::compute(&File::open(d.join("empty")).unwrap()).unwrap();
         assert!(e.hashes.is_empty());
-        assert_eq!(e.digest.sha256, manifest::hash(b""));
+        assert_eq!(e.digest.sha256, manifest::sha256(b""));
         std::fs::remove_dir_all(&d).unwrap();
     }
 
