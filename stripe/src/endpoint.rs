@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -29,6 +29,15 @@ const WINDOW: u64 = 64 << 20;
 /// what the link is really sending, so the two ends of a pair meet where
 /// their speeds say.
 const UNSENT_LOW_WATER: u32 = 256 * 1024;
+/// A link claims a new run only while what it wrote and the peer has not
+/// acknowledged is under this much time at its delivery rate (and at least
+/// [`MIN_AHEAD`] bytes): claims then follow what each link really delivers,
+/// not how fast its socket and queues swallow data, so the two ends of a
+/// pair meet where the links' speeds say even for a 256 KiB message.
+const AHEAD_SECS: f64 = 0.004;
+const MIN_AHEAD: u64 = 64 * 1024;
+/// How long to wait for acknowledgements before looking again.
+const PACE_POLL: Duration = Duration::from_millis(1);
 /// How long an accepted connection may take to say `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -126,6 +135,30 @@ impl Striped {
     /// Links in use when the channel started.
     pub fn links(&self) -> usize {
         self.links
+    }
+
+    /// The whole state, for diagnosing a stuck channel.
+    #[doc(hidden)]
+    pub fn debug_state(&self) -> String {
+        let st = self.shared.state.lock().expect("state");
+        let asm: Vec<(u64, u64, usize)> = st.assembling.iter().map(|(k, a)| (*k, a.got, a.buf.len())).collect();
+        format!(
+            "plan {:?}\nunacked {:?} ({} B)\ncarried {:?}\nalive {:?} acks {:?} closing {} close_sent {:?} \
+             dropped {} error {:?}\nassembling {asm:?} ready {:?} next_deliver {} peer_count {:?}",
+            st.plan,
+            st.unacked.keys().collect::<Vec<_>>(),
+            st.unacked_bytes,
+            st.carried.iter().map(Vec::len).collect::<Vec<_>>(),
+            st.alive,
+            st.acks,
+            st.closing,
+            st.close_sent,
+            st.dropped,
+            st.error,
+            st.ready.keys().collect::<Vec<_>>(),
+            st.next_deliver,
+            st.peer_count
+        )
     }
 
     /// What each link has done so far.
@@ -357,6 +390,8 @@ fn limit_unsent(sock: &TcpStream, bytes: u32) -> io::Result<()> {
 
 /// What a writer does next.
 enum Work {
+    /// There may be runs to send, but this link is far enough ahead.
+    Paced,
     Frame(Vec<u8>, Option<(Claim, Bytes)>),
     /// The closing frame: marked sent once written.
     Close(Vec<u8>),
@@ -365,7 +400,7 @@ enum Work {
 }
 
 impl State {
-    fn next_work(&mut self, link: LinkId) -> Work {
+    fn next_work(&mut self, link: LinkId, may_claim: bool) -> Work {
         if !self.alive[link] {
             return Work::Done;
         }
@@ -373,6 +408,9 @@ impl State {
         if let Some(msg) = self.acks.pop_front() {
             Frame::Ack { msg }.encode(&mut head);
             return Work::Frame(head, None);
+        }
+        if !may_claim && !self.plan.is_idle() {
+            return Work::Paced;
         }
         if let Some(c) = self.plan.claim(link) {
             let Some(data) = self.unacked.get(&c.msg) else {
@@ -462,19 +500,54 @@ impl State {
     }
 }
 
+/// Bytes the peer has acknowledged on this socket and the kernel's
+/// delivery-rate estimate (bytes/s), from `TCP_INFO`.
+fn tcp_progress(sock: &TcpStream) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain data; getsockopt fills at most `len` bytes.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut libc::tcp_info as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some((info.tcpi_bytes_acked, info.tcpi_delivery_rate))
+}
+
 async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
+    // Bytes this writer put on the link (headers included).
+    let mut written = 0u64;
     loop {
         let wait = shared.work.notified();
         tokio::pin!(wait);
         wait.as_mut().enable();
-        let work = shared.state.lock().expect("state").next_work(link);
+        let may_claim = match tcp_progress(wr.as_ref()) {
+            Some((acked, rate)) => {
+                let mut st = shared.state.lock().expect("state");
+                st.plan.set_rate(link, rate as f64);
+                drop(st);
+                written.saturating_sub(acked) <= MIN_AHEAD.max((rate as f64 * AHEAD_SECS) as u64)
+            }
+            None => true,
+        };
+        let work = shared.state.lock().expect("state").next_work(link, may_claim);
         match work {
             Work::Done => return,
             Work::Wait => {
                 wait.await;
                 continue;
             }
+            Work::Paced => {
+                let _ = tokio::time::timeout(PACE_POLL, wait).await;
+                continue;
+            }
             Work::Close(head) => {
+                written += head.len() as u64;
                 let r = wr.write_all(&head).await;
                 let mut st = shared.state.lock().expect("state");
                 match r {
@@ -485,7 +558,7 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
                 shared.acked.notify_waiters();
             }
             Work::Frame(head, run) => {
-                let started = Instant::now();
+                written += (head.len() + run.as_ref().map_or(0, |(_, p)| p.len())) as u64;
                 let r = match &run {
                     Some((_, payload)) => write_two(&mut wr, &head, payload).await,
                     None if head.is_empty() => Ok(()),
@@ -496,7 +569,12 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
                     Ok(()) => {
                         if let Some((c, _)) = run {
                             st.sent[link] += u64::from(c.len);
-                            st.plan.on_sent(link, u64::from(c.len), started.elapsed().as_secs_f64());
+                            if st.closing && st.plan.is_idle() {
+                                // Writers waiting with nothing to claim now
+                                // owe their Close.
+                                drop(st);
+                                shared.work.notify_waiters();
+                            }
                         }
                     }
                     Err(e) => {

@@ -28,8 +28,10 @@ fn random(len: usize, seed: u64) -> Bytes {
 async fn messages_round_trip_over_1_to_4_links() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     for links in 1..=4 {
-        let (tx, rx) = pair(links).await;
+        let (tx, rx) = tokio::time::timeout(std::time::Duration::from_secs(20), pair(links)).await.expect("pair stuck");
         assert_eq!((tx.links(), rx.links()), (links, links));
+        let tx = Arc::new(tx);
+        let tx_view = tx.clone();
         let mut sizes = vec![0, 1, 1000, 32 * 1024, 64 * 1024 + 3, 1 << 20, 64 << 20];
         sizes.extend((0..20).map(|_| rng.gen_range(0..3_000_000)));
         let msgs: Vec<Bytes> = sizes.iter().enumerate().map(|(i, &n)| random(n, i as u64)).collect();
@@ -43,11 +45,24 @@ async fn messages_round_trip_over_1_to_4_links() {
             })
         };
         for (i, m) in msgs.iter().enumerate() {
-            let got = rx.recv().await.unwrap().expect("a message");
+            let got = match tokio::time::timeout(std::time::Duration::from_secs(20), rx.recv()).await {
+                Ok(r) => r.unwrap().expect("a message"),
+                Err(_) => panic!(
+                    "{links} links: stuck at message {i}; receiver:\n{}\nsender:\n{}",
+                    rx.debug_state(),
+                    tx_view.debug_state()
+                ),
+            };
             assert!(got == *m, "{links} links: message {i} ({} bytes) differs", m.len());
         }
-        assert!(rx.recv().await.unwrap().is_none(), "the stream ends after close");
-        sender.await.unwrap();
+        let t = std::time::Duration::from_secs(20);
+        match tokio::time::timeout(t, rx.recv()).await {
+            Ok(r) => assert!(r.unwrap().is_none(), "the stream ends after close"),
+            Err(_) => panic!("{links} links: no end; rx:\n{}\ntx:\n{}", rx.debug_state(), tx_view.debug_state()),
+        }
+        if tokio::time::timeout(t, sender).await.is_err() {
+            panic!("{links} links: close() stuck; rx:\n{}\ntx:\n{}", rx.debug_state(), tx_view.debug_state());
+        }
     }
 }
 
