@@ -415,7 +415,8 @@ impl Reply {
             },
             K_R_MANIFEST => {
                 let first = r.u64()?;
-                if r.buf.len() % HASH_LEN != 0 {
+                let partial = r.buf.len() % HASH_LEN;
+                if partial != 0 {
                     return Err(ProtoError::Malformed { kind, why: "manifest body is not whole hashes" });
                 }
                 let hashes = r.buf.chunks_exact(HASH_LEN).map(|c| c.try_into().expect("HASH_LEN bytes")).collect();

@@ -84,7 +84,8 @@ impl Digests {
             whole.update(&buf[..want]);
             part.update(&buf[..want]);
             at += want as u64;
-            if at % u64::from(chunk) == 0 || at == key.size {
+            let into_chunk = at % u64::from(chunk);
+            if into_chunk == 0 || at == key.size {
                 hashes.push(part.finalize().into());
                 part.reset();
             }
