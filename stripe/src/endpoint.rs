@@ -501,7 +501,9 @@ impl State {
 }
 
 /// Bytes the peer has acknowledged on this socket and the kernel's
-/// delivery-rate estimate (bytes/s), from `TCP_INFO`.
+/// delivery-rate estimate (bytes/s), from `TCP_INFO`; the rate is 0 when
+/// the sample was application-limited (small messages say nothing about
+/// what the link can carry, and would steer them to a slow link).
 fn tcp_progress(sock: &TcpStream) -> Option<(u64, u64)> {
     use std::os::fd::AsRawFd;
     // SAFETY: tcp_info is plain data; getsockopt fills at most `len` bytes.
@@ -516,7 +518,12 @@ fn tcp_progress(sock: &TcpStream) -> Option<(u64, u64)> {
             &mut len,
         )
     };
-    (r == 0).then_some((info.tcpi_bytes_acked, info.tcpi_delivery_rate))
+    // tcpi_delivery_rate_app_limited is bit 0 of the byte after
+    // tcpi_snd_rcv_wscale, which libc does not name.
+    // SAFETY: offset 7 lies inside the (fully initialised) struct.
+    let app_limited = unsafe { *(&info as *const libc::tcp_info as *const u8).add(7) } & 1 != 0;
+    let rate = if app_limited { 0 } else { info.tcpi_delivery_rate };
+    (r == 0).then_some((info.tcpi_bytes_acked, rate))
 }
 
 async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
@@ -530,8 +537,11 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
             Some((acked, rate)) => {
                 let mut st = shared.state.lock().expect("state");
                 st.plan.set_rate(link, rate as f64);
+                // The last rate not limited by us: our own pacing makes
+                // samples app-limited, which must not shrink the pace.
+                let rate = st.plan.measured_rate(link);
                 drop(st);
-                written.saturating_sub(acked) <= MIN_AHEAD.max((rate as f64 * AHEAD_SECS) as u64)
+                written.saturating_sub(acked) <= MIN_AHEAD.max((rate * AHEAD_SECS) as u64)
             }
             None => true,
         };

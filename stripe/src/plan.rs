@@ -117,6 +117,11 @@ impl Plan {
         }
     }
 
+    /// The link's last measured rate (bytes/s; 0 before any).
+    pub fn measured_rate(&self, link: LinkId) -> f64 {
+        self.links[link].rate
+    }
+
     /// Queues a message of `len` bytes; returns its id.
     pub fn push(&mut self, len: u64) -> u64 {
         let id = self.next_id;
