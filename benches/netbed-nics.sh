@@ -104,7 +104,7 @@ print(2 + left / after if left > 0 else $BYTES / G)")
       "$NB" exec $S -- "$NETBENCH" serve --listen "$links" >/dev/null &
       srv=$!
       sleep 0.5
-      out=$("$NB" exec $C -- "$NETBENCH" pingpong --links "$links" --iters 15 | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
+      out=$("$NB" exec $C -- "$NETBENCH" pingpong --links "$links" --iters 101 | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
       wait $srv || true
       add "{\"case\": \"pingpong $name\", \"links\": \"$links\", \"sizes\": $out}"
     done
@@ -134,7 +134,7 @@ for r in rows:
 pp = [r for r in rows if r["case"].startswith("pingpong")]
 if len(pp) == 2:
     two, one = pp[0]["sizes"], pp[1]["sizes"]
-    out.append("Ping-pong (median of 15 round trips; effective bandwidth 8 x size / (RTT/2)):\n")
+    out.append("Ping-pong (median of 101 round trips; effective bandwidth 8 x size / (RTT/2)):\n")
     out.append("| size | 2 links RTT | 1 link RTT | 2 links Mbit/s | 1 link Mbit/s | speedup |\n|---|---|---|---|---|---|")
     for a, b in zip(two, one):
         out.append(f"| {a['size']} | {a['rtt_s']*1e3:.3f} ms | {b['rtt_s']*1e3:.3f} ms | {a['mbit_per_s']:.1f} | "
