@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ddftp::cli::{demo, get, pipe, simulate, Exit};
+use ddftp::cli::{demo, get, list, pipe, simulate, walk, Exit};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Fast, balanced downloads from several mirrors at once (Dual-Direction Operations)")]
@@ -18,6 +18,8 @@ enum Cmd {
     Send(pipe::SendOpt),
     Recv(pipe::RecvOpt),
     Simulate(simulate::SimulateOpt),
+    Walk(walk::WalkOpt),
+    List(list::ListOpt),
     Demo(demo::DemoOpt),
 }
 
@@ -28,6 +30,8 @@ fn main() -> ExitCode {
         Cmd::Send(o) => pipe::run_send(o),
         Cmd::Recv(o) => pipe::run_recv(o),
         Cmd::Simulate(o) => simulate::run(o),
+        Cmd::Walk(o) => walk::run(o),
+        Cmd::List(o) => list::run(o),
         Cmd::Demo(o) => demo::run(o),
     };
     exit.into()

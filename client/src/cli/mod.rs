@@ -3,8 +3,10 @@
 
 pub mod demo;
 pub mod get;
+pub mod list;
 pub mod pipe;
 pub mod simulate;
+pub mod walk;
 
 use std::process::ExitCode;
 

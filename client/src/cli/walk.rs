@@ -1,0 +1,148 @@
+//! `ddftp walk PATH`: the parallel tree walk, its totals and its list.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+
+use super::{report_error, Exit};
+use crate::list::mfu::Spool;
+use crate::walk::{self, Output, Report};
+
+/// Walk a tree in parallel (DRQS), lstat every entry, and list it.
+#[derive(Debug, Args)]
+pub struct WalkOpt {
+    /// The directory to walk (symlinks are listed, never followed).
+    pub path: PathBuf,
+    /// Worker threads (default: one per CPU).
+    #[arg(long, short = 't')]
+    pub threads: Option<usize>,
+    /// Write the list here (`-` for stdout).
+    #[arg(long, short = 'o', value_name = "LIST")]
+    pub output: Option<PathBuf>,
+    /// The list's format: ddftp's (see the README) or mpifileutils' v4.
+    #[arg(long, value_enum, default_value_t = ListFormat::Ddftp)]
+    pub output_format: ListFormat,
+    /// Print one JSON object with the totals on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No human summary.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Ddftp,
+    Mfu,
+}
+
+pub fn run(o: WalkOpt) -> Exit {
+    let threads = o.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    if threads == 0 {
+        report_error(&"--threads must be at least 1");
+        return Exit::Usage;
+    }
+    let to_stdout = o.output.as_deref() == Some(Path::new("-"));
+    if to_stdout && o.json {
+        report_error(&"--json and --output - both want stdout; write the list to a file");
+        return Exit::Usage;
+    }
+    let (output, dest) = match open_output(&o, to_stdout) {
+        Ok(x) => x,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Local;
+        }
+    };
+    let (report, output) = match walk::walk(&o.path, threads, output) {
+        Ok(x) => x,
+        Err(e @ walk::WalkError::Root { .. }) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+        Err(e) => {
+            report_error(&e);
+            return Exit::Local;
+        }
+    };
+    if let Output::Mfu(spool) = output {
+        let written = match &dest {
+            Some(path) => std::fs::File::create(path).and_then(|f| spool.finish(f)),
+            None => spool.finish(std::io::stdout().lock()),
+        };
+        if let Err(e) = written {
+            report_error(&format_args!("writing the mpifileutils list: {e}"));
+            return Exit::Local;
+        }
+    }
+    print_report(&o, &report, to_stdout);
+    if report.totals.errors > 0 {
+        eprintln!(
+            "ddftp: walk: {} director{} or entr{} could not be read (listed above); everything else is listed",
+            report.totals.errors,
+            if report.totals.errors == 1 { "y" } else { "ies" },
+            if report.totals.errors == 1 { "y" } else { "ies" },
+        );
+        return Exit::Transfer;
+    }
+    Exit::Ok
+}
+
+/// The output for the walk, and the mfu list's final path (None = stdout).
+fn open_output(o: &WalkOpt, to_stdout: bool) -> std::io::Result<(Output, Option<PathBuf>)> {
+    let Some(path) = &o.output else { return Ok((Output::None, None)) };
+    let dest = (!to_stdout).then(|| path.clone());
+    Ok(match o.output_format {
+        ListFormat::Ddftp if to_stdout => (Output::List(Box::new(std::io::stdout())), None),
+        ListFormat::Ddftp => {
+            let f = std::fs::File::create(path)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            (Output::List(Box::new(f)), dest)
+        }
+        ListFormat::Mfu => {
+            let dir = match dest.as_deref().and_then(Path::parent) {
+                Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+                Some(_) => PathBuf::from("."),
+                None => std::env::temp_dir(),
+            };
+            let spool = Spool::new(&dir)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("scratch file in {}: {e}", dir.display())))?;
+            (Output::Mfu(spool), dest)
+        }
+    })
+}
+
+fn print_report(o: &WalkOpt, r: &Report, to_stdout: bool) {
+    if o.json {
+        let mut v = serde_json::to_value(r).expect("report serializes");
+        v["entries_per_second"] = serde_json::json!(r.totals.entries() as f64 / r.seconds.max(1e-9));
+        v["threads"] = serde_json::json!(r.per_worker.len());
+        println!("{v}");
+        return;
+    }
+    if o.quiet {
+        return;
+    }
+    let t = &r.totals;
+    let text = format!(
+        "{} entries: {} dirs, {} files, {} links, {} other; {} bytes in files; {:.3} s, {:.0} entries/s\n\
+         per worker: entries {:?}, dirs {:?}; {} work requests\n",
+        t.entries(),
+        t.dirs,
+        t.files,
+        t.links,
+        t.others,
+        t.bytes,
+        r.seconds,
+        t.entries() as f64 / r.seconds.max(1e-9),
+        r.per_worker,
+        r.per_worker_dirs,
+        r.requests,
+    );
+    let _ = if to_stdout {
+        std::io::stderr().write_all(text.as_bytes())
+    } else {
+        std::io::stdout().write_all(text.as_bytes())
+    };
+}

@@ -1,0 +1,264 @@
+//! `ddftp walk`: a parallel tree walk that lstats every entry.
+//!
+//! [`drqs`] spreads directories over threads with no master; this module is
+//! what a worker does with one directory: read it, lstat each entry
+//! relative to the open directory (no path lookup from the root), count it,
+//! append its record to the worker's own buffer, and queue subdirectories.
+//! Symlinks are listed, never followed. A directory that cannot be read is
+//! reported and counted, and the walk goes on.
+//!
+//! Records are formatted by the worker that found them and written in
+//! 1 MiB batches, so output costs one write per thousands of entries and
+//! memory stays bounded (workers' queues hold directories, not entries).
+
+pub mod drqs;
+
+use std::io::Write;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::list::mfu::{self, Spool};
+use crate::list::{ddftp, Kind, Time};
+
+/// Where the records go.
+pub enum Output {
+    /// Counting only.
+    None,
+    /// A ddftp list.
+    List(Box<dyn Write + Send>),
+    /// An mpifileutils v4 list, built through a spool (see [`mfu`]).
+    Mfu(Spool),
+}
+
+/// Totals, counted as `find` counts (the root included).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    pub dirs: u64,
+    pub files: u64,
+    pub links: u64,
+    /// Block and character devices, FIFOs, sockets.
+    pub others: u64,
+    /// Sum of the regular files' sizes.
+    pub bytes: u64,
+    /// Directories that could not be read, and entries that could not be
+    /// lstat'ed (each reported on stderr).
+    pub errors: u64,
+}
+
+impl Totals {
+    pub fn entries(&self) -> u64 {
+        self.dirs + self.files + self.links + self.others
+    }
+
+    fn add(&mut self, o: &Totals) {
+        self.dirs += o.dirs;
+        self.files += o.files;
+        self.links += o.links;
+        self.others += o.others;
+        self.bytes += o.bytes;
+        self.errors += o.errors;
+    }
+
+    fn count(&mut self, kind: Kind, size: u64) {
+        match kind {
+            Kind::Dir => self.dirs += 1,
+            Kind::File => {
+                self.files += 1;
+                self.bytes += size;
+            }
+            Kind::Link => self.links += 1,
+            _ => self.others += 1,
+        }
+    }
+}
+
+/// What a walk did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    #[serde(flatten)]
+    pub totals: Totals,
+    pub seconds: f64,
+    /// Entries lstat'ed per worker (shows how DRQS spread the work).
+    pub per_worker: Vec<u64>,
+    /// Directories each worker read.
+    pub per_worker_dirs: Vec<u64>,
+    /// Work requests sent, over all workers.
+    pub requests: u64,
+}
+
+/// Why a walk failed as a whole (a bad directory inside it does not).
+#[derive(Debug, thiserror::Error)]
+pub enum WalkError {
+    #[error("{}: {source}", path.display())]
+    Root { path: PathBuf, source: std::io::Error },
+    #[error("writing the list: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+/// Which records a worker builds.
+#[derive(Clone, Copy)]
+enum Format {
+    None,
+    List,
+    Mfu,
+}
+
+/// One worker's own counts and record buffer.
+struct Local {
+    totals: Totals,
+    entries: u64,
+    buf: Vec<u8>,
+    buffered: u64,
+    longest: usize,
+    ids: mfu::Ids,
+}
+
+/// Shared by the workers: the output, behind a lock taken once per batch.
+struct Sink {
+    format: Format,
+    out: Mutex<(Output, Option<std::io::Error>)>,
+}
+
+const BATCH: usize = 1 << 20;
+
+impl Sink {
+    fn record(&self, l: &mut Local, path: &[u8], md: &std::fs::Metadata) {
+        l.entries += 1;
+        let Some(kind) = Kind::from_mode(md.mode()) else {
+            l.totals.others += 1;
+            return;
+        };
+        l.totals.count(kind, md.len());
+        match self.format {
+            Format::None => return,
+            Format::List => {
+                let mtime = Time { sec: md.mtime(), nsec: md.mtime_nsec() as u32 };
+                ddftp::push_fields(&mut l.buf, path, kind, md.mode() & 0o7777, md.len(), mtime);
+            }
+            Format::Mfu => {
+                mfu::spool_record(&mut l.buf, &mut l.ids, path, &mfu::Stat::from_metadata(md));
+                l.longest = l.longest.max(path.len());
+            }
+        }
+        l.buffered += 1;
+        if l.buf.len() >= BATCH {
+            self.flush(l);
+        }
+    }
+
+    fn flush(&self, l: &mut Local) {
+        if l.buf.is_empty() {
+            return;
+        }
+        let mut g = self.out.lock().expect("output lock");
+        let (out, err) = &mut *g;
+        if err.is_none() {
+            let r = match out {
+                Output::None => Ok(()),
+                Output::List(w) => w.write_all(&l.buf),
+                Output::Mfu(s) => s.append(&l.buf, l.buffered, l.longest, &l.ids),
+            };
+            if let Err(e) = r {
+                *err = Some(e);
+            }
+        }
+        l.buf.clear();
+        l.buffered = 0;
+        l.ids = mfu::Ids::default();
+    }
+}
+
+/// Walks `root` with `threads` workers, writing records to `output`.
+pub fn walk(root: &Path, threads: usize, output: Output) -> Result<(Report, Output), WalkError> {
+    let t0 = Instant::now();
+    let md = std::fs::symlink_metadata(root).map_err(|source| WalkError::Root { path: root.to_owned(), source })?;
+    let format = match output {
+        Output::None => Format::None,
+        Output::List(_) => Format::List,
+        Output::Mfu(_) => Format::Mfu,
+    };
+    let mut output = output;
+    if let Output::List(w) = &mut output {
+        w.write_all(ddftp::MAGIC).map_err(WalkError::Output)?;
+    }
+    let sink = Sink { format, out: Mutex::new((output, None)) };
+    let new_local = |_| Local {
+        totals: Totals::default(),
+        entries: 0,
+        buf: Vec::new(),
+        buffered: 0,
+        longest: 0,
+        ids: mfu::Ids::default(),
+    };
+    let mut first = new_local(0);
+    sink.record(&mut first, root.as_os_str().as_bytes(), &md);
+    let seed = if md.is_dir() { vec![root.to_owned()] } else { Vec::new() };
+    let results = drqs::run(threads, seed, new_local, |l, dir, queue| scan(&sink, l, dir, queue));
+    let mut totals = first.totals.clone();
+    sink.flush(&mut first);
+    let mut per_worker = Vec::new();
+    let mut per_worker_dirs = Vec::new();
+    let mut requests = 0;
+    for (mut l, stats) in results {
+        sink.flush(&mut l);
+        totals.add(&l.totals);
+        per_worker.push(l.entries + if per_worker.is_empty() { first.entries } else { 0 });
+        per_worker_dirs.push(stats.items);
+        requests += stats.requests;
+    }
+    let (mut output, err) = sink.out.into_inner().expect("output lock");
+    if let Some(e) = err {
+        return Err(WalkError::Output(e));
+    }
+    if let Output::List(w) = &mut output {
+        w.flush().map_err(WalkError::Output)?;
+    }
+    let report = Report { totals, seconds: t0.elapsed().as_secs_f64(), per_worker, per_worker_dirs, requests };
+    Ok((report, output))
+}
+
+/// Reads one directory: records every entry, queues subdirectories.
+fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) => {
+            eprintln!("ddftp: walk: cannot read directory {}: {e}", dir.display());
+            l.totals.errors += 1;
+            return;
+        }
+    };
+    let mut path = dir.into_os_string().into_vec();
+    if path.last() != Some(&b'/') {
+        path.push(b'/');
+    }
+    let base = path.len();
+    for ent in rd {
+        let ent = match ent {
+            Ok(ent) => ent,
+            Err(e) => {
+                eprintln!("ddftp: walk: reading directory {}: {e}", String::from_utf8_lossy(&path[..base]));
+                l.totals.errors += 1;
+                break;
+            }
+        };
+        path.truncate(base);
+        path.extend_from_slice(ent.file_name().as_bytes());
+        match ent.metadata() {
+            Ok(md) => {
+                sink.record(l, &path, &md);
+                if md.is_dir() {
+                    queue.push(PathBuf::from(std::ffi::OsString::from_vec(path.clone())));
+                }
+            }
+            Err(e) => {
+                eprintln!("ddftp: walk: cannot lstat {}: {e}", String::from_utf8_lossy(&path));
+                l.totals.errors += 1;
+            }
+        }
+    }
+}
