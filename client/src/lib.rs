@@ -6,8 +6,6 @@
 //! - [`transfer`]: sockets and positional writes driving the scheduler (`get`).
 //! - [`consensus`]: the majority vote that drops stale mirrors.
 //! - [`manifest`]: chunk hashes, fetched once, checked on every block.
-//! - [`walk`]: the parallel tree walk (DRQS over threads, token termination).
-//! - [`list`]: file lists: ours and mpifileutils' v4.
 //! - [`nic`]: `--nic IFACE` to the interface's addresses.
 //! - [`digest`]: SHA-256 of the output, hashed in order while blocks arrive.
 //! - [`journal`]: the resume journal beside a part file.
@@ -17,11 +15,9 @@ pub mod cli;
 pub mod consensus;
 pub mod digest;
 pub mod journal;
-pub mod list;
 pub mod manifest;
 pub mod nic;
 pub mod progress;
 pub mod scheduler;
 pub mod sim;
 pub mod transfer;
-pub mod walk;

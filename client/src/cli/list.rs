@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{report_error, Exit};
-use crate::list::{self, ddftp};
+use ddtree::list::{self, ddftp};
 
 /// Print a file list (ddftp or mpifileutils v4) as a ddftp list.
 #[derive(Debug, Args)]

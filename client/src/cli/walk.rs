@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 
 use super::{report_error, Exit};
-use crate::list::mfu::Spool;
-use crate::walk::{self, Output, Report};
+use ddtree::list::mfu::Spool;
+use ddtree::walk::{self, Output, Report};
 
 /// Walk a tree in parallel (DRQS), lstat every entry, and list it.
 #[derive(Debug, Args)]

@@ -70,7 +70,7 @@ where
     W: Send,
 {
     let n = workers.max(1);
-    let (txs, rxs): (Vec<Sender<Msg<T>>>, Vec<Receiver<Msg<T>>>) = (0..n).map(|_| channel()).unzip();
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| channel::<Msg<T>>()).unzip();
     let mut seed = Some(seed);
     std::thread::scope(|s| {
         let handles: Vec<_> = rxs
