@@ -36,7 +36,7 @@ for r in $(seq "$RUNS"); do
   done
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-STAMP=$(date -u +%Y%m%d-%H%MZ)
+STAMP=$(date -u +%Y-%m-%dT%H%MZ)
 OUT=benches/results/walk-$STAMP.md
 entries=$($DDFTP walk "$TREE" --json | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["dirs"], "dirs,", j["files"], "files")')
 fmed=$(echo "${TIMES[find]}" | median)

@@ -10,6 +10,8 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+
+use crate::store::Store;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -121,7 +123,7 @@ pub struct PrefixHasher {
 }
 
 impl PrefixHasher {
-    pub fn spawn(file: Arc<File>, size: u64) -> io::Result<PrefixHasher> {
+    pub fn spawn(file: Arc<dyn Store>, size: u64) -> io::Result<PrefixHasher> {
         let (tx, rx) = mpsc::channel::<u64>();
         let handle = std::thread::Builder::new().name("ddftp-hash".into()).spawn(move || {
             let mut h = Sha256::new();

@@ -7,10 +7,13 @@
 //! - [`consensus`]: the majority vote that drops stale mirrors.
 //! - [`manifest`]: chunk hashes, fetched once, checked on every block.
 //! - [`nic`]: `--nic IFACE` to the interface's addresses.
+//! - [`store`]: where a transfer's bytes land (a part file, an archive's files).
 //! - [`digest`]: SHA-256 of the output, hashed in order while blocks arrive.
 //! - [`journal`]: the resume journal beside a part file.
 //! - [`progress`]: the terminal progress bar.
+//! - [`archive`]: a tree as one bundle through the same engine (`archive`).
 //! - [`cli`]: one module per subcommand; `src/bin/ddftp.rs` only dispatches.
+pub mod archive;
 pub mod cli;
 pub mod consensus;
 pub mod digest;
@@ -20,4 +23,5 @@ pub mod nic;
 pub mod progress;
 pub mod scheduler;
 pub mod sim;
+pub mod store;
 pub mod transfer;

@@ -13,9 +13,8 @@
 //! The coordinator owns the scheduler: events in, actions out to the slots.
 
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +35,7 @@ use crate::digest::{Completed, PrefixHasher};
 use crate::journal::{journal_path, Journal, JournalError};
 use crate::manifest::{self, Manifest};
 use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
+use crate::store::Store;
 
 /// How long to wait for a mirror to accept and answer the handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -134,6 +134,9 @@ pub struct GetSpec {
     /// Verify every block against the chunk manifest as it arrives.
     pub verify: bool,
     pub scheduler: Config,
+    /// Write here instead of a part file renamed to `output` at the end
+    /// (an archive's files); the journal is still `output`'s.
+    pub store: Option<Arc<dyn Store>>,
 }
 
 /// Per-mirror result.
@@ -179,13 +182,13 @@ pub struct TransferReport {
 
 /// What a probe learns: the mirror's version of the file and, when asked
 /// for, its chunk manifest.
-type Probed = (TcpStream, Option<Version>, Option<Manifest>);
+pub(crate) type Probed = (TcpStream, Option<Version>, Option<Manifest>);
 
 /// Connects and greets a producer; with `stat` (path, and whether the chunk
 /// manifest should follow), asks for that file's size and digests in the
 /// same round trip (both requests go out together).
 /// With a `token`, answers the server's challenge before anything else.
-async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Option<&[u8]>) -> Result<Probed, String> {
+pub(crate) async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Option<&[u8]>) -> Result<Probed, String> {
     let fut = async {
         let sock = open_socket(route).await.map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -347,7 +350,7 @@ struct Expect {
 }
 
 struct SlotCtx {
-    file: Arc<File>,
+    file: Arc<dyn Store>,
     path: String,
     block_size: u32,
     size: u64,
@@ -651,8 +654,14 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     // Read access too: the hasher reads the data back as it completes.
     let mut open = OpenOptions::new();
     open.read(true).write(true).create(true).truncate(earlier.is_none());
-    let file = Arc::new(open.open(&part).map_err(out_err)?);
-    file.set_len(size).map_err(out_err)?;
+    let file: Arc<dyn Store> = match &spec.store {
+        Some(store) => store.clone(),
+        None => {
+            let f = open.open(&part).map_err(out_err)?;
+            f.set_len(size).map_err(out_err)?;
+            Arc::new(f)
+        }
+    };
     let blocks = size.div_ceil(u64::from(block_size));
     let mut journal = Journal::new(&spec.path, size, &sha256, block_size);
     let mut completed = Completed::new(blocks);
@@ -700,9 +709,13 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         });
     }
     if spec.sync {
-        file.sync_all().map_err(out_err)?;
+        file.sync_data().map_err(out_err)?;
     }
     drop(file);
+    if spec.store.is_some() {
+        let _ = std::fs::remove_file(&jpath);
+        return Ok(report);
+    }
     std::fs::rename(&part, &spec.output)
         .map_err(|source| TransferError::Output { path: spec.output.clone(), source })?;
     let _ = std::fs::remove_file(&jpath);
@@ -741,7 +754,7 @@ struct Plan {
     size: u64,
     block_size: u32,
     manifest: Option<Arc<Manifest>>,
-    file: Arc<File>,
+    file: Arc<dyn Store>,
     /// (mirror index, route, greeted connection) per producer slot.
     slots: Vec<(usize, Route, TcpStream)>,
     mirrors: Vec<String>,
@@ -759,7 +772,7 @@ struct Coordinator<'a> {
     completed: Completed,
     journal: Journal,
     jpath: PathBuf,
-    file: Arc<File>,
+    file: Arc<dyn Store>,
     sync: bool,
     /// Blocks completed since the journal was last written.
     unjournaled: bool,

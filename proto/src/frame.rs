@@ -19,7 +19,7 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any incompatible change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 /// The first bytes of a `Hello` body, so a stray client is recognised at once.
 pub const MAGIC: &[u8; 5] = b"DDFTP";
 /// Bytes before every body: kind and length.
@@ -32,6 +32,10 @@ pub const MAX_CONTROL_BODY: usize = 8 * 1024;
 pub const MAX_PATH_LEN: usize = 4096;
 /// Smallest block size a client may ask for: smaller blocks only burn syscalls.
 pub const MIN_BLOCK_SIZE: u32 = 512;
+/// Largest piece of a list in one `ListData` reply.
+pub const MAX_LIST_CHUNK: usize = 64 * 1024;
+/// Largest piece of a bundle's list in one `Bundle` request.
+pub const MAX_BUNDLE_CHUNK: usize = MAX_CONTROL_BODY;
 /// Largest block size: bounds each connection's buffer on both ends.
 pub const MAX_BLOCK_SIZE: u32 = 64 << 20;
 
@@ -42,12 +46,18 @@ const K_EXTEND: u8 = 0x04;
 const K_END: u8 = 0x05;
 const K_AUTH: u8 = 0x06;
 const K_MANIFEST: u8 = 0x07;
+const K_WALK: u8 = 0x08;
+const K_BUNDLE: u8 = 0x09;
+const K_BUNDLE_END: u8 = 0x0a;
 const K_R_HELLO: u8 = 0x81;
 const K_R_STAT: u8 = 0x82;
 const K_R_BLOCK: u8 = 0x83;
 const K_R_STOPPED: u8 = 0x84;
 const K_R_CHALLENGE: u8 = 0x85;
 const K_R_MANIFEST: u8 = 0x86;
+const K_R_BUNDLE: u8 = 0x87;
+const K_R_LIST_DATA: u8 = 0x88;
+const K_R_LIST_END: u8 = 0x89;
 const K_R_ERROR: u8 = 0x8f;
 
 /// Which way a producer walks its blocks.
@@ -105,6 +115,17 @@ pub enum Request {
     /// The answer to a `Challenge`: HMAC-SHA256 of the nonce under the
     /// shared token ([`crate::auth`]).
     Auth { mac: [u8; MAC_LEN] },
+    /// List the tree at `path` (a directory under the root, `.` for the
+    /// root): `ListData` replies carrying a ddftp list whose paths are
+    /// relative to the root, then `ListEnd`.
+    Walk { path: String },
+    /// The next piece (≤ [`MAX_BUNDLE_CHUNK`] bytes) of a bundle's
+    /// definition: a ddftp list of regular files and symlinks, in order.
+    Bundle { data: Bytes },
+    /// The bundle's definition is complete: the server checks every entry
+    /// against its own copy and answers `Bundle` with the name under which
+    /// `Stat`, `Manifest` and `Start` read the entries' bytes as one range.
+    BundleEnd,
 }
 
 /// What went wrong on the server, as a stable code plus a message for people.
@@ -180,6 +201,19 @@ pub enum Reply {
     /// Instead of `Hello` when the server wants a token: answer with `Auth`.
     Challenge {
         nonce: [u8; NONCE_LEN],
+    },
+    /// The bundle is registered as `name`; its range is `size` bytes.
+    Bundle {
+        name: String,
+        size: u64,
+    },
+    /// A piece of a walk's list (≤ [`MAX_LIST_CHUNK`] bytes).
+    ListData {
+        data: Bytes,
+    },
+    /// The walk is over; `errors` directories or entries could not be read.
+    ListEnd {
+        errors: u64,
     },
 }
 
@@ -262,6 +296,16 @@ impl Request {
                 dst.put_u32(*count);
                 put_str(dst, path);
             }
+            Request::Walk { path } => {
+                put_header(dst, K_WALK, 2 + path.len());
+                put_str(dst, path);
+            }
+            Request::Bundle { data } => {
+                assert!(data.len() <= MAX_BUNDLE_CHUNK, "bundle pieces are capped");
+                put_header(dst, K_BUNDLE, data.len());
+                dst.put_slice(data);
+            }
+            Request::BundleEnd => put_header(dst, K_BUNDLE_END, 0),
         }
     }
 
@@ -269,7 +313,10 @@ impl Request {
     /// needed, `Err` if the bytes can never be a valid request.
     pub fn decode(src: &mut BytesMut) -> Result<Option<Request>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
-            K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH | K_MANIFEST => Some(MAX_CONTROL_BODY),
+            K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH | K_MANIFEST | K_WALK | K_BUNDLE_END => {
+                Some(MAX_CONTROL_BODY)
+            }
+            K_BUNDLE => Some(MAX_BUNDLE_CHUNK),
             _ => None,
         })?
         else {
@@ -323,6 +370,12 @@ impl Request {
                 }
                 Request::Manifest { path: r.path()?, first, count }
             }
+            K_WALK => Request::Walk { path: r.path()? },
+            K_BUNDLE => {
+                let n = r.buf.len();
+                Request::Bundle { data: r.bytes(n)? }
+            }
+            K_BUNDLE_END => Request::BundleEnd,
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;
@@ -378,6 +431,20 @@ impl Reply {
                 put_header(dst, K_R_CHALLENGE, NONCE_LEN);
                 dst.put_slice(nonce);
             }
+            Reply::Bundle { name, size } => {
+                put_header(dst, K_R_BUNDLE, 8 + 2 + name.len());
+                dst.put_u64(*size);
+                put_str(dst, name);
+            }
+            Reply::ListData { data } => {
+                assert!(data.len() <= MAX_LIST_CHUNK, "list pieces are capped");
+                put_header(dst, K_R_LIST_DATA, data.len());
+                dst.put_slice(data);
+            }
+            Reply::ListEnd { errors } => {
+                put_header(dst, K_R_LIST_END, 8);
+                dst.put_u64(*errors);
+            }
         }
     }
 
@@ -385,7 +452,10 @@ impl Reply {
     /// block's payload is split off `src` without copying.
     pub fn decode(src: &mut BytesMut) -> Result<Option<Reply>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
-            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR | K_R_CHALLENGE => Some(MAX_CONTROL_BODY),
+            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR | K_R_CHALLENGE | K_R_BUNDLE | K_R_LIST_END => {
+                Some(MAX_CONTROL_BODY)
+            }
+            K_R_LIST_DATA => Some(MAX_LIST_CHUNK),
             K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
             K_R_MANIFEST => Some(8 + HASH_LEN * MAX_MANIFEST_HASHES as usize),
             _ => None,
@@ -435,6 +505,15 @@ impl Reply {
                 Reply::Error { code, message: r.string()? }
             }
             K_R_CHALLENGE => Reply::Challenge { nonce: r.array()? },
+            K_R_BUNDLE => {
+                let size = r.u64()?;
+                Reply::Bundle { size, name: r.string()? }
+            }
+            K_R_LIST_DATA => {
+                let n = r.buf.len();
+                Reply::ListData { data: r.bytes(n)? }
+            }
+            K_R_LIST_END => Reply::ListEnd { errors: r.u64()? },
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;
@@ -558,6 +637,10 @@ mod tests {
                 first,
                 count
             }),
+            ".{0,64}".prop_map(|path| Request::Walk { path }),
+            proptest::collection::vec(any::<u8>(), 0..MAX_BUNDLE_CHUNK)
+                .prop_map(|d| Request::Bundle { data: Bytes::from(d) }),
+            Just(Request::BundleEnd),
         ]
     }
 
@@ -579,6 +662,9 @@ mod tests {
             (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
             (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error { code: ErrorCode::from_u16(c), message }),
             any::<[u8; 32]>().prop_map(|nonce| Reply::Challenge { nonce }),
+            (".{0,64}", any::<u64>()).prop_map(|(name, size)| Reply::Bundle { name, size }),
+            proptest::collection::vec(any::<u8>(), 0..4096).prop_map(|d| Reply::ListData { data: Bytes::from(d) }),
+            any::<u64>().prop_map(|errors| Reply::ListEnd { errors }),
         ]
     }
 

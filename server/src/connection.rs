@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ddftp_proto::auth::{self, NONCE_LEN};
-use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, PROTOCOL_VERSION};
+use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, MAX_LIST_CHUNK, PROTOCOL_VERSION};
 use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
 use ddftp_proto::{Cursor, Direction, ErrorCode, ProtoError, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,6 +23,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use crate::bundle::{self, Bundle, Bundles};
 use crate::digests::{Digests, Index};
 use crate::ratelimit::RateLimiter;
 use crate::root::{PathError, Root};
@@ -43,6 +44,8 @@ pub struct Shared {
     pub max_block_size: u32,
     /// File digests, computed once per version.
     pub index: Index,
+    /// Bundles clients defined (`ddftp archive`), shared by all connections.
+    pub bundles: Bundles,
 }
 
 /// Why a connection ended badly.
@@ -58,10 +61,17 @@ pub enum ConnError {
     Idle(Duration),
 }
 
+/// What a stream reads its blocks from.
+#[derive(Clone)]
+enum Source {
+    File(Arc<File>),
+    Bundle(Arc<Bundle>),
+}
+
 /// A `Start` being served or waiting its turn.
 struct Active {
     stream: u32,
-    file: Arc<File>,
+    source: Source,
     size: u64,
     block_size: u32,
     cursor: Cursor,
@@ -78,6 +88,8 @@ struct Conn {
     queued: Option<Active>,
     /// Last file opened, so a new `Start` on the same path costs no open.
     open: Option<(String, Arc<File>)>,
+    /// A bundle definition being uploaded (`Bundle` pieces until `BundleEnd`).
+    upload: Vec<u8>,
 }
 
 /// Serves one connection until the client leaves or breaks the protocol.
@@ -96,6 +108,7 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
         running: None,
         queued: None,
         open: None,
+        upload: Vec::new(),
     };
     let result = match c.run(&mut rx).await {
         // The client went away: an ordinary end, not an error.
@@ -229,7 +242,7 @@ impl Conn {
             Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,
             Request::Auth { .. } => self.refuse(ErrorCode::BadRequest, "Auth without a Challenge".into()).await,
             Request::Stat { path, manifest } => {
-                let d = match self.digests(&path).await {
+                let d = match self.any_digests(&path).await {
                     Ok(d) => d,
                     Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
                 };
@@ -249,7 +262,7 @@ impl Conn {
                 Ok(())
             }
             Request::Manifest { path, first, count } => {
-                let d = match self.digests(&path).await {
+                let d = match self.any_digests(&path).await {
                     Ok(d) => d,
                     Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
                 };
@@ -272,18 +285,27 @@ impl Conn {
                         )
                         .await;
                 }
-                let file = match self.open(&path) {
-                    Ok(f) => f,
-                    Err(e) => {
-                        self.reply(path_error_reply(e)).await?;
-                        return Ok(());
+                let (source, size) = if bundle::is_bundle_name(&path) {
+                    match self.shared.bundles.get(&path) {
+                        Some(b) => (Source::Bundle(b.clone()), b.size),
+                        None => return Ok(self.reply(unknown_bundle(&path)).await?),
+                    }
+                } else {
+                    match self.open(&path) {
+                        Ok(f) => {
+                            let size = f.metadata()?.len();
+                            (Source::File(f), size)
+                        }
+                        Err(e) => {
+                            self.reply(path_error_reply(e)).await?;
+                            return Ok(());
+                        }
                     }
                 };
-                let size = file.metadata()?.len();
                 if let Err(why) = check_start(size, block_size, first, last, dir) {
                     return self.refuse(ErrorCode::BadRequest, format!("{path}: {why}")).await;
                 }
-                let a = Active { stream, file, size, block_size, cursor: Cursor::new(first, last, dir) };
+                let a = Active { stream, source, size, block_size, cursor: Cursor::new(first, last, dir) };
                 if self.running.is_none() {
                     self.running = Some(a);
                 } else if self.queued.is_none() {
@@ -319,7 +341,75 @@ impl Conn {
                 }
                 Ok(())
             }
+            Request::Bundle { data } => {
+                if self.upload.len() + data.len() > bundle::MAX_DEFINITION {
+                    let msg = format!("bundle definitions are limited to {} bytes", bundle::MAX_DEFINITION);
+                    return self.refuse(ErrorCode::BadRequest, msg).await;
+                }
+                self.upload.extend_from_slice(&data);
+                Ok(())
+            }
+            Request::BundleEnd => {
+                let list = std::mem::take(&mut self.upload);
+                let shared = self.shared.clone();
+                let defined = tokio::task::spawn_blocking(move || Bundle::define(&shared.root, &list))
+                    .await
+                    .map_err(io::Error::other)?;
+                match defined {
+                    Ok(b) => {
+                        let b = self.shared.bundles.insert(b);
+                        Ok(self.reply(Reply::Bundle { name: b.name.clone(), size: b.size }).await?)
+                    }
+                    Err(message) => Ok(self.reply(Reply::Error { code: ErrorCode::NotFound, message }).await?),
+                }
+            }
+            Request::Walk { path } => self.walk(path).await,
         }
+    }
+
+    /// Streams a walk of `path` (a directory under the root) as `ListData`
+    /// pieces, then `ListEnd`. Paths in the list are relative to the root.
+    async fn walk(&mut self, path: String) -> Result<(), ConnError> {
+        let dir = match self.shared.root.resolve(&path) {
+            Ok(d) if d.is_dir() => d,
+            Ok(_) => {
+                let message = format!("{path:?} is not a directory");
+                return Ok(self.reply(Reply::Error { code: ErrorCode::NotAFile, message }).await?);
+            }
+            Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
+        };
+        let label = match dir.strip_prefix(self.shared.root.dir()) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
+            Ok(rel) => rel.as_os_str().as_encoded_bytes().to_vec(),
+            Err(_) => return self.refuse(ErrorCode::Forbidden, format!("{path:?} is outside the root")).await,
+        };
+        let opts = ddtree::walk::Options {
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            label: Some(label),
+            skip: vec![self.shared.index.dir().to_path_buf()],
+        };
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(4);
+        let out = ddtree::walk::Output::List(Box::new(ChannelWriter { tx }));
+        // The writer (and with it the channel) is dropped when the walk ends.
+        let walker = tokio::task::spawn_blocking(move || ddtree::walk::walk_with(&dir, &opts, out).map(|(r, _)| r));
+        while let Some(chunk) = rx.recv().await {
+            for piece in chunk.chunks(MAX_LIST_CHUNK) {
+                self.reply(Reply::ListData { data: bytes::Bytes::copy_from_slice(piece) }).await?;
+            }
+        }
+        match walker.await.map_err(io::Error::other)? {
+            Ok(report) => Ok(self.reply(Reply::ListEnd { errors: report.totals.errors }).await?),
+            Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::Io, message: e.to_string() }).await?),
+        }
+    }
+
+    /// The digests of a file, or of a bundle's range.
+    async fn any_digests(&mut self, path: &str) -> Result<Arc<Digests>, PathError> {
+        if !bundle::is_bundle_name(path) {
+            return self.digests(path).await;
+        }
+        let b = self.shared.bundles.get(path).ok_or_else(|| PathError::NotFound(path.to_string()))?;
+        b.digests().await.map_err(|source| PathError::Io { path: path.to_string(), source })
     }
 
     /// The digests of `path` as it is now (computed on first use).
@@ -353,9 +443,22 @@ impl Conn {
         let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
         let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
         put_block_header(&mut header, a.stream, block, len);
-        let file = a.file.clone();
+        let source = a.source.clone();
         self.shared.limiter.acquire(header.len() + len).await;
-        socket::send_block(self.wr.as_ref(), &header, &file, offset, len).await?;
+        match source {
+            Source::File(file) => socket::send_block(self.wr.as_ref(), &header, &file, offset, len).await?,
+            Source::Bundle(b) => {
+                // Many small files a block: read them into one buffer off the runtime.
+                let mut buf = vec![0u8; header.len() + len];
+                buf[..header.len()].copy_from_slice(&header);
+                let buf = tokio::task::spawn_blocking(move || {
+                    b.read_exact_at(&mut buf[HEADER_LEN + BLOCK_PREFIX_LEN..], offset).map(|()| buf)
+                })
+                .await
+                .map_err(io::Error::other)??;
+                self.wr.write_all(&buf).await?;
+            }
+        }
         Ok(())
     }
 }
@@ -377,6 +480,26 @@ pub fn check_start(size: u64, block_size: u32, first: u64, last: u64, dir: Direc
         return Err(format!("blocks {first}..{last} are not a valid range of its {blocks} blocks"));
     }
     Ok(())
+}
+
+fn unknown_bundle(name: &str) -> Reply {
+    let message = format!("{name}: no such bundle (define it again)");
+    Reply::Error { code: ErrorCode::NotFound, message }
+}
+
+/// Hands a walk's list, a batch at a time, from its threads to the connection.
+struct ChannelWriter {
+    tx: mpsc::Sender<Vec<u8>>,
+}
+
+impl io::Write for ChannelWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.tx.blocking_send(buf.to_vec()).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 fn path_error_reply(e: PathError) -> Reply {

@@ -71,6 +71,15 @@ impl Digests {
     /// Reads `file` once, hashing it whole and chunk by chunk.
     pub fn compute(file: &File) -> io::Result<Digests> {
         let key = Key::of(&file.metadata()?);
+        let d = Digests::compute_with(key, |buf, at| file.read_exact_at(buf, at))?;
+        if Key::of(&file.metadata()?) != key {
+            return Err(io::Error::other("the file changed while it was being hashed"));
+        }
+        Ok(d)
+    }
+
+    /// Hashes `key.size` bytes read by `read_exact_at` (a file, or a bundle's range).
+    pub fn compute_with(key: Key, read_exact_at: impl Fn(&mut [u8], u64) -> io::Result<()>) -> io::Result<Digests> {
         let chunk = chunk_size(key.size);
         let piece = chunk.min(4 << 20) as usize;
         let mut buf = vec![0u8; piece];
@@ -80,7 +89,7 @@ impl Digests {
         let mut part = blake3::Hasher::new();
         while at < key.size {
             let want = ((key.size - at) as usize).min(piece);
-            file.read_exact_at(&mut buf[..want], at)?;
+            read_exact_at(&mut buf[..want], at)?;
             whole.update(&buf[..want]);
             part.update(&buf[..want]);
             at += want as u64;
@@ -89,9 +98,6 @@ impl Digests {
                 hashes.push(part.finalize().into());
                 part.reset();
             }
-        }
-        if Key::of(&file.metadata()?) != key {
-            return Err(io::Error::other("the file changed while it was being hashed"));
         }
         let digest =
             FileDigest { chunk_size: chunk, sha256: whole.finalize().into(), manifest: manifest::root(&hashes) };

@@ -14,11 +14,13 @@
 //! - [`digests`]: whole-file SHA-256 and chunk manifests, cached per
 //!   version of a file in memory and in an index directory.
 //! - [`indexer`]: `ddftpd index DIR`, the digests of a whole tree ahead of time.
+//! - [`bundle`]: many files served as one range (`ddftp archive`).
 //! - [`connection`]: one client connection: handshake, stat, streams.
 //! - [`socket`]: `sendfile`, `MSG_MORE` and `TCP_NOTSENT_LOWAT`.
 //! - [`server`]: accepts connections, caps their number, stops on a signal.
 
 pub mod access;
+pub mod bundle;
 pub mod connection;
 pub mod digests;
 pub mod indexer;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ddftp::cli::{demo, get, list, pipe, simulate, walk, Exit};
+use ddftp::cli::{archive, demo, get, list, pipe, simulate, walk, Exit};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Fast, balanced downloads from several mirrors at once (Dual-Direction Operations)")]
@@ -20,6 +20,7 @@ enum Cmd {
     Simulate(simulate::SimulateOpt),
     Walk(walk::WalkOpt),
     List(list::ListOpt),
+    Archive(archive::ArchiveOpt),
     Demo(demo::DemoOpt),
 }
 
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
         Cmd::Simulate(o) => simulate::run(o),
         Cmd::Walk(o) => walk::run(o),
         Cmd::List(o) => list::run(o),
+        Cmd::Archive(o) => archive::run(o),
         Cmd::Demo(o) => demo::run(o),
     };
     exit.into()

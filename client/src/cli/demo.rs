@@ -152,6 +152,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         binds: vec![],
         verify: true,
         scheduler: Config::default(),
+        store: None,
     };
     let mut progress =
         SlowDownHalfWay { inner: Bar::new(!opt.quiet), total: 0, server: &servers[0], started: None, slowed_at: None };

@@ -71,7 +71,7 @@ pub struct GetOpt {
     pub nic: Vec<String>,
 }
 
-fn parse_mirror(s: &str) -> Result<Endpoint, String> {
+pub(crate) fn parse_mirror(s: &str) -> Result<Endpoint, String> {
     match parse_endpoint(s) {
         Ok(ep) if ep.port == 0 => Err(format!("{s:?}: a mirror's port cannot be 0")),
         Ok(ep) => Ok(ep),
@@ -80,7 +80,7 @@ fn parse_mirror(s: &str) -> Result<Endpoint, String> {
 }
 
 /// A token file's content without trailing white space.
-fn read_token(path: &Path) -> Result<std::sync::Arc<[u8]>, String> {
+pub(crate) fn read_token(path: &Path) -> Result<std::sync::Arc<[u8]>, String> {
     let mut t = std::fs::read(path).map_err(|e| format!("reading token file {}: {e}", path.display()))?;
     while t.last().is_some_and(|b| b.is_ascii_whitespace()) {
         t.pop();
@@ -104,14 +104,14 @@ fn parse_checksum(s: &str) -> Result<String, String> {
     Ok(hex.to_ascii_lowercase())
 }
 
-fn parse_seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
         _ => Err(format!("{s:?}: expected a number of seconds, more than 0")),
     }
 }
 
-fn parse_block_size(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_block_size(s: &str) -> Result<u32, String> {
     let v = parse_size(s).map_err(|e| e.to_string())?;
     if v < u64::from(MIN_BLOCK_SIZE) || v > u64::from(MAX_BLOCK_SIZE) {
         return Err(format!(
@@ -167,6 +167,7 @@ impl GetOpt {
             verify: !self.no_verify,
             binds: self.binds()?,
             scheduler: Config::default(),
+            store: None,
         })
     }
 }

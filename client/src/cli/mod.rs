@@ -1,6 +1,7 @@
 //! The `ddftp` command line: one module per subcommand, each with its
 //! options struct and a `run` that returns an exit code.
 
+pub mod archive;
 pub mod demo;
 pub mod get;
 pub mod list;

@@ -118,10 +118,26 @@ struct Local {
     ids: mfu::Ids,
 }
 
+/// How to walk: threads, how paths are shown, what to leave out.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Worker threads (at least 1).
+    pub threads: usize,
+    /// Show paths with this in place of the root's own path (a server lists
+    /// paths relative to what it serves).
+    pub label: Option<Vec<u8>>,
+    /// Paths neither listed nor entered (a server's index directory).
+    pub skip: Vec<PathBuf>,
+}
+
 /// Shared by the workers: the output, behind a lock taken once per batch.
 struct Sink {
     format: Format,
     out: Mutex<(Output, Option<std::io::Error>)>,
+    /// Bytes of the root's path replaced by `label` in what is recorded.
+    cut: usize,
+    label: Option<Vec<u8>>,
+    skip: Vec<PathBuf>,
 }
 
 const BATCH: usize = 1 << 20;
@@ -129,6 +145,14 @@ const BATCH: usize = 1 << 20;
 impl Sink {
     fn record(&self, l: &mut Local, path: &[u8], md: &std::fs::Metadata) {
         l.entries += 1;
+        let shown;
+        let path = match &self.label {
+            Some(label) => {
+                shown = [label, &path[self.cut..]].concat();
+                &shown[..]
+            }
+            None => path,
+        };
         let Some(kind) = Kind::from_mode(md.mode()) else {
             l.totals.others += 1;
             return;
@@ -175,6 +199,12 @@ impl Sink {
 
 /// Walks `root` with `threads` workers, writing records to `output`.
 pub fn walk(root: &Path, threads: usize, output: Output) -> Result<(Report, Output), WalkError> {
+    walk_with(root, &Options { threads, ..Options::default() }, output)
+}
+
+/// [`walk`] with every option.
+pub fn walk_with(root: &Path, opts: &Options, output: Output) -> Result<(Report, Output), WalkError> {
+    let threads = opts.threads;
     let t0 = Instant::now();
     let md = std::fs::symlink_metadata(root).map_err(|source| WalkError::Root { path: root.to_owned(), source })?;
     let format = match output {
@@ -186,7 +216,13 @@ pub fn walk(root: &Path, threads: usize, output: Output) -> Result<(Report, Outp
     if let Output::List(w) = &mut output {
         w.write_all(ddftp::MAGIC).map_err(WalkError::Output)?;
     }
-    let sink = Sink { format, out: Mutex::new((output, None)) };
+    let sink = Sink {
+        format,
+        out: Mutex::new((output, None)),
+        cut: root.as_os_str().len(),
+        label: opts.label.clone(),
+        skip: opts.skip.clone(),
+    };
     let new_local = |_| Local {
         totals: Totals::default(),
         entries: 0,
@@ -248,6 +284,9 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
         };
         path.truncate(base);
         path.extend_from_slice(ent.file_name().as_bytes());
+        if !sink.skip.is_empty() && sink.skip.iter().any(|s| s.as_os_str().as_bytes() == &path[..]) {
+            continue;
+        }
         match ent.metadata() {
             Ok(md) => {
                 sink.record(l, &path, &md);

@@ -1,0 +1,524 @@
+//! `ddftp archive`: a whole tree through the DDOps engine.
+//!
+//! The file list (a mirror's walk of SRC, or a given list) is sorted by
+//! path, and the regular files and symlinks still to move become one
+//! *bundle*: their bytes back to back, one linear range. Every mirror checks
+//! the bundle against its own copy and serves it under one name
+//! ([`ddftpd::bundle`]); then the range is moved exactly like `get` moves a
+//! file (pairs from both ends, helpers, the chunk manifest voted by the
+//! mirrors and checked on every block, the SHA-256 at the end, the resume
+//! journal), only written through [`TreeStore`] straight into the
+//! destination files. Small files cost no round trip each: a block holds
+//! as many as fit.
+//!
+//! Files get their mode and mtime only once the whole range is verified,
+//! so a rerun skips exactly the files that are complete and correct (same
+//! type, size, mode and mtime to the nanosecond, as rsync's quick check) and
+//! an interrupted run resumes its range block by block from the journal.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::BytesMut;
+use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
+use ddftp_proto::{Endpoint, Reply, Request};
+use ddtree::list::{self, ddftp, Entry, Kind, Time};
+use tokio::io::AsyncWriteExt;
+
+use crate::store::Store;
+use crate::transfer::{self, read_reply, unexpected, GetSpec, Progress, Route, TransferError, TransferReport};
+
+/// What an archive run needs.
+#[derive(Debug, Clone)]
+pub struct ArchiveSpec {
+    /// The subtree on the mirrors (relative to their root; `.` for all).
+    pub src: String,
+    pub dest: PathBuf,
+    /// A list to move instead of asking a mirror to walk SRC.
+    pub list: Option<PathBuf>,
+    /// Removed from the front of every listed path (dwalk writes absolute ones).
+    pub strip: Option<String>,
+    /// The engine's settings (`path` and `output` are set here).
+    pub get: GetSpec,
+}
+
+/// Why an archive failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error(transparent)]
+    List(#[from] list::ListError),
+    #[error("listing {src} on the mirrors failed:\n{}", failures.join("\n"))]
+    Walk { src: String, failures: Vec<String> },
+    #[error("{path}: {why}")]
+    BadEntry { path: String, why: String },
+    #[error("no mirror can serve the files to move:\n{}", failures.join("\n"))]
+    NoBundle { failures: Vec<String> },
+    #[error("{}: {source}", path.display())]
+    Local { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+}
+
+/// What an archive did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ArchiveReport {
+    pub src: String,
+    pub dest: String,
+    /// Regular files in the list, moved or skipped.
+    pub files: u64,
+    pub dirs: u64,
+    pub links: u64,
+    /// Bytes of regular files moved in this run.
+    pub bytes: u64,
+    /// Files skipped because they were already complete and correct.
+    pub skipped_files: u64,
+    pub skipped_bytes: u64,
+    pub seconds: f64,
+    pub files_per_second: f64,
+    pub mb_per_second: f64,
+    /// The engine's report for the range (shares per mirror, ...), if anything moved.
+    pub transfer: Option<TransferReport>,
+}
+
+/// One listed entry, placed under the destination.
+struct Item {
+    entry: Entry,
+    /// Path below SRC (empty for SRC itself).
+    rel: PathBuf,
+}
+
+/// The destination files and symlinks of a bundle, as one linear range.
+#[derive(Debug)]
+pub struct TreeStore {
+    pieces: Vec<Piece>,
+    /// Open files, by piece index (a few at a time).
+    open: Mutex<HashMap<usize, Arc<File>>>,
+    /// Symlink targets, gathered in memory until they are complete.
+    links: Mutex<HashMap<usize, Vec<u8>>>,
+}
+
+#[derive(Debug)]
+struct Piece {
+    path: PathBuf,
+    offset: u64,
+    size: u64,
+    link: bool,
+}
+
+/// Open files kept at once.
+const OPEN_FILES: usize = 64;
+
+impl TreeStore {
+    fn new(items: &[&Item], dest: &Path) -> TreeStore {
+        let mut offset = 0;
+        let pieces = items
+            .iter()
+            .map(|it| {
+                let p =
+                    Piece { path: dest.join(&it.rel), offset, size: it.entry.size, link: it.entry.kind == Kind::Link };
+                offset += it.entry.size;
+                p
+            })
+            .collect();
+        TreeStore { pieces, open: Mutex::default(), links: Mutex::default() }
+    }
+
+    fn size(&self) -> u64 {
+        self.pieces.last().map_or(0, |p| p.offset + p.size)
+    }
+
+    fn file(&self, i: usize) -> io::Result<Arc<File>> {
+        let mut open = self.open.lock().expect("store lock");
+        if let Some(f) = open.get(&i) {
+            return Ok(f.clone());
+        }
+        if open.len() >= OPEN_FILES {
+            open.clear();
+        }
+        let f = Arc::new(OpenOptions::new().read(true).write(true).open(&self.pieces[i].path)?);
+        open.insert(i, f.clone());
+        Ok(f)
+    }
+
+    /// Calls `f(piece index, offset within it, range of buf)` for each piece
+    /// `len` bytes from `offset` touch.
+    fn each(
+        &self,
+        offset: u64,
+        len: usize,
+        mut f: impl FnMut(usize, u64, std::ops::Range<usize>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut i = self.pieces.partition_point(|p| p.offset + p.size <= offset);
+        let (mut at, mut done) = (offset, 0);
+        while done < len {
+            let p = self.pieces.get(i).ok_or_else(|| io::Error::other("past the end of the archive range"))?;
+            let within = at - p.offset;
+            let n = ((p.size - within) as usize).min(len - done);
+            f(i, within, done..done + n)?;
+            done += n;
+            at += n as u64;
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Creates every file at its size (keeping what an interrupted run wrote).
+    fn create(&self) -> Result<(), ArchiveError> {
+        for p in self.pieces.iter().filter(|p| !p.link) {
+            let local = |source| ArchiveError::Local { path: p.path.clone(), source };
+            if p.path.symlink_metadata().is_ok_and(|m| !m.is_file()) {
+                remove_any(&p.path).map_err(local)?;
+            }
+            let f =
+                OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(&p.path).map_err(local)?;
+            f.set_len(p.size).map_err(local)?;
+        }
+        Ok(())
+    }
+}
+
+impl Store for TreeStore {
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.each(offset, buf.len(), |i, within, r| {
+            let p = &self.pieces[i];
+            if p.link {
+                let mut links = self.links.lock().expect("store lock");
+                let t = links.entry(i).or_insert_with(|| vec![0; p.size as usize]);
+                t[within as usize..within as usize + r.len()].copy_from_slice(&buf[r]);
+                Ok(())
+            } else {
+                FileExt::write_all_at(&*self.file(i)?, &buf[r], within)
+            }
+        })
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let len = buf.len();
+        self.each(offset, len, |i, within, r| {
+            let p = &self.pieces[i];
+            if p.link {
+                let links = self.links.lock().expect("store lock");
+                let t = links.get(&i).ok_or_else(|| io::Error::other("symlink target not received"))?;
+                buf[r.clone()].copy_from_slice(&t[within as usize..within as usize + r.len()]);
+                Ok(())
+            } else {
+                FileExt::read_exact_at(&*self.file(i)?, &mut buf[r], within)
+            }
+        })
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        for i in 0..self.pieces.len() {
+            if !self.pieces[i].link {
+                self.file(i)?.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn remove_any(p: &Path) -> io::Result<()> {
+    match p.symlink_metadata() {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The list: from `--list` (with `--strip`), or walked by the first mirror
+/// that answers.
+async fn fetch_list(spec: &ArchiveSpec) -> Result<Vec<Entry>, ArchiveError> {
+    if let Some(path) = &spec.list {
+        let mut entries = list::read(path)?;
+        if let Some(prefix) = &spec.strip {
+            let prefix = prefix.trim_end_matches('/').as_bytes();
+            for e in &mut entries {
+                let rest =
+                    e.path.strip_prefix(prefix).filter(|r| r.is_empty() || r.starts_with(b"/")).ok_or_else(|| {
+                        ArchiveError::BadEntry {
+                            path: String::from_utf8_lossy(&e.path).into_owned(),
+                            why: format!("does not start with --strip {:?}", String::from_utf8_lossy(prefix)),
+                        }
+                    })?;
+                let rest = rest.strip_prefix(b"/").unwrap_or(rest);
+                e.path = if rest.is_empty() { b".".to_vec() } else { rest.to_vec() };
+            }
+        }
+        return Ok(entries);
+    }
+    let mut failures = vec![];
+    for ep in &spec.get.mirrors {
+        match walk_on(ep, &spec.src, spec.get.token.as_deref()).await {
+            Ok(entries) => return Ok(entries),
+            Err(e) => failures.push(format!("  {ep}: {e}")),
+        }
+    }
+    Err(ArchiveError::Walk { src: spec.src.clone(), failures })
+}
+
+async fn greet(ep: &Endpoint, token: Option<&[u8]>) -> Result<tokio::net::TcpStream, String> {
+    let route = Route { endpoint: ep.clone(), local: None };
+    Ok(transfer::connect(&route, None, token).await?.0)
+}
+
+/// Asks one mirror to walk `src`.
+async fn walk_on(ep: &Endpoint, src: &str, token: Option<&[u8]>) -> Result<Vec<Entry>, String> {
+    let mut sock = greet(ep, token).await?;
+    let mut out = BytesMut::new();
+    Request::Walk { path: src.to_string() }.encode(&mut out);
+    sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+    let mut buf = BytesMut::new();
+    let mut data = Vec::new();
+    loop {
+        match read_reply(&mut sock, &mut buf).await? {
+            Reply::ListData { data: d } => data.extend_from_slice(&d),
+            Reply::ListEnd { errors } => {
+                if errors > 0 {
+                    return Err(format!("{errors} entries under {src} could not be read on this mirror"));
+                }
+                return ddftp::read(&data[..], Path::new("the mirror's list")).map_err(|e| e.to_string());
+            }
+            other => return Err(unexpected(other)),
+        }
+    }
+}
+
+/// Defines the bundle on one mirror; its name, or why not.
+async fn define_on(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -> Result<String, String> {
+    let mut sock = greet(ep, token).await?;
+    let mut out = BytesMut::with_capacity(def.len() + def.len() / MAX_BUNDLE_CHUNK * 8 + 64);
+    for piece in def.chunks(MAX_BUNDLE_CHUNK) {
+        Request::Bundle { data: bytes::Bytes::copy_from_slice(piece) }.encode(&mut out);
+    }
+    Request::BundleEnd.encode(&mut out);
+    sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+    let mut buf = BytesMut::new();
+    match tokio::time::timeout(Duration::from_secs(600), read_reply(&mut sock, &mut buf)).await {
+        Ok(Ok(Reply::Bundle { name, .. })) => Ok(name),
+        Ok(Ok(other)) => Err(unexpected(other)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("no answer in 600 s".into()),
+    }
+}
+
+/// The entry's path below SRC, refusing anything that could leave DEST.
+fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, ArchiveError> {
+    let bad =
+        |why: &str| ArchiveError::BadEntry { path: String::from_utf8_lossy(&e.path).into_owned(), why: why.into() };
+    let path = Path::new(OsStr::from_bytes(&e.path));
+    let src = Path::new(OsStr::from_bytes(src));
+    let rel = match path.strip_prefix(src) {
+        Ok(r) => r,
+        Err(_) if src == Path::new(".") => path,
+        Err(_) => return Ok(None),
+    };
+    let mut clean = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(p) => clean.push(p),
+            Component::CurDir => {}
+            _ => return Err(bad("absolute or '..' paths are refused")),
+        }
+    }
+    Ok(Some(clean))
+}
+
+/// Whether the destination already holds this entry, complete and correct.
+fn is_done(dest: &Path, e: &Entry) -> bool {
+    let Ok(m) = dest.symlink_metadata() else { return false };
+    e.kind == Kind::File
+        && m.is_file()
+        && m.size() == e.size
+        && m.mode() & 0o7777 == e.perm
+        && m.mtime() == e.mtime.sec
+        && m.mtime_nsec() as u32 == e.mtime.nsec
+}
+
+fn system_time(t: Time) -> SystemTime {
+    if t.sec >= 0 {
+        SystemTime::UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        SystemTime::UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec.into())
+    }
+}
+
+/// Sets a symlink's own mtime (not its target's).
+fn set_link_mtime(path: &Path, t: Time) -> io::Result<()> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let times = [
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        libc::timespec { tv_sec: t.sec as libc::time_t, tv_nsec: t.nsec as libc::c_long },
+    ];
+    // SAFETY: c is a valid C string and times two timespecs, as utimensat wants.
+    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets mode and mtime of a file or directory.
+/// (Times first: a read-only mode would refuse the open for writing.)
+fn finish_entry(path: &Path, e: &Entry) -> io::Result<()> {
+    let t = std::fs::FileTimes::new().set_modified(system_time(e.mtime));
+    let f = if e.kind == Kind::Dir { File::open(path)? } else { OpenOptions::new().write(true).open(path)? };
+    f.set_times(t)?;
+    f.set_permissions(std::fs::Permissions::from_mode(e.perm))
+}
+
+/// Runs an archive.
+pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
+    let started = Instant::now();
+    let src = spec.src.trim_end_matches('/');
+    let src = if src.is_empty() { "." } else { src };
+    let mut entries = fetch_list(spec).await?;
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    entries.dedup_by(|a, b| a.path == b.path);
+    let mut items = vec![];
+    for e in entries {
+        if let Some(rel) = below_src(&e, src.as_bytes())? {
+            if matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
+                items.push(Item { entry: e, rel });
+            } else {
+                progress.warn(&format!(
+                    "skipping {}: a {:?} is not archived",
+                    String::from_utf8_lossy(&e.path),
+                    e.kind
+                ));
+            }
+        }
+    }
+    if items.is_empty() {
+        return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
+    }
+    let local = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ArchiveError::Local { path, source }
+    };
+    // Directories first (parents sort before children), owner-writable
+    // until the end so files can be created inside.
+    let (mut dirs, mut files, mut links) = (0, 0, 0);
+    for it in items.iter().filter(|it| it.entry.kind == Kind::Dir) {
+        dirs += 1;
+        let p = spec.dest.join(&it.rel);
+        if p.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+            remove_any(&p).map_err(local(&p))?;
+        }
+        std::fs::create_dir_all(&p).map_err(local(&p))?;
+        let mode = p.metadata().map_err(local(&p))?.mode();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o700)).map_err(local(&p))?;
+    }
+    let mut todo: Vec<&Item> = vec![];
+    let (mut skipped_files, mut skipped_bytes, mut bytes) = (0, 0, 0);
+    for it in items.iter().filter(|it| it.entry.kind != Kind::Dir) {
+        let p = spec.dest.join(&it.rel);
+        if it.entry.kind == Kind::File {
+            files += 1;
+            if is_done(&p, &it.entry) {
+                skipped_files += 1;
+                skipped_bytes += it.entry.size;
+                continue;
+            }
+            bytes += it.entry.size;
+        } else {
+            links += 1;
+        }
+        todo.push(it);
+    }
+    let mut transfer_report = None;
+    if !todo.is_empty() {
+        let mut def = ddftp::MAGIC.to_vec();
+        for it in &todo {
+            ddftp::push_record(&mut def, &it.entry);
+        }
+        let store = Arc::new(TreeStore::new(&todo, &spec.dest));
+        store.create()?;
+        let token = spec.get.token.clone();
+        let defs: Vec<_> = spec
+            .get
+            .mirrors
+            .iter()
+            .map(|ep| {
+                let (ep, def, token) = (ep.clone(), def.clone(), token.clone());
+                tokio::spawn(async move { define_on(&ep, &def, token.as_deref()).await })
+            })
+            .collect();
+        let (mut names, mut mirrors, mut failures) = (vec![], vec![], vec![]);
+        for (ep, h) in spec.get.mirrors.iter().zip(defs) {
+            match h.await.expect("define task") {
+                Ok(name) => {
+                    names.push(name);
+                    mirrors.push(ep.clone());
+                }
+                Err(e) => {
+                    let w = format!("skipping {ep}: {e}");
+                    progress.warn(&w);
+                    failures.push(format!("  {w}"));
+                }
+            }
+        }
+        names.dedup();
+        if mirrors.is_empty() || names.len() != 1 {
+            return Err(ArchiveError::NoBundle { failures });
+        }
+        let mut get = spec.get.clone();
+        get.path = names.remove(0);
+        get.mirrors = mirrors;
+        get.output = spec.dest.join(".ddftp-archive");
+        get.store = Some(store.clone() as Arc<dyn Store>);
+        if store.size() == 0 {
+            // Only empty files (and no symlinks with targets): nothing to move.
+        } else {
+            match transfer::get(&get, progress).await {
+                Err(TransferError::Journal(_)) | Err(TransferError::BlockSizeMismatch { .. }) => {
+                    // An earlier run's journal for another list: start the range over.
+                    get.restart = true;
+                    transfer_report = Some(transfer::get(&get, progress).await?);
+                }
+                r => transfer_report = Some(r?),
+            }
+        }
+        let targets = std::mem::take(&mut *store.links.lock().expect("store lock"));
+        for (i, it) in todo.iter().enumerate().filter(|(_, it)| it.entry.kind == Kind::Link) {
+            let p = spec.dest.join(&it.rel);
+            let target = targets.get(&i).cloned().unwrap_or_default();
+            remove_any(&p).map_err(local(&p))?;
+            std::os::unix::fs::symlink(OsStr::from_bytes(&target), &p).map_err(local(&p))?;
+            set_link_mtime(&p, it.entry.mtime).map_err(local(&p))?;
+        }
+        for it in todo.iter().filter(|it| it.entry.kind == Kind::File) {
+            let p = spec.dest.join(&it.rel);
+            finish_entry(&p, &it.entry).map_err(local(&p))?;
+        }
+    }
+    // Directories last, deepest first: writing inside one changes its mtime.
+    for it in items.iter().rev().filter(|it| it.entry.kind == Kind::Dir) {
+        let p = spec.dest.join(&it.rel);
+        finish_entry(&p, &it.entry).map_err(local(&p))?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let moved = todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
+    Ok(ArchiveReport {
+        src: src.to_string(),
+        dest: spec.dest.display().to_string(),
+        files,
+        dirs,
+        links,
+        bytes,
+        skipped_files,
+        skipped_bytes,
+        seconds,
+        files_per_second: moved as f64 / seconds.max(1e-9),
+        mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+        transfer: transfer_report,
+    })
+}

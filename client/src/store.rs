@@ -1,0 +1,26 @@
+//! Where a transfer's bytes land: one part file for `get`, or the many
+//! files of an archive (see [`crate::archive`]). The engine only writes and
+//! reads back (for the running SHA-256) at offsets of one linear range.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+pub trait Store: Send + Sync + std::fmt::Debug {
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Makes what was written durable (`--sync`).
+    fn sync_data(&self) -> io::Result<()>;
+}
+
+impl Store for File {
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        FileExt::write_all_at(self, buf, offset)
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        FileExt::read_exact_at(self, buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        File::sync_data(self)
+    }
+}

@@ -1,0 +1,211 @@
+//! `ddftp archive`: a tree from k real mirrors equals its source (content,
+//! type, mode, mtime, link targets); reruns skip what is complete; dwalk
+//! lists with --strip; a stale mirror is left out.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use util::*;
+
+/// The source tree: nested and empty directories, 300 small files, one
+/// of 3 MB, symlinks (one dangling), odd names, modes and an old mtime.
+fn make_source(proj: &Path) {
+    std::fs::create_dir_all(proj.join("a/b/c")).unwrap();
+    std::fs::create_dir_all(proj.join("empty/also empty")).unwrap();
+    for i in 0..300u64 {
+        let dir = proj.join(["a", "a/b", "a/b/c"][(i % 3) as usize]);
+        random_file(&dir.join(format!("f{i:03}")), ((i * 7919) % 5000) as usize, i);
+    }
+    random_file(&proj.join("big.bin"), 3_000_000, 99);
+    std::fs::write(proj.join("empty-file"), b"").unwrap();
+    std::fs::write(proj.join("with space"), b"s").unwrap();
+    std::fs::write(proj.join("new\nline"), b"n").unwrap();
+    std::fs::write(proj.join(OsStr::from_bytes(b"bytes-\xff")), b"b").unwrap();
+    std::os::unix::fs::symlink("a/f000", proj.join("link")).unwrap();
+    std::os::unix::fs::symlink("../nowhere", proj.join("a/dangling")).unwrap();
+    let ro = proj.join("a/read-only");
+    std::fs::write(&ro, b"ro").unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(proj.join("a/f006"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(proj.join("a/b"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let old =
+        Command::new("touch").arg("-h").arg("-d").arg("2001-02-03 04:05:06.789").arg(proj.join("big.bin")).status();
+    assert!(old.unwrap().success());
+    let old = Command::new("touch").arg("-h").arg("-d").arg("2002-02-03 04:05:06").arg(proj.join("link")).status();
+    assert!(old.unwrap().success());
+}
+
+/// Everything a copy must keep, by path below `root` (the root's own
+/// mtime and mode included).
+fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let full = root.join(&rel);
+        let m = full.symlink_metadata().unwrap();
+        let what = if m.is_dir() {
+            for e in std::fs::read_dir(&full).unwrap() {
+                stack.push(rel.join(e.unwrap().file_name()));
+            }
+            "dir".to_string()
+        } else if m.file_type().is_symlink() {
+            format!("link -> {:?}", std::fs::read_link(&full).unwrap())
+        } else {
+            format!("file {}", sha256_hex(&std::fs::read(&full).unwrap()))
+        };
+        let line = format!(
+            "{what} size {} mode {:o} mtime {}.{:09}",
+            if m.is_dir() { 0 } else { m.size() },
+            m.mode(),
+            m.mtime(),
+            m.mtime_nsec()
+        );
+        out.insert(rel.as_os_str().as_bytes().to_vec(), line);
+    }
+    out
+}
+
+fn assert_same(src: &Path, dst: &Path) {
+    let (a, b) = (snapshot(src), snapshot(dst));
+    if a != b {
+        let show = |m: &BTreeMap<Vec<u8>, String>| -> String {
+            m.iter().map(|(k, v)| format!("{:?} {v}\n", String::from_utf8_lossy(k))).collect()
+        };
+        panic!("copy differs from source\n--- source\n{}--- copy\n{}", show(&a), show(&b));
+    }
+}
+
+#[test]
+fn archive_equals_the_source_from_one_two_and_three_mirrors() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    make_source(&proj);
+    let mirrors: Vec<Mirror> = (0..3).map(|_| Mirror::start(&f.root(), &[])).collect();
+    for k in 1..=3 {
+        let dest = f.out(&format!("copy{k}"));
+        let ms: Vec<&Mirror> = mirrors.iter().take(k).collect();
+        let out = ddftp(
+            &[
+                "archive",
+                "proj",
+                "--mirrors",
+                &mirrors_arg(&ms),
+                "--dest",
+                dest.to_str().unwrap(),
+                "--json",
+                "-q",
+                "--block-size",
+                "64KiB",
+            ],
+            0,
+        );
+        let j = json(&out);
+        assert_eq!(j["files"], 306, "{j}");
+        assert_eq!(j["skipped_files"], 0);
+        assert_eq!(j["links"], 2);
+        assert_eq!(j["dirs"], 6);
+        let producers = j["transfer"]["producers"].as_array().unwrap();
+        assert_eq!(producers.len(), k, "{j}");
+        assert_same(&proj, &dest);
+    }
+}
+
+#[test]
+fn a_rerun_moves_only_what_is_missing_or_wrong() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    make_source(&proj);
+    let (m1, m2) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let dest = f.out("copy");
+    let args =
+        ["archive", "proj", "--mirrors", &mirrors_arg(&[&m1, &m2]), "--dest", dest.to_str().unwrap(), "--json", "-q"];
+    ddftp(&args, 0);
+    std::fs::remove_file(dest.join("a/b/c/f002")).unwrap();
+    std::fs::write(dest.join("big.bin"), b"damaged").unwrap();
+    let j = json(&ddftp(&args, 0));
+    assert_eq!(j["skipped_files"], 304, "{j}");
+    let f002 = std::fs::metadata(proj.join("a/b/c/f002")).unwrap().len();
+    assert_eq!(j["bytes"], 3_000_000 + f002, "{j}");
+    assert_same(&proj, &dest);
+    let j = json(&ddftp(&args, 0));
+    assert_eq!((j["skipped_files"].as_u64(), j["bytes"].as_u64()), (Some(306), Some(0)), "{j}");
+}
+
+#[test]
+fn a_dwalk_format_list_with_strip_drives_the_copy() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    make_source(&proj);
+    let root = f.root().canonicalize().unwrap();
+    let list = f.out("list.mfu");
+    let walked = root.join("proj");
+    ddftp(&["walk", walked.to_str().unwrap(), "--output-format", "mfu", "-o", list.to_str().unwrap(), "-q"], 0);
+    let m = Mirror::start(&f.root(), &[]);
+    let dest = f.out("copy");
+    let strip = root.to_str().unwrap();
+    let args = [
+        "archive",
+        "proj",
+        "--mirrors",
+        &m.addr,
+        "--dest",
+        dest.to_str().unwrap(),
+        "--list",
+        list.to_str().unwrap(),
+        "--strip",
+        strip,
+        "-q",
+    ];
+    ddftp(&args, 0);
+    assert_same(&proj, &dest);
+    let out = ddftp(
+        &[
+            "archive",
+            "proj",
+            "--mirrors",
+            &m.addr,
+            "--dest",
+            dest.to_str().unwrap(),
+            "--list",
+            list.to_str().unwrap(),
+            "--strip",
+            "/elsewhere",
+        ],
+        2,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--strip"));
+}
+
+#[test]
+fn a_stale_mirror_is_left_out() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    make_source(&proj);
+    let stale = f.out("stale");
+    std::fs::create_dir(&stale).unwrap();
+    assert!(Command::new("cp").arg("-a").arg(&proj).arg(&stale).status().unwrap().success());
+    std::fs::write(stale.join("proj/a/f003"), b"an older, shorter version").unwrap();
+    let (good, bad) = (Mirror::start(&f.root(), &[]), Mirror::start(&stale, &[]));
+    let dest = f.out("copy");
+    let out = ddftp(
+        &["archive", "proj", "--mirrors", &mirrors_arg(&[&good, &bad]), "--dest", dest.to_str().unwrap(), "-q"],
+        0,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("skipping {}", bad.addr)) && err.contains("f003"), "{err}");
+    assert_same(&proj, &dest);
+}
+
+#[test]
+fn a_missing_source_is_a_clear_error() {
+    let f = Fixture::new();
+    let m = Mirror::start(&f.root(), &[]);
+    let out = ddftp(&["archive", "nope", "--mirrors", &m.addr, "--dest", f.out("copy").to_str().unwrap()], 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
