@@ -48,7 +48,11 @@ pub fn run(o: WalkOpt) -> Exit {
         report_error(&"--json and --output - both want stdout; write the list to a file");
         return Exit::Usage;
     }
-    let (output, dest) = match open_output(&o, to_stdout) {
+    #[cfg(feature = "mpi")]
+    if ddtree::walk::mpi::launched_by_mpi() {
+        return run_mpi(&o, threads, to_stdout);
+    }
+    let (output, dest) = match open_output(o.output_format, o.output.as_deref(), to_stdout) {
         Ok(x) => x,
         Err(e) => {
             report_error(&e);
@@ -66,17 +70,81 @@ pub fn run(o: WalkOpt) -> Exit {
             return Exit::Local;
         }
     };
-    if let Output::Mfu(spool) = output {
-        let written = match &dest {
-            Some(path) => std::fs::File::create(path).and_then(|f| spool.finish(f)),
-            None => spool.finish(std::io::stdout().lock()),
-        };
-        if let Err(e) = written {
-            report_error(&format_args!("writing the mpifileutils list: {e}"));
-            return Exit::Local;
-        }
+    if let Err(e) = finish_mfu(output, dest.as_deref()) {
+        report_error(&format_args!("writing the mpifileutils list: {e}"));
+        return Exit::Local;
     }
     print_report(&o, &report, to_stdout);
+    exit_for(&report)
+}
+
+/// Writes an mfu list from its spool (other outputs are complete already).
+fn finish_mfu(output: Output, dest: Option<&Path>) -> std::io::Result<()> {
+    match output {
+        Output::Mfu(spool) => match dest {
+            Some(path) => std::fs::File::create(path).and_then(|f| spool.finish(f)),
+            None => spool.finish(std::io::stdout().lock()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// `mpirun -n N ddftp walk`: H-DRQS across the ranks; rank r writes its
+/// part of the list to `LIST.r` (with one rank, to LIST), rank 0 prints.
+#[cfg(feature = "mpi")]
+fn run_mpi(o: &WalkOpt, threads: usize, to_stdout: bool) -> Exit {
+    use ddtree::walk::mpi::{self, Session};
+    let Some(session) = Session::init() else {
+        report_error(&"MPI could not be initialised");
+        return Exit::Local;
+    };
+    let (rank, size) = (session.rank(), session.size());
+    if to_stdout && size > 1 {
+        if rank == 0 {
+            report_error(&"under mpirun each rank writes its own list: give --output LIST (rank r writes LIST.r)");
+        }
+        return Exit::Usage;
+    }
+    let path = o.output.as_ref().map(|p| {
+        if size > 1 {
+            let mut name = p.as_os_str().to_os_string();
+            name.push(format!(".{rank}"));
+            PathBuf::from(name)
+        } else {
+            p.clone()
+        }
+    });
+    let (output, dest) = match open_output(o.output_format, path.as_deref(), to_stdout) {
+        Ok(x) => x,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Local;
+        }
+    };
+    let opts = walk::Options { threads, ..walk::Options::default() };
+    let (report, output) = match mpi::walk(&session, &o.path, &opts, output) {
+        Ok(x) => x,
+        Err(e @ walk::WalkError::Root { .. }) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+        Err(e) => {
+            report_error(&e);
+            return Exit::Local;
+        }
+    };
+    if let Err(e) = finish_mfu(output, dest.as_deref()) {
+        report_error(&format_args!("rank {rank}: writing the mpifileutils list: {e}"));
+        return Exit::Local;
+    }
+    let all = session.combine(&report);
+    if rank == 0 {
+        print_report(o, &all, to_stdout);
+    }
+    exit_for(&all)
+}
+
+fn exit_for(report: &Report) -> Exit {
     if report.totals.errors > 0 {
         eprintln!(
             "ddftp: walk: {} director{} or entr{} could not be read (listed above); everything else is listed",
@@ -90,10 +158,10 @@ pub fn run(o: WalkOpt) -> Exit {
 }
 
 /// The output for the walk, and the mfu list's final path (None = stdout).
-fn open_output(o: &WalkOpt, to_stdout: bool) -> std::io::Result<(Output, Option<PathBuf>)> {
-    let Some(path) = &o.output else { return Ok((Output::None, None)) };
-    let dest = (!to_stdout).then(|| path.clone());
-    Ok(match o.output_format {
+fn open_output(format: ListFormat, path: Option<&Path>, to_stdout: bool) -> std::io::Result<(Output, Option<PathBuf>)> {
+    let Some(path) = path else { return Ok((Output::None, None)) };
+    let dest = (!to_stdout).then(|| path.to_path_buf());
+    Ok(match format {
         ListFormat::Ddftp if to_stdout => (Output::List(Box::new(std::io::stdout())), None),
         ListFormat::Ddftp => {
             let f = std::fs::File::create(path)

@@ -12,6 +12,8 @@
 //! memory stays bounded (workers' queues hold directories, not entries).
 
 pub mod drqs;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -55,7 +57,7 @@ impl Totals {
         self.dirs + self.files + self.links + self.others
     }
 
-    fn add(&mut self, o: &Totals) {
+    pub fn add(&mut self, o: &Totals) {
         self.dirs += o.dirs;
         self.files += o.files;
         self.links += o.links;
@@ -205,6 +207,27 @@ pub fn walk(root: &Path, threads: usize, output: Output) -> Result<(Report, Outp
 /// [`walk`] with every option.
 pub fn walk_with(root: &Path, opts: &Options, output: Output) -> Result<(Report, Output), WalkError> {
     let threads = opts.threads;
+    walk_on(root, opts, output, true, |seed, init, process| drqs::run(threads, seed, init, process))
+}
+
+/// The walk around an engine that spreads directories over workers:
+/// `engine(seed, init, process)` runs `process` on every directory and
+/// returns each worker's state. `first` says whether this process records
+/// the root and seeds the walk (under MPI only rank 0 does).
+fn walk_on<E>(
+    root: &Path,
+    opts: &Options,
+    output: Output,
+    first: bool,
+    engine: E,
+) -> Result<(Report, Output), WalkError>
+where
+    E: FnOnce(
+        Vec<PathBuf>,
+        &(dyn Fn(usize) -> Local + Sync),
+        &(dyn Fn(&mut Local, PathBuf, &mut Vec<PathBuf>) + Sync),
+    ) -> Vec<(Local, drqs::WorkerStats)>,
+{
     let t0 = Instant::now();
     let md = std::fs::symlink_metadata(root).map_err(|source| WalkError::Root { path: root.to_owned(), source })?;
     let format = match output {
@@ -231,19 +254,24 @@ pub fn walk_with(root: &Path, opts: &Options, output: Output) -> Result<(Report,
         longest: 0,
         ids: mfu::Ids::default(),
     };
-    let mut first = new_local(0);
-    sink.record(&mut first, root.as_os_str().as_bytes(), &md);
-    let seed = if md.is_dir() { vec![root.to_owned()] } else { Vec::new() };
-    let results = drqs::run(threads, seed, new_local, |l, dir, queue| scan(&sink, l, dir, queue));
-    let mut totals = first.totals.clone();
-    sink.flush(&mut first);
+    let mut top = new_local(0);
+    let mut seed = Vec::new();
+    if first {
+        sink.record(&mut top, root.as_os_str().as_bytes(), &md);
+        if md.is_dir() {
+            seed.push(root.to_owned());
+        }
+    }
+    let results = engine(seed, &new_local, &|l, dir, queue| scan(&sink, l, dir, queue));
+    let mut totals = top.totals.clone();
+    sink.flush(&mut top);
     let mut per_worker = Vec::new();
     let mut per_worker_dirs = Vec::new();
     let mut requests = 0;
     for (mut l, stats) in results {
         sink.flush(&mut l);
         totals.add(&l.totals);
-        per_worker.push(l.entries + if per_worker.is_empty() { first.entries } else { 0 });
+        per_worker.push(l.entries + if per_worker.is_empty() { top.entries } else { 0 });
         per_worker_dirs.push(stats.items);
         requests += stats.requests;
     }
