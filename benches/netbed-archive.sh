@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Benchmark: `ddftp archive` from 2 and from 4 netbed mirrors against rsync
+# from one mirror (rsync daemon) and against the ideal (bytes / the sum of
+# the links' TCP goodputs, 0.956 of their tbf rates).
+#
+# Tree: proj/small, 100,000 files of 0-2047 bytes in 21,621 directories
+# (benches/make-tree.py), and proj/large, 4 files of 32 MiB. Three cases:
+# the whole tree, proj/small alone (files/s against rsync's) and
+# proj/large alone (bytes efficiency when files are few). Warm page cache on the mirrors; every tool writes its copy to
+# tmpfs (OUT, default /dev/shm/ddftp-archive-out): this VM's disk takes
+# tens of seconds to create and delete 100,000 files and its writeback
+# made successive runs of any tool, rsync included, 3-7x slower.
+#
+# Usage (root): benches/netbed-archive.sh [RUNS]
+# Writes benches/results/netbed-archive-<UTC date>.{md,json}.
+set -euo pipefail
+
+RUNS=${1:-3}
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
+BED=dda
+WORK=${WORK:-/tmp/ddftp-archive-bench}
+RATES=(320mbit 160mbit 240mbit 80mbit)
+log() { echo "[$(date +%T)] $*" >&2; }
+
+need() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+need rsync iproute2 python3
+
+cd "$TOP"
+cargo build --release -q --bins
+DDFTP=$TOP/target/release/ddftp
+DDFTPD=$TOP/target/release/ddftpd
+
+cleanup() { "$NB" down $BED 2>/dev/null || true; }
+trap cleanup EXIT
+"$NB" down $BED 2>/dev/null || true
+"$NB" up $BED --mirrors "$(IFS=,; echo "${RATES[*]}")" >/dev/null
+
+DATA=$WORK/data
+if [ ! -e "$DATA/.complete" ]; then
+  log "generating the tree"
+  rm -rf "$DATA"; mkdir -p "$DATA/proj/small" "$DATA/proj/large"
+  python3 benches/make-tree.py "$DATA/proj/small" 100000
+  for i in 1 2 3 4; do head -c $((32 << 20)) /dev/urandom > "$DATA/proj/large/l$i.bin"; done
+  touch "$DATA/.complete"
+fi
+chmod 755 "$WORK" "$DATA"
+OUT=${OUT:-/dev/shm/ddftp-archive-out}
+mkdir -p "$WORK/run"
+for i in 1 2 3 4; do
+  ip=10.77.$i.2
+  "$NB" exec $BED-m$i -- "$DDFTPD" --root "$DATA" --listen $ip:7400 >"$WORK/run/ddftpd-$i.log" 2>&1 &
+done
+cat >"$WORK/run/rsyncd.conf" <<CONF
+pid file = $WORK/run/rsyncd.pid
+use chroot = no
+[data]
+path = $DATA
+read only = yes
+uid = root
+gid = root
+CONF
+"$NB" exec $BED-m1 -- rsync --daemon --address=10.77.1.2 --config="$WORK/run/rsyncd.conf"
+sleep 1
+find "$DATA" -type f -exec cat {} + >/dev/null   # warm cache
+
+in_client() { "$NB" exec $BED-c -- "$@"; }
+now() { date +%s.%N; }
+bytes_of() { find "$DATA/$1" -type f -printf '%s\n' | awk '{s+=$1} END {print s}'; }
+files_of() { find "$DATA/$1" -type f | wc -l; }
+goodput() { # mirrors count -> bytes/s of the first N links
+  python3 -c "
+r = {'320mbit': 320e6, '160mbit': 160e6, '240mbit': 240e6, '80mbit': 80e6}
+print(sum(r[x] for x in '${RATES[*]}'.split()[:$1]) / 8 * 0.956)"
+}
+mirrors() { local m=(); for i in $(seq 1 "$1"); do m+=("10.77.$i.2:7400"); done; (IFS=,; echo "${m[*]}"); }
+
+# Type, size, mode, mtime, path, link target of every entry (directory
+# sizes differ between file systems and are left out).
+listing() {
+  find . \( -type d -printf 'd - %m %T@ %p\n' \) -o \( ! -type d -printf '%y %s %m %T@ %p %l\n' \) | sort | md5sum
+}
+
+results=()
+run() { # case src tool -> appends a result
+  local c=$1 src=$2 tool=$3 times=() out=$OUT
+  for r in $(seq 1 "$RUNS"); do
+    rm -rf "$out"; mkdir -p "$out"
+    local t0; t0=$(now)
+    case $tool in
+      ddftp-k2) in_client "$DDFTP" archive "$src" --mirrors "$(mirrors 2)" --dest "$out" -q ;;
+      ddftp-k4) in_client "$DDFTP" archive "$src" --mirrors "$(mirrors 4)" --dest "$out" -q ;;
+      rsync) in_client rsync -a "rsync://10.77.1.2/data/$src/" "$out/" ;;
+    esac
+    local t1; t1=$(now)
+    times+=("$(python3 -c "print(f'{$t1 - $t0:.3f}')")")
+    if [ "$r" = 1 ]; then
+      a=$(cd "$DATA/$src" && listing)
+      b=$(cd "$out" && listing)
+      [ "$a" = "$b" ] || { log "$tool $src: the copy differs from the source"; exit 1; }
+    fi
+  done
+  local bytes files k
+  bytes=$(bytes_of "$src"); files=$(files_of "$src")
+  k=1; [ $tool = ddftp-k2 ] && k=2; [ $tool = ddftp-k4 ] && k=4
+  results+=("$(python3 -c "
+import json, statistics, sys
+t = [float(x) for x in sys.argv[1:]]
+m = statistics.median(t)
+ideal = $bytes / $(goodput $k)
+print(json.dumps({'case': '$c', 'tool': '$tool', 'mirrors': $k, 'runs': t, 'median': m, 'bytes': $bytes, 'files': $files,
+                  'files_per_s': $files / m, 'mb_per_s': $bytes / m / 1e6, 'ideal': ideal, 'efficiency': ideal / m}))
+" "${times[@]}")")
+  log "$c $tool: ${times[*]}"
+}
+
+rm -rf "$OUT"
+for tool in ddftp-k2 ddftp-k4 rsync; do run whole proj $tool; done
+for tool in ddftp-k2 ddftp-k4 rsync; do run small proj/small $tool; done
+for tool in ddftp-k2 ddftp-k4 rsync; do run large proj/large $tool; done
+
+STAMP=$(date -u +%Y-%m-%dT%H%MZ)
+mkdir -p benches/results
+printf '%s\n' "${results[@]}" | python3 -c "import json,sys; print(json.dumps([json.loads(l) for l in sys.stdin], indent=1))" \
+  > "benches/results/netbed-archive-$STAMP.json"
+{
+  echo "# netbed archive, $STAMP"
+  echo
+  echo "\`bash benches/netbed-archive.sh $RUNS\` on $(nproc) cores; links ${RATES[*]} (k = 2 uses the first two);"
+  echo "ideal = bytes / (0.956 x the sum of the k links' rates); rsync from mirror 1 (320mbit) alone; copies written to tmpfs. Medians of $RUNS."
+  echo
+  echo "| case | tool | files | MB | median s | files/s | MB/s | ideal s | efficiency |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${results[@]}" | python3 -c "
+import json, sys
+for l in sys.stdin:
+    r = json.loads(l)
+    print(f\"| {r['case']} | {r['tool']} | {r['files']} | {r['bytes']/1e6:.1f} | {r['median']:.2f} | {r['files_per_s']:.0f} | {r['mb_per_s']:.1f} | {r['ideal']:.2f} | {r['efficiency']:.3f} |\")"
+} | tee "benches/results/netbed-archive-$STAMP.md"
+rm -rf "$OUT"
