@@ -61,14 +61,7 @@ pub fn run(o: WalkOpt) -> Exit {
     };
     let (report, output) = match walk::walk(&o.path, threads, output) {
         Ok(x) => x,
-        Err(e @ walk::WalkError::Root { .. }) => {
-            report_error(&e);
-            return Exit::Usage;
-        }
-        Err(e) => {
-            report_error(&e);
-            return Exit::Local;
-        }
+        Err(e) => return failed(&e),
     };
     if let Err(e) = finish_mfu(output, dest.as_deref()) {
         report_error(&format_args!("writing the mpifileutils list: {e}"));
@@ -76,6 +69,16 @@ pub fn run(o: WalkOpt) -> Exit {
     }
     print_report(&o, &report, to_stdout);
     exit_for(&report)
+}
+
+/// Reports a failed walk: a bad root is the caller's mistake (2), a list
+/// that could not be written a local failure (4).
+fn failed(e: &walk::WalkError) -> Exit {
+    report_error(e);
+    match e {
+        walk::WalkError::Root { .. } => Exit::Usage,
+        walk::WalkError::Output(_) => Exit::Local,
+    }
 }
 
 /// Writes an mfu list from its spool (other outputs are complete already).
@@ -124,14 +127,7 @@ fn run_mpi(o: &WalkOpt, threads: usize, to_stdout: bool) -> Exit {
     let opts = walk::Options { threads, ..walk::Options::default() };
     let (report, output) = match mpi::walk(&session, &o.path, &opts, output) {
         Ok(x) => x,
-        Err(e @ walk::WalkError::Root { .. }) => {
-            report_error(&e);
-            return Exit::Usage;
-        }
-        Err(e) => {
-            report_error(&e);
-            return Exit::Local;
-        }
+        Err(e) => return failed(&e),
     };
     if let Err(e) = finish_mfu(output, dest.as_deref()) {
         report_error(&format_args!("rank {rank}: writing the mpifileutils list: {e}"));
