@@ -15,10 +15,9 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsStr;
-use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -101,7 +100,9 @@ impl Bundle {
                 }
                 dst.copy_from_slice(&t[within as usize..within as usize + n]);
             } else {
-                let f = File::open(&p.path)?;
+                // Never through a symlink put in the file's place since the
+                // bundle was checked.
+                let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&p.path)?;
                 f.read_exact_at(dst, within).map_err(|e| {
                     if e.kind() == io::ErrorKind::UnexpectedEof {
                         io::Error::other(format!("{}: the file shrank", p.path.display()))

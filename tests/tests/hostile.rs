@@ -323,3 +323,51 @@ fn random_request_sequences_never_break_the_server() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("panicked"), "the server panicked:\n{text}");
 }
+
+#[test]
+fn bundles_and_walks_stay_inside_the_root() {
+    let f = Fixture::new();
+    random_file(&f.dir.path().join("secret"), 100, 24);
+    std::fs::create_dir(f.root().join("d")).unwrap();
+    random_file(&f.root().join("d/ok"), 100, 25);
+    std::os::unix::fs::symlink(f.dir.path(), f.root().join("outside-dir")).unwrap();
+    let m = Mirror::start(&f.root(), &[]);
+    let bundle = |entries: &[u8]| {
+        let mut r = Raw::greeted(&m.addr);
+        let def = [b"#ddftp-list 1\0".as_slice(), entries].concat();
+        r.send(&[Request::Bundle { data: def.into() }, Request::BundleEnd]);
+        r.reply()
+    };
+    for (entry, why) in [
+        (&b"f 100 644 0.000000000 ../secret\0"[..], "'..'"),
+        (b"f 100 644 0.000000000 /etc/passwd\0", "absolute"),
+        (b"f 100 644 0.000000000 outside-dir/secret\0", "symlink"),
+        (b"f 100 644 0.000000000 .ddftpd-index/x\0", "index"),
+        (b"f 999 644 0.000000000 d/ok\0", "bytes"),
+        (b"f 100 644 nonsense\0", "record 1"),
+    ] {
+        match bundle(entry) {
+            Some(Reply::Error { message, .. }) => assert!(message.contains(why), "{entry:?}: {message}"),
+            other => panic!("{entry:?}: {other:?}"),
+        }
+    }
+    assert!(matches!(bundle(b"f 100 644 0.000000000 d/ok\0"), Some(Reply::Bundle { size: 100, .. })));
+    for path in ["..", "/", "outside-dir", "d/ok"] {
+        let mut r = Raw::greeted(&m.addr);
+        r.send(&[Request::Walk { path: path.into() }]);
+        assert!(matches!(r.reply(), Some(Reply::Error { .. })), "Walk {path:?} must be refused");
+    }
+    let mut r = Raw::greeted(&m.addr);
+    r.send(&[Request::Walk { path: ".".into() }]);
+    let mut list = Vec::new();
+    loop {
+        match r.reply() {
+            Some(Reply::ListData { data }) => list.extend_from_slice(&data),
+            Some(Reply::ListEnd { errors: 0 }) => break,
+            other => panic!("walk: {other:?}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&list);
+    assert!(text.contains(" ./d/ok\0") && text.contains(" ./outside-dir\0"), "{text:?}");
+    assert!(!text.contains("secret") && !text.contains(".ddftpd-index"), "{text:?}");
+}
