@@ -504,8 +504,9 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
             // Only empty files (and no symlinks with targets): nothing to move.
         } else {
             match transfer::get(&get, progress).await {
-                Err(TransferError::Journal(_)) | Err(TransferError::BlockSizeMismatch { .. }) => {
+                Err(e @ (TransferError::Journal(_) | TransferError::BlockSizeMismatch { .. })) => {
                     // An earlier run's journal for another list: start the range over.
+                    progress.warn(&format!("{e}; moving the whole range again"));
                     get.restart = true;
                     transfer_report = Some(transfer::get(&get, progress).await?);
                 }

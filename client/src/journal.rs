@@ -91,7 +91,16 @@ impl Journal {
     }
 
     /// Checks that this journal describes the download about to run.
-    pub fn check(&self, file: &Path, path: &str, size: u64, sha256: &str, part: &Path) -> Result<(), JournalError> {
+    /// `part`: the part file the data went to, if there is one (an
+    /// archive's data is in the destination files).
+    pub fn check(
+        &self,
+        file: &Path,
+        path: &str,
+        size: u64,
+        sha256: &str,
+        part: Option<&Path>,
+    ) -> Result<(), JournalError> {
         let mismatch = |why: String| JournalError::Mismatch { file: file.into(), why };
         if self.path != path {
             return Err(mismatch(format!("it is for {:?}", self.path)));
@@ -105,6 +114,7 @@ impl Journal {
                 self.sha256
             )));
         }
+        let Some(part) = part else { return Ok(()) };
         match std::fs::metadata(part) {
             Ok(m) if m.len() == size => Ok(()),
             Ok(m) => Err(mismatch(format!("{} has {} bytes, expected {size}", part.display(), m.len()))),

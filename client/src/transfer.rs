@@ -628,7 +628,7 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     }
     let earlier = match Journal::load(&jpath)? {
         Some(j) => {
-            j.check(&jpath, &spec.path, size, &sha256, &part)?;
+            j.check(&jpath, &spec.path, size, &sha256, spec.store.is_none().then_some(part.as_path()))?;
             Some(j)
         }
         None => None,

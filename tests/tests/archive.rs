@@ -209,3 +209,32 @@ fn a_missing_source_is_a_clear_error() {
     let out = ddftp(&["archive", "nope", "--mirrors", &m.addr, "--dest", f.out("copy").to_str().unwrap()], 1);
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
+
+#[test]
+fn an_interrupted_archive_resumes_where_it_stopped() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    std::fs::create_dir_all(proj.join("sub")).unwrap();
+    for i in 0..40u64 {
+        random_file(&proj.join(format!("sub/f{i:02}")), 150_000, 100 + i);
+    }
+    let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
+    let dest = f.out("copy");
+    let mirrors = mirrors_arg(&[&m1, &m2]);
+    let args = ["archive", "proj", "--mirrors", &mirrors, "--dest", dest.to_str().unwrap(), "--json", "-q"];
+    // 6 MB at 3 MB/s: killed (SIGKILL) once the journal records some blocks.
+    let mut child = Command::new(bin("ddftp")).args(args).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let journal = dest.join(".ddftp-archive.ddftp-journal");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"done\":[[")) {
+        assert!(t0.elapsed().as_secs() < 20, "no journal with completed blocks appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let j = json(&ddftp(&args, 0));
+    let reused = j["transfer"]["reused_bytes"].as_u64().unwrap();
+    assert!(reused > 0 && reused < 6_000_000, "the rerun should reuse what arrived before the kill: {j}");
+    assert_same(&proj, &dest);
+}
