@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
 use ddftp_proto::{Endpoint, Reply, Request};
+use ddtree::layout::Layout;
 use ddtree::list::{self, ddftp, Entry, Kind, Time};
 use tokio::io::AsyncWriteExt;
 
@@ -98,6 +99,7 @@ struct Item {
 #[derive(Debug)]
 pub struct TreeStore {
     pieces: Vec<Piece>,
+    layout: Layout,
     /// Open files, by piece index (a few at a time).
     open: Mutex<HashMap<usize, Arc<File>>>,
     /// Symlink targets, gathered in memory until they are complete.
@@ -107,8 +109,6 @@ pub struct TreeStore {
 #[derive(Debug)]
 struct Piece {
     path: PathBuf,
-    offset: u64,
-    size: u64,
     link: bool,
     /// Mode to create the file with (owner-writable until finished).
     mode: u32,
@@ -118,27 +118,20 @@ struct Piece {
 const OPEN_FILES: usize = 64;
 
 impl TreeStore {
-    fn new(items: &[&Item], dest: &Path) -> TreeStore {
-        let mut offset = 0;
+    fn new(items: &[&Item], dest: &Path) -> Result<TreeStore, ArchiveError> {
         let pieces = items
             .iter()
-            .map(|it| {
-                let p = Piece {
-                    path: dest.join(&it.rel),
-                    offset,
-                    size: it.entry.size,
-                    link: it.entry.kind == Kind::Link,
-                    mode: it.entry.perm | 0o200,
-                };
-                offset += it.entry.size;
-                p
+            .map(|it| Piece {
+                path: dest.join(&it.rel),
+                link: it.entry.kind == Kind::Link,
+                mode: it.entry.perm | 0o200,
             })
             .collect();
-        TreeStore { pieces, open: Mutex::default(), links: Mutex::default() }
-    }
-
-    fn size(&self) -> u64 {
-        self.pieces.last().map_or(0, |p| p.offset + p.size)
+        let layout = Layout::new(items.iter().map(|it| it.entry.size)).ok_or_else(|| ArchiveError::BadEntry {
+            path: dest.display().to_string(),
+            why: "the listed sizes add up past 2^64 bytes".into(),
+        })?;
+        Ok(TreeStore { pieces, layout, open: Mutex::default(), links: Mutex::default() })
     }
 
     fn file(&self, i: usize) -> io::Result<Arc<File>> {
@@ -157,40 +150,22 @@ impl TreeStore {
         Ok(f)
     }
 
-    /// Calls `f(piece index, offset within it, range of buf)` for each piece
-    /// `len` bytes from `offset` touch.
-    fn each(
-        &self,
-        offset: u64,
-        len: usize,
-        mut f: impl FnMut(usize, u64, std::ops::Range<usize>) -> io::Result<()>,
-    ) -> io::Result<()> {
-        let mut i = self.pieces.partition_point(|p| p.offset + p.size <= offset);
-        let (mut at, mut done) = (offset, 0);
-        while done < len {
-            let p = self.pieces.get(i).ok_or_else(|| io::Error::other("past the end of the archive range"))?;
-            let within = at - p.offset;
-            let n = ((p.size - within) as usize).min(len - done);
-            f(i, within, done..done + n)?;
-            done += n;
-            at += n as u64;
-            i += 1;
-        }
-        Ok(())
-    }
-
     /// Makes way for the files: in a fresh destination only empty files
     /// need creating (the others are created by their first write); in an
     /// existing one, whatever is in the way (a directory, a symlink) goes
     /// and what an interrupted run wrote stays.
     fn create(&self, fresh: bool) -> Result<(), ArchiveError> {
-        for p in self.pieces.iter().filter(|p| !p.link && (!fresh || p.size == 0)) {
+        for (i, p) in self.pieces.iter().enumerate() {
+            let size = self.layout.len_of(i);
+            if p.link || (fresh && size > 0) {
+                continue;
+            }
             let local = |source| ArchiveError::Local { path: p.path.clone(), source };
             if !fresh && p.path.symlink_metadata().is_ok_and(|m| !m.is_file()) {
                 remove_any(&p.path).map_err(local)?;
             }
             let f = OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path);
-            f.and_then(|f| f.set_len(p.size)).map_err(local)?;
+            f.and_then(|f| f.set_len(size)).map_err(local)?;
         }
         Ok(())
     }
@@ -198,11 +173,11 @@ impl TreeStore {
 
 impl Store for TreeStore {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.each(offset, buf.len(), |i, within, r| {
+        self.layout.each(offset, buf.len(), |i, within, r| {
             let p = &self.pieces[i];
             if p.link {
                 let mut links = self.links.lock().expect("store lock");
-                let t = links.entry(i).or_insert_with(|| vec![0; p.size as usize]);
+                let t = links.entry(i).or_insert_with(|| vec![0; self.layout.len_of(i) as usize]);
                 t[within as usize..within as usize + r.len()].copy_from_slice(&buf[r]);
                 Ok(())
             } else {
@@ -213,7 +188,7 @@ impl Store for TreeStore {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let len = buf.len();
-        self.each(offset, len, |i, within, r| {
+        self.layout.each(offset, len, |i, within, r| {
             let p = &self.pieces[i];
             if p.link {
                 let links = self.links.lock().expect("store lock");
@@ -465,7 +440,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         for it in &todo {
             ddftp::push_record(&mut def, &it.entry);
         }
-        let store = Arc::new(TreeStore::new(&todo, &spec.dest));
+        let store = Arc::new(TreeStore::new(&todo, &spec.dest)?);
         store.create(fresh)?;
         let token = spec.get.token.clone();
         let defs: Vec<_> = spec
@@ -500,7 +475,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         get.mirrors = mirrors;
         get.output = spec.dest.join(".ddftp-archive");
         get.store = Some(store.clone() as Arc<dyn Store>);
-        if store.size() == 0 {
+        if store.layout.size() == 0 {
             // Only empty files (and no symlinks with targets): nothing to move.
         } else {
             match transfer::get(&get, progress).await {

@@ -22,6 +22,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ddftp_proto::manifest::hex;
+use ddtree::layout::Layout;
 use ddtree::list::{ddftp, Kind};
 use tokio::sync::OnceCell;
 
@@ -36,12 +37,10 @@ pub const MAX_DEFINITION: usize = 256 << 20;
 /// Bundles kept at once; the oldest is forgotten first.
 const KEEP: usize = 16;
 
-/// One entry's place in the range.
+/// One entry of a bundle.
 #[derive(Debug)]
 struct Piece {
     path: PathBuf,
-    offset: u64,
-    size: u64,
     link: bool,
 }
 
@@ -51,6 +50,7 @@ pub struct Bundle {
     pub name: String,
     pub size: u64,
     pieces: Vec<Piece>,
+    layout: Layout,
     digests: OnceCell<Arc<Digests>>,
 }
 
@@ -59,7 +59,6 @@ impl Bundle {
     pub fn define(root: &Root, list: &[u8]) -> Result<Bundle, String> {
         let entries = ddftp::read(list, Path::new("bundle definition")).map_err(|e| e.to_string())?;
         let mut pieces = Vec::with_capacity(entries.len());
-        let mut offset = 0u64;
         let mut dirs_ok: HashSet<PathBuf> = HashSet::new();
         for e in &entries {
             let shown = String::from_utf8_lossy(&e.path);
@@ -75,47 +74,38 @@ impl Bundle {
             if md.size() != e.size {
                 return Err(format!("{shown}: listed with {} bytes, this mirror's copy has {}", e.size, md.size()));
             }
-            pieces.push(Piece { path: full, offset, size: e.size, link });
-            offset = offset.checked_add(e.size).ok_or("sizes overflow")?;
+            pieces.push(Piece { path: full, link });
         }
+        let layout = Layout::new(entries.iter().map(|e| e.size)).ok_or("the sizes add up past 2^64 bytes")?;
         let name = format!("{PREFIX}{}", &hex(blake3::hash(list).as_bytes())[..32]);
-        Ok(Bundle { name, size: offset, pieces, digests: OnceCell::new() })
+        Ok(Bundle { name, size: layout.size(), pieces, layout, digests: OnceCell::new() })
     }
 
     /// Fills `buf` with the range's bytes from `offset`.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let mut i = self.pieces.partition_point(|p| p.offset + p.size <= offset);
-        let mut at = offset;
-        let mut filled = 0;
-        while filled < buf.len() {
-            let p = self.pieces.get(i).ok_or_else(|| io::Error::other("read past the bundle's end"))?;
-            let within = at - p.offset;
-            let n = ((p.size - within) as usize).min(buf.len() - filled);
-            let dst = &mut buf[filled..filled + n];
+        self.layout.each(offset, buf.len(), |i, within, r| {
+            let p = &self.pieces[i];
+            let dst = &mut buf[r];
             if p.link {
                 let target = std::fs::read_link(&p.path)?;
                 let t = target.as_os_str().as_bytes();
-                if t.len() as u64 != p.size {
+                if t.len() as u64 != self.layout.len_of(i) {
                     return Err(io::Error::other(format!("{}: the symlink changed", p.path.display())));
                 }
-                dst.copy_from_slice(&t[within as usize..within as usize + n]);
-            } else {
-                // Never through a symlink put in the file's place since the
-                // bundle was checked.
-                let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&p.path)?;
-                f.read_exact_at(dst, within).map_err(|e| {
-                    if e.kind() == io::ErrorKind::UnexpectedEof {
-                        io::Error::other(format!("{}: the file shrank", p.path.display()))
-                    } else {
-                        e
-                    }
-                })?;
+                dst.copy_from_slice(&t[within as usize..within as usize + dst.len()]);
+                return Ok(());
             }
-            filled += n;
-            at += n as u64;
-            i += 1;
-        }
-        Ok(())
+            // Never through a symlink put in the file's place since the
+            // bundle was checked.
+            let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&p.path)?;
+            f.read_exact_at(dst, within).map_err(|e| {
+                if e.kind() == io::ErrorKind::UnexpectedEof {
+                    io::Error::other(format!("{}: the file shrank", p.path.display()))
+                } else {
+                    e
+                }
+            })
+        })
     }
 
     /// The range's digests (computed on first use, by reading it once).

@@ -148,37 +148,15 @@ fn a_dwalk_format_list_with_strip_drives_the_copy() {
     ddftp(&["walk", walked.to_str().unwrap(), "--output-format", "mfu", "-o", list.to_str().unwrap(), "-q"], 0);
     let m = Mirror::start(&f.root(), &[]);
     let dest = f.out("copy");
-    let strip = root.to_str().unwrap();
-    let args = [
-        "archive",
-        "proj",
-        "--mirrors",
-        &m.addr,
-        "--dest",
-        dest.to_str().unwrap(),
-        "--list",
-        list.to_str().unwrap(),
-        "--strip",
-        strip,
-        "-q",
-    ];
-    ddftp(&args, 0);
+    let (dest_s, list_s) = (dest.to_str().unwrap(), list.to_str().unwrap());
+    let archive = |strip: &str, expect: i32| {
+        let args =
+            ["archive", "proj", "--mirrors", &m.addr, "--dest", dest_s, "--list", list_s, "--strip", strip, "-q"];
+        ddftp(&args, expect)
+    };
+    archive(root.to_str().unwrap(), 0);
     assert_same(&proj, &dest);
-    let out = ddftp(
-        &[
-            "archive",
-            "proj",
-            "--mirrors",
-            &m.addr,
-            "--dest",
-            dest.to_str().unwrap(),
-            "--list",
-            list.to_str().unwrap(),
-            "--strip",
-            "/elsewhere",
-        ],
-        2,
-    );
+    let out = archive("/elsewhere", 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--strip"));
 }
 

@@ -4,7 +4,9 @@
 //! # Layout
 //! - [`walk`]: the parallel walk; [`walk::drqs`] spreads directories over
 //!   threads with no master and ends by Dijkstra's token.
+//! - [`layout`]: entries' bytes back to back as one range (bundles).
 //! - [`list`]: file lists: ours ([`list::ddftp`]) and mpifileutils' v4
 //!   ([`list::mfu`]).
+pub mod layout;
 pub mod list;
 pub mod walk;
