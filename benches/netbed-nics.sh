@@ -6,7 +6,7 @@
 # (stripe/examples/netbench: 4 MiB messages until the peer acknowledged the
 # last byte); a degraded case where link 1 drops to 40mbit 2 s in; and a
 # ping-pong (the paper's Eq. 9, 8 x size / (RTT/2)) from 1 KiB to 4 MiB,
-# striped over both links against one TCP link.
+# striped over both links against one plain TCP stream over link 1.
 #
 # Usage (root): benches/netbed-nics.sh [RUNS]
 # Writes benches/results/netbed-nics-<UTC date>.{md,json}.
@@ -99,14 +99,20 @@ G, after = $G, $g1m * 40 / 320 + $g2m
 left = $BYTES - 2 * G
 print(2 + left / after if left > 0 else $BYTES / G)")
     add "{\"case\": \"degraded $name (link 1 to 40mbit at 2 s)\", \"ideal_s\": $ideal, \"ddnet_s\": $(median "${dg[@]}"), \"efficiency\": $(python3 -c "print($ideal / $(median "${dg[@]}"))"), \"runs_s\": [$(IFS=,; echo "${dg[*]}")]}"
-    # Ping-pong: striped over both links, and over link 1 alone.
-    for links in "10.78.1.2:7601,10.78.2.2:7601" "10.78.1.2:7601"; do
-      "$NB" exec $S -- "$NETBENCH" serve --listen "$links" >/dev/null &
-      srv=$!
-      sleep 0.5
-      out=$("$NB" exec $C -- "$NETBENCH" pingpong --links "$links" --iters 101 | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
-      wait $srv || true
-      add "{\"case\": \"pingpong $name\", \"links\": \"$links\", \"sizes\": $out}"
+    # Ping-pong: striped over both links, and one plain TCP stream over link
+    # 1 (the baseline: a length-prefixed message each way), taking turns,
+    # RUNS times each.
+    for r in $(seq 1 "$RUNS"); do
+      for mode in "ddnet 10.78.1.2:7601,10.78.2.2:7601" "tcp 10.78.1.2:7601"; do
+        set -- $mode
+        tcp=(); [ "$1" = tcp ] && tcp=(--tcp)
+        "$NB" exec $S -- "$NETBENCH" serve --listen "$2" "${tcp[@]}" >/dev/null &
+        srv=$!
+        sleep 0.5
+        out=$("$NB" exec $C -- "$NETBENCH" pingpong --links "$2" "${tcp[@]}" --iters 101 | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
+        wait $srv || true
+        add "{\"case\": \"pingpong $name $1\", \"run\": $r, \"links\": \"$2\", \"sizes\": $out}"
+      done
     done
   fi
 done
@@ -131,14 +137,24 @@ for r in rows:
     if r["case"].startswith("degraded"):
         out.append(f"\n{r['case']}: DDNet {r['ddnet_s']:.2f} s against an ideal {r['ideal_s']:.2f} s: "
                    f"efficiency {r['efficiency']:.3f} (runs {r['runs_s']}).\n")
-pp = [r for r in rows if r["case"].startswith("pingpong")]
-if len(pp) == 2:
-    two, one = pp[0]["sizes"], pp[1]["sizes"]
-    out.append("Ping-pong (median of 101 round trips; effective bandwidth 8 x size / (RTT/2)):\n")
-    out.append("| size | 2 links RTT | 1 link RTT | 2 links Mbit/s | 1 link Mbit/s | speedup |\n|---|---|---|---|---|---|")
+def pp_medians(kind):
+    runs = [r["sizes"] for r in rows if r["case"].startswith("pingpong") and r["case"].endswith(kind)]
+    if not runs:
+        return []
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    return [{"size": sizes[0]["size"], "rtt_s": med([s["rtt_s"] for s in sizes]),
+             "mbit_per_s": med([s["mbit_per_s"] for s in sizes])} for sizes in zip(*runs)]
+two, one = pp_medians(" ddnet"), pp_medians(" tcp")
+if two and one:
+    out.append(f"Ping-pong: DDNet over both links against one plain TCP stream over link 1; each run's RTT is the "
+               f"median of 101 round trips, the table the median of {runs} runs; effective bandwidth "
+               "8 x size / (RTT/2) (the paper's Eq. 9):\n")
+    out.append("| size | DDNet RTT | TCP RTT | DDNet Mbit/s | TCP Mbit/s | speedup |\n|---|---|---|---|---|---|")
     for a, b in zip(two, one):
         out.append(f"| {a['size']} | {a['rtt_s']*1e3:.3f} ms | {b['rtt_s']*1e3:.3f} ms | {a['mbit_per_s']:.1f} | "
                    f"{b['mbit_per_s']:.1f} | {b['rtt_s'] / a['rtt_s']:.2f} |")
+    json.dump({"when": stamp, "runs": int(runs), "bytes": 512 * 1024 * 1024, "results": rows,
+               "pingpong_median": {"ddnet": two, "tcp": one}}, open(base + ".json", "w"), indent=1)
 open(base + ".md", "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 PY

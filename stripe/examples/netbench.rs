@@ -1,37 +1,108 @@
 //! The benchmark driver behind `benches/netbed-nics.sh` (one process per
 //! side):
-//!   netbench serve --listen A:P[,B:P...]       echo messages back, once
-//!   netbench bulk --links A:P[,...] --bytes N  send N bytes in 4 MiB messages
-//!   netbench pingpong --links A:P[,...] --iters K  round trips, 1 KiB..4 MiB
+//!   netbench serve --listen A:P[,B:P...] [--tcp]  echo messages back, once
+//!   netbench bulk --links A:P[,...] --bytes N     send N bytes in 4 MiB messages
+//!   netbench pingpong --links A:P[,...] --iters K [--tcp]
+//!                                                 round trips, 1 KiB..4 MiB
 //! `bulk` prints `{"bytes":..,"seconds":..,"mb_per_s":..,"sent":[..]}`, the
 //! time running until the peer acknowledged the last byte; `pingpong`
-//! prints one JSON line per size with the median round trip.
+//! prints one JSON line per size with the median round trip (and, striped,
+//! the bytes each link sent). `--tcp`: one plain TCP stream to the first
+//! address (a length-prefixed message each way), the baseline the paper
+//! compares against.
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
 use ddnet::{StripeListener, Striped};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 fn addrs(s: &str) -> Vec<SocketAddr> {
     s.split(',').map(|a| a.parse().expect("ADDR:PORT")).collect()
 }
 
-#[tokio::main]
+/// One end of a ping-pong: striped, or one plain TCP stream.
+enum Chan {
+    Striped(Striped),
+    Tcp(TcpStream),
+}
+
+impl Chan {
+    async fn send(&mut self, msg: Bytes) -> std::io::Result<()> {
+        match self {
+            Chan::Striped(ch) => ch.send(msg).await,
+            Chan::Tcp(s) => {
+                s.write_all(&(msg.len() as u64).to_be_bytes()).await?;
+                s.write_all(&msg).await
+            }
+        }
+    }
+
+    async fn recv(&mut self) -> std::io::Result<Option<Bytes>> {
+        match self {
+            Chan::Striped(ch) => ch.recv().await,
+            Chan::Tcp(s) => {
+                let mut len = [0u8; 8];
+                match s.read_exact(&mut len).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+                let mut buf = vec![0u8; u64::from_be_bytes(len) as usize];
+                s.read_exact(&mut buf).await?;
+                Ok(Some(buf.into()))
+            }
+        }
+    }
+
+    fn sent(&self) -> Vec<u64> {
+        match self {
+            Chan::Striped(ch) => ch.stats().sent,
+            Chan::Tcp(_) => vec![],
+        }
+    }
+
+    async fn close(self) -> std::io::Result<()> {
+        match self {
+            Chan::Striped(ch) => {
+                ch.close().await?;
+                while ch.recv().await?.is_some() {}
+                Ok(())
+            }
+            Chan::Tcp(mut s) => s.shutdown().await,
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| args.iter().position(|a| a == name).map(|i| args[i + 1].clone());
+    let tcp = args.iter().any(|a| a == "--tcp");
     match args.get(1).map(String::as_str) {
         Some("serve") => {
-            let l = StripeListener::bind(&addrs(&flag("--listen").expect("--listen"))).await?;
-            println!("ready");
-            let ch = l.accept().await?;
+            let listen = addrs(&flag("--listen").expect("--listen"));
+            let mut ch = if tcp {
+                let l = TcpListener::bind(listen[0]).await?;
+                println!("ready");
+                let (s, _) = l.accept().await?;
+                s.set_nodelay(true)?;
+                Chan::Tcp(s)
+            } else {
+                let l = StripeListener::bind(&listen).await?;
+                println!("ready");
+                Chan::Striped(l.accept().await?)
+            };
             let echo = flag("--sink").is_none();
             while let Some(m) = ch.recv().await? {
                 if echo {
                     ch.send(m).await?;
                 }
             }
-            ch.close().await?;
+            if let Chan::Striped(ch) = ch {
+                ch.close().await?;
+            }
         }
         Some("bulk") => {
             let ch = connect(&flag("--links").expect("--links")).await?;
@@ -55,11 +126,19 @@ async fn main() -> std::io::Result<()> {
             );
         }
         Some("pingpong") => {
-            let ch = connect(&flag("--links").expect("--links")).await?;
+            let links = flag("--links").expect("--links");
+            let mut ch = if tcp {
+                let s = TcpStream::connect(addrs(&links)[0]).await?;
+                s.set_nodelay(true)?;
+                Chan::Tcp(s)
+            } else {
+                Chan::Striped(connect(&links).await?)
+            };
             let iters: usize = flag("--iters").map_or(20, |s| s.parse().expect("number"));
             let mut size = 1024usize;
             while size <= 4 << 20 {
                 let msg = Bytes::from(vec![7u8; size]);
+                let before = ch.sent();
                 let mut rtts = vec![];
                 for _ in 0..iters + 2 {
                     let t = Instant::now();
@@ -71,15 +150,15 @@ async fn main() -> std::io::Result<()> {
                 rtts.drain(..2); // warm-up
                 rtts.sort_by(f64::total_cmp);
                 let med = rtts[rtts.len() / 2];
+                let sent: Vec<u64> = ch.sent().iter().zip(&before).map(|(a, b)| a - b).collect();
                 // The paper's Eq. 9: effective bandwidth = 8 x size / (RTT / 2).
                 println!(
-                    "{{\"size\":{size},\"rtt_s\":{med:.6},\"mbit_per_s\":{:.2}}}",
+                    "{{\"size\":{size},\"rtt_s\":{med:.6},\"mbit_per_s\":{:.2},\"sent\":{sent:?}}}",
                     8.0 * size as f64 / (med / 2.0) / 1e6
                 );
                 size *= 4;
             }
             ch.close().await?;
-            while ch.recv().await?.is_some() {}
         }
         _ => eprintln!("usage: netbench serve|bulk|pingpong ..."),
     }

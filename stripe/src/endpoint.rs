@@ -20,7 +20,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify};
 
-use crate::plan::{Claim, LinkId, Plan, PlanConfig};
+use crate::plan::{Claim, LinkId, Next, Plan, PlanConfig};
 use crate::wire::{Frame, MAX_MESSAGE};
 
 /// Unacknowledged bytes a sender may have out before `send` waits.
@@ -400,32 +400,46 @@ enum Work {
 }
 
 impl State {
-    fn next_work(&mut self, link: LinkId, may_claim: bool) -> Work {
+    /// `backlog`: bytes this link wrote that the peer has not acknowledged.
+    fn next_work(&mut self, link: LinkId, may_claim: bool, backlog: u64) -> Work {
         if !self.alive[link] {
             return Work::Done;
         }
+        // Pending acks ride in front of whatever this link writes next: one
+        // write, not one per frame.
         let mut head = Vec::with_capacity(32);
-        if let Some(msg) = self.acks.pop_front() {
+        while let Some(msg) = self.acks.pop_front() {
             Frame::Ack { msg }.encode(&mut head);
-            return Work::Frame(head, None);
         }
+        // Nothing to claim now: the acks go alone, or the writer looks again soon.
+        let paced = |head: Vec<u8>| if head.is_empty() { Work::Paced } else { Work::Frame(head, None) };
         if !may_claim && !self.plan.is_idle() {
-            return Work::Paced;
+            return paced(head);
         }
-        if let Some(c) = self.plan.claim(link) {
-            let Some(data) = self.unacked.get(&c.msg) else {
-                // Acknowledged meanwhile (a redo of a run that did arrive).
-                return Work::Frame(head, None);
-            };
-            let payload = data.slice(c.offset as usize..c.offset as usize + c.len as usize);
-            Frame::Run { msg: c.msg, msg_len: data.len() as u64, offset: c.offset, len: c.len }.encode(&mut head);
-            self.carried[link].push(c);
-            return Work::Frame(head, Some((c, payload)));
+        self.plan.set_backlog(link, backlog);
+        match self.plan.next(link) {
+            Next::Run(c) => {
+                let Some(data) = self.unacked.get(&c.msg) else {
+                    // Acknowledged meanwhile (a redo of a run that did arrive).
+                    return Work::Frame(head, None);
+                };
+                let payload = data.slice(c.offset as usize..c.offset as usize + c.len as usize);
+                Frame::Run { msg: c.msg, msg_len: data.len() as u64, offset: c.offset, len: c.len }.encode(&mut head);
+                // The partner weighs this run as ours from now on.
+                self.plan.set_backlog(link, backlog + (head.len() + payload.len()) as u64);
+                self.carried[link].push(c);
+                return Work::Frame(head, Some((c, payload)));
+            }
+            Next::Later => return paced(head),
+            Next::Nothing => {}
         }
         if self.closing && self.plan.is_idle() && !self.close_sent[link] && !self.close_pending[link] {
             self.close_pending[link] = true;
             Frame::Close { count: self.plan.next_id() }.encode(&mut head);
             return Work::Close(head);
+        }
+        if !head.is_empty() {
+            return Work::Frame(head, None);
         }
         if self.dropped {
             return Work::Done;
@@ -500,10 +514,9 @@ impl State {
     }
 }
 
-/// Bytes the peer has acknowledged on this socket and the kernel's
-/// delivery-rate estimate (bytes/s), from `TCP_INFO`; the rate is 0 when
-/// the sample was application-limited (small messages say nothing about
-/// what the link can carry, and would steer them to a slow link).
+/// Bytes the peer has acknowledged on this socket, and the microseconds
+/// the socket has had data unacknowledged (the kernel's busy time), from
+/// `TCP_INFO`.
 fn tcp_progress(sock: &TcpStream) -> Option<(u64, u64)> {
     use std::os::fd::AsRawFd;
     // SAFETY: tcp_info is plain data; getsockopt fills at most `len` bytes.
@@ -518,34 +531,64 @@ fn tcp_progress(sock: &TcpStream) -> Option<(u64, u64)> {
             &mut len,
         )
     };
-    // tcpi_delivery_rate_app_limited is bit 0 of the byte after
-    // tcpi_snd_rcv_wscale, which libc does not name.
-    // SAFETY: offset 7 lies inside the (fully initialised) struct.
-    let app_limited = unsafe { *(&info as *const libc::tcp_info as *const u8).add(7) } & 1 != 0;
-    let rate = if app_limited { 0 } else { info.tcpi_delivery_rate };
-    (r == 0).then_some((info.tcpi_bytes_acked, rate))
+    (r == 0).then_some((info.tcpi_bytes_acked, info.tcpi_busy_time))
+}
+
+/// A link's delivery rate: bytes acknowledged per second of busy time.
+///
+/// Busy time leaves out the gaps when the link had nothing to send, so a
+/// link carrying short messages is measured as fast as it delivers them
+/// (latency included), not as slowly as the application feeds it. The
+/// kernel counts busy time in scheduler ticks (4 ms here), so a sample
+/// spans several of them.
+struct Meter {
+    acked: u64,
+    busy_us: u64,
+}
+
+/// Busy time one rate sample spans, and the bytes it must have carried to
+/// count.
+const METER_SPAN_US: u64 = 20_000;
+const METER_MIN_BYTES: u64 = 256 * 1024;
+
+impl Meter {
+    /// A rate sample (bytes/s) once enough busy time has passed.
+    fn sample(&mut self, acked: u64, busy_us: u64) -> Option<f64> {
+        let span = busy_us.checked_sub(self.busy_us)?;
+        if span < METER_SPAN_US {
+            return None;
+        }
+        let bytes = acked.saturating_sub(self.acked);
+        *self = Meter { acked, busy_us };
+        // A span of acknowledgements and short messages only measures latency.
+        (bytes >= METER_MIN_BYTES).then(|| bytes as f64 * 1e6 / span as f64)
+    }
 }
 
 async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
     // Bytes this writer put on the link (headers included).
     let mut written = 0u64;
+    let mut meter =
+        tcp_progress(wr.as_ref()).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
     loop {
         let wait = shared.work.notified();
         tokio::pin!(wait);
         wait.as_mut().enable();
+        let mut backlog = 0;
         let may_claim = match tcp_progress(wr.as_ref()) {
-            Some((acked, rate)) => {
+            Some((acked, busy_us)) => {
+                backlog = written.saturating_sub(acked);
                 let mut st = shared.state.lock().expect("state");
-                st.plan.set_rate(link, rate as f64);
-                // The last rate not limited by us: our own pacing makes
-                // samples app-limited, which must not shrink the pace.
+                if let Some(rate) = meter.sample(acked, busy_us) {
+                    st.plan.set_rate(link, rate);
+                }
                 let rate = st.plan.measured_rate(link);
                 drop(st);
-                written.saturating_sub(acked) <= MIN_AHEAD.max((rate * AHEAD_SECS) as u64)
+                backlog <= MIN_AHEAD.max((rate * AHEAD_SECS) as u64)
             }
             None => true,
         };
-        let work = shared.state.lock().expect("state").next_work(link, may_claim);
+        let work = shared.state.lock().expect("state").next_work(link, may_claim, backlog);
         match work {
             Work::Done => return,
             Work::Wait => {
@@ -568,6 +611,10 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
                 shared.acked.notify_waiters();
             }
             Work::Frame(head, run) => {
+                if run.is_some() {
+                    // A partner that left this segment to us looks again.
+                    shared.work.notify_waiters();
+                }
                 written += (head.len() + run.as_ref().map_or(0, |(_, p)| p.len())) as u64;
                 let r = match &run {
                     Some((_, payload)) => write_two(&mut wr, &head, payload).await,

@@ -12,11 +12,24 @@
 //! one link at a time). Messages below `small` go whole to the fastest link:
 //! striping them would cost more than it gains.
 //!
+//! A link's socket swallows far more than the link has sent, so claiming as
+//! fast as sockets take data would split a short message evenly whatever the
+//! speeds. So each link's backlog (bytes written, not yet acknowledged) is
+//! fed in, and a pair worker takes its next run only if it would have
+//! delivered it before its partner could deliver everything left of the
+//! segment: the meeting point then falls where the links' speeds put it,
+//! for a 64 KiB message as for a 64 MiB one.
+//!
 //! Claims are remembered by the caller until the peer acknowledges the
 //! message; when a link fails, its claims come back here ([`Plan::on_failed`])
 //! and are claimed again by the others before anything new.
 
 use std::collections::VecDeque;
+
+/// How many delivery-rate samples a link's rate is the median of: one
+/// sample can be far off (a sample taken across an idle gap, or a burst the
+/// shaper let through), and one wrong rate would starve a link or flood it.
+const SAMPLES: usize = 8;
 
 /// A link's index in its endpoint.
 pub type LinkId = usize;
@@ -69,8 +82,25 @@ struct Message {
 #[derive(Debug)]
 struct Link {
     alive: bool,
-    /// Bytes per second, smoothed; 0 until measured.
+    /// Bytes per second: the median of the last samples; 0 until measured.
     rate: f64,
+    /// The last [`SAMPLES`] rate samples, oldest overwritten first.
+    samples: Vec<f64>,
+    next_sample: usize,
+    /// Bytes written on the link and not yet acknowledged by the peer.
+    backlog: u64,
+}
+
+/// What a link should do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Send this run.
+    Run(Claim),
+    /// Its partner will deliver the rest sooner: look again when backlogs
+    /// have moved.
+    Later,
+    /// Nothing for this link now.
+    Nothing,
 }
 
 /// The claim state of one sending endpoint.
@@ -87,7 +117,9 @@ impl Plan {
     pub fn new(links: usize, cfg: PlanConfig) -> Plan {
         Plan {
             cfg,
-            links: (0..links).map(|_| Link { alive: true, rate: 0.0 }).collect(),
+            links: (0..links)
+                .map(|_| Link { alive: true, rate: 0.0, samples: vec![], next_sample: 0, backlog: 0 })
+                .collect(),
             messages: VecDeque::new(),
             redo: VecDeque::new(),
             next_id: 0,
@@ -153,36 +185,70 @@ impl Plan {
 
     /// The next run `link` should send, if any.
     pub fn claim(&mut self, link: LinkId) -> Option<Claim> {
-        if !self.links.get(link).is_some_and(|l| l.alive) {
-            return None;
+        match self.next(link) {
+            Next::Run(c) => Some(c),
+            Next::Later | Next::Nothing => None,
         }
-        if let Some(c) = self.redo.pop_front() {
-            return Some(c);
-        }
-        let claim = self.own_work(link).or_else(|| self.help(link));
-        self.messages.retain(|m| m.empty_pending || m.segments.iter().any(|s| s.lo < s.hi));
-        claim
     }
 
-    fn own_work(&mut self, link: LinkId) -> Option<Claim> {
-        for m in self.messages.iter_mut() {
+    /// What `link` should do next: a run to send, wait for backlogs to
+    /// move, or nothing.
+    pub fn next(&mut self, link: LinkId) -> Next {
+        if !self.links.get(link).is_some_and(|l| l.alive) {
+            return Next::Nothing;
+        }
+        if let Some(c) = self.redo.pop_front() {
+            return Next::Run(c);
+        }
+        let next = match self.own_work(link) {
+            Next::Nothing => self.help(link).map_or(Next::Nothing, Next::Run),
+            n => n,
+        };
+        self.messages.retain(|m| m.empty_pending || m.segments.iter().any(|s| s.lo < s.hi));
+        next
+    }
+
+    /// Whether `link` would deliver a run of the segment before `partner`,
+    /// working from the other end, could deliver all of what is left.
+    fn before_partner(&self, link: LinkId, partner: Option<LinkId>, s: &Segment, run: u64) -> bool {
+        let Some(p) = partner.filter(|&p| self.links[p].alive) else { return true };
+        let mine = (self.links[link].backlog + run.min(s.hi - s.lo)) as f64 / self.rate(link);
+        let theirs = (self.links[p].backlog + (s.hi - s.lo)) as f64 / self.rate(p);
+        mine <= theirs
+    }
+
+    fn own_work(&mut self, link: LinkId) -> Next {
+        let mut later = false;
+        for mi in 0..self.messages.len() {
+            let m = &self.messages[mi];
             if m.empty_pending {
                 if m.segments[0].lo_worker == Some(link) {
+                    let m = &mut self.messages[mi];
                     m.empty_pending = false;
-                    return Some(Claim { msg: m.id, offset: 0, len: 0 });
+                    return Next::Run(Claim { msg: m.id, offset: 0, len: 0 });
                 }
                 continue;
             }
-            for s in m.segments.iter_mut().filter(|s| s.lo < s.hi) {
-                if s.lo_worker == Some(link) {
-                    return Some(take_lo(m.id, m.run, s));
-                }
-                if s.hi_worker == Some(link) {
-                    return Some(take_hi(m.id, m.run, s));
-                }
+            let (id, run) = (m.id, m.run);
+            let mine =
+                m.segments.iter().position(|s| s.lo < s.hi && (s.lo_worker == Some(link) || s.hi_worker == Some(link)));
+            let Some(si) = mine else { continue };
+            let s = &m.segments[si];
+            let (low_end, partner) = if s.lo_worker == Some(link) { (true, s.hi_worker) } else { (false, s.lo_worker) };
+            if !self.before_partner(link, partner, s, run) {
+                // The partner finishes this segment sooner; a later
+                // message may still have work for this link.
+                later = true;
+                continue;
             }
+            let s = &mut self.messages[mi].segments[si];
+            return Next::Run(if low_end { take_lo(id, run, s) } else { take_hi(id, run, s) });
         }
-        None
+        if later {
+            Next::Later
+        } else {
+            Next::Nothing
+        }
     }
 
     fn help(&mut self, link: LinkId) -> Option<Claim> {
@@ -263,11 +329,27 @@ impl Plan {
         None
     }
 
-    /// A link's delivery rate (bytes per second) as measured by its sender.
+    /// A delivery-rate sample (bytes per second) for `link`, as measured by
+    /// its sender; the link's rate is the median of its last samples.
     pub fn set_rate(&mut self, link: LinkId, rate: f64) {
-        if rate > 0.0 {
-            self.links[link].rate = rate;
+        if rate.is_nan() || rate <= 0.0 {
+            return;
         }
+        let l = &mut self.links[link];
+        if l.samples.len() < SAMPLES {
+            l.samples.push(rate);
+        } else {
+            l.samples[l.next_sample] = rate;
+        }
+        l.next_sample = (l.next_sample + 1) % SAMPLES;
+        let mut sorted = l.samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        l.rate = sorted[sorted.len() / 2];
+    }
+
+    /// Bytes `link` has written and the peer not yet acknowledged.
+    pub fn set_backlog(&mut self, link: LinkId, bytes: u64) {
+        self.links[link].backlog = bytes;
     }
 
     /// A link failed; `lost` are its claims the peer has not acknowledged.
@@ -351,6 +433,52 @@ mod tests {
         let bytes: Vec<u64> = got.iter().map(|c| c.iter().map(|c| u64::from(c.len)).sum()).collect();
         let share = bytes[0] as f64 / (64u64 << 20) as f64;
         assert!((share - 2.0 / 3.0).abs() < 0.02, "{share}");
+    }
+
+    #[test]
+    fn one_wild_rate_sample_moves_nothing() {
+        let mut p = Plan::new(1, PlanConfig::default());
+        for _ in 0..5 {
+            p.set_rate(0, 40e6);
+        }
+        p.set_rate(0, 60e3);
+        assert_eq!(p.measured_rate(0), 40e6);
+        p.set_rate(0, 900e6);
+        assert_eq!(p.measured_rate(0), 40e6);
+        // A lasting change wins once it is most of the window.
+        for _ in 0..5 {
+            p.set_rate(0, 5e6);
+        }
+        assert_eq!(p.measured_rate(0), 5e6);
+    }
+
+    /// A pair on links of 2:1 speeds whose sockets take a whole message at
+    /// once: the backlogs, not the claim order, decide the split.
+    #[test]
+    fn backlogs_split_a_short_message_by_speed() {
+        let rates = [40e6, 20e6];
+        let mut p = Plan::new(2, PlanConfig::default());
+        for (l, &r) in rates.iter().enumerate() {
+            p.set_rate(l, r);
+        }
+        let len = 64 * 1024;
+        p.push(len);
+        let mut backlog = [0u64; 2];
+        while !p.is_idle() {
+            let mut progress = false;
+            for (l, b) in backlog.iter_mut().enumerate() {
+                p.set_backlog(l, *b);
+                if let Next::Run(c) = p.next(l) {
+                    *b += u64::from(c.len);
+                    progress = true;
+                }
+            }
+            assert!(progress, "neither link would take the rest: {p:?}");
+        }
+        let share = backlog[0] as f64 / len as f64;
+        assert!((share - 2.0 / 3.0).abs() < 0.13, "the fast link sent {share} of the message");
+        // The slow link's last run ends no later than the fast link's.
+        assert!(backlog[1] as f64 / rates[1] <= backlog[0] as f64 / rates[0] + 8192.0 / rates[1]);
     }
 
     #[test]
