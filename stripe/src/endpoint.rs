@@ -36,6 +36,10 @@ const UNSENT_LOW_WATER: u32 = 256 * 1024;
 /// pair meet where the links' speeds say even for a 256 KiB message.
 const AHEAD_SECS: f64 = 0.004;
 const MIN_AHEAD: u64 = 64 * 1024;
+/// Acks wait for a run to ride with at most this long, or until this many
+/// are pending.
+const ACK_DELAY: Duration = Duration::from_millis(1);
+const ACK_BATCH: usize = 16;
 /// How long to wait for acknowledgements before looking again.
 const PACE_POLL: Duration = Duration::from_millis(1);
 /// How long an accepted connection may take to say `Hello`.
@@ -69,6 +73,8 @@ struct State {
     /// Bytes handed back to the plan by failed links.
     resent: u64,
     acks: VecDeque<u64>,
+    /// When the oldest pending ack was queued.
+    acks_since: Option<std::time::Instant>,
     /// `Close` is due once every message is claimed; which links sent it.
     closing: bool,
     close_sent: Vec<bool>,
@@ -180,6 +186,7 @@ impl Striped {
                 sent: vec![0; n],
                 resent: 0,
                 acks: VecDeque::new(),
+                acks_since: None,
                 closing: false,
                 close_sent: vec![false; n],
                 close_pending: vec![false; n],
@@ -406,10 +413,21 @@ impl State {
             return Work::Done;
         }
         // Pending acks ride in front of whatever this link writes next: one
-        // write, not one per frame.
+        // write, not one per frame. Alone they wait a little (a reply is
+        // usually about to be sent), unless many are pending.
         let mut head = Vec::with_capacity(32);
-        while let Some(msg) = self.acks.pop_front() {
-            Frame::Ack { msg }.encode(&mut head);
+        let acks_due = self.acks.len() >= ACK_BATCH
+            || self.closing
+            || self.dropped
+            || self.acks_since.is_some_and(|t| t.elapsed() >= ACK_DELAY);
+        let take_acks = |st: &mut State, head: &mut Vec<u8>| {
+            while let Some(msg) = st.acks.pop_front() {
+                Frame::Ack { msg }.encode(head);
+            }
+            st.acks_since = None;
+        };
+        if acks_due {
+            take_acks(self, &mut head);
         }
         // Nothing to claim now: the acks go alone, or the writer looks again soon.
         let paced = |head: Vec<u8>| if head.is_empty() { Work::Paced } else { Work::Frame(head, None) };
@@ -423,8 +441,10 @@ impl State {
                     // Acknowledged meanwhile (a redo of a run that did arrive).
                     return Work::Frame(head, None);
                 };
-                let payload = data.slice(c.offset as usize..c.offset as usize + c.len as usize);
-                Frame::Run { msg: c.msg, msg_len: data.len() as u64, offset: c.offset, len: c.len }.encode(&mut head);
+                let (payload, msg_len) =
+                    (data.slice(c.offset as usize..c.offset as usize + c.len as usize), data.len());
+                take_acks(self, &mut head);
+                Frame::Run { msg: c.msg, msg_len: msg_len as u64, offset: c.offset, len: c.len }.encode(&mut head);
                 // The partner weighs this run as ours from now on.
                 self.plan.set_backlog(link, backlog + (head.len() + payload.len()) as u64);
                 self.carried[link].push(c);
@@ -443,6 +463,10 @@ impl State {
         }
         if self.dropped {
             return Work::Done;
+        }
+        if !self.acks.is_empty() {
+            // Acks not due yet: look again soon.
+            return Work::Paced;
         }
         Work::Wait
     }
@@ -470,11 +494,16 @@ impl State {
         }
     }
 
+    fn queue_ack(&mut self, msg: u64) {
+        self.acks_since.get_or_insert_with(std::time::Instant::now);
+        self.acks.push_back(msg);
+    }
+
     /// A run arrived: place it; deliver what is complete, in order.
     fn on_run(&mut self, msg: u64, msg_len: u64, offset: u64, payload: &[u8]) -> Result<(), String> {
         if msg < self.next_deliver || self.ready.contains_key(&msg) {
             // Sent again after a link failed: already have it.
-            self.acks.push_back(msg);
+            self.queue_ack(msg);
             return Ok(());
         }
         if msg > self.next_deliver + 4096 {
@@ -495,7 +524,7 @@ impl State {
         if a.got == msg_len {
             let a = self.assembling.remove(&msg).expect("present");
             self.ready.insert(msg, a.buf.freeze());
-            self.acks.push_back(msg);
+            self.queue_ack(msg);
             while let Some(m) = self.ready.remove(&self.next_deliver) {
                 if let Some(d) = &self.deliver {
                     let _ = d.send(m);
