@@ -419,6 +419,7 @@ impl State {
         let acks_due = self.acks.len() >= ACK_BATCH
             || self.closing
             || self.dropped
+            || self.peer_count.is_some()
             || self.acks_since.is_some_and(|t| t.elapsed() >= ACK_DELAY);
         let take_acks = |st: &mut State, head: &mut Vec<u8>| {
             while let Some(msg) = st.acks.pop_front() {
@@ -723,7 +724,8 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
                 let mut st = shared.state.lock().expect("state");
                 st.peer_count = Some(count);
                 st.check_closed();
-                false
+                // Our pending acks are due now: the peer is waiting for them.
+                !st.acks.is_empty()
             }
             Frame::Hello { .. } => break "Hello in mid-stream".to_string(),
         };

@@ -143,6 +143,8 @@ pub fn run_recv(opt: RecvOpt) -> Exit {
         let r = async {
             let n = tokio::io::copy(&mut StripedReader::new(ch.clone()), &mut out).await?;
             out.flush().await?;
+            // An orderly end: our last acks and our Close reach the sender.
+            ch.close().await?;
             Ok::<_, std::io::Error>(n)
         }
         .await;
