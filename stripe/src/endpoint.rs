@@ -1,8 +1,9 @@
 //! A striped endpoint: N TCP links used as one message channel, both ways.
 //!
-//! Per link, a writer task takes work from the shared [`Plan`] (acks first,
-//! then runs, then the closing frame) and a reader task reassembles the
-//! peer's runs into whole messages. Messages are delivered in the order they
+//! Per link, a writer task takes work from the shared [`Plan`] (runs with
+//! any pending acks in front, acks alone when they are due, then the
+//! closing frame), feeding the plan its backlog and rate from `TCP_INFO`,
+//! and a reader task reassembles the peer's runs into whole messages. Messages are delivered in the order they
 //! were sent. A sender keeps each message until the peer acknowledges it,
 //! and remembers which runs each link carried: when a link fails, its runs
 //! of unacknowledged messages go back to the plan and the other links send

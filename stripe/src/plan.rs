@@ -183,8 +183,9 @@ impl Plan {
         id
     }
 
-    /// The next run `link` should send, if any.
-    pub fn claim(&mut self, link: LinkId) -> Option<Claim> {
+    /// The next run `link` should send, if any (tests drive the plan so).
+    #[cfg(test)]
+    fn claim(&mut self, link: LinkId) -> Option<Claim> {
         match self.next(link) {
             Next::Run(c) => Some(c),
             Next::Later | Next::Nothing => None,
