@@ -4,14 +4,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ddftp_proto::units::HumanBytes;
-use ddftp_proto::Endpoint;
 
-use super::get::{exit_for, parse_block_size, parse_mirror, parse_seconds, read_token};
+use super::get::{exit_for, MoveOpt};
 use super::{report_error, runtime, Exit};
 use crate::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
 use crate::progress::Bar;
-use crate::scheduler::Config;
-use crate::transfer::GetSpec;
 
 /// Copy a tree from several mirrors at once: the files as one range, moved
 /// from both ends by pairs of mirrors; directories, symlinks, modes, mtimes.
@@ -19,8 +16,6 @@ use crate::transfer::GetSpec;
 pub struct ArchiveOpt {
     /// The directory on the mirrors, relative to their --root (`.` for all).
     pub src: String,
-    #[arg(long, short = 'm', value_delimiter = ',', required = true, value_parser = parse_mirror)]
-    pub mirrors: Vec<Endpoint>,
     /// Where the tree is recreated (SRC's content goes directly inside).
     #[arg(long, short = 'd')]
     pub dest: PathBuf,
@@ -32,21 +27,8 @@ pub struct ArchiveOpt {
     /// the mirrors' root (dwalk lists hold absolute paths).
     #[arg(long, value_name = "PREFIX", requires = "list")]
     pub strip: Option<String>,
-    #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
-    pub block_size: u32,
-    /// Print one JSON object with the results on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress bar and no human summary.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
-    pub stall_timeout: f64,
-    #[arg(long, value_name = "PATH")]
-    pub token_file: Option<PathBuf>,
-    /// Skip per-block verification (the range's SHA-256 is still checked).
-    #[arg(long)]
-    pub no_verify: bool,
+    #[command(flatten)]
+    pub moving: MoveOpt,
     /// fsync every file before modes and mtimes are set.
     #[arg(long)]
     pub sync: bool,
@@ -88,8 +70,8 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
 }
 
 pub fn run(o: ArchiveOpt) -> Exit {
-    let token = match o.token_file.as_deref().map(read_token).transpose() {
-        Ok(t) => t,
+    let get = match o.moving.spec(String::new(), o.dest.clone(), o.sync) {
+        Ok(g) => g,
         Err(e) => {
             report_error(&e);
             return Exit::Usage;
@@ -99,27 +81,8 @@ pub fn run(o: ArchiveOpt) -> Exit {
         report_error(&format_args!("{}: {e}", o.dest.display()));
         return Exit::Local;
     }
-    let spec = ArchiveSpec {
-        src: o.src.clone(),
-        dest: o.dest.clone(),
-        list: o.list.clone(),
-        strip: o.strip.clone(),
-        get: GetSpec {
-            path: String::new(),
-            mirrors: o.mirrors.clone(),
-            output: o.dest.clone(),
-            block_size: o.block_size,
-            sync: o.sync,
-            stall_timeout: std::time::Duration::from_secs_f64(o.stall_timeout),
-            restart: false,
-            checksum: None,
-            token,
-            binds: vec![],
-            verify: !o.no_verify,
-            scheduler: Config::default(),
-            store: None,
-        },
-    };
+    let spec =
+        ArchiveSpec { src: o.src.clone(), dest: o.dest.clone(), list: o.list.clone(), strip: o.strip.clone(), get };
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -127,12 +90,12 @@ pub fn run(o: ArchiveOpt) -> Exit {
             return Exit::Local;
         }
     };
-    let mut bar = Bar::new(!o.quiet);
+    let mut bar = Bar::new(!o.moving.quiet);
     match rt.block_on(archive::archive(&spec, &mut bar)) {
         Ok(r) => {
-            if o.json {
+            if o.moving.json {
                 println!("{}", serde_json::to_string(&r).expect("report serialises"));
-            } else if !o.quiet {
+            } else if !o.moving.quiet {
                 let _ = print_summary(&r, &mut std::io::stdout());
             }
             Exit::Ok

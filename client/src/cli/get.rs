@@ -21,13 +21,39 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 256 * 1024;
 pub struct GetOpt {
     /// Path of the file on the mirrors, relative to their --root.
     pub path: String,
-    /// Mirrors serving the same file: HOST[:PORT],... (port 7400 if omitted,
-    /// IPv6 in brackets).
-    #[arg(long, short = 'm', value_delimiter = ',', required = true, value_parser = parse_mirror)]
-    pub mirrors: Vec<Endpoint>,
     /// Where to write the file (default: its name, in the current directory).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub moving: MoveOpt,
+    /// fsync the file before it is put in place.
+    #[arg(long)]
+    pub sync: bool,
+    /// Start over: discard the part file and resume journal of an earlier,
+    /// interrupted run of the same download.
+    #[arg(long)]
+    pub restart: bool,
+    /// The published digest the file must have: sha-256=HEX. A mismatch
+    /// discards the download and exits with 3.
+    #[arg(long, value_name = "sha-256=HEX", value_parser = parse_checksum)]
+    pub checksum: Option<String>,
+    /// Connect from these local addresses (e.g. one per NIC): every
+    /// (mirror, address) pair is a producer of its own, so one mirror
+    /// reached over two NICs works as a pair across them.
+    #[arg(long, value_delimiter = ',', value_name = "ADDR,...")]
+    pub bind: Vec<std::net::IpAddr>,
+    /// Like --bind, naming interfaces (their first address, IPv4 first).
+    #[arg(long, value_delimiter = ',', value_name = "IFACE,...")]
+    pub nic: Vec<String>,
+}
+
+/// The flags every command that moves data from mirrors takes.
+#[derive(Debug, Args)]
+pub struct MoveOpt {
+    /// Mirrors serving the same data: HOST[:PORT],... (port 7400 if omitted,
+    /// IPv6 in brackets).
+    #[arg(long, short = 'm', value_delimiter = ',', required = true, value_parser = parse_mirror)]
+    pub mirrors: Vec<Endpoint>,
     /// Block size, e.g. 256KiB or 1MiB.
     #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
     pub block_size: u32,
@@ -37,38 +63,41 @@ pub struct GetOpt {
     /// No progress bar and no human summary (errors and warnings still go to stderr).
     #[arg(long, short = 'q')]
     pub quiet: bool,
-    /// fsync the file before it is put in place.
-    #[arg(long)]
-    pub sync: bool,
     /// Drop a mirror that owes data and sends nothing for this many seconds;
     /// the others take over its range.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub stall_timeout: f64,
-    /// Start over: discard the part file and resume journal of an earlier,
-    /// interrupted run of the same download.
-    #[arg(long)]
-    pub restart: bool,
-    /// The published digest the file must have: sha-256=HEX. A mismatch
-    /// discards the download and exits with 3.
-    #[arg(long, value_name = "sha-256=HEX", value_parser = parse_checksum)]
-    pub checksum: Option<String>,
     /// Shared token for mirrors started with --token-file (proved by
     /// challenge-response; it never crosses the network).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
     /// Do not verify blocks against the mirrors' chunk manifest as they
-    /// arrive (the whole file is still checked against the mirrors' SHA-256
-    /// at the end). For measuring what verification costs.
+    /// arrive (the whole range is still checked against the mirrors'
+    /// SHA-256 at the end). For measuring what verification costs.
     #[arg(long)]
     pub no_verify: bool,
-    /// Connect from these local addresses (e.g. one per NIC): every
-    /// (mirror, address) pair is a producer of its own, so one mirror
-    /// reached over two NICs works as a pair across them.
-    #[arg(long, value_delimiter = ',', value_name = "ADDR,...")]
-    pub bind: Vec<std::net::IpAddr>,
-    /// Like --bind, naming interfaces (their first address, IPv4 first).
-    #[arg(long, value_delimiter = ',', value_name = "IFACE,...")]
-    pub nic: Vec<String>,
+}
+
+impl MoveOpt {
+    /// A transfer of `path` into `output` with these flags (no resume reset,
+    /// no published checksum, no local binds: the caller sets those it has).
+    pub fn spec(&self, path: String, output: PathBuf, sync: bool) -> Result<GetSpec, String> {
+        Ok(GetSpec {
+            path,
+            mirrors: self.mirrors.clone(),
+            output,
+            block_size: self.block_size,
+            sync,
+            stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
+            restart: false,
+            checksum: None,
+            token: self.token_file.as_deref().map(read_token).transpose()?,
+            verify: !self.no_verify,
+            binds: vec![],
+            scheduler: Config::default(),
+            store: None,
+        })
+    }
 }
 
 pub(crate) fn parse_mirror(s: &str) -> Result<Endpoint, String> {
@@ -155,19 +184,10 @@ impl GetOpt {
             return Err(format!("{} is a directory; give a file name with -o", output.display()));
         }
         Ok(GetSpec {
-            path: self.path.clone(),
-            mirrors: self.mirrors.clone(),
-            output,
-            block_size: self.block_size,
-            sync: self.sync,
-            stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
             restart: self.restart,
             checksum: self.checksum.clone(),
-            token: self.token_file.as_deref().map(read_token).transpose()?,
-            verify: !self.no_verify,
             binds: self.binds()?,
-            scheduler: Config::default(),
-            store: None,
+            ..self.moving.spec(self.path.clone(), output, self.sync)?
         })
     }
 }
@@ -250,15 +270,15 @@ pub fn run(opt: GetOpt) -> Exit {
             return Exit::Local;
         }
     };
-    let mut bar = Bar::new(!opt.quiet);
+    let mut bar = Bar::new(!opt.moving.quiet);
     match rt.block_on(fetch(&spec, &mut bar)) {
         Ok(r) => {
-            if opt.json {
+            if opt.moving.json {
                 println!("{}", serde_json::to_string(&r).expect("report serialises"));
-                if !opt.quiet {
+                if !opt.moving.quiet {
                     let _ = print_summary(&r, &mut std::io::stderr());
                 }
-            } else if !opt.quiet {
+            } else if !opt.moving.quiet {
                 let _ = print_summary(&r, &mut std::io::stdout());
             }
             Exit::Ok
