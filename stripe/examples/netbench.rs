@@ -95,11 +95,18 @@ async fn main() -> std::io::Result<()> {
                 Chan::Striped(l.accept().await?)
             };
             let echo = flag("--sink").is_none();
+            // Echoing, what each link sent per message size (on stderr).
+            let (mut size, mut before) = (None, ch.sent());
             while let Some(m) = ch.recv().await? {
                 if echo {
+                    if size != Some(m.len()) {
+                        report_sent(&ch, size, &mut before);
+                        size = Some(m.len());
+                    }
                     ch.send(m).await?;
                 }
             }
+            report_sent(&ch, size, &mut before);
             if let Chan::Striped(ch) = ch {
                 ch.close().await?;
             }
@@ -151,9 +158,13 @@ async fn main() -> std::io::Result<()> {
                 rtts.sort_by(f64::total_cmp);
                 let med = rtts[rtts.len() / 2];
                 let sent: Vec<u64> = ch.sent().iter().zip(&before).map(|(a, b)| a - b).collect();
+                let rates: Vec<u64> = match &ch {
+                    Chan::Striped(s) => s.stats().rates.iter().map(|r| *r as u64).collect(),
+                    Chan::Tcp(_) => vec![],
+                };
                 // The paper's Eq. 9: effective bandwidth = 8 x size / (RTT / 2).
                 println!(
-                    "{{\"size\":{size},\"rtt_s\":{med:.6},\"mbit_per_s\":{:.2},\"sent\":{sent:?}}}",
+                    "{{\"size\":{size},\"rtt_s\":{med:.6},\"mbit_per_s\":{:.2},\"sent\":{sent:?},\"rates\":{rates:?}}}",
                     8.0 * size as f64 / (med / 2.0) / 1e6
                 );
                 size *= 4;
@@ -163,6 +174,17 @@ async fn main() -> std::io::Result<()> {
         _ => eprintln!("usage: netbench serve|bulk|pingpong ..."),
     }
     Ok(())
+}
+
+/// The bytes each link sent since `before`, for messages of `size`.
+fn report_sent(ch: &Chan, size: Option<usize>, before: &mut Vec<u64>) {
+    let now = ch.sent();
+    if let (Some(size), Chan::Striped(s)) = (size, ch) {
+        let sent: Vec<u64> = now.iter().zip(before.iter()).map(|(a, b)| a - b).collect();
+        let rates: Vec<u64> = s.stats().rates.iter().map(|r| *r as u64).collect();
+        eprintln!("{{\"size\":{size},\"echo_sent\":{sent:?},\"rates\":{rates:?}}}");
+    }
+    *before = now;
 }
 
 async fn connect(links: &str) -> std::io::Result<Striped> {

@@ -98,7 +98,7 @@ struct Assembly {
 }
 
 /// Per-link figures of one endpoint's sending side.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
     /// Whether each link still works.
     pub alive: Vec<bool>,
@@ -106,6 +106,9 @@ pub struct Stats {
     pub sent: Vec<u64>,
     /// Bytes sent again because the link carrying them failed.
     pub resent: u64,
+    /// Each link's delivery rate as the plan sees it (bytes/s; 0 until
+    /// measured).
+    pub rates: Vec<f64>,
 }
 
 /// Why a striped channel failed.
@@ -171,7 +174,8 @@ impl Striped {
     /// What each link has done so far.
     pub fn stats(&self) -> Stats {
         let st = self.shared.state.lock().expect("state");
-        Stats { alive: st.alive.clone(), sent: st.sent.clone(), resent: st.resent }
+        let rates = (0..st.alive.len()).map(|l| st.plan.measured_rate(l)).collect();
+        Stats { alive: st.alive.clone(), sent: st.sent.clone(), resent: st.resent, rates }
     }
 
     fn start(socks: Vec<TcpStream>) -> Striped {
