@@ -41,6 +41,9 @@ const MIN_AHEAD: u64 = 64 * 1024;
 /// are pending.
 const ACK_DELAY: Duration = Duration::from_millis(1);
 const ACK_BATCH: usize = 16;
+/// Turns of the runtime a batch of acks waits for a run to take it along
+/// before the ack timer arms.
+const ACK_YIELDS: usize = 4;
 /// How long to wait for acknowledgements before looking again.
 const PACE_POLL: Duration = Duration::from_millis(1);
 /// How long an accepted connection may take to say `Hello`.
@@ -59,6 +62,9 @@ struct Shared {
     work: Notify,
     /// Senders wait here for acks (window) and for the end.
     acked: Notify,
+    /// Told when the first ack of a batch is queued: one timer makes the
+    /// batch due later, so idle writers need not poll for it.
+    ack_timer: Notify,
 }
 
 struct State {
@@ -68,6 +74,9 @@ struct State {
     unacked_bytes: u64,
     /// Runs each link carried of unacknowledged messages.
     carried: Vec<Vec<Claim>>,
+    /// Each link's backlog when its writer last looked: an idle writer
+    /// does not look, so its partner drains the figure at the link's rate.
+    backlog_seen: Vec<(u64, std::time::Instant)>,
     alive: Vec<bool>,
     /// Payload bytes each link wrote.
     sent: Vec<u64>,
@@ -187,6 +196,7 @@ impl Striped {
                 unacked: BTreeMap::new(),
                 unacked_bytes: 0,
                 carried: vec![vec![]; n],
+                backlog_seen: vec![(0, std::time::Instant::now()); n],
                 alive: vec![true; n],
                 sent: vec![0; n],
                 resent: 0,
@@ -205,7 +215,9 @@ impl Striped {
             }),
             work: Notify::new(),
             acked: Notify::new(),
+            ack_timer: Notify::new(),
         });
+        tokio::spawn(ack_timer(shared.clone()));
         for (link, s) in socks.into_iter().enumerate() {
             let _ = s.set_nodelay(true);
             let _ = limit_unsent(&s, UNSENT_LOW_WATER);
@@ -295,6 +307,7 @@ impl Drop for Striped {
     fn drop(&mut self) {
         self.shared.state.lock().expect("state").dropped = true;
         self.shared.work.notify_waiters();
+        self.shared.ack_timer.notify_one();
     }
 }
 
@@ -421,11 +434,7 @@ impl State {
         // write, not one per frame. Alone they wait a little (a reply is
         // usually about to be sent), unless many are pending.
         let mut head = Vec::with_capacity(32);
-        let acks_due = self.acks.len() >= ACK_BATCH
-            || self.closing
-            || self.dropped
-            || self.peer_count.is_some()
-            || self.acks_since.is_some_and(|t| t.elapsed() >= ACK_DELAY);
+        let acks_due = self.acks_due();
         let take_acks = |st: &mut State, head: &mut Vec<u8>| {
             while let Some(msg) = st.acks.pop_front() {
                 Frame::Ack { msg }.encode(head);
@@ -440,7 +449,8 @@ impl State {
         if !may_claim && !self.plan.is_idle() {
             return paced(head);
         }
-        self.plan.set_backlog(link, backlog);
+        self.note_backlog(link, backlog);
+        self.drain_others(link);
         match self.plan.next(link) {
             Next::Run(c) => {
                 let Some(data) = self.unacked.get(&c.msg) else {
@@ -452,7 +462,7 @@ impl State {
                 take_acks(self, &mut head);
                 Frame::Run { msg: c.msg, msg_len: msg_len as u64, offset: c.offset, len: c.len }.encode(&mut head);
                 // The partner weighs this run as ours from now on.
-                self.plan.set_backlog(link, backlog + (head.len() + payload.len()) as u64);
+                self.note_backlog(link, backlog + (head.len() + payload.len()) as u64);
                 self.carried[link].push(c);
                 return Work::Frame(head, Some((c, payload)));
             }
@@ -470,11 +480,39 @@ impl State {
         if self.dropped {
             return Work::Done;
         }
-        if !self.acks.is_empty() {
-            // Acks not due yet: look again soon.
-            return Work::Paced;
-        }
+        // Acks not due yet: the ack timer wakes the writers when they are.
         Work::Wait
+    }
+
+    /// Whether `link`'s writer surely has nothing to do now (checked before
+    /// it asks the kernel for its progress).
+    fn nothing_for(&self, link: LinkId) -> bool {
+        let close_due = self.closing && !self.close_sent[link] && !self.close_pending[link];
+        self.alive[link] && self.plan.is_idle() && !close_due && !self.dropped && !self.acks_due()
+    }
+
+    fn acks_due(&self) -> bool {
+        !self.acks.is_empty()
+            && (self.acks.len() >= ACK_BATCH
+                || self.closing
+                || self.dropped
+                || self.peer_count.is_some()
+                || self.acks_since.is_some_and(|t| t.elapsed() >= ACK_DELAY))
+    }
+
+    fn note_backlog(&mut self, link: LinkId, bytes: u64) {
+        self.plan.set_backlog(link, bytes);
+        self.backlog_seen[link] = (bytes, std::time::Instant::now());
+    }
+
+    /// The other links' backlogs as they are likely now: what each had when
+    /// its writer last looked, less what it delivered since at its rate.
+    fn drain_others(&mut self, link: LinkId) {
+        for l in (0..self.alive.len()).filter(|&l| l != link && self.alive[l]) {
+            let (bytes, at) = self.backlog_seen[l];
+            let gone = self.plan.measured_rate(l) * at.elapsed().as_secs_f64();
+            self.plan.set_backlog(l, bytes.saturating_sub(gone as u64));
+        }
     }
 
     fn fail_link(&mut self, link: LinkId, why: String) {
@@ -600,6 +638,47 @@ impl Meter {
     }
 }
 
+/// Wakes the writers [`ACK_DELAY`] after the first ack of a batch was
+/// queued, unless a run took the acks along meanwhile. It first lets the
+/// tasks already woken run: a reply usually goes out at once and takes the
+/// acks, and then no timer is armed (arming one costs more than the whole
+/// exchange of a small message on a VM). Ends once the endpoint is dropped
+/// or every link failed.
+async fn ack_timer(shared: Arc<Shared>) {
+    loop {
+        shared.ack_timer.notified().await;
+        // The batch being waited for (when its first ack was queued), and
+        // how many turns it has had.
+        let (mut batch, mut turns) = (None, 0);
+        loop {
+            let since = {
+                let st = shared.state.lock().expect("state");
+                if st.dropped || !st.alive.iter().any(|&a| a) {
+                    return;
+                }
+                // With runs left to claim, a writer takes the acks along
+                // (or sends them alone once due, as it looks again).
+                if !st.plan.is_idle() {
+                    break;
+                }
+                st.acks_since
+            };
+            let Some(since) = since else { break };
+            if batch != Some(since) {
+                (batch, turns) = (Some(since), 0);
+            }
+            turns += 1;
+            if turns <= ACK_YIELDS {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            tokio::time::sleep_until((since + ACK_DELAY).into()).await;
+            shared.work.notify_waiters();
+            break;
+        }
+    }
+}
+
 async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
     // Bytes this writer put on the link (headers included).
     let mut written = 0u64;
@@ -609,6 +688,10 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
         let wait = shared.work.notified();
         tokio::pin!(wait);
         wait.as_mut().enable();
+        if shared.state.lock().expect("state").nothing_for(link) {
+            wait.await;
+            continue;
+        }
         let mut backlog = 0;
         let may_claim = match tcp_progress(wr.as_ref()) {
             Some((acked, busy_us)) => {
@@ -623,7 +706,11 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
             }
             None => true,
         };
-        let work = shared.state.lock().expect("state").next_work(link, may_claim, backlog);
+        let (work, more) = {
+            let mut st = shared.state.lock().expect("state");
+            let work = st.next_work(link, may_claim, backlog);
+            (work, !st.plan.is_idle())
+        };
         match work {
             Work::Done => return,
             Work::Wait => {
@@ -646,7 +733,7 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
                 shared.acked.notify_waiters();
             }
             Work::Frame(head, run) => {
-                if run.is_some() {
+                if run.is_some() && more {
                     // A partner that left this segment to us looks again.
                     shared.work.notify_waiters();
                 }
@@ -707,7 +794,9 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
             Ok(None) => break "closed by the peer".to_string(),
             Err(e) => break e.to_string(),
         };
-        let notify = match frame {
+        // Whether the writers have acks to send now; whether the first of a
+        // batch was queued.
+        let (notify, arm) = match frame {
             Frame::Run { msg, msg_len, offset, len } => {
                 payload.clear();
                 payload.resize(len as usize, 0);
@@ -715,27 +804,30 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
                     break e.to_string();
                 }
                 let mut st = shared.state.lock().expect("state");
+                let first = st.acks.is_empty();
                 if let Err(e) = st.on_run(msg, msg_len, offset, &payload) {
                     break e;
                 }
-                !st.acks.is_empty()
+                (st.acks_due(), first && !st.acks.is_empty())
             }
             Frame::Ack { msg } => {
                 shared.state.lock().expect("state").on_ack(msg);
                 shared.acked.notify_waiters();
-                false
+                (false, false)
             }
             Frame::Close { count } => {
                 let mut st = shared.state.lock().expect("state");
                 st.peer_count = Some(count);
                 st.check_closed();
                 // Our pending acks are due now: the peer is waiting for them.
-                !st.acks.is_empty()
+                (!st.acks.is_empty(), false)
             }
             Frame::Hello { .. } => break "Hello in mid-stream".to_string(),
         };
         if notify {
             shared.work.notify_waiters();
+        } else if arm {
+            shared.ack_timer.notify_one();
         }
     };
     let mut st = shared.state.lock().expect("state");
@@ -747,4 +839,5 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
     drop(st);
     shared.work.notify_waiters();
     shared.acked.notify_waiters();
+    shared.ack_timer.notify_one();
 }
