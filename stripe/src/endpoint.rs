@@ -3,8 +3,10 @@
 //! Per link, a writer task takes work from the shared [`Plan`] (runs with
 //! any pending acks in front, acks alone when they are due, then the
 //! closing frame), feeding the plan its backlog and rate from `TCP_INFO`,
-//! and a reader task reassembles the peer's runs into whole messages. Messages are delivered in the order they
-//! were sent. A sender keeps each message until the peer acknowledges it,
+//! and a reader task reassembles the peer's runs into whole messages,
+//! reporting back how fast each link delivered its part (the plan's other
+//! rate source). An ack timer task sends acks no run took along. Messages
+//! are delivered in the order they were sent. A sender keeps each message until the peer acknowledges it,
 //! and remembers which runs each link carried: when a link fails, its runs
 //! of unacknowledged messages go back to the plan and the other links send
 //! them again (the receiver ignores a run it already has).
@@ -13,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -83,6 +85,8 @@ struct State {
     /// Bytes handed back to the plan by failed links.
     resent: u64,
     acks: VecDeque<u64>,
+    /// `Delivered` reports for the peer; they ride with the acks.
+    reports: Vec<Frame>,
     /// When the oldest pending ack was queued.
     acks_since: Option<std::time::Instant>,
     /// `Close` is due once every message is claimed; which links sent it.
@@ -104,7 +108,18 @@ struct Assembly {
     buf: BytesMut,
     offsets: HashSet<u64>,
     got: u64,
+    /// When its first run arrived, and whether no other message was
+    /// arriving meanwhile (then each link's part measures the link).
+    first: Instant,
+    alone: bool,
+    /// Per link: bytes carried, and when its last run arrived.
+    parts: Vec<(u64, Instant)>,
 }
+
+/// A link's part of a message must span this much, and carry this many
+/// bytes, for the receiver to report it as a rate sample.
+const REPORT_MIN_MICROS: u64 = 50;
+const REPORT_MIN_BYTES: u64 = 8 * 1024;
 
 /// Per-link figures of one endpoint's sending side.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,6 +216,7 @@ impl Striped {
                 sent: vec![0; n],
                 resent: 0,
                 acks: VecDeque::new(),
+                reports: vec![],
                 acks_since: None,
                 closing: false,
                 close_sent: vec![false; n],
@@ -439,6 +455,9 @@ impl State {
             while let Some(msg) = st.acks.pop_front() {
                 Frame::Ack { msg }.encode(head);
             }
+            for r in st.reports.drain(..) {
+                r.encode(head);
+            }
             st.acks_since = None;
         };
         if acks_due {
@@ -544,7 +563,7 @@ impl State {
     }
 
     /// A run arrived: place it; deliver what is complete, in order.
-    fn on_run(&mut self, msg: u64, msg_len: u64, offset: u64, payload: &[u8]) -> Result<(), String> {
+    fn on_run(&mut self, link: LinkId, msg: u64, msg_len: u64, offset: u64, payload: &[u8]) -> Result<(), String> {
         if msg < self.next_deliver || self.ready.contains_key(&msg) {
             // Sent again after a link failed: already have it.
             self.queue_ack(msg);
@@ -553,20 +572,37 @@ impl State {
         if msg > self.next_deliver + 4096 {
             return Err(format!("message {msg} is far ahead of {}", self.next_deliver));
         }
-        let a = self.assembling.entry(msg).or_insert_with(|| Assembly {
-            buf: BytesMut::zeroed(msg_len as usize),
-            offsets: HashSet::new(),
-            got: 0,
-        });
+        let now = Instant::now();
+        if !self.assembling.contains_key(&msg) {
+            let alone = self.assembling.is_empty();
+            for a in self.assembling.values_mut() {
+                a.alone = false;
+            }
+            let parts = vec![(0, now); self.alive.len()];
+            let a = Assembly {
+                buf: BytesMut::zeroed(msg_len as usize),
+                offsets: HashSet::new(),
+                got: 0,
+                first: now,
+                alone,
+                parts,
+            };
+            self.assembling.insert(msg, a);
+        }
+        let a = self.assembling.get_mut(&msg).expect("present");
         if a.buf.len() as u64 != msg_len {
             return Err(format!("message {msg}: length {msg_len}, earlier {}", a.buf.len()));
         }
         if a.offsets.insert(offset) {
             a.buf[offset as usize..offset as usize + payload.len()].copy_from_slice(payload);
             a.got += payload.len() as u64;
+            a.parts[link] = (a.parts[link].0 + payload.len() as u64, now);
         }
         if a.got == msg_len {
             let a = self.assembling.remove(&msg).expect("present");
+            if a.alone {
+                self.report(&a);
+            }
             self.ready.insert(msg, a.buf.freeze());
             self.queue_ack(msg);
             while let Some(m) = self.ready.remove(&self.next_deliver) {
@@ -578,6 +614,17 @@ impl State {
             self.check_closed();
         }
         Ok(())
+    }
+
+    /// Each link's part of a message that arrived alone, as a rate sample
+    /// for the peer's plan.
+    fn report(&mut self, a: &Assembly) {
+        for (link, &(bytes, last)) in a.parts.iter().enumerate() {
+            let micros = last.duration_since(a.first).as_micros() as u64;
+            if bytes >= REPORT_MIN_BYTES && micros >= REPORT_MIN_MICROS {
+                self.reports.push(Frame::Delivered { link: link as u32, bytes, micros });
+            }
+        }
     }
 
     fn check_closed(&mut self) {
@@ -805,7 +852,7 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
                 }
                 let mut st = shared.state.lock().expect("state");
                 let first = st.acks.is_empty();
-                if let Err(e) = st.on_run(msg, msg_len, offset, &payload) {
+                if let Err(e) = st.on_run(link, msg, msg_len, offset, &payload) {
                     break e;
                 }
                 (st.acks_due(), first && !st.acks.is_empty())
@@ -821,6 +868,13 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
                 st.check_closed();
                 // Our pending acks are due now: the peer is waiting for them.
                 (!st.acks.is_empty(), false)
+            }
+            Frame::Delivered { link, bytes, micros } => {
+                let mut st = shared.state.lock().expect("state");
+                if (link as usize) < st.alive.len() && micros > 0 {
+                    st.plan.set_rate(link as usize, bytes as f64 * 1e6 / micros as f64);
+                }
+                (false, false)
             }
             Frame::Hello { .. } => break "Hello in mid-stream".to_string(),
         };

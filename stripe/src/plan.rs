@@ -26,9 +26,10 @@
 
 use std::collections::VecDeque;
 
-/// How many delivery-rate samples a link's rate is the median of: one
-/// sample can be far off (a sample taken across an idle gap, or a burst the
-/// shaper let through), and one wrong rate would starve a link or flood it.
+/// How many delivery-rate samples a link's rate is taken from (their lower
+/// quartile): one sample can be far off, and one wrong rate would starve a
+/// link or flood it. Low, not middle: a link given a short part delivers it
+/// in a token-bucket burst and looks faster than it is once given more.
 const SAMPLES: usize = 8;
 
 /// A link's index in its endpoint.
@@ -82,7 +83,8 @@ struct Message {
 #[derive(Debug)]
 struct Link {
     alive: bool,
-    /// Bytes per second: the median of the last samples; 0 until measured.
+    /// Bytes per second: the lower quartile of the last samples; 0 until
+    /// measured.
     rate: f64,
     /// The last [`SAMPLES`] rate samples, oldest overwritten first.
     samples: Vec<f64>,
@@ -331,7 +333,8 @@ impl Plan {
     }
 
     /// A delivery-rate sample (bytes per second) for `link`, as measured by
-    /// its sender; the link's rate is the median of its last samples.
+    /// its sender or reported by the receiver; the link's rate is the lower
+    /// quartile of its last samples.
     pub fn set_rate(&mut self, link: LinkId, rate: f64) {
         if rate.is_nan() || rate <= 0.0 {
             return;
@@ -345,7 +348,7 @@ impl Plan {
         l.next_sample = (l.next_sample + 1) % SAMPLES;
         let mut sorted = l.samples.clone();
         sorted.sort_by(f64::total_cmp);
-        l.rate = sorted[sorted.len() / 2];
+        l.rate = sorted[sorted.len() / 4];
     }
 
     /// Bytes `link` has written and the peer not yet acknowledged.

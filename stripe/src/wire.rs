@@ -7,7 +7,7 @@ use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 pub const MAGIC: &[u8; 5] = b"DDNET";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Largest message a peer may announce.
 pub const MAX_MESSAGE: u64 = 1 << 30;
 /// Largest run a peer may send.
@@ -17,6 +17,7 @@ const K_HELLO: u8 = 1;
 const K_RUN: u8 = 2;
 const K_ACK: u8 = 3;
 const K_CLOSE: u8 = 4;
+const K_DELIVERED: u8 = 5;
 
 /// Bytes of a `Run` header.
 pub const RUN_HEADER: usize = 1 + 8 + 8 + 8 + 4;
@@ -45,6 +46,15 @@ pub enum Frame {
     Close {
         count: u64,
     },
+    /// What the receiver saw of one link's part of a message that arrived
+    /// while no other was arriving: `bytes` in `micros` from the message's
+    /// first run (on any link) to this link's last. The sender's rate for
+    /// the link: what it really delivered, token-bucket bursts and all.
+    Delivered {
+        link: u32,
+        bytes: u64,
+        micros: u64,
+    },
 }
 
 impl Frame {
@@ -72,6 +82,12 @@ impl Frame {
             Frame::Close { count } => {
                 out.push(K_CLOSE);
                 out.extend_from_slice(&count.to_be_bytes());
+            }
+            Frame::Delivered { link, bytes, micros } => {
+                out.push(K_DELIVERED);
+                out.extend_from_slice(&link.to_be_bytes());
+                out.extend_from_slice(&bytes.to_be_bytes());
+                out.extend_from_slice(&micros.to_be_bytes());
             }
         }
     }
@@ -114,6 +130,9 @@ impl Frame {
             }
             K_ACK => Frame::Ack { msg: r.read_u64().await? },
             K_CLOSE => Frame::Close { count: r.read_u64().await? },
+            K_DELIVERED => {
+                Frame::Delivered { link: r.read_u32().await?, bytes: r.read_u64().await?, micros: r.read_u64().await? }
+            }
             k => return Err(bad(&format!("unknown frame kind {k}"))),
         }))
     }
@@ -130,6 +149,7 @@ mod tests {
             Frame::Run { msg: 2, msg_len: 100, offset: 90, len: 10 },
             Frame::Ack { msg: 9 },
             Frame::Close { count: 4 },
+            Frame::Delivered { link: 1, bytes: 65536, micros: 1200 },
         ];
         let mut wire = vec![];
         for f in &frames {
