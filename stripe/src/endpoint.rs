@@ -603,17 +603,40 @@ impl State {
             if a.alone {
                 self.report(&a);
             }
-            self.ready.insert(msg, a.buf.freeze());
-            self.queue_ack(msg);
-            while let Some(m) = self.ready.remove(&self.next_deliver) {
-                if let Some(d) = &self.deliver {
-                    let _ = d.send(m);
-                }
-                self.next_deliver += 1;
-            }
-            self.check_closed();
+            self.complete(msg, a.buf.freeze());
         }
         Ok(())
+    }
+
+    /// A run that is a whole message (most short messages): no assembly.
+    fn on_whole(&mut self, msg: u64, data: Bytes) -> Result<(), String> {
+        if msg < self.next_deliver || self.ready.contains_key(&msg) {
+            self.queue_ack(msg);
+            return Ok(());
+        }
+        if msg > self.next_deliver + 4096 {
+            return Err(format!("message {msg} is far ahead of {}", self.next_deliver));
+        }
+        // Sent whole again after a link failed mid-way: the parts are moot.
+        self.assembling.remove(&msg);
+        for a in self.assembling.values_mut() {
+            a.alone = false;
+        }
+        self.complete(msg, data);
+        Ok(())
+    }
+
+    /// Message `msg` is here: acknowledge it, deliver what is in order.
+    fn complete(&mut self, msg: u64, data: Bytes) {
+        self.ready.insert(msg, data);
+        self.queue_ack(msg);
+        while let Some(m) = self.ready.remove(&self.next_deliver) {
+            if let Some(d) = &self.deliver {
+                let _ = d.send(m);
+            }
+            self.next_deliver += 1;
+        }
+        self.check_closed();
     }
 
     /// Each link's part of a message that arrived alone, as a rate sample
@@ -844,6 +867,19 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
         // Whether the writers have acks to send now; whether the first of a
         // batch was queued.
         let (notify, arm) = match frame {
+            Frame::Run { msg, msg_len, offset, len } if offset == 0 && u64::from(len) == msg_len => {
+                // A whole message: read straight into its own buffer.
+                let mut data = BytesMut::zeroed(len as usize);
+                if let Err(e) = rd.read_exact(&mut data).await {
+                    break e.to_string();
+                }
+                let mut st = shared.state.lock().expect("state");
+                let first = st.acks.is_empty();
+                if let Err(e) = st.on_whole(msg, data.freeze()) {
+                    break e;
+                }
+                (st.acks_due(), first && !st.acks.is_empty())
+            }
             Frame::Run { msg, msg_len, offset, len } => {
                 payload.clear();
                 payload.resize(len as usize, 0);
