@@ -306,6 +306,15 @@ impl Conn {
                     return self.refuse(ErrorCode::BadRequest, format!("{path}: {why}")).await;
                 }
                 let a = Active { stream, source, size, block_size, cursor: Cursor::new(first, last, dir) };
+                // A stream paused at its `last` ends once a `Start` comes
+                // behind it: end it now, not when the next block would go
+                // out, or two `Start`s read together (the client reassigns a
+                // producer twice in a row) would find no room.
+                if self.running.as_ref().is_some_and(|r| r.cursor.finished()) {
+                    let r = self.running.take().expect("checked");
+                    self.running = self.queued.take();
+                    self.reply(Reply::Stopped { stream: r.stream, sent: r.cursor.sent() }).await?;
+                }
                 if self.running.is_none() {
                     self.running = Some(a);
                 } else if self.queued.is_none() {

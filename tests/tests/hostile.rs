@@ -268,6 +268,38 @@ fn a_paused_stream_outlives_the_idle_timeout_and_resumes() {
     assert!(matches!(r.reply(), Some(Reply::Stat { size: 4096, .. })));
 }
 
+/// A producer reassigned twice in a row: two `Start`s arrive together
+/// behind a stream paused at its `last`. The paused one ends and both new
+/// ones are served in order (the server used to refuse the second: a race
+/// that failed real downloads near their end).
+#[test]
+fn two_starts_behind_a_paused_stream_are_both_served() {
+    let f = Fixture::new();
+    random_file(&f.root().join("f"), 8192, 27);
+    let m = Mirror::start(&f.root(), &[]);
+    let mut r = Raw::greeted(&m.addr);
+    let start = |stream, first, last| Request::Start {
+        stream,
+        path: "f".into(),
+        block_size: 1024,
+        first,
+        last,
+        dir: Direction::Increment,
+    };
+    r.send(&[start(1, 0, 0)]);
+    assert!(matches!(r.reply(), Some(Reply::Block { stream: 1, block: 0, .. })));
+    r.send(&[start(2, 1, 2), start(3, 3, 3)]);
+    let mut got = vec![];
+    while got.len() < 5 {
+        match r.reply() {
+            Some(Reply::Stopped { stream, sent }) => got.push(format!("stopped {stream} {sent}")),
+            Some(Reply::Block { stream, block, .. }) => got.push(format!("block {stream} {block}")),
+            other => panic!("after {got:?}: {other:?}"),
+        }
+    }
+    assert_eq!(got, ["stopped 1 1", "block 2 1", "block 2 2", "stopped 2 2", "block 3 3"]);
+}
+
 /// Random request sequences over real connections: the server may refuse
 /// and close, but it never panics and keeps answering new clients.
 #[test]
