@@ -364,6 +364,12 @@ impl Plan {
         self.redo.extend(lost);
     }
 
+    /// What is left to claim goes whole on one link each (short messages,
+    /// or a single link): no pair decision needs the links' backlogs.
+    pub fn one_link_work(&self) -> bool {
+        self.redo.is_empty() && self.messages.iter().all(|m| !m.helpable && m.segments.len() == 1)
+    }
+
     /// Nothing left to claim.
     pub fn is_idle(&self) -> bool {
         self.redo.is_empty() && self.messages.is_empty()
@@ -437,6 +443,19 @@ mod tests {
         let bytes: Vec<u64> = got.iter().map(|c| c.iter().map(|c| u64::from(c.len)).sum()).collect();
         let share = bytes[0] as f64 / (64u64 << 20) as f64;
         assert!((share - 2.0 / 3.0).abs() < 0.02, "{share}");
+    }
+
+    #[test]
+    fn short_messages_and_single_links_are_one_link_work() {
+        let mut p = Plan::new(2, PlanConfig::default());
+        assert!(p.one_link_work());
+        p.push(1024);
+        assert!(p.one_link_work());
+        p.push(1 << 20);
+        assert!(!p.one_link_work(), "a striped message needs the backlogs");
+        let mut one = Plan::new(1, PlanConfig::default());
+        one.push(1 << 20);
+        assert!(one.one_link_work());
     }
 
     #[test]
