@@ -60,8 +60,8 @@ pub struct Striped {
 
 struct Shared {
     state: Mutex<State>,
-    /// Writers wait here for work.
-    work: Notify,
+    /// Each link's writer waits here for work.
+    work: Vec<Notify>,
     /// Senders wait here for acks (window) and for the end.
     acked: Notify,
     /// Told when the first ack of a batch is queued: one timer makes the
@@ -120,6 +120,14 @@ struct Assembly {
 /// bytes, for the receiver to report it as a rate sample.
 const REPORT_MIN_MICROS: u64 = 50;
 const REPORT_MIN_BYTES: u64 = 8 * 1024;
+
+impl Shared {
+    fn wake_writers(&self) {
+        for w in &self.work {
+            w.notify_waiters();
+        }
+    }
+}
 
 /// Per-link figures of one endpoint's sending side.
 #[derive(Debug, Clone, PartialEq)]
@@ -229,7 +237,7 @@ impl Striped {
                 peer_count: None,
                 deliver: Some(tx),
             }),
-            work: Notify::new(),
+            work: (0..n).map(|_| Notify::new()).collect(),
             acked: Notify::new(),
             ack_timer: Notify::new(),
         });
@@ -266,8 +274,13 @@ impl Striped {
                     let id = st.plan.push(msg.len() as u64);
                     st.unacked_bytes += msg.len() as u64;
                     st.unacked.insert(id, msg);
+                    // A short message wakes only the writer it is for.
+                    let only = st.plan.sole_link(id);
                     drop(st);
-                    self.shared.work.notify_waiters();
+                    match only {
+                        Some(link) => self.shared.work[link].notify_waiters(),
+                        None => self.shared.wake_writers(),
+                    }
                     return Ok(());
                 }
             }
@@ -294,7 +307,7 @@ impl Striped {
     /// (so the data is delivered when this returns).
     pub async fn close(&self) -> io::Result<()> {
         self.shared.state.lock().expect("state").closing = true;
-        self.shared.work.notify_waiters();
+        self.shared.wake_writers();
         loop {
             let wait = self.shared.acked.notified();
             tokio::pin!(wait);
@@ -322,7 +335,7 @@ impl Drop for Striped {
     /// sent are lost: call [`Striped::close`] first.
     fn drop(&mut self) {
         self.shared.state.lock().expect("state").dropped = true;
-        self.shared.work.notify_waiters();
+        self.shared.wake_writers();
         self.shared.ack_timer.notify_one();
     }
 }
@@ -743,7 +756,7 @@ async fn ack_timer(shared: Arc<Shared>) {
                 continue;
             }
             tokio::time::sleep_until((since + ACK_DELAY).into()).await;
-            shared.work.notify_waiters();
+            shared.wake_writers();
             break;
         }
     }
@@ -757,7 +770,7 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
     // Bytes the peer had acknowledged when this writer last asked.
     let mut acked_seen = meter.acked;
     loop {
-        let wait = shared.work.notified();
+        let wait = shared.work[link].notified();
         tokio::pin!(wait);
         wait.as_mut().enable();
         let one_link_work = {
@@ -820,7 +833,7 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
             Work::Frame(head, run) => {
                 if run.is_some() && more {
                     // A partner that left this segment to us looks again.
-                    shared.work.notify_waiters();
+                    shared.wake_writers();
                 }
                 written += (head.len() + run.as_ref().map_or(0, |(_, p)| p.len())) as u64;
                 let r = match &run {
@@ -837,14 +850,14 @@ async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
                                 // Writers waiting with nothing to claim now
                                 // owe their Close.
                                 drop(st);
-                                shared.work.notify_waiters();
+                                shared.wake_writers();
                             }
                         }
                     }
                     Err(e) => {
                         st.fail_link(link, e.to_string());
                         drop(st);
-                        shared.work.notify_waiters();
+                        shared.wake_writers();
                         shared.acked.notify_waiters();
                         return;
                     }
@@ -930,7 +943,7 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
             Frame::Hello { .. } => break "Hello in mid-stream".to_string(),
         };
         if notify {
-            shared.work.notify_waiters();
+            shared.wake_writers();
         } else if arm {
             shared.ack_timer.notify_one();
         }
@@ -942,7 +955,7 @@ async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
         st.fail_link(link, why);
     }
     drop(st);
-    shared.work.notify_waiters();
+    shared.wake_writers();
     shared.acked.notify_waiters();
     shared.ack_timer.notify_one();
 }

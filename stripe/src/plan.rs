@@ -364,6 +364,12 @@ impl Plan {
         self.redo.extend(lost);
     }
 
+    /// The link a queued message goes on whole, if it is one of those.
+    pub fn sole_link(&self, id: u64) -> Option<LinkId> {
+        let m = self.messages.iter().find(|m| m.id == id)?;
+        (!m.helpable && m.segments.len() == 1).then_some(m.segments[0].lo_worker).flatten()
+    }
+
     /// What is left to claim goes whole on one link each (short messages,
     /// or a single link): no pair decision needs the links' backlogs.
     pub fn one_link_work(&self) -> bool {
