@@ -175,7 +175,7 @@ async fn run() -> std::io::Result<()> {
                 };
                 // The paper's Eq. 9: effective bandwidth = 8 x size / (RTT / 2).
                 println!(
-                    "{{\"size\":{size},\"rtt_s\":{med:.6},\"mbit_per_s\":{:.2},\"sent\":{sent:?},\"rates\":{rates:?}}}",
+                    "{{\"size\":{size},\"rtt_s\":{med:.7},\"mbit_per_s\":{:.2},\"sent\":{sent:?},\"rates\":{rates:?}}}",
                     8.0 * size as f64 / (med / 2.0) / 1e6
                 );
                 size *= 4;

@@ -5,7 +5,10 @@
 //! closing frame), feeding the plan its backlog and rate from `TCP_INFO`,
 //! and a reader task reassembles the peer's runs into whole messages,
 //! reporting back how fast each link delivered its part (the plan's other
-//! rate source). An ack timer task sends acks no run took along. Messages
+//! rate source). An ack timer task sends acks no run took along. A short
+//! message whose link's writer is idle is written by `send` itself, when
+//! the socket takes it at once: a task switch is a good part of a 1 KiB
+//! message's trip. Messages
 //! are delivered in the order they were sent. A sender keeps each message until the peer acknowledges it,
 //! and remembers which runs each link carried: when a link fails, its runs
 //! of unacknowledged messages go back to the plan and the other links send
@@ -17,7 +20,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -60,6 +63,8 @@ pub struct Striped {
 
 struct Shared {
     state: Mutex<State>,
+    /// Each link's sending side: its writer task holds it while writing.
+    out: Vec<tokio::sync::Mutex<LinkOut>>,
     /// Each link's writer waits here for work.
     work: Vec<Notify>,
     /// Senders wait here for acks (window) and for the end.
@@ -126,6 +131,63 @@ impl Shared {
         for w in &self.work {
             w.notify_waiters();
         }
+    }
+
+    /// A short message for `link` goes out from the sending task itself
+    /// when the link's writer is idle and the socket takes it at once: no
+    /// task switch on its way out. Whatever is left (a frame the socket
+    /// took only part of, more work) is the writer's.
+    fn write_now(&self, link: LinkId) {
+        let Ok(mut out) = self.out[link].try_lock() else {
+            self.work[link].notify_waiters();
+            return;
+        };
+        if out.unsent.is_none() {
+            let (work, _) = decide(link, &mut out, self);
+            out.unsent = Unsent::of(work);
+        }
+        if out.unsent.is_some() {
+            match out.try_flush() {
+                Ok(false) => {}
+                r => {
+                    if !self.finish(link, &mut out, r.map(drop)) {
+                        return;
+                    }
+                }
+            }
+        }
+        let idle = out.unsent.is_none() && self.state.lock().expect("state").plan.is_idle();
+        drop(out);
+        if !idle {
+            self.work[link].notify_waiters();
+        }
+    }
+
+    /// `link` wrote its unsent frame (or failed to): the frame's effects.
+    /// False if the link failed.
+    fn finish(&self, link: LinkId, out: &mut LinkOut, r: io::Result<()>) -> bool {
+        let Some(u) = out.unsent.take() else { return true };
+        let mut st = self.state.lock().expect("state");
+        if let Err(e) = r {
+            st.fail_link(link, e.to_string());
+            drop(st);
+            self.wake_writers();
+            self.acked.notify_waiters();
+            return false;
+        }
+        if u.close {
+            st.close_sent[link] = true;
+            drop(st);
+            self.acked.notify_waiters();
+        } else if let Some(c) = u.run {
+            st.sent[link] += u64::from(c.len);
+            if st.closing && st.plan.is_idle() {
+                // Writers waiting with nothing to claim now owe their Close.
+                drop(st);
+                self.wake_writers();
+            }
+        }
+        true
     }
 }
 
@@ -213,6 +275,17 @@ impl Striped {
     fn start(socks: Vec<TcpStream>) -> Striped {
         let n = socks.len();
         let (tx, rx) = mpsc::unbounded_channel();
+        let (mut readers, mut out) = (vec![], vec![]);
+        for s in socks {
+            let _ = s.set_nodelay(true);
+            let _ = limit_unsent(&s, UNSENT_LOW_WATER);
+            let meter =
+                tcp_progress(&s).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
+            let (rd, wr) = s.into_split();
+            readers.push(rd);
+            let acked_seen = meter.acked;
+            out.push(tokio::sync::Mutex::new(LinkOut { wr, unsent: None, written: 0, acked_seen, meter }));
+        }
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 plan: Plan::new(n, PlanConfig::default()),
@@ -237,16 +310,14 @@ impl Striped {
                 peer_count: None,
                 deliver: Some(tx),
             }),
+            out,
             work: (0..n).map(|_| Notify::new()).collect(),
             acked: Notify::new(),
             ack_timer: Notify::new(),
         });
         tokio::spawn(ack_timer(shared.clone()));
-        for (link, s) in socks.into_iter().enumerate() {
-            let _ = s.set_nodelay(true);
-            let _ = limit_unsent(&s, UNSENT_LOW_WATER);
-            let (rd, wr) = s.into_split();
-            tokio::spawn(write_link(link, wr, shared.clone()));
+        for (link, rd) in readers.into_iter().enumerate() {
+            tokio::spawn(write_link(link, shared.clone()));
             tokio::spawn(read_link(link, rd, shared.clone()));
         }
         Striped { shared, delivered: tokio::sync::Mutex::new(rx), links: n }
@@ -278,7 +349,7 @@ impl Striped {
                     let only = st.plan.sole_link(id);
                     drop(st);
                     match only {
-                        Some(link) => self.shared.work[link].notify_waiters(),
+                        Some(link) => self.shared.write_now(link),
                         None => self.shared.wake_writers(),
                     }
                     return Ok(());
@@ -481,8 +552,13 @@ impl State {
         if !may_claim && !self.plan.is_idle() {
             return paced(head);
         }
-        self.note_backlog(link, backlog);
-        self.drain_others(link);
+        // Backlogs weigh only pair decisions (and reading the clock for
+        // them is a good part of a short message's cost).
+        let pairs = !self.plan.one_link_work();
+        if pairs {
+            self.note_backlog(link, backlog);
+            self.drain_others(link);
+        }
         match self.plan.next(link) {
             Next::Run(c) => {
                 let Some(data) = self.unacked.get(&c.msg) else {
@@ -493,8 +569,10 @@ impl State {
                     (data.slice(c.offset as usize..c.offset as usize + c.len as usize), data.len());
                 take_acks(self, &mut head);
                 Frame::Run { msg: c.msg, msg_len: msg_len as u64, offset: c.offset, len: c.len }.encode(&mut head);
-                // The partner weighs this run as ours from now on.
-                self.note_backlog(link, backlog + (head.len() + payload.len()) as u64);
+                if pairs {
+                    // The partner weighs this run as ours from now on.
+                    self.note_backlog(link, backlog + (head.len() + payload.len()) as u64);
+                }
                 self.carried[link].push(c);
                 return Work::Frame(head, Some((c, payload)));
             }
@@ -762,125 +840,167 @@ async fn ack_timer(shared: Arc<Shared>) {
     }
 }
 
-async fn write_link(link: LinkId, mut wr: OwnedWriteHalf, shared: Arc<Shared>) {
-    // Bytes this writer put on the link (headers included).
-    let mut written = 0u64;
-    let mut meter =
-        tcp_progress(wr.as_ref()).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
-    // Bytes the peer had acknowledged when this writer last asked.
-    let mut acked_seen = meter.acked;
-    loop {
-        let wait = shared.work[link].notified();
-        tokio::pin!(wait);
-        wait.as_mut().enable();
-        let one_link_work = {
-            let st = shared.state.lock().expect("state");
-            (!st.nothing_for(link)).then(|| st.plan.one_link_work())
-        };
-        let Some(one_link_work) = one_link_work else {
-            wait.await;
-            continue;
-        };
-        // At most this much is unacknowledged (acks only grow).
-        let mut backlog = written.saturating_sub(acked_seen);
-        // Short messages and little in flight: the claim is allowed whatever
-        // the kernel says, and no partner weighs our backlog, so a short
-        // message goes out without a syscall before it.
-        let may_claim = if one_link_work && backlog <= MIN_AHEAD {
-            true
-        } else {
-            match tcp_progress(wr.as_ref()) {
-                Some((acked, busy_us)) => {
-                    acked_seen = acked;
-                    backlog = written.saturating_sub(acked);
-                    let mut st = shared.state.lock().expect("state");
-                    if let Some(rate) = meter.sample(acked, busy_us) {
-                        st.plan.set_rate(link, rate);
-                    }
-                    let rate = st.plan.measured_rate(link);
-                    drop(st);
-                    backlog <= MIN_AHEAD.max((rate * AHEAD_SECS) as u64)
-                }
-                None => true,
-            }
-        };
-        let (work, more) = {
-            let mut st = shared.state.lock().expect("state");
-            let work = st.next_work(link, may_claim, backlog);
-            (work, !st.plan.is_idle())
-        };
+/// A link's sending side.
+struct LinkOut {
+    wr: OwnedWriteHalf,
+    /// What is left to write of the frame being written.
+    unsent: Option<Unsent>,
+    /// Bytes put on the link (headers included).
+    written: u64,
+    /// Bytes the peer had acknowledged when the kernel was last asked.
+    acked_seen: u64,
+    meter: Meter,
+}
+
+/// A frame being written: header (acks, reports, run header) and payload.
+struct Unsent {
+    head: Vec<u8>,
+    /// How much of `head` is written.
+    head_at: usize,
+    payload: Bytes,
+    /// The run it carries, or whether it is the closing frame.
+    run: Option<Claim>,
+    close: bool,
+}
+
+impl Unsent {
+    /// The frame a piece of work writes, if any.
+    fn of(work: Work) -> Option<Unsent> {
         match work {
-            Work::Done => return,
-            Work::Wait => {
-                wait.await;
-                continue;
+            Work::Frame(head, run) if !head.is_empty() || run.is_some() => {
+                let (run, payload) = run.map_or((None, Bytes::new()), |(c, p)| (Some(c), p));
+                Some(Unsent { head, head_at: 0, payload, run, close: false })
             }
-            Work::Paced => {
-                let _ = tokio::time::timeout(PACE_POLL, wait).await;
-                continue;
-            }
-            Work::Close(head) => {
-                written += head.len() as u64;
-                let r = wr.write_all(&head).await;
-                let mut st = shared.state.lock().expect("state");
-                match r {
-                    Ok(()) => st.close_sent[link] = true,
-                    Err(e) => st.fail_link(link, e.to_string()),
-                }
-                drop(st);
-                shared.acked.notify_waiters();
-            }
-            Work::Frame(head, run) => {
-                if run.is_some() && more {
-                    // A partner that left this segment to us looks again.
-                    shared.wake_writers();
-                }
-                written += (head.len() + run.as_ref().map_or(0, |(_, p)| p.len())) as u64;
-                let r = match &run {
-                    Some((_, payload)) => write_two(&mut wr, &head, payload).await,
-                    None if head.is_empty() => Ok(()),
-                    None => wr.write_all(&head).await,
-                };
-                let mut st = shared.state.lock().expect("state");
-                match r {
-                    Ok(()) => {
-                        if let Some((c, _)) = run {
-                            st.sent[link] += u64::from(c.len);
-                            if st.closing && st.plan.is_idle() {
-                                // Writers waiting with nothing to claim now
-                                // owe their Close.
-                                drop(st);
-                                shared.wake_writers();
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        st.fail_link(link, e.to_string());
-                        drop(st);
-                        shared.wake_writers();
-                        shared.acked.notify_waiters();
-                        return;
-                    }
-                }
-            }
+            Work::Close(head) => Some(Unsent { head, head_at: 0, payload: Bytes::new(), run: None, close: true }),
+            _ => None,
         }
+    }
+
+    fn is_written(&self) -> bool {
+        self.head_at == self.head.len() && self.payload.is_empty()
+    }
+
+    fn slices(&self) -> [io::IoSlice<'_>; 2] {
+        [io::IoSlice::new(&self.head[self.head_at..]), io::IoSlice::new(&self.payload)]
+    }
+
+    fn advance(&mut self, n: usize) {
+        let from_head = n.min(self.head.len() - self.head_at);
+        self.head_at += from_head;
+        self.payload.advance(n - from_head);
     }
 }
 
-/// Header and payload with as few syscalls as the kernel allows.
-async fn write_two(wr: &mut OwnedWriteHalf, head: &[u8], payload: &[u8]) -> io::Result<()> {
-    let (mut h, mut p) = (head, payload);
-    while !h.is_empty() || !p.is_empty() {
-        let bufs = [io::IoSlice::new(h), io::IoSlice::new(p)];
-        let n = wr.write_vectored(&bufs).await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
+impl LinkOut {
+    /// Writes the unsent frame without waiting: true once all of it is.
+    fn try_flush(&mut self) -> io::Result<bool> {
+        let LinkOut { wr, unsent, .. } = self;
+        let Some(u) = unsent else { return Ok(true) };
+        while !u.is_written() {
+            match wr.try_write_vectored(&u.slices()) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => u.advance(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
         }
-        let from_h = n.min(h.len());
-        h = &h[from_h..];
-        p = &p[n - from_h..];
+        Ok(true)
     }
-    Ok(())
+
+    /// Writes the unsent frame, waiting for the socket as needed.
+    async fn flush(&mut self) -> io::Result<()> {
+        let LinkOut { wr, unsent, .. } = self;
+        let Some(u) = unsent else { return Ok(()) };
+        while !u.is_written() {
+            let n = wr.write_vectored(&u.slices()).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            u.advance(n);
+        }
+        Ok(())
+    }
+}
+
+/// What `link` writes next, and whether runs are left to claim after it.
+fn decide(link: LinkId, out: &mut LinkOut, shared: &Shared) -> (Work, bool) {
+    let one_link_work = {
+        let st = shared.state.lock().expect("state");
+        if st.nothing_for(link) {
+            return (Work::Wait, false);
+        }
+        st.plan.one_link_work()
+    };
+    // At most this much is unacknowledged (acks only grow).
+    let mut backlog = out.written.saturating_sub(out.acked_seen);
+    // Short messages and little in flight: the claim is allowed whatever
+    // the kernel says, and no partner weighs our backlog, so a short
+    // message goes out without a syscall before it.
+    let may_claim = if one_link_work && backlog <= MIN_AHEAD {
+        true
+    } else {
+        match tcp_progress(out.wr.as_ref()) {
+            Some((acked, busy_us)) => {
+                out.acked_seen = acked;
+                backlog = out.written.saturating_sub(acked);
+                let mut st = shared.state.lock().expect("state");
+                if let Some(rate) = out.meter.sample(acked, busy_us) {
+                    st.plan.set_rate(link, rate);
+                }
+                let rate = st.plan.measured_rate(link);
+                drop(st);
+                backlog <= MIN_AHEAD.max((rate * AHEAD_SECS) as u64)
+            }
+            None => true,
+        }
+    };
+    let mut st = shared.state.lock().expect("state");
+    let work = st.next_work(link, may_claim, backlog);
+    out.written += match &work {
+        Work::Frame(head, run) => (head.len() + run.as_ref().map_or(0, |(_, p)| p.len())) as u64,
+        Work::Close(head) => head.len() as u64,
+        _ => 0,
+    };
+    (work, !st.plan.is_idle())
+}
+
+/// A link's writer: writes what the plan gives the link until the link
+/// fails or the endpoint is done, then closes the link's sending side.
+async fn write_link(link: LinkId, shared: Arc<Shared>) {
+    let mut out = loop {
+        let wait = shared.work[link].notified();
+        tokio::pin!(wait);
+        wait.as_mut().enable();
+        let mut out = shared.out[link].lock().await;
+        if out.unsent.is_none() {
+            let (work, more) = decide(link, &mut out, &shared);
+            match work {
+                Work::Done => break out,
+                Work::Wait => {
+                    drop(out);
+                    wait.await;
+                    continue;
+                }
+                Work::Paced => {
+                    drop(out);
+                    let _ = tokio::time::timeout(PACE_POLL, wait).await;
+                    continue;
+                }
+                Work::Frame(_, Some(_)) if more => {
+                    // A partner that left this segment to us looks again.
+                    shared.wake_writers();
+                }
+                _ => {}
+            }
+            out.unsent = Unsent::of(work);
+        }
+        let r = out.flush().await;
+        if !shared.finish(link, &mut out, r) {
+            break out;
+        }
+    };
+    // The peer's reader sees the end of the link.
+    let _ = out.wr.shutdown().await;
 }
 
 async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
