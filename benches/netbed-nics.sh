@@ -101,15 +101,19 @@ print(2 + left / after if left > 0 else $BYTES / G)")
     add "{\"case\": \"degraded $name (link 1 to 40mbit at 2 s)\", \"ideal_s\": $ideal, \"ddnet_s\": $(median "${dg[@]}"), \"efficiency\": $(python3 -c "print($ideal / $(median "${dg[@]}"))"), \"runs_s\": [$(IFS=,; echo "${dg[*]}")]}"
     # Ping-pong: striped over both links, and one plain TCP stream over link
     # 1 (the baseline: a length-prefixed message each way), taking turns,
-    # RUNS times each.
-    for r in $(seq 1 "$RUNS"); do
+    # RUNS times each; sizes under 64 KiB 3 x RUNS times (a run of them
+    # takes a second, and on this VM a 1 KiB round trip moves by 20-40%
+    # from one run to the next).
+    for r in $(seq 1 $((3 * RUNS))); do
+      sizes=(--max-size 16384)
+      [ "$r" -le "$RUNS" ] && sizes=()
       for mode in "ddnet 10.78.1.2:7601,10.78.2.2:7601" "tcp 10.78.1.2:7601"; do
         set -- $mode
         tcp=(); [ "$1" = tcp ] && tcp=(--tcp)
         "$NB" exec $S -- "$NETBENCH" serve --listen "$2" "${tcp[@]}" >/dev/null &
         srv=$!
         sleep 0.5
-        out=$("$NB" exec $C -- "$NETBENCH" pingpong --links "$2" "${tcp[@]}" --iters 101 | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
+        out=$("$NB" exec $C -- "$NETBENCH" pingpong --links "$2" "${tcp[@]}" --iters 101 "${sizes[@]}" | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
         wait $srv || true
         add "{\"case\": \"pingpong $name $1\", \"run\": $r, \"links\": \"$2\", \"sizes\": $out}"
       done
@@ -120,7 +124,7 @@ done
 stamp=$(date -u +%Y-%m-%dT%H%MZ)
 mkdir -p "$TOP/benches/results"
 python3 - "$TOP/benches/results/netbed-nics-$stamp" "$stamp" "$RUNS" "${results[@]}" <<'PY'
-import json, sys
+import json, statistics, sys
 base, stamp, runs = sys.argv[1:4]
 rows = [json.loads(x) for x in sys.argv[4:]]
 json.dump({"when": stamp, "runs": int(runs), "bytes": 512 * 1024 * 1024, "results": rows}, open(base + ".json", "w"), indent=1)
@@ -137,22 +141,32 @@ for r in rows:
     if r["case"].startswith("degraded"):
         out.append(f"\n{r['case']}: DDNet {r['ddnet_s']:.2f} s against an ideal {r['ideal_s']:.2f} s: "
                    f"efficiency {r['efficiency']:.3f} (runs {r['runs_s']}).\n")
+def pp_runs(kind):
+    """Per size, that size's result in each run that measured it."""
+    by_size = {}
+    for r in rows:
+        if r["case"].startswith("pingpong") and r["case"].endswith(kind):
+            for x in r["sizes"]:
+                by_size.setdefault(x["size"], []).append(x)
+    return by_size
 def pp_medians(kind):
-    runs = [r["sizes"] for r in rows if r["case"].startswith("pingpong") and r["case"].endswith(kind)]
-    if not runs:
-        return []
-    med = lambda xs: sorted(xs)[len(xs) // 2]
-    return [{"size": sizes[0]["size"], "rtt_s": med([s["rtt_s"] for s in sizes]),
-             "mbit_per_s": med([s["mbit_per_s"] for s in sizes])} for sizes in zip(*runs)]
+    med = lambda xs: statistics.median(xs)
+    return [{"size": size, "runs": len(xs), "rtt_s": med([x["rtt_s"] for x in xs]),
+             "mbit_per_s": med([x["mbit_per_s"] for x in xs])} for size, xs in sorted(pp_runs(kind).items())]
 two, one = pp_medians(" ddnet"), pp_medians(" tcp")
 if two and one:
-    out.append(f"Ping-pong: DDNet over both links against one plain TCP stream over link 1; each run's RTT is the "
-               f"median of 101 round trips, the table the median of {runs} runs; effective bandwidth "
-               "8 x size / (RTT/2) (the paper's Eq. 9):\n")
-    out.append("| size | DDNet RTT | TCP RTT | DDNet Mbit/s | TCP Mbit/s | speedup |\n|---|---|---|---|---|---|")
+    d_runs, t_runs = pp_runs(" ddnet"), pp_runs(" tcp")
+    trips = ", ".join(f"{size} B: {xs[0]['round_trips']}" for size, xs in sorted(d_runs.items()))
+    out.append(f"Ping-pong: DDNet over both links against one plain TCP stream over link 1, taking turns; each run's "
+               f"RTT is the median of its round trips ({trips}); the table gives the median over runs (sizes under "
+               "64 KiB: 3 x as many runs: they are short, and a round trip of a few µs varies run to run on this VM) and each "
+               "run's own speedup against the TCP run right after it; effective bandwidth 8 x size / (RTT/2) "
+               "(the paper's Eq. 9):\n")
+    out.append("| size | runs | DDNet RTT | TCP RTT | DDNet Mbit/s | TCP Mbit/s | speedup | per run |\n|---|---|---|---|---|---|---|---|")
     for a, b in zip(two, one):
-        out.append(f"| {a['size']} | {a['rtt_s']*1e3:.3f} ms | {b['rtt_s']*1e3:.3f} ms | {a['mbit_per_s']:.1f} | "
-                   f"{b['mbit_per_s']:.1f} | {b['rtt_s'] / a['rtt_s']:.2f} |")
+        per_run = ", ".join(f"{t['rtt_s'] / d['rtt_s']:.2f}" for d, t in zip(d_runs[a["size"]], t_runs[a["size"]]))
+        out.append(f"| {a['size']} | {a['runs']} | {a['rtt_s']*1e3:.4f} ms | {b['rtt_s']*1e3:.4f} ms | {a['mbit_per_s']:.1f} | "
+                   f"{b['mbit_per_s']:.1f} | {b['rtt_s'] / a['rtt_s']:.2f} | {per_run} |")
     json.dump({"when": stamp, "runs": int(runs), "bytes": 512 * 1024 * 1024, "results": rows,
                "pingpong_median": {"ddnet": two, "tcp": one}}, open(base + ".json", "w"), indent=1)
 open(base + ".md", "w").write("\n".join(out) + "\n")

@@ -2,8 +2,13 @@
 //! side):
 //!   netbench serve --listen A:P[,B:P...] [--tcp]  echo messages back, once
 //!   netbench bulk --links A:P[,...] --bytes N     send N bytes in 4 MiB messages
-//!   netbench pingpong --links A:P[,...] --iters K [--tcp] [--max-size N]
-//!                                                 round trips, 1 KiB..4 MiB (or N)
+//!   netbench pingpong --links A:P[,...] --iters K [--tcp] [--min-size M] [--max-size N]
+//!                                                 round trips, 1 KiB (or M)..4 MiB (or N):
+//!                                                 K per size, and for sizes under
+//!                                                 64 KiB up to 4 MiB of them (at
+//!                                                 most 4000): short round trips
+//!                                                 are noisy, and a sustained
+//!                                                 exchange is what a link does
 //! `bulk` prints `{"bytes":..,"seconds":..,"mb_per_s":..,"sent":[..]}`, the
 //! time running until the peer acknowledged the last byte; `pingpong`
 //! prints one JSON line per size with the median round trip (and, striped,
@@ -153,12 +158,13 @@ async fn run() -> std::io::Result<()> {
             };
             let iters: usize = flag("--iters").map_or(20, |s| s.parse().expect("number"));
             let max: usize = flag("--max-size").map_or(4 << 20, |s| s.parse().expect("number"));
-            let mut size = 1024usize;
+            let mut size: usize = flag("--min-size").map_or(1024, |s| s.parse().expect("number"));
             while size <= max {
                 let msg = Bytes::from(vec![7u8; size]);
                 let before = ch.sent();
                 let mut rtts = vec![];
-                for _ in 0..iters + 2 {
+                let n = iters.max(((4 << 20) / size).min(4000));
+                for _ in 0..n + 2 {
                     let t = Instant::now();
                     ch.send(msg.clone()).await?;
                     let back = ch.recv().await?.expect("echo");
@@ -175,7 +181,7 @@ async fn run() -> std::io::Result<()> {
                 };
                 // The paper's Eq. 9: effective bandwidth = 8 x size / (RTT / 2).
                 println!(
-                    "{{\"size\":{size},\"rtt_s\":{med:.7},\"mbit_per_s\":{:.2},\"sent\":{sent:?},\"rates\":{rates:?}}}",
+                    "{{\"size\":{size},\"round_trips\":{n},\"rtt_s\":{med:.7},\"mbit_per_s\":{:.2},\"sent\":{sent:?},\"rates\":{rates:?}}}",
                     8.0 * size as f64 / (med / 2.0) / 1e6
                 );
                 size *= 4;
