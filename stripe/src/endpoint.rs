@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify};
@@ -445,8 +445,8 @@ impl StripeListener {
                     let tx = tx.clone();
                     tasks.spawn(async move {
                         let mut sock = sock;
-                        let hello = tokio::time::timeout(HELLO_TIMEOUT, Frame::read(&mut sock)).await;
-                        if let Ok(Ok(Some(Frame::Hello { session, index, count }))) = hello {
+                        let hello = tokio::time::timeout(HELLO_TIMEOUT, Frame::read_hello(&mut sock)).await;
+                        if let Ok(Ok(Frame::Hello { session, index, count })) = hello {
                             let _ = tx.send((session, index, count, sock)).await;
                         }
                     });
@@ -1003,69 +1003,131 @@ async fn write_link(link: LinkId, shared: Arc<Shared>) {
     let _ = out.wr.shutdown().await;
 }
 
-async fn read_link(link: LinkId, rd: OwnedReadHalf, shared: Arc<Shared>) {
-    let mut rd = BufReader::with_capacity(256 * 1024, rd);
-    let mut payload = BytesMut::new();
-    let why = loop {
-        let frame = match Frame::read(&mut rd).await {
-            Ok(Some(f)) => f,
-            Ok(None) => break "closed by the peer".to_string(),
-            Err(e) => break e.to_string(),
-        };
-        // Whether the writers have acks to send now; whether the first of a
-        // batch was queued.
-        let (notify, arm) = match frame {
-            Frame::Run { msg, msg_len, offset, len } if offset == 0 && u64::from(len) == msg_len => {
-                // A whole message: read straight into its own buffer.
-                let mut data = BytesMut::zeroed(len as usize);
-                if let Err(e) = rd.read_exact(&mut data).await {
-                    break e.to_string();
-                }
-                let mut st = shared.state.lock().expect("state");
-                let first = st.acks.is_empty();
-                if let Err(e) = st.on_whole(msg, data.freeze()) {
-                    break e;
-                }
-                (st.acks_due(), first && !st.acks.is_empty())
+/// What a batch of frames asks of the other tasks.
+#[derive(Default)]
+struct Woken {
+    /// Acks are due: the writers send them.
+    writers: bool,
+    /// The first ack of a batch was queued: the ack timer starts.
+    ack_timer: bool,
+    /// Acks arrived: senders waiting for window or the end look again.
+    senders: bool,
+}
+
+/// Applies one frame (a run's payload in `payload`) from `link`.
+fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut Woken) -> Result<(), String> {
+    let first = st.acks.is_empty();
+    match frame {
+        Frame::Run { msg, msg_len, offset, len } if offset == 0 && u64::from(len) == msg_len => {
+            // A whole message: no assembly.
+            st.on_whole(msg, Bytes::copy_from_slice(payload))?;
+        }
+        Frame::Run { msg, msg_len, offset, .. } => st.on_run(link, msg, msg_len, offset, payload)?,
+        Frame::Ack { msg } => {
+            st.on_ack(msg);
+            w.senders = true;
+        }
+        Frame::Close { count } => {
+            st.peer_count = Some(count);
+            st.check_closed();
+            // Our pending acks are due now: the peer is waiting for them.
+            w.writers |= !st.acks.is_empty();
+        }
+        Frame::Delivered { link, bytes, micros } => {
+            if (link as usize) < st.alive.len() && micros > 0 {
+                st.plan.set_rate(link as usize, bytes as f64 * 1e6 / micros as f64);
             }
-            Frame::Run { msg, msg_len, offset, len } => {
-                payload.clear();
-                payload.resize(len as usize, 0);
-                if let Err(e) = rd.read_exact(&mut payload).await {
-                    break e.to_string();
-                }
-                let mut st = shared.state.lock().expect("state");
-                let first = st.acks.is_empty();
-                if let Err(e) = st.on_run(link, msg, msg_len, offset, &payload) {
-                    break e;
-                }
-                (st.acks_due(), first && !st.acks.is_empty())
+        }
+        Frame::Hello { .. } => return Err("Hello in mid-stream".to_string()),
+    }
+    if matches!(frame, Frame::Run { .. }) {
+        w.writers |= st.acks_due();
+        w.ack_timer |= first && !st.acks.is_empty();
+    }
+    Ok(())
+}
+
+/// Applies every whole frame at the front of `buf` (under one lock) and
+/// takes it out; what is left is the start of the next frame.
+fn apply_frames(shared: &Shared, link: LinkId, buf: &mut BytesMut) -> Result<(Woken, Option<(Frame, usize)>), String> {
+    let mut w = Woken::default();
+    let mut st = None;
+    while let Some((frame, head)) = Frame::parse(buf).map_err(|e| e.to_string())? {
+        let whole = head + if let Frame::Run { len, .. } = frame { len as usize } else { 0 };
+        if buf.len() < whole {
+            if whole > READ_CHUNK / 2 {
+                // A long run: its reader reads the rest straight.
+                return Ok((w, Some((frame, head))));
             }
-            Frame::Ack { msg } => {
-                shared.state.lock().expect("state").on_ack(msg);
-                shared.acked.notify_waiters();
-                (false, false)
-            }
-            Frame::Close { count } => {
-                let mut st = shared.state.lock().expect("state");
-                st.peer_count = Some(count);
-                st.check_closed();
-                // Our pending acks are due now: the peer is waiting for them.
-                (!st.acks.is_empty(), false)
-            }
-            Frame::Delivered { link, bytes, micros } => {
-                let mut st = shared.state.lock().expect("state");
-                if (link as usize) < st.alive.len() && micros > 0 {
-                    st.plan.set_rate(link as usize, bytes as f64 * 1e6 / micros as f64);
-                }
-                (false, false)
-            }
-            Frame::Hello { .. } => break "Hello in mid-stream".to_string(),
-        };
-        if notify {
+            buf.reserve(whole - buf.len());
+            break;
+        }
+        let st = st.get_or_insert_with(|| shared.state.lock().expect("state"));
+        on_frame(st, link, frame, &buf[head..whole], &mut w)?;
+        buf.advance(whole);
+    }
+    Ok((w, None))
+}
+
+/// Bytes a link's reader asks the socket for at once.
+const READ_CHUNK: usize = 256 * 1024;
+
+impl Woken {
+    fn wake(&self, shared: &Shared) {
+        if self.senders {
+            shared.acked.notify_waiters();
+        }
+        if self.writers {
             shared.wake_writers();
-        } else if arm {
+        } else if self.ack_timer {
             shared.ack_timer.notify_one();
+        }
+    }
+}
+
+/// A link's reader: reads what the socket has, applies every whole frame
+/// in it under one lock (a short message and the ack riding in front of
+/// it cost one), and wakes whoever the frames concern. A long run is read
+/// past the buffer, straight into a payload buffer of its own.
+async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut payload = vec![];
+    let why = loop {
+        let long = match apply_frames(&shared, link, &mut buf) {
+            Ok((w, long)) => {
+                w.wake(&shared);
+                long
+            }
+            Err(e) => break e,
+        };
+        if let Some((frame, head)) = long {
+            let Frame::Run { len, .. } = frame else { unreachable!("only runs are long") };
+            let len = len as usize;
+            buf.advance(head);
+            let have = buf.len();
+            if payload.len() < len {
+                payload.resize(len, 0);
+            }
+            payload[..have].copy_from_slice(&buf);
+            buf.clear();
+            if let Err(e) = rd.read_exact(&mut payload[have..len]).await {
+                break e.to_string();
+            }
+            let mut w = Woken::default();
+            let r = on_frame(&mut shared.state.lock().expect("state"), link, frame, &payload[..len], &mut w);
+            if let Err(e) = r {
+                break e;
+            }
+            w.wake(&shared);
+            continue;
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => break "closed by the peer".to_string(),
+            Ok(_) => {}
+            Err(e) => break e.to_string(),
         }
     };
     let mut st = shared.state.lock().expect("state");

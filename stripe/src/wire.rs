@@ -21,6 +21,8 @@ const K_DELIVERED: u8 = 5;
 
 /// Bytes of a `Run` header.
 pub const RUN_HEADER: usize = 1 + 8 + 8 + 8 + 4;
+/// Bytes of a `Hello`.
+pub const HELLO_LEN: usize = 1 + 5 + 2 + 8 + 4 + 4;
 
 /// One frame (a run's payload follows its header on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,50 +94,61 @@ impl Frame {
         }
     }
 
-    /// Reads one frame header; `Ok(None)` on a clean end of stream.
-    pub async fn read(r: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<Frame>> {
-        let mut kind = [0u8; 1];
-        if r.read(&mut kind).await? == 0 {
-            return Ok(None);
-        }
-        let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("ddnet: {why}"));
-        Ok(Some(match kind[0] {
+    /// The frame at the start of `buf` and its header's length (a run's
+    /// payload follows); `None` until the whole header is there.
+    pub fn parse(buf: &[u8]) -> io::Result<Option<(Frame, usize)>> {
+        let Some(&kind) = buf.first() else { return Ok(None) };
+        let head = match kind {
+            K_HELLO => HELLO_LEN,
+            K_RUN => RUN_HEADER,
+            K_ACK | K_CLOSE => 1 + 8,
+            K_DELIVERED => 1 + 4 + 8 + 8,
+            k => return Err(bad(&format!("unknown frame kind {k}"))),
+        };
+        let Some(b) = buf.get(1..head) else { return Ok(None) };
+        let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let frame = match kind {
             K_HELLO => {
-                let mut magic = [0u8; 5];
-                r.read_exact(&mut magic).await?;
-                if &magic != MAGIC {
+                if &b[..5] != MAGIC {
                     return Err(bad("not a ddnet peer"));
                 }
-                let version = r.read_u16().await?;
+                let version = u16::from_be_bytes([b[5], b[6]]);
                 if version != VERSION {
                     return Err(bad(&format!("protocol version {version}, this side speaks {VERSION}")));
                 }
-                Frame::Hello { session: r.read_u64().await?, index: r.read_u32().await?, count: r.read_u32().await? }
+                Frame::Hello { session: u64_at(7), index: u32_at(15), count: u32_at(19) }
             }
             K_RUN => {
-                let f = Frame::Run {
-                    msg: r.read_u64().await?,
-                    msg_len: r.read_u64().await?,
-                    offset: r.read_u64().await?,
-                    len: r.read_u32().await?,
-                };
-                let Frame::Run { msg_len, offset, len, .. } = f else { unreachable!() };
+                let (msg_len, offset, len) = (u64_at(8), u64_at(16), u32_at(24));
                 if msg_len > MAX_MESSAGE
                     || len > MAX_RUN
                     || offset.checked_add(u64::from(len)).is_none_or(|e| e > msg_len)
                 {
                     return Err(bad("run out of bounds"));
                 }
-                f
+                Frame::Run { msg: u64_at(0), msg_len, offset, len }
             }
-            K_ACK => Frame::Ack { msg: r.read_u64().await? },
-            K_CLOSE => Frame::Close { count: r.read_u64().await? },
-            K_DELIVERED => {
-                Frame::Delivered { link: r.read_u32().await?, bytes: r.read_u64().await?, micros: r.read_u64().await? }
-            }
-            k => return Err(bad(&format!("unknown frame kind {k}"))),
-        }))
+            K_ACK => Frame::Ack { msg: u64_at(0) },
+            K_CLOSE => Frame::Close { count: u64_at(0) },
+            _ => Frame::Delivered { link: u32_at(0), bytes: u64_at(4), micros: u64_at(12) },
+        };
+        Ok(Some((frame, head)))
     }
+
+    /// Reads a link's first frame, which must be `Hello` (and nothing after it).
+    pub async fn read_hello(r: &mut (impl AsyncRead + Unpin)) -> io::Result<Frame> {
+        let mut b = [0u8; HELLO_LEN];
+        r.read_exact(&mut b).await?;
+        match Frame::parse(&b)? {
+            Some((f @ Frame::Hello { .. }, _)) => Ok(f),
+            _ => Err(bad("a link must start with Hello")),
+        }
+    }
+}
+
+fn bad(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("ddnet: {why}"))
 }
 
 #[cfg(test)]
@@ -155,14 +168,20 @@ mod tests {
         for f in &frames {
             f.encode(&mut wire);
         }
-        let mut r = &wire[..];
+        let mut at = 0;
         for f in &frames {
-            assert_eq!(Frame::read(&mut r).await.unwrap(), Some(*f));
+            // A header cut short is not a frame yet.
+            let (_, head) = Frame::parse(&wire[at..]).unwrap().unwrap();
+            assert_eq!(Frame::parse(&wire[at..at + head - 1]).unwrap(), None);
+            assert_eq!(Frame::parse(&wire[at..]).unwrap(), Some((*f, head)));
+            at += head;
         }
-        assert_eq!(Frame::read(&mut r).await.unwrap(), None);
+        assert_eq!(Frame::parse(&wire[at..]).unwrap(), None);
+        assert_eq!(Frame::read_hello(&mut &wire[..]).await.unwrap(), frames[0]);
+        assert!(Frame::read_hello(&mut &wire[HELLO_LEN..]).await.is_err());
         let mut bad = vec![];
         Frame::Run { msg: 0, msg_len: 100, offset: 95, len: 10 }.encode(&mut bad);
-        assert!(Frame::read(&mut &bad[..]).await.is_err());
-        assert!(Frame::read(&mut &[9u8][..]).await.is_err());
+        assert!(Frame::parse(&bad).is_err());
+        assert!(Frame::parse(&[9u8]).is_err());
     }
 }
