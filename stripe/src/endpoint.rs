@@ -8,11 +8,13 @@
 //! rate source). An ack timer task sends acks no run took along. A short
 //! message whose link's writer is idle is written by `send` itself, when
 //! the socket takes it at once: a task switch is a good part of a 1 KiB
-//! message's trip. Messages
-//! are delivered in the order they were sent. A sender keeps each message until the peer acknowledges it,
-//! and remembers which runs each link carried: when a link fails, its runs
-//! of unacknowledged messages go back to the plan and the other links send
-//! them again (the receiver ignores a run it already has).
+//! message's trip. Messages are delivered in the order they were sent. A
+//! sender keeps each message until the peer acknowledges it (which the
+//! peer does once its `recv` took the message: the sender's window then
+//! bounds what waits at a slow receiver), and remembers which runs each
+//! link carried: when a link fails, its runs of unacknowledged messages go
+//! back to the plan and the other links send them again (the receiver
+//! ignores a run it already has).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
@@ -57,7 +59,6 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// One end of a striped channel.
 pub struct Striped {
     shared: Arc<Shared>,
-    delivered: tokio::sync::Mutex<mpsc::UnboundedReceiver<Bytes>>,
     links: usize,
 }
 
@@ -69,6 +70,8 @@ struct Shared {
     work: Vec<Notify>,
     /// Senders wait here for acks (window) and for the end.
     acked: Notify,
+    /// Receivers wait here for messages and for the end.
+    delivered: Notify,
     /// Told when the first ack of a batch is queued: one timer makes the
     /// batch due later, so idle writers need not poll for it.
     ack_timer: Notify,
@@ -106,7 +109,11 @@ struct State {
     ready: BTreeMap<u64, Bytes>,
     next_deliver: u64,
     peer_count: Option<u64>,
-    deliver: Option<mpsc::UnboundedSender<Bytes>>,
+    /// Messages in order, waiting for `recv`. A message is acknowledged
+    /// when `recv` takes it, so the sender's window bounds what waits here.
+    inbox: VecDeque<(u64, Bytes)>,
+    /// More may come (the peer has not closed, some link works).
+    inbox_open: bool,
 }
 
 struct Assembly {
@@ -274,7 +281,6 @@ impl Striped {
 
     fn start(socks: Vec<TcpStream>) -> Striped {
         let n = socks.len();
-        let (tx, rx) = mpsc::unbounded_channel();
         let (mut readers, mut out) = (vec![], vec![]);
         for s in socks {
             let _ = s.set_nodelay(true);
@@ -308,11 +314,13 @@ impl Striped {
                 ready: BTreeMap::new(),
                 next_deliver: 0,
                 peer_count: None,
-                deliver: Some(tx),
+                inbox: VecDeque::new(),
+                inbox_open: true,
             }),
             out,
             work: (0..n).map(|_| Notify::new()).collect(),
             acked: Notify::new(),
+            delivered: Notify::new(),
             ack_timer: Notify::new(),
         });
         tokio::spawn(ack_timer(shared.clone()));
@@ -320,7 +328,7 @@ impl Striped {
             tokio::spawn(write_link(link, shared.clone()));
             tokio::spawn(read_link(link, rd, shared.clone()));
         }
-        Striped { shared, delivered: tokio::sync::Mutex::new(rx), links: n }
+        Striped { shared, links: n }
     }
 
     /// Queues one message; waits while too much is unacknowledged. Fails
@@ -363,14 +371,33 @@ impl Striped {
     /// peer closed and everything it sent was delivered. An error if the
     /// links failed first.
     pub async fn recv(&self) -> io::Result<Option<Bytes>> {
-        if let Some(m) = self.delivered.lock().await.recv().await {
-            return Ok(Some(m));
-        }
-        let st = self.shared.state.lock().expect("state");
-        match (&st.error, st.peer_count) {
-            (_, Some(n)) if st.next_deliver == n => Ok(None),
-            (Some(e), _) => Err(broken(e)),
-            _ => Err(broken("the peer went away")),
+        loop {
+            let wait = self.shared.delivered.notified();
+            tokio::pin!(wait);
+            wait.as_mut().enable();
+            {
+                let mut st = self.shared.state.lock().expect("state");
+                if let Some((id, m)) = st.inbox.pop_front() {
+                    let first = st.acks.is_empty();
+                    st.queue_ack(id);
+                    let due = st.acks_due();
+                    drop(st);
+                    if due {
+                        self.shared.wake_writers();
+                    } else if first {
+                        self.shared.ack_timer.notify_one();
+                    }
+                    return Ok(Some(m));
+                }
+                if !st.inbox_open {
+                    return match (&st.error, st.peer_count) {
+                        (_, Some(n)) if st.next_deliver == n => Ok(None),
+                        (Some(e), _) => Err(broken(e)),
+                        _ => Err(broken("the peer went away")),
+                    };
+                }
+            }
+            wait.await;
         }
     }
 
@@ -635,7 +662,7 @@ impl State {
         self.plan.on_failed(link, lost);
         if !self.alive.iter().any(|&a| a) {
             self.error = Some(format!("every link failed (last: {why})"));
-            self.deliver = None;
+            self.inbox_open = false;
         }
     }
 
@@ -717,15 +744,18 @@ impl State {
         Ok(())
     }
 
-    /// Message `msg` is here: acknowledge it, deliver what is in order.
+    /// Message `msg` is here: deliver what is in order.
     fn complete(&mut self, msg: u64, data: Bytes) {
-        self.ready.insert(msg, data);
-        self.queue_ack(msg);
-        while let Some(m) = self.ready.remove(&self.next_deliver) {
-            if let Some(d) = &self.deliver {
-                let _ = d.send(m);
-            }
+        if msg == self.next_deliver && self.ready.is_empty() {
+            // In order (the usual case): no reordering map.
+            self.inbox.push_back((msg, data));
             self.next_deliver += 1;
+        } else {
+            self.ready.insert(msg, data);
+            while let Some(m) = self.ready.remove(&self.next_deliver) {
+                self.inbox.push_back((self.next_deliver, m));
+                self.next_deliver += 1;
+            }
         }
         self.check_closed();
     }
@@ -743,7 +773,7 @@ impl State {
 
     fn check_closed(&mut self) {
         if self.peer_count == Some(self.next_deliver) {
-            self.deliver = None;
+            self.inbox_open = false;
         }
     }
 }
@@ -1012,11 +1042,13 @@ struct Woken {
     ack_timer: bool,
     /// Acks arrived: senders waiting for window or the end look again.
     senders: bool,
+    /// Messages arrived, or the end: receivers look again.
+    receivers: bool,
 }
 
 /// Applies one frame (a run's payload in `payload`) from `link`.
 fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut Woken) -> Result<(), String> {
-    let first = st.acks.is_empty();
+    let (first, inbox) = (st.acks.is_empty(), st.inbox.len());
     match frame {
         Frame::Run { msg, msg_len, offset, len } if offset == 0 && u64::from(len) == msg_len => {
             // A whole message: no assembly.
@@ -1030,6 +1062,7 @@ fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut 
         Frame::Close { count } => {
             st.peer_count = Some(count);
             st.check_closed();
+            w.receivers |= !st.inbox_open;
             // Our pending acks are due now: the peer is waiting for them.
             w.writers |= !st.acks.is_empty();
         }
@@ -1041,6 +1074,7 @@ fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut 
         Frame::Hello { .. } => return Err("Hello in mid-stream".to_string()),
     }
     if matches!(frame, Frame::Run { .. }) {
+        w.receivers |= st.inbox.len() > inbox || !st.inbox_open;
         w.writers |= st.acks_due();
         w.ack_timer |= first && !st.acks.is_empty();
     }
@@ -1074,6 +1108,9 @@ const READ_CHUNK: usize = 256 * 1024;
 
 impl Woken {
     fn wake(&self, shared: &Shared) {
+        if self.receivers {
+            shared.delivered.notify_waiters();
+        }
         if self.senders {
             shared.acked.notify_waiters();
         }
@@ -1139,5 +1176,6 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
     drop(st);
     shared.wake_writers();
     shared.acked.notify_waiters();
+    shared.delivered.notify_waiters();
     shared.ack_timer.notify_one();
 }

@@ -165,3 +165,32 @@ async fn byte_stream_adapters() {
     w.await.unwrap();
     assert!(got == data);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_does_not_read_holds_the_sender_back() {
+    // 160 MiB in 1 MiB messages, more than the 64 MiB window.
+    let (a, b) = pair(2).await;
+    let a = Arc::new(a);
+    let msg = random(1 << 20, 7);
+    let sender = {
+        let (a, msg) = (a.clone(), msg.clone());
+        tokio::spawn(async move {
+            for _ in 0..160 {
+                a.send(msg.clone()).await.unwrap();
+            }
+            a.close().await.unwrap();
+        })
+    };
+    // Unread, the messages wait at the receiver only as far as the window
+    // lets them: the sender cannot finish (loopback would take ~0.1 s).
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(!sender.is_finished(), "the sender ran ahead of a receiver that read nothing");
+    let sent: u64 = a.stats().sent.iter().sum();
+    assert!(sent <= 80 << 20, "{sent} bytes went out to a receiver that read nothing");
+    // Reading lets it go on, and everything arrives.
+    for _ in 0..160 {
+        assert!(b.recv().await.unwrap().unwrap() == msg);
+    }
+    assert!(b.recv().await.unwrap().is_none());
+    sender.await.unwrap();
+}
