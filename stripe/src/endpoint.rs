@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify};
@@ -927,8 +927,7 @@ impl LinkOut {
         let LinkOut { wr, unsent, .. } = self;
         let Some(u) = unsent else { return Ok(true) };
         while !u.is_written() {
-            match wr.try_write_vectored(&u.slices()) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            match wr.as_ref().try_io(Interest::WRITABLE, || send_parts(wr.as_ref(), &u.slices())) {
                 Ok(n) => u.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
@@ -942,13 +941,27 @@ impl LinkOut {
         let LinkOut { wr, unsent, .. } = self;
         let Some(u) = unsent else { return Ok(()) };
         while !u.is_written() {
-            let n = wr.write_vectored(&u.slices()).await?;
-            if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
-            }
+            let n = wr.as_ref().async_io(Interest::WRITABLE, || send_parts(wr.as_ref(), &u.slices())).await?;
             u.advance(n);
         }
         Ok(())
+    }
+}
+
+/// One `sendmsg` of header and payload: a socket call, without the file
+/// layer `writev` goes through (a good part of a short message's cost).
+fn send_parts(sock: &TcpStream, parts: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: msghdr is plain data; IoSlice is ABI-compatible with iovec,
+    // and the slices outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = parts.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = parts.len() as _;
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    match n {
+        n if n < 0 => Err(io::Error::last_os_error()),
+        0 => Err(io::ErrorKind::WriteZero.into()),
+        n => Ok(n as usize),
     }
 }
 
