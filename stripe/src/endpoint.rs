@@ -1171,7 +1171,9 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
             w.wake(&shared);
             continue;
         }
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        // Emptied, the buffer starts over at its front (memory still in
+        // cache); near its end, it makes room.
+        if buf.is_empty() || buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
         match rd.read_buf(&mut buf).await {
