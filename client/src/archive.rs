@@ -84,8 +84,25 @@ pub struct ArchiveReport {
     pub seconds: f64,
     pub files_per_second: f64,
     pub mb_per_second: f64,
+    /// Where the time went.
+    pub phases: Phases,
     /// The engine's report for the range (shares per mirror, ...), if anything moved.
     pub transfer: Option<TransferReport>,
+}
+
+/// Seconds of each part of a run (they add up to the whole).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Phases {
+    /// Getting the list (a mirror's walk, or reading LIST) and sorting it.
+    pub list: f64,
+    /// Directories, the check of what is already there, empty files.
+    pub prepare: f64,
+    /// Waiting for the mirrors to check the list (they start during `prepare`).
+    pub check: f64,
+    /// Moving the bytes.
+    pub moving: f64,
+    /// Symlinks, modes and mtimes.
+    pub finish: f64,
 }
 
 /// One listed entry, placed under the destination.
@@ -345,11 +362,16 @@ fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Sets mtime and mode of a file or directory (by path: no open). The mode
-/// is set only if creation under `umask` did not already give it.
-fn finish_entry(path: &Path, e: &Entry, umask: u32) -> io::Result<()> {
+/// Whether a file needs its mode set: an old one may have any mode; a new
+/// one was created with `perm | 0o200` under `umask`.
+fn needs_chmod(perm: u32, fresh: bool, umask: u32) -> bool {
+    !fresh || (perm | 0o200) & !umask != perm
+}
+
+/// Sets mtime and mode of a file or directory (by path: no open).
+fn finish_entry(path: &Path, e: &Entry, fresh: bool, umask: u32) -> io::Result<()> {
     set_mtime(path, e.mtime, 0)?;
-    if e.kind == Kind::Dir || (e.perm | 0o200) & !umask != e.perm {
+    if e.kind == Kind::Dir || needs_chmod(e.perm, fresh, umask) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(e.perm))?;
     }
     Ok(())
@@ -390,6 +412,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     if items.is_empty() {
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
+    let listed = started.elapsed();
     let local = |path: &Path| {
         let path = path.to_path_buf();
         move |source| ArchiveError::Local { path, source }
@@ -397,61 +420,29 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     // A destination that is empty (or new) holds nothing to skip or replace.
     let fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
     let umask = umask();
-    // Directories first (parents sort before children), owner-writable
-    // until the end so files can be created inside.
-    let (mut dirs, mut files, mut links) = (0, 0, 0);
-    for it in items.iter().filter(|it| it.entry.kind == Kind::Dir) {
-        dirs += 1;
-        let p = spec.dest.join(&it.rel);
-        if fresh {
-            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(local(&p)(e)),
-                _ => {}
-            }
-            continue;
-        }
-        if p.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
-            remove_any(&p).map_err(local(&p))?;
-        }
-        std::fs::create_dir_all(&p).map_err(local(&p))?;
-        let mode = p.metadata().map_err(local(&p))?.mode();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o700)).map_err(local(&p))?;
-    }
-    let mut todo: Vec<&Item> = vec![];
-    let (mut skipped_files, mut skipped_bytes, mut bytes) = (0, 0, 0);
-    for it in items.iter().filter(|it| it.entry.kind != Kind::Dir) {
-        let p = spec.dest.join(&it.rel);
-        if it.entry.kind == Kind::File {
-            files += 1;
-            if !fresh && is_done(&p, &it.entry) {
-                skipped_files += 1;
-                skipped_bytes += it.entry.size;
-                continue;
-            }
-            bytes += it.entry.size;
-        } else {
-            links += 1;
-        }
-        todo.push(it);
-    }
+    // The mirrors check the list while the directories and files are made
+    // here. Into an existing destination, directories are put right first,
+    // so nothing is judged through a symlink that stood in a directory's
+    // place.
+    let (dirs, chosen, defs) = if fresh {
+        let chosen = choose(&items, &spec.dest, fresh);
+        let defs = define_everywhere(spec, &chosen.todo);
+        (make_dirs(&items, &spec.dest, fresh)?, chosen, defs)
+    } else {
+        let dirs = make_dirs(&items, &spec.dest, fresh)?;
+        let chosen = choose(&items, &spec.dest, fresh);
+        let defs = define_everywhere(spec, &chosen.todo);
+        (dirs, chosen, defs)
+    };
+    let Chosen { todo, files, links, skipped_files, skipped_bytes, bytes } = chosen;
+    let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
+    phases.prepare = (started.elapsed() - listed).as_secs_f64();
     let mut transfer_report = None;
     if !todo.is_empty() {
-        let mut def = ddftp::MAGIC.to_vec();
-        for it in &todo {
-            ddftp::push_record(&mut def, &it.entry);
-        }
         let store = Arc::new(TreeStore::new(&todo, &spec.dest)?);
         store.create(fresh)?;
-        let token = spec.get.token.clone();
-        let defs: Vec<_> = spec
-            .get
-            .mirrors
-            .iter()
-            .map(|ep| {
-                let (ep, def, token) = (ep.clone(), def.clone(), token.clone());
-                tokio::spawn(async move { define_on(&ep, &def, token.as_deref()).await })
-            })
-            .collect();
+        phases.prepare = (started.elapsed() - listed).as_secs_f64();
+        let waited = Instant::now();
         let (mut names, mut mirrors, mut failures) = (vec![], vec![], vec![]);
         for (ep, h) in spec.get.mirrors.iter().zip(defs) {
             match h.await.expect("define task") {
@@ -466,6 +457,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
                 }
             }
         }
+        phases.check = waited.elapsed().as_secs_f64();
         names.dedup();
         if mirrors.is_empty() || names.len() != 1 {
             return Err(ArchiveError::NoBundle { failures });
@@ -475,6 +467,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         get.mirrors = mirrors;
         get.output = spec.dest.join(".ddftp-archive");
         get.store = Some(store.clone() as Arc<dyn Store>);
+        let moving = Instant::now();
         if store.layout.size() == 0 {
             // Only empty files (and no symlinks with targets): nothing to move.
         } else {
@@ -488,6 +481,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
                 r => transfer_report = Some(r?),
             }
         }
+        phases.moving = moving.elapsed().as_secs_f64();
         let targets = std::mem::take(&mut *store.links.lock().expect("store lock"));
         for (i, it) in todo.iter().enumerate().filter(|(_, it)| it.entry.kind == Kind::Link) {
             let p = spec.dest.join(&it.rel);
@@ -501,7 +495,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         let finish = |part: &[&&Item]| -> Result<(), ArchiveError> {
             for it in part {
                 let p = spec.dest.join(&it.rel);
-                finish_entry(&p, &it.entry, umask).map_err(local(&p))?;
+                finish_entry(&p, &it.entry, fresh, umask).map_err(local(&p))?;
             }
             Ok(())
         };
@@ -514,9 +508,10 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     // Directories last, deepest first: writing inside one changes its mtime.
     for it in items.iter().rev().filter(|it| it.entry.kind == Kind::Dir) {
         let p = spec.dest.join(&it.rel);
-        finish_entry(&p, &it.entry, umask).map_err(local(&p))?;
+        finish_entry(&p, &it.entry, fresh, umask).map_err(local(&p))?;
     }
     let seconds = started.elapsed().as_secs_f64();
+    phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
     let moved = todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
     Ok(ArchiveReport {
         src: src.to_string(),
@@ -530,6 +525,87 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         seconds,
         files_per_second: moved as f64 / seconds.max(1e-9),
         mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+        phases,
         transfer: transfer_report,
     })
+}
+
+/// The entries to move, and what the listing holds.
+struct Chosen<'a> {
+    todo: Vec<&'a Item>,
+    files: u64,
+    links: u64,
+    skipped_files: u64,
+    skipped_bytes: u64,
+    /// Bytes of the files in `todo`.
+    bytes: u64,
+}
+
+/// The files and symlinks to move: all of them into a fresh destination,
+/// else those not already complete and correct there.
+fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<'a> {
+    let mut c = Chosen { todo: vec![], files: 0, links: 0, skipped_files: 0, skipped_bytes: 0, bytes: 0 };
+    for it in items.iter().filter(|it| it.entry.kind != Kind::Dir) {
+        if it.entry.kind == Kind::File {
+            c.files += 1;
+            if !fresh && is_done(&dest.join(&it.rel), &it.entry) {
+                c.skipped_files += 1;
+                c.skipped_bytes += it.entry.size;
+                continue;
+            }
+            c.bytes += it.entry.size;
+        } else {
+            c.links += 1;
+        }
+        c.todo.push(it);
+    }
+    c
+}
+
+/// Asks every mirror to check and register the bundle of `todo` (nothing
+/// to ask when there is nothing to move).
+fn define_everywhere(spec: &ArchiveSpec, todo: &[&Item]) -> Vec<tokio::task::JoinHandle<Result<String, String>>> {
+    if todo.is_empty() {
+        return vec![];
+    }
+    let mut def = ddftp::MAGIC.to_vec();
+    for it in todo {
+        ddftp::push_record(&mut def, &it.entry);
+    }
+    let def: Arc<[u8]> = def.into();
+    spec.get
+        .mirrors
+        .iter()
+        .map(|ep| {
+            let (ep, def, token) = (ep.clone(), def.clone(), spec.get.token.clone());
+            tokio::spawn(async move { define_on(&ep, &def, token.as_deref()).await })
+        })
+        .collect()
+}
+
+/// Makes the listed directories, owner-writable until the end so files can
+/// be created inside (parents sort before children); into an existing
+/// destination, whatever stands in a directory's place goes. Returns how
+/// many directories the list holds.
+fn make_dirs(items: &[Item], dest: &Path, fresh: bool) -> Result<u64, ArchiveError> {
+    let mut dirs = 0;
+    for it in items.iter().filter(|it| it.entry.kind == Kind::Dir) {
+        dirs += 1;
+        let p = dest.join(&it.rel);
+        let local = |source| ArchiveError::Local { path: p.clone(), source };
+        if fresh {
+            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(local(e)),
+                _ => {}
+            }
+            continue;
+        }
+        if p.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+            remove_any(&p).map_err(local)?;
+        }
+        std::fs::create_dir_all(&p).map_err(local)?;
+        let mode = p.metadata().map_err(local)?.mode();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o700)).map_err(local)?;
+    }
+    Ok(dirs)
 }

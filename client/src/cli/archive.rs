@@ -59,6 +59,12 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         r.files_per_second,
         r.mb_per_second
     )?;
+    let p = &r.phases;
+    writeln!(
+        to,
+        "  list {:.2} s, prepare {:.2} s, mirrors' check {:.2} s, move {:.2} s, finish {:.2} s",
+        p.list, p.prepare, p.check, p.moving, p.finish
+    )?;
     if let Some(t) = &r.transfer {
         writeln!(to, "  {:<28} {:>12} {:>7}", "mirror", "bytes", "share")?;
         for p in &t.producers {
