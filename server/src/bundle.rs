@@ -13,11 +13,12 @@
 //! Every mirror given the same list registers the same name, so any
 //! connection to any mirror can serve any block of it.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::ffi::OsStr;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{CString, OsStr};
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -59,20 +60,21 @@ impl Bundle {
     pub fn define(root: &Root, list: &[u8]) -> Result<Bundle, String> {
         let entries = ddftp::read(list, Path::new("bundle definition")).map_err(|e| e.to_string())?;
         let mut pieces = Vec::with_capacity(entries.len());
-        let mut dirs_ok: HashSet<PathBuf> = HashSet::new();
+        let mut dirs = DirStack::new(root.dir()).map_err(|e| format!("{}: {e}", root.dir().display()))?;
         for e in &entries {
             let shown = String::from_utf8_lossy(&e.path);
-            let full = locate(root, &e.path, &mut dirs_ok).map_err(|why| format!("{shown}: {why}"))?;
-            let md = full.symlink_metadata().map_err(|err| format!("{shown}: {err}"))?;
-            let link = match (e.kind, Kind::from_mode(md.mode())) {
+            let (full, parents, name) = locate(root, &e.path).map_err(|why| format!("{shown}: {why}"))?;
+            let dir = dirs.enter(&parents).map_err(|why| format!("{shown}: {why}"))?;
+            let md = lstat_at(dir, name).map_err(|err| format!("{shown}: {err}"))?;
+            let link = match (e.kind, Kind::from_mode(md.st_mode)) {
                 (Kind::File, Some(Kind::File)) => false,
                 (Kind::Link, Some(Kind::Link)) => true,
                 (want, have) => {
                     return Err(format!("{shown}: listed as {want:?}, but this mirror has {have:?}"));
                 }
             };
-            if md.size() != e.size {
-                return Err(format!("{shown}: listed with {} bytes, this mirror's copy has {}", e.size, md.size()));
+            if md.st_size as u64 != e.size {
+                return Err(format!("{shown}: listed with {} bytes, this mirror's copy has {}", e.size, md.st_size));
             }
             pieces.push(Piece { path: full, link });
         }
@@ -126,11 +128,9 @@ impl Bundle {
     }
 }
 
-/// The path of a bundle entry under the root: relative, no `..`, not the
-/// index, and every directory on the way a real directory inside the root
-/// (symlinked directories are refused; the entry itself may be a symlink,
-/// served as its target's text). `dirs_ok` remembers checked directories.
-fn locate(root: &Root, rel: &[u8], dirs_ok: &mut HashSet<PathBuf>) -> Result<PathBuf, &'static str> {
+/// The path of a bundle entry under the root, its directories and its
+/// name: relative, no `..`, not the index.
+fn locate<'a>(root: &Root, rel: &'a [u8]) -> Result<(PathBuf, Vec<&'a OsStr>, &'a OsStr), &'static str> {
     let p = Path::new(OsStr::from_bytes(rel));
     let mut parts = vec![];
     for c in p.components() {
@@ -141,28 +141,72 @@ fn locate(root: &Root, rel: &[u8], dirs_ok: &mut HashSet<PathBuf>) -> Result<Pat
             Component::RootDir | Component::Prefix(_) => return Err("absolute paths are refused"),
         }
     }
-    let Some((name, dirs)) = parts.split_last() else { return Err("empty path") };
-    if dirs.is_empty() && *name == crate::digests::INDEX_DIR_NAME
-        || dirs.first().is_some_and(|d| *d == crate::digests::INDEX_DIR_NAME)
+    let Some(name) = parts.pop() else { return Err("empty path") };
+    if parts.is_empty() && name == crate::digests::INDEX_DIR_NAME
+        || parts.first().is_some_and(|d| *d == crate::digests::INDEX_DIR_NAME)
     {
         return Err("the digest index is not served");
     }
     let mut full = root.dir().to_path_buf();
-    for d in dirs {
-        full.push(d);
-        if dirs_ok.contains(&full) {
-            continue;
-        }
-        match full.symlink_metadata() {
-            Ok(m) if m.is_dir() => {
-                dirs_ok.insert(full.clone());
-            }
-            Ok(_) => return Err("a directory on its path is a symlink or not a directory"),
-            Err(_) => return Err("no such directory on this mirror"),
-        }
-    }
+    full.extend(&parts);
     full.push(name);
-    Ok(full)
+    Ok((full, parts, name))
+}
+
+/// The directories open along the path of the last entry checked. Entries
+/// come sorted, so most share them: each costs one `lstat` by name in its
+/// directory, not a lookup of its whole path. Every directory is opened
+/// without following a symlink, so an entry behind a symlinked directory
+/// is refused.
+struct DirStack {
+    root: OwnedFd,
+    /// From the root down: each directory's name and descriptor.
+    open: Vec<(Vec<u8>, OwnedFd)>,
+}
+
+impl DirStack {
+    fn new(root: &Path) -> io::Result<DirStack> {
+        Ok(DirStack { root: open_dir(libc::AT_FDCWD, root.as_os_str())?, open: vec![] })
+    }
+
+    /// The descriptor of directory `parents` (below the root).
+    fn enter(&mut self, parents: &[&OsStr]) -> Result<RawFd, &'static str> {
+        let same = self.open.iter().zip(parents).take_while(|((n, _), p)| n.as_slice() == p.as_bytes()).count();
+        self.open.truncate(same);
+        for p in &parents[same..] {
+            let at = self.open.last().map_or(self.root.as_raw_fd(), |(_, fd)| fd.as_raw_fd());
+            let fd = open_dir(at, p).map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOENT) => "no such directory on this mirror",
+                _ => "a directory on its path is a symlink or not a directory",
+            })?;
+            self.open.push((p.as_bytes().to_vec(), fd));
+        }
+        Ok(self.open.last().map_or(self.root.as_raw_fd(), |(_, fd)| fd.as_raw_fd()))
+    }
+}
+
+/// Opens a directory (never through a symlink) to look names up in.
+fn open_dir(at: RawFd, name: &OsStr) -> io::Result<OwnedFd> {
+    let c = CString::new(name.as_bytes()).map_err(io::Error::other)?;
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a valid C string; a descriptor the call returns is ours.
+    let fd = unsafe { libc::openat(at, c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `lstat` of `name` in directory `dir`.
+fn lstat_at(dir: RawFd, name: &OsStr) -> io::Result<libc::stat> {
+    let c = CString::new(name.as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: stat is plain data; fstatat fills it for a valid C string.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
 }
 
 /// The bundles a server knows, by name.
