@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
+use ddftp_proto::packed::{self, MAX_LIST};
 use ddftp_proto::{Endpoint, Reply, Request};
 use ddtree::layout::Layout;
 use ddtree::list::{self, ddftp, Entry, Kind, Time};
@@ -288,14 +289,15 @@ async fn walk_on(ep: &Endpoint, src: &str, token: Option<&[u8]>) -> Result<Vec<E
                 if errors > 0 {
                     return Err(format!("{errors} entries under {src} could not be read on this mirror"));
                 }
-                return ddftp::read(&data[..], Path::new("the mirror's list")).map_err(|e| e.to_string());
+                let list = packed::unpack(&data, MAX_LIST)?;
+                return ddftp::read(&list[..], Path::new("the mirror's list")).map_err(|e| e.to_string());
             }
             other => return Err(unexpected(other)),
         }
     }
 }
 
-/// Defines the bundle on one mirror; its name, or why not.
+/// Defines the bundle on one mirror (`def`: the packed list); its name, or why not.
 async fn define_on(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -> Result<String, String> {
     let mut sock = greet(ep, token).await?;
     let mut out = BytesMut::with_capacity(def.len() + def.len() / MAX_BUNDLE_CHUNK * 8 + 64);
@@ -572,7 +574,8 @@ fn define_everywhere(spec: &ArchiveSpec, todo: &[&Item]) -> Vec<tokio::task::Joi
     for it in todo {
         ddftp::push_record(&mut def, &it.entry);
     }
-    let def: Arc<[u8]> = def.into();
+    // Packed once, sent to every mirror.
+    let def: Arc<[u8]> = packed::pack(&def).into();
     spec.get
         .mirrors
         .iter()

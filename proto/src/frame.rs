@@ -19,7 +19,7 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any incompatible change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 /// The first bytes of a `Hello` body, so a stray client is recognised at once.
 pub const MAGIC: &[u8; 5] = b"DDFTP";
 /// Bytes before every body: kind and length.
@@ -117,10 +117,11 @@ pub enum Request {
     Auth { mac: [u8; MAC_LEN] },
     /// List the tree at `path` (a directory under the root, `.` for the
     /// root): `ListData` replies carrying a ddftp list whose paths are
-    /// relative to the root, then `ListEnd`.
+    /// relative to the root, packed ([`crate::packed`]), then `ListEnd`.
     Walk { path: String },
     /// The next piece (≤ [`MAX_BUNDLE_CHUNK`] bytes) of a bundle's
-    /// definition: a ddftp list of regular files and symlinks, in order.
+    /// definition: a ddftp list of regular files and symlinks, in order,
+    /// packed ([`crate::packed`]).
     Bundle { data: Bytes },
     /// The bundle's definition is complete: the server checks every entry
     /// against its own copy and answers `Bundle` with the name under which

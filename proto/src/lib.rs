@@ -2,8 +2,8 @@
 //! (`ddftpd`) say to each other, and the few conventions both ends must agree
 //! on (default port, byte-size notation).
 //!
-//! No I/O, no clock and no randomness here (the server draws nonces), so every rule about bytes on the wire can be
-//! tested exactly and fuzzed.
+//! No I/O, no clock and no randomness here (the server draws nonces), so
+//! every rule about bytes on the wire can be tested exactly and fuzzed.
 //!
 //! # Layout
 //! - [`frame`]: the messages ([`Request`], [`Reply`]), their encoding, and a
@@ -14,12 +14,14 @@
 //!   the server that sends and the client that checks.
 //! - [`units`]: byte sizes and rates as users type them (`40MB`, `512KiB`).
 //! - [`addr`]: `HOST[:PORT]` with the default port and bracketed IPv6.
+//! - [`packed`]: lists (walks, bundle definitions) packed with LZ4 on the wire.
 
 pub mod addr;
 pub mod auth;
 pub mod cursor;
 pub mod frame;
 pub mod manifest;
+pub mod packed;
 pub mod units;
 
 pub use addr::{parse_endpoint, Endpoint, DEFAULT_PORT};

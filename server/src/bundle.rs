@@ -33,8 +33,6 @@ use crate::root::Root;
 /// What a bundle name starts with. A name of exactly this form (the prefix
 /// and 32 hex digits) always means a bundle, never a file under the root.
 pub const PREFIX: &str = "@bundle/";
-/// Largest definition a client may upload (a list of ~2M entries).
-pub const MAX_DEFINITION: usize = 256 << 20;
 /// Bundles kept at once; the oldest is forgotten first.
 const KEEP: usize = 16;
 

@@ -17,6 +17,7 @@ use bytes::BytesMut;
 use ddftp_proto::auth::{self, NONCE_LEN};
 use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, MAX_LIST_CHUNK, PROTOCOL_VERSION};
 use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
+use ddftp_proto::packed::{self, MAX_LIST};
 use ddftp_proto::{Cursor, Direction, ErrorCode, ProtoError, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -351,19 +352,22 @@ impl Conn {
                 Ok(())
             }
             Request::Bundle { data } => {
-                if self.upload.len() + data.len() > bundle::MAX_DEFINITION {
-                    let msg = format!("bundle definitions are limited to {} bytes", bundle::MAX_DEFINITION);
+                if self.upload.len() + data.len() > MAX_LIST {
+                    let msg = format!("bundle definitions are limited to {} bytes", MAX_LIST);
                     return self.refuse(ErrorCode::BadRequest, msg).await;
                 }
                 self.upload.extend_from_slice(&data);
                 Ok(())
             }
             Request::BundleEnd => {
-                let list = std::mem::take(&mut self.upload);
+                let packed = std::mem::take(&mut self.upload);
                 let shared = self.shared.clone();
-                let defined = tokio::task::spawn_blocking(move || Bundle::define(&shared.root, &list))
-                    .await
-                    .map_err(io::Error::other)?;
+                let defined = tokio::task::spawn_blocking(move || {
+                    let list = packed::unpack(&packed, MAX_LIST)?;
+                    Bundle::define(&shared.root, &list)
+                })
+                .await
+                .map_err(io::Error::other)?;
                 match defined {
                     Ok(b) => {
                         let b = self.shared.bundles.insert(b);
@@ -401,15 +405,24 @@ impl Conn {
         let out = ddtree::walk::Output::List(Box::new(ChannelWriter { tx }));
         // The writer (and with it the channel) is dropped when the walk ends.
         let walker = tokio::task::spawn_blocking(move || ddtree::walk::walk_with(&dir, &opts, out).map(|(r, _)| r));
+        let mut packer = packed::Packer::new();
         while let Some(chunk) = rx.recv().await {
-            for piece in chunk.chunks(MAX_LIST_CHUNK) {
-                self.reply(Reply::ListData { data: bytes::Bytes::copy_from_slice(piece) }).await?;
-            }
+            packer.write(&chunk);
+            self.list_data(&packer.take()).await?;
         }
+        self.list_data(&packer.finish()).await?;
         match walker.await.map_err(io::Error::other)? {
             Ok(report) => Ok(self.reply(Reply::ListEnd { errors: report.totals.errors }).await?),
             Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::Io, message: e.to_string() }).await?),
         }
+    }
+
+    /// Packed list bytes as `ListData` replies.
+    async fn list_data(&mut self, packed: &[u8]) -> Result<(), ConnError> {
+        for piece in packed.chunks(MAX_LIST_CHUNK) {
+            self.reply(Reply::ListData { data: bytes::Bytes::copy_from_slice(piece) }).await?;
+        }
+        Ok(())
     }
 
     /// The digests of a file, or of a bundle's range.

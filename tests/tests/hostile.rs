@@ -8,7 +8,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use ddftp_proto::frame::PROTOCOL_VERSION;
+use ddftp_proto::frame::{MAX_BUNDLE_CHUNK, PROTOCOL_VERSION};
+use ddftp_proto::packed;
 use ddftp_proto::{Direction, ErrorCode, Reply, Request};
 use util::*;
 
@@ -366,7 +367,7 @@ fn bundles_and_walks_stay_inside_the_root() {
     let m = Mirror::start(&f.root(), &[]);
     let bundle = |entries: &[u8]| {
         let mut r = Raw::greeted(&m.addr);
-        let def = [b"#ddftp-list 1\0".as_slice(), entries].concat();
+        let def = packed::pack(&[b"#ddftp-list 1\0".as_slice(), entries].concat());
         r.send(&[Request::Bundle { data: def.into() }, Request::BundleEnd]);
         r.reply()
     };
@@ -384,6 +385,20 @@ fn bundles_and_walks_stay_inside_the_root() {
         }
     }
     assert!(matches!(bundle(b"f 100 644 0.000000000 d/ok\0"), Some(Reply::Bundle { size: 100, .. })));
+    // A definition that is not packed, or unpacks past the limit: refused.
+    for def in
+        [b"#ddftp-list 1\0f 100 644 0.000000000 d/ok\0".to_vec(), packed::pack(&vec![b'x'; packed::MAX_LIST + 1])]
+    {
+        let mut r = Raw::greeted(&m.addr);
+        let mut pieces: Vec<Request> =
+            def.chunks(MAX_BUNDLE_CHUNK).map(|p| Request::Bundle { data: p.to_vec().into() }).collect();
+        pieces.push(Request::BundleEnd);
+        r.send(&pieces);
+        match r.reply() {
+            Some(Reply::Error { message, .. }) => assert!(message.contains("packed list"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+    }
     for path in ["..", "/", "outside-dir", "d/ok"] {
         let mut r = Raw::greeted(&m.addr);
         r.send(&[Request::Walk { path: path.into() }]);
@@ -399,6 +414,7 @@ fn bundles_and_walks_stay_inside_the_root() {
             other => panic!("walk: {other:?}"),
         }
     }
+    let list = packed::unpack(&list, packed::MAX_LIST).unwrap();
     let text = String::from_utf8_lossy(&list);
     assert!(text.contains(" ./d/ok\0") && text.contains(" ./outside-dir\0"), "{text:?}");
     assert!(!text.contains("secret") && !text.contains(".ddftpd-index"), "{text:?}");

@@ -1,0 +1,115 @@
+//! Lists on the wire: a walk's list (`ListData` replies) and a bundle's
+//! definition (`Bundle` requests) travel as one LZ4 frame, cut into pieces.
+//!
+//! A list of 100,000 entries is ~7 MB of text that repeats itself (sorted
+//! paths share their directories, mtimes their seconds); packed it is ~4x
+//! smaller, which on a 80 Mbit/s link is half a second less before a byte
+//! of the files moves. Packing costs ~2 ms a MB. The receiver unpacks with
+//! a limit: a small frame that would unpack to gigabytes is refused, not
+//! followed.
+
+use std::io::{Read, Write};
+
+use lz4_flex::frame::{FrameDecoder, FrameEncoder};
+
+/// Largest list either end unpacks (~3M entries): a bundle's definition,
+/// or a walk's list.
+pub const MAX_LIST: usize = 256 << 20;
+
+/// Packs a whole list.
+pub fn pack(list: &[u8]) -> Vec<u8> {
+    let mut p = Packer::new();
+    p.write(list);
+    p.finish()
+}
+
+/// Packs a list given piece by piece, handing out what is packed so far.
+pub struct Packer {
+    enc: FrameEncoder<Vec<u8>>,
+}
+
+impl Default for Packer {
+    fn default() -> Self {
+        Packer::new()
+    }
+}
+
+impl Packer {
+    pub fn new() -> Packer {
+        Packer { enc: FrameEncoder::new(Vec::new()) }
+    }
+
+    pub fn write(&mut self, list: &[u8]) {
+        self.enc.write_all(list).expect("writing to memory cannot fail");
+    }
+
+    /// The packed bytes so far (taken out).
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(self.enc.get_mut())
+    }
+
+    /// The rest of the packed bytes.
+    pub fn finish(self) -> Vec<u8> {
+        self.enc.finish().expect("writing to memory cannot fail")
+    }
+}
+
+/// Unpacks a list of at most `limit` bytes.
+pub fn unpack(packed: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut dec = FrameDecoder::new(packed).take(limit as u64 + 1);
+    dec.read_to_end(&mut out).map_err(|e| format!("a packed list that does not unpack: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("a packed list of more than {limit} bytes"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(entries: usize) -> Vec<u8> {
+        let mut l = b"#ddftp-list 1\0".to_vec();
+        for i in 0..entries {
+            l.extend_from_slice(
+                format!("f {} 644 1700000000.000000000 proj/d{:03}/f{i:06}\0", i % 2048, i / 100).as_bytes(),
+            );
+        }
+        l
+    }
+
+    #[test]
+    fn lists_round_trip_whole_or_in_pieces_and_shrink() {
+        for n in [0, 1, 1000, 100_000] {
+            let l = list(n);
+            let whole = pack(&l);
+            assert_eq!(unpack(&whole, l.len()).unwrap(), l);
+            let mut p = Packer::new();
+            let mut pieces = vec![];
+            for chunk in l.chunks(7919) {
+                p.write(chunk);
+                pieces.extend(p.take());
+            }
+            pieces.extend(p.finish());
+            assert_eq!(unpack(&pieces, l.len()).unwrap(), l);
+            if n == 100_000 {
+                assert!(whole.len() * 3 < l.len(), "{} packed to {}", l.len(), whole.len());
+            }
+        }
+    }
+
+    #[test]
+    fn too_large_truncated_and_garbage_are_refused() {
+        let l = list(1000);
+        let p = pack(&l);
+        assert!(unpack(&p, l.len() - 1).unwrap_err().contains("more than"));
+        assert!(unpack(&p[..p.len() / 2], l.len()).is_err());
+        assert!(unpack(b"#ddftp-list 1\0", 1 << 20).is_err());
+        // Megabytes of zeros pack to little: the limit, not the size of
+        // what arrived, decides.
+        let zeros = pack(&vec![0u8; 8 << 20]);
+        assert!(zeros.len() < 64 << 10);
+        assert!(unpack(&zeros, 1 << 20).is_err());
+    }
+}
