@@ -23,6 +23,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,7 @@ use ddtree::layout::Layout;
 use ddtree::list::{self, ddftp, Entry, Kind, Time};
 use tokio::io::AsyncWriteExt;
 
+use crate::journal::journal_path;
 use crate::store::Store;
 use crate::transfer::{self, read_reply, unexpected, GetSpec, Progress, Route, TransferError, TransferReport};
 
@@ -114,6 +116,12 @@ struct Item {
 }
 
 /// The destination files and symlinks of a bundle, as one linear range.
+///
+/// A file that one write holds whole (most small files: a block carries
+/// hundreds) is created, written and finished (mode, mtime) right there,
+/// through one open: its bytes were verified before the write, and no
+/// pass at the end looks its path up again. Other files are written through
+/// a few cached open files and finished once the whole range is verified.
 #[derive(Debug)]
 pub struct TreeStore {
     pieces: Vec<Piece>,
@@ -122,6 +130,14 @@ pub struct TreeStore {
     open: Mutex<HashMap<usize, Arc<File>>>,
     /// Symlink targets, gathered in memory until they are complete.
     links: Mutex<HashMap<usize, Vec<u8>>>,
+    /// Files finished as they were written: a later write of the same
+    /// bytes (where a pair's two ends overlapped) is dropped, so the mtime
+    /// stays.
+    finished: Vec<AtomicBool>,
+    /// A new destination (files created with their mode under `umask`), or
+    /// one that may hold old files, finished ones of an interrupted run too.
+    fresh: bool,
+    umask: u32,
 }
 
 #[derive(Debug)]
@@ -130,26 +146,66 @@ struct Piece {
     link: bool,
     /// Mode to create the file with (owner-writable until finished).
     mode: u32,
+    /// The listed permission bits and mtime.
+    perm: u32,
+    mtime: Time,
 }
 
 /// Open files kept at once.
 const OPEN_FILES: usize = 64;
 
 impl TreeStore {
-    fn new(items: &[&Item], dest: &Path) -> Result<TreeStore, ArchiveError> {
+    fn new(items: &[&Item], dest: &Path, fresh: bool, umask: u32) -> Result<TreeStore, ArchiveError> {
         let pieces = items
             .iter()
             .map(|it| Piece {
                 path: dest.join(&it.rel),
                 link: it.entry.kind == Kind::Link,
                 mode: it.entry.perm | 0o200,
+                perm: it.entry.perm,
+                mtime: it.entry.mtime,
             })
             .collect();
         let layout = Layout::new(items.iter().map(|it| it.entry.size)).ok_or_else(|| ArchiveError::BadEntry {
             path: dest.display().to_string(),
             why: "the listed sizes add up past 2^64 bytes".into(),
         })?;
-        Ok(TreeStore { pieces, layout, open: Mutex::default(), links: Mutex::default() })
+        let finished = items.iter().map(|_| AtomicBool::new(false)).collect();
+        Ok(TreeStore { pieces, layout, open: Mutex::default(), links: Mutex::default(), finished, fresh, umask })
+    }
+
+    /// Whether `m` (of piece `i`'s path) is the finished file: an earlier
+    /// run's, complete and correct.
+    fn is_complete(&self, i: usize, m: &std::fs::Metadata) -> bool {
+        let p = &self.pieces[i];
+        m.is_file()
+            && m.size() == self.layout.len_of(i)
+            && m.mode() & 0o7777 == p.perm
+            && m.mtime() == p.mtime.sec
+            && m.mtime_nsec() as u32 == p.mtime.nsec
+    }
+
+    /// Writes file `i` whole and finishes it, unless that was done already
+    /// (by this run, or an interrupted one whose list this run resumes).
+    fn write_whole(&self, i: usize, data: &[u8]) -> io::Result<()> {
+        if self.finished[i].swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let p = &self.pieces[i];
+        if !self.fresh && p.path.symlink_metadata().is_ok_and(|m| self.is_complete(i, &m)) {
+            return Ok(());
+        }
+        let f = OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path)?;
+        FileExt::write_all_at(&f, data, 0)?;
+        if needs_chmod(p.perm, self.fresh, self.umask) {
+            f.set_permissions(std::fs::Permissions::from_mode(p.perm))?;
+        }
+        set_mtime_fd(&f, p.mtime)
+    }
+
+    /// Whether file `i` was finished as it was written.
+    fn is_finished(&self, i: usize) -> bool {
+        self.finished[i].load(Ordering::Acquire)
     }
 
     fn file(&self, i: usize) -> io::Result<Arc<File>> {
@@ -170,17 +226,21 @@ impl TreeStore {
 
     /// Makes way for the files: in a fresh destination only empty files
     /// need creating (the others are created by their first write); in an
-    /// existing one, whatever is in the way (a directory, a symlink) goes
-    /// and what an interrupted run wrote stays.
-    fn create(&self, fresh: bool) -> Result<(), ArchiveError> {
+    /// existing one, whatever is in the way (a directory, a symlink) goes,
+    /// and what an interrupted run wrote stays (finished files untouched).
+    fn create(&self) -> Result<(), ArchiveError> {
         for (i, p) in self.pieces.iter().enumerate() {
             let size = self.layout.len_of(i);
-            if p.link || (fresh && size > 0) {
+            if p.link || (self.fresh && size > 0) {
                 continue;
             }
             let local = |source| ArchiveError::Local { path: p.path.clone(), source };
-            if !fresh && p.path.symlink_metadata().is_ok_and(|m| !m.is_file()) {
-                remove_any(&p.path).map_err(local)?;
+            if !self.fresh {
+                match p.path.symlink_metadata() {
+                    Ok(m) if self.is_complete(i, &m) => continue,
+                    Ok(m) if !m.is_file() => remove_any(&p.path).map_err(local)?,
+                    _ => {}
+                }
             }
             let f = OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path);
             f.and_then(|f| f.set_len(size)).map_err(local)?;
@@ -198,6 +258,8 @@ impl Store for TreeStore {
                 let t = links.entry(i).or_insert_with(|| vec![0; self.layout.len_of(i) as usize]);
                 t[within as usize..within as usize + r.len()].copy_from_slice(&buf[r]);
                 Ok(())
+            } else if within == 0 && r.len() as u64 == self.layout.len_of(i) {
+                self.write_whole(i, &buf[r])
             } else {
                 FileExt::write_all_at(&*self.file(i)?, &buf[r], within)
             }
@@ -351,10 +413,7 @@ fn is_done(dest: &Path, e: &Entry) -> bool {
 /// Sets a path's mtime (`flags`: `AT_SYMLINK_NOFOLLOW` for a symlink's own).
 fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    let times = [
-        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
-        libc::timespec { tv_sec: t.sec as libc::time_t, tv_nsec: t.nsec as libc::c_long },
-    ];
+    let times = mtime_only(t);
     // SAFETY: c is a valid C string and times two timespecs, as utimensat wants.
     let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), flags) };
     if r == 0 {
@@ -362,6 +421,26 @@ fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// Sets an open file's mtime.
+fn set_mtime_fd(f: &File, t: Time) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let times = mtime_only(t);
+    // SAFETY: a valid open descriptor and two timespecs, as futimens wants.
+    if unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Access time left alone, modification time `t`.
+fn mtime_only(t: Time) -> [libc::timespec; 2] {
+    [
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        libc::timespec { tv_sec: t.sec as libc::time_t, tv_nsec: t.nsec as libc::c_long },
+    ]
 }
 
 /// Whether a file needs its mode set: an old one may have any mode; a new
@@ -422,27 +501,29 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     // A destination that is empty (or new) holds nothing to skip or replace.
     let fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
     let umask = umask();
+    let output = spec.dest.join(".ddftp-archive");
+    let saved = spec.dest.join(".ddftp-archive.list");
     // The mirrors check the list while the directories and files are made
     // here. Into an existing destination, directories are put right first,
     // so nothing is judged through a symlink that stood in a directory's
-    // place.
-    let (dirs, chosen, defs) = if fresh {
-        let chosen = choose(&items, &spec.dest, fresh);
-        let defs = define_everywhere(spec, &chosen.todo);
-        (make_dirs(&items, &spec.dest, fresh)?, chosen, defs)
+    // place; an interrupted run's list is taken up again if it still holds.
+    let (dirs, chosen) = if fresh {
+        (0, choose(&items, &spec.dest, fresh))
     } else {
         let dirs = make_dirs(&items, &spec.dest, fresh)?;
-        let chosen = choose(&items, &spec.dest, fresh);
-        let defs = define_everywhere(spec, &chosen.todo);
-        (dirs, chosen, defs)
+        let again = resumed(&items, &saved, &journal_path(&output));
+        (dirs, again.unwrap_or_else(|| choose(&items, &spec.dest, fresh)))
     };
+    let def = definition(&chosen.todo);
+    let defs = if chosen.todo.is_empty() { vec![] } else { define_everywhere(spec, &def) };
+    let dirs = if fresh { make_dirs(&items, &spec.dest, fresh)? } else { dirs };
     let Chosen { todo, files, links, skipped_files, skipped_bytes, bytes } = chosen;
     let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
     phases.prepare = (started.elapsed() - listed).as_secs_f64();
     let mut transfer_report = None;
     if !todo.is_empty() {
-        let store = Arc::new(TreeStore::new(&todo, &spec.dest)?);
-        store.create(fresh)?;
+        let store = Arc::new(TreeStore::new(&todo, &spec.dest, fresh, umask)?);
+        store.create()?;
         phases.prepare = (started.elapsed() - listed).as_secs_f64();
         let waited = Instant::now();
         let (mut names, mut mirrors, mut failures) = (vec![], vec![], vec![]);
@@ -467,12 +548,15 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         let mut get = spec.get.clone();
         get.path = names.remove(0);
         get.mirrors = mirrors;
-        get.output = spec.dest.join(".ddftp-archive");
+        get.output = output;
         get.store = Some(store.clone() as Arc<dyn Store>);
         let moving = Instant::now();
         if store.layout.size() == 0 {
             // Only empty files (and no symlinks with targets): nothing to move.
         } else {
+            // Kept until the range is complete: a rerun after an interruption
+            // moves this list again, and resumes it from the journal.
+            std::fs::write(&saved, &def).map_err(local(&saved))?;
             match transfer::get(&get, progress).await {
                 Err(e @ (TransferError::Journal(_) | TransferError::BlockSizeMismatch { .. })) => {
                     // An earlier run's journal for another list: start the range over.
@@ -482,6 +566,8 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
                 }
                 r => transfer_report = Some(r?),
             }
+            // The range is complete (its journal is gone with it).
+            let _ = std::fs::remove_file(&saved);
         }
         phases.moving = moving.elapsed().as_secs_f64();
         let targets = std::mem::take(&mut *store.links.lock().expect("store lock"));
@@ -492,8 +578,14 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
             std::os::unix::fs::symlink(OsStr::from_bytes(&target), &p).map_err(local(&p))?;
             set_mtime(&p, it.entry.mtime, libc::AT_SYMLINK_NOFOLLOW).map_err(local(&p))?;
         }
-        // Two threads: with small files this is two syscalls a file.
-        let files: Vec<&&Item> = todo.iter().filter(|it| it.entry.kind == Kind::File).collect();
+        // The files not finished as they were written; two threads (two
+        // syscalls a file).
+        let files: Vec<&&Item> = todo
+            .iter()
+            .enumerate()
+            .filter(|&(i, it)| it.entry.kind == Kind::File && !store.is_finished(i))
+            .map(|(_, it)| it)
+            .collect();
         let finish = |part: &[&&Item]| -> Result<(), ArchiveError> {
             for it in part {
                 let p = spec.dest.join(&it.rel);
@@ -564,18 +656,18 @@ fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<'a> {
     c
 }
 
-/// Asks every mirror to check and register the bundle of `todo` (nothing
-/// to ask when there is nothing to move).
-fn define_everywhere(spec: &ArchiveSpec, todo: &[&Item]) -> Vec<tokio::task::JoinHandle<Result<String, String>>> {
-    if todo.is_empty() {
-        return vec![];
-    }
+/// The bundle's definition: `todo` as a ddftp list, packed for the wire.
+fn definition(todo: &[&Item]) -> Vec<u8> {
     let mut def = ddftp::MAGIC.to_vec();
     for it in todo {
         ddftp::push_record(&mut def, &it.entry);
     }
-    // Packed once, sent to every mirror.
-    let def: Arc<[u8]> = packed::pack(&def).into();
+    packed::pack(&def)
+}
+
+/// Asks every mirror to check and register the bundle defined by `def`.
+fn define_everywhere(spec: &ArchiveSpec, def: &[u8]) -> Vec<tokio::task::JoinHandle<Result<String, String>>> {
+    let def: Arc<[u8]> = def.into();
     spec.get
         .mirrors
         .iter()
@@ -584,6 +676,36 @@ fn define_everywhere(spec: &ArchiveSpec, todo: &[&Item]) -> Vec<tokio::task::Joi
             tokio::spawn(async move { define_on(&ep, &def, token.as_deref()).await })
         })
         .collect()
+}
+
+/// The list an interrupted run was moving, if its journal is still here
+/// and the listing still holds every one of its entries unchanged: moving
+/// it again resumes from the journal. (Files it finished would pass as
+/// complete now, so a list chosen afresh, and its journal, would not match.)
+fn resumed<'a>(items: &'a [Item], saved: &Path, journal: &Path) -> Option<Chosen<'a>> {
+    if !journal.exists() {
+        return None;
+    }
+    let list = packed::unpack(&std::fs::read(saved).ok()?, MAX_LIST).ok()?;
+    let entries = ddftp::read(&list[..], saved).ok()?;
+    let listed: HashMap<&[u8], &Item> =
+        items.iter().filter(|it| it.entry.kind != Kind::Dir).map(|it| (it.entry.path.as_slice(), it)).collect();
+    let mut todo = Vec::with_capacity(entries.len());
+    for e in &entries {
+        todo.push(*listed.get(e.path.as_slice()).filter(|it| it.entry == *e)?);
+    }
+    let files = items.iter().filter(|it| it.entry.kind == Kind::File);
+    let (all_files, all_bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
+    let moving = todo.iter().filter(|it| it.entry.kind == Kind::File);
+    let (moved, bytes) = moving.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
+    Some(Chosen {
+        todo,
+        files: all_files,
+        links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,
+        skipped_files: all_files - moved,
+        skipped_bytes: all_bytes - bytes,
+        bytes,
+    })
 }
 
 /// Makes the listed directories, owner-writable until the end so files can
