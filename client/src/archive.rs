@@ -444,9 +444,10 @@ fn mtime_only(t: Time) -> [libc::timespec; 2] {
 }
 
 /// Whether a file needs its mode set: an old one may have any mode; a new
-/// one was created with `perm | 0o200` under `umask`.
+/// one was created with `perm | 0o200` under `umask`, and a write by a user
+/// without CAP_FSETID clears setuid and setgid.
 fn needs_chmod(perm: u32, fresh: bool, umask: u32) -> bool {
-    !fresh || (perm | 0o200) & !umask != perm
+    !fresh || perm & 0o6000 != 0 || (perm | 0o200) & !umask != perm
 }
 
 /// Sets mtime and mode of a file or directory (by path: no open).
