@@ -735,3 +735,52 @@ fn make_dirs(items: &[Item], dest: &Path, fresh: bool) -> Result<u64, ArchiveErr
     }
     Ok(dirs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(path: &str, size: u64, perm: u32, sec: i64) -> Item {
+        let entry = Entry { path: path.into(), kind: Kind::File, perm, size, mtime: Time { sec, nsec: 5 } };
+        Item { entry, rel: PathBuf::from(path) }
+    }
+
+    #[test]
+    fn whole_files_are_finished_as_written_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [item("a", 3, 0o640, 1_000_000_000), item("b", 2, 0o444, 1_100_000_000)];
+        let refs: Vec<&Item> = items.iter().collect();
+        let store = TreeStore::new(&refs, dir.path(), true, 0o022).unwrap();
+        store.create().unwrap();
+        store.write_all_at(b"abcde", 0).unwrap();
+        for (it, want) in items.iter().zip([&b"abc"[..], b"de"]) {
+            let p = dir.path().join(&it.rel);
+            assert_eq!(std::fs::read(&p).unwrap(), want);
+            assert!(is_done(&p, &it.entry), "{p:?} not finished");
+        }
+        assert!(store.is_finished(0) && store.is_finished(1));
+        // The same bytes again (a pair's overlap): dropped, mtime kept.
+        store.write_all_at(b"abcde", 0).unwrap();
+        assert!(is_done(&dir.path().join("a"), &items[0].entry));
+    }
+
+    #[test]
+    fn a_resumed_run_leaves_files_an_interrupted_one_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [item("a", 3, 0o444, 1_000_000_000), item("b", 3, 0o644, 1_000_000_000)];
+        let refs: Vec<&Item> = items.iter().collect();
+        TreeStore::new(&refs, dir.path(), true, 0o022).unwrap().write_all_at(b"abc", 0).unwrap();
+        // Same size, mode and mtime: complete, so not written again (the
+        // other bytes prove it), though read-only.
+        std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(dir.path().join("a"), b"xyz").unwrap();
+        std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o444)).unwrap();
+        set_mtime(&dir.path().join("a"), items[0].entry.mtime, 0).unwrap();
+        let again = TreeStore::new(&refs, dir.path(), false, 0o022).unwrap();
+        again.create().unwrap();
+        again.write_all_at(b"abcdef", 0).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), b"xyz");
+        assert_eq!(std::fs::read(dir.path().join("b")).unwrap(), b"def");
+        assert!(is_done(&dir.path().join("b"), &items[1].entry));
+    }
+}
