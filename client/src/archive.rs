@@ -178,11 +178,7 @@ impl TreeStore {
     /// run's, complete and correct.
     fn is_complete(&self, i: usize, m: &std::fs::Metadata) -> bool {
         let p = &self.pieces[i];
-        m.is_file()
-            && m.size() == self.layout.len_of(i)
-            && m.mode() & 0o7777 == p.perm
-            && m.mtime() == p.mtime.sec
-            && m.mtime_nsec() as u32 == p.mtime.nsec
+        is_finished_file(m, self.layout.len_of(i), p.perm, p.mtime)
     }
 
     /// Writes file `i` whole and finishes it, unless that was done already
@@ -401,13 +397,17 @@ fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, ArchiveError> {
 
 /// Whether the destination already holds this entry, complete and correct.
 fn is_done(dest: &Path, e: &Entry) -> bool {
-    let Ok(m) = dest.symlink_metadata() else { return false };
-    e.kind == Kind::File
-        && m.is_file()
-        && m.size() == e.size
-        && m.mode() & 0o7777 == e.perm
-        && m.mtime() == e.mtime.sec
-        && m.mtime_nsec() as u32 == e.mtime.nsec
+    e.kind == Kind::File && dest.symlink_metadata().is_ok_and(|m| is_finished_file(&m, e.size, e.perm, e.mtime))
+}
+
+/// Whether `m` is a regular file of this size, mode and mtime (to the
+/// nanosecond): rsync's quick check, modes included.
+fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtime: Time) -> bool {
+    m.is_file()
+        && m.size() == size
+        && m.mode() & 0o7777 == perm
+        && m.mtime() == mtime.sec
+        && m.mtime_nsec() as u32 == mtime.nsec
 }
 
 /// Sets a path's mtime (`flags`: `AT_SYMLINK_NOFOLLOW` for a symlink's own).
