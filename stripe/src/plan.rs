@@ -168,6 +168,11 @@ impl Plan {
         let mut m = Message { id, run, segments: vec![], helpable: true, empty_pending: len == 0 };
         if len < self.cfg.small || live.len() <= 1 {
             m.helpable = live.len() > 1 && len >= self.cfg.small;
+            if !m.helpable {
+                // Whole on one link: one run, one frame, one write (two
+                // writes put a short segment on the wire between them).
+                m.run = len.clamp(1, u64::from(self.cfg.max_run));
+            }
             m.segments.push(Segment { lo: 0, hi: len, lo_worker: fastest, hi_worker: None });
         } else {
             let groups: Vec<&[LinkId]> = live.chunks(2).collect();
@@ -518,6 +523,10 @@ mod tests {
         p.push(1000);
         assert_eq!(p.claim(0), None);
         assert_eq!(p.claim(1), Some(Claim { msg: 0, offset: 0, len: 1000 }));
+        assert!(p.is_idle());
+        // Just under the striping size, still one run: one frame, one write.
+        p.push(32 * 1024 - 1);
+        assert_eq!(p.claim(1), Some(Claim { msg: 1, offset: 0, len: 32 * 1024 - 1 }));
         assert!(p.is_idle());
     }
 

@@ -1,13 +1,15 @@
 //! What one link carries. Every frame is a kind byte and fixed-size fields
 //! (big-endian); a `Run` is followed by its `len` payload bytes. There is no
 //! per-block header: a run is as large as the plan makes it (up to 512 KiB).
+//! A run that is a whole message (most short ones) goes in a shorter
+//! header: on a rate-limited link a short message's round trip is its bytes.
 
 use std::io;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 pub const MAGIC: &[u8; 5] = b"DDNET";
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Largest message a peer may announce.
 pub const MAX_MESSAGE: u64 = 1 << 30;
 /// Largest run a peer may send.
@@ -18,9 +20,11 @@ const K_RUN: u8 = 2;
 const K_ACK: u8 = 3;
 const K_CLOSE: u8 = 4;
 const K_DELIVERED: u8 = 5;
+const K_WHOLE: u8 = 6;
 
-/// Bytes of a `Run` header.
-pub const RUN_HEADER: usize = 1 + 8 + 8 + 8 + 4;
+/// Bytes of a `Run` header, and of one that carries a whole message.
+const RUN_HEADER: usize = 1 + 8 + 8 + 8 + 4;
+const WHOLE_HEADER: usize = 1 + 8 + 4;
 /// Bytes of a `Hello`.
 pub const HELLO_LEN: usize = 1 + 5 + 2 + 8 + 4 + 4;
 
@@ -70,6 +74,11 @@ impl Frame {
                 out.extend_from_slice(&index.to_be_bytes());
                 out.extend_from_slice(&count.to_be_bytes());
             }
+            Frame::Run { msg, msg_len, offset: 0, len } if u64::from(len) == msg_len => {
+                out.push(K_WHOLE);
+                out.extend_from_slice(&msg.to_be_bytes());
+                out.extend_from_slice(&len.to_be_bytes());
+            }
             Frame::Run { msg, msg_len, offset, len } => {
                 out.push(K_RUN);
                 out.extend_from_slice(&msg.to_be_bytes());
@@ -101,6 +110,7 @@ impl Frame {
         let head = match kind {
             K_HELLO => HELLO_LEN,
             K_RUN => RUN_HEADER,
+            K_WHOLE => WHOLE_HEADER,
             K_ACK | K_CLOSE => 1 + 8,
             K_DELIVERED => 1 + 4 + 8 + 8,
             k => return Err(bad(&format!("unknown frame kind {k}"))),
@@ -128,6 +138,13 @@ impl Frame {
                     return Err(bad("run out of bounds"));
                 }
                 Frame::Run { msg: u64_at(0), msg_len, offset, len }
+            }
+            K_WHOLE => {
+                let len = u32_at(8);
+                if len > MAX_RUN {
+                    return Err(bad("run out of bounds"));
+                }
+                Frame::Run { msg: u64_at(0), msg_len: u64::from(len), offset: 0, len }
             }
             K_ACK => Frame::Ack { msg: u64_at(0) },
             K_CLOSE => Frame::Close { count: u64_at(0) },
@@ -160,6 +177,8 @@ mod tests {
         let frames = [
             Frame::Hello { session: 7, index: 1, count: 3 },
             Frame::Run { msg: 2, msg_len: 100, offset: 90, len: 10 },
+            Frame::Run { msg: 3, msg_len: 100, offset: 0, len: 100 },
+            Frame::Run { msg: 4, msg_len: 0, offset: 0, len: 0 },
             Frame::Ack { msg: 9 },
             Frame::Close { count: 4 },
             Frame::Delivered { link: 1, bytes: 65536, micros: 1200 },
@@ -182,6 +201,10 @@ mod tests {
         let mut bad = vec![];
         Frame::Run { msg: 0, msg_len: 100, offset: 95, len: 10 }.encode(&mut bad);
         assert!(Frame::parse(&bad).is_err());
+        let mut whole_too_long = vec![K_WHOLE];
+        whole_too_long.extend_from_slice(&5u64.to_be_bytes());
+        whole_too_long.extend_from_slice(&(MAX_RUN + 1).to_be_bytes());
+        assert!(Frame::parse(&whole_too_long).is_err());
         assert!(Frame::parse(&[9u8]).is_err());
     }
 }
