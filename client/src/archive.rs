@@ -2,9 +2,9 @@
 //!
 //! The file list (a mirror's walk of SRC, or a given list) is sorted by
 //! path, and the regular files and symlinks still to move become one
-//! *bundle*: their bytes back to back, one linear range. Every mirror checks
-//! the bundle against its own copy and serves it under one name
-//! ([`ddftpd::bundle`]); then the range is moved exactly like `get` moves a
+//! *bundle*: their bytes back to back, one linear range. Every mirror
+//! registers the bundle under one name and checks each entry against its
+//! own copy as it reads it ([`ddftpd::bundle`]); then the range is moved exactly like `get` moves a
 //! file (pairs from both ends, helpers, the chunk manifest voted by the
 //! mirrors and checked on every block, the SHA-256 at the end, the resume
 //! journal), only written through [`TreeStore`] straight into the
@@ -100,7 +100,7 @@ pub struct Phases {
     pub list: f64,
     /// Directories, the check of what is already there, empty files.
     pub prepare: f64,
-    /// Waiting for the mirrors to check the list (they start during `prepare`).
+    /// Waiting for the mirrors to register the bundle (they start during `prepare`).
     pub check: f64,
     /// Moving the bytes.
     pub moving: f64,
@@ -504,7 +504,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     let umask = umask();
     let output = spec.dest.join(".ddftp-archive");
     let saved = spec.dest.join(".ddftp-archive.list");
-    // The mirrors check the list while the directories and files are made
+    // The mirrors register the list while the directories and files are made
     // here. Into an existing destination, directories are put right first,
     // so nothing is judged through a symlink that stood in a directory's
     // place; an interrupted run's list is taken up again if it still holds.
@@ -666,7 +666,7 @@ fn definition(todo: &[&Item]) -> Vec<u8> {
     packed::pack(&def)
 }
 
-/// Asks every mirror to check and register the bundle defined by `def`.
+/// Asks every mirror to register the bundle defined by `def`.
 fn define_everywhere(spec: &ArchiveSpec, def: &[u8]) -> Vec<tokio::task::JoinHandle<Result<String, String>>> {
     let def: Arc<[u8]> = def.into();
     spec.get

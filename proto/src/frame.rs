@@ -123,9 +123,10 @@ pub enum Request {
     /// definition: a ddftp list of regular files and symlinks, in order,
     /// packed ([`crate::packed`]).
     Bundle { data: Bytes },
-    /// The bundle's definition is complete: the server checks every entry
-    /// against its own copy and answers `Bundle` with the name under which
-    /// `Stat`, `Manifest` and `Start` read the entries' bytes as one range.
+    /// The bundle's definition is complete: the server checks its paths
+    /// and answers `Bundle` with the name under which `Stat`, `Manifest`
+    /// and `Start` read the entries' bytes as one range (each entry checked
+    /// against the list as it is read).
     BundleEnd,
 }
 

@@ -2,24 +2,35 @@
 //!
 //! `ddftp archive` moves a whole tree with the same dual-direction engine as
 //! `get`: it sends each mirror the ordered list of the files (and symlinks)
-//! to move, the mirror checks every entry against its own copy (kind and
-//! size, so a stale mirror is caught before a byte moves) and registers the
-//! bundle under a name derived from the list. `Stat`, `Manifest` and
-//! `Start` on that name then treat the entries' bytes, back to back, as one
-//! file: a block may hold hundreds of small files, so small files cost no
-//! round trip each, and the chunk manifest covers every byte. A symlink's
-//! bytes are its target.
+//! to move, and the mirror registers the bundle under a name derived from
+//! the list. `Stat`, `Manifest` and `Start` on that name then treat the
+//! entries' bytes, back to back, as one file: a block may hold hundreds of
+//! small files, so small files cost no round trip each, and the chunk
+//! manifest covers every byte. A symlink's bytes are its target.
+//!
+//! Registering only checks the paths (relative, no `..`, not the index): a
+//! mirror answers at once, with no pass over a hundred thousand files
+//! before the move can start. Each entry is checked against the mirror's
+//! copy (kind and size) whenever it is read, on the descriptor it is read
+//! through: first when the mirror hashes the range for its `Stat` (so for a
+//! list it has not seen, a stale mirror is refused, the entry named, before
+//! a byte moves), then in every block it serves. Entries are opened beneath
+//! the root with `openat2` refusing every symlink on the way
+//! (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): a symlinked directory cannot
+//! lead a bundle out of the root, not even one put in place after the
+//! bundle was registered.
 //!
 //! Every mirror given the same list registers the same name, so any
 //! connection to any mirror can serve any block of it.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{CString, OsStr};
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Component, Path};
 use std::sync::{Arc, Mutex};
 
 use ddftp_proto::manifest::hex;
@@ -36,10 +47,11 @@ pub const PREFIX: &str = "@bundle/";
 /// Bundles kept at once; the oldest is forgotten first.
 const KEEP: usize = 16;
 
-/// One entry of a bundle.
+/// One entry of a bundle: its path below the root, and whether it is a
+/// symlink (its size is the layout's).
 #[derive(Debug)]
 struct Piece {
-    path: PathBuf,
+    path: CString,
     link: bool,
 }
 
@@ -48,59 +60,82 @@ struct Piece {
 pub struct Bundle {
     pub name: String,
     pub size: u64,
+    /// The root, opened once: entries are opened beneath it.
+    root: OwnedFd,
     pieces: Vec<Piece>,
     layout: Layout,
     digests: OnceCell<Arc<Digests>>,
 }
 
 impl Bundle {
-    /// Checks a definition (a ddftp list) against the files under `root`.
+    /// Registers a definition (a ddftp list) whose paths stay inside `root`.
     pub fn define(root: &Root, list: &[u8]) -> Result<Bundle, String> {
         let entries = ddftp::read(list, Path::new("bundle definition")).map_err(|e| e.to_string())?;
         let mut pieces = Vec::with_capacity(entries.len());
-        let mut dirs = DirStack::new(root.dir()).map_err(|e| format!("{}: {e}", root.dir().display()))?;
         for e in &entries {
-            let shown = String::from_utf8_lossy(&e.path);
-            let (full, parents, name) = locate(root, &e.path).map_err(|why| format!("{shown}: {why}"))?;
-            let dir = dirs.enter(&parents).map_err(|why| format!("{shown}: {why}"))?;
-            let md = lstat_at(dir, name).map_err(|err| format!("{shown}: {err}"))?;
-            let link = match (e.kind, Kind::from_mode(md.st_mode)) {
-                (Kind::File, Some(Kind::File)) => false,
-                (Kind::Link, Some(Kind::Link)) => true,
-                (want, have) => {
-                    return Err(format!("{shown}: listed as {want:?}, but this mirror has {have:?}"));
+            let path = below_root(&e.path).map_err(|why| format!("{}: {why}", String::from_utf8_lossy(&e.path)))?;
+            let link = match e.kind {
+                Kind::File => false,
+                Kind::Link => true,
+                other => {
+                    return Err(format!("{}: a {other:?} has no bytes to serve", String::from_utf8_lossy(&e.path)))
                 }
             };
-            if md.st_size as u64 != e.size {
-                return Err(format!("{shown}: listed with {} bytes, this mirror's copy has {}", e.size, md.st_size));
-            }
-            pieces.push(Piece { path: full, link });
+            pieces.push(Piece { path, link });
         }
+        let dir = root.dir();
+        let root = open_root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let layout = Layout::new(entries.iter().map(|e| e.size)).ok_or("the sizes add up past 2^64 bytes")?;
         let name = format!("{PREFIX}{}", &hex(blake3::hash(list).as_bytes())[..32]);
-        Ok(Bundle { name, size: layout.size(), pieces, layout, digests: OnceCell::new() })
+        Ok(Bundle { name, size: layout.size(), root, pieces, layout, digests: OnceCell::new() })
     }
 
-    /// Fills `buf` with the range's bytes from `offset`.
+    /// Fills `buf` with the range's bytes from `offset`; an entry that is
+    /// not what the list says (kind, size) is an error naming it.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.layout.each(offset, buf.len(), |i, within, r| {
             let p = &self.pieces[i];
+            let shown = || String::from_utf8_lossy(p.path.as_bytes()).into_owned();
+            let fd = open_beneath(self.root.as_raw_fd(), &p.path, p.link).map_err(|e| {
+                let why = match e.raw_os_error() {
+                    Some(libc::ELOOP) => "a symlink on its path (not followed)".to_string(),
+                    Some(libc::ENOENT) => "not on this mirror".to_string(),
+                    Some(libc::ENOSYS) => "this kernel has no openat2 (Linux 5.6 or later serves bundles)".to_string(),
+                    _ => e.to_string(),
+                };
+                io::Error::new(e.kind(), format!("{}: {why}", shown()))
+            })?;
+            let f = File::from(fd);
+            let md = f.metadata()?;
+            let want = if p.link { Kind::Link } else { Kind::File };
+            let have = Kind::from_mode(md.mode());
+            if have != Some(want) {
+                return Err(io::Error::other(format!("{}: listed as {want:?}, but this mirror has {have:?}", shown())));
+            }
+            let listed = self.layout.len_of(i);
             let dst = &mut buf[r];
             if p.link {
-                let target = std::fs::read_link(&p.path)?;
-                let t = target.as_os_str().as_bytes();
-                if t.len() as u64 != self.layout.len_of(i) {
-                    return Err(io::Error::other(format!("{}: the symlink changed", p.path.display())));
+                let t = read_link(&f)?;
+                if t.len() as u64 != listed {
+                    return Err(io::Error::other(format!(
+                        "{}: listed with a {listed}-byte target, this mirror's has {}",
+                        shown(),
+                        t.len()
+                    )));
                 }
                 dst.copy_from_slice(&t[within as usize..within as usize + dst.len()]);
                 return Ok(());
             }
-            // Never through a symlink put in the file's place since the
-            // bundle was checked.
-            let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&p.path)?;
+            if md.len() != listed {
+                return Err(io::Error::other(format!(
+                    "{}: listed with {listed} bytes, this mirror's copy has {}",
+                    shown(),
+                    md.len()
+                )));
+            }
             f.read_exact_at(dst, within).map_err(|e| {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
-                    io::Error::other(format!("{}: the file shrank", p.path.display()))
+                    io::Error::other(format!("{}: the file shrank", shown()))
                 } else {
                     e
                 }
@@ -126,69 +161,31 @@ impl Bundle {
     }
 }
 
-/// The path of a bundle entry under the root, its directories and its
-/// name: relative, no `..`, not the index.
-fn locate<'a>(root: &Root, rel: &'a [u8]) -> Result<(PathBuf, Vec<&'a OsStr>, &'a OsStr), &'static str> {
-    let p = Path::new(OsStr::from_bytes(rel));
+/// A bundle entry's path below the root: relative, no `..`, not the index.
+fn below_root(rel: &[u8]) -> Result<CString, &'static str> {
     let mut parts = vec![];
-    for c in p.components() {
+    for c in Path::new(OsStr::from_bytes(rel)).components() {
         match c {
-            Component::Normal(part) => parts.push(part),
+            Component::Normal(part) => parts.push(part.as_bytes()),
             Component::CurDir => {}
             Component::ParentDir => return Err("'..' is refused"),
             Component::RootDir | Component::Prefix(_) => return Err("absolute paths are refused"),
         }
     }
-    let Some(name) = parts.pop() else { return Err("empty path") };
-    if parts.is_empty() && name == crate::digests::INDEX_DIR_NAME
-        || parts.first().is_some_and(|d| *d == crate::digests::INDEX_DIR_NAME)
-    {
+    if parts.is_empty() {
+        return Err("empty path");
+    }
+    if parts[0] == crate::digests::INDEX_DIR_NAME.as_bytes() {
         return Err("the digest index is not served");
     }
-    let mut full = root.dir().to_path_buf();
-    full.extend(&parts);
-    full.push(name);
-    Ok((full, parts, name))
+    CString::new(parts.join(&b'/')).map_err(|_| "NUL byte")
 }
 
-/// The directories open along the path of the last entry checked. Entries
-/// come sorted, so most share them: each costs one `lstat` by name in its
-/// directory, not a lookup of its whole path. Every directory is opened
-/// without following a symlink, so an entry behind a symlinked directory
-/// is refused.
-struct DirStack {
-    root: OwnedFd,
-    /// From the root down: each directory's name and descriptor.
-    open: Vec<(Vec<u8>, OwnedFd)>,
-}
-
-impl DirStack {
-    fn new(root: &Path) -> io::Result<DirStack> {
-        Ok(DirStack { root: open_dir(libc::AT_FDCWD, root.as_os_str())?, open: vec![] })
-    }
-
-    /// The descriptor of directory `parents` (below the root).
-    fn enter(&mut self, parents: &[&OsStr]) -> Result<RawFd, &'static str> {
-        let same = self.open.iter().zip(parents).take_while(|((n, _), p)| n.as_slice() == p.as_bytes()).count();
-        self.open.truncate(same);
-        for p in &parents[same..] {
-            let at = self.open.last().map_or(self.root.as_raw_fd(), |(_, fd)| fd.as_raw_fd());
-            let fd = open_dir(at, p).map_err(|e| match e.raw_os_error() {
-                Some(libc::ENOENT) => "no such directory on this mirror",
-                _ => "a directory on its path is a symlink or not a directory",
-            })?;
-            self.open.push((p.as_bytes().to_vec(), fd));
-        }
-        Ok(self.open.last().map_or(self.root.as_raw_fd(), |(_, fd)| fd.as_raw_fd()))
-    }
-}
-
-/// Opens a directory (never through a symlink) to look names up in.
-fn open_dir(at: RawFd, name: &OsStr) -> io::Result<OwnedFd> {
-    let c = CString::new(name.as_bytes()).map_err(io::Error::other)?;
-    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+/// The root directory, as a handle to open entries beneath.
+fn open_root(dir: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(dir.as_os_str().as_bytes()).map_err(io::Error::other)?;
     // SAFETY: a valid C string; a descriptor the call returns is ours.
-    let fd = unsafe { libc::openat(at, c.as_ptr(), flags) };
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -196,15 +193,41 @@ fn open_dir(at: RawFd, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `lstat` of `name` in directory `dir`.
-fn lstat_at(dir: RawFd, name: &OsStr) -> io::Result<libc::stat> {
-    let c = CString::new(name.as_bytes()).map_err(io::Error::other)?;
-    // SAFETY: stat is plain data; fstatat fills it for a valid C string.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+/// Opens `path` beneath `root` following no symlink on the way: a regular
+/// file for reading, or (`link`) the symlink itself.
+fn open_beneath(root: RawFd, path: &CString, link: bool) -> io::Result<OwnedFd> {
+    // SAFETY: open_how is plain data; zeroed is "no flags".
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    let flags = if link { libc::O_PATH | libc::O_NOFOLLOW } else { libc::O_RDONLY | libc::O_NOFOLLOW };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: a valid directory descriptor, C string and open_how of the size given.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(st)
+    // SAFETY: fd was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The target of the symlink `f` (opened with `O_PATH | O_NOFOLLOW`).
+fn read_link(f: &File) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: readlinkat writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::readlinkat(f.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
 }
 
 /// The bundles a server knows, by name.

@@ -473,12 +473,17 @@ impl Conn {
                 // Many small files a block: read them into one buffer off the runtime.
                 let mut buf = vec![0u8; header.len() + len];
                 buf[..header.len()].copy_from_slice(&header);
-                let buf = tokio::task::spawn_blocking(move || {
+                let read = tokio::task::spawn_blocking(move || {
                     b.read_exact_at(&mut buf[HEADER_LEN + BLOCK_PREFIX_LEN..], offset).map(|()| buf)
                 })
                 .await
-                .map_err(io::Error::other)??;
-                self.wr.write_all(&buf).await?;
+                .map_err(io::Error::other)?;
+                match read {
+                    Ok(buf) => self.wr.write_all(&buf).await?,
+                    // An entry that is not what the list says: the client
+                    // learns why and takes the blocks from other mirrors.
+                    Err(e) => return self.refuse(ErrorCode::Io, e.to_string()).await,
+                }
             }
         }
         Ok(())

@@ -371,12 +371,11 @@ fn bundles_and_walks_stay_inside_the_root() {
         r.send(&[Request::Bundle { data: def.into() }, Request::BundleEnd]);
         r.reply()
     };
+    // Paths that could leave the root, or reach the index: refused at once.
     for (entry, why) in [
         (&b"f 100 644 0.000000000 ../secret\0"[..], "'..'"),
         (b"f 100 644 0.000000000 /etc/passwd\0", "absolute"),
-        (b"f 100 644 0.000000000 outside-dir/secret\0", "symlink"),
         (b"f 100 644 0.000000000 .ddftpd-index/x\0", "index"),
-        (b"f 999 644 0.000000000 d/ok\0", "bytes"),
         (b"f 100 644 nonsense\0", "record 1"),
     ] {
         match bundle(entry) {
@@ -384,6 +383,53 @@ fn bundles_and_walks_stay_inside_the_root() {
             other => panic!("{entry:?}: {other:?}"),
         }
     }
+    // Entries are checked as they are read: through a symlinked directory,
+    // or not what the list says, the bundle is registered but neither its
+    // digests (`Stat`) nor a block (`Start`) is served.
+    let served = |entries: &[u8], request: Request| {
+        let Some(Reply::Bundle { name, .. }) = bundle(entries) else { panic!("{entries:?} not registered") };
+        let mut r = Raw::greeted(&m.addr);
+        r.send(&[match request {
+            Request::Stat { manifest, .. } => Request::Stat { path: name, manifest },
+            Request::Start { stream, block_size, first, last, dir, .. } => {
+                Request::Start { stream, path: name, block_size, first, last, dir }
+            }
+            other => other,
+        }]);
+        r.reply()
+    };
+    let stat = Request::Stat { path: String::new(), manifest: true };
+    let start = Request::Start {
+        stream: 1,
+        path: String::new(),
+        block_size: 512,
+        first: 0,
+        last: 0,
+        dir: Direction::Increment,
+    };
+    for (entry, why) in [
+        (&b"f 100 644 0.000000000 outside-dir/secret\0"[..], "symlink"),
+        (b"f 999 644 0.000000000 d/ok\0", "999 bytes"),
+    ] {
+        for request in [stat.clone(), start.clone()] {
+            match served(entry, request) {
+                Some(Reply::Error { message, .. }) => assert!(message.contains(why), "{entry:?}: {message}"),
+                other => panic!("{entry:?}: {other:?}"),
+            }
+        }
+    }
+    // A directory swapped for a symlink after the bundle was registered.
+    let Some(Reply::Bundle { name, .. }) = bundle(b"f 100 644 0.000000000 d/ok\0") else { panic!("d/ok") };
+    std::fs::rename(f.root().join("d"), f.root().join("d.real")).unwrap();
+    std::os::unix::fs::symlink(f.root().join("d.real"), f.root().join("d")).unwrap();
+    let mut r = Raw::greeted(&m.addr);
+    r.send(&[Request::Start { stream: 1, path: name, block_size: 512, first: 0, last: 0, dir: Direction::Increment }]);
+    match r.reply() {
+        Some(Reply::Error { message, .. }) => assert!(message.contains("symlink"), "{message}"),
+        other => panic!("a swapped-in symlink was followed: {other:?}"),
+    }
+    std::fs::remove_file(f.root().join("d")).unwrap();
+    std::fs::rename(f.root().join("d.real"), f.root().join("d")).unwrap();
     assert!(matches!(bundle(b"f 100 644 0.000000000 d/ok\0"), Some(Reply::Bundle { size: 100, .. })));
     // A definition that is not packed, or unpacks past the limit: refused.
     for def in
