@@ -153,17 +153,17 @@ impl Shared {
             let (work, _) = decide(link, &mut out, self);
             out.unsent = Unsent::of(work);
         }
+        let mut idle = None;
         if out.unsent.is_some() {
             match out.try_flush() {
                 Ok(false) => {}
-                r => {
-                    if !self.finish(link, &mut out, r.map(drop)) {
-                        return;
-                    }
-                }
+                r => match self.finish(link, &mut out, r.map(drop)) {
+                    Some(plan_idle) => idle = Some(plan_idle),
+                    None => return,
+                },
             }
         }
-        let idle = out.unsent.is_none() && self.state.lock().expect("state").plan.is_idle();
+        let idle = out.unsent.is_none() && idle.unwrap_or_else(|| self.state.lock().expect("state").plan.is_idle());
         drop(out);
         if !idle {
             self.work[link].notify_waiters();
@@ -171,30 +171,31 @@ impl Shared {
     }
 
     /// `link` wrote its unsent frame (or failed to): the frame's effects.
-    /// False if the link failed.
-    fn finish(&self, link: LinkId, out: &mut LinkOut, r: io::Result<()>) -> bool {
-        let Some(u) = out.unsent.take() else { return true };
+    /// `None` if the link failed, else whether the plan is idle.
+    fn finish(&self, link: LinkId, out: &mut LinkOut, r: io::Result<()>) -> Option<bool> {
+        let Some(u) = out.unsent.take() else { return Some(self.state.lock().expect("state").plan.is_idle()) };
         let mut st = self.state.lock().expect("state");
         if let Err(e) = r {
             st.fail_link(link, e.to_string());
             drop(st);
             self.wake_writers();
             self.acked.notify_waiters();
-            return false;
+            return None;
         }
+        let idle = st.plan.is_idle();
         if u.close {
             st.close_sent[link] = true;
             drop(st);
             self.acked.notify_waiters();
         } else if let Some(c) = u.run {
             st.sent[link] += u64::from(c.len);
-            if st.closing && st.plan.is_idle() {
+            if st.closing && idle {
                 // Writers waiting with nothing to claim now owe their Close.
                 drop(st);
                 self.wake_writers();
             }
         }
-        true
+        Some(idle)
     }
 }
 
@@ -337,10 +338,9 @@ impl Striped {
         if msg.len() as u64 > MAX_MESSAGE {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ddnet: message over 1 GiB"));
         }
+        // Registered for acks only once the window is found full.
+        let mut wait = None;
         loop {
-            let wait = self.shared.acked.notified();
-            tokio::pin!(wait);
-            wait.as_mut().enable();
             {
                 let mut st = self.shared.state.lock().expect("state");
                 if let Some(e) = &st.error {
@@ -363,7 +363,17 @@ impl Striped {
                     return Ok(());
                 }
             }
-            wait.await;
+            match wait.as_mut() {
+                None => {
+                    // Look again once registered: an ack may have come meanwhile.
+                    let w = wait.insert(Box::pin(self.shared.acked.notified()));
+                    w.as_mut().enable();
+                }
+                Some(w) => {
+                    w.await;
+                    wait = None;
+                }
+            }
         }
     }
 
@@ -735,10 +745,12 @@ impl State {
         if msg > self.next_deliver + 4096 {
             return Err(format!("message {msg} is far ahead of {}", self.next_deliver));
         }
-        // Sent whole again after a link failed mid-way: the parts are moot.
-        self.assembling.remove(&msg);
-        for a in self.assembling.values_mut() {
-            a.alone = false;
+        if !self.assembling.is_empty() {
+            // Sent whole again after a link failed mid-way: the parts are moot.
+            self.assembling.remove(&msg);
+            for a in self.assembling.values_mut() {
+                a.alone = false;
+            }
         }
         self.complete(msg, data);
         Ok(())
@@ -1038,7 +1050,7 @@ async fn write_link(link: LinkId, shared: Arc<Shared>) {
             out.unsent = Unsent::of(work);
         }
         let r = out.flush().await;
-        if !shared.finish(link, &mut out, r) {
+        if shared.finish(link, &mut out, r).is_none() {
             break out;
         }
     };
