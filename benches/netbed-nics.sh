@@ -6,7 +6,8 @@
 # (stripe/examples/netbench: 4 MiB messages until the peer acknowledged the
 # last byte); a degraded case where link 1 drops to 40mbit 2 s in; and a
 # ping-pong (the paper's Eq. 9, 8 x size / (RTT/2)) from 1 KiB to 4 MiB,
-# striped over both links against one plain TCP stream over link 1.
+# striped over both links against one plain TCP stream over link 1, the
+# two between the same pair of processes, taking turns.
 #
 # Usage (root): benches/netbed-nics.sh [RUNS]
 # Writes benches/results/netbed-nics-<UTC date>.{md,json}.
@@ -18,6 +19,7 @@ NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
 BED=ddn
 BYTES=$((512 * 1024 * 1024))
 SECS=8
+ROUNDS=8
 log() { echo "[$(date +%T)] $*" >&2; }
 
 need() {
@@ -99,24 +101,18 @@ G, after = $G, $g1m * 40 / 320 + $g2m
 left = $BYTES - 2 * G
 print(2 + left / after if left > 0 else $BYTES / G)")
     add "{\"case\": \"degraded $name (link 1 to 40mbit at 2 s)\", \"ideal_s\": $ideal, \"ddnet_s\": $(median "${dg[@]}"), \"efficiency\": $(python3 -c "print($ideal / $(median "${dg[@]}"))"), \"runs_s\": [$(IFS=,; echo "${dg[*]}")]}"
-    # Ping-pong: striped over both links, and one plain TCP stream over link
-    # 1 (the baseline: a length-prefixed message each way), taking turns,
-    # RUNS times each; sizes under 64 KiB 3 x RUNS times (a run of them
-    # takes a second, and on this VM a 1 KiB round trip moves by 20-40%
-    # from one run to the next).
-    for r in $(seq 1 $((3 * RUNS))); do
-      sizes=(--max-size 16384)
-      [ "$r" -le "$RUNS" ] && sizes=()
-      for mode in "ddnet 10.78.1.2:7601,10.78.2.2:7601" "tcp 10.78.1.2:7601"; do
-        set -- $mode
-        tcp=(); [ "$1" = tcp ] && tcp=(--tcp)
-        "$NB" exec $S -- "$NETBENCH" serve --listen "$2" "${tcp[@]}" >/dev/null &
-        srv=$!
-        sleep 0.5
-        out=$("$NB" exec $C -- "$NETBENCH" pingpong --links "$2" "${tcp[@]}" --iters 101 "${sizes[@]}" | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
-        wait $srv || true
-        add "{\"case\": \"pingpong $name $1\", \"run\": $r, \"links\": \"$2\", \"sizes\": $out}"
-      done
+    # Ping-pong: striped over both links against one plain TCP stream over
+    # link 1 (the baseline: a length-prefixed message each way), both
+    # between the same two processes, taking turns in ROUNDS rounds per
+    # size; RUNS such pairs of processes.
+    for r in $(seq 1 "$RUNS"); do
+      "$NB" exec $S -- "$NETBENCH" serve --listen 10.78.1.2:7601,10.78.2.2:7601 --tcp 10.78.1.2:7602 >/dev/null 2>&1 &
+      srv=$!
+      sleep 0.5
+      out=$("$NB" exec $C -- "$NETBENCH" pingpong --links 10.78.1.2:7601,10.78.2.2:7601 --tcp 10.78.1.2:7602 \
+        --iters 101 --rounds $ROUNDS | python3 -c "import sys, json; print(json.dumps([json.loads(l) for l in sys.stdin]))")
+      wait $srv || true
+      add "{\"case\": \"pingpong $name\", \"run\": $r, \"sizes\": $out}"
     done
   fi
 done
@@ -141,34 +137,36 @@ for r in rows:
     if r["case"].startswith("degraded"):
         out.append(f"\n{r['case']}: DDNet {r['ddnet_s']:.2f} s against an ideal {r['ideal_s']:.2f} s: "
                    f"efficiency {r['efficiency']:.3f} (runs {r['runs_s']}).\n")
-def pp_runs(kind):
-    """Per size, that size's result in each run that measured it."""
-    by_size = {}
-    for r in rows:
-        if r["case"].startswith("pingpong") and r["case"].endswith(kind):
-            for x in r["sizes"]:
-                by_size.setdefault(x["size"], []).append(x)
-    return by_size
-def pp_medians(kind):
-    med = lambda xs: statistics.median(xs)
-    return [{"size": size, "runs": len(xs), "rtt_s": med([x["rtt_s"] for x in xs]),
-             "mbit_per_s": med([x["mbit_per_s"] for x in xs])} for size, xs in sorted(pp_runs(kind).items())]
-two, one = pp_medians(" ddnet"), pp_medians(" tcp")
-if two and one:
-    d_runs, t_runs = pp_runs(" ddnet"), pp_runs(" tcp")
-    trips = ", ".join(f"{size} B: {xs[0]['round_trips']}" for size, xs in sorted(d_runs.items()))
-    out.append(f"Ping-pong: DDNet over both links against one plain TCP stream over link 1, taking turns; each run's "
-               f"RTT is the median of its round trips ({trips}); the table gives the median over runs (sizes under "
-               "64 KiB: 3 x as many runs: they are short, and a round trip of a few µs varies run to run on this VM) and each "
-               "run's own speedup against the TCP run right after it; effective bandwidth 8 x size / (RTT/2) "
-               "(the paper's Eq. 9):\n")
-    out.append("| size | runs | DDNet RTT | TCP RTT | DDNet Mbit/s | TCP Mbit/s | speedup | per run |\n|---|---|---|---|---|---|---|---|")
-    for a, b in zip(two, one):
-        per_run = ", ".join(f"{t['rtt_s'] / d['rtt_s']:.2f}" for d, t in zip(d_runs[a["size"]], t_runs[a["size"]]))
-        out.append(f"| {a['size']} | {a['runs']} | {a['rtt_s']*1e3:.4f} ms | {b['rtt_s']*1e3:.4f} ms | {a['mbit_per_s']:.1f} | "
-                   f"{b['mbit_per_s']:.1f} | {b['rtt_s'] / a['rtt_s']:.2f} | {per_run} |")
+pp = {}
+for r in rows:
+    if r["case"].startswith("pingpong"):
+        for x in r["sizes"]:
+            pp.setdefault(x["size"], []).append(x)
+if pp:
+    med = statistics.median
+    trips = ", ".join(f"{size} B: {xs[0]['round_trips']}" for size, xs in sorted(pp.items()))
+    out.append(f"Ping-pong: DDNet over both links against one plain TCP stream over link 1, between the same two "
+               f"processes, taking turns in rounds (which goes first alternates), {runs} pairs of processes; round trips "
+               f"per size and transport in each pair: {trips}. On this VM a 1 KiB round trip moves by ~20% from one "
+               "pair of processes to the next (where the scheduler puts them), more than the transports differ, so "
+               "each round compares the two under the same conditions. RTT: median over pairs of each pair's median; "
+               "speedup: median of all rounds' TCP RTT / DDNet RTT (and its range); per pair: the pair's ratio of "
+               "medians. Effective bandwidth 8 x size / (RTT/2) (the paper's Eq. 9):\n")
+    out.append("| size | DDNet RTT | TCP RTT | DDNet Mbit/s | TCP Mbit/s | speedup | rounds | per pair |\n|---|---|---|---|---|---|---|---|")
+    summary = []
+    for size, xs in sorted(pp.items()):
+        d, t = med([x["rtt_s"] for x in xs]), med([x["tcp_rtt_s"] for x in xs])
+        rounds = [v for x in xs for v in x["round_speedups"]]
+        s = {"size": size, "ddnet_rtt_s": d, "tcp_rtt_s": t, "ddnet_mbit_per_s": 8 * size / (d / 2) / 1e6,
+             "tcp_mbit_per_s": 8 * size / (t / 2) / 1e6, "speedup": med(rounds), "rounds": len(rounds),
+             "rounds_min": min(rounds), "rounds_max": max(rounds),
+             "per_pair": [x["tcp_rtt_s"] / x["rtt_s"] for x in xs]}
+        summary.append(s)
+        out.append(f"| {size} | {d*1e3:.4f} ms | {t*1e3:.4f} ms | {s['ddnet_mbit_per_s']:.1f} | {s['tcp_mbit_per_s']:.1f} | "
+                   f"{s['speedup']:.2f} | {len(rounds)} ({min(rounds):.2f}-{max(rounds):.2f}) | "
+                   + ", ".join(f"{v:.2f}" for v in s["per_pair"]) + " |")
     json.dump({"when": stamp, "runs": int(runs), "bytes": 512 * 1024 * 1024, "results": rows,
-               "pingpong_median": {"ddnet": two, "tcp": one}}, open(base + ".json", "w"), indent=1)
+               "pingpong": summary}, open(base + ".json", "w"), indent=1)
 open(base + ".md", "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 PY

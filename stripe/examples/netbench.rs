@@ -1,20 +1,26 @@
 //! The benchmark driver behind `benches/netbed-nics.sh` (one process per
 //! side):
-//!   netbench serve --listen A:P[,B:P...] [--tcp]  echo messages back, once
+//!   netbench serve --listen A:P[,B:P...] [--tcp C:Q] [--sink 1]
+//!                      echo the messages of one striped channel back (and,
+//!                      with --tcp, of one plain TCP stream accepted on C:Q)
 //!   netbench bulk --links A:P[,...] --bytes N     send N bytes in 4 MiB messages
-//!   netbench pingpong --links A:P[,...] --iters K [--tcp] [--min-size M] [--max-size N]
-//!                                                 round trips, 1 KiB (or M)..4 MiB (or N):
-//!                                                 K per size, and for sizes under
-//!                                                 64 KiB up to 4 MiB of them (at
-//!                                                 most 4000): short round trips
-//!                                                 are noisy, and a sustained
-//!                                                 exchange is what a link does
+//!   netbench pingpong --links A:P[,...] [--tcp C:Q] --iters K [--rounds R]
+//!                     [--min-size M] [--max-size N]
+//!                      round trips, 1 KiB (or M)..4 MiB (or N): K per size,
+//!                      and for sizes under 64 KiB up to 4 MiB of them (at
+//!                      most 4000): short round trips are noisy, and a
+//!                      sustained exchange is what a link does
 //! `bulk` prints `{"bytes":..,"seconds":..,"mb_per_s":..,"sent":[..]}`, the
 //! time running until the peer acknowledged the last byte; `pingpong`
-//! prints one JSON line per size with the median round trip (and, striped,
-//! the bytes each link sent). `--tcp`: one plain TCP stream to the first
-//! address (a length-prefixed message each way), the baseline the paper
-//! compares against.
+//! prints one JSON line per size with the median round trip (and the bytes
+//! each link sent). With `--tcp`, the same two processes also exchange the
+//! messages over one plain TCP stream (a length-prefixed message each
+//! way: the baseline the paper compares against), the two taking turns in
+//! R rounds per size (which goes first alternates): both then run with the
+//! same placement on this machine's CPUs. On a VM that placement moves a
+//! 1 KiB round trip by ~20% from one pair of processes to the next, more
+//! than the two transports differ, so comparing separate runs measured
+//! mostly which runs were lucky. Each round's ratio is printed too.
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -94,37 +100,24 @@ async fn main() -> std::io::Result<()> {
 async fn run() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| args.iter().position(|a| a == name).map(|i| args[i + 1].clone());
-    let tcp = args.iter().any(|a| a == "--tcp");
     match args.get(1).map(String::as_str) {
         Some("serve") => {
             let listen = addrs(&flag("--listen").expect("--listen"));
-            let mut ch = if tcp {
-                let l = TcpListener::bind(listen[0]).await?;
-                println!("ready");
+            let l = StripeListener::bind(&listen).await?;
+            let tcp = match flag("--tcp") {
+                Some(a) => Some(TcpListener::bind(addrs(&a)[0]).await?),
+                None => None,
+            };
+            println!("ready");
+            let echo = flag("--sink").is_none();
+            let plain = tokio::spawn(async move {
+                let Some(l) = tcp else { return Ok(()) };
                 let (s, _) = l.accept().await?;
                 s.set_nodelay(true)?;
-                Chan::Tcp(s)
-            } else {
-                let l = StripeListener::bind(&listen).await?;
-                println!("ready");
-                Chan::Striped(l.accept().await?)
-            };
-            let echo = flag("--sink").is_none();
-            // Echoing, what each link sent per message size (on stderr).
-            let (mut size, mut before) = (None, ch.sent());
-            while let Some(m) = ch.recv().await? {
-                if echo {
-                    if size != Some(m.len()) {
-                        report_sent(&ch, size, &mut before);
-                        size = Some(m.len());
-                    }
-                    ch.send(m).await?;
-                }
-            }
-            report_sent(&ch, size, &mut before);
-            if let Chan::Striped(ch) = ch {
-                ch.close().await?;
-            }
+                serve(Chan::Tcp(s), true).await
+            });
+            serve(Chan::Striped(l.accept().await?), echo).await?;
+            plain.await.expect("tcp echo task")?;
         }
         Some("bulk") => {
             let ch = connect(&flag("--links").expect("--links")).await?;
@@ -148,49 +141,115 @@ async fn run() -> std::io::Result<()> {
             );
         }
         Some("pingpong") => {
-            let links = flag("--links").expect("--links");
-            let mut ch = if tcp {
-                let s = TcpStream::connect(addrs(&links)[0]).await?;
-                s.set_nodelay(true)?;
-                Chan::Tcp(s)
-            } else {
-                Chan::Striped(connect(&links).await?)
+            let mut ch = Chan::Striped(connect(&flag("--links").expect("--links")).await?);
+            let mut tcp = match flag("--tcp") {
+                Some(a) => {
+                    let s = TcpStream::connect(addrs(&a)[0]).await?;
+                    s.set_nodelay(true)?;
+                    Some(Chan::Tcp(s))
+                }
+                None => None,
             };
             let iters: usize = flag("--iters").map_or(20, |s| s.parse().expect("number"));
+            let rounds: usize = flag("--rounds").map_or(1, |s| s.parse().expect("number"));
             let max: usize = flag("--max-size").map_or(4 << 20, |s| s.parse().expect("number"));
             let mut size: usize = flag("--min-size").map_or(1024, |s| s.parse().expect("number"));
             while size <= max {
                 let msg = Bytes::from(vec![7u8; size]);
                 let before = ch.sent();
-                let mut rtts = vec![];
                 let n = iters.max(((4 << 20) / size).min(4000));
-                for _ in 0..n + 2 {
-                    let t = Instant::now();
-                    ch.send(msg.clone()).await?;
-                    let back = ch.recv().await?.expect("echo");
-                    assert_eq!(back.len(), size);
-                    rtts.push(t.elapsed().as_secs_f64());
+                let per_round = n.div_ceil(rounds).max(3);
+                // Each round: this transport's median round trip, and TCP's.
+                let mut meds: Vec<(f64, Option<f64>)> = vec![];
+                for r in 0..rounds {
+                    let tcp_first = r % 2 == 1;
+                    let mut t = None;
+                    if tcp_first {
+                        if let Some(c) = tcp.as_mut() {
+                            t = Some(median_rtt(c, &msg, per_round).await?);
+                        }
+                    }
+                    let d = median_rtt(&mut ch, &msg, per_round).await?;
+                    if !tcp_first {
+                        if let Some(c) = tcp.as_mut() {
+                            t = Some(median_rtt(c, &msg, per_round).await?);
+                        }
+                    }
+                    meds.push((d, t));
                 }
-                rtts.drain(..2); // warm-up
-                rtts.sort_by(f64::total_cmp);
-                let med = rtts[rtts.len() / 2];
+                let med = median(meds.iter().map(|m| m.0).collect());
                 let sent: Vec<u64> = ch.sent().iter().zip(&before).map(|(a, b)| a - b).collect();
                 let rates: Vec<u64> = match &ch {
                     Chan::Striped(s) => s.stats().rates.iter().map(|r| *r as u64).collect(),
                     Chan::Tcp(_) => vec![],
                 };
                 // The paper's Eq. 9: effective bandwidth = 8 x size / (RTT / 2).
-                println!(
-                    "{{\"size\":{size},\"round_trips\":{n},\"rtt_s\":{med:.7},\"mbit_per_s\":{:.2},\"sent\":{sent:?},\"rates\":{rates:?}}}",
-                    8.0 * size as f64 / (med / 2.0) / 1e6
+                let eq9 = |rtt: f64| 8.0 * size as f64 / (rtt / 2.0) / 1e6;
+                let mut line = format!(
+                    "{{\"size\":{size},\"round_trips\":{},\"rtt_s\":{med:.7},\"mbit_per_s\":{:.2},\"sent\":{sent:?},\"rates\":{rates:?}",
+                    per_round * rounds,
+                    eq9(med)
                 );
+                if tcp.is_some() {
+                    let tmed = median(meds.iter().filter_map(|m| m.1).collect());
+                    let ratios: Vec<String> =
+                        meds.iter().filter_map(|&(d, t)| t.map(|t| format!("{:.3}", t / d))).collect();
+                    line += &format!(
+                        ",\"tcp_rtt_s\":{tmed:.7},\"tcp_mbit_per_s\":{:.2},\"round_speedups\":[{}]",
+                        eq9(tmed),
+                        ratios.join(",")
+                    );
+                }
+                println!("{line}}}");
                 size *= 4;
             }
             ch.close().await?;
+            if let Some(t) = tcp {
+                t.close().await?;
+            }
         }
         _ => eprintln!("usage: netbench serve|bulk|pingpong ..."),
     }
     Ok(())
+}
+
+/// Echoes (or, `echo` false, only takes) messages until the peer closes;
+/// a striped channel reports what each link sent per message size.
+async fn serve(mut ch: Chan, echo: bool) -> std::io::Result<()> {
+    let (mut size, mut before) = (None, ch.sent());
+    while let Some(m) = ch.recv().await? {
+        if echo {
+            if size != Some(m.len()) {
+                report_sent(&ch, size, &mut before);
+                size = Some(m.len());
+            }
+            ch.send(m).await?;
+        }
+    }
+    report_sent(&ch, size, &mut before);
+    if let Chan::Striped(ch) = ch {
+        ch.close().await?;
+    }
+    Ok(())
+}
+
+/// The median of `n` round trips of `msg` (after two to warm up).
+async fn median_rtt(ch: &mut Chan, msg: &Bytes, n: usize) -> std::io::Result<f64> {
+    let mut rtts = vec![];
+    for _ in 0..n + 2 {
+        let t = Instant::now();
+        ch.send(msg.clone()).await?;
+        let back = ch.recv().await?.expect("echo");
+        assert_eq!(back.len(), msg.len());
+        rtts.push(t.elapsed().as_secs_f64());
+    }
+    rtts.drain(..2);
+    Ok(median(rtts))
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
 }
 
 /// The bytes each link sent since `before`, for messages of `size`.
