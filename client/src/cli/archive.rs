@@ -62,7 +62,7 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
     let p = &r.phases;
     writeln!(
         to,
-        "  list {:.2} s, prepare {:.2} s, mirrors' check {:.2} s, move {:.2} s, finish {:.2} s",
+        "  list {:.2} s, prepare {:.2} s, mirrors ready {:.2} s, move {:.2} s, finish {:.2} s",
         p.list, p.prepare, p.check, p.moving, p.finish
     )?;
     if let Some(t) = &r.transfer {
