@@ -1,6 +1,7 @@
 //! `ddftp archive`: a tree from k real mirrors equals its source (content,
 //! type, mode, mtime, link targets); reruns skip what is complete; dwalk
-//! lists with --strip; a stale mirror is left out.
+//! lists with --strip; a stale mirror is left out, and one whose copy
+//! changes after it registered the bundle is dropped.
 
 mod util;
 
@@ -180,6 +181,56 @@ fn a_stale_mirror_is_left_out() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("skipping {}", bad.addr)) && err.contains("f003"), "{err}");
     assert_same(&proj, &dest);
+}
+
+#[test]
+fn a_mirror_whose_copy_changes_after_registering_is_dropped() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    make_source(&proj);
+    let other = f.out("other");
+    std::fs::create_dir(&other).unwrap();
+    assert!(Command::new("cp").arg("-a").arg(&proj).arg(&other).status().unwrap().success());
+    let (good, changing) = (Mirror::start(&f.root(), &[]), Mirror::start(&other, &[]));
+    let archive = |dest: &Path| {
+        let m = mirrors_arg(&[&good, &changing]);
+        ddftp(&["archive", "proj", "--mirrors", &m, "--dest", dest.to_str().unwrap(), "-q", "--block-size", "64KiB"], 0)
+    };
+    // Both mirrors register the bundle and hash it while their copies agree.
+    let first = f.out("first");
+    archive(&first);
+    assert_same(&proj, &first);
+    // Then every file of the second copy grows by a byte: the bundle and
+    // its digests are the ones registered, but each block the second
+    // mirror would send is refused as it reads the entry.
+    for e in walkdir(&other.join("proj")) {
+        if e.symlink_metadata().unwrap().is_file() {
+            let mut perm = e.metadata().unwrap().permissions();
+            perm.set_mode(0o644);
+            std::fs::set_permissions(&e, perm).unwrap();
+            let mut data = std::fs::read(&e).unwrap();
+            data.push(b'!');
+            std::fs::write(&e, data).unwrap();
+        }
+    }
+    let second = f.out("second");
+    let out = archive(&second);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("dropping {}", changing.addr)) && err.contains("listed with"), "{err}");
+    assert_same(&proj, &second);
+}
+
+/// Every path below `dir` (not following symlinks).
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.symlink_metadata().unwrap().is_dir() {
+            out.extend(walkdir(&p));
+        }
+        out.push(p);
+    }
+    out
 }
 
 #[test]
