@@ -80,7 +80,7 @@ struct Shared {
 struct State {
     plan: Plan,
     /// Sent messages the peer has not acknowledged.
-    unacked: BTreeMap<u64, Bytes>,
+    unacked: Unacked,
     unacked_bytes: u64,
     /// Runs each link carried of unacknowledged messages.
     carried: Vec<Vec<Claim>>,
@@ -114,6 +114,54 @@ struct State {
     inbox: VecDeque<(u64, Bytes)>,
     /// More may come (the peer has not closed, some link works).
     inbox_open: bool,
+}
+
+/// Sent messages the peer has not acknowledged, by id. Ids are given in
+/// order and mostly acknowledged in order: a ring from the oldest one
+/// still held, not a map.
+#[derive(Default)]
+struct Unacked {
+    /// The id of `msgs[0]`.
+    first: u64,
+    /// `None`: acknowledged, behind one that is not yet.
+    msgs: VecDeque<Option<Bytes>>,
+    held: usize,
+}
+
+impl Unacked {
+    /// Holds message `id`, the next id given.
+    fn insert(&mut self, id: u64, m: Bytes) {
+        if self.msgs.is_empty() {
+            self.first = id;
+        }
+        debug_assert_eq!(id, self.first + self.msgs.len() as u64, "ids come in order");
+        self.msgs.push_back(Some(m));
+        self.held += 1;
+    }
+
+    fn get(&self, id: u64) -> Option<&Bytes> {
+        let i = usize::try_from(id.checked_sub(self.first)?).ok()?;
+        self.msgs.get(i)?.as_ref()
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Bytes> {
+        let i = usize::try_from(id.checked_sub(self.first)?).ok()?;
+        let m = self.msgs.get_mut(i)?.take()?;
+        self.held -= 1;
+        while let Some(None) = self.msgs.front() {
+            self.msgs.pop_front();
+            self.first += 1;
+        }
+        Some(m)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.held == 0
+    }
+
+    fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.msgs.iter().zip(self.first..).filter(|(m, _)| m.is_some()).map(|(_, id)| id)
+    }
 }
 
 struct Assembly {
@@ -173,7 +221,9 @@ impl Shared {
     /// `link` wrote its unsent frame (or failed to): the frame's effects.
     /// `None` if the link failed, else whether the plan is idle.
     fn finish(&self, link: LinkId, out: &mut LinkOut, r: io::Result<()>) -> Option<bool> {
-        let Some(u) = out.unsent.take() else { return Some(self.state.lock().expect("state").plan.is_idle()) };
+        let Some(mut u) = out.unsent.take() else { return Some(self.state.lock().expect("state").plan.is_idle()) };
+        u.head.clear();
+        out.spare_head = std::mem::take(&mut u.head);
         let mut st = self.state.lock().expect("state");
         if let Err(e) = r {
             st.fail_link(link, e.to_string());
@@ -258,7 +308,7 @@ impl Striped {
             "plan {:?}\nunacked {:?} ({} B)\ncarried {:?}\nalive {:?} acks {:?} closing {} close_sent {:?} \
              dropped {} error {:?}\nassembling {asm:?} ready {:?} next_deliver {} peer_count {:?}",
             st.plan,
-            st.unacked.keys().collect::<Vec<_>>(),
+            st.unacked.ids().collect::<Vec<_>>(),
             st.unacked_bytes,
             st.carried.iter().map(Vec::len).collect::<Vec<_>>(),
             st.alive,
@@ -291,12 +341,19 @@ impl Striped {
             let (rd, wr) = s.into_split();
             readers.push(rd);
             let acked_seen = meter.acked;
-            out.push(tokio::sync::Mutex::new(LinkOut { wr, unsent: None, written: 0, acked_seen, meter }));
+            out.push(tokio::sync::Mutex::new(LinkOut {
+                wr,
+                unsent: None,
+                written: 0,
+                acked_seen,
+                meter,
+                spare_head: Vec::with_capacity(64),
+            }));
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 plan: Plan::new(n, PlanConfig::default()),
-                unacked: BTreeMap::new(),
+                unacked: Unacked::default(),
                 unacked_bytes: 0,
                 carried: vec![vec![]; n],
                 backlog_seen: vec![(0, std::time::Instant::now()); n],
@@ -563,14 +620,14 @@ enum Work {
 
 impl State {
     /// `backlog`: bytes this link wrote that the peer has not acknowledged.
-    fn next_work(&mut self, link: LinkId, may_claim: bool, backlog: u64) -> Work {
+    /// `head`: an empty buffer to build the frame's header in.
+    fn next_work(&mut self, link: LinkId, may_claim: bool, backlog: u64, mut head: Vec<u8>) -> Work {
         if !self.alive[link] {
             return Work::Done;
         }
         // Pending acks ride in front of whatever this link writes next: one
         // write, not one per frame. Alone they wait a little (a reply is
         // usually about to be sent), unless many are pending.
-        let mut head = Vec::with_capacity(32);
         let acks_due = self.acks_due();
         let take_acks = |st: &mut State, head: &mut Vec<u8>| {
             while let Some(msg) = st.acks.pop_front() {
@@ -598,7 +655,7 @@ impl State {
         }
         match self.plan.next(link) {
             Next::Run(c) => {
-                let Some(data) = self.unacked.get(&c.msg) else {
+                let Some(data) = self.unacked.get(c.msg) else {
                     // Acknowledged meanwhile (a redo of a run that did arrive).
                     return Work::Frame(head, None);
                 };
@@ -667,7 +724,7 @@ impl State {
             return;
         }
         let lost: Vec<Claim> =
-            std::mem::take(&mut self.carried[link]).into_iter().filter(|c| self.unacked.contains_key(&c.msg)).collect();
+            std::mem::take(&mut self.carried[link]).into_iter().filter(|c| self.unacked.get(c.msg).is_some()).collect();
         self.resent += lost.iter().map(|c| u64::from(c.len)).sum::<u64>();
         self.plan.on_failed(link, lost);
         if !self.alive.iter().any(|&a| a) {
@@ -677,7 +734,7 @@ impl State {
     }
 
     fn on_ack(&mut self, msg: u64) {
-        if let Some(m) = self.unacked.remove(&msg) {
+        if let Some(m) = self.unacked.remove(msg) {
             self.unacked_bytes -= m.len() as u64;
             for c in &mut self.carried {
                 c.retain(|c| c.msg != msg);
@@ -892,6 +949,9 @@ struct LinkOut {
     /// Bytes the peer had acknowledged when the kernel was last asked.
     acked_seen: u64,
     meter: Meter,
+    /// The last frame's header buffer, for the next one (no allocation a
+    /// frame).
+    spare_head: Vec<u8>,
 }
 
 /// A frame being written: header (acks, reports, run header) and payload.
@@ -1010,7 +1070,7 @@ fn decide(link: LinkId, out: &mut LinkOut, shared: &Shared) -> (Work, bool) {
         }
     };
     let mut st = shared.state.lock().expect("state");
-    let work = st.next_work(link, may_claim, backlog);
+    let work = st.next_work(link, may_claim, backlog, std::mem::take(&mut out.spare_head));
     out.written += match &work {
         Work::Frame(head, run) => (head.len() + run.as_ref().map_or(0, |(_, p)| p.len())) as u64,
         Work::Close(head) => head.len() as u64,

@@ -160,21 +160,21 @@ impl Plan {
     pub fn push(&mut self, len: u64) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        let live: Vec<LinkId> = (0..self.links.len()).filter(|&l| self.links[l].alive).collect();
-        let n = live.len().max(1) as u64;
-        let run = (len / (4 * n)).clamp(u64::from(self.cfg.min_run), u64::from(self.cfg.max_run));
-        // Ties (nothing measured yet) go to the first link given.
-        let fastest = live.iter().copied().max_by(|&a, &b| self.rate(a).total_cmp(&self.rate(b)).then(b.cmp(&a)));
+        let live = || (0..self.links.len()).filter(|&l| self.links[l].alive);
+        let n = live().count();
+        let run = (len / (4 * n.max(1) as u64)).clamp(u64::from(self.cfg.min_run), u64::from(self.cfg.max_run));
         let mut m = Message { id, run, segments: vec![], helpable: true, empty_pending: len == 0 };
-        if len < self.cfg.small || live.len() <= 1 {
-            m.helpable = live.len() > 1 && len >= self.cfg.small;
-            if !m.helpable {
-                // Whole on one link: one run, one frame, one write (two
-                // writes put a short segment on the wire between them).
-                m.run = len.clamp(1, u64::from(self.cfg.max_run));
-            }
+        if len < self.cfg.small || n <= 1 {
+            // Ties (nothing measured yet) go to the first link given.
+            let fastest = live().max_by(|&a, &b| self.rate(a).total_cmp(&self.rate(b)).then(b.cmp(&a)));
+            // Whole on one link, in runs as long as they may be: a short
+            // message is one run, one frame, one write (two writes put a
+            // short segment on the wire between them).
+            m.helpable = false;
+            m.run = len.clamp(1, u64::from(self.cfg.max_run));
             m.segments.push(Segment { lo: 0, hi: len, lo_worker: fastest, hi_worker: None });
         } else {
+            let live: Vec<LinkId> = live().collect();
             let groups: Vec<&[LinkId]> = live.chunks(2).collect();
             let weights: Vec<f64> = groups.iter().map(|g| g.iter().map(|&l| self.rate(l)).sum()).collect();
             let total: f64 = weights.iter().sum();
