@@ -191,7 +191,9 @@ impl TreeStore {
         if !self.fresh && p.path.symlink_metadata().is_ok_and(|m| self.is_complete(i, &m)) {
             return Ok(());
         }
-        let f = OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path)?;
+        let f = in_tree(&p.path, self.fresh, || {
+            OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
+        })?;
         FileExt::write_all_at(&f, data, 0)?;
         if needs_chmod(p.perm, self.fresh, self.umask) {
             f.set_permissions(std::fs::Permissions::from_mode(p.perm))?;
@@ -213,9 +215,9 @@ impl TreeStore {
             open.clear();
         }
         let p = &self.pieces[i];
-        let f = Arc::new(
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(p.mode).open(&p.path)?,
-        );
+        let f = Arc::new(in_tree(&p.path, self.fresh, || {
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
+        })?);
         open.insert(i, f.clone());
         Ok(f)
     }
@@ -238,7 +240,9 @@ impl TreeStore {
                     _ => {}
                 }
             }
-            let f = OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path);
+            let f = in_tree(&p.path, self.fresh, || {
+                OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
+            });
             f.and_then(|f| f.set_len(size)).map_err(local)?;
         }
         Ok(())
@@ -284,6 +288,21 @@ impl Store for TreeStore {
             }
         }
         Ok(())
+    }
+}
+
+/// Makes entry `path` with `make`; in a fresh destination, whose
+/// directories are made by the first entry written into them, the missing
+/// ones on its path first (owner-only until they are finished).
+fn in_tree<T>(path: &Path, fresh: bool, make: impl Fn() -> io::Result<T>) -> io::Result<T> {
+    match make() {
+        Err(e) if fresh && e.kind() == io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            }
+            make()
+        }
+        r => r,
     }
 }
 
@@ -504,20 +523,24 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     let umask = umask();
     let output = spec.dest.join(".ddftp-archive");
     let saved = spec.dest.join(".ddftp-archive.list");
-    // The mirrors register the list while the directories and files are made
-    // here. Into an existing destination, directories are put right first,
-    // so nothing is judged through a symlink that stood in a directory's
-    // place; an interrupted run's list is taken up again if it still holds.
+    // The mirrors register the list while the files are made ready here.
+    // In a fresh destination a directory is made by the first entry
+    // written into it (while the move waits on the links), empty ones at
+    // the end. Into an existing destination, directories are put right
+    // first, so nothing is judged through a symlink that stood in a
+    // directory's place; an interrupted run's list is taken up again if it
+    // still holds.
     let (dirs, chosen) = if fresh {
-        (0, choose(&items, &spec.dest, fresh))
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&spec.dest).map_err(local(&spec.dest))?;
+        let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
+        (dirs, choose(&items, &spec.dest, fresh))
     } else {
-        let dirs = make_dirs(&items, &spec.dest, fresh)?;
+        let dirs = make_dirs(&items, &spec.dest)?;
         let again = resumed(&items, &saved, &journal_path(&output));
         (dirs, again.unwrap_or_else(|| choose(&items, &spec.dest, fresh)))
     };
     let def = definition(&chosen.todo);
     let defs = if chosen.todo.is_empty() { vec![] } else { define_everywhere(spec, &def) };
-    let dirs = if fresh { make_dirs(&items, &spec.dest, fresh)? } else { dirs };
     let Chosen { todo, files, links, skipped_files, skipped_bytes, bytes } = chosen;
     let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
     phases.prepare = (started.elapsed() - listed).as_secs_f64();
@@ -557,7 +580,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         } else {
             // Kept until the range is complete: a rerun after an interruption
             // moves this list again, and resumes it from the journal.
-            std::fs::write(&saved, &def).map_err(local(&saved))?;
+            std::fs::write(&saved, saved_list(&todo)).map_err(local(&saved))?;
             match transfer::get(&get, progress).await {
                 Err(e @ (TransferError::Journal(_) | TransferError::BlockSizeMismatch { .. })) => {
                     // An earlier run's journal for another list: start the range over.
@@ -576,7 +599,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
             let p = spec.dest.join(&it.rel);
             let target = targets.get(&i).cloned().unwrap_or_default();
             remove_any(&p).map_err(local(&p))?;
-            std::os::unix::fs::symlink(OsStr::from_bytes(&target), &p).map_err(local(&p))?;
+            in_tree(&p, fresh, || std::os::unix::fs::symlink(OsStr::from_bytes(&target), &p)).map_err(local(&p))?;
             set_mtime(&p, it.entry.mtime, libc::AT_SYMLINK_NOFOLLOW).map_err(local(&p))?;
         }
         // The files not finished as they were written; two threads (two
@@ -601,9 +624,17 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         })?;
     }
     // Directories last, deepest first: writing inside one changes its mtime.
+    // In a fresh destination, one nothing was written into is made now.
     for it in items.iter().rev().filter(|it| it.entry.kind == Kind::Dir) {
         let p = spec.dest.join(&it.rel);
-        finish_entry(&p, &it.entry, fresh, umask).map_err(local(&p))?;
+        let made = match finish_entry(&p, &it.entry, fresh, umask) {
+            Err(e) if fresh && e.kind() == io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&p).map_err(local(&p))?;
+                finish_entry(&p, &it.entry, fresh, umask)
+            }
+            r => r,
+        };
+        made.map_err(local(&p))?;
     }
     let seconds = started.elapsed().as_secs_f64();
     phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
@@ -659,11 +690,24 @@ fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<'a> {
 
 /// The bundle's definition: `todo` as a ddftp list, packed for the wire.
 fn definition(todo: &[&Item]) -> Vec<u8> {
-    let mut def = ddftp::MAGIC.to_vec();
+    // A mirror needs the kind, size and path; modes and mtimes are left out
+    // (zero), so the packed list is about half as large and reaches a slow
+    // mirror sooner.
+    packed_list(todo, |e| Entry { perm: 0, mtime: Time::default(), ..e.clone() })
+}
+
+/// The list of what this run moves, kept beside the journal so that a run
+/// interrupted and run again takes up the same range (entries whole).
+fn saved_list(todo: &[&Item]) -> Vec<u8> {
+    packed_list(todo, Entry::clone)
+}
+
+fn packed_list(todo: &[&Item], entry: impl Fn(&Entry) -> Entry) -> Vec<u8> {
+    let mut list = ddftp::MAGIC.to_vec();
     for it in todo {
-        ddftp::push_record(&mut def, &it.entry);
+        ddftp::push_record(&mut list, &entry(&it.entry));
     }
-    packed::pack(&def)
+    packed::pack(&list)
 }
 
 /// Asks every mirror to register the bundle defined by `def`.
@@ -709,23 +753,16 @@ fn resumed<'a>(items: &'a [Item], saved: &Path, journal: &Path) -> Option<Chosen
     })
 }
 
-/// Makes the listed directories, owner-writable until the end so files can
-/// be created inside (parents sort before children); into an existing
-/// destination, whatever stands in a directory's place goes. Returns how
-/// many directories the list holds.
-fn make_dirs(items: &[Item], dest: &Path, fresh: bool) -> Result<u64, ArchiveError> {
+/// Makes the listed directories in an existing destination, owner-writable
+/// until the end so files can be created inside (parents sort before
+/// children); whatever stands in a directory's place goes. Returns how many
+/// directories the list holds.
+fn make_dirs(items: &[Item], dest: &Path) -> Result<u64, ArchiveError> {
     let mut dirs = 0;
     for it in items.iter().filter(|it| it.entry.kind == Kind::Dir) {
         dirs += 1;
         let p = dest.join(&it.rel);
         let local = |source| ArchiveError::Local { path: p.clone(), source };
-        if fresh {
-            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(local(e)),
-                _ => {}
-            }
-            continue;
-        }
         if p.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
             remove_any(&p).map_err(local)?;
         }

@@ -24,13 +24,13 @@
 //! connection to any mirror can serve any block of it.
 
 use std::collections::{HashMap, VecDeque};
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Component, Path};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use ddftp_proto::manifest::hex;
@@ -161,24 +161,32 @@ impl Bundle {
     }
 }
 
-/// A bundle entry's path below the root: relative, no `..`, not the index.
+/// A bundle entry's path below the root: relative, no `..`, not the index
+/// (`.` and empty components dropped, as `Path::components` does).
 fn below_root(rel: &[u8]) -> Result<CString, &'static str> {
-    let mut parts = vec![];
-    for c in Path::new(OsStr::from_bytes(rel)).components() {
-        match c {
-            Component::Normal(part) => parts.push(part.as_bytes()),
-            Component::CurDir => {}
-            Component::ParentDir => return Err("'..' is refused"),
-            Component::RootDir | Component::Prefix(_) => return Err("absolute paths are refused"),
+    if rel.first() == Some(&b'/') {
+        return Err("absolute paths are refused");
+    }
+    let mut out = Vec::with_capacity(rel.len() + 1);
+    for part in rel.split(|&c| c == b'/') {
+        match part {
+            b"" | b"." => continue,
+            b".." => return Err("'..' is refused"),
+            _ if out.is_empty() && part == crate::digests::INDEX_DIR_NAME.as_bytes() => {
+                return Err("the digest index is not served");
+            }
+            _ => {
+                if !out.is_empty() {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(part);
+            }
         }
     }
-    if parts.is_empty() {
+    if out.is_empty() {
         return Err("empty path");
     }
-    if parts[0] == crate::digests::INDEX_DIR_NAME.as_bytes() {
-        return Err("the digest index is not served");
-    }
-    CString::new(parts.join(&b'/')).map_err(|_| "NUL byte")
+    CString::new(out).map_err(|_| "NUL byte")
 }
 
 /// The root directory, as a handle to open entries beneath.
@@ -270,4 +278,29 @@ impl Bundles {
 /// Whether `path` has the form of a bundle name.
 pub fn is_bundle_name(path: &str) -> bool {
     path.strip_prefix(PREFIX).is_some_and(|h| h.len() == 32 && h.bytes().all(|c| c.is_ascii_hexdigit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_paths_stay_below_the_root() {
+        let ok = |p: &[u8]| below_root(p).map(|c| c.into_bytes());
+        assert_eq!(ok(b"a/b").unwrap(), b"a/b");
+        assert_eq!(ok(b"./a//b/.").unwrap(), b"a/b");
+        assert_eq!(ok(b"x/.ddftpd-index").unwrap(), b"x/.ddftpd-index");
+        for (bad, why) in [
+            (&b"/etc/passwd"[..], "absolute"),
+            (b"a/../../b", "'..'"),
+            (b"..", "'..'"),
+            (b"", "empty"),
+            (b"./.", "empty"),
+            (b".ddftpd-index/x", "index"),
+            (b"./.ddftpd-index", "index"),
+            (b"a\0b", "NUL"),
+        ] {
+            assert!(ok(bad).unwrap_err().contains(why), "{bad:?}");
+        }
+    }
 }
