@@ -1266,3 +1266,32 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
     shared.delivered.notify_waiters();
     shared.ack_timer.notify_one();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unacked_messages_leave_in_any_order() {
+        let mut u = Unacked::default();
+        for id in 5..10 {
+            u.insert(id, Bytes::from(vec![id as u8; 3]));
+        }
+        assert_eq!(u.get(4), None);
+        assert_eq!(u.get(7).map(|b| b[0]), Some(7));
+        // Acks that overtook each other on different links.
+        assert_eq!(u.remove(7).map(|b| b[0]), Some(7));
+        assert_eq!(u.remove(7), None, "acknowledged once");
+        assert_eq!(u.remove(5).map(|b| b[0]), Some(5));
+        assert_eq!(u.ids().collect::<Vec<_>>(), [6, 8, 9]);
+        assert_eq!(u.remove(42), None);
+        for id in [9, 6, 8] {
+            assert!(u.remove(id).is_some());
+        }
+        assert!(u.is_empty());
+        // Emptied, it starts at the next id given.
+        u.insert(10, Bytes::new());
+        assert_eq!(u.ids().collect::<Vec<_>>(), [10]);
+        assert!(!u.is_empty());
+    }
+}
