@@ -414,6 +414,32 @@ fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, ArchiveError> {
     Ok(Some(clean))
 }
 
+/// Refuses a list that puts an entry below one that is not a directory
+/// (a symlink, a file): making it would go through what the list itself
+/// puts there, out of DEST maybe. A walk never lists such a thing.
+fn check_nesting(items: &[Item]) -> Result<(), ArchiveError> {
+    let not_dirs: HashMap<&Path, Kind> =
+        items.iter().filter(|it| it.entry.kind != Kind::Dir).map(|it| (it.rel.as_path(), it.entry.kind)).collect();
+    // Entries come sorted: most share their parent with the one before.
+    let mut last = None;
+    for it in items {
+        let parent = it.rel.parent();
+        if parent == last {
+            continue;
+        }
+        last = parent;
+        for a in it.rel.ancestors().skip(1) {
+            if let Some(kind) = not_dirs.get(a) {
+                return Err(ArchiveError::BadEntry {
+                    path: String::from_utf8_lossy(&it.entry.path).into_owned(),
+                    why: format!("it is below {}, which the list gives as a {kind:?}", a.display()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether the destination already holds this entry, complete and correct.
 fn is_done(dest: &Path, e: &Entry) -> bool {
     e.kind == Kind::File && dest.symlink_metadata().is_ok_and(|m| is_finished_file(&m, e.size, e.perm, e.mtime))
@@ -513,6 +539,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     if items.is_empty() {
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
+    check_nesting(&items)?;
     let listed = started.elapsed();
     let local = |path: &Path| {
         let path = path.to_path_buf();

@@ -234,6 +234,31 @@ fn walkdir(dir: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
+fn a_list_with_an_entry_below_a_symlink_is_refused() {
+    let f = Fixture::new();
+    let outside = f.out("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::create_dir(f.root().join("proj")).unwrap();
+    std::os::unix::fs::symlink(&outside, f.root().join("proj/a")).unwrap();
+    // A list (from --list, or a hostile mirror) with the symlink `a`, out
+    // of DEST, and a directory below it.
+    let list = f.out("list");
+    let mut l = b"#ddftp-list 1\0d 0 755 0.000000000 proj\0".to_vec();
+    l.extend_from_slice(format!("l {} 777 0.000000000 proj/a\0", outside.as_os_str().len()).as_bytes());
+    l.extend_from_slice(b"d 0 755 0.000000000 proj/a/b\0");
+    std::fs::write(&list, l).unwrap();
+    let m = Mirror::start(&f.root(), &[]);
+    let dest = f.out("copy");
+    let args =
+        ["archive", "proj", "--mirrors", &m.addr, "--dest", dest.to_str().unwrap(), "--list", list.to_str().unwrap()];
+    let out = ddftp(&args, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("proj/a/b") && err.contains("Link"), "{err}");
+    assert!(!outside.join("b").exists(), "made a directory out of DEST");
+    assert!(!dest.join("a").exists(), "nothing moved");
+}
+
+#[test]
 fn a_missing_source_is_a_clear_error() {
     let f = Fixture::new();
     let m = Mirror::start(&f.root(), &[]);
