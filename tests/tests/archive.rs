@@ -163,14 +163,21 @@ fn a_dwalk_format_list_with_strip_drives_the_copy() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--strip"));
 }
 
+/// The source under the fixture's root, and a copy of it under another
+/// root `name` (for a second mirror).
+fn source_and_copy(f: &Fixture, name: &str) -> (PathBuf, PathBuf) {
+    let proj = f.root().join("proj");
+    make_source(&proj);
+    let other = f.out(name);
+    std::fs::create_dir(&other).unwrap();
+    assert!(Command::new("cp").arg("-a").arg(&proj).arg(&other).status().unwrap().success());
+    (proj, other)
+}
+
 #[test]
 fn a_stale_mirror_is_left_out() {
     let f = Fixture::new();
-    let proj = f.root().join("proj");
-    make_source(&proj);
-    let stale = f.out("stale");
-    std::fs::create_dir(&stale).unwrap();
-    assert!(Command::new("cp").arg("-a").arg(&proj).arg(&stale).status().unwrap().success());
+    let (proj, stale) = source_and_copy(&f, "stale");
     std::fs::write(stale.join("proj/a/f003"), b"an older, shorter version").unwrap();
     let (good, bad) = (Mirror::start(&f.root(), &[]), Mirror::start(&stale, &[]));
     let dest = f.out("copy");
@@ -186,11 +193,7 @@ fn a_stale_mirror_is_left_out() {
 #[test]
 fn a_mirror_whose_copy_changes_after_registering_is_dropped() {
     let f = Fixture::new();
-    let proj = f.root().join("proj");
-    make_source(&proj);
-    let other = f.out("other");
-    std::fs::create_dir(&other).unwrap();
-    assert!(Command::new("cp").arg("-a").arg(&proj).arg(&other).status().unwrap().success());
+    let (proj, other) = source_and_copy(&f, "other");
     let (good, changing) = (Mirror::start(&f.root(), &[]), Mirror::start(&other, &[]));
     let archive = |dest: &Path| {
         let m = mirrors_arg(&[&good, &changing]);
