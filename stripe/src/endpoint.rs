@@ -33,6 +33,15 @@ use crate::wire::{Frame, MAX_MESSAGE};
 
 /// Unacknowledged bytes a sender may have out before `send` waits.
 const WINDOW: u64 = 64 << 20;
+/// What holding one message costs besides its bytes (its slot, its
+/// claim): counted against the window, so a flood of empty or tiny
+/// messages is bounded too.
+const MESSAGE_COST: u64 = 64;
+
+/// What a held message counts against the window.
+fn held(m: &Bytes) -> u64 {
+    m.len() as u64 + MESSAGE_COST
+}
 /// Unsent bytes a link may queue in the kernel: keeps claims close to
 /// what the link is really sending, so the two ends of a pair meet where
 /// their speeds say.
@@ -406,9 +415,9 @@ impl Striped {
                 if st.closing {
                     return Err(broken("send after close"));
                 }
-                if st.unacked.is_empty() || st.unacked_bytes + msg.len() as u64 <= WINDOW {
+                if st.unacked.is_empty() || st.unacked_bytes + held(&msg) <= WINDOW {
                     let id = st.plan.push(msg.len() as u64);
-                    st.unacked_bytes += msg.len() as u64;
+                    st.unacked_bytes += held(&msg);
                     st.unacked.insert(id, msg);
                     // A short message wakes only the writer it is for.
                     let only = st.plan.sole_link(id);
@@ -735,7 +744,7 @@ impl State {
 
     fn on_ack(&mut self, msg: u64) {
         if let Some(m) = self.unacked.remove(msg) {
-            self.unacked_bytes -= m.len() as u64;
+            self.unacked_bytes -= held(&m);
             for c in &mut self.carried {
                 c.retain(|c| c.msg != msg);
             }
