@@ -91,8 +91,10 @@ struct State {
     /// Sent messages the peer has not acknowledged.
     unacked: Unacked,
     unacked_bytes: u64,
-    /// Runs each link carried of unacknowledged messages.
-    carried: Vec<Vec<Claim>>,
+    /// Runs each link carried, oldest first, of unacknowledged messages
+    /// (and of some acknowledged out of order: they leave once every older
+    /// one is acknowledged; a failed link's are filtered).
+    carried: Vec<VecDeque<Claim>>,
     /// Each link's backlog when its writer last looked: an idle writer
     /// does not look, so its partner drains the figure at the link's rate.
     backlog_seen: Vec<(u64, std::time::Instant)>,
@@ -319,7 +321,7 @@ impl Striped {
             st.plan,
             st.unacked.ids().collect::<Vec<_>>(),
             st.unacked_bytes,
-            st.carried.iter().map(Vec::len).collect::<Vec<_>>(),
+            st.carried.iter().map(VecDeque::len).collect::<Vec<_>>(),
             st.alive,
             st.acks,
             st.closing,
@@ -364,7 +366,7 @@ impl Striped {
                 plan: Plan::new(n, PlanConfig::default()),
                 unacked: Unacked::default(),
                 unacked_bytes: 0,
-                carried: vec![vec![]; n],
+                carried: vec![VecDeque::new(); n],
                 backlog_seen: vec![(0, std::time::Instant::now()); n],
                 alive: vec![true; n],
                 sent: vec![0; n],
@@ -676,7 +678,7 @@ impl State {
                     // The partner weighs this run as ours from now on.
                     self.note_backlog(link, backlog + (head.len() + payload.len()) as u64);
                 }
-                self.carried[link].push(c);
+                self.carried[link].push_back(c);
                 return Work::Frame(head, Some((c, payload)));
             }
             Next::Later => return paced(head),
@@ -745,8 +747,13 @@ impl State {
     fn on_ack(&mut self, msg: u64) {
         if let Some(m) = self.unacked.remove(msg) {
             self.unacked_bytes -= held(&m);
+            // Acks come mostly in order: the front runs go, each once (a
+            // search of every link's runs per ack was quadratic in what
+            // is outstanding).
             for c in &mut self.carried {
-                c.retain(|c| c.msg != msg);
+                while c.front().is_some_and(|r| self.unacked.get(r.msg).is_none()) {
+                    c.pop_front();
+                }
             }
         }
     }

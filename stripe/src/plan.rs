@@ -111,6 +111,9 @@ pub struct Plan {
     cfg: PlanConfig,
     links: Vec<Link>,
     messages: VecDeque<Message>,
+    /// How many of `messages` are striped (helpable): none, and every
+    /// message goes whole on one link.
+    striped: usize,
     redo: VecDeque<Claim>,
     next_id: u64,
 }
@@ -123,6 +126,7 @@ impl Plan {
                 .map(|_| Link { alive: true, rate: 0.0, samples: vec![], next_sample: 0, backlog: 0 })
                 .collect(),
             messages: VecDeque::new(),
+            striped: 0,
             redo: VecDeque::new(),
             next_id: 0,
         }
@@ -186,6 +190,7 @@ impl Plan {
                 at = end;
             }
         }
+        self.striped += usize::from(m.helpable);
         self.messages.push_back(m);
         id
     }
@@ -212,7 +217,13 @@ impl Plan {
             Next::Nothing => self.help(link).map_or(Next::Nothing, Next::Run),
             n => n,
         };
-        self.messages.retain(|m| m.empty_pending || m.segments.iter().any(|s| s.lo < s.hi));
+        // Claimed messages leave from the front (one claimed behind an
+        // unclaimed one waits its turn): a pass over all of them per claim
+        // was quadratic in a queue of many short messages.
+        while self.messages.front().is_some_and(|m| !m.empty_pending && m.segments.iter().all(|s| s.lo >= s.hi)) {
+            let m = self.messages.pop_front().expect("front");
+            self.striped -= usize::from(m.helpable);
+        }
         next
     }
 
@@ -371,17 +382,19 @@ impl Plan {
 
     /// The link a queued message goes on whole, if it is one of those.
     pub fn sole_link(&self, id: u64) -> Option<LinkId> {
-        let m = self.messages.iter().find(|m| m.id == id)?;
+        // Usually the one just queued, at the back.
+        let m = self.messages.iter().rev().find(|m| m.id == id)?;
         (!m.helpable && m.segments.len() == 1).then_some(m.segments[0].lo_worker).flatten()
     }
 
     /// What is left to claim goes whole on one link each (short messages,
     /// or a single link): no pair decision needs the links' backlogs.
     pub fn one_link_work(&self) -> bool {
-        self.redo.is_empty() && self.messages.iter().all(|m| !m.helpable && m.segments.len() == 1)
+        self.redo.is_empty() && self.striped == 0
     }
 
-    /// Nothing left to claim.
+    /// Nothing left to claim (the front message is never a claimed one:
+    /// `next` takes those away).
     pub fn is_idle(&self) -> bool {
         self.redo.is_empty() && self.messages.is_empty()
     }

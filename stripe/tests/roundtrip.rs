@@ -194,3 +194,40 @@ async fn a_receiver_that_does_not_read_holds_the_sender_back() {
     assert!(b.recv().await.unwrap().is_none());
     sender.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_messages_count_against_the_window() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Each held message counts 64 bytes against the 64 MiB window: at most
+    // 1 Mi empty messages wait for a receiver that reads none.
+    const BOUND: u64 = (64 << 20) / 64;
+    const TOTAL: u64 = BOUND + 1000;
+    let (a, b) = pair(2).await;
+    let a = Arc::new(a);
+    let sent = Arc::new(AtomicU64::new(0));
+    let sender = {
+        let (a, sent) = (a.clone(), sent.clone());
+        tokio::spawn(async move {
+            for _ in 0..TOTAL {
+                a.send(Bytes::new()).await.unwrap();
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+            a.close().await.unwrap();
+        })
+    };
+    // Until the sender stops getting anywhere.
+    loop {
+        let n = sent.load(Ordering::Relaxed);
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        if sent.load(Ordering::Relaxed) == n {
+            break;
+        }
+    }
+    let n = sent.load(Ordering::Relaxed);
+    assert!(!sender.is_finished() && n <= BOUND, "{n} empty messages went to a receiver that read none");
+    for _ in 0..TOTAL {
+        assert_eq!(b.recv().await.unwrap().map(|m| m.len()), Some(0));
+    }
+    assert!(b.recv().await.unwrap().is_none());
+    sender.await.unwrap();
+}
