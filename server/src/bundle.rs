@@ -46,6 +46,12 @@ use crate::root::Root;
 pub const PREFIX: &str = "@bundle/";
 /// Bundles kept at once; the oldest is forgotten first.
 const KEEP: usize = 16;
+/// Memory the kept bundles may take (their entries' paths and sizes): a
+/// definition may unpack to 256 MiB, and 16 of those must not be able to
+/// take the server's memory. The newest bundle is always kept.
+const KEEP_BYTES: usize = 1 << 30;
+/// What one entry costs a bundle besides its path.
+const PIECE_COST: usize = std::mem::size_of::<Piece>() + 16;
 
 /// One entry of a bundle: its path below the root, and whether it is a
 /// symlink (its size is the layout's).
@@ -60,6 +66,8 @@ struct Piece {
 pub struct Bundle {
     pub name: String,
     pub size: u64,
+    /// Memory its entries take (about).
+    footprint: usize,
     /// The root, opened once: entries are opened beneath it.
     root: OwnedFd,
     pieces: Vec<Piece>,
@@ -87,7 +95,8 @@ impl Bundle {
         let root = open_root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let layout = Layout::new(entries.iter().map(|e| e.size)).ok_or("the sizes add up past 2^64 bytes")?;
         let name = format!("{PREFIX}{}", &hex(blake3::hash(list).as_bytes())[..32]);
-        Ok(Bundle { name, size: layout.size(), root, pieces, layout, digests: OnceCell::new() })
+        let footprint = pieces.iter().map(|p| p.path.as_bytes().len() + PIECE_COST).sum();
+        Ok(Bundle { name, size: layout.size(), footprint, root, pieces, layout, digests: OnceCell::new() })
     }
 
     /// Fills `buf` with the range's bytes from `offset`; an entry that is
@@ -238,10 +247,20 @@ fn read_link(f: &File) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// The bundles a server knows, by name.
-#[derive(Debug, Default)]
+/// The bundles a server knows, by name: at most [`KEEP`] of them and
+/// [`KEEP_BYTES`] of their entries, the oldest forgotten first (a stream
+/// already reading one keeps it; a new `Start` on a forgotten one is told
+/// to define it again).
+#[derive(Debug)]
 pub struct Bundles {
     inner: Mutex<Registry>,
+    keep_bytes: usize,
+}
+
+impl Default for Bundles {
+    fn default() -> Bundles {
+        Bundles { inner: Mutex::default(), keep_bytes: KEEP_BYTES }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -249,22 +268,25 @@ struct Registry {
     map: HashMap<String, Arc<Bundle>>,
     /// Names, oldest first.
     order: VecDeque<String>,
+    /// The kept bundles' footprints, summed.
+    held: usize,
 }
 
 impl Bundles {
     /// Registers `b` (or returns the one already registered under its name).
     pub fn insert(&self, b: Bundle) -> Arc<Bundle> {
         let mut g = self.inner.lock().expect("bundles lock");
-        let Registry { map, order } = &mut *g;
+        let Registry { map, order, held } = &mut *g;
         if let Some(old) = map.get(&b.name) {
             return old.clone();
         }
         let b = Arc::new(b);
+        *held += b.footprint;
         map.insert(b.name.clone(), b.clone());
         order.push_back(b.name.clone());
-        while order.len() > KEEP {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
+        while order.len() > KEEP || (*held > self.keep_bytes && order.len() > 1) {
+            if let Some(old) = order.pop_front().and_then(|n| map.remove(&n)) {
+                *held -= old.footprint;
             }
         }
         b
@@ -283,6 +305,28 @@ pub fn is_bundle_name(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_bundles_stay_within_their_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), b"x").unwrap();
+        let root = Root::new(dir.path(), false).unwrap();
+        let define = |i: usize| {
+            let list = format!("#ddftp-list 1\0f 1 644 0.{i:09} f\0");
+            Bundle::define(&root, list.as_bytes()).unwrap()
+        };
+        let one = define(0).footprint;
+        // Room for three bundles of one entry.
+        let bundles = Bundles { inner: Mutex::default(), keep_bytes: 3 * one };
+        let names: Vec<String> = (0..5).map(|i| bundles.insert(define(i)).name.clone()).collect();
+        let kept: Vec<bool> = names.iter().map(|n| bundles.get(n).is_some()).collect();
+        assert_eq!(kept, [false, false, true, true, true]);
+        assert_eq!(bundles.inner.lock().unwrap().held, 3 * one);
+        // The newest is kept even alone past the budget.
+        let tight = Bundles { inner: Mutex::default(), keep_bytes: 1 };
+        let n = tight.insert(define(7)).name.clone();
+        assert!(tight.get(&n).is_some());
+    }
 
     #[test]
     fn entry_paths_stay_below_the_root() {
