@@ -215,7 +215,13 @@ fn open_root(dir: &Path) -> io::Result<OwnedFd> {
 fn open_beneath(root: RawFd, path: &CString, link: bool) -> io::Result<OwnedFd> {
     // SAFETY: open_how is plain data; zeroed is "no flags".
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    let flags = if link { libc::O_PATH | libc::O_NOFOLLOW } else { libc::O_RDONLY | libc::O_NOFOLLOW };
+    // Non-blocking: a FIFO (or device) where the list says a file must not
+    // hang the open; it is refused once fstat says what it is.
+    let flags = if link {
+        libc::O_PATH | libc::O_NOFOLLOW
+    } else {
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY
+    };
     how.flags = (flags | libc::O_CLOEXEC) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
     // SAFETY: a valid directory descriptor, C string and open_how of the size given.

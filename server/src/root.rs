@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::digests::INDEX_DIR_NAME;
@@ -90,7 +91,13 @@ impl Root {
     /// Opens a regular file for reading.
     pub fn open_file(&self, rel: &str) -> Result<File, PathError> {
         let real = self.resolve(rel)?;
-        let f = File::open(&real).map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
+        // Non-blocking: opening a FIFO (or a device) must not wait for a
+        // writer; it is refused once fstat says what it is.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&real)
+            .map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
         let m = f.metadata().map_err(|e| PathError::Io { path: rel.to_string(), source: e })?;
         if !m.is_file() {
             return Err(PathError::NotAFile(rel.to_string()));

@@ -182,6 +182,12 @@ fn paths_outside_the_root_are_refused() {
     ]);
     assert!(matches!(r.reply(), Some(Reply::Stat { size: 100, .. })), "a symlink inside the root is followed");
     assert!(matches!(r.reply(), Some(Reply::Error { code: ErrorCode::Forbidden, .. })), "one leaving it is not");
+    // A FIFO is not a file: refused at once, not waited on (a blocking open
+    // would hold a server thread until some writer came).
+    assert!(std::process::Command::new("mkfifo").arg(f.root().join("pipe")).status().unwrap().success());
+    let mut r = Raw::greeted(&strict.addr);
+    r.send(&[Request::Stat { path: "pipe".into(), manifest: false }]);
+    assert!(matches!(r.reply(), Some(Reply::Error { code: ErrorCode::NotAFile, .. })), "a FIFO");
 }
 
 #[test]
@@ -407,9 +413,12 @@ fn bundles_and_walks_stay_inside_the_root() {
         last: 0,
         dir: Direction::Increment,
     };
+    // A FIFO where the list says a file: refused, not waited on.
+    assert!(std::process::Command::new("mkfifo").arg(f.root().join("d/pipe")).status().unwrap().success());
     for (entry, why) in [
         (&b"f 100 644 0.000000000 outside-dir/secret\0"[..], "symlink"),
         (b"f 999 644 0.000000000 d/ok\0", "999 bytes"),
+        (b"f 4 644 0.000000000 d/pipe\0", "Fifo"),
     ] {
         for request in [stat.clone(), start.clone()] {
             match served(entry, request) {
