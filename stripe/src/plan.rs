@@ -166,18 +166,19 @@ impl Plan {
         self.next_id += 1;
         let live = || (0..self.links.len()).filter(|&l| self.links[l].alive);
         let n = live().count();
-        let run = (len / (4 * n.max(1) as u64)).clamp(u64::from(self.cfg.min_run), u64::from(self.cfg.max_run));
-        let mut m = Message { id, run, segments: vec![], helpable: true, empty_pending: len == 0 };
-        if len < self.cfg.small || n <= 1 {
+        let empty_pending = len == 0;
+        let m = if len < self.cfg.small || n <= 1 {
             // Ties (nothing measured yet) go to the first link given.
             let fastest = live().max_by(|&a, &b| self.rate(a).total_cmp(&self.rate(b)).then(b.cmp(&a)));
             // Whole on one link, in runs as long as they may be: a short
             // message is one run, one frame, one write (two writes put a
             // short segment on the wire between them).
-            m.helpable = false;
-            m.run = len.clamp(1, u64::from(self.cfg.max_run));
-            m.segments.push(Segment { lo: 0, hi: len, lo_worker: fastest, hi_worker: None });
+            let run = len.clamp(1, u64::from(self.cfg.max_run));
+            let whole = Segment { lo: 0, hi: len, lo_worker: fastest, hi_worker: None };
+            Message { id, run, segments: vec![whole], helpable: false, empty_pending }
         } else {
+            let run = (len / (4 * n as u64)).clamp(u64::from(self.cfg.min_run), u64::from(self.cfg.max_run));
+            let mut m = Message { id, run, segments: vec![], helpable: true, empty_pending };
             let live: Vec<LinkId> = live().collect();
             let groups: Vec<&[LinkId]> = live.chunks(2).collect();
             let weights: Vec<f64> = groups.iter().map(|g| g.iter().map(|&l| self.rate(l)).sum()).collect();
@@ -189,7 +190,8 @@ impl Plan {
                 m.segments.push(Segment { lo: at, hi: end, lo_worker: Some(g[0]), hi_worker: g.get(1).copied() });
                 at = end;
             }
-        }
+            m
+        };
         self.striped += usize::from(m.helpable);
         self.messages.push_back(m);
         id
