@@ -293,17 +293,22 @@ impl Store for TreeStore {
 
 /// Makes entry `path` with `make`; in a fresh destination, whose
 /// directories are made by the first entry written into them, the missing
-/// ones on its path first (owner-only until they are finished).
+/// ones on its path first.
 fn in_tree<T>(path: &Path, fresh: bool, make: impl Fn() -> io::Result<T>) -> io::Result<T> {
     match make() {
         Err(e) if fresh && e.kind() == io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
-                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+                make_dir_all(dir)?;
             }
             make()
         }
         r => r,
     }
+}
+
+/// A directory and its missing parents, owner-only until they are finished.
+fn make_dir_all(p: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
 }
 
 fn remove_any(p: &Path) -> io::Result<()> {
@@ -558,7 +563,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     // directory's place; an interrupted run's list is taken up again if it
     // still holds.
     let (dirs, chosen) = if fresh {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&spec.dest).map_err(local(&spec.dest))?;
+        make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
         let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
         (dirs, choose(&items, &spec.dest, fresh))
     } else {
@@ -656,7 +661,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         let p = spec.dest.join(&it.rel);
         let made = match finish_entry(&p, &it.entry, fresh, umask) {
             Err(e) if fresh && e.kind() == io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&p).map_err(local(&p))?;
+                make_dir_all(&p).map_err(local(&p))?;
                 finish_entry(&p, &it.entry, fresh, umask)
             }
             r => r,
