@@ -4,14 +4,16 @@
 //! path, and the regular files and symlinks still to move become one
 //! *bundle*: their bytes back to back, one linear range. Every mirror
 //! registers the bundle under one name and checks each entry against its
-//! own copy as it reads it ([`ddftpd::bundle`]); then the range is moved exactly like `get` moves a
-//! file (pairs from both ends, helpers, the chunk manifest voted by the
-//! mirrors and checked on every block, the SHA-256 at the end, the resume
-//! journal), only written through [`TreeStore`] straight into the
-//! destination files. Small files cost no round trip each: a block holds
-//! as many as fit.
+//! own copy (kind, size, mtime) as it reads it ([`ddftpd::bundle`]); then
+//! the range is moved exactly like `get` moves a file (pairs from both
+//! ends, helpers, the resume journal), only written through [`TreeStore`]
+//! straight into the destination files, and with each block checked
+//! against the seal (BLAKE3) its mirror computed as it read it, not
+//! against a voted manifest: a manifest would have every mirror read the
+//! whole tree before the first byte moves. Small files cost no round trip
+//! each: a block holds as many as fit.
 //!
-//! Files get their mode and mtime only once the whole range is verified,
+//! Files get their mode and mtime only once their bytes are verified,
 //! so a rerun skips exactly the files that are complete and correct (same
 //! type, size, mode and mtime to the nanosecond, as rsync's quick check) and
 //! an interrupted run resumes its range block by block from the journal.
@@ -606,6 +608,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         get.mirrors = mirrors;
         get.output = output;
         get.store = Some(store.clone() as Arc<dyn Store>);
+        get.sealed_size = Some(store.layout.size());
         let moving = Instant::now();
         if store.layout.size() == 0 {
             // Only empty files (and no symlinks with targets): nothing to move.
@@ -722,10 +725,10 @@ fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<'a> {
 
 /// The bundle's definition: `todo` as a ddftp list, packed for the wire.
 fn definition(todo: &[&Item]) -> Vec<u8> {
-    // A mirror needs the kind, size and path; modes and mtimes are left out
-    // (zero), so the packed list is about half as large and reaches a slow
-    // mirror sooner.
-    packed_list(todo, |e| Entry { perm: 0, mtime: Time::default(), ..e.clone() })
+    // A mirror checks each entry's kind, size and mtime as it reads it;
+    // modes are left out (zero), so the packed list reaches a slow mirror
+    // sooner.
+    packed_list(todo, |e| Entry { perm: 0, ..e.clone() })
 }
 
 /// The list of what this run moves, kept beside the journal so that a run

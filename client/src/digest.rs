@@ -119,8 +119,7 @@ impl Completed {
 /// A thread hashing the output in order as far as it is complete.
 pub struct PrefixHasher {
     tx: Option<mpsc::Sender<u64>>,
-    /// `Err(digest)`: nothing is read back; the digest is taken as given.
-    handle: Result<JoinHandle<io::Result<String>>, String>,
+    handle: JoinHandle<io::Result<String>>,
 }
 
 impl PrefixHasher {
@@ -149,14 +148,7 @@ impl PrefixHasher {
                 }
             }
         })?;
-        Ok(PrefixHasher { tx: Some(tx), handle: Ok(handle) })
-    }
-
-    /// A hasher that reads nothing back and reports `digest`: for an
-    /// archive whose every block was checked against the majority's chunk
-    /// manifest, where reading 100,000 files again would double the cost.
-    pub fn trusting(digest: String) -> PrefixHasher {
-        PrefixHasher { tx: None, handle: Err(digest) }
+        Ok(PrefixHasher { tx: Some(tx), handle })
     }
 
     /// The first `bytes` bytes of the file are final.
@@ -170,10 +162,7 @@ impl PrefixHasher {
     /// announced with [`advance`](Self::advance)).
     pub fn finish(mut self) -> io::Result<String> {
         drop(self.tx.take());
-        match self.handle {
-            Ok(h) => h.join().map_err(|_| io::Error::other("hash thread panicked"))?,
-            Err(digest) => Ok(digest),
-        }
+        self.handle.join().map_err(|_| io::Error::other("hash thread panicked"))?
     }
 }
 

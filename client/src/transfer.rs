@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ddftp_proto::auth;
-use ddftp_proto::frame::PROTOCOL_VERSION;
+use ddftp_proto::frame::{self, PROTOCOL_VERSION};
 use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -133,11 +133,15 @@ pub struct GetSpec {
     pub binds: Vec<IpAddr>,
     /// Verify every block against the chunk manifest as it arrives.
     pub verify: bool,
+    /// `path` is a bundle every mirror registered with this size
+    /// ([`crate::archive`]): no `Stat`, no vote and no manifest (a bundle
+    /// has none; each mirror checks every entry against the list as it
+    /// reads it), and every block comes sealed with the hash of its bytes,
+    /// checked before it is written.
+    pub sealed_size: Option<u64>,
     pub scheduler: Config,
     /// Write here instead of a part file renamed to `output` at the end
-    /// (an archive's files); the journal is still `output`'s. With a store
-    /// and verification, the SHA-256 is not computed again from the written
-    /// data: every block was checked against the voted chunk manifest.
+    /// (an archive's files); the journal is still `output`'s.
     pub store: Option<Arc<dyn Store>>,
 }
 
@@ -172,9 +176,11 @@ pub struct TransferReport {
     pub extends: u64,
     pub ends: u64,
     pub duplicate_bytes: u64,
-    /// SHA-256 of the output (checked against what the mirrors reported).
-    pub sha256: String,
-    /// Every block was verified against the chunk manifest as it arrived.
+    /// SHA-256 of the output (checked against what the mirrors reported);
+    /// none for a bundle, whose blocks are sealed one by one instead.
+    pub sha256: Option<String>,
+    /// Every block was verified as it arrived (against the chunk manifest,
+    /// or its seal).
     pub verified: bool,
     pub producers: Vec<ProducerReport>,
     /// Per route: with `--bind`, what each link carried.
@@ -289,16 +295,23 @@ pub(crate) fn unexpected(r: Reply) -> String {
     }
 }
 
-/// Connects to a mirror and asks for the file's size and digests (and,
-/// with `manifest`, its chunk manifest in the same round trip).
+/// Connects to a mirror and, with `stat` (path, and whether the chunk
+/// manifest should come too), asks for the file's size and digests; a
+/// sealed bundle's size is known (`sealed_size`) and nothing is asked.
 async fn probe(
     route: Route,
-    path: String,
-    manifest: bool,
+    stat: Option<(String, bool)>,
     token: Option<Arc<[u8]>>,
+    sealed_size: Option<u64>,
 ) -> Result<(MirrorInfo, TcpStream), String> {
-    let (sock, version, manifest) = connect(&route, Some((&path, manifest)), token.as_deref()).await?;
-    Ok((MirrorInfo { route, version: version.expect("asked for stat"), manifest }, sock))
+    let ask = stat.as_ref().map(|(p, m)| (p.as_str(), *m));
+    let (sock, version, manifest) = connect(&route, ask, token.as_deref()).await?;
+    let version = match (version, sealed_size) {
+        (Some(v), _) => v,
+        (None, Some(size)) => Version::sealed(size),
+        (None, None) => unreachable!("a probe without stat is for a sealed bundle"),
+    };
+    Ok((MirrorInfo { route, version, manifest }, sock))
 }
 
 /// Slot to coordinator.
@@ -356,8 +369,18 @@ struct SlotCtx {
     path: String,
     block_size: u32,
     size: u64,
-    /// Chunk hashes every block is checked against before it is written.
-    manifest: Option<Arc<Manifest>>,
+    /// What every block is checked against before it is written.
+    check: Check,
+}
+
+/// How a transfer's blocks are checked before they are written.
+enum Check {
+    /// Against the voted chunk manifest.
+    Manifest(Arc<Manifest>),
+    /// Against the seal each carries (a bundle's).
+    Sealed,
+    /// Not at all (`--no-verify`, or an empty file).
+    Nothing,
 }
 
 async fn run_slot(
@@ -447,38 +470,9 @@ async fn take_frames(
             Ok(None) => break,
             Err(e) => return Err(fail(format!("protocol error: {e}"))),
         };
-        match reply {
-            Reply::Block { stream, block, payload } => {
-                let Some(e) = expect.front_mut().filter(|e| e.stream == stream) else {
-                    return Err(fail(format!("block {block} for stream {stream}, which is not running")));
-                };
-                if e.cursor.peek() != Some(block) {
-                    let expected = e.cursor.peek().map_or("none".to_string(), |b| b.to_string());
-                    return Err(fail(format!("block {block} of stream {stream} out of order (expected {expected})")));
-                }
-                let offset = block * u64::from(ctx.block_size);
-                let want = (ctx.size - offset).min(u64::from(ctx.block_size));
-                if payload.len() as u64 != want {
-                    return Err(fail(format!("block {block} has {} bytes, expected {want}", payload.len())));
-                }
-                if ctx.manifest.as_ref().is_some_and(|m| !m.verify(offset, &payload)) {
-                    return Err(Event::Corrupt { slot, block });
-                }
-                ctx.file.write_all_at(&payload, offset).map_err(Event::Local)?;
-                e.cursor.take();
-                match run {
-                    Some(r) if r.stream == stream => {
-                        r.count += 1;
-                        r.bytes += want;
-                    }
-                    _ => {
-                        let next = Run { stream, first: block, count: 1, bytes: want, dir: e.cursor.dir() };
-                        if let Some(done) = run.replace(next) {
-                            let _ = events.send(Event::Blocks { slot, run: done }).await;
-                        }
-                    }
-                }
-            }
+        let (stream, block, payload, seal) = match reply {
+            Reply::Block { stream, block, payload } => (stream, block, payload, None),
+            Reply::SealedBlock { stream, block, hash, payload } => (stream, block, payload, Some(hash)),
             Reply::Stopped { stream, sent } => {
                 if let Some(done) = run.take() {
                     let _ = events.send(Event::Blocks { slot, run: done }).await;
@@ -488,9 +482,46 @@ async fn take_frames(
                 }
                 expect.pop_front();
                 let _ = events.send(Event::Stopped { slot, stream, sent }).await;
+                continue;
             }
             Reply::Error { code, message } => return Err(fail(format!("server error: {message} ({code:?})"))),
             other => return Err(fail(format!("unexpected reply {other:?}"))),
+        };
+        let Some(e) = expect.front_mut().filter(|e| e.stream == stream) else {
+            return Err(fail(format!("block {block} for stream {stream}, which is not running")));
+        };
+        if e.cursor.peek() != Some(block) {
+            let expected = e.cursor.peek().map_or("none".to_string(), |b| b.to_string());
+            return Err(fail(format!("block {block} of stream {stream} out of order (expected {expected})")));
+        }
+        let offset = block * u64::from(ctx.block_size);
+        let want = (ctx.size - offset).min(u64::from(ctx.block_size));
+        if payload.len() as u64 != want {
+            return Err(fail(format!("block {block} has {} bytes, expected {want}", payload.len())));
+        }
+        let intact = match (&ctx.check, seal) {
+            (Check::Nothing, _) => true,
+            (Check::Manifest(m), None) => m.verify(offset, &payload),
+            (Check::Sealed, Some(hash)) => frame::seal(&payload) == hash,
+            (Check::Sealed, None) => return Err(fail(format!("block {block} of a bundle came without its seal"))),
+            (Check::Manifest(_), Some(_)) => return Err(fail(format!("block {block} came sealed, not as a file's"))),
+        };
+        if !intact {
+            return Err(Event::Corrupt { slot, block });
+        }
+        ctx.file.write_all_at(&payload, offset).map_err(Event::Local)?;
+        e.cursor.take();
+        match run {
+            Some(r) if r.stream == stream => {
+                r.count += 1;
+                r.bytes += want;
+            }
+            _ => {
+                let next = Run { stream, first: block, count: 1, bytes: want, dir: e.cursor.dir() };
+                if let Some(done) = run.replace(next) {
+                    let _ = events.send(Event::Blocks { slot, run: done }).await;
+                }
+            }
         }
     }
     Ok(())
@@ -531,7 +562,10 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     let probes: Vec<_> = routes
         .iter()
         .enumerate()
-        .map(|(i, r)| tokio::spawn(probe(r.clone(), spec.path.clone(), spec.verify && i == 0, spec.token.clone())))
+        .map(|(i, r)| {
+            let stat = spec.sealed_size.is_none().then(|| (spec.path.clone(), spec.verify && i == 0));
+            tokio::spawn(probe(r.clone(), stat, spec.token.clone(), spec.sealed_size))
+        })
         .collect();
     let spare_token = spec.token.clone();
     let last = routes.last().expect("not empty").clone();
@@ -581,7 +615,7 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     let size = version.size;
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
     let manifest = match early {
-        _ if !spec.verify || size == 0 => None,
+        _ if !spec.verify || size == 0 || spec.sealed_size.is_some() => None,
         Some(m) => Some(Arc::new(m)),
         None => Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?)),
     };
@@ -619,7 +653,9 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         }
     }
 
-    let sha256 = hex(&version.digest.sha256);
+    let sealed = spec.sealed_size.is_some();
+    // What a resume journal must match: a bundle's name says what it is.
+    let sha256 = if sealed { String::new() } else { hex(&version.digest.sha256) };
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
     let out_err = |source| TransferError::Output { path: part.clone(), source };
@@ -678,15 +714,18 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
     journal.done = completed.ranges();
     let reused_bytes = journal.done_bytes();
     journal.save(&jpath, spec.sync).map_err(|source| TransferError::Output { path: jpath.clone(), source })?;
-    let hasher = if spec.store.is_some() && manifest.is_some() {
-        PrefixHasher::trusting(sha256.clone())
-    } else {
-        PrefixHasher::spawn(file.clone(), size).map_err(out_err)?
+    // A bundle's blocks are each checked against their seal; a SHA-256 of
+    // the range would read 100,000 files back, and match nothing.
+    let hasher = if sealed { None } else { Some(PrefixHasher::spawn(file.clone(), size).map_err(out_err)?) };
+    let check = match manifest {
+        Some(m) => Check::Manifest(m),
+        None if sealed && spec.verify => Check::Sealed,
+        None => Check::Nothing,
     };
     let plan = Plan {
         size,
         block_size,
-        manifest,
+        check,
         file: file.clone(),
         slots,
         mirrors: mirror_names,
@@ -696,19 +735,19 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         jpath: jpath.clone(),
         reused_bytes,
     };
-    let result = run_transfer(spec, plan, progress, &mut warnings, started, &hasher).await;
-    let got = hasher.finish();
+    let result = run_transfer(spec, plan, progress, &mut warnings, started, hasher.as_ref()).await;
+    let got = hasher.map(PrefixHasher::finish).transpose();
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
     report.sha256 = got.map_err(out_err)?;
-    if report.sha256 != sha256 {
+    if let Some(got) = report.sha256.clone().filter(|g| *g != sha256) {
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
         let _ = std::fs::remove_file(&part);
         let _ = std::fs::remove_file(&jpath);
-        return Err(TransferError::DigestMismatch { path: spec.path.clone(), expected: sha256, got: report.sha256 });
+        return Err(TransferError::DigestMismatch { path: spec.path.clone(), expected: sha256, got });
     }
-    if let Some(expected) = spec.checksum.as_ref().filter(|e| **e != report.sha256) {
+    if let Some(expected) = spec.checksum.as_ref().filter(|e| report.sha256.as_ref() != Some(*e)) {
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
         let _ = std::fs::remove_file(&part);
@@ -716,7 +755,7 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         return Err(TransferError::ChecksumMismatch {
             path: spec.path.clone(),
             expected: expected.clone(),
-            got: report.sha256,
+            got: report.sha256.unwrap_or_else(|| "not computed (a bundle)".into()),
         });
     }
     if spec.sync {
@@ -764,7 +803,7 @@ async fn fetch_manifest(
 struct Plan {
     size: u64,
     block_size: u32,
-    manifest: Option<Arc<Manifest>>,
+    check: Check,
     file: Arc<dyn Store>,
     /// (mirror index, route, greeted connection) per producer slot.
     slots: Vec<(usize, Route, TcpStream)>,
@@ -787,7 +826,7 @@ struct Coordinator<'a> {
     sync: bool,
     /// Blocks completed since the journal was last written.
     unjournaled: bool,
-    hasher: &'a PrefixHasher,
+    hasher: Option<&'a PrefixHasher>,
     block_size: u64,
     size: u64,
     /// Command channel per slot; `None` once the slot is dropped.
@@ -876,7 +915,9 @@ impl Coordinator<'_> {
                     let (lo, hi) = run.bounds();
                     self.unjournaled = true;
                     if let Some(prefix) = self.completed.mark(lo, hi) {
-                        self.hasher.advance((prefix * self.block_size).min(self.size));
+                        if let Some(h) = self.hasher {
+                            h.advance((prefix * self.block_size).min(self.size));
+                        }
                     }
                 }
                 Err(v) => self.drop_slot(slot, v.to_string(), now, progress),
@@ -909,15 +950,14 @@ async fn run_transfer(
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
     started: Instant,
-    hasher: &PrefixHasher,
+    hasher: Option<&PrefixHasher>,
 ) -> Result<TransferReport, TransferError> {
-    let Plan { size, block_size, manifest, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } =
-        plan;
+    let Plan { size, block_size, check, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } = plan;
     let mirrors = &mirrors[..];
     let bs = u64::from(block_size);
     let blocks = size.div_ceil(bs);
-    let verified = manifest.is_some();
-    let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, manifest });
+    let verified = !matches!(check, Check::Nothing);
+    let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, check });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
     let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
@@ -941,7 +981,9 @@ async fn run_transfer(
     } else {
         Scheduler::new(0..blocks, owner.len(), cfg, now)
     };
-    hasher.advance((completed.prefix() * bs).min(size));
+    if let Some(h) = hasher {
+        h.advance((completed.prefix() * bs).min(size));
+    }
     let mut c = Coordinator {
         sched,
         completed,
@@ -1042,7 +1084,7 @@ async fn run_transfer(
         extends: stats.extends,
         ends: stats.ends,
         duplicate_bytes: stats.duplicate_blocks * bs,
-        sha256: String::new(),
+        sha256: None,
         verified,
         producers,
         links,

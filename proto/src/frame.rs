@@ -3,7 +3,9 @@
 //! Every frame is `kind: u8 | len: u32 BE | body[len]`. Control bodies are
 //! small and capped at [`MAX_CONTROL_BODY`]; a `Block` body is
 //! `stream: u32 | block: u64 | payload` and is capped at
-//! [`MAX_BLOCK_SIZE`] + 12. Integers are big-endian.
+//! [`MAX_BLOCK_SIZE`] + 12; a `SealedBlock` (a bundle's) has the BLAKE3
+//! hash of its payload between block number and payload. Integers are
+//! big-endian.
 //!
 //! One TCP connection carries one producer stream at a time: the client's
 //! `Start`/`Extend`/`End` and the server's `Block`s and `Stopped` travel on it
@@ -19,13 +21,15 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any incompatible change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 /// The first bytes of a `Hello` body, so a stray client is recognised at once.
 pub const MAGIC: &[u8; 5] = b"DDFTP";
 /// Bytes before every body: kind and length.
 pub const HEADER_LEN: usize = 5;
 /// Bytes of a `Block` body before its payload: stream and block number.
 pub const BLOCK_PREFIX_LEN: usize = 12;
+/// Bytes of a `SealedBlock` body before its payload: stream, block number, hash.
+pub const SEALED_PREFIX_LEN: usize = BLOCK_PREFIX_LEN + HASH_LEN;
 /// Largest control-frame body (a path plus a few integers fits easily).
 pub const MAX_CONTROL_BODY: usize = 8 * 1024;
 /// Longest path a client may name.
@@ -58,6 +62,7 @@ const K_R_MANIFEST: u8 = 0x86;
 const K_R_BUNDLE: u8 = 0x87;
 const K_R_LIST_DATA: u8 = 0x88;
 const K_R_LIST_END: u8 = 0x89;
+const K_R_SEALED_BLOCK: u8 = 0x8a;
 const K_R_ERROR: u8 = 0x8f;
 
 /// Which way a producer walks its blocks.
@@ -191,6 +196,14 @@ pub enum Reply {
         block: u64,
         payload: Bytes,
     },
+    /// A block of a bundle, with the BLAKE3 hash ([`seal`]) of its payload
+    /// as the mirror read it: a bundle has no manifest to check it against.
+    SealedBlock {
+        stream: u32,
+        block: u64,
+        hash: Hash,
+        payload: Bytes,
+    },
     /// The stream ended (on `End` or a following `Start`) after sending `sent` blocks.
     Stopped {
         stream: u32,
@@ -251,6 +264,22 @@ pub fn put_block_header(dst: &mut [u8], stream: u32, block: u64, payload_len: us
     w.put_u32((BLOCK_PREFIX_LEN + payload_len) as u32);
     w.put_u32(stream);
     w.put_u64(block);
+}
+
+/// Writes the header of a `SealedBlock` frame: as [`put_block_header`],
+/// with the payload's `hash` (see [`seal`]).
+pub fn put_sealed_block_header(dst: &mut [u8], stream: u32, block: u64, hash: &Hash, payload_len: usize) {
+    let mut w = &mut dst[..HEADER_LEN + SEALED_PREFIX_LEN];
+    w.put_u8(K_R_SEALED_BLOCK);
+    w.put_u32((SEALED_PREFIX_LEN + payload_len) as u32);
+    w.put_u32(stream);
+    w.put_u64(block);
+    w.put_slice(hash);
+}
+
+/// The hash a `SealedBlock` carries: BLAKE3 of its payload.
+pub fn seal(payload: &[u8]) -> Hash {
+    blake3::hash(payload).into()
 }
 
 impl Request {
@@ -418,6 +447,13 @@ impl Reply {
                 dst.put_u64(*block);
                 dst.put_slice(payload);
             }
+            Reply::SealedBlock { stream, block, hash, payload } => {
+                put_header(dst, K_R_SEALED_BLOCK, SEALED_PREFIX_LEN + payload.len());
+                dst.put_u32(*stream);
+                dst.put_u64(*block);
+                dst.put_slice(hash);
+                dst.put_slice(payload);
+            }
             Reply::Stopped { stream, sent } => {
                 put_header(dst, K_R_STOPPED, 12);
                 dst.put_u32(*stream);
@@ -459,6 +495,7 @@ impl Reply {
             }
             K_R_LIST_DATA => Some(MAX_LIST_CHUNK),
             K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
+            K_R_SEALED_BLOCK => Some(SEALED_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
             K_R_MANIFEST => Some(8 + HASH_LEN * MAX_MANIFEST_HASHES as usize),
             _ => None,
         })?
@@ -500,6 +537,10 @@ impl Reply {
                 let block = r.u64()?;
                 let payload = std::mem::take(&mut r.buf);
                 Reply::Block { stream, block, payload }
+            }
+            K_R_SEALED_BLOCK => {
+                let (stream, block, hash) = (r.u32()?, r.u64()?, r.array()?);
+                Reply::SealedBlock { stream, block, hash, payload: std::mem::take(&mut r.buf) }
             }
             K_R_STOPPED => Reply::Stopped { stream: r.u32()?, sent: r.u64()? },
             K_R_ERROR => {
@@ -661,6 +702,9 @@ mod tests {
                 .prop_map(|(first, hashes)| Reply::Manifest { first, hashes }),
             (any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..2048))
                 .prop_map(|(stream, block, p)| Reply::Block { stream, block, payload: Bytes::from(p) }),
+            (any::<u32>(), any::<u64>(), any::<[u8; 32]>(), proptest::collection::vec(any::<u8>(), 0..2048)).prop_map(
+                |(stream, block, hash, p)| Reply::SealedBlock { stream, block, hash, payload: Bytes::from(p) }
+            ),
             (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
             (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error { code: ErrorCode::from_u16(c), message }),
             any::<[u8; 32]>().prop_map(|nonce| Reply::Challenge { nonce }),
@@ -710,6 +754,12 @@ mod tests {
         Reply::Block { stream: 7, block: 42, payload: payload.clone() }.encode(&mut a);
         let mut b = vec![0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
         put_block_header(&mut b, 7, 42, payload.len());
+        b.extend_from_slice(&payload);
+        assert_eq!(&a[..], &b[..]);
+        let mut a = BytesMut::new();
+        Reply::SealedBlock { stream: 7, block: 42, hash: seal(&payload), payload: payload.clone() }.encode(&mut a);
+        let mut b = vec![0u8; HEADER_LEN + SEALED_PREFIX_LEN];
+        put_sealed_block_header(&mut b, 7, 42, &seal(&payload), payload.len());
         b.extend_from_slice(&payload);
         assert_eq!(&a[..], &b[..]);
     }

@@ -3,18 +3,26 @@
 //! `ddftp archive` moves a whole tree with the same dual-direction engine as
 //! `get`: it sends each mirror the ordered list of the files (and symlinks)
 //! to move, and the mirror registers the bundle under a name derived from
-//! the list. `Stat`, `Manifest` and `Start` on that name then treat the
-//! entries' bytes, back to back, as one file: a block may hold hundreds of
-//! small files, so small files cost no round trip each, and the chunk
-//! manifest covers every byte. A symlink's bytes are its target.
+//! the list. `Start` on that name then treats the entries' bytes, back to
+//! back, as one file: a block may hold hundreds of small files, so small
+//! files cost no round trip each. A symlink's bytes are its target.
+//!
+//! A bundle has no digests to vote on and no chunk manifest: computing
+//! them would read the whole tree on every mirror before a byte moves
+//! (for 100,000 small files that took longer than the walk, and for an
+//! archive of terabytes it would be hours). Instead each block goes out
+//! sealed (`Reply::SealedBlock`): with the BLAKE3 hash of its bytes as this
+//! mirror read them, which the client checks before it writes them. What
+//! makes every mirror's bytes the same is the check of each entry against
+//! the list (kind, size, and a file's mtime: the quick check rsync and our
+//! digest index rely on), made whenever the entry is read, on the
+//! descriptor it is read through: a stale mirror is refused at its first
+//! differing entry, which the client is told, and the other mirrors send
+//! those blocks.
 //!
 //! Registering only checks the paths (relative, no `..`, not the index): a
 //! mirror answers at once, with no pass over a hundred thousand files
-//! before the move can start. Each entry is checked against the mirror's
-//! copy (kind and size) whenever it is read, on the descriptor it is read
-//! through: first when the mirror hashes the range for its `Stat` (so for a
-//! list it has not seen, a stale mirror is refused, the entry named, before
-//! a byte moves), then in every block it serves. Entries are opened beneath
+//! before the move can start. Entries are opened beneath
 //! the root with `openat2` refusing every symlink on the way
 //! (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): a symlinked directory cannot
 //! lead a bundle out of the root, not even one put in place after the
@@ -35,10 +43,8 @@ use std::sync::{Arc, Mutex};
 
 use ddftp_proto::manifest::hex;
 use ddtree::layout::Layout;
-use ddtree::list::{ddftp, Kind};
-use tokio::sync::OnceCell;
+use ddtree::list::{ddftp, Kind, Time};
 
-use crate::digests::{Digests, Key};
 use crate::root::Root;
 
 /// What a bundle name starts with. A name of exactly this form (the prefix
@@ -53,12 +59,13 @@ const KEEP_BYTES: usize = 1 << 30;
 /// What one entry costs a bundle besides its path.
 const PIECE_COST: usize = std::mem::size_of::<Piece>() + 16;
 
-/// One entry of a bundle: its path below the root, and whether it is a
-/// symlink (its size is the layout's).
+/// One entry of a bundle: its path below the root, whether it is a
+/// symlink, and its listed mtime (its size is the layout's).
 #[derive(Debug)]
 struct Piece {
     path: CString,
     link: bool,
+    mtime: Time,
 }
 
 /// A registered bundle.
@@ -72,7 +79,6 @@ pub struct Bundle {
     root: OwnedFd,
     pieces: Vec<Piece>,
     layout: Layout,
-    digests: OnceCell<Arc<Digests>>,
 }
 
 impl Bundle {
@@ -89,18 +95,19 @@ impl Bundle {
                     return Err(format!("{}: a {other:?} has no bytes to serve", String::from_utf8_lossy(&e.path)))
                 }
             };
-            pieces.push(Piece { path, link });
+            pieces.push(Piece { path, link, mtime: e.mtime });
         }
         let dir = root.dir();
         let root = open_root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let layout = Layout::new(entries.iter().map(|e| e.size)).ok_or("the sizes add up past 2^64 bytes")?;
         let name = format!("{PREFIX}{}", &hex(blake3::hash(list).as_bytes())[..32]);
         let footprint = pieces.iter().map(|p| p.path.as_bytes().len() + PIECE_COST).sum();
-        Ok(Bundle { name, size: layout.size(), footprint, root, pieces, layout, digests: OnceCell::new() })
+        Ok(Bundle { name, size: layout.size(), footprint, root, pieces, layout })
     }
 
     /// Fills `buf` with the range's bytes from `offset`; an entry that is
-    /// not what the list says (kind, size) is an error naming it.
+    /// not what the list says (kind, size, and for a file mtime) is an
+    /// error naming it.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.layout.each(offset, buf.len(), |i, within, r| {
             let p = &self.pieces[i];
@@ -142,6 +149,17 @@ impl Bundle {
                     md.len()
                 )));
             }
+            let have = Time { sec: md.mtime(), nsec: md.mtime_nsec().clamp(0, 999_999_999) as u32 };
+            if !same_mtime(p.mtime, have) {
+                return Err(io::Error::other(format!(
+                    "{}: listed with mtime {}.{:09}, this mirror's copy has {}.{:09} (another version?)",
+                    shown(),
+                    p.mtime.sec,
+                    p.mtime.nsec,
+                    have.sec,
+                    have.nsec
+                )));
+            }
             f.read_exact_at(dst, within).map_err(|e| {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
                     io::Error::other(format!("{}: the file shrank", shown()))
@@ -151,23 +169,13 @@ impl Bundle {
             })
         })
     }
+}
 
-    /// The range's digests (computed on first use, by reading it once).
-    pub async fn digests(self: &Arc<Bundle>) -> io::Result<Arc<Digests>> {
-        let b = self.clone();
-        self.digests
-            .get_or_try_init(|| async move {
-                let d = tokio::task::spawn_blocking(move || {
-                    let key = Key { dev: 0, ino: 0, size: b.size, mtime_secs: 0, mtime_nanos: 0 };
-                    Digests::compute_with(key, |buf, at| b.read_exact_at(buf, at))
-                })
-                .await
-                .map_err(io::Error::other)??;
-                Ok::<_, io::Error>(Arc::new(d))
-            })
-            .await
-            .cloned()
-    }
+/// Whether a copy's mtime `have` is the listed one: the same second, and
+/// the same nanoseconds unless either has none (a file system, or a copy
+/// tool, that keeps whole seconds only).
+fn same_mtime(listed: Time, have: Time) -> bool {
+    listed.sec == have.sec && (listed.nsec == have.nsec || listed.nsec == 0 || have.nsec == 0)
 }
 
 /// A bundle entry's path below the root: relative, no `..`, not the index
@@ -332,6 +340,17 @@ mod tests {
         let tight = Bundles { inner: Mutex::default(), keep_bytes: 1 };
         let n = tight.insert(define(7)).name.clone();
         assert!(tight.get(&n).is_some());
+    }
+
+    #[test]
+    fn mtimes_match_to_the_nanosecond_where_both_have_them() {
+        let t = |sec, nsec| Time { sec, nsec };
+        assert!(same_mtime(t(100, 5), t(100, 5)));
+        assert!(!same_mtime(t(100, 5), t(100, 6)));
+        assert!(!same_mtime(t(100, 5), t(101, 5)));
+        assert!(same_mtime(t(100, 5), t(100, 0)), "a copy on a file system of whole seconds");
+        assert!(same_mtime(t(100, 0), t(100, 5)), "a list of whole seconds");
+        assert!(!same_mtime(t(100, 0), t(99, 0)));
     }
 
     #[test]

@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ddftp_proto::auth::{self, NONCE_LEN};
-use ddftp_proto::frame::{put_block_header, BLOCK_PREFIX_LEN, HEADER_LEN, MAX_LIST_CHUNK, PROTOCOL_VERSION};
+use ddftp_proto::frame::{
+    put_block_header, put_sealed_block_header, seal, BLOCK_PREFIX_LEN, HEADER_LEN, MAX_LIST_CHUNK, PROTOCOL_VERSION,
+    SEALED_PREFIX_LEN,
+};
 use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
 use ddftp_proto::packed::{self, MAX_LIST};
 use ddftp_proto::{Cursor, Direction, ErrorCode, ProtoError, Reply, Request};
@@ -243,7 +246,7 @@ impl Conn {
             Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,
             Request::Auth { .. } => self.refuse(ErrorCode::BadRequest, "Auth without a Challenge".into()).await,
             Request::Stat { path, manifest } => {
-                let d = match self.any_digests(&path).await {
+                let d = match self.digests(&path).await {
                     Ok(d) => d,
                     Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
                 };
@@ -263,7 +266,7 @@ impl Conn {
                 Ok(())
             }
             Request::Manifest { path, first, count } => {
-                let d = match self.any_digests(&path).await {
+                let d = match self.digests(&path).await {
                     Ok(d) => d,
                     Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
                 };
@@ -425,17 +428,12 @@ impl Conn {
         Ok(())
     }
 
-    /// The digests of a file, or of a bundle's range.
-    async fn any_digests(&mut self, path: &str) -> Result<Arc<Digests>, PathError> {
-        if !bundle::is_bundle_name(path) {
-            return self.digests(path).await;
-        }
-        let b = self.shared.bundles.get(path).ok_or_else(|| PathError::NotFound(path.to_string()))?;
-        b.digests().await.map_err(|source| PathError::Io { path: path.to_string(), source })
-    }
-
-    /// The digests of `path` as it is now (computed on first use).
+    /// The digests of `path` as it is now (computed on first use). A
+    /// bundle has none: its blocks come sealed.
     async fn digests(&mut self, path: &str) -> Result<Arc<Digests>, PathError> {
+        if bundle::is_bundle_name(path) {
+            return Err(PathError::Forbidden(path.to_string(), "a bundle has no digests (its blocks come sealed)"));
+        }
         let file = self.open(path)?;
         let io = |source| PathError::Io { path: path.to_string(), source };
         Ok(self.shared.index.digests(file).await.map_err(io)?.0)
@@ -463,18 +461,26 @@ impl Conn {
         };
         let offset = block * u64::from(a.block_size);
         let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
-        let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
-        put_block_header(&mut header, a.stream, block, len);
+        let stream = a.stream;
         let source = a.source.clone();
-        self.shared.limiter.acquire(header.len() + len).await;
         match source {
-            Source::File(file) => socket::send_block(self.wr.as_ref(), &header, &file, offset, len).await?,
+            Source::File(file) => {
+                let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
+                put_block_header(&mut header, stream, block, len);
+                self.shared.limiter.acquire(header.len() + len).await;
+                socket::send_block(self.wr.as_ref(), &header, &file, offset, len).await?
+            }
             Source::Bundle(b) => {
-                // Many small files a block: read them into one buffer off the runtime.
-                let mut buf = vec![0u8; header.len() + len];
-                buf[..header.len()].copy_from_slice(&header);
+                // Many small files a block: read them into one buffer off
+                // the runtime, and seal it there.
+                const AT: usize = HEADER_LEN + SEALED_PREFIX_LEN;
+                self.shared.limiter.acquire(AT + len).await;
                 let read = tokio::task::spawn_blocking(move || {
-                    b.read_exact_at(&mut buf[HEADER_LEN + BLOCK_PREFIX_LEN..], offset).map(|()| buf)
+                    let mut buf = vec![0u8; AT + len];
+                    b.read_exact_at(&mut buf[AT..], offset)?;
+                    let hash = seal(&buf[AT..]);
+                    put_sealed_block_header(&mut buf, stream, block, &hash, len);
+                    Ok::<_, io::Error>(buf)
                 })
                 .await
                 .map_err(io::Error::other)?;

@@ -178,6 +178,15 @@ fn source_and_copy(f: &Fixture, name: &str) -> (PathBuf, PathBuf) {
 fn a_stale_mirror_is_left_out() {
     let f = Fixture::new();
     let (proj, stale) = source_and_copy(&f, "stale");
+    // An older copy: same sizes but other mtimes (as a mirror synced an
+    // hour ago would have), and one file of another size.
+    for e in walkdir(&stale.join("proj")) {
+        if e.symlink_metadata().unwrap().is_file() {
+            let m = e.metadata().unwrap();
+            let older = filetime_of(m.mtime() - 3600, m.mtime_nsec());
+            assert!(Command::new("touch").arg("-d").arg(older).arg(&e).status().unwrap().success());
+        }
+    }
     std::fs::write(stale.join("proj/a/f003"), b"an older, shorter version").unwrap();
     let (good, bad) = (Mirror::start(&f.root(), &[]), Mirror::start(&stale, &[]));
     let dest = f.out("copy");
@@ -185,9 +194,15 @@ fn a_stale_mirror_is_left_out() {
         &["archive", "proj", "--mirrors", &mirrors_arg(&[&good, &bad]), "--dest", dest.to_str().unwrap(), "-q"],
         0,
     );
+    // Refused at the first entry it reads: the other mirror sends its blocks.
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("skipping {}", bad.addr)) && err.contains("f003"), "{err}");
+    assert!(err.contains(&format!("dropping {}", bad.addr)) && err.contains("listed with"), "{err}");
     assert_same(&proj, &dest);
+}
+
+/// `touch -d` form of a time.
+fn filetime_of(sec: i64, nsec: i64) -> String {
+    format!("@{sec}.{nsec:09}")
 }
 
 #[test]
@@ -199,13 +214,13 @@ fn a_mirror_whose_copy_changes_after_registering_is_dropped() {
         let m = mirrors_arg(&[&good, &changing]);
         ddftp(&["archive", "proj", "--mirrors", &m, "--dest", dest.to_str().unwrap(), "-q", "--block-size", "64KiB"], 0)
     };
-    // Both mirrors register the bundle and hash it while their copies agree.
+    // Both mirrors register the bundle and serve it while their copies agree.
     let first = f.out("first");
     archive(&first);
     assert_same(&proj, &first);
-    // Then every file of the second copy grows by a byte: the bundle and
-    // its digests are the ones registered, but each block the second
-    // mirror would send is refused as it reads the entry.
+    // Then every file of the second copy grows by a byte: the second
+    // mirror still registers the list, but each block it would send is
+    // refused as it reads the entry.
     for e in walkdir(&other.join("proj")) {
         if e.symlink_metadata().unwrap().is_file() {
             let mut perm = e.metadata().unwrap().permissions();

@@ -5,10 +5,11 @@ mod util;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use ddftp_proto::frame::{MAX_BUNDLE_CHUNK, PROTOCOL_VERSION};
+use ddftp_proto::frame::{seal, MAX_BUNDLE_CHUNK, PROTOCOL_VERSION};
 use ddftp_proto::packed;
 use ddftp_proto::{Direction, ErrorCode, Reply, Request};
 use util::*;
@@ -390,8 +391,8 @@ fn bundles_and_walks_stay_inside_the_root() {
         }
     }
     // Entries are checked as they are read: through a symlinked directory,
-    // or not what the list says, the bundle is registered but neither its
-    // digests (`Stat`) nor a block (`Start`) is served.
+    // or not what the list says, the bundle is registered but no block
+    // (`Start`) is served. A bundle has no digests (`Stat`) at all.
     let served = |entries: &[u8], request: Request| {
         let Some(Reply::Bundle { name, .. }) = bundle(entries) else { panic!("{entries:?} not registered") };
         let mut r = Raw::greeted(&m.addr);
@@ -415,17 +416,30 @@ fn bundles_and_walks_stay_inside_the_root() {
     };
     // A FIFO where the list says a file: refused, not waited on.
     assert!(std::process::Command::new("mkfifo").arg(f.root().join("d/pipe")).status().unwrap().success());
+    let ok = std::fs::metadata(f.root().join("d/ok")).unwrap();
+    let listed = |size: u64, sec: i64, nsec: i64| format!("f {size} 644 {sec}.{nsec:09} d/ok\0").into_bytes();
+    let (sec, nsec) = (ok.mtime(), ok.mtime_nsec());
     for (entry, why) in [
-        (&b"f 100 644 0.000000000 outside-dir/secret\0"[..], "symlink"),
-        (b"f 999 644 0.000000000 d/ok\0", "999 bytes"),
-        (b"f 4 644 0.000000000 d/pipe\0", "Fifo"),
+        (b"f 100 644 0.000000000 outside-dir/secret\0".to_vec(), "symlink"),
+        (listed(999, sec, nsec), "999 bytes"),
+        (listed(100, sec - 1, nsec), "listed with mtime"),
+        (listed(100, sec, (nsec + 1) % 1_000_000_000), "listed with mtime"),
+        (b"f 4 644 0.000000000 d/pipe\0".to_vec(), "Fifo"),
     ] {
-        for request in [stat.clone(), start.clone()] {
-            match served(entry, request) {
+        for (request, why) in [(stat.clone(), "no digests"), (start.clone(), why)] {
+            match served(&entry, request) {
                 Some(Reply::Error { message, .. }) => assert!(message.contains(why), "{entry:?}: {message}"),
                 other => panic!("{entry:?}: {other:?}"),
             }
         }
+    }
+    // What the list says: served, each block sealed with its bytes' hash.
+    match served(&listed(100, sec, nsec), start.clone()) {
+        Some(Reply::SealedBlock { stream: 1, block: 0, hash, payload }) => {
+            assert_eq!(&payload[..], &std::fs::read(f.root().join("d/ok")).unwrap()[..]);
+            assert_eq!(hash, seal(&payload));
+        }
+        other => panic!("d/ok as listed: {other:?}"),
     }
     // A directory swapped for a symlink after the bundle was registered.
     let Some(Reply::Bundle { name, .. }) = bundle(b"f 100 644 0.000000000 d/ok\0") else { panic!("d/ok") };

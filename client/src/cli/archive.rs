@@ -70,7 +70,10 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         for p in &t.producers {
             writeln!(to, "  {:<28} {:>12} {:>6.1}%", p.mirror, HumanBytes(p.bytes).to_string(), 100.0 * p.share)?;
         }
-        writeln!(to, "  every byte verified against the mirrors' chunk manifest and SHA-256 {}", t.sha256)?;
+        writeln!(
+            to,
+            "  every block checked against the seal its mirror sent it with, every file on the mirror against its listed size and mtime"
+        )?;
     }
     Ok(())
 }

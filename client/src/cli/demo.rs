@@ -153,6 +153,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         verify: true,
         scheduler: Config::default(),
         store: None,
+        sealed_size: None,
     };
     let mut progress =
         SlowDownHalfWay { inner: Bar::new(!opt.quiet), total: 0, server: &servers[0], started: None, slowed_at: None };
@@ -162,7 +163,8 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     let _ = stop_tx.send(());
     let r = result?;
     print_summary(&r, &mut std::io::stdout())?;
-    let verdict = if r.transfer.sha256 == want { "identical to the source" } else { "DIFFERENT FROM THE SOURCE" };
+    let verdict =
+        if r.transfer.sha256.as_ref() == Some(&want) { "identical to the source" } else { "DIFFERENT FROM THE SOURCE" };
     println!("verified: sha256 of the copy is {verdict}");
     // Each mirror's share of the capacity actually offered while the data
     // moved: mirror 1 at full rate until it slowed, then at the slow rate.
@@ -184,7 +186,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
             100.0 * caps[i] / cap_total
         );
     }
-    if r.transfer.sha256 != want {
+    if r.transfer.sha256.as_ref() != Some(&want) {
         anyhow::bail!("the copy does not match the source");
     }
     Ok(())

@@ -96,6 +96,7 @@ impl MoveOpt {
             binds: vec![],
             scheduler: Config::default(),
             store: None,
+            sealed_size: None,
         })
     }
 }
@@ -203,7 +204,7 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
         HumanBytes(t.bytes),
         t.seconds,
         r.mb_per_s,
-        t.sha256,
+        t.sha256.as_deref().unwrap_or("not computed"),
         if t.verified { "; every block verified as it arrived" } else { "" }
     )?;
     if t.reused_bytes > 0 {
