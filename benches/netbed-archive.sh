@@ -6,7 +6,8 @@
 # Tree: proj/small, 100,000 files of 0-2047 bytes in 21,621 directories
 # (benches/make-tree.py), and proj/large, 4 files of 32 MiB. Three cases:
 # the whole tree, proj/small alone (files/s against rsync's) and
-# proj/large alone (bytes efficiency when files are few). Warm page cache on the mirrors; every tool writes its copy to
+# proj/large alone (bytes efficiency when files are few). Warm page cache on the mirrors, fresh ddftpd processes before every
+# ddftp run (a first archive: nothing kept from the run before); every tool writes its copy to
 # tmpfs (OUT, default /dev/shm/ddftp-archive-out): this VM's disk takes
 # tens of seconds to create and delete 100,000 files and its writeback
 # made successive runs of any tool, rsync included, 3-7x slower.
@@ -37,7 +38,7 @@ cargo build --release -q --bins
 DDFTP=$TOP/target/release/ddftp
 DDFTPD=$TOP/target/release/ddftpd
 
-cleanup() { "$NB" down $BED 2>/dev/null || true; }
+cleanup() { pkill -f "ddftpd --root $DATA" 2>/dev/null || true; "$NB" down $BED 2>/dev/null || true; }
 trap cleanup EXIT
 "$NB" down $BED 2>/dev/null || true
 "$NB" up $BED --mirrors "$(IFS=,; echo "${RATES[*]}")" >/dev/null
@@ -53,10 +54,20 @@ fi
 chmod 755 "$WORK" "$DATA"
 OUT=${OUT:-/dev/shm/ddftp-archive-out}
 mkdir -p "$WORK/run"
-for i in 1 2 3 4; do
-  ip=10.77.$i.2
-  "$NB" exec $BED-m$i -- "$DDFTPD" --root "$DATA" --listen $ip:7400 >"$WORK/run/ddftpd-$i.log" 2>&1 &
-done
+# Fresh servers before every ddftp run: each run is a first archive of the
+# tree, with nothing a server kept from the run before (registered bundles).
+mirrors_up() {
+  pkill -f "ddftpd --root $DATA" 2>/dev/null || true
+  while pgrep -f "ddftpd --root $DATA" >/dev/null; do sleep 0.05; done
+  for i in 1 2 3 4; do
+    ip=10.77.$i.2
+    "$NB" exec $BED-m$i -- "$DDFTPD" --root "$DATA" --listen $ip:7400 >>"$WORK/run/ddftpd-$i.log" 2>&1 &
+  done
+  for i in 1 2 3 4; do
+    until "$NB" exec $BED-c -- bash -c "exec 3<>/dev/tcp/10.77.$i.2/7400" 2>/dev/null; do sleep 0.05; done
+  done
+}
+mirrors_up
 cat >"$WORK/run/rsyncd.conf" <<CONF
 pid file = $WORK/run/rsyncd.pid
 use chroot = no
@@ -92,6 +103,7 @@ run() { # case src tool -> appends a result
   local c=$1 src=$2 tool=$3 times=() out=$OUT
   for r in $(seq 1 "$RUNS"); do
     rm -rf "$out"; mkdir -p "$out"
+    case $tool in ddftp-*) mirrors_up ;; esac
     local t0; t0=$(now)
     case $tool in
       ddftp-k2) in_client "$DDFTP" archive "$src" --mirrors "$(mirrors 2)" --dest "$out" -q ;;
@@ -133,7 +145,8 @@ printf '%s\n' "${results[@]}" | python3 -c "import json,sys; print(json.dumps([j
   echo "# netbed archive, $STAMP"
   echo
   echo "\`bash benches/netbed-archive.sh $RUNS\` on $(nproc) cores; links ${RATES[*]} (k = 2 uses the first two);"
-  echo "ideal = bytes / (0.956 x the sum of the k links' rates); rsync from mirror 1 (320mbit) alone; copies written to tmpfs. Medians of $RUNS."
+  echo "ideal = bytes / (0.956 x the sum of the k links' rates); rsync from mirror 1 (320mbit) alone; copies written to tmpfs;"
+  echo "ddftpd restarted before every ddftp run (each a first archive: no bundle kept from a run before). Medians of $RUNS."
   echo
   echo "| case | tool | files | MB | median s | files/s | MB/s | ideal s | efficiency |"
   echo "|---|---|---|---|---|---|---|---|---|"
