@@ -18,7 +18,7 @@
 //! type, size, mode and mtime to the nanosecond, as rsync's quick check) and
 //! an interrupted run resumes its range block by block from the journal.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -401,6 +401,12 @@ async fn define_on(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -> Result<St
 
 /// The entry's path below SRC, refusing anything that could leave DEST.
 fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, ArchiveError> {
+    // A walk's paths are already clean: taken as they are.
+    let rest =
+        if src == b"." { Some(&e.path[..]) } else { e.path.strip_prefix(src).and_then(|r| r.strip_prefix(b"/")) };
+    if let Some(rel) = rest.filter(|r| r.split(|&c| c == b'/').all(|p| !p.is_empty() && p != b"." && p != b"..")) {
+        return Ok(Some(PathBuf::from(OsStr::from_bytes(rel))));
+    }
     let bad =
         |why: &str| ArchiveError::BadEntry { path: String::from_utf8_lossy(&e.path).into_owned(), why: why.into() };
     let path = Path::new(OsStr::from_bytes(&e.path));
@@ -425,26 +431,37 @@ fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, ArchiveError> {
 /// (a symlink, a file): making it would go through what the list itself
 /// puts there, out of DEST maybe. A walk never lists such a thing.
 fn check_nesting(items: &[Item]) -> Result<(), ArchiveError> {
-    let not_dirs: HashMap<&Path, Kind> =
-        items.iter().filter(|it| it.entry.kind != Kind::Dir).map(|it| (it.rel.as_path(), it.entry.kind)).collect();
-    // Entries come sorted: most share their parent with the one before.
+    fn bytes(it: &Item) -> &[u8] {
+        it.rel.as_os_str().as_bytes()
+    }
+    fn parent(p: &[u8]) -> Option<&[u8]> {
+        p.iter().rposition(|&c| c == b'/').map(|i| &p[..i])
+    }
+    // Every directory some entry lies below (entries come sorted: most
+    // share their parent with the one before, and an ancestor already in
+    // the set has its own ancestors there too).
+    let mut below: HashSet<&[u8]> = HashSet::new();
     let mut last = None;
     for it in items {
-        let parent = it.rel.parent();
-        if parent == last {
+        let mut up = parent(bytes(it));
+        if up == last {
             continue;
         }
-        last = parent;
-        for a in it.rel.ancestors().skip(1) {
-            if let Some(kind) = not_dirs.get(a) {
-                return Err(ArchiveError::BadEntry {
-                    path: String::from_utf8_lossy(&it.entry.path).into_owned(),
-                    why: format!("it is below {}, which the list gives as a {kind:?}", a.display()),
-                });
-            }
+        last = up;
+        while let Some(dir) = up.filter(|d| below.insert(d)) {
+            up = parent(dir);
         }
     }
-    Ok(())
+    match items.iter().find(|it| it.entry.kind != Kind::Dir && below.contains(bytes(it))) {
+        Some(n) => {
+            let under = items.iter().find(|it| bytes(it).strip_prefix(bytes(n)).is_some_and(|r| r.starts_with(b"/")));
+            Err(ArchiveError::BadEntry {
+                path: under.map_or_else(String::new, |it| String::from_utf8_lossy(&it.entry.path).into_owned()),
+                why: format!("it is below {}, which the list gives as a {:?}", n.rel.display(), n.entry.kind),
+            })
+        }
+        None => Ok(()),
+    }
 }
 
 /// Whether the destination already holds this entry, complete and correct.
@@ -527,7 +544,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
     let mut entries = fetch_list(spec).await?;
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     entries.dedup_by(|a, b| a.path == b.path);
     let mut items = vec![];
     for e in entries {
@@ -815,6 +832,34 @@ mod tests {
     fn item(path: &str, size: u64, perm: u32, sec: i64) -> Item {
         let entry = Entry { path: path.into(), kind: Kind::File, perm, size, mtime: Time { sec, nsec: 5 } };
         Item { entry, rel: PathBuf::from(path) }
+    }
+
+    #[test]
+    fn paths_below_src_and_nesting() {
+        let e = |path: &str, kind| Entry { path: path.into(), kind, perm: 0, size: 0, mtime: Time::default() };
+        let rel = |path: &str, src: &str| {
+            below_src(&e(path, Kind::File), src.as_bytes()).map(|r| r.map(|p| p.into_os_string()))
+        };
+        assert_eq!(rel("proj/a/b", "proj").unwrap().unwrap(), "a/b");
+        assert_eq!(rel("proj//a/./b", "proj").unwrap().unwrap(), "a/b");
+        assert_eq!(rel("proj", "proj").unwrap().unwrap(), "");
+        assert_eq!(rel("project/a", "proj").unwrap(), None);
+        assert_eq!(rel("a/b", ".").unwrap().unwrap(), "a/b");
+        assert!(rel("proj/../etc", "proj").is_err());
+        let items = |list: &[(&str, Kind)]| -> Vec<Item> {
+            list.iter().map(|&(p, k)| Item { entry: e(p, k), rel: PathBuf::from(p) }).collect()
+        };
+        let ok = [("a", Kind::Dir), ("a-b", Kind::File), ("a/b", Kind::Dir), ("a/b/c", Kind::Link), ("ab", Kind::File)];
+        assert!(check_nesting(&items(&ok)).is_ok());
+        for (bad, under) in [
+            (&[("a", Kind::Link), ("a-b", Kind::File), ("a/b", Kind::File)][..], "a/b"),
+            (&[("a", Kind::Dir), ("a/b", Kind::File), ("a/b/c/d", Kind::File)][..], "a/b/c/d"),
+        ] {
+            match check_nesting(&items(bad)) {
+                Err(ArchiveError::BadEntry { path, .. }) => assert_eq!(path, under),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]
