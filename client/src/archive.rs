@@ -591,7 +591,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         (dirs, again.unwrap_or_else(|| choose(&items, &spec.dest, fresh)))
     };
     let def = definition(&chosen.todo);
-    let defs = if chosen.todo.is_empty() { vec![] } else { define_everywhere(spec, &def) };
+    let mut defs = define_everywhere(spec, if chosen.todo.is_empty() { None } else { Some(&def) });
     let Chosen { todo, files, links, skipped_files, skipped_bytes, bytes } = chosen;
     let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
     phases.prepare = (started.elapsed() - listed).as_secs_f64();
@@ -601,28 +601,38 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         store.create()?;
         phases.prepare = (started.elapsed() - listed).as_secs_f64();
         let waited = Instant::now();
-        let (mut names, mut mirrors, mut failures) = (vec![], vec![], vec![]);
-        for (ep, h) in spec.get.mirrors.iter().zip(defs) {
-            match h.await.expect("define task") {
-                Ok(name) => {
-                    names.push(name);
-                    mirrors.push(ep.clone());
-                }
-                Err(e) => {
+        // The move starts as soon as one mirror has registered the bundle;
+        // the others join the running transfer as they do (a slow link
+        // takes longer to carry the definition).
+        let mut failures = vec![];
+        let (name, first) = loop {
+            match defs.join_next().await.map(|r| r.expect("define task")) {
+                Some((ep, Ok(name))) => break (name, ep),
+                Some((ep, Err(e))) => {
                     let w = format!("skipping {ep}: {e}");
                     progress.warn(&w);
                     failures.push(format!("  {w}"));
                 }
+                None => return Err(ArchiveError::NoBundle { failures }),
             }
-        }
+        };
         phases.check = waited.elapsed().as_secs_f64();
-        names.dedup();
-        if mirrors.is_empty() || names.len() != 1 {
-            return Err(ArchiveError::NoBundle { failures });
-        }
+        let (join_tx, mut joining) = tokio::sync::mpsc::unbounded_channel();
+        let expected = name.clone();
+        tokio::spawn(async move {
+            while let Some((ep, r)) = defs.join_next().await.map(|r| r.expect("define task")) {
+                let r = r.and_then(|n| match n == expected {
+                    true => Ok(()),
+                    false => Err(format!("it registered the list as {n}, the first mirror as {expected}")),
+                });
+                if join_tx.send((ep, r)).is_err() {
+                    return;
+                }
+            }
+        });
         let mut get = spec.get.clone();
-        get.path = names.remove(0);
-        get.mirrors = mirrors;
+        get.path = name;
+        get.mirrors = vec![first];
         get.output = output;
         get.store = Some(store.clone() as Arc<dyn Store>);
         get.sealed_size = Some(store.layout.size());
@@ -633,12 +643,12 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
             // Kept until the range is complete: a rerun after an interruption
             // moves this list again, and resumes it from the journal.
             std::fs::write(&saved, saved_list(&todo)).map_err(local(&saved))?;
-            match transfer::get(&get, progress).await {
+            match transfer::get_joining(&get, progress, Some(&mut joining)).await {
                 Err(e @ (TransferError::Journal(_) | TransferError::BlockSizeMismatch { .. })) => {
                     // An earlier run's journal for another list: start the range over.
                     progress.warn(&format!("{e}; moving the whole range again"));
                     get.restart = true;
-                    transfer_report = Some(transfer::get(&get, progress).await?);
+                    transfer_report = Some(transfer::get_joining(&get, progress, Some(&mut joining)).await?);
                 }
                 r => transfer_report = Some(r?),
             }
@@ -762,17 +772,23 @@ fn packed_list(todo: &[&Item], entry: impl Fn(&Entry) -> Entry) -> Vec<u8> {
     packed::pack(&list)
 }
 
-/// Asks every mirror to register the bundle defined by `def`.
-fn define_everywhere(spec: &ArchiveSpec, def: &[u8]) -> Vec<tokio::task::JoinHandle<Result<String, String>>> {
+/// Asks every mirror to register the bundle defined by `def` (if there is
+/// anything to move); each task answers with its mirror.
+fn define_everywhere(
+    spec: &ArchiveSpec,
+    def: Option<&[u8]>,
+) -> tokio::task::JoinSet<(Endpoint, Result<String, String>)> {
+    let mut set = tokio::task::JoinSet::new();
+    let Some(def) = def else { return set };
     let def: Arc<[u8]> = def.into();
-    spec.get
-        .mirrors
-        .iter()
-        .map(|ep| {
-            let (ep, def, token) = (ep.clone(), def.clone(), spec.get.token.clone());
-            tokio::spawn(async move { define_on(&ep, &def, token.as_deref()).await })
-        })
-        .collect()
+    for ep in &spec.get.mirrors {
+        let (ep, def, token) = (ep.clone(), def.clone(), spec.get.token.clone());
+        set.spawn(async move {
+            let r = define_on(&ep, &def, token.as_deref()).await;
+            (ep, r)
+        });
+    }
+    set
 }
 
 /// The list an interrupted run was moving, if its journal is still here

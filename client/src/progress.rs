@@ -50,6 +50,10 @@ impl Progress for Bar {
         b.set_message(format!("  shares: {}", shares.join("  ")));
     }
 
+    fn joined(&mut self, mirror: &str) {
+        self.mirrors.push(mirror.to_string());
+    }
+
     fn warn(&mut self, msg: &str) {
         match &self.bar {
             Some(b) => b.suspend(|| eprintln!("ddftp: warning: {msg}")),

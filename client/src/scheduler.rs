@@ -27,7 +27,8 @@
 //! sent to a segment that its own pair finishes within about one round trip.
 //!
 //! A failed producer's unfinished claims go back into the gaps; a segment
-//! with no producer left is helped first.
+//! with no producer left is helped first. A producer that joins a running
+//! transfer is free from the start, and helps like a free pair.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
@@ -336,6 +337,16 @@ impl Scheduler {
         let _ = self.release(stream);
         self.rebalance(now);
         Ok(())
+    }
+
+    /// A producer joins a running transfer (a mirror that became ready
+    /// after the others started): it is free, so it helps at once by the
+    /// same rules as a pair whose segment ran out. Returns its id, the next
+    /// one after those already known.
+    pub fn add_producer(&mut self, now: Instant) -> ProducerId {
+        self.producers.push(Producer { window: self.cfg.initial_window, ..Producer::default() });
+        self.rebalance(now);
+        self.producers.len() - 1
     }
 
     /// `producer` is gone (connection lost, timed out, misbehaved).

@@ -107,6 +107,8 @@ pub trait Progress: Send {
     fn update(&mut self, done: u64, per_mirror: &[u64]);
     /// A mirror was dropped or a similar event worth telling the user.
     fn warn(&mut self, msg: &str);
+    /// A mirror joined the running transfer: `per_mirror` grows by one.
+    fn joined(&mut self, mirror: &str);
     fn finish(&mut self);
 }
 
@@ -336,6 +338,11 @@ enum Event {
     },
     /// Writing the output failed: the whole transfer stops.
     Local(io::Error),
+    /// A connection to a mirror joining the transfer, or why not.
+    Joined {
+        route: Route,
+        sock: Result<TcpStream, String>,
+    },
 }
 
 /// Consecutive blocks of one stream, reported together.
@@ -539,9 +546,25 @@ pub fn part_path(output: &Path) -> PathBuf {
     output.with_file_name(name)
 }
 
+/// Mirrors that become ready while a sealed transfer runs (an archive's,
+/// as each registers the bundle): each joins as a new producer per local
+/// address, or, with why not, is reported skipped.
+pub type Joining = mpsc::UnboundedReceiver<(Endpoint, Result<(), String>)>;
+
 /// Downloads `spec.path` from the mirrors into `spec.output`. The file
 /// appears under its name only once every byte has arrived.
 pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<TransferReport, TransferError> {
+    get_joining(spec, progress, None).await
+}
+
+/// [`get`], with mirrors that may join the running transfer (`joining`;
+/// only for a sealed bundle, which needs no vote: whatever mirror
+/// registered it serves the same list).
+pub async fn get_joining(
+    spec: &GetSpec,
+    progress: &mut dyn Progress,
+    joining: Option<&mut Joining>,
+) -> Result<TransferReport, TransferError> {
     if spec.mirrors.is_empty() {
         return Err(TransferError::NoMirrors);
     }
@@ -735,7 +758,8 @@ pub async fn get(spec: &GetSpec, progress: &mut dyn Progress) -> Result<Transfer
         jpath: jpath.clone(),
         reused_bytes,
     };
-    let result = run_transfer(spec, plan, progress, &mut warnings, started, hasher.as_ref()).await;
+    let joining = joining.filter(|_| spec.sealed_size.is_some());
+    let result = run_transfer(spec, plan, progress, &mut warnings, started, hasher.as_ref(), joining).await;
     let got = hasher.map(PrefixHasher::finish).transpose();
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
@@ -833,7 +857,9 @@ struct Coordinator<'a> {
     cmds: Vec<Option<mpsc::UnboundedSender<Action>>>,
     /// Mirror index of each slot.
     owner: Vec<usize>,
-    mirrors: &'a [String],
+    mirrors: Vec<String>,
+    /// Each slot's route, for the report.
+    routes: Vec<String>,
     slot_blocks: Vec<u64>,
     slot_bytes: Vec<u64>,
     /// When each slot last delivered a block (or was last found owing none).
@@ -939,8 +965,34 @@ impl Coordinator<'_> {
                 }
             }
             Event::Local(e) => return Err(e),
+            Event::Joined { .. } => unreachable!("joins are handled by the transfer loop"),
         }
         Ok(())
+    }
+
+    /// A mirror joined over `route`: a new producer, and its slot.
+    fn join(
+        &mut self,
+        route: &Route,
+        now: Instant,
+        progress: &mut dyn Progress,
+    ) -> (ProducerId, mpsc::UnboundedReceiver<Action>) {
+        let slot = self.sched.add_producer(now);
+        let name = route.endpoint.to_string();
+        let mirror = self.mirrors.iter().position(|m| *m == name).unwrap_or_else(|| {
+            progress.joined(&name);
+            self.mirrors.push(name);
+            self.mirror_bytes.push(0);
+            self.mirrors.len() - 1
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.cmds.push(Some(tx));
+        self.owner.push(mirror);
+        self.routes.push(route.to_string());
+        self.slot_blocks.push(0);
+        self.slot_bytes.push(0);
+        self.last_progress.push(now);
+        (slot, rx)
     }
 }
 
@@ -951,9 +1003,9 @@ async fn run_transfer(
     warnings: &mut Vec<String>,
     started: Instant,
     hasher: Option<&PrefixHasher>,
+    mut joining: Option<&mut Joining>,
 ) -> Result<TransferReport, TransferError> {
     let Plan { size, block_size, check, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } = plan;
-    let mirrors = &mirrors[..];
     let bs = u64::from(block_size);
     let blocks = size.div_ceil(bs);
     let verified = !matches!(check, Check::Nothing);
@@ -968,6 +1020,11 @@ async fn run_transfer(
         cmds.push(Some(tx));
         tasks.spawn(run_slot(slot, sock, ctx.clone(), rx, ev_tx.clone()));
     }
+    // Kept while mirrors may still join (and by their connecting tasks):
+    // the events end only once every slot has ended and none can join.
+    let mut join_open = joining.is_some();
+    let mut join_tx = join_open.then(|| ev_tx.clone());
+    let mut connecting = 0usize;
     drop(ev_tx);
     let now = Instant::now();
     // A grant before the rate is known is work no other producer may take:
@@ -996,16 +1053,17 @@ async fn run_transfer(
         block_size: bs,
         size,
         cmds,
+        routes,
         slot_blocks: vec![0; owner.len()],
         slot_bytes: vec![0; owner.len()],
         last_progress: vec![now; owner.len()],
         owner,
-        mirrors,
         mirror_bytes: vec![0; mirrors.len()],
+        mirrors,
         errors: vec![],
         warnings,
     };
-    progress.start(size, mirrors);
+    progress.start(size, &c.mirrors);
     progress.update(reused_bytes, &c.mirror_bytes);
     let mut last_draw = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -1016,11 +1074,39 @@ async fn run_transfer(
         if c.sched.is_done() {
             break Ok(());
         }
-        if c.sched.is_stuck() {
+        if c.sched.is_stuck() && join_tx.is_none() {
             break Err(TransferError::AllMirrorsFailed { missing: missing(&c), total: size, errors: c.errors.clone() });
         }
         let ev = tokio::select! {
             ev = ev_rx.recv() => ev,
+            j = async { joining.as_mut().expect("while joins are open").recv().await }, if join_open => {
+                match (j, &join_tx) {
+                    (Some((endpoint, Ok(()))), Some(tx)) => {
+                        let locals: Vec<Option<IpAddr>> =
+                            if spec.binds.is_empty() { vec![None] } else { spec.binds.iter().copied().map(Some).collect() };
+                        for local in locals {
+                            let (route, tx, token) = (Route { endpoint: endpoint.clone(), local }, tx.clone(), spec.token.clone());
+                            connecting += 1;
+                            tokio::spawn(async move {
+                                let sock = connect(&route, None, token.as_deref()).await.map(|(s, ..)| s);
+                                let _ = tx.send(Event::Joined { route, sock }).await;
+                            });
+                        }
+                    }
+                    (Some((endpoint, Err(why))), _) => {
+                        let w = format!("skipping {endpoint}: {why}");
+                        progress.warn(&w);
+                        c.warnings.push(w);
+                    }
+                    _ => {
+                        join_open = false;
+                        if connecting == 0 {
+                            join_tx = None;
+                        }
+                    }
+                }
+                continue;
+            }
             _ = tick.tick() => {
                 c.drop_stalled(Instant::now(), spec.stall_timeout, progress);
                 if let Err(source) = c.write_journal() {
@@ -1035,6 +1121,28 @@ async fn run_transfer(
             break Err(TransferError::AllMirrorsFailed { missing: missing(&c), total: size, errors: c.errors.clone() });
         };
         let now = Instant::now();
+        let ev = match ev {
+            Event::Joined { route, sock } => {
+                connecting -= 1;
+                let tx = join_tx.clone().expect("kept while a connection is under way");
+                if !join_open && connecting == 0 {
+                    join_tx = None;
+                }
+                match sock {
+                    Ok(sock) => {
+                        let (slot, rx) = c.join(&route, now, progress);
+                        tasks.spawn(run_slot(slot, sock, ctx.clone(), rx, tx));
+                    }
+                    Err(why) => {
+                        let w = format!("skipping {route}: {why}");
+                        progress.warn(&w);
+                        c.warnings.push(w);
+                    }
+                }
+                continue;
+            }
+            ev => ev,
+        };
         if let Err(source) = c.on_event(ev, now, progress) {
             break Err(TransferError::Output { path: part_path(&spec.output), source });
         }
@@ -1054,7 +1162,8 @@ async fn run_transfer(
     let seconds = started.elapsed().as_secs_f64();
     let stats = c.sched.stats().clone();
     let total: u64 = c.mirror_bytes.iter().sum();
-    let producers = mirrors
+    let producers = c
+        .mirrors
         .iter()
         .enumerate()
         .map(|(m, name)| ProducerReport {
@@ -1065,7 +1174,7 @@ async fn run_transfer(
         })
         .collect();
     let mut links: Vec<LinkReport> = vec![];
-    for (s, route) in routes.iter().enumerate() {
+    for (s, route) in c.routes.iter().enumerate() {
         let i = links.iter().position(|l| l.route == *route).unwrap_or_else(|| {
             links.push(LinkReport { route: route.clone(), blocks: 0, bytes: 0 });
             links.len() - 1

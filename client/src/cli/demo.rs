@@ -65,6 +65,9 @@ impl Progress for SlowDownHalfWay<'_> {
     fn warn(&mut self, msg: &str) {
         self.inner.warn(msg);
     }
+    fn joined(&mut self, mirror: &str) {
+        self.inner.joined(mirror);
+    }
     fn finish(&mut self) {
         self.inner.finish();
     }

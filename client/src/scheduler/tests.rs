@@ -212,6 +212,46 @@ fn empty_file_needs_nothing() {
 }
 
 #[test]
+fn producers_joining_late_help_at_once() {
+    let mut h = Harness::new(0..600, 1, tight());
+    for _ in 0..50 {
+        h.deliver(0);
+    }
+    for joined in 1..4 {
+        assert_eq!(h.s.add_producer(h.now), joined);
+        h.queues.push(VecDeque::new());
+        h.pump();
+        assert!(h.has_work(joined), "producer {joined} joined and was given nothing");
+        for _ in 0..20 {
+            for p in 0..=joined {
+                if h.has_work(p) {
+                    h.deliver(p);
+                }
+            }
+        }
+    }
+    h.run_round_robin();
+    h.assert_each_block_once();
+    assert!(h.s.contributions().iter().all(|&c| c >= 20), "{:?}", h.s.contributions());
+}
+
+#[test]
+fn a_producer_joining_when_all_others_failed_finishes_the_transfer() {
+    let mut h = Harness::new(0..100, 2, tight());
+    h.deliver(0);
+    h.fail(0);
+    h.fail(1);
+    assert!(h.s.is_stuck());
+    h.s.add_producer(h.now);
+    h.queues.push(VecDeque::new());
+    h.pump();
+    assert!(!h.s.is_stuck());
+    h.run_round_robin();
+    h.assert_each_block_once();
+    assert_eq!(h.s.contributions()[2], 99);
+}
+
+#[test]
 fn failed_producers_range_is_covered() {
     for victim in 0..4 {
         let mut h = Harness::new(0..400, 4, tight());
