@@ -587,7 +587,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         (dirs, choose(&items, &spec.dest, fresh))
     } else {
         let dirs = make_dirs(&items, &spec.dest)?;
-        let again = resumed(&items, &saved, &journal_path(&output));
+        let again = resumed(&items, &spec.dest, &saved, &journal_path(&output));
         (dirs, again.unwrap_or_else(|| choose(&items, &spec.dest, fresh)))
     };
     let def = definition(&chosen.todo);
@@ -791,11 +791,13 @@ fn define_everywhere(
     set
 }
 
-/// The list an interrupted run was moving, if its journal is still here
-/// and the listing still holds every one of its entries unchanged: moving
-/// it again resumes from the journal. (Files it finished would pass as
-/// complete now, so a list chosen afresh, and its journal, would not match.)
-fn resumed<'a>(items: &'a [Item], saved: &Path, journal: &Path) -> Option<Chosen<'a>> {
+/// The list an interrupted run was moving, if its journal is still here,
+/// the listing still holds every one of its entries unchanged, and every
+/// other listed file is complete in `dest` (one that is not, new since or
+/// gone from DEST, would otherwise pass as skipped): moving it again
+/// resumes from the journal. (Files it finished would pass as complete now,
+/// so a list chosen afresh, and its journal, would not match.)
+fn resumed<'a>(items: &'a [Item], dest: &Path, saved: &Path, journal: &Path) -> Option<Chosen<'a>> {
     if !journal.exists() {
         return None;
     }
@@ -806,6 +808,11 @@ fn resumed<'a>(items: &'a [Item], saved: &Path, journal: &Path) -> Option<Chosen
     let mut todo = Vec::with_capacity(entries.len());
     for e in &entries {
         todo.push(*listed.get(e.path.as_slice()).filter(|it| it.entry == *e)?);
+    }
+    let again: HashSet<&[u8]> = entries.iter().map(|e| e.path.as_slice()).collect();
+    let others = items.iter().filter(|it| it.entry.kind == Kind::File && !again.contains(it.entry.path.as_slice()));
+    if others.into_iter().any(|it| !is_done(&dest.join(&it.rel), &it.entry)) {
+        return None;
     }
     let files = items.iter().filter(|it| it.entry.kind == Kind::File);
     let (all_files, all_bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));

@@ -284,20 +284,22 @@ fn a_missing_source_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
 
-#[test]
-fn an_interrupted_archive_resumes_where_it_stopped() {
-    let f = Fixture::new();
+/// Archives 40 files of 150 KB from two mirrors at 1.5 MB/s each, killed
+/// (SIGKILL) once the journal records some blocks; the source, and the
+/// arguments that run it.
+fn interrupted_archive(f: &Fixture, mirrors: &[&Mirror]) -> (PathBuf, Vec<String>) {
     let proj = f.root().join("proj");
     std::fs::create_dir_all(proj.join("sub")).unwrap();
     for i in 0..40u64 {
         random_file(&proj.join(format!("sub/f{i:02}")), 150_000, 100 + i);
     }
-    let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
     let dest = f.out("copy");
-    let mirrors = mirrors_arg(&[&m1, &m2]);
-    let args = ["archive", "proj", "--mirrors", &mirrors, "--dest", dest.to_str().unwrap(), "--json", "-q"];
-    // 6 MB at 3 MB/s: killed (SIGKILL) once the journal records some blocks.
-    let mut child = Command::new(bin("ddftp")).args(args).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let args: Vec<String> = ["archive", "proj", "--mirrors", &mirrors_arg(mirrors), "--dest", dest.to_str().unwrap()]
+        .into_iter()
+        .chain(["--json", "-q"])
+        .map(String::from)
+        .collect();
+    let mut child = Command::new(bin("ddftp")).args(&args).stdout(std::process::Stdio::null()).spawn().unwrap();
     let journal = dest.join(".ddftp-archive.ddftp-journal");
     let t0 = std::time::Instant::now();
     while !std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"done\":[[")) {
@@ -307,8 +309,32 @@ fn an_interrupted_archive_resumes_where_it_stopped() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     child.kill().unwrap();
     child.wait().unwrap();
+    (proj, args)
+}
+
+#[test]
+fn an_interrupted_archive_resumes_where_it_stopped() {
+    let f = Fixture::new();
+    let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
+    let (proj, args) = interrupted_archive(&f, &[&m1, &m2]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let j = json(&ddftp(&args, 0));
     let reused = j["transfer"]["reused_bytes"].as_u64().unwrap();
     assert!(reused > 0 && reused < 6_000_000, "the rerun should reuse what arrived before the kill: {j}");
-    assert_same(&proj, &dest);
+    assert_same(&proj, &f.out("copy"));
+}
+
+#[test]
+fn a_file_new_since_an_interrupted_archive_is_moved_too() {
+    let f = Fixture::new();
+    let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
+    let (proj, args) = interrupted_archive(&f, &[&m1, &m2]);
+    // Neither in the interrupted run's list nor in DEST: it must not pass
+    // as already there (the interrupted list is then not resumed).
+    random_file(&proj.join("sub/new"), 5000, 99);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let j = json(&ddftp(&args, 0));
+    assert_eq!(j["files"], 41, "{j}");
+    assert!(j["skipped_files"].as_u64().unwrap() < 40, "{j}");
+    assert_same(&proj, &f.out("copy"));
 }
