@@ -65,6 +65,68 @@ pub fn unpack(packed: &[u8], limit: usize) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// Unpacks a list as its packed pieces arrive: a reader (for a thread)
+/// of the unpacked bytes, fed through [`Feed`]; past `limit` unpacked
+/// bytes it fails.
+pub fn unpacker(limit: usize) -> (Feed, impl Read + Send) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pieces = Pieces { rx, cur: Vec::new(), at: 0 };
+    let r = Limited { inner: FrameDecoder::new(pieces), left: limit as u64 };
+    (Feed { tx }, r)
+}
+
+/// The packed pieces' way in to an [`unpacker`]; dropping it ends the list.
+pub struct Feed {
+    tx: std::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl Feed {
+    /// Hands over the next piece; false once the reader is gone.
+    pub fn piece(&self, packed: Vec<u8>) -> bool {
+        self.tx.send(packed).is_ok()
+    }
+}
+
+struct Pieces {
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    cur: Vec<u8>,
+    at: usize,
+}
+
+impl Read for Pieces {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.cur.len() {
+            match self.rx.recv() {
+                Ok(p) => (self.cur, self.at) = (p, 0),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.cur.len() - self.at);
+        buf[..n].copy_from_slice(&self.cur[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+struct Limited<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self
+            .inner
+            .read(buf)
+            .map_err(|e| std::io::Error::other(format!("a packed list that does not unpack: {e}")))?;
+        self.left = self
+            .left
+            .checked_sub(n as u64)
+            .ok_or_else(|| std::io::Error::other("a packed list of more than its limit"))?;
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +159,28 @@ mod tests {
                 assert!(whole.len() * 3 < l.len(), "{} packed to {}", l.len(), whole.len());
             }
         }
+    }
+
+    #[test]
+    fn pieces_unpack_as_they_arrive_within_the_limit() {
+        let l = list(20_000);
+        let p = pack(&l);
+        let read_all = |pieces: Vec<Vec<u8>>, limit| {
+            let (feed, mut r) = unpacker(limit);
+            let t = std::thread::spawn(move || {
+                let mut out = vec![];
+                r.read_to_end(&mut out).map(|_| out)
+            });
+            for piece in pieces {
+                feed.piece(piece);
+            }
+            drop(feed);
+            t.join().unwrap()
+        };
+        let pieces: Vec<Vec<u8>> = p.chunks(1000).map(<[u8]>::to_vec).collect();
+        assert_eq!(read_all(pieces.clone(), l.len()).unwrap(), l);
+        assert!(read_all(pieces.clone(), l.len() - 1).unwrap_err().to_string().contains("limit"));
+        assert!(read_all(pieces[..pieces.len() / 2].to_vec(), l.len()).is_err(), "a list cut short");
     }
 
     #[test]

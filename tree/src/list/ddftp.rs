@@ -133,6 +133,23 @@ pub fn parse_record(rec: &[u8]) -> Result<Entry, String> {
 
 /// Reads a whole list; `name` only labels errors.
 pub fn read(r: impl Read, name: &Path) -> Result<Vec<Entry>, ListError> {
+    let mut entries = Vec::new();
+    read_batches(r, name, usize::MAX, |mut batch| {
+        entries.append(&mut batch);
+        true
+    })?;
+    Ok(entries)
+}
+
+/// Reads a list as it comes (a walk still running, say), handing `take`
+/// its entries `batch` at a time (the last batch may be shorter); stops
+/// early, without error, once `take` returns false.
+pub fn read_batches(
+    r: impl Read,
+    name: &Path,
+    batch: usize,
+    mut take: impl FnMut(Vec<Entry>) -> bool,
+) -> Result<(), ListError> {
     let mut r = std::io::BufReader::with_capacity(1 << 20, r);
     let mut rec = Vec::new();
     let mut entries = Vec::new();
@@ -161,13 +178,19 @@ pub fn read(r: impl Read, name: &Path) -> Result<Vec<Entry>, ListError> {
                 detail,
             })?;
             entries.push(e);
+            if entries.len() >= batch && !take(std::mem::take(&mut entries)) {
+                return Ok(());
+            }
         }
         index += 1;
     }
     if index == 0 {
         return Err(ListError::UnknownFormat { path: name.to_owned() });
     }
-    Ok(entries)
+    if !entries.is_empty() {
+        take(entries);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
