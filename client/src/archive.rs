@@ -91,11 +91,18 @@ pub struct ArchiveReport {
     pub mb_per_second: f64,
     /// Where the time went.
     pub phases: Phases,
-    /// The engine's report for the range (shares per mirror, ...), if anything moved.
+    /// Bundles the files moved in: one, or in a streamed archive as many
+    /// as were cut while the mirror walked.
+    pub parts: u64,
+    /// The engine's report for the range (shares per mirror, ...), if
+    /// anything moved (the parts' together).
     pub transfer: Option<TransferReport>,
 }
 
-/// Seconds of each part of a run (they add up to the whole).
+/// Seconds of each part of a run. They add up to the whole, except in a
+/// streamed archive, where the walk runs while the first parts move:
+/// there `list` ends when the walk does, the next three are summed over
+/// the parts, and `finish` is the rest.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Phases {
     /// Getting the list (a mirror's walk, or reading LIST) and sorting it.
@@ -155,6 +162,11 @@ struct Piece {
 
 /// Open files kept at once.
 const OPEN_FILES: usize = 64;
+/// Entries a walk hands over at a time.
+const WALK_BATCH: usize = 4096;
+/// Least entries a part of a streamed archive takes, unless the walk is
+/// over: a part costs a definition and a few round trips to start.
+const MIN_PART: usize = 8192;
 
 impl TreeStore {
     fn new(items: &[&Item], dest: &Path, fresh: bool, umask: u32) -> Result<TreeStore, ArchiveError> {
@@ -360,24 +372,60 @@ async fn greet(ep: &Endpoint, token: Option<&[u8]>) -> Result<tokio::net::TcpStr
 
 /// Asks one mirror to walk `src`.
 async fn walk_on(ep: &Endpoint, src: &str, token: Option<&[u8]>) -> Result<Vec<Entry>, String> {
-    let mut sock = greet(ep, token).await?;
-    let mut out = BytesMut::new();
-    Request::Walk { path: src.to_string() }.encode(&mut out);
-    sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
-    let mut buf = BytesMut::new();
-    let mut data = Vec::new();
-    loop {
-        match read_reply(&mut sock, &mut buf).await? {
-            Reply::ListData { data: d } => data.extend_from_slice(&d),
-            Reply::ListEnd { errors } => {
-                if errors > 0 {
-                    return Err(format!("{errors} entries under {src} could not be read on this mirror"));
-                }
-                let list = packed::unpack(&data, MAX_LIST)?;
-                return ddftp::read(&list[..], Path::new("the mirror's list")).map_err(|e| e.to_string());
-            }
-            other => return Err(unexpected(other)),
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let mut began = false;
+    let walk = walk_stream(ep, src, token, tx, &mut began);
+    let collect = async {
+        let mut all = vec![];
+        while let Some(mut batch) = rx.recv().await {
+            all.append(&mut batch);
         }
+        all
+    };
+    let (walked, all) = tokio::join!(walk, collect);
+    walked.map(|()| all)
+}
+
+/// Asks one mirror to walk `src`, handing its entries to `out` a batch at
+/// a time as the walk goes (the list is unpacked and read on a thread);
+/// `began` is set once some of the list has come.
+async fn walk_stream(
+    ep: &Endpoint,
+    src: &str,
+    token: Option<&[u8]>,
+    out: tokio::sync::mpsc::Sender<Vec<Entry>>,
+    began: &mut bool,
+) -> Result<(), String> {
+    let mut sock = greet(ep, token).await?;
+    let mut req = BytesMut::new();
+    Request::Walk { path: src.to_string() }.encode(&mut req);
+    sock.write_all(&req).await.map_err(|e| format!("send: {e}"))?;
+    let (feed, unpacked) = packed::unpacker(MAX_LIST);
+    let reader = tokio::task::spawn_blocking(move || {
+        ddftp::read_batches(unpacked, Path::new("the mirror's list"), WALK_BATCH, |b| out.blocking_send(b).is_ok())
+    });
+    let mut buf = BytesMut::new();
+    let errors = loop {
+        match read_reply(&mut sock, &mut buf).await {
+            Ok(Reply::ListData { data }) => {
+                *began = true;
+                if !feed.piece(data.to_vec()) {
+                    break None;
+                }
+            }
+            Ok(Reply::ListEnd { errors }) => break Some(Ok(errors)),
+            Ok(other) => break Some(Err(unexpected(other))),
+            Err(e) => break Some(Err(e)),
+        }
+    };
+    drop(feed);
+    let read = reader.await.map_err(|e| e.to_string())?;
+    match errors {
+        Some(Ok(0)) => read.map_err(|e| e.to_string()),
+        Some(Ok(errors)) => Err(format!("{errors} entries under {src} could not be read on this mirror")),
+        Some(Err(e)) => Err(e),
+        // The list could not be read (the reader says why).
+        None => read.map_err(|e| e.to_string()).and(Err("the list stopped".into())),
     }
 }
 
@@ -429,7 +477,8 @@ fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, ArchiveError> {
 
 /// Refuses a list that puts an entry below one that is not a directory
 /// (a symlink, a file): making it would go through what the list itself
-/// puts there, out of DEST maybe. A walk never lists such a thing.
+/// puts there, out of DEST maybe. A walk never lists such a thing. (Sorted
+/// `items` cost least; any order is checked right.)
 fn check_nesting(items: &[Item]) -> Result<(), ArchiveError> {
     fn bytes(it: &Item) -> &[u8] {
         it.rel.as_os_str().as_bytes()
@@ -543,21 +592,19 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     let started = Instant::now();
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
+    // A destination that is empty (or new) holds nothing to skip or replace.
+    let fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
+    let run = Run { spec, src, umask: umask(), started, fresh };
+    if fresh && spec.list.is_none() {
+        return run.streamed(progress).await;
+    }
     let mut entries = fetch_list(spec).await?;
     entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     entries.dedup_by(|a, b| a.path == b.path);
     let mut items = vec![];
     for e in entries {
-        if let Some(rel) = below_src(&e, src.as_bytes())? {
-            if matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
-                items.push(Item { entry: e, rel });
-            } else {
-                progress.warn(&format!(
-                    "skipping {}: a {:?} is not archived",
-                    String::from_utf8_lossy(&e.path),
-                    e.kind
-                ));
-            }
+        if let Some(item) = run.item(e, &mut |w| progress.warn(w))? {
+            items.push(item);
         }
     }
     if items.is_empty() {
@@ -565,15 +612,6 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     }
     check_nesting(&items)?;
     let listed = started.elapsed();
-    let local = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ArchiveError::Local { path, source }
-    };
-    // A destination that is empty (or new) holds nothing to skip or replace.
-    let fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
-    let umask = umask();
-    let output = spec.dest.join(".ddftp-archive");
-    let saved = spec.dest.join(".ddftp-archive.list");
     // The mirrors register the list while the files are made ready here.
     // In a fresh destination a directory is made by the first entry
     // written into it (while the move waits on the links), empty ones at
@@ -581,25 +619,231 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     // first, so nothing is judged through a symlink that stood in a
     // directory's place; an interrupted run's list is taken up again if it
     // still holds.
-    let (dirs, chosen) = if fresh {
+    let chosen = if fresh {
         make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
-        let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
-        (dirs, choose(&items, &spec.dest, fresh))
+        choose(&items, &spec.dest, fresh)
     } else {
-        let dirs = make_dirs(&items, &spec.dest)?;
-        let again = resumed(&items, &spec.dest, &saved, &journal_path(&output));
-        (dirs, again.unwrap_or_else(|| choose(&items, &spec.dest, fresh)))
+        make_dirs(&items, &spec.dest)?;
+        let again = resumed(&items, &spec.dest, &run.saved(), &journal_path(&run.output()));
+        again.unwrap_or_else(|| choose(&items, &spec.dest, fresh))
     };
-    let def = definition(&chosen.todo);
-    let mut defs = define_everywhere(spec, if chosen.todo.is_empty() { None } else { Some(&def) });
-    let Chosen { todo, files, links, skipped_files, skipped_bytes, bytes } = chosen;
+    let defs = define_everywhere(spec, (!chosen.todo.is_empty()).then(|| definition(&chosen.todo)));
     let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
     phases.prepare = (started.elapsed() - listed).as_secs_f64();
-    let mut transfer_report = None;
-    if !todo.is_empty() {
-        let store = Arc::new(TreeStore::new(&todo, &spec.dest, fresh, umask)?);
+    let transfer = match chosen.todo.is_empty() {
+        true => None,
+        false => run.move_part(&chosen.todo, defs, progress, &mut phases).await?,
+    };
+    run.finish_dirs(&items)?;
+    let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
+    let Chosen { files, links, skipped_files, skipped_bytes, bytes, .. } = chosen;
+    let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
+    let seconds = started.elapsed().as_secs_f64();
+    phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
+    Ok(ArchiveReport {
+        src: src.to_string(),
+        dest: spec.dest.display().to_string(),
+        files,
+        dirs,
+        links,
+        bytes,
+        skipped_files,
+        skipped_bytes,
+        seconds,
+        files_per_second: moved as f64 / seconds.max(1e-9),
+        mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+        phases,
+        parts: u64::from(transfer.is_some()),
+        transfer,
+    })
+}
+
+fn local(path: &Path) -> impl FnOnce(io::Error) -> ArchiveError {
+    let path = path.to_path_buf();
+    move |source| ArchiveError::Local { path, source }
+}
+
+/// What every part of one archive run shares.
+struct Run<'a> {
+    spec: &'a ArchiveSpec,
+    /// SRC, trimmed (`.` for the whole root).
+    src: &'a str,
+    umask: u32,
+    started: Instant,
+    /// DEST was empty (or new).
+    fresh: bool,
+}
+
+/// The mirrors registering a bundle, each answering with its name for it.
+type Defining = tokio::task::JoinSet<(Endpoint, Result<String, String>)>;
+
+/// A part of a streamed archive: its files and symlinks, sorted, and the
+/// mirrors registering them.
+struct Part {
+    items: Vec<Item>,
+    defs: Defining,
+}
+
+impl Run<'_> {
+    /// Where the range is journaled (`DEST/.ddftp-archive`, never a file).
+    fn output(&self) -> PathBuf {
+        self.spec.dest.join(".ddftp-archive")
+    }
+
+    /// The list of the range being moved, kept beside its journal.
+    fn saved(&self) -> PathBuf {
+        self.spec.dest.join(".ddftp-archive.list")
+    }
+
+    /// A listed entry as an item under DEST, if it is below SRC; a kind
+    /// that is not archived is skipped with a warning.
+    fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
+        let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
+        if !matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
+            warn(&format!("skipping {}: a {:?} is not archived", String::from_utf8_lossy(&e.path), e.kind));
+            return Ok(None);
+        }
+        Ok(Some(Item { entry: e, rel }))
+    }
+
+    /// A fresh DEST, SRC walked by a mirror: the move starts while the
+    /// mirror still walks. Whenever the mover is free and enough entries
+    /// have come, they become a part (a bundle of its own, registered
+    /// while the part before it moves); the last part is what is left when
+    /// the walk ends. Interrupted, a rerun finds DEST not fresh and takes
+    /// the careful path: the whole list, the files already complete
+    /// skipped.
+    async fn streamed(&self, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
+        let spec = self.spec;
+        make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
+        let (walk_tx, mut walk_rx) = tokio::sync::mpsc::channel(16);
+        let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Part>(1);
+        let mut phases = Phases::default();
+        let walk = async move {
+            let mut failures = vec![];
+            for ep in &spec.get.mirrors {
+                let mut began = false;
+                match walk_stream(ep, self.src, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => failures.push(format!("  {ep}: {e}")),
+                }
+                // Another mirror is asked only if this one sent nothing:
+                // what it did send may be moving already.
+                if began {
+                    break;
+                }
+            }
+            Err(ArchiveError::Walk { src: self.src.to_string(), failures })
+        };
+        // Entries into parts; directories kept for the end.
+        let split = async move {
+            let mut warnings = vec![];
+            let mut dirs = vec![];
+            let mut pending: Vec<Item> = vec![];
+            while let Some(batch) = walk_rx.recv().await {
+                for e in batch {
+                    match self.item(e, &mut |w| warnings.push(w.to_string()))? {
+                        Some(it) if it.entry.kind == Kind::Dir => dirs.push(it),
+                        Some(it) => pending.push(it),
+                        None => {}
+                    }
+                }
+                if pending.len() >= MIN_PART && part_tx.capacity() > 0 {
+                    self.cut(&mut pending, &part_tx).await;
+                }
+            }
+            Ok::<_, ArchiveError>((dirs, pending, part_tx, warnings))
+        };
+        let listing = async {
+            let (walked, split) = tokio::join!(walk, split);
+            let (dirs, mut pending, part_tx, warnings) = walked.and(split)?;
+            phases.list = self.started.elapsed().as_secs_f64();
+            if !pending.is_empty() {
+                self.cut(&mut pending, &part_tx).await;
+            }
+            Ok::<_, ArchiveError>((dirs, warnings))
+        };
+        let mut whole = Parts { inner: progress, before: 0, part: 0 };
+        let mover = async {
+            let mut moved: Vec<Item> = vec![];
+            let (mut transfer, mut parts) = (None, 0);
+            let mut spent = Phases::default();
+            while let Some(part) = part_rx.recv().await {
+                let todo: Vec<&Item> = part.items.iter().collect();
+                let r = self.move_part(&todo, part.defs, &mut whole, &mut spent).await?;
+                parts += u64::from(r.is_some());
+                transfer = merge_reports(transfer, r);
+                drop(todo);
+                moved.extend(part.items);
+            }
+            Ok::<_, ArchiveError>((moved, transfer, parts, spent))
+        };
+        let joined = tokio::try_join!(listing, mover);
+        progress.finish();
+        let ((dirs, warnings), (moved, transfer, parts, spent)) = joined?;
+        for w in &warnings {
+            progress.warn(w);
+        }
+        let mut items = dirs;
+        items.extend(moved);
+        if items.is_empty() {
+            return Err(ArchiveError::BadEntry { path: self.src.into(), why: "nothing under it on the mirror".into() });
+        }
+        // A walk never puts an entry below a file or a symlink; a mirror
+        // that did is named (what was written stayed inside DEST).
+        check_nesting(&items)?;
+        self.finish_dirs(&items)?;
+        let files = items.iter().filter(|it| it.entry.kind == Kind::File);
+        let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
+        let seconds = self.started.elapsed().as_secs_f64();
+        // The list overlaps the rest: `finish` is what came after both.
+        let Phases { prepare, check, moving, .. } = spent;
+        phases = Phases { prepare, check, moving, ..phases };
+        phases.finish = (seconds - phases.list.max(prepare + check + moving)).max(0.0);
+        Ok(ArchiveReport {
+            src: self.src.to_string(),
+            dest: spec.dest.display().to_string(),
+            files,
+            dirs: items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64,
+            links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,
+            bytes,
+            skipped_files: 0,
+            skipped_bytes: 0,
+            seconds,
+            files_per_second: files as f64 / seconds.max(1e-9),
+            mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+            phases,
+            parts,
+            transfer,
+        })
+    }
+
+    /// `pending` (emptied) as the next part: sorted, and sent to every
+    /// mirror to register.
+    async fn cut(&self, pending: &mut Vec<Item>, parts: &tokio::sync::mpsc::Sender<Part>) {
+        let mut items = std::mem::take(pending);
+        items.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
+        let refs: Vec<&Item> = items.iter().collect();
+        let defs = define_everywhere(self.spec, Some(definition(&refs)));
+        drop(refs);
+        // The mover is gone only when it failed: its error is the one told.
+        let _ = parts.send(Part { items, defs }).await;
+    }
+
+    /// Moves `todo` (files and symlinks) into DEST as one bundle, from the
+    /// mirrors registering it (`defs`), and finishes them.
+    async fn move_part(
+        &self,
+        todo: &[&Item],
+        mut defs: Defining,
+        progress: &mut dyn Progress,
+        phases: &mut Phases,
+    ) -> Result<Option<TransferReport>, ArchiveError> {
+        let (spec, fresh, umask) = (self.spec, self.fresh, self.umask);
+        let prepared = Instant::now();
+        let store = Arc::new(TreeStore::new(todo, &spec.dest, fresh, umask)?);
         store.create()?;
-        phases.prepare = (started.elapsed() - listed).as_secs_f64();
+        phases.prepare += prepared.elapsed().as_secs_f64();
         let waited = Instant::now();
         // The move starts as soon as one mirror has registered the bundle;
         // the others join the running transfer as they do (a slow link
@@ -616,7 +860,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
                 None => return Err(ArchiveError::NoBundle { failures }),
             }
         };
-        phases.check = waited.elapsed().as_secs_f64();
+        phases.check += waited.elapsed().as_secs_f64();
         let (join_tx, mut joining) = tokio::sync::mpsc::unbounded_channel();
         let expected = name.clone();
         tokio::spawn(async move {
@@ -633,29 +877,29 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         let mut get = spec.get.clone();
         get.path = name;
         get.mirrors = vec![first];
-        get.output = output;
+        get.output = self.output();
         get.store = Some(store.clone() as Arc<dyn Store>);
         get.sealed_size = Some(store.layout.size());
         let moving = Instant::now();
-        if store.layout.size() == 0 {
-            // Only empty files (and no symlinks with targets): nothing to move.
-        } else {
+        let mut report = None;
+        if store.layout.size() > 0 {
             // Kept until the range is complete: a rerun after an interruption
             // moves this list again, and resumes it from the journal.
-            std::fs::write(&saved, saved_list(&todo)).map_err(local(&saved))?;
+            let saved = self.saved();
+            std::fs::write(&saved, saved_list(todo)).map_err(local(&saved))?;
             match transfer::get_joining(&get, progress, Some(&mut joining)).await {
                 Err(e @ (TransferError::Journal(_) | TransferError::BlockSizeMismatch { .. })) => {
                     // An earlier run's journal for another list: start the range over.
                     progress.warn(&format!("{e}; moving the whole range again"));
                     get.restart = true;
-                    transfer_report = Some(transfer::get_joining(&get, progress, Some(&mut joining)).await?);
+                    report = Some(transfer::get_joining(&get, progress, Some(&mut joining)).await?);
                 }
-                r => transfer_report = Some(r?),
+                r => report = Some(r?),
             }
             // The range is complete (its journal is gone with it).
             let _ = std::fs::remove_file(&saved);
         }
-        phases.moving = moving.elapsed().as_secs_f64();
+        phases.moving += moving.elapsed().as_secs_f64();
         let targets = std::mem::take(&mut *store.links.lock().expect("store lock"));
         for (i, it) in todo.iter().enumerate().filter(|(_, it)| it.entry.kind == Kind::Link) {
             let p = spec.dest.join(&it.rel);
@@ -684,38 +928,111 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
             let other = sc.spawn(|| finish(b));
             finish(a).and(other.join().expect("finishing thread panicked"))
         })?;
+        Ok(report)
     }
-    // Directories last, deepest first: writing inside one changes its mtime.
-    // In a fresh destination, one nothing was written into is made now.
-    for it in items.iter().rev().filter(|it| it.entry.kind == Kind::Dir) {
-        let p = spec.dest.join(&it.rel);
-        let made = match finish_entry(&p, &it.entry, fresh, umask) {
-            Err(e) if fresh && e.kind() == io::ErrorKind::NotFound => {
-                make_dir_all(&p).map_err(local(&p))?;
-                finish_entry(&p, &it.entry, fresh, umask)
+
+    /// Directories last, deepest first: writing inside one changes its
+    /// mtime. In a fresh destination, one nothing was written into is made
+    /// now (which changes only its parent, one level up). Each level on two
+    /// threads.
+    fn finish_dirs(&self, items: &[Item]) -> Result<(), ArchiveError> {
+        let mut dirs: Vec<(usize, &Item)> =
+            items.iter().filter(|it| it.entry.kind == Kind::Dir).map(|it| (it.rel.components().count(), it)).collect();
+        dirs.sort_unstable_by_key(|&(depth, _)| std::cmp::Reverse(depth));
+        let finish = |part: &[(usize, &Item)]| -> Result<(), ArchiveError> {
+            for (_, it) in part {
+                let p = self.spec.dest.join(&it.rel);
+                let made = match finish_entry(&p, &it.entry, self.fresh, self.umask) {
+                    Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {
+                        make_dir_all(&p).map_err(local(&p))?;
+                        finish_entry(&p, &it.entry, self.fresh, self.umask)
+                    }
+                    r => r,
+                };
+                made.map_err(local(&p))?;
             }
-            r => r,
+            Ok(())
         };
-        made.map_err(local(&p))?;
+        for level in dirs.chunk_by(|a, b| a.0 == b.0) {
+            let (a, b) = level.split_at(level.len() / 2);
+            std::thread::scope(|sc| {
+                let other = sc.spawn(|| finish(b));
+                finish(a).and(other.join().expect("finishing thread panicked"))
+            })?;
+        }
+        Ok(())
     }
-    let seconds = started.elapsed().as_secs_f64();
-    phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
-    let moved = todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
-    Ok(ArchiveReport {
-        src: src.to_string(),
-        dest: spec.dest.display().to_string(),
-        files,
-        dirs,
-        links,
-        bytes,
-        skipped_files,
-        skipped_bytes,
-        seconds,
-        files_per_second: moved as f64 / seconds.max(1e-9),
-        mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
-        phases,
-        transfer: transfer_report,
-    })
+}
+
+/// The progress of a streamed archive's parts as one: their bytes add up,
+/// and the bar ends when the archive does.
+struct Parts<'a> {
+    inner: &'a mut dyn Progress,
+    /// Bytes of the parts before this one.
+    before: u64,
+    /// Bytes of this one.
+    part: u64,
+}
+
+impl Progress for Parts<'_> {
+    fn start(&mut self, total: u64, mirrors: &[String]) {
+        self.part = total;
+        self.inner.start(self.before + total, mirrors);
+    }
+    fn update(&mut self, done: u64, per_mirror: &[u64]) {
+        self.inner.update(self.before + done, per_mirror);
+    }
+    fn warn(&mut self, msg: &str) {
+        self.inner.warn(msg);
+    }
+    fn joined(&mut self, mirror: &str) {
+        self.inner.joined(mirror);
+    }
+    fn finish(&mut self) {
+        self.before += self.part;
+        self.part = 0;
+    }
+}
+
+/// One report for the parts of a streamed archive: sums, and each
+/// mirror's share of all of it.
+fn merge_reports(a: Option<TransferReport>, b: Option<TransferReport>) -> Option<TransferReport> {
+    let (mut a, b) = match (a, b) {
+        (Some(a), Some(b)) => (a, b),
+        (a, b) => return a.or(b),
+    };
+    a.bytes += b.bytes;
+    a.reused_bytes += b.reused_bytes;
+    a.seconds += b.seconds;
+    a.starts += b.starts;
+    a.extends += b.extends;
+    a.ends += b.ends;
+    a.duplicate_bytes += b.duplicate_bytes;
+    a.verified &= b.verified;
+    for p in b.producers {
+        match a.producers.iter_mut().find(|q| q.mirror == p.mirror) {
+            Some(q) => {
+                q.blocks += p.blocks;
+                q.bytes += p.bytes;
+            }
+            None => a.producers.push(p),
+        }
+    }
+    let total: u64 = a.producers.iter().map(|p| p.bytes).sum();
+    for p in &mut a.producers {
+        p.share = if total > 0 { p.bytes as f64 / total as f64 } else { 0.0 };
+    }
+    for l in b.links {
+        match a.links.iter_mut().find(|m| m.route == l.route) {
+            Some(m) => {
+                m.blocks += l.blocks;
+                m.bytes += l.bytes;
+            }
+            None => a.links.push(l),
+        }
+    }
+    a.warnings.extend(b.warnings);
+    Some(a)
 }
 
 /// The entries to move, and what the listing holds.
@@ -776,7 +1093,7 @@ fn packed_list(todo: &[&Item], entry: impl Fn(&Entry) -> Entry) -> Vec<u8> {
 /// anything to move); each task answers with its mirror.
 fn define_everywhere(
     spec: &ArchiveSpec,
-    def: Option<&[u8]>,
+    def: Option<Vec<u8>>,
 ) -> tokio::task::JoinSet<(Endpoint, Result<String, String>)> {
     let mut set = tokio::task::JoinSet::new();
     let Some(def) = def else { return set };

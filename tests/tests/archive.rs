@@ -163,6 +163,33 @@ fn a_dwalk_format_list_with_strip_drives_the_copy() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--strip"));
 }
 
+#[test]
+fn a_large_tree_moves_in_parts_while_the_mirror_walks() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    for d in 0..100 {
+        let dir = proj.join(format!("d{d:03}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..200usize {
+            std::fs::write(dir.join(format!("f{i:03}")), vec![(d + i) as u8; i % 97]).unwrap();
+        }
+    }
+    let (m1, m2) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let dest = f.out("copy");
+    let m = mirrors_arg(&[&m1, &m2]);
+    let args = ["archive", "proj", "--mirrors", &m, "--dest", dest.to_str().unwrap(), "--json", "-q"];
+    // 20,000 files: the first part is cut after 8,192 of them, while the
+    // walk goes on; the rest come in one or more parts after.
+    let j = json(&ddftp(&args, 0));
+    assert!(j["parts"].as_u64().unwrap() >= 2, "{j}");
+    assert_eq!(j["files"], 20_000);
+    assert_eq!(j["dirs"], 101);
+    assert_same(&proj, &dest);
+    // Run again: nothing to move, every file found complete.
+    let j = json(&ddftp(&args, 0));
+    assert_eq!((j["skipped_files"].as_u64(), j["parts"].as_u64()), (Some(20_000), Some(0)), "{j}");
+}
+
 /// The source under the fixture's root, and a copy of it under another
 /// root `name` (for a second mirror).
 fn source_and_copy(f: &Fixture, name: &str) -> (PathBuf, PathBuf) {
