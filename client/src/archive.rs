@@ -51,6 +51,9 @@ pub struct ArchiveSpec {
     pub list: Option<PathBuf>,
     /// Removed from the front of every listed path (dwalk writes absolute ones).
     pub strip: Option<String>,
+    /// Bytes a part of a streamed archive waits for while the walk goes
+    /// on ([`PART_BYTES`] unless a test wants many parts).
+    pub part_bytes: u64,
     /// The engine's settings (`path` and `output` are set here).
     pub get: GetSpec,
 }
@@ -164,9 +167,14 @@ struct Piece {
 const OPEN_FILES: usize = 64;
 /// Entries a walk hands over at a time.
 const WALK_BATCH: usize = 4096;
-/// Least entries a part of a streamed archive takes, unless the walk is
-/// over: a part costs a definition and a few round trips to start.
-const MIN_PART: usize = 8192;
+/// What a part of a streamed archive waits for while the walk goes on
+/// (after it, the rest is the last part): bytes worth keeping the links
+/// busy with, or many files. Small files are moved by the CPU more than
+/// by the links, and the walk needs the CPU too: moving them early gains
+/// little where both share a machine, and each part costs a definition
+/// and a few round trips.
+pub const PART_BYTES: u64 = 64 << 20;
+const PART_FILES: usize = 65_536;
 
 impl TreeStore {
     fn new(items: &[&Item], dest: &Path, fresh: bool, umask: u32) -> Result<TreeStore, ArchiveError> {
@@ -740,16 +748,21 @@ impl Run<'_> {
             let mut warnings = vec![];
             let mut dirs = vec![];
             let mut pending: Vec<Item> = vec![];
+            let mut bytes = 0;
             while let Some(batch) = walk_rx.recv().await {
                 for e in batch {
                     match self.item(e, &mut |w| warnings.push(w.to_string()))? {
                         Some(it) if it.entry.kind == Kind::Dir => dirs.push(it),
-                        Some(it) => pending.push(it),
+                        Some(it) => {
+                            bytes += it.entry.size;
+                            pending.push(it)
+                        }
                         None => {}
                     }
                 }
-                if pending.len() >= MIN_PART && part_tx.capacity() > 0 {
+                if (bytes >= spec.part_bytes || pending.len() >= PART_FILES) && part_tx.capacity() > 0 {
                     self.cut(&mut pending, &part_tx).await;
+                    bytes = 0;
                 }
             }
             Ok::<_, ArchiveError>((dirs, pending, part_tx, warnings))

@@ -177,9 +177,11 @@ fn a_large_tree_moves_in_parts_while_the_mirror_walks() {
     let (m1, m2) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
     let dest = f.out("copy");
     let m = mirrors_arg(&[&m1, &m2]);
-    let args = ["archive", "proj", "--mirrors", &m, "--dest", dest.to_str().unwrap(), "--json", "-q"];
-    // 20,000 files: the first part is cut after 8,192 of them, while the
-    // walk goes on; the rest come in one or more parts after.
+    let d = dest.to_str().unwrap();
+    let args = ["archive", "proj", "--mirrors", &m, "--dest", d, "--json", "-q", "--part-bytes", "1"];
+    // 20,000 files, handed over 4,096 at a time: the first part is cut
+    // from the first of them (the mover is free), while the walk goes
+    // on; the rest come in one or more parts after.
     let j = json(&ddftp(&args, 0));
     assert!(j["parts"].as_u64().unwrap() >= 2, "{j}");
     assert_eq!(j["files"], 20_000);

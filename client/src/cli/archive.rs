@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ddftp_proto::units::HumanBytes;
+use ddftp_proto::units::{parse_size, HumanBytes};
 
 use super::get::{exit_for, MoveOpt};
 use super::{report_error, runtime, Exit};
@@ -32,6 +32,10 @@ pub struct ArchiveOpt {
     /// fsync every file before modes and mtimes are set.
     #[arg(long)]
     pub sync: bool,
+    /// Bytes of files a part waits for while the mirror still walks (the
+    /// tests set it low to get many parts).
+    #[arg(long, hide = true, value_parser = parse_size, default_value_t = archive::PART_BYTES)]
+    pub part_bytes: u64,
 }
 
 fn exit_for_archive(e: &ArchiveError) -> Exit {
@@ -90,8 +94,14 @@ pub fn run(o: ArchiveOpt) -> Exit {
         report_error(&format_args!("{}: {e}", o.dest.display()));
         return Exit::Local;
     }
-    let spec =
-        ArchiveSpec { src: o.src.clone(), dest: o.dest.clone(), list: o.list.clone(), strip: o.strip.clone(), get };
+    let spec = ArchiveSpec {
+        src: o.src.clone(),
+        dest: o.dest.clone(),
+        list: o.list.clone(),
+        strip: o.strip.clone(),
+        part_bytes: o.part_bytes,
+        get,
+    };
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
