@@ -13,6 +13,10 @@
 //! whole tree before the first byte moves. Small files cost no round trip
 //! each: a block holds as many as fit.
 //!
+//! Into an empty DEST the move does not wait for a mirror's walk: the
+//! list is read as it comes, and the files are moved in parts (a bundle
+//! each) while the walk goes on (`Run::streamed`).
+//!
 //! Files get their mode and mtime only once their bytes are verified,
 //! so a rerun skips exactly the files that are complete and correct (same
 //! type, size, mode and mtime to the nanosecond, as rsync's quick check) and
