@@ -730,6 +730,9 @@ impl Run<'_> {
         make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
         let (walk_tx, mut walk_rx) = tokio::sync::mpsc::channel(16);
         let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Part>(1);
+        // While a part moves, the next waits for the walk's end (then it
+        // is registered while that part moves): fewer, larger parts.
+        let idle = &AtomicBool::new(true);
         let mut phases = Phases::default();
         let walk = async move {
             let mut failures = vec![];
@@ -764,7 +767,8 @@ impl Run<'_> {
                         None => {}
                     }
                 }
-                if (bytes >= spec.part_bytes || pending.len() >= PART_FILES) && part_tx.capacity() > 0 {
+                let worth = bytes >= spec.part_bytes || pending.len() >= PART_FILES;
+                if worth && idle.load(Ordering::Acquire) && part_tx.capacity() > 0 {
                     self.cut(&mut pending, &part_tx).await;
                     bytes = 0;
                 }
@@ -786,12 +790,14 @@ impl Run<'_> {
             let (mut transfer, mut parts) = (None, 0);
             let mut spent = Phases::default();
             while let Some(part) = part_rx.recv().await {
+                idle.store(false, Ordering::Release);
                 let todo: Vec<&Item> = part.items.iter().collect();
                 let r = self.move_part(&todo, part.defs, &mut whole, &mut spent).await?;
                 parts += u64::from(r.is_some());
                 transfer = merge_reports(transfer, r);
                 drop(todo);
                 moved.extend(part.items);
+                idle.store(true, Ordering::Release);
             }
             Ok::<_, ArchiveError>((moved, transfer, parts, spent))
         };
