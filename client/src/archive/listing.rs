@@ -1,0 +1,231 @@
+//! The list, checked and chosen from: entries below SRC, nothing below a
+//! file or a symlink, what is still to move, and what the mirrors and
+//! the resume journal are given.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use ddftp_proto::packed::{self, MAX_LIST};
+use ddtree::list::{ddftp, Entry, Kind};
+
+use super::store::{is_finished_file, remove_any};
+use super::{ArchiveError, Item};
+
+/// The entry's path below SRC, refusing anything that could leave DEST.
+pub(super) fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, ArchiveError> {
+    // A walk's paths are already clean: taken as they are.
+    let rest =
+        if src == b"." { Some(&e.path[..]) } else { e.path.strip_prefix(src).and_then(|r| r.strip_prefix(b"/")) };
+    if let Some(rel) = rest.filter(|r| r.split(|&c| c == b'/').all(|p| !p.is_empty() && p != b"." && p != b"..")) {
+        return Ok(Some(PathBuf::from(OsStr::from_bytes(rel))));
+    }
+    let bad =
+        |why: &str| ArchiveError::BadEntry { path: String::from_utf8_lossy(&e.path).into_owned(), why: why.into() };
+    let path = Path::new(OsStr::from_bytes(&e.path));
+    let src = Path::new(OsStr::from_bytes(src));
+    let rel = match path.strip_prefix(src) {
+        Ok(r) => r,
+        Err(_) if src == Path::new(".") => path,
+        Err(_) => return Ok(None),
+    };
+    let mut clean = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(p) => clean.push(p),
+            Component::CurDir => {}
+            _ => return Err(bad("absolute or '..' paths are refused")),
+        }
+    }
+    Ok(Some(clean))
+}
+
+/// Refuses a list that puts an entry below one that is not a directory
+/// (a symlink, a file): making it would go through what the list itself
+/// puts there, out of DEST maybe. A walk never lists such a thing. (Sorted
+/// `items` cost least; any order is checked right.)
+pub(super) fn check_nesting(items: &[Item]) -> Result<(), ArchiveError> {
+    fn bytes(it: &Item) -> &[u8] {
+        it.rel.as_os_str().as_bytes()
+    }
+    fn parent(p: &[u8]) -> Option<&[u8]> {
+        p.iter().rposition(|&c| c == b'/').map(|i| &p[..i])
+    }
+    // Every directory some entry lies below (entries come sorted: most
+    // share their parent with the one before, and an ancestor already in
+    // the set has its own ancestors there too).
+    let mut below: HashSet<&[u8]> = HashSet::new();
+    let mut last = None;
+    for it in items {
+        let mut up = parent(bytes(it));
+        if up == last {
+            continue;
+        }
+        last = up;
+        while let Some(dir) = up.filter(|d| below.insert(d)) {
+            up = parent(dir);
+        }
+    }
+    match items.iter().find(|it| it.entry.kind != Kind::Dir && below.contains(bytes(it))) {
+        Some(n) => {
+            let under = items.iter().find(|it| bytes(it).strip_prefix(bytes(n)).is_some_and(|r| r.starts_with(b"/")));
+            Err(ArchiveError::BadEntry {
+                path: under.map_or_else(String::new, |it| String::from_utf8_lossy(&it.entry.path).into_owned()),
+                why: format!("it is below {}, which the list gives as a {:?}", n.rel.display(), n.entry.kind),
+            })
+        }
+        None => Ok(()),
+    }
+}
+
+/// Whether the destination already holds this entry, complete and correct.
+pub(super) fn is_done(dest: &Path, e: &Entry) -> bool {
+    e.kind == Kind::File && dest.symlink_metadata().is_ok_and(|m| is_finished_file(&m, e.size, e.perm, e.mtime))
+}
+
+/// The entries to move, and what the listing holds.
+pub(super) struct Chosen<'a> {
+    pub(super) todo: Vec<&'a Item>,
+    pub(super) files: u64,
+    pub(super) links: u64,
+    pub(super) skipped_files: u64,
+    pub(super) skipped_bytes: u64,
+    /// Bytes of the files in `todo`.
+    pub(super) bytes: u64,
+}
+
+/// The files and symlinks to move: all of them into a fresh destination,
+/// else those not already complete and correct there.
+pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<'a> {
+    let mut c = Chosen { todo: vec![], files: 0, links: 0, skipped_files: 0, skipped_bytes: 0, bytes: 0 };
+    for it in items.iter().filter(|it| it.entry.kind != Kind::Dir) {
+        if it.entry.kind == Kind::File {
+            c.files += 1;
+            if !fresh && is_done(&dest.join(&it.rel), &it.entry) {
+                c.skipped_files += 1;
+                c.skipped_bytes += it.entry.size;
+                continue;
+            }
+            c.bytes += it.entry.size;
+        } else {
+            c.links += 1;
+        }
+        c.todo.push(it);
+    }
+    c
+}
+
+/// The bundle's definition: `todo` as a ddftp list, packed for the wire.
+pub(super) fn definition(todo: &[&Item]) -> Vec<u8> {
+    // A mirror checks each entry's kind, size and mtime as it reads it;
+    // modes are left out (zero), so the packed list reaches a slow mirror
+    // sooner.
+    packed_list(todo, |e| Entry { perm: 0, ..e.clone() })
+}
+
+/// The list of what this run moves, kept beside the journal so that a run
+/// interrupted and run again takes up the same range (entries whole).
+pub(super) fn saved_list(todo: &[&Item]) -> Vec<u8> {
+    packed_list(todo, Entry::clone)
+}
+
+pub(super) fn packed_list(todo: &[&Item], entry: impl Fn(&Entry) -> Entry) -> Vec<u8> {
+    let mut list = ddftp::MAGIC.to_vec();
+    for it in todo {
+        ddftp::push_record(&mut list, &entry(&it.entry));
+    }
+    packed::pack(&list)
+}
+
+/// The list an interrupted run was moving, if its journal is still here,
+/// the listing still holds every one of its entries unchanged, and every
+/// other listed file is complete in `dest` (one that is not, new since or
+/// gone from DEST, would otherwise pass as skipped): moving it again
+/// resumes from the journal. (Files it finished would pass as complete now,
+/// so a list chosen afresh, and its journal, would not match.)
+pub(super) fn resumed<'a>(items: &'a [Item], dest: &Path, saved: &Path, journal: &Path) -> Option<Chosen<'a>> {
+    if !journal.exists() {
+        return None;
+    }
+    let list = packed::unpack(&std::fs::read(saved).ok()?, MAX_LIST).ok()?;
+    let entries = ddftp::read(&list[..], saved).ok()?;
+    let listed: HashMap<&[u8], &Item> =
+        items.iter().filter(|it| it.entry.kind != Kind::Dir).map(|it| (it.entry.path.as_slice(), it)).collect();
+    let mut todo = Vec::with_capacity(entries.len());
+    for e in &entries {
+        todo.push(*listed.get(e.path.as_slice()).filter(|it| it.entry == *e)?);
+    }
+    let again: HashSet<&[u8]> = entries.iter().map(|e| e.path.as_slice()).collect();
+    let others = items.iter().filter(|it| it.entry.kind == Kind::File && !again.contains(it.entry.path.as_slice()));
+    if others.into_iter().any(|it| !is_done(&dest.join(&it.rel), &it.entry)) {
+        return None;
+    }
+    let files = items.iter().filter(|it| it.entry.kind == Kind::File);
+    let (all_files, all_bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
+    let moving = todo.iter().filter(|it| it.entry.kind == Kind::File);
+    let (moved, bytes) = moving.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
+    Some(Chosen {
+        todo,
+        files: all_files,
+        links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,
+        skipped_files: all_files - moved,
+        skipped_bytes: all_bytes - bytes,
+        bytes,
+    })
+}
+
+/// Makes the listed directories in an existing destination, owner-writable
+/// until the end so files can be created inside (parents sort before
+/// children); whatever stands in a directory's place goes. Returns how many
+/// directories the list holds.
+pub(super) fn make_dirs(items: &[Item], dest: &Path) -> Result<u64, ArchiveError> {
+    let mut dirs = 0;
+    for it in items.iter().filter(|it| it.entry.kind == Kind::Dir) {
+        dirs += 1;
+        let p = dest.join(&it.rel);
+        let local = |source| ArchiveError::Local { path: p.clone(), source };
+        if p.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+            remove_any(&p).map_err(local)?;
+        }
+        std::fs::create_dir_all(&p).map_err(local)?;
+        let mode = p.metadata().map_err(local)?.mode();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o700)).map_err(local)?;
+    }
+    Ok(dirs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddtree::list::Time;
+
+    #[test]
+    fn paths_below_src_and_nesting() {
+        let e = |path: &str, kind| Entry { path: path.into(), kind, perm: 0, size: 0, mtime: Time::default() };
+        let rel = |path: &str, src: &str| {
+            below_src(&e(path, Kind::File), src.as_bytes()).map(|r| r.map(|p| p.into_os_string()))
+        };
+        assert_eq!(rel("proj/a/b", "proj").unwrap().unwrap(), "a/b");
+        assert_eq!(rel("proj//a/./b", "proj").unwrap().unwrap(), "a/b");
+        assert_eq!(rel("proj", "proj").unwrap().unwrap(), "");
+        assert_eq!(rel("project/a", "proj").unwrap(), None);
+        assert_eq!(rel("a/b", ".").unwrap().unwrap(), "a/b");
+        assert!(rel("proj/../etc", "proj").is_err());
+        let items = |list: &[(&str, Kind)]| -> Vec<Item> {
+            list.iter().map(|&(p, k)| Item { entry: e(p, k), rel: PathBuf::from(p) }).collect()
+        };
+        let ok = [("a", Kind::Dir), ("a-b", Kind::File), ("a/b", Kind::Dir), ("a/b/c", Kind::Link), ("ab", Kind::File)];
+        assert!(check_nesting(&items(&ok)).is_ok());
+        for (bad, under) in [
+            (&[("a", Kind::Link), ("a-b", Kind::File), ("a/b", Kind::File)][..], "a/b"),
+            (&[("a", Kind::Dir), ("a/b", Kind::File), ("a/b/c/d", Kind::File)][..], "a/b/c/d"),
+        ] {
+            match check_nesting(&items(bad)) {
+                Err(ArchiveError::BadEntry { path, .. }) => assert_eq!(path, under),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! What an archive asks of the mirrors: a walk of SRC (whole, or as it
+//! comes), and registering a bundle.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
+use ddftp_proto::packed::{self, MAX_LIST};
+use ddftp_proto::{Endpoint, Reply, Request};
+use ddtree::list::{self, ddftp, Entry};
+use tokio::io::AsyncWriteExt;
+
+use super::{ArchiveError, ArchiveSpec};
+use crate::transfer::{self, read_reply, unexpected, Route};
+
+/// Entries a walk hands over at a time.
+const WALK_BATCH: usize = 4096;
+
+/// The list: from `--list` (with `--strip`), or walked by the first mirror
+/// that answers.
+pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<Vec<Entry>, ArchiveError> {
+    if let Some(path) = &spec.list {
+        let mut entries = list::read(path)?;
+        if let Some(prefix) = &spec.strip {
+            let prefix = prefix.trim_end_matches('/').as_bytes();
+            for e in &mut entries {
+                let rest =
+                    e.path.strip_prefix(prefix).filter(|r| r.is_empty() || r.starts_with(b"/")).ok_or_else(|| {
+                        ArchiveError::BadEntry {
+                            path: String::from_utf8_lossy(&e.path).into_owned(),
+                            why: format!("does not start with --strip {:?}", String::from_utf8_lossy(prefix)),
+                        }
+                    })?;
+                let rest = rest.strip_prefix(b"/").unwrap_or(rest);
+                e.path = if rest.is_empty() { b".".to_vec() } else { rest.to_vec() };
+            }
+        }
+        return Ok(entries);
+    }
+    let mut failures = vec![];
+    for ep in &spec.get.mirrors {
+        match walk_on(ep, &spec.src, spec.get.token.as_deref()).await {
+            Ok(entries) => return Ok(entries),
+            Err(e) => failures.push(format!("  {ep}: {e}")),
+        }
+    }
+    Err(ArchiveError::Walk { src: spec.src.clone(), failures })
+}
+
+pub(super) async fn greet(ep: &Endpoint, token: Option<&[u8]>) -> Result<tokio::net::TcpStream, String> {
+    let route = Route { endpoint: ep.clone(), local: None };
+    Ok(transfer::connect(&route, None, token).await?.0)
+}
+
+/// Asks one mirror to walk `src`.
+pub(super) async fn walk_on(ep: &Endpoint, src: &str, token: Option<&[u8]>) -> Result<Vec<Entry>, String> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let mut began = false;
+    let walk = walk_stream(ep, src, token, tx, &mut began);
+    let collect = async {
+        let mut all = vec![];
+        while let Some(mut batch) = rx.recv().await {
+            all.append(&mut batch);
+        }
+        all
+    };
+    let (walked, all) = tokio::join!(walk, collect);
+    walked.map(|()| all)
+}
+
+/// Asks one mirror to walk `src`, handing its entries to `out` a batch at
+/// a time as the walk goes (the list is unpacked and read on a thread);
+/// `began` is set once some of the list has come.
+pub(super) async fn walk_stream(
+    ep: &Endpoint,
+    src: &str,
+    token: Option<&[u8]>,
+    out: tokio::sync::mpsc::Sender<Vec<Entry>>,
+    began: &mut bool,
+) -> Result<(), String> {
+    let mut sock = greet(ep, token).await?;
+    let mut req = BytesMut::new();
+    Request::Walk { path: src.to_string() }.encode(&mut req);
+    sock.write_all(&req).await.map_err(|e| format!("send: {e}"))?;
+    let (feed, unpacked) = packed::unpacker(MAX_LIST);
+    let reader = tokio::task::spawn_blocking(move || {
+        ddftp::read_batches(unpacked, Path::new("the mirror's list"), WALK_BATCH, |b| out.blocking_send(b).is_ok())
+    });
+    let mut buf = BytesMut::new();
+    let errors = loop {
+        match read_reply(&mut sock, &mut buf).await {
+            Ok(Reply::ListData { data }) => {
+                *began = true;
+                if !feed.piece(data.to_vec()) {
+                    break None;
+                }
+            }
+            Ok(Reply::ListEnd { errors }) => break Some(Ok(errors)),
+            Ok(other) => break Some(Err(unexpected(other))),
+            Err(e) => break Some(Err(e)),
+        }
+    };
+    drop(feed);
+    let read = reader.await.map_err(|e| e.to_string())?;
+    match errors {
+        Some(Ok(0)) => read.map_err(|e| e.to_string()),
+        Some(Ok(errors)) => Err(format!("{errors} entries under {src} could not be read on this mirror")),
+        Some(Err(e)) => Err(e),
+        // The list could not be read (the reader says why).
+        None => read.map_err(|e| e.to_string()).and(Err("the list stopped".into())),
+    }
+}
+
+/// Defines the bundle on one mirror (`def`: the packed list); its name, or why not.
+pub(super) async fn define_on(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -> Result<String, String> {
+    let mut sock = greet(ep, token).await?;
+    let mut out = BytesMut::with_capacity(def.len() + def.len() / MAX_BUNDLE_CHUNK * 8 + 64);
+    for piece in def.chunks(MAX_BUNDLE_CHUNK) {
+        Request::Bundle { data: bytes::Bytes::copy_from_slice(piece) }.encode(&mut out);
+    }
+    Request::BundleEnd.encode(&mut out);
+    sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+    let mut buf = BytesMut::new();
+    match tokio::time::timeout(Duration::from_secs(600), read_reply(&mut sock, &mut buf)).await {
+        Ok(Ok(Reply::Bundle { name, .. })) => Ok(name),
+        Ok(Ok(other)) => Err(unexpected(other)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("no answer in 600 s".into()),
+    }
+}
+
+/// The mirrors registering a bundle, each answering with its name for it.
+pub(super) type Defining = tokio::task::JoinSet<(Endpoint, Result<String, String>)>;
+
+/// Asks every mirror to register the bundle defined by `def` (if there is
+/// anything to move); each task answers with its mirror.
+pub(super) fn define_everywhere(
+    spec: &ArchiveSpec,
+    def: Option<Vec<u8>>,
+) -> tokio::task::JoinSet<(Endpoint, Result<String, String>)> {
+    let mut set = tokio::task::JoinSet::new();
+    let Some(def) = def else { return set };
+    let def: Arc<[u8]> = def.into();
+    for ep in &spec.get.mirrors {
+        let (ep, def, token) = (ep.clone(), def.clone(), spec.get.token.clone());
+        set.spawn(async move {
+            let r = define_on(&ep, &def, token.as_deref()).await;
+            (ep, r)
+        });
+    }
+    set
+}

@@ -1,0 +1,606 @@
+//! `ddftp archive`: a whole tree through the DDOps engine.
+//!
+//! The file list (a mirror's walk of SRC, or a given list) is sorted by
+//! path, and the regular files and symlinks still to move become one
+//! *bundle*: their bytes back to back, one linear range. Every mirror
+//! registers the bundle under one name and checks each entry against its
+//! own copy (kind, size, mtime) as it reads it ([`ddftpd::bundle`]); then
+//! the range is moved exactly like `get` moves a file (pairs from both
+//! ends, helpers, the resume journal), only written through `store::TreeStore`
+//! straight into the destination files, and with each block checked
+//! against the seal (BLAKE3) its mirror computed as it read it, not
+//! against a voted manifest: a manifest would have every mirror read the
+//! whole tree before the first byte moves. Small files cost no round trip
+//! each: a block holds as many as fit.
+//!
+//! Into an empty DEST the move does not wait for a mirror's walk: the
+//! list is read as it comes, and the files are moved in parts (a bundle
+//! each) while the walk goes on (`Run::streamed`).
+//!
+//! Files get their mode and mtime only once their bytes are verified,
+//! so a rerun skips exactly the files that are complete and correct (same
+//! type, size, mode and mtime to the nanosecond, as rsync's quick check) and
+//! an interrupted run resumes its range block by block from the journal.
+
+mod listing;
+mod mirrors;
+mod store;
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ddtree::list::{self, Entry, Kind};
+
+use crate::journal::journal_path;
+use crate::store::Store;
+use crate::transfer::{self, GetSpec, Progress, TransferError, TransferReport};
+
+use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
+use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
+use store::{finish_entry, in_tree, make_dir_all, remove_any, set_mtime, TreeStore};
+
+/// What a part of a streamed archive waits for while the walk goes on
+/// (after it, the rest is the last part): bytes worth keeping the links
+/// busy with, or many files. Small files are moved by the CPU more than
+/// by the links, and the walk needs the CPU too: moving them early gains
+/// little where both share a machine, and each part costs a definition
+/// and a few round trips.
+pub const PART_BYTES: u64 = 64 << 20;
+const PART_FILES: usize = 65_536;
+
+/// What an archive run needs.
+#[derive(Debug, Clone)]
+pub struct ArchiveSpec {
+    /// The subtree on the mirrors (relative to their root; `.` for all).
+    pub src: String,
+    pub dest: PathBuf,
+    /// A list to move instead of asking a mirror to walk SRC.
+    pub list: Option<PathBuf>,
+    /// Removed from the front of every listed path (dwalk writes absolute ones).
+    pub strip: Option<String>,
+    /// Bytes a part of a streamed archive waits for while the walk goes
+    /// on ([`PART_BYTES`] unless a test wants many parts).
+    pub part_bytes: u64,
+    /// The engine's settings (`path` and `output` are set here).
+    pub get: GetSpec,
+}
+
+/// Why an archive failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error(transparent)]
+    List(#[from] list::ListError),
+    #[error("listing {src} on the mirrors failed:\n{}", failures.join("\n"))]
+    Walk { src: String, failures: Vec<String> },
+    #[error("{path}: {why}")]
+    BadEntry { path: String, why: String },
+    #[error("no mirror can serve the files to move:\n{}", failures.join("\n"))]
+    NoBundle { failures: Vec<String> },
+    #[error("{}: {source}", path.display())]
+    Local { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+}
+
+/// What an archive did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ArchiveReport {
+    pub src: String,
+    pub dest: String,
+    /// Regular files in the list, moved or skipped.
+    pub files: u64,
+    pub dirs: u64,
+    pub links: u64,
+    /// Bytes of regular files moved in this run.
+    pub bytes: u64,
+    /// Files skipped because they were already complete and correct.
+    pub skipped_files: u64,
+    pub skipped_bytes: u64,
+    pub seconds: f64,
+    pub files_per_second: f64,
+    pub mb_per_second: f64,
+    /// Where the time went.
+    pub phases: Phases,
+    /// Bundles the files moved in: one, or in a streamed archive as many
+    /// as were cut while the mirror walked.
+    pub parts: u64,
+    /// The engine's report for the range (shares per mirror, ...), if
+    /// anything moved (the parts' together).
+    pub transfer: Option<TransferReport>,
+}
+
+/// Seconds of each part of a run. They add up to the whole, except in a
+/// streamed archive, where the walk runs while the first parts move:
+/// there `list` ends when the walk does, the next three are summed over
+/// the parts, and `finish` is the rest.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Phases {
+    /// Getting the list (a mirror's walk, or reading LIST) and sorting it.
+    pub list: f64,
+    /// Directories, the check of what is already there, empty files.
+    pub prepare: f64,
+    /// Waiting for the mirrors to register the bundle (they start during `prepare`).
+    pub check: f64,
+    /// Moving the bytes.
+    pub moving: f64,
+    /// Symlinks, modes and mtimes.
+    pub finish: f64,
+}
+
+/// One listed entry, placed under the destination.
+struct Item {
+    entry: Entry,
+    /// Path below SRC (empty for SRC itself).
+    rel: PathBuf,
+}
+
+/// Runs an archive.
+pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
+    let started = Instant::now();
+    let src = spec.src.trim_end_matches('/');
+    let src = if src.is_empty() { "." } else { src };
+    // A destination that is empty (or new) holds nothing to skip or replace.
+    let fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
+    let run = Run { spec, src, umask: umask(), started, fresh };
+    if fresh && spec.list.is_none() {
+        return run.streamed(progress).await;
+    }
+    let mut entries = fetch_list(spec).await?;
+    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    entries.dedup_by(|a, b| a.path == b.path);
+    let mut items = vec![];
+    for e in entries {
+        if let Some(item) = run.item(e, &mut |w| progress.warn(w))? {
+            items.push(item);
+        }
+    }
+    if items.is_empty() {
+        return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
+    }
+    check_nesting(&items)?;
+    let listed = started.elapsed();
+    // The mirrors register the list while the files are made ready here.
+    // In a fresh destination a directory is made by the first entry
+    // written into it (while the move waits on the links), empty ones at
+    // the end. Into an existing destination, directories are put right
+    // first, so nothing is judged through a symlink that stood in a
+    // directory's place; an interrupted run's list is taken up again if it
+    // still holds.
+    let chosen = if fresh {
+        make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
+        choose(&items, &spec.dest, fresh)
+    } else {
+        make_dirs(&items, &spec.dest)?;
+        let again = resumed(&items, &spec.dest, &run.saved(), &journal_path(&run.output()));
+        again.unwrap_or_else(|| choose(&items, &spec.dest, fresh))
+    };
+    let defs = define_everywhere(spec, (!chosen.todo.is_empty()).then(|| definition(&chosen.todo)));
+    let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
+    phases.prepare = (started.elapsed() - listed).as_secs_f64();
+    let transfer = match chosen.todo.is_empty() {
+        true => None,
+        false => run.move_part(&chosen.todo, defs, progress, &mut phases).await?,
+    };
+    run.finish_dirs(&items)?;
+    let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
+    let Chosen { files, links, skipped_files, skipped_bytes, bytes, .. } = chosen;
+    let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
+    let seconds = started.elapsed().as_secs_f64();
+    phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
+    Ok(ArchiveReport {
+        src: src.to_string(),
+        dest: spec.dest.display().to_string(),
+        files,
+        dirs,
+        links,
+        bytes,
+        skipped_files,
+        skipped_bytes,
+        seconds,
+        files_per_second: moved as f64 / seconds.max(1e-9),
+        mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+        phases,
+        parts: u64::from(transfer.is_some()),
+        transfer,
+    })
+}
+
+fn local(path: &Path) -> impl FnOnce(io::Error) -> ArchiveError {
+    let path = path.to_path_buf();
+    move |source| ArchiveError::Local { path, source }
+}
+
+/// What every part of one archive run shares.
+struct Run<'a> {
+    spec: &'a ArchiveSpec,
+    /// SRC, trimmed (`.` for the whole root).
+    src: &'a str,
+    umask: u32,
+    started: Instant,
+    /// DEST was empty (or new).
+    fresh: bool,
+}
+
+/// A part of a streamed archive: its files and symlinks, sorted, and the
+/// mirrors registering them.
+struct Part {
+    items: Vec<Item>,
+    defs: Defining,
+}
+
+impl Run<'_> {
+    /// Where the range is journaled (`DEST/.ddftp-archive`, never a file).
+    fn output(&self) -> PathBuf {
+        self.spec.dest.join(".ddftp-archive")
+    }
+
+    /// The list of the range being moved, kept beside its journal.
+    fn saved(&self) -> PathBuf {
+        self.spec.dest.join(".ddftp-archive.list")
+    }
+
+    /// A listed entry as an item under DEST, if it is below SRC; a kind
+    /// that is not archived is skipped with a warning.
+    fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
+        let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
+        if !matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
+            warn(&format!("skipping {}: a {:?} is not archived", String::from_utf8_lossy(&e.path), e.kind));
+            return Ok(None);
+        }
+        Ok(Some(Item { entry: e, rel }))
+    }
+
+    /// A fresh DEST, SRC walked by a mirror: the move starts while the
+    /// mirror still walks. Whenever the mover is free and enough entries
+    /// have come, they become a part (a bundle of its own, registered
+    /// while the part before it moves); the last part is what is left when
+    /// the walk ends. Interrupted, a rerun finds DEST not fresh and takes
+    /// the careful path: the whole list, the files already complete
+    /// skipped.
+    async fn streamed(&self, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
+        let spec = self.spec;
+        make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
+        let (walk_tx, mut walk_rx) = tokio::sync::mpsc::channel(16);
+        let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Part>(1);
+        // While a part moves, the next waits for the walk's end (then it
+        // is registered while that part moves): fewer, larger parts.
+        let idle = &AtomicBool::new(true);
+        let mut phases = Phases::default();
+        let walk = async move {
+            let mut failures = vec![];
+            for ep in &spec.get.mirrors {
+                let mut began = false;
+                match walk_stream(ep, self.src, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => failures.push(format!("  {ep}: {e}")),
+                }
+                // Another mirror is asked only if this one sent nothing:
+                // what it did send may be moving already.
+                if began {
+                    break;
+                }
+            }
+            Err(ArchiveError::Walk { src: self.src.to_string(), failures })
+        };
+        // Entries into parts; directories kept for the end.
+        let split = async move {
+            let mut warnings = vec![];
+            let mut dirs = vec![];
+            let mut pending: Vec<Item> = vec![];
+            let mut bytes = 0;
+            while let Some(batch) = walk_rx.recv().await {
+                for e in batch {
+                    match self.item(e, &mut |w| warnings.push(w.to_string()))? {
+                        Some(it) if it.entry.kind == Kind::Dir => dirs.push(it),
+                        Some(it) => {
+                            bytes += it.entry.size;
+                            pending.push(it)
+                        }
+                        None => {}
+                    }
+                }
+                let worth = bytes >= spec.part_bytes || pending.len() >= PART_FILES;
+                if worth && idle.load(Ordering::Acquire) && part_tx.capacity() > 0 {
+                    self.cut(&mut pending, &part_tx).await;
+                    bytes = 0;
+                }
+            }
+            Ok::<_, ArchiveError>((dirs, pending, part_tx, warnings))
+        };
+        let listing = async {
+            let (walked, split) = tokio::join!(walk, split);
+            let (dirs, mut pending, part_tx, warnings) = walked.and(split)?;
+            phases.list = self.started.elapsed().as_secs_f64();
+            if !pending.is_empty() {
+                self.cut(&mut pending, &part_tx).await;
+            }
+            Ok::<_, ArchiveError>((dirs, warnings))
+        };
+        let mut whole = Parts { inner: progress, before: 0, part: 0 };
+        let mover = async {
+            let mut moved: Vec<Item> = vec![];
+            let (mut transfer, mut parts) = (None, 0);
+            let mut spent = Phases::default();
+            while let Some(part) = part_rx.recv().await {
+                idle.store(false, Ordering::Release);
+                let todo: Vec<&Item> = part.items.iter().collect();
+                let r = self.move_part(&todo, part.defs, &mut whole, &mut spent).await?;
+                parts += u64::from(r.is_some());
+                transfer = merge_reports(transfer, r);
+                drop(todo);
+                moved.extend(part.items);
+                idle.store(true, Ordering::Release);
+            }
+            Ok::<_, ArchiveError>((moved, transfer, parts, spent))
+        };
+        let joined = tokio::try_join!(listing, mover);
+        progress.finish();
+        let ((dirs, warnings), (moved, transfer, parts, spent)) = joined?;
+        for w in &warnings {
+            progress.warn(w);
+        }
+        let mut items = dirs;
+        items.extend(moved);
+        if items.is_empty() {
+            return Err(ArchiveError::BadEntry { path: self.src.into(), why: "nothing under it on the mirror".into() });
+        }
+        // A walk never puts an entry below a file or a symlink; a mirror
+        // that did is named (what was written stayed inside DEST).
+        check_nesting(&items)?;
+        self.finish_dirs(&items)?;
+        let files = items.iter().filter(|it| it.entry.kind == Kind::File);
+        let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
+        let seconds = self.started.elapsed().as_secs_f64();
+        // The list overlaps the rest: `finish` is what came after both.
+        let Phases { prepare, check, moving, .. } = spent;
+        phases = Phases { prepare, check, moving, ..phases };
+        phases.finish = (seconds - phases.list.max(prepare + check + moving)).max(0.0);
+        Ok(ArchiveReport {
+            src: self.src.to_string(),
+            dest: spec.dest.display().to_string(),
+            files,
+            dirs: items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64,
+            links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,
+            bytes,
+            skipped_files: 0,
+            skipped_bytes: 0,
+            seconds,
+            files_per_second: files as f64 / seconds.max(1e-9),
+            mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+            phases,
+            parts,
+            transfer,
+        })
+    }
+
+    /// `pending` (emptied) as the next part: sorted, and sent to every
+    /// mirror to register.
+    async fn cut(&self, pending: &mut Vec<Item>, parts: &tokio::sync::mpsc::Sender<Part>) {
+        let mut items = std::mem::take(pending);
+        items.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
+        let refs: Vec<&Item> = items.iter().collect();
+        let defs = define_everywhere(self.spec, Some(definition(&refs)));
+        drop(refs);
+        // The mover is gone only when it failed: its error is the one told.
+        let _ = parts.send(Part { items, defs }).await;
+    }
+
+    /// Moves `todo` (files and symlinks) into DEST as one bundle, from the
+    /// mirrors registering it (`defs`), and finishes them.
+    async fn move_part(
+        &self,
+        todo: &[&Item],
+        mut defs: Defining,
+        progress: &mut dyn Progress,
+        phases: &mut Phases,
+    ) -> Result<Option<TransferReport>, ArchiveError> {
+        let (spec, fresh, umask) = (self.spec, self.fresh, self.umask);
+        let prepared = Instant::now();
+        let store = Arc::new(TreeStore::new(todo, &spec.dest, fresh, umask)?);
+        store.create()?;
+        phases.prepare += prepared.elapsed().as_secs_f64();
+        let waited = Instant::now();
+        // The move starts as soon as one mirror has registered the bundle;
+        // the others join the running transfer as they do (a slow link
+        // takes longer to carry the definition).
+        let mut failures = vec![];
+        let (name, first) = loop {
+            match defs.join_next().await.map(|r| r.expect("define task")) {
+                Some((ep, Ok(name))) => break (name, ep),
+                Some((ep, Err(e))) => {
+                    let w = format!("skipping {ep}: {e}");
+                    progress.warn(&w);
+                    failures.push(format!("  {w}"));
+                }
+                None => return Err(ArchiveError::NoBundle { failures }),
+            }
+        };
+        phases.check += waited.elapsed().as_secs_f64();
+        let (join_tx, mut joining) = tokio::sync::mpsc::unbounded_channel();
+        let expected = name.clone();
+        tokio::spawn(async move {
+            while let Some((ep, r)) = defs.join_next().await.map(|r| r.expect("define task")) {
+                let r = r.and_then(|n| match n == expected {
+                    true => Ok(()),
+                    false => Err(format!("it registered the list as {n}, the first mirror as {expected}")),
+                });
+                if join_tx.send((ep, r)).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut get = spec.get.clone();
+        get.path = name;
+        get.mirrors = vec![first];
+        get.output = self.output();
+        get.store = Some(store.clone() as Arc<dyn Store>);
+        get.sealed_size = Some(store.layout.size());
+        let moving = Instant::now();
+        let mut report = None;
+        if store.layout.size() > 0 {
+            // Kept until the range is complete: a rerun after an interruption
+            // moves this list again, and resumes it from the journal.
+            let saved = self.saved();
+            std::fs::write(&saved, saved_list(todo)).map_err(local(&saved))?;
+            match transfer::get_joining(&get, progress, Some(&mut joining)).await {
+                Err(e @ (TransferError::Journal(_) | TransferError::BlockSizeMismatch { .. })) => {
+                    // An earlier run's journal for another list: start the range over.
+                    progress.warn(&format!("{e}; moving the whole range again"));
+                    get.restart = true;
+                    report = Some(transfer::get_joining(&get, progress, Some(&mut joining)).await?);
+                }
+                r => report = Some(r?),
+            }
+            // The range is complete (its journal is gone with it).
+            let _ = std::fs::remove_file(&saved);
+        }
+        phases.moving += moving.elapsed().as_secs_f64();
+        let targets = std::mem::take(&mut *store.links.lock().expect("store lock"));
+        for (i, it) in todo.iter().enumerate().filter(|(_, it)| it.entry.kind == Kind::Link) {
+            let p = spec.dest.join(&it.rel);
+            let target = targets.get(&i).cloned().unwrap_or_default();
+            remove_any(&p).map_err(local(&p))?;
+            in_tree(&p, fresh, || std::os::unix::fs::symlink(OsStr::from_bytes(&target), &p)).map_err(local(&p))?;
+            set_mtime(&p, it.entry.mtime, libc::AT_SYMLINK_NOFOLLOW).map_err(local(&p))?;
+        }
+        // The files not finished as they were written; two threads (two
+        // syscalls a file).
+        let files: Vec<&&Item> = todo
+            .iter()
+            .enumerate()
+            .filter(|&(i, it)| it.entry.kind == Kind::File && !store.is_finished(i))
+            .map(|(_, it)| it)
+            .collect();
+        let finish = |part: &[&&Item]| -> Result<(), ArchiveError> {
+            for it in part {
+                let p = spec.dest.join(&it.rel);
+                finish_entry(&p, &it.entry, fresh, umask).map_err(local(&p))?;
+            }
+            Ok(())
+        };
+        let (a, b) = files.split_at(files.len() / 2);
+        std::thread::scope(|sc| {
+            let other = sc.spawn(|| finish(b));
+            finish(a).and(other.join().expect("finishing thread panicked"))
+        })?;
+        Ok(report)
+    }
+
+    /// Directories last, deepest first: writing inside one changes its
+    /// mtime. In a fresh destination, one nothing was written into is made
+    /// now (which changes only its parent, one level up). Each level on two
+    /// threads.
+    fn finish_dirs(&self, items: &[Item]) -> Result<(), ArchiveError> {
+        let mut dirs: Vec<(usize, &Item)> =
+            items.iter().filter(|it| it.entry.kind == Kind::Dir).map(|it| (it.rel.components().count(), it)).collect();
+        dirs.sort_unstable_by_key(|&(depth, _)| std::cmp::Reverse(depth));
+        let finish = |part: &[(usize, &Item)]| -> Result<(), ArchiveError> {
+            for (_, it) in part {
+                let p = self.spec.dest.join(&it.rel);
+                let made = match finish_entry(&p, &it.entry, self.fresh, self.umask) {
+                    Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {
+                        make_dir_all(&p).map_err(local(&p))?;
+                        finish_entry(&p, &it.entry, self.fresh, self.umask)
+                    }
+                    r => r,
+                };
+                made.map_err(local(&p))?;
+            }
+            Ok(())
+        };
+        for level in dirs.chunk_by(|a, b| a.0 == b.0) {
+            let (a, b) = level.split_at(level.len() / 2);
+            std::thread::scope(|sc| {
+                let other = sc.spawn(|| finish(b));
+                finish(a).and(other.join().expect("finishing thread panicked"))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The progress of a streamed archive's parts as one: their bytes add up,
+/// and the bar ends when the archive does.
+struct Parts<'a> {
+    inner: &'a mut dyn Progress,
+    /// Bytes of the parts before this one.
+    before: u64,
+    /// Bytes of this one.
+    part: u64,
+}
+
+impl Progress for Parts<'_> {
+    fn start(&mut self, total: u64, mirrors: &[String]) {
+        self.part = total;
+        self.inner.start(self.before + total, mirrors);
+    }
+    fn update(&mut self, done: u64, per_mirror: &[u64]) {
+        self.inner.update(self.before + done, per_mirror);
+    }
+    fn warn(&mut self, msg: &str) {
+        self.inner.warn(msg);
+    }
+    fn joined(&mut self, mirror: &str) {
+        self.inner.joined(mirror);
+    }
+    fn finish(&mut self) {
+        self.before += self.part;
+        self.part = 0;
+    }
+}
+
+/// One report for the parts of a streamed archive: sums, and each
+/// mirror's share of all of it.
+fn merge_reports(a: Option<TransferReport>, b: Option<TransferReport>) -> Option<TransferReport> {
+    let (mut a, b) = match (a, b) {
+        (Some(a), Some(b)) => (a, b),
+        (a, b) => return a.or(b),
+    };
+    a.bytes += b.bytes;
+    a.reused_bytes += b.reused_bytes;
+    a.seconds += b.seconds;
+    a.starts += b.starts;
+    a.extends += b.extends;
+    a.ends += b.ends;
+    a.duplicate_bytes += b.duplicate_bytes;
+    a.verified &= b.verified;
+    for p in b.producers {
+        match a.producers.iter_mut().find(|q| q.mirror == p.mirror) {
+            Some(q) => {
+                q.blocks += p.blocks;
+                q.bytes += p.bytes;
+            }
+            None => a.producers.push(p),
+        }
+    }
+    let total: u64 = a.producers.iter().map(|p| p.bytes).sum();
+    for p in &mut a.producers {
+        p.share = if total > 0 { p.bytes as f64 / total as f64 } else { 0.0 };
+    }
+    for l in b.links {
+        match a.links.iter_mut().find(|m| m.route == l.route) {
+            Some(m) => {
+                m.blocks += l.blocks;
+                m.bytes += l.bytes;
+            }
+            None => a.links.push(l),
+        }
+    }
+    a.warnings.extend(b.warnings);
+    Some(a)
+}
+
+/// The process's umask (set and restored at once).
+fn umask() -> u32 {
+    // SAFETY: umask cannot fail; the old value is put back immediately.
+    unsafe {
+        let old = libc::umask(0o022);
+        libc::umask(old);
+        old as u32
+    }
+}

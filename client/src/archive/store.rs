@@ -1,0 +1,335 @@
+//! Where an archive's bytes land: the destination files and symlinks of
+//! a bundle as one linear range, and the calls that finish an entry
+//! (mode, mtime).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ddtree::layout::Layout;
+use ddtree::list::{Entry, Kind, Time};
+
+use super::{ArchiveError, Item};
+use crate::store::Store;
+
+/// Open files kept at once.
+const OPEN_FILES: usize = 64;
+
+/// The destination files and symlinks of a bundle, as one linear range.
+///
+/// A file that one write holds whole (most small files: a block carries
+/// hundreds) is created, written and finished (mode, mtime) right there,
+/// through one open: its bytes were verified before the write, and no
+/// pass at the end looks its path up again. Other files are written through
+/// a few cached open files and finished once the whole range is verified.
+#[derive(Debug)]
+pub struct TreeStore {
+    pieces: Vec<Piece>,
+    pub(super) layout: Layout,
+    /// Open files, by piece index (a few at a time).
+    open: Mutex<HashMap<usize, Arc<File>>>,
+    /// Symlink targets, gathered in memory until they are complete.
+    pub(super) links: Mutex<HashMap<usize, Vec<u8>>>,
+    /// Files finished as they were written: a later write of the same
+    /// bytes (where a pair's two ends overlapped) is dropped, so the mtime
+    /// stays.
+    finished: Vec<AtomicBool>,
+    /// A new destination (files created with their mode under `umask`), or
+    /// one that may hold old files, finished ones of an interrupted run too.
+    fresh: bool,
+    umask: u32,
+}
+
+#[derive(Debug)]
+pub(super) struct Piece {
+    path: PathBuf,
+    link: bool,
+    /// Mode to create the file with (owner-writable until finished).
+    mode: u32,
+    /// The listed permission bits and mtime.
+    perm: u32,
+    mtime: Time,
+}
+
+impl TreeStore {
+    pub(super) fn new(items: &[&Item], dest: &Path, fresh: bool, umask: u32) -> Result<TreeStore, ArchiveError> {
+        let pieces = items
+            .iter()
+            .map(|it| Piece {
+                path: dest.join(&it.rel),
+                link: it.entry.kind == Kind::Link,
+                mode: it.entry.perm | 0o200,
+                perm: it.entry.perm,
+                mtime: it.entry.mtime,
+            })
+            .collect();
+        let layout = Layout::new(items.iter().map(|it| it.entry.size)).ok_or_else(|| ArchiveError::BadEntry {
+            path: dest.display().to_string(),
+            why: "the listed sizes add up past 2^64 bytes".into(),
+        })?;
+        let finished = items.iter().map(|_| AtomicBool::new(false)).collect();
+        Ok(TreeStore { pieces, layout, open: Mutex::default(), links: Mutex::default(), finished, fresh, umask })
+    }
+
+    /// Whether `m` (of piece `i`'s path) is the finished file: an earlier
+    /// run's, complete and correct.
+    fn is_complete(&self, i: usize, m: &std::fs::Metadata) -> bool {
+        let p = &self.pieces[i];
+        is_finished_file(m, self.layout.len_of(i), p.perm, p.mtime)
+    }
+
+    /// Writes file `i` whole and finishes it, unless that was done already
+    /// (by this run, or an interrupted one whose list this run resumes).
+    fn write_whole(&self, i: usize, data: &[u8]) -> io::Result<()> {
+        if self.finished[i].swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let p = &self.pieces[i];
+        if !self.fresh && p.path.symlink_metadata().is_ok_and(|m| self.is_complete(i, &m)) {
+            return Ok(());
+        }
+        let f = in_tree(&p.path, self.fresh, || {
+            OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
+        })?;
+        FileExt::write_all_at(&f, data, 0)?;
+        if needs_chmod(p.perm, self.fresh, self.umask) {
+            f.set_permissions(std::fs::Permissions::from_mode(p.perm))?;
+        }
+        set_mtime_fd(&f, p.mtime)
+    }
+
+    /// Whether file `i` was finished as it was written.
+    pub(super) fn is_finished(&self, i: usize) -> bool {
+        self.finished[i].load(Ordering::Acquire)
+    }
+
+    fn file(&self, i: usize) -> io::Result<Arc<File>> {
+        let mut open = self.open.lock().expect("store lock");
+        if let Some(f) = open.get(&i) {
+            return Ok(f.clone());
+        }
+        if open.len() >= OPEN_FILES {
+            open.clear();
+        }
+        let p = &self.pieces[i];
+        let f = Arc::new(in_tree(&p.path, self.fresh, || {
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
+        })?);
+        open.insert(i, f.clone());
+        Ok(f)
+    }
+
+    /// Makes way for the files: in a fresh destination only empty files
+    /// need creating (the others are created by their first write); in an
+    /// existing one, whatever is in the way (a directory, a symlink) goes,
+    /// and what an interrupted run wrote stays (finished files untouched).
+    pub(super) fn create(&self) -> Result<(), ArchiveError> {
+        for (i, p) in self.pieces.iter().enumerate() {
+            let size = self.layout.len_of(i);
+            if p.link || (self.fresh && size > 0) {
+                continue;
+            }
+            let local = |source| ArchiveError::Local { path: p.path.clone(), source };
+            if !self.fresh {
+                match p.path.symlink_metadata() {
+                    Ok(m) if self.is_complete(i, &m) => continue,
+                    Ok(m) if !m.is_file() => remove_any(&p.path).map_err(local)?,
+                    _ => {}
+                }
+            }
+            let f = in_tree(&p.path, self.fresh, || {
+                OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
+            });
+            f.and_then(|f| f.set_len(size)).map_err(local)?;
+        }
+        Ok(())
+    }
+}
+
+impl Store for TreeStore {
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.layout.each(offset, buf.len(), |i, within, r| {
+            let p = &self.pieces[i];
+            if p.link {
+                let mut links = self.links.lock().expect("store lock");
+                let t = links.entry(i).or_insert_with(|| vec![0; self.layout.len_of(i) as usize]);
+                t[within as usize..within as usize + r.len()].copy_from_slice(&buf[r]);
+                Ok(())
+            } else if within == 0 && r.len() as u64 == self.layout.len_of(i) {
+                self.write_whole(i, &buf[r])
+            } else {
+                FileExt::write_all_at(&*self.file(i)?, &buf[r], within)
+            }
+        })
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let len = buf.len();
+        self.layout.each(offset, len, |i, within, r| {
+            let p = &self.pieces[i];
+            if p.link {
+                let links = self.links.lock().expect("store lock");
+                let t = links.get(&i).ok_or_else(|| io::Error::other("symlink target not received"))?;
+                buf[r.clone()].copy_from_slice(&t[within as usize..within as usize + r.len()]);
+                Ok(())
+            } else {
+                FileExt::read_exact_at(&*self.file(i)?, &mut buf[r], within)
+            }
+        })
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        for i in 0..self.pieces.len() {
+            if !self.pieces[i].link {
+                self.file(i)?.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes entry `path` with `make`; in a fresh destination, whose
+/// directories are made by the first entry written into them, the missing
+/// ones on its path first.
+pub(super) fn in_tree<T>(path: &Path, fresh: bool, make: impl Fn() -> io::Result<T>) -> io::Result<T> {
+    match make() {
+        Err(e) if fresh && e.kind() == io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                make_dir_all(dir)?;
+            }
+            make()
+        }
+        r => r,
+    }
+}
+
+/// A directory and its missing parents, owner-only until they are finished.
+pub(super) fn make_dir_all(p: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
+}
+
+pub(super) fn remove_any(p: &Path) -> io::Result<()> {
+    match p.symlink_metadata() {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `m` is a regular file of this size, mode and mtime (to the
+/// nanosecond): rsync's quick check, modes included.
+pub(super) fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtime: Time) -> bool {
+    m.is_file()
+        && m.size() == size
+        && m.mode() & 0o7777 == perm
+        && m.mtime() == mtime.sec
+        && m.mtime_nsec() as u32 == mtime.nsec
+}
+
+/// Sets a path's mtime (`flags`: `AT_SYMLINK_NOFOLLOW` for a symlink's own).
+pub(super) fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let times = mtime_only(t);
+    // SAFETY: c is a valid C string and times two timespecs, as utimensat wants.
+    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), flags) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets an open file's mtime.
+pub(super) fn set_mtime_fd(f: &File, t: Time) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let times = mtime_only(t);
+    // SAFETY: a valid open descriptor and two timespecs, as futimens wants.
+    if unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Access time left alone, modification time `t`.
+pub(super) fn mtime_only(t: Time) -> [libc::timespec; 2] {
+    [
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        libc::timespec { tv_sec: t.sec as libc::time_t, tv_nsec: t.nsec as libc::c_long },
+    ]
+}
+
+/// Whether a file needs its mode set: an old one may have any mode; a new
+/// one was created with `perm | 0o200` under `umask`, and a write by a user
+/// without CAP_FSETID clears setuid and setgid.
+pub(super) fn needs_chmod(perm: u32, fresh: bool, umask: u32) -> bool {
+    !fresh || perm & 0o6000 != 0 || (perm | 0o200) & !umask != perm
+}
+
+/// Sets mtime and mode of a file or directory (by path: no open).
+pub(super) fn finish_entry(path: &Path, e: &Entry, fresh: bool, umask: u32) -> io::Result<()> {
+    set_mtime(path, e.mtime, 0)?;
+    if e.kind == Kind::Dir || needs_chmod(e.perm, fresh, umask) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(e.perm))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::listing::is_done;
+    use crate::archive::Item;
+    use ddtree::list::{Entry, Kind, Time};
+    use std::path::PathBuf;
+
+    fn item(path: &str, size: u64, perm: u32, sec: i64) -> Item {
+        let entry = Entry { path: path.into(), kind: Kind::File, perm, size, mtime: Time { sec, nsec: 5 } };
+        Item { entry, rel: PathBuf::from(path) }
+    }
+
+    #[test]
+    fn whole_files_are_finished_as_written_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [item("a", 3, 0o640, 1_000_000_000), item("b", 2, 0o444, 1_100_000_000)];
+        let refs: Vec<&Item> = items.iter().collect();
+        let store = TreeStore::new(&refs, dir.path(), true, 0o022).unwrap();
+        store.create().unwrap();
+        store.write_all_at(b"abcde", 0).unwrap();
+        for (it, want) in items.iter().zip([&b"abc"[..], b"de"]) {
+            let p = dir.path().join(&it.rel);
+            assert_eq!(std::fs::read(&p).unwrap(), want);
+            assert!(is_done(&p, &it.entry), "{p:?} not finished");
+        }
+        assert!(store.is_finished(0) && store.is_finished(1));
+        // The same bytes again (a pair's overlap): dropped, mtime kept.
+        store.write_all_at(b"abcde", 0).unwrap();
+        assert!(is_done(&dir.path().join("a"), &items[0].entry));
+    }
+
+    #[test]
+    fn a_resumed_run_leaves_files_an_interrupted_one_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [item("a", 3, 0o444, 1_000_000_000), item("b", 3, 0o644, 1_000_000_000)];
+        let refs: Vec<&Item> = items.iter().collect();
+        TreeStore::new(&refs, dir.path(), true, 0o022).unwrap().write_all_at(b"abc", 0).unwrap();
+        // Same size, mode and mtime: complete, so not written again (the
+        // other bytes prove it), though read-only.
+        std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(dir.path().join("a"), b"xyz").unwrap();
+        std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o444)).unwrap();
+        set_mtime(&dir.path().join("a"), items[0].entry.mtime, 0).unwrap();
+        let again = TreeStore::new(&refs, dir.path(), false, 0o022).unwrap();
+        again.create().unwrap();
+        again.write_all_at(b"abcdef", 0).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), b"xyz");
+        assert_eq!(std::fs::read(dir.path().join("b")).unwrap(), b"def");
+        assert!(is_done(&dir.path().join("b"), &items[1].entry));
+    }
+}
