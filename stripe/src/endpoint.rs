@@ -747,6 +747,7 @@ impl State {
     fn on_ack(&mut self, msg: u64) {
         if let Some(m) = self.unacked.remove(msg) {
             self.unacked_bytes -= held(&m);
+            self.plan.on_acked(msg);
             // Acks come mostly in order: the front runs go, each once (a
             // search of every link's runs per ack was quadratic in what
             // is outstanding).

@@ -382,6 +382,15 @@ impl Plan {
         self.redo.extend(lost);
     }
 
+    /// The peer acknowledged message `msg`: a claim of it a failed link
+    /// left to send again is moot (a link can fail, the peer having
+    /// closed it, before the ack that another link carries arrives).
+    pub fn on_acked(&mut self, msg: u64) {
+        if !self.redo.is_empty() {
+            self.redo.retain(|c| c.msg != msg);
+        }
+    }
+
     /// The link a queued message goes on whole, if it is one of those.
     pub fn sole_link(&self, id: u64) -> Option<LinkId> {
         // Usually the one just queued, at the back.
@@ -469,6 +478,22 @@ mod tests {
         let bytes: Vec<u64> = got.iter().map(|c| c.iter().map(|c| u64::from(c.len)).sum()).collect();
         let share = bytes[0] as f64 / (64u64 << 20) as f64;
         assert!((share - 2.0 / 3.0).abs() < 0.02, "{share}");
+    }
+
+    #[test]
+    fn a_failed_links_claims_of_an_acknowledged_message_are_not_resent() {
+        let mut p = Plan::new(2, PlanConfig::default());
+        p.push(1 << 20);
+        p.push(1 << 20);
+        let got = drain(&mut p, &[1, 1], None);
+        // Link 0 fails (its peer closed it) before the ack of message 0,
+        // carried by link 1, arrives: its runs of both messages come back.
+        p.on_failed(0, got[0].clone());
+        assert!(!p.is_idle());
+        p.on_acked(0);
+        assert!(!p.is_idle(), "message 1 still needs its runs");
+        p.on_acked(1);
+        assert!(p.is_idle(), "nothing left to send: every message was acknowledged");
     }
 
     #[test]
