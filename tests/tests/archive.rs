@@ -186,6 +186,10 @@ fn a_large_tree_moves_in_parts_while_the_mirror_walks() {
     assert!(j["parts"].as_u64().unwrap() >= 2, "{j}");
     assert_eq!(j["files"], 20_000);
     assert_eq!(j["dirs"], 101);
+    // One report for all the parts: their bytes, each mirror's share.
+    assert_eq!(j["transfer"]["bytes"], j["bytes"], "{j}");
+    let shares: f64 = j["transfer"]["producers"].as_array().unwrap().iter().map(|p| p["share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{j}");
     assert_same(&proj, &dest);
     // Run again: nothing to move, every file found complete.
     let j = json(&ddftp(&args, 0));

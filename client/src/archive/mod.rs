@@ -569,30 +569,35 @@ fn merge_reports(a: Option<TransferReport>, b: Option<TransferReport>) -> Option
     a.ends += b.ends;
     a.duplicate_bytes += b.duplicate_bytes;
     a.verified &= b.verified;
-    for p in b.producers {
-        match a.producers.iter_mut().find(|q| q.mirror == p.mirror) {
-            Some(q) => {
-                q.blocks += p.blocks;
-                q.bytes += p.bytes;
-            }
-            None => a.producers.push(p),
-        }
-    }
+    add_up(
+        &mut a.producers,
+        b.producers,
+        |p| p.mirror.clone(),
+        |q, p| (q.blocks, q.bytes) = (q.blocks + p.blocks, q.bytes + p.bytes),
+    );
     let total: u64 = a.producers.iter().map(|p| p.bytes).sum();
     for p in &mut a.producers {
         p.share = if total > 0 { p.bytes as f64 / total as f64 } else { 0.0 };
     }
-    for l in b.links {
-        match a.links.iter_mut().find(|m| m.route == l.route) {
-            Some(m) => {
-                m.blocks += l.blocks;
-                m.bytes += l.bytes;
-            }
-            None => a.links.push(l),
-        }
-    }
+    add_up(
+        &mut a.links,
+        b.links,
+        |l| l.route.clone(),
+        |m, l| (m.blocks, m.bytes) = (m.blocks + l.blocks, m.bytes + l.bytes),
+    );
     a.warnings.extend(b.warnings);
     Some(a)
+}
+
+/// Adds each of `from` to the entry of `into` with the same key, or
+/// appends it.
+fn add_up<T, K: PartialEq>(into: &mut Vec<T>, from: Vec<T>, key: impl Fn(&T) -> K, add: impl Fn(&mut T, &T)) {
+    for x in from {
+        match into.iter_mut().find(|y| key(y) == key(&x)) {
+            Some(y) => add(y, &x),
+            None => into.push(x),
+        }
+    }
 }
 
 /// The process's umask (set and restored at once).
