@@ -546,6 +546,15 @@ pub fn part_path(output: &Path) -> PathBuf {
     output.with_file_name(name)
 }
 
+/// The routes to `endpoint`: one from each local address (`--bind`), or
+/// one from wherever the OS routes.
+fn routes_to(spec: &GetSpec, endpoint: &Endpoint) -> Vec<Route> {
+    match spec.binds.is_empty() {
+        true => vec![Route { endpoint: endpoint.clone(), local: None }],
+        false => spec.binds.iter().map(|&l| Route { endpoint: endpoint.clone(), local: Some(l) }).collect(),
+    }
+}
+
 /// Mirrors that become ready while a sealed transfer runs (an archive's,
 /// as each registers the bundle): each joins as a new producer per local
 /// address, or, with why not, is reported skipped.
@@ -575,10 +584,7 @@ pub async fn get_joining(
     // along every route at once; keep those that answer. With an odd count
     // the last route will also carry a virtual pair's second stream: open
     // that connection at the same time.
-    let locals: Vec<Option<IpAddr>> =
-        if spec.binds.is_empty() { vec![None] } else { spec.binds.iter().copied().map(Some).collect() };
-    let routes: Vec<Route> =
-        spec.mirrors.iter().flat_map(|ep| locals.iter().map(|&local| Route { endpoint: ep.clone(), local })).collect();
+    let routes: Vec<Route> = spec.mirrors.iter().flat_map(|ep| routes_to(spec, ep)).collect();
     // The first route also sends the chunk manifest right behind its Stat,
     // so verification costs no extra round trip when that mirror agrees
     // with the majority (the usual case).
@@ -1082,10 +1088,8 @@ async fn run_transfer(
             j = async { joining.as_mut().expect("while joins are open").recv().await }, if join_open => {
                 match (j, &join_tx) {
                     (Some((endpoint, Ok(()))), Some(tx)) => {
-                        let locals: Vec<Option<IpAddr>> =
-                            if spec.binds.is_empty() { vec![None] } else { spec.binds.iter().copied().map(Some).collect() };
-                        for local in locals {
-                            let (route, tx, token) = (Route { endpoint: endpoint.clone(), local }, tx.clone(), spec.token.clone());
+                        for route in routes_to(spec, &endpoint) {
+                            let (tx, token) = (tx.clone(), spec.token.clone());
                             connecting += 1;
                             tokio::spawn(async move {
                                 let sock = connect(&route, None, token.as_deref()).await.map(|(s, ..)| s);
