@@ -358,6 +358,40 @@ fn an_interrupted_archive_resumes_where_it_stopped() {
 }
 
 #[test]
+fn an_archive_interrupted_while_it_moves_in_parts_completes_on_a_rerun() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    for d in 0..6 {
+        let dir = proj.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..1000u64 {
+            random_file(&dir.join(format!("f{i:04}")), 1000, d * 1000 + i);
+        }
+    }
+    let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
+    let dest = f.out("copy");
+    let m = mirrors_arg(&[&m1, &m2]);
+    let d = dest.to_str().unwrap();
+    let args = ["archive", "proj", "--mirrors", &m, "--dest", d, "--json", "-q", "--part-bytes", "1"];
+    // 6 MB at 3 MB/s in two parts at least: killed once a journal records
+    // some blocks (of the first part or a later one).
+    let mut child = Command::new(bin("ddftp")).args(args).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let journal = dest.join(".ddftp-archive.ddftp-journal");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"done\":[[")) {
+        assert!(t0.elapsed().as_secs() < 20, "no journal with completed blocks appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let j = json(&ddftp(&args, 0));
+    assert_eq!(j["files"], 6000, "{j}");
+    assert!(j["skipped_files"].as_u64().unwrap() < 6000, "{j}");
+    assert_same(&proj, &dest);
+}
+
+#[test]
 fn a_file_new_since_an_interrupted_archive_is_moved_too() {
     let f = Fixture::new();
     let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
