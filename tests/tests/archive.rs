@@ -392,6 +392,33 @@ fn an_archive_interrupted_while_it_moves_in_parts_completes_on_a_rerun() {
 }
 
 #[test]
+fn a_walk_that_breaks_part_way_is_taken_again_from_the_mirrors() {
+    let f = Fixture::new();
+    std::fs::set_permissions(f.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let proj = f.root().join("proj");
+    make_source(&proj);
+    // A directory the first mirror (as nobody) cannot read: its walk sends
+    // the rest of the list, then fails.
+    let locked = proj.join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    random_file(&locked.join("inside"), 3000, 77);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+    if !is_root() {
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    let (partial, whole) = (Mirror::as_nobody(&f.root()), Mirror::start(&f.root(), &[]));
+    let dest = f.out("copy");
+    let m = mirrors_arg(&[&partial, &whole]);
+    let out = ddftp(&["archive", "proj", "--mirrors", &m, "--dest", dest.to_str().unwrap(), "--json", "-q"], 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stopped part way") && err.contains(&partial.addr), "{err}");
+    if !is_root() {
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    assert_same(&proj, &dest);
+}
+
+#[test]
 fn a_file_new_since_an_interrupted_archive_is_moved_too() {
     let f = Fixture::new();
     let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));

@@ -71,10 +71,6 @@ fn as_walker(program: &Path, args: &[&std::ffi::OsStr]) -> Output {
     cmd.args(args).stdin(Stdio::null()).output().expect("run walker")
 }
 
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
-}
-
 /// A temp dir the walkers (maybe nobody) can enter.
 fn tree() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();

@@ -145,11 +145,16 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
     // A destination that is empty (or new) holds nothing to skip or replace.
-    let fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
-    let run = Run { spec, src, umask: umask(), started, fresh };
+    let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
     if fresh && spec.list.is_none() {
-        return run.streamed(progress).await;
+        match (Run { spec, src, umask: umask(), started, fresh }).streamed(progress).await? {
+            Some(report) => return Ok(report),
+            // The walk broke part way: the whole list from the mirrors,
+            // into what is now not a fresh destination.
+            None => fresh = false,
+        }
     }
+    let run = Run { spec, src, umask: umask(), started, fresh };
     let mut entries = fetch_list(spec).await?;
     entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     entries.dedup_by(|a, b| a.path == b.path);
@@ -261,8 +266,9 @@ impl Run<'_> {
     /// while the part before it moves); the last part is what is left when
     /// the walk ends. Interrupted, a rerun finds DEST not fresh and takes
     /// the careful path: the whole list, the files already complete
-    /// skipped.
-    async fn streamed(&self, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
+    /// skipped. So does this run (`None`) if the walk breaks after some
+    /// of the list came and another mirror may walk it whole.
+    async fn streamed(&self, progress: &mut dyn Progress) -> Result<Option<ArchiveReport>, ArchiveError> {
         let spec = self.spec;
         make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
         let (walk_tx, mut walk_rx) = tokio::sync::mpsc::channel(16);
@@ -270,6 +276,8 @@ impl Run<'_> {
         // While a part moves, the next waits for the walk's end (then it
         // is registered while that part moves): fewer, larger parts.
         let idle = &AtomicBool::new(true);
+        // A mirror's walk failed after some of its list came.
+        let broke = &AtomicBool::new(false);
         let mut phases = Phases::default();
         let walk = async move {
             let mut failures = vec![];
@@ -282,6 +290,7 @@ impl Run<'_> {
                 // Another mirror is asked only if this one sent nothing:
                 // what it did send may be moving already.
                 if began {
+                    broke.store(true, Ordering::Release);
                     break;
                 }
             }
@@ -340,7 +349,17 @@ impl Run<'_> {
         };
         let joined = tokio::try_join!(listing, mover);
         progress.finish();
-        let ((dirs, warnings), (moved, transfer, parts, spent)) = joined?;
+        let ((dirs, warnings), (moved, transfer, parts, spent)) = match joined {
+            Err(ArchiveError::Walk { failures, .. }) if broke.load(Ordering::Acquire) && spec.get.mirrors.len() > 1 => {
+                let why = failures.iter().map(|f| f.trim()).collect::<Vec<_>>().join("; ");
+                progress.warn(&format!(
+                    "the walk of {} stopped part way ({why}); asking the mirrors for all of it",
+                    self.src
+                ));
+                return Ok(None);
+            }
+            r => r?,
+        };
         for w in &warnings {
             progress.warn(w);
         }
@@ -360,7 +379,7 @@ impl Run<'_> {
         let Phases { prepare, check, moving, .. } = spent;
         phases = Phases { prepare, check, moving, ..phases };
         phases.finish = (seconds - phases.list.max(prepare + check + moving)).max(0.0);
-        Ok(ArchiveReport {
+        Ok(Some(ArchiveReport {
             src: self.src.to_string(),
             dest: spec.dest.display().to_string(),
             files,
@@ -375,7 +394,7 @@ impl Run<'_> {
             phases,
             parts,
             transfer,
-        })
+        }))
     }
 
     /// `pending` (emptied) as the next part: sorted, and sent to every

@@ -54,8 +54,20 @@ impl Mirror {
         Mirror::spawn(root, extra, std::fs::File::create(log).expect("create log").into())
     }
 
+    /// A server running as nobody when the tests run as root, so that
+    /// file permissions apply to it.
+    pub fn as_nobody(root: &Path) -> Mirror {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin("ddftpd"));
+        Mirror::spawn_with(if is_root() { cmd } else { Command::new(bin("ddftpd")) }, root, &[], Stdio::inherit())
+    }
+
     fn spawn(root: &Path, extra: &[&str], stderr: Stdio) -> Mirror {
-        let mut child = Command::new(bin("ddftpd"))
+        Mirror::spawn_with(Command::new(bin("ddftpd")), root, extra, stderr)
+    }
+
+    fn spawn_with(mut cmd: Command, root: &Path, extra: &[&str], stderr: Stdio) -> Mirror {
+        let mut child = cmd
             .arg("--root")
             .arg(root)
             .args(["--listen", "127.0.0.1:0"])
@@ -115,6 +127,10 @@ pub fn ddftp(args: &[&str], expect: i32) -> Output {
         );
     }
     out
+}
+
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
 }
 
 /// A temp dir with a served root inside.
