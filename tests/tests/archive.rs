@@ -332,7 +332,14 @@ fn interrupted_archive(f: &Fixture, mirrors: &[&Mirror]) -> (PathBuf, Vec<String
         .chain(["--json", "-q"])
         .map(String::from)
         .collect();
-    let mut child = Command::new(bin("ddftp")).args(&args).stdout(std::process::Stdio::null()).spawn().unwrap();
+    killed_once_journaled(&args, &dest);
+    (proj, args)
+}
+
+/// Runs ddftp with `args` and kills it (SIGKILL) once the journal in
+/// `dest` records some completed blocks.
+fn killed_once_journaled<S: AsRef<std::ffi::OsStr>>(args: &[S], dest: &Path) {
+    let mut child = Command::new(bin("ddftp")).args(args).stdout(std::process::Stdio::null()).spawn().unwrap();
     let journal = dest.join(".ddftp-archive.ddftp-journal");
     let t0 = std::time::Instant::now();
     while !std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"done\":[[")) {
@@ -342,7 +349,6 @@ fn interrupted_archive(f: &Fixture, mirrors: &[&Mirror]) -> (PathBuf, Vec<String
     std::thread::sleep(std::time::Duration::from_millis(300));
     child.kill().unwrap();
     child.wait().unwrap();
-    (proj, args)
 }
 
 #[test]
@@ -375,16 +381,7 @@ fn an_archive_interrupted_while_it_moves_in_parts_completes_on_a_rerun() {
     let args = ["archive", "proj", "--mirrors", &m, "--dest", d, "--json", "-q", "--part-bytes", "1"];
     // 6 MB at 3 MB/s in two parts at least: killed once a journal records
     // some blocks (of the first part or a later one).
-    let mut child = Command::new(bin("ddftp")).args(args).stdout(std::process::Stdio::null()).spawn().unwrap();
-    let journal = dest.join(".ddftp-archive.ddftp-journal");
-    let t0 = std::time::Instant::now();
-    while !std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"done\":[[")) {
-        assert!(t0.elapsed().as_secs() < 20, "no journal with completed blocks appeared");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    killed_once_journaled(&args, &dest);
     let j = json(&ddftp(&args, 0));
     assert_eq!(j["files"], 6000, "{j}");
     assert!(j["skipped_files"].as_u64().unwrap() < 6000, "{j}");
