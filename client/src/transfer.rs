@@ -1148,7 +1148,13 @@ async fn run_transfer(
             ev => ev,
         };
         if let Err(source) = c.on_event(ev, now, progress) {
-            break Err(TransferError::Output { path: part_path(&spec.output), source });
+            // A store of its own names the file in `source`; its place is
+            // the output's directory.
+            let path = match &spec.store {
+                Some(_) => spec.output.parent().unwrap_or(&spec.output).to_path_buf(),
+                None => part_path(&spec.output),
+            };
+            break Err(TransferError::Output { path, source });
         }
         if now.duration_since(last_draw) >= Duration::from_millis(100) {
             progress.update(reused_bytes + c.mirror_bytes.iter().sum::<u64>(), &c.mirror_bytes);

@@ -317,6 +317,65 @@ fn a_missing_source_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
 
+/// A small tmpfs mounted on a directory, unmounted when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    /// `None` where this process may not mount (not root, or no mount
+    /// allowed in this container).
+    fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).unwrap();
+        let opt = format!("size={size}");
+        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &opt, "tmpfs"]).arg(at).status();
+        ok.is_ok_and(|s| s.success()).then(|| SmallDisk(at.to_owned()))
+    }
+
+    fn grow(&self, size: &str) {
+        let opt = format!("remount,size={size}");
+        assert!(Command::new("mount").args(["-o", &opt]).arg(&self.0).status().unwrap().success());
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_a_clear_error_naming_the_file_and_a_rerun_completes() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    make_source(&proj);
+    let Some(disk) = SmallDisk::mount(&f.out("disk"), "1m") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let m = Mirror::start(&f.root(), &[]);
+    let dest = disk.0.join("copy");
+    let args = ["archive", "proj", "--mirrors", &m.addr, "--dest", dest.to_str().unwrap(), "-q"];
+    let out = ddftp(&args, 4);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("No space left on device") && err.contains(&format!("{}/", dest.display())), "{err}");
+    assert!(err.contains("run the same command again"), "{err}");
+    disk.grow("16m");
+    ddftp(&args, 0);
+    assert_same(&proj, &dest);
+}
+
+#[test]
+fn a_dest_that_is_a_file_is_a_clear_error_and_stays() {
+    let f = Fixture::new();
+    make_source(&f.root().join("proj"));
+    let m = Mirror::start(&f.root(), &[]);
+    let dest = f.out("copy");
+    std::fs::write(&dest, b"keep me").unwrap();
+    let out = ddftp(&["archive", "proj", "--mirrors", &m.addr, "--dest", dest.to_str().unwrap()], 4);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a directory"), "{err}");
+    assert_eq!(std::fs::read(&dest).unwrap(), b"keep me");
+}
+
 /// Archives 40 files of 150 KB from two mirrors at 1.5 MB/s each, killed
 /// (SIGKILL) once the journal records some blocks; the source, and the
 /// arguments that run it.
@@ -361,6 +420,34 @@ fn an_interrupted_archive_resumes_where_it_stopped() {
     let reused = j["transfer"]["reused_bytes"].as_u64().unwrap();
     assert!(reused > 0 && reused < 6_000_000, "the rerun should reuse what arrived before the kill: {j}");
     assert_same(&proj, &f.out("copy"));
+}
+
+#[test]
+fn symlinks_an_interrupted_archive_made_and_lost_since_are_moved_again() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    std::fs::create_dir_all(proj.join("sub")).unwrap();
+    // Links first in path order: the first block from the range's left end.
+    for i in 0..20u64 {
+        std::os::unix::fs::symlink(format!("sub/f{i:02}"), proj.join(format!("a-link{i:02}"))).unwrap();
+    }
+    for i in 0..40u64 {
+        random_file(&proj.join(format!("sub/f{i:02}")), 150_000, 300 + i);
+    }
+    let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
+    let dest = f.out("copy");
+    let m = mirrors_arg(&[&m1, &m2]);
+    let args = ["archive", "proj", "--mirrors", &m, "--dest", dest.to_str().unwrap(), "--json", "-q"];
+    killed_once_journaled(&args, &dest);
+    let made: Vec<PathBuf> = (0..20).map(|i| dest.join(format!("a-link{i:02}"))).filter(|l| l.is_symlink()).collect();
+    assert!(!made.is_empty(), "the links' block was journaled, so the links were made");
+    for l in &made {
+        std::fs::remove_file(l).unwrap();
+    }
+    let out = ddftp(&args, 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("symlinks the interrupted run made are gone ({})", made.len())), "{err}");
+    assert_same(&proj, &dest);
 }
 
 #[test]

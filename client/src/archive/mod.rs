@@ -26,9 +26,7 @@ mod listing;
 mod mirrors;
 mod store;
 
-use std::ffi::OsStr;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -42,7 +40,7 @@ use crate::transfer::{self, GetSpec, Progress, TransferError, TransferReport};
 
 use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
 use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
-use store::{finish_entry, in_tree, make_dir_all, remove_any, set_mtime, TreeStore};
+use store::{finish_entry, make_dir_all, TreeStore};
 
 /// What a part of a streamed archive waits for while the walk goes on
 /// (after it, the rest is the last part): bytes worth keeping the links
@@ -144,6 +142,13 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     let started = Instant::now();
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
+    if std::fs::metadata(&spec.dest).is_ok_and(|m| !m.is_dir()) {
+        let why = "DEST is not a directory (it must be one, or not exist yet)";
+        return Err(ArchiveError::Local {
+            path: spec.dest.clone(),
+            source: io::Error::new(io::ErrorKind::NotADirectory, why),
+        });
+    }
     // A destination that is empty (or new) holds nothing to skip or replace.
     let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
     if fresh && spec.list.is_none() {
@@ -479,13 +484,24 @@ impl Run<'_> {
             let _ = std::fs::remove_file(&saved);
         }
         phases.moving += moving.elapsed().as_secs_f64();
-        let targets = std::mem::take(&mut *store.links.lock().expect("store lock"));
-        for (i, it) in todo.iter().enumerate().filter(|(_, it)| it.entry.kind == Kind::Link) {
-            let p = spec.dest.join(&it.rel);
-            let target = targets.get(&i).cloned().unwrap_or_default();
-            remove_any(&p).map_err(local(&p))?;
-            in_tree(&p, fresh, || std::os::unix::fs::symlink(OsStr::from_bytes(&target), &p)).map_err(local(&p))?;
-            set_mtime(&p, it.entry.mtime, libc::AT_SYMLINK_NOFOLLOW).map_err(local(&p))?;
+        // Symlinks are made as their targets come; one this run got no
+        // bytes for (its blocks were on disk from an interrupted run) must be
+        // there from that run, or is moved again.
+        let lost: Vec<&Item> = todo
+            .iter()
+            .enumerate()
+            .filter(|&(i, it)| it.entry.kind == Kind::Link && !store.is_finished(i))
+            .filter(|(_, it)| {
+                let target = std::fs::read_link(spec.dest.join(&it.rel));
+                !target.is_ok_and(|t| t.as_os_str().len() as u64 == it.entry.size)
+            })
+            .map(|(_, it)| *it)
+            .collect();
+        if !lost.is_empty() {
+            progress.warn(&format!("symlinks the interrupted run made are gone ({}): moving them again", lost.len()));
+            let defs = define_everywhere(spec, Some(definition(&lost)));
+            let again = Box::pin(self.move_part(&lost, defs, progress, phases)).await?;
+            report = merge_reports(report, again);
         }
         // The files not finished as they were written; two threads (two
         // syscalls a file).

@@ -2,7 +2,8 @@
 //! a bundle as one linear range, and the calls that finish an entry
 //! (mode, mtime).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -27,6 +28,9 @@ const OPEN_FILES: usize = 64;
 /// through one open: its bytes were verified before the write, and no
 /// pass at the end looks its path up again. Other files are written through
 /// a few cached open files and finished once the whole range is verified.
+/// A symlink is made as soon as its whole target has come: a block the
+/// journal records is on disk, links included, so a rerun that resumes
+/// the range (and gets none of those blocks again) finds them there.
 #[derive(Debug)]
 pub struct TreeStore {
     pieces: Vec<Piece>,
@@ -34,15 +38,25 @@ pub struct TreeStore {
     /// Open files, by piece index (a few at a time).
     open: Mutex<HashMap<usize, Arc<File>>>,
     /// Symlink targets, gathered in memory until they are complete.
-    pub(super) links: Mutex<HashMap<usize, Vec<u8>>>,
-    /// Files finished as they were written: a later write of the same
-    /// bytes (where a pair's two ends overlapped) is dropped, so the mtime
-    /// stays.
+    links: Mutex<HashMap<usize, Target>>,
+    /// Files and symlinks finished as they were written: a later write of
+    /// the same bytes (where a pair's two ends overlapped) is dropped, so
+    /// the mtime stays.
     finished: Vec<AtomicBool>,
     /// A new destination (files created with their mode under `umask`), or
     /// one that may hold old files, finished ones of an interrupted run too.
     fresh: bool,
     umask: u32,
+}
+
+/// A symlink's target as its pieces come.
+#[derive(Debug, Default)]
+struct Target {
+    bytes: Vec<u8>,
+    /// Where each piece written starts (one may come twice, where a pair's
+    /// two ends overlapped), and the bytes they hold.
+    pieces: HashSet<u64>,
+    have: u64,
 }
 
 #[derive(Debug)]
@@ -103,7 +117,32 @@ impl TreeStore {
         set_mtime_fd(&f, p.mtime)
     }
 
-    /// Whether file `i` was finished as it was written.
+    /// A piece of symlink `i`'s target; the link is made once all of it came.
+    fn write_link(&self, i: usize, piece: &[u8], within: u64) -> io::Result<()> {
+        if self.is_finished(i) {
+            return Ok(());
+        }
+        let len = self.layout.len_of(i);
+        let whole = {
+            let mut links = self.links.lock().expect("store lock");
+            let t = links.entry(i).or_insert_with(|| Target { bytes: vec![0; len as usize], ..Target::default() });
+            if t.pieces.insert(within) {
+                t.bytes[within as usize..within as usize + piece.len()].copy_from_slice(piece);
+                t.have += piece.len() as u64;
+            }
+            let done = t.have == len && !self.finished[i].swap(true, Ordering::AcqRel);
+            done.then(|| links.remove(&i)).flatten()
+        };
+        let Some(target) = whole else { return Ok(()) };
+        let p = &self.pieces[i];
+        if !self.fresh {
+            remove_any(&p.path)?;
+        }
+        in_tree(&p.path, self.fresh, || std::os::unix::fs::symlink(OsStr::from_bytes(&target.bytes), &p.path))?;
+        set_mtime(&p.path, p.mtime, libc::AT_SYMLINK_NOFOLLOW)
+    }
+
+    /// Whether file or symlink `i` was finished as it was written.
     pub(super) fn is_finished(&self, i: usize) -> bool {
         self.finished[i].load(Ordering::Acquire)
     }
@@ -151,19 +190,18 @@ impl TreeStore {
     }
 }
 
+/// The engine reports a store's errors against the destination: each
+/// names the file it happened to.
 impl Store for TreeStore {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.layout.each(offset, buf.len(), |i, within, r| {
             let p = &self.pieces[i];
             if p.link {
-                let mut links = self.links.lock().expect("store lock");
-                let t = links.entry(i).or_insert_with(|| vec![0; self.layout.len_of(i) as usize]);
-                t[within as usize..within as usize + r.len()].copy_from_slice(&buf[r]);
-                Ok(())
+                self.write_link(i, &buf[r], within).map_err(naming(&p.path))
             } else if within == 0 && r.len() as u64 == self.layout.len_of(i) {
-                self.write_whole(i, &buf[r])
+                self.write_whole(i, &buf[r]).map_err(naming(&p.path))
             } else {
-                FileExt::write_all_at(&*self.file(i)?, &buf[r], within)
+                self.file(i).and_then(|f| FileExt::write_all_at(&*f, &buf[r], within)).map_err(naming(&p.path))
             }
         })
     }
@@ -173,30 +211,35 @@ impl Store for TreeStore {
         self.layout.each(offset, len, |i, within, r| {
             let p = &self.pieces[i];
             if p.link {
-                let links = self.links.lock().expect("store lock");
-                let t = links.get(&i).ok_or_else(|| io::Error::other("symlink target not received"))?;
-                buf[r.clone()].copy_from_slice(&t[within as usize..within as usize + r.len()]);
+                let t = std::fs::read_link(&p.path).map_err(naming(&p.path))?;
+                let t = t.as_os_str().as_bytes().get(within as usize..within as usize + r.len());
+                buf[r].copy_from_slice(t.ok_or_else(|| io::Error::other("symlink target shorter than listed"))?);
                 Ok(())
             } else {
-                FileExt::read_exact_at(&*self.file(i)?, &mut buf[r], within)
+                self.file(i).and_then(|f| FileExt::read_exact_at(&*f, &mut buf[r], within)).map_err(naming(&p.path))
             }
         })
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        for i in 0..self.pieces.len() {
-            if !self.pieces[i].link {
-                self.file(i)?.sync_data()?;
+        for (i, p) in self.pieces.iter().enumerate() {
+            if !p.link {
+                self.file(i).and_then(|f| f.sync_data()).map_err(naming(&p.path))?;
             }
         }
         Ok(())
     }
 }
 
+/// An error of `path`'s, saying so.
+fn naming(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
 /// Makes entry `path` with `make`; in a fresh destination, whose
 /// directories are made by the first entry written into them, the missing
 /// ones on its path first.
-pub(super) fn in_tree<T>(path: &Path, fresh: bool, make: impl Fn() -> io::Result<T>) -> io::Result<T> {
+fn in_tree<T>(path: &Path, fresh: bool, make: impl Fn() -> io::Result<T>) -> io::Result<T> {
     match make() {
         Err(e) if fresh && e.kind() == io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
@@ -233,7 +276,7 @@ pub(super) fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtim
 }
 
 /// Sets a path's mtime (`flags`: `AT_SYMLINK_NOFOLLOW` for a symlink's own).
-pub(super) fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
+fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
     let times = mtime_only(t);
     // SAFETY: c is a valid C string and times two timespecs, as utimensat wants.

@@ -90,10 +90,6 @@ pub fn run(o: ArchiveOpt) -> Exit {
             return Exit::Usage;
         }
     };
-    if let Err(e) = std::fs::create_dir_all(&o.dest) {
-        report_error(&format_args!("{}: {e}", o.dest.display()));
-        return Exit::Local;
-    }
     let spec = ArchiveSpec {
         src: o.src.clone(),
         dest: o.dest.clone(),
