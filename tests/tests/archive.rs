@@ -317,31 +317,6 @@ fn a_missing_source_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
 
-/// A small tmpfs mounted on a directory, unmounted when dropped.
-struct SmallDisk(PathBuf);
-
-impl SmallDisk {
-    /// `None` where this process may not mount (not root, or no mount
-    /// allowed in this container).
-    fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
-        std::fs::create_dir_all(at).unwrap();
-        let opt = format!("size={size}");
-        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &opt, "tmpfs"]).arg(at).status();
-        ok.is_ok_and(|s| s.success()).then(|| SmallDisk(at.to_owned()))
-    }
-
-    fn grow(&self, size: &str) {
-        let opt = format!("remount,size={size}");
-        assert!(Command::new("mount").args(["-o", &opt]).arg(&self.0).status().unwrap().success());
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_full_disk_is_a_clear_error_naming_the_file_and_a_rerun_completes() {
     let f = Fixture::new();

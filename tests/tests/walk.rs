@@ -4,6 +4,7 @@
 mod util;
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -258,4 +259,34 @@ fn truncated_lists_and_version_3_are_refused() {
     std::fs::write(&p, &v3).unwrap();
     let err = String::from_utf8_lossy(&list_of(&p, 2).stderr).to_string();
     assert!(err.contains("version 3") && err.contains("only version 4"), "{err}");
+}
+
+#[test]
+fn a_list_that_does_not_fit_leaves_no_truncated_list_and_the_old_one_stays() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("tree");
+    std::fs::create_dir(&root).unwrap();
+    for i in 0..1000 {
+        std::fs::write(root.join(format!("a-file-with-a-name-long-enough-to-fill-a-list-{i:04}")), b"x").unwrap();
+    }
+    let Some(disk) = SmallDisk::mount(&t.path().join("disk"), "8k") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let mut lists = vec![];
+    for format in ["ddftp", "mfu"] {
+        let list = disk.0.join(format!("{format}.list"));
+        std::fs::write(&list, b"the list of yesterday").unwrap();
+        let args = [OsStr::new("walk"), root.as_os_str(), OsStr::new("--output-format"), OsStr::new(format)];
+        let out = Command::new(bin("ddftp")).args(args).arg("-o").arg(&list).arg("-q").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{err}");
+        assert!(err.contains("No space left on device"), "{err}");
+        assert_eq!(std::fs::read(&list).unwrap(), b"the list of yesterday");
+        lists.push(std::ffi::OsString::from(format!("{format}.list")));
+        let mut names: Vec<_> = std::fs::read_dir(&disk.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        lists.sort();
+        assert_eq!(names, lists, "only the old lists are left");
+    }
 }

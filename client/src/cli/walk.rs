@@ -52,7 +52,7 @@ pub fn run(o: WalkOpt) -> Exit {
     if ddtree::walk::mpi::launched_by_mpi() {
         return run_mpi(&o, threads, to_stdout);
     }
-    let (output, dest) = match open_output(o.output_format, o.output.as_deref(), to_stdout) {
+    let (output, landing) = match open_output(o.output_format, o.output.as_deref(), to_stdout) {
         Ok(x) => x,
         Err(e) => {
             report_error(&e);
@@ -63,8 +63,8 @@ pub fn run(o: WalkOpt) -> Exit {
         Ok(x) => x,
         Err(e) => return failed(&e),
     };
-    if let Err(e) = finish_mfu(output, dest.as_deref()) {
-        report_error(&format_args!("writing the mpifileutils list: {e}"));
+    if let Err(e) = finish(output, landing) {
+        report_error(&format_args!("writing the list: {e}"));
         return Exit::Local;
     }
     print_report(&o, &report, to_stdout);
@@ -81,14 +81,54 @@ fn failed(e: &walk::WalkError) -> Exit {
     }
 }
 
-/// Writes an mfu list from its spool (other outputs are complete already).
-fn finish_mfu(output: Output, dest: Option<&Path>) -> std::io::Result<()> {
-    match output {
-        Output::Mfu(spool) => match dest {
-            Some(path) => std::fs::File::create(path).and_then(|f| spool.finish(f)),
-            None => spool.finish(std::io::stdout().lock()),
-        },
-        _ => Ok(()),
+/// Writes an mfu list from its spool (a ddftp list is written already)
+/// and puts the list file in place.
+fn finish(output: Output, landing: Option<Landing>) -> std::io::Result<()> {
+    if let Output::Mfu(spool) = output {
+        match &landing {
+            Some(l) => l.create().and_then(|f| spool.finish(f))?,
+            None => spool.finish(std::io::stdout().lock())?,
+        }
+    }
+    landing.map_or(Ok(()), Landing::land)
+}
+
+/// A list file written under a temporary name beside LIST and renamed to
+/// it only once whole: a walk that fails (a full disk) leaves no
+/// truncated list that would read as a smaller tree, and an older LIST
+/// stays as it was.
+struct Landing {
+    tmp: PathBuf,
+    path: PathBuf,
+    landed: bool,
+}
+
+impl Landing {
+    fn new(path: &Path) -> Landing {
+        let mut name = std::ffi::OsString::from(".");
+        name.push(path.file_name().unwrap_or(path.as_os_str()));
+        name.push(".ddftp-tmp");
+        Landing { tmp: path.with_file_name(name), path: path.to_owned(), landed: false }
+    }
+
+    fn create(&self) -> std::io::Result<std::fs::File> {
+        std::fs::File::create(&self.tmp)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))
+    }
+
+    fn land(mut self) -> std::io::Result<()> {
+        std::fs::rename(&self.tmp, &self.path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))?;
+        self.landed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        if !self.landed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
     }
 }
 
@@ -117,7 +157,7 @@ fn run_mpi(o: &WalkOpt, threads: usize, to_stdout: bool) -> Exit {
             p.clone()
         }
     });
-    let (output, dest) = match open_output(o.output_format, path.as_deref(), to_stdout) {
+    let (output, landing) = match open_output(o.output_format, path.as_deref(), to_stdout) {
         Ok(x) => x,
         Err(e) => {
             report_error(&e);
@@ -129,8 +169,8 @@ fn run_mpi(o: &WalkOpt, threads: usize, to_stdout: bool) -> Exit {
         Ok(x) => x,
         Err(e) => return failed(&e),
     };
-    if let Err(e) = finish_mfu(output, dest.as_deref()) {
-        report_error(&format_args!("rank {rank}: writing the mpifileutils list: {e}"));
+    if let Err(e) = finish(output, landing) {
+        report_error(&format_args!("rank {rank}: writing the list: {e}"));
         return Exit::Local;
     }
     let all = session.combine(&report);
@@ -153,26 +193,26 @@ fn exit_for(report: &Report) -> Exit {
     Exit::Ok
 }
 
-/// The output for the walk, and the mfu list's final path (None = stdout).
-fn open_output(format: ListFormat, path: Option<&Path>, to_stdout: bool) -> std::io::Result<(Output, Option<PathBuf>)> {
+/// The output for the walk, and where its list file lands (None: stdout,
+/// or no list).
+fn open_output(format: ListFormat, path: Option<&Path>, to_stdout: bool) -> std::io::Result<(Output, Option<Landing>)> {
     let Some(path) = path else { return Ok((Output::None, None)) };
-    let dest = (!to_stdout).then(|| path.to_path_buf());
-    Ok(match format {
-        ListFormat::Ddftp if to_stdout => (Output::List(Box::new(std::io::stdout())), None),
-        ListFormat::Ddftp => {
-            let f = std::fs::File::create(path)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            (Output::List(Box::new(f)), dest)
+    let landing = (!to_stdout).then(|| Landing::new(path));
+    Ok(match (format, landing) {
+        (ListFormat::Ddftp, None) => (Output::List(Box::new(std::io::stdout())), None),
+        (ListFormat::Ddftp, Some(landing)) => {
+            let f = landing.create()?;
+            (Output::List(Box::new(f)), Some(landing))
         }
-        ListFormat::Mfu => {
-            let dir = match dest.as_deref().and_then(Path::parent) {
+        (ListFormat::Mfu, landing) => {
+            let dir = match landing.as_ref().and_then(|l| l.path.parent()) {
                 Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
                 Some(_) => PathBuf::from("."),
                 None => std::env::temp_dir(),
             };
             let spool = Spool::new(&dir)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("scratch file in {}: {e}", dir.display())))?;
-            (Output::Mfu(spool), dest)
+            (Output::Mfu(spool), landing)
         }
     })
 }

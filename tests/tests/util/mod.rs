@@ -162,3 +162,28 @@ pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
     format!("{:x}", sha2::Sha256::digest(data))
 }
+
+/// A small tmpfs mounted on a directory, unmounted when dropped.
+pub struct SmallDisk(pub PathBuf);
+
+impl SmallDisk {
+    /// `None` where this process may not mount (not root, or no mount
+    /// allowed in this container).
+    pub fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).unwrap();
+        let opt = format!("size={size}");
+        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &opt, "tmpfs"]).arg(at).status();
+        ok.is_ok_and(|s| s.success()).then(|| SmallDisk(at.to_owned()))
+    }
+
+    pub fn grow(&self, size: &str) {
+        let opt = format!("remount,size={size}");
+        assert!(Command::new("mount").args(["-o", &opt]).arg(&self.0).status().unwrap().success());
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
