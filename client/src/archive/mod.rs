@@ -24,6 +24,7 @@
 
 mod listing;
 mod mirrors;
+mod parts;
 mod store;
 
 use std::io;
@@ -40,6 +41,7 @@ use crate::transfer::{self, GetSpec, Progress, TransferError, TransferReport};
 
 use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
 use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
+use parts::Parts;
 use store::{finish_entry, make_dir_all, TreeStore};
 
 /// What a part of a streamed archive waits for while the walk goes on
@@ -335,7 +337,7 @@ impl Run<'_> {
             }
             Ok::<_, ArchiveError>((dirs, warnings))
         };
-        let mut whole = Parts { inner: progress, before: 0, part: 0 };
+        let mut whole = Parts::new(progress);
         let mover = async {
             let mut moved: Vec<Item> = vec![];
             let (mut transfer, mut parts) = (None, 0);
@@ -556,36 +558,6 @@ impl Run<'_> {
             })?;
         }
         Ok(())
-    }
-}
-
-/// The progress of a streamed archive's parts as one: their bytes add up,
-/// and the bar ends when the archive does.
-struct Parts<'a> {
-    inner: &'a mut dyn Progress,
-    /// Bytes of the parts before this one.
-    before: u64,
-    /// Bytes of this one.
-    part: u64,
-}
-
-impl Progress for Parts<'_> {
-    fn start(&mut self, total: u64, mirrors: &[String]) {
-        self.part = total;
-        self.inner.start(self.before + total, mirrors);
-    }
-    fn update(&mut self, done: u64, per_mirror: &[u64]) {
-        self.inner.update(self.before + done, per_mirror);
-    }
-    fn warn(&mut self, msg: &str) {
-        self.inner.warn(msg);
-    }
-    fn joined(&mut self, mirror: &str) {
-        self.inner.joined(mirror);
-    }
-    fn finish(&mut self) {
-        self.before += self.part;
-        self.part = 0;
     }
 }
 
