@@ -197,6 +197,10 @@ fn exit_for(report: &Report) -> Exit {
 /// or no list).
 fn open_output(format: ListFormat, path: Option<&Path>, to_stdout: bool) -> std::io::Result<(Output, Option<Landing>)> {
     let Some(path) = path else { return Ok((Output::None, None)) };
+    if !to_stdout && path.is_dir() {
+        let why = format!("{}: is a directory (LIST names the list file)", path.display());
+        return Err(std::io::Error::new(std::io::ErrorKind::IsADirectory, why));
+    }
     let landing = (!to_stdout).then(|| Landing::new(path));
     Ok(match (format, landing) {
         (ListFormat::Ddftp, None) => (Output::List(Box::new(std::io::stdout())), None),
