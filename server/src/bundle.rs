@@ -26,7 +26,9 @@
 //! the root with `openat2` refusing every symlink on the way
 //! (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): a symlinked directory cannot
 //! lead a bundle out of the root, not even one put in place after the
-//! bundle was registered.
+//! bundle was registered. A read opens each directory so once and its
+//! files beneath it (the files of a block share a few directories: one
+//! path walk each, not one a file).
 //!
 //! Every mirror given the same list registers the same name, so any
 //! connection to any mirror can serve any block of it.
@@ -59,11 +61,13 @@ const KEEP_BYTES: usize = 1 << 30;
 /// What one entry costs a bundle besides its path.
 const PIECE_COST: usize = std::mem::size_of::<Piece>() + 16;
 
-/// One entry of a bundle: its path below the root, whether it is a
-/// symlink, and its listed mtime (its size is the layout's).
+/// One entry of a bundle: its directory (in `Bundle::dirs`) and name
+/// there, whether it is a symlink, and its listed mtime (its size is the
+/// layout's).
 #[derive(Debug)]
 struct Piece {
-    path: CString,
+    dir: usize,
+    name: CString,
     link: bool,
     mtime: Time,
 }
@@ -77,6 +81,9 @@ pub struct Bundle {
     footprint: usize,
     /// The root, opened once: entries are opened beneath it.
     root: OwnedFd,
+    /// The entries' directories below the root (one per run of entries
+    /// sharing one; empty: the root).
+    dirs: Vec<CString>,
     pieces: Vec<Piece>,
     layout: Layout,
 }
@@ -86,8 +93,18 @@ impl Bundle {
     pub fn define(root: &Root, list: &[u8]) -> Result<Bundle, String> {
         let entries = ddftp::read(list, Path::new("bundle definition")).map_err(|e| e.to_string())?;
         let mut pieces = Vec::with_capacity(entries.len());
+        let mut dirs: Vec<CString> = vec![];
         for e in &entries {
             let path = below_root(&e.path).map_err(|why| format!("{}: {why}", String::from_utf8_lossy(&e.path)))?;
+            let path = path.as_bytes();
+            let (dir, name) = match path.iter().rposition(|&c| c == b'/') {
+                Some(i) => (&path[..i], &path[i + 1..]),
+                None => (&b""[..], path),
+            };
+            if dirs.last().is_none_or(|d| d.as_bytes() != dir) {
+                dirs.push(CString::new(dir).expect("no NUL: below_root checked"));
+            }
+            let name = CString::new(name).expect("no NUL: below_root checked");
             let link = match e.kind {
                 Kind::File => false,
                 Kind::Link => true,
@@ -95,32 +112,53 @@ impl Bundle {
                     return Err(format!("{}: a {other:?} has no bytes to serve", String::from_utf8_lossy(&e.path)))
                 }
             };
-            pieces.push(Piece { path, link, mtime: e.mtime });
+            pieces.push(Piece { dir: dirs.len() - 1, name, link, mtime: e.mtime });
         }
         let dir = root.dir();
         let root = open_root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let layout = Layout::new(entries.iter().map(|e| e.size)).ok_or("the sizes add up past 2^64 bytes")?;
         let name = format!("{PREFIX}{}", &hex(blake3::hash(list).as_bytes())[..32]);
-        let footprint = pieces.iter().map(|p| p.path.as_bytes().len() + PIECE_COST).sum();
-        Ok(Bundle { name, size: layout.size(), footprint, root, pieces, layout })
+        let footprint = pieces.iter().map(|p| p.name.as_bytes().len() + PIECE_COST).sum::<usize>()
+            + dirs.iter().map(|d| d.as_bytes().len() + PIECE_COST).sum::<usize>();
+        Ok(Bundle { name, size: layout.size(), footprint, root, dirs, pieces, layout })
     }
 
     /// Fills `buf` with the range's bytes from `offset`; an entry that is
     /// not what the list says (kind, size, and for a file mtime) is an
     /// error naming it.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        // The directory opened last.
+        let mut at: Option<(usize, OwnedFd)> = None;
         self.layout.each(offset, buf.len(), |i, within, r| {
             let p = &self.pieces[i];
-            let shown = || String::from_utf8_lossy(p.path.as_bytes()).into_owned();
-            let fd = open_beneath(self.root.as_raw_fd(), &p.path, p.link).map_err(|e| {
-                let why = match e.raw_os_error() {
-                    Some(libc::ELOOP) => "a symlink on its path (not followed)".to_string(),
-                    Some(libc::ENOENT) => "not on this mirror".to_string(),
-                    Some(libc::ENOSYS) => "this kernel has no openat2 (Linux 5.6 or later serves bundles)".to_string(),
-                    _ => e.to_string(),
-                };
-                io::Error::new(e.kind(), format!("{}: {why}", shown()))
-            })?;
+            let shown = || {
+                let dir = String::from_utf8_lossy(self.dirs[p.dir].as_bytes());
+                let name = String::from_utf8_lossy(p.name.as_bytes());
+                if dir.is_empty() {
+                    name.into_owned()
+                } else {
+                    format!("{dir}/{name}")
+                }
+            };
+            let dir = match (&at, self.dirs[p.dir].as_bytes()) {
+                (_, b"") => Ok(self.root.as_raw_fd()),
+                (Some((d, fd)), _) if *d == p.dir => Ok(fd.as_raw_fd()),
+                (_, _) => open_beneath(self.root.as_raw_fd(), &self.dirs[p.dir], Open::Dir)
+                    .map(|fd| at.insert((p.dir, fd)).1.as_raw_fd()),
+            };
+            let fd = dir.and_then(|d| open_beneath(d, &p.name, if p.link { Open::Link } else { Open::File })).map_err(
+                |e| {
+                    let why = match e.raw_os_error() {
+                        Some(libc::ELOOP) => "a symlink on its path (not followed)".to_string(),
+                        Some(libc::ENOENT) => "not on this mirror".to_string(),
+                        Some(libc::ENOSYS) => {
+                            "this kernel has no openat2 (Linux 5.6 or later serves bundles)".to_string()
+                        }
+                        _ => e.to_string(),
+                    };
+                    io::Error::new(e.kind(), format!("{}: {why}", shown()))
+                },
+            )?;
             let f = File::from(fd);
             let md = f.metadata()?;
             let want = if p.link { Kind::Link } else { Kind::File };
@@ -218,17 +256,27 @@ fn open_root(dir: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Opens `path` beneath `root` following no symlink on the way: a regular
-/// file for reading, or (`link`) the symlink itself.
-fn open_beneath(root: RawFd, path: &CString, link: bool) -> io::Result<OwnedFd> {
+/// What [`open_beneath`] opens.
+#[derive(Clone, Copy)]
+enum Open {
+    /// A regular file, for reading.
+    File,
+    /// A symlink itself.
+    Link,
+    /// A directory, to open entries beneath.
+    Dir,
+}
+
+/// Opens `path` beneath `root` following no symlink on the way.
+fn open_beneath(root: RawFd, path: &CString, what: Open) -> io::Result<OwnedFd> {
     // SAFETY: open_how is plain data; zeroed is "no flags".
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     // Non-blocking: a FIFO (or device) where the list says a file must not
     // hang the open; it is refused once fstat says what it is.
-    let flags = if link {
-        libc::O_PATH | libc::O_NOFOLLOW
-    } else {
-        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY
+    let flags = match what {
+        Open::File => libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        Open::Link => libc::O_PATH | libc::O_NOFOLLOW,
+        Open::Dir => libc::O_PATH | libc::O_DIRECTORY,
     };
     how.flags = (flags | libc::O_CLOEXEC) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
