@@ -3,10 +3,11 @@
 //! (mode, mtime).
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,8 +26,10 @@ const OPEN_FILES: usize = 64;
 ///
 /// A file that one write holds whole (most small files: a block carries
 /// hundreds) is created, written and finished (mode, mtime) right there,
-/// through one open: its bytes were verified before the write, and no
-/// pass at the end looks its path up again. Other files are written through
+/// through one open beneath its directory, opened once for the files of
+/// that directory the write holds (a path walked once, not once a file): its
+/// bytes were verified before the write, and no pass at the end looks its
+/// path up again. Other files are written through
 /// a few cached open files and finished once the whole range is verified.
 /// A symlink is made as soon as its whole target has come: a block the
 /// journal records is on disk, links included, so a rerun that resumes
@@ -34,6 +37,8 @@ const OPEN_FILES: usize = 64;
 #[derive(Debug)]
 pub struct TreeStore {
     pieces: Vec<Piece>,
+    /// The pieces' directories (one per run of pieces sharing one).
+    dirs: Vec<CString>,
     pub(super) layout: Layout,
     /// Open files, by piece index (a few at a time).
     open: Mutex<HashMap<usize, Arc<File>>>,
@@ -61,7 +66,9 @@ struct Target {
 
 #[derive(Debug)]
 pub(super) struct Piece {
-    path: PathBuf,
+    /// Its directory (in `dirs`) and its name there.
+    dir: usize,
+    name: CString,
     link: bool,
     /// Mode to create the file with (owner-writable until finished).
     mode: u32,
@@ -72,22 +79,54 @@ pub(super) struct Piece {
 
 impl TreeStore {
     pub(super) fn new(items: &[&Item], dest: &Path, fresh: bool, umask: u32) -> Result<TreeStore, ArchiveError> {
-        let pieces = items
-            .iter()
-            .map(|it| Piece {
-                path: dest.join(&it.rel),
+        let mut dirs: Vec<CString> = vec![];
+        let mut pieces = Vec::with_capacity(items.len());
+        for it in items {
+            let bad = |why: &str| ArchiveError::BadEntry { path: it.rel.display().to_string(), why: why.into() };
+            let name = it.rel.file_name().ok_or_else(|| bad("no file name"))?;
+            let dir = dest.join(it.rel.parent().unwrap_or(Path::new("")));
+            if dirs.last().is_none_or(|d| d.as_bytes() != dir.as_os_str().as_bytes()) {
+                dirs.push(CString::new(dir.into_os_string().into_vec()).map_err(|_| bad("NUL byte"))?);
+            }
+            pieces.push(Piece {
+                dir: dirs.len() - 1,
+                name: CString::new(name.as_bytes()).map_err(|_| bad("NUL byte"))?,
                 link: it.entry.kind == Kind::Link,
                 mode: it.entry.perm | 0o200,
                 perm: it.entry.perm,
                 mtime: it.entry.mtime,
-            })
-            .collect();
+            });
+        }
         let layout = Layout::new(items.iter().map(|it| it.entry.size)).ok_or_else(|| ArchiveError::BadEntry {
             path: dest.display().to_string(),
             why: "the listed sizes add up past 2^64 bytes".into(),
         })?;
         let finished = items.iter().map(|_| AtomicBool::new(false)).collect();
-        Ok(TreeStore { pieces, layout, open: Mutex::default(), links: Mutex::default(), finished, fresh, umask })
+        Ok(TreeStore { pieces, dirs, layout, open: Mutex::default(), links: Mutex::default(), finished, fresh, umask })
+    }
+
+    /// Where piece `i` goes.
+    fn path(&self, i: usize) -> PathBuf {
+        let p = &self.pieces[i];
+        Path::new(OsStr::from_bytes(self.dirs[p.dir].as_bytes())).join(OsStr::from_bytes(p.name.as_bytes()))
+    }
+
+    /// Directory `dir`, through `at` (which holds the last one opened);
+    /// in a fresh destination made first if it is not there yet.
+    fn dir<'a>(&self, dir: usize, at: &'a mut Option<(usize, OwnedFd)>) -> io::Result<&'a OwnedFd> {
+        if at.as_ref().is_none_or(|(d, _)| *d != dir) {
+            let path = &self.dirs[dir];
+            let open = || open_fd(libc::AT_FDCWD, path, libc::O_PATH | libc::O_DIRECTORY, 0);
+            let fd = match open() {
+                Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {
+                    make_dir_all(Path::new(OsStr::from_bytes(path.as_bytes())))?;
+                    open()?
+                }
+                r => r?,
+            };
+            *at = Some((dir, fd));
+        }
+        Ok(&at.as_ref().expect("just set").1)
     }
 
     /// Whether `m` (of piece `i`'s path) is the finished file: an earlier
@@ -98,18 +137,18 @@ impl TreeStore {
     }
 
     /// Writes file `i` whole and finishes it, unless that was done already
-    /// (by this run, or an interrupted one whose list this run resumes).
-    fn write_whole(&self, i: usize, data: &[u8]) -> io::Result<()> {
+    /// (by this run, or an interrupted one whose list this run resumes);
+    /// `at` holds the directory opened last.
+    fn write_whole(&self, i: usize, data: &[u8], at: &mut Option<(usize, OwnedFd)>) -> io::Result<()> {
         if self.finished[i].swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let p = &self.pieces[i];
-        if !self.fresh && p.path.symlink_metadata().is_ok_and(|m| self.is_complete(i, &m)) {
+        if !self.fresh && self.path(i).symlink_metadata().is_ok_and(|m| self.is_complete(i, &m)) {
             return Ok(());
         }
-        let f = in_tree(&p.path, self.fresh, || {
-            OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
-        })?;
+        let dir = self.dir(p.dir, at)?;
+        let f = File::from(open_fd(dir.as_raw_fd(), &p.name, libc::O_WRONLY | libc::O_CREAT, p.mode)?);
         FileExt::write_all_at(&f, data, 0)?;
         if needs_chmod(p.perm, self.fresh, self.umask) {
             f.set_permissions(std::fs::Permissions::from_mode(p.perm))?;
@@ -134,12 +173,12 @@ impl TreeStore {
             done.then(|| links.remove(&i)).flatten()
         };
         let Some(target) = whole else { return Ok(()) };
-        let p = &self.pieces[i];
+        let path = self.path(i);
         if !self.fresh {
-            remove_any(&p.path)?;
+            remove_any(&path)?;
         }
-        in_tree(&p.path, self.fresh, || std::os::unix::fs::symlink(OsStr::from_bytes(&target.bytes), &p.path))?;
-        set_mtime(&p.path, p.mtime, libc::AT_SYMLINK_NOFOLLOW)
+        in_tree(&path, self.fresh, || std::os::unix::fs::symlink(OsStr::from_bytes(&target.bytes), &path))?;
+        set_mtime(&path, self.pieces[i].mtime, libc::AT_SYMLINK_NOFOLLOW)
     }
 
     /// Whether file or symlink `i` was finished as it was written.
@@ -155,12 +194,29 @@ impl TreeStore {
         if open.len() >= OPEN_FILES {
             open.clear();
         }
-        let p = &self.pieces[i];
-        let f = Arc::new(in_tree(&p.path, self.fresh, || {
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
+        let path = self.path(i);
+        let f = Arc::new(in_tree(&path, self.fresh, || {
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(self.pieces[i].mode).open(&path)
         })?);
         open.insert(i, f.clone());
         Ok(f)
+    }
+
+    /// Creates the files of a fresh destination (empty, with the mode they
+    /// are written under) and their directories ahead of their bytes,
+    /// until `stop`. (Writes may come meanwhile: neither truncates.)
+    pub(super) fn create_ahead(&self, stop: &AtomicBool) -> io::Result<()> {
+        let mut at = None;
+        for (i, p) in self.pieces.iter().enumerate() {
+            if !self.fresh || stop.load(Ordering::Acquire) {
+                break;
+            }
+            if !p.link && !self.is_finished(i) {
+                let dir = self.dir(p.dir, &mut at)?;
+                open_fd(dir.as_raw_fd(), &p.name, libc::O_WRONLY | libc::O_CREAT, p.mode)?;
+            }
+        }
+        Ok(())
     }
 
     /// Makes way for the files: in a fresh destination only empty files
@@ -173,16 +229,17 @@ impl TreeStore {
             if p.link || (self.fresh && size > 0) {
                 continue;
             }
-            let local = |source| ArchiveError::Local { path: p.path.clone(), source };
+            let path = self.path(i);
+            let local = |source| ArchiveError::Local { path: path.clone(), source };
             if !self.fresh {
-                match p.path.symlink_metadata() {
+                match path.symlink_metadata() {
                     Ok(m) if self.is_complete(i, &m) => continue,
-                    Ok(m) if !m.is_file() => remove_any(&p.path).map_err(local)?,
+                    Ok(m) if !m.is_file() => remove_any(&path).map_err(local)?,
                     _ => {}
                 }
             }
-            let f = in_tree(&p.path, self.fresh, || {
-                OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&p.path)
+            let f = in_tree(&path, self.fresh, || {
+                OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&path)
             });
             f.and_then(|f| f.set_len(size)).map_err(local)?;
         }
@@ -194,29 +251,31 @@ impl TreeStore {
 /// names the file it happened to.
 impl Store for TreeStore {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut at = None;
         self.layout.each(offset, buf.len(), |i, within, r| {
-            let p = &self.pieces[i];
-            if p.link {
-                self.write_link(i, &buf[r], within).map_err(naming(&p.path))
+            let written = if self.pieces[i].link {
+                self.write_link(i, &buf[r], within)
             } else if within == 0 && r.len() as u64 == self.layout.len_of(i) {
-                self.write_whole(i, &buf[r]).map_err(naming(&p.path))
+                self.write_whole(i, &buf[r], &mut at)
             } else {
-                self.file(i).and_then(|f| FileExt::write_all_at(&*f, &buf[r], within)).map_err(naming(&p.path))
-            }
+                self.file(i).and_then(|f| FileExt::write_all_at(&*f, &buf[r], within))
+            };
+            written.map_err(|e| naming(&self.path(i))(e))
         })
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let len = buf.len();
         self.layout.each(offset, len, |i, within, r| {
-            let p = &self.pieces[i];
-            if p.link {
-                let t = std::fs::read_link(&p.path).map_err(naming(&p.path))?;
+            if self.pieces[i].link {
+                let path = self.path(i);
+                let t = std::fs::read_link(&path).map_err(naming(&path))?;
                 let t = t.as_os_str().as_bytes().get(within as usize..within as usize + r.len());
                 buf[r].copy_from_slice(t.ok_or_else(|| io::Error::other("symlink target shorter than listed"))?);
                 Ok(())
             } else {
-                self.file(i).and_then(|f| FileExt::read_exact_at(&*f, &mut buf[r], within)).map_err(naming(&p.path))
+                let read = self.file(i).and_then(|f| FileExt::read_exact_at(&*f, &mut buf[r], within));
+                read.map_err(|e| naming(&self.path(i))(e))
             }
         })
     }
@@ -224,7 +283,7 @@ impl Store for TreeStore {
     fn sync_data(&self) -> io::Result<()> {
         for (i, p) in self.pieces.iter().enumerate() {
             if !p.link {
-                self.file(i).and_then(|f| f.sync_data()).map_err(naming(&p.path))?;
+                self.file(i).and_then(|f| f.sync_data()).map_err(|e| naming(&self.path(i))(e))?;
             }
         }
         Ok(())
@@ -234,6 +293,17 @@ impl Store for TreeStore {
 /// An error of `path`'s, saying so.
 fn naming(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
     move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// `openat(at, name, flags | O_CLOEXEC, mode)`.
+fn open_fd(at: libc::c_int, name: &CString, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    // SAFETY: a valid C string; a descriptor the call returns is ours.
+    let fd = unsafe { libc::openat(at, name.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Makes entry `path` with `make`; in a fresh destination, whose
@@ -354,6 +424,34 @@ mod tests {
         // The same bytes again (a pair's overlap): dropped, mtime kept.
         store.write_all_at(b"abcde", 0).unwrap();
         assert!(is_done(&dir.path().join("a"), &items[0].entry));
+    }
+
+    #[test]
+    fn files_created_ahead_are_written_and_finished_as_usual() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [item("a", 3, 0o640, 1_000_000_000), item("sub/b", 2, 0o444, 1_100_000_000)];
+        let refs: Vec<&Item> = items.iter().collect();
+        let store = TreeStore::new(&refs, dir.path(), true, 0o022).unwrap();
+        store.create_ahead(&AtomicBool::new(false)).unwrap();
+        for it in &items {
+            let m = std::fs::metadata(dir.path().join(&it.rel)).unwrap();
+            assert_eq!((m.len(), m.mode() & 0o777), (0, it.entry.perm | 0o200), "{:?}", it.rel);
+        }
+        store.write_all_at(b"abcde", 0).unwrap();
+        for (it, want) in items.iter().zip([&b"abc"[..], b"de"]) {
+            let p = dir.path().join(&it.rel);
+            assert_eq!(std::fs::read(&p).unwrap(), want);
+            assert!(is_done(&p, &it.entry), "{p:?} not finished");
+        }
+        // Created ahead after its write (the part started moving first):
+        // left as written.
+        store.create_ahead(&AtomicBool::new(false)).unwrap();
+        assert!(is_done(&dir.path().join("a"), &items[0].entry));
+        // Stopped before it began, or not a fresh destination: nothing made.
+        let other = tempfile::tempdir().unwrap();
+        TreeStore::new(&refs, other.path(), true, 0o022).unwrap().create_ahead(&AtomicBool::new(true)).unwrap();
+        TreeStore::new(&refs, other.path(), false, 0o022).unwrap().create_ahead(&AtomicBool::new(false)).unwrap();
+        assert_eq!(std::fs::read_dir(other.path()).unwrap().count(), 0);
     }
 
     #[test]
