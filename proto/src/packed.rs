@@ -43,6 +43,12 @@ impl Packer {
         self.enc.write_all(list).expect("writing to memory cannot fail");
     }
 
+    /// Packs what was written so far (into a block shorter than the
+    /// frame's, if need be), for [`Packer::take`].
+    pub fn flush(&mut self) {
+        self.enc.flush().expect("writing to memory cannot fail");
+    }
+
     /// The packed bytes so far (taken out).
     pub fn take(&mut self) -> Vec<u8> {
         std::mem::take(self.enc.get_mut())
@@ -159,6 +165,27 @@ mod tests {
                 assert!(whole.len() * 3 < l.len(), "{} packed to {}", l.len(), whole.len());
             }
         }
+    }
+
+    #[test]
+    fn a_flushed_piece_unpacks_before_the_next_is_written() {
+        let l = list(100);
+        let mut p = Packer::new();
+        p.write(&l[..1000]);
+        let header = p.take();
+        assert!(header.len() < 20, "a block of 64 KiB is not full yet: only the frame header");
+        p.write(&l[1000..]);
+        p.flush();
+        let sent = [header, p.take()].concat();
+        let (feed, mut r) = unpacker(l.len());
+        let t = std::thread::spawn(move || {
+            let mut got = vec![0; l.len()];
+            r.read_exact(&mut got).map(|()| got == l)
+        });
+        // The frame never finished: without the flush, nothing to read.
+        assert!(feed.piece(sent));
+        drop(feed);
+        assert!(t.join().unwrap().unwrap());
     }
 
     #[test]

@@ -411,6 +411,11 @@ impl Conn {
         let mut packer = packed::Packer::new();
         while let Some(chunk) = rx.recv().await {
             packer.write(&chunk);
+            // Nothing more waiting: what is packed so far goes now (a
+            // partial block), not once a whole block of 64 KiB is full.
+            if rx.is_empty() {
+                packer.flush();
+            }
             self.list_data(&packer.take()).await?;
         }
         self.list_data(&packer.finish()).await?;

@@ -115,6 +115,8 @@ struct Local {
     totals: Totals,
     entries: u64,
     buf: Vec<u8>,
+    /// Bytes `buf` is written out at (see [`FIRST_BATCH`]).
+    batch: usize,
     buffered: u64,
     longest: usize,
     ids: mfu::Ids,
@@ -142,7 +144,13 @@ struct Sink {
     skip: Vec<PathBuf>,
 }
 
+/// Bytes of records a worker writes out at once (the output's lock is
+/// taken once per batch)...
 const BATCH: usize = 1 << 20;
+/// ...after first batches of this, doubling: whoever reads the list as it
+/// comes (an archive moves files while a mirror still walks) gets the first
+/// entries within milliseconds, not after a megabyte of them.
+const FIRST_BATCH: usize = 16 << 10;
 
 impl Sink {
     fn record(&self, l: &mut Local, path: &[u8], md: &std::fs::Metadata) {
@@ -172,8 +180,9 @@ impl Sink {
             }
         }
         l.buffered += 1;
-        if l.buf.len() >= BATCH {
+        if l.buf.len() >= l.batch {
             self.flush(l);
+            l.batch = (l.batch * 2).min(BATCH);
         }
     }
 
@@ -250,6 +259,7 @@ where
         totals: Totals::default(),
         entries: 0,
         buf: Vec::new(),
+        batch: FIRST_BATCH,
         buffered: 0,
         longest: 0,
         ids: mfu::Ids::default(),
