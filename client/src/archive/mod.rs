@@ -294,6 +294,17 @@ struct Ready {
     saved: Vec<u8>,
 }
 
+impl Ready {
+    fn new(todo: &[&Item], dest: &Path, fresh: bool, umask: u32) -> Result<Ready, ArchiveError> {
+        Ok(Ready { store: Arc::new(TreeStore::new(todo, dest, fresh, umask)?), saved: saved_list(todo) })
+    }
+}
+
+/// `f` on a thread of the runtime's blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
 impl Run<'_> {
     /// Where the range is journaled (`DEST/.ddftp-archive`, never a file).
     fn output(&self) -> PathBuf {
@@ -466,24 +477,34 @@ impl Run<'_> {
         parts: &tokio::sync::mpsc::Sender<Part>,
         ahead: bool,
     ) -> Result<(), ArchiveError> {
+        // Tens of milliseconds of work for a large part, each on a thread of
+        // its own: the runtime's threads meanwhile take in the part moving.
         let mut items = std::mem::take(pending);
-        items.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
-        let refs: Vec<&Item> = items.iter().collect();
-        let defs = define_everywhere(self.spec, Some(definition(&refs)));
-        let mut spent = Phases::default();
-        let ready = self.ready(&refs, &mut spent)?;
-        drop(refs);
+        let (items, def) = blocking(move || {
+            items.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
+            let def = definition(&items.iter().collect::<Vec<_>>());
+            (items, def)
+        })
+        .await;
+        let defs = define_everywhere(self.spec, Some(def));
+        let (dest, fresh, umask) = (self.spec.dest.clone(), self.fresh, self.umask);
+        let (items, ready, readying) = blocking(move || {
+            let started = Instant::now();
+            let ready = Ready::new(&items.iter().collect::<Vec<_>>(), &dest, fresh, umask);
+            (items, ready, started.elapsed().as_secs_f64())
+        })
+        .await;
+        let ready = ready?;
         // The mover is gone only when it failed: its error is the one told.
         let ahead = ahead.then(|| Ahead::start(ready.store.clone()));
-        let _ = parts.send(Part { items, ready, defs, readying: spent.prepare, ahead }).await;
+        let _ = parts.send(Part { items, ready, defs, readying, ahead }).await;
         Ok(())
     }
 
     /// `todo` made ready to move (the time it took counted as `prepare`).
     fn ready(&self, todo: &[&Item], phases: &mut Phases) -> Result<Ready, ArchiveError> {
         let started = Instant::now();
-        let store = Arc::new(TreeStore::new(todo, &self.spec.dest, self.fresh, self.umask)?);
-        let ready = Ready { store, saved: saved_list(todo) };
+        let ready = Ready::new(todo, &self.spec.dest, self.fresh, self.umask)?;
         phases.prepare += started.elapsed().as_secs_f64();
         Ok(ready)
     }
