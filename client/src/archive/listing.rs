@@ -46,7 +46,7 @@ pub(super) fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, Archiv
 /// (a symlink, a file): making it would go through what the list itself
 /// puts there, out of DEST maybe. A walk never lists such a thing. (Sorted
 /// `items` cost least; any order is checked right.)
-pub(super) fn check_nesting(items: &[Item]) -> Result<(), ArchiveError> {
+pub(super) fn check_nesting<'a>(items: impl Iterator<Item = &'a Item> + Clone) -> Result<(), ArchiveError> {
     fn bytes(it: &Item) -> &[u8] {
         it.rel.as_os_str().as_bytes()
     }
@@ -58,7 +58,7 @@ pub(super) fn check_nesting(items: &[Item]) -> Result<(), ArchiveError> {
     // the set has its own ancestors there too).
     let mut below: HashSet<&[u8]> = HashSet::new();
     let mut last = None;
-    for it in items {
+    for it in items.clone() {
         let mut up = parent(bytes(it));
         if up == last {
             continue;
@@ -68,9 +68,9 @@ pub(super) fn check_nesting(items: &[Item]) -> Result<(), ArchiveError> {
             up = parent(dir);
         }
     }
-    match items.iter().find(|it| it.entry.kind != Kind::Dir && below.contains(bytes(it))) {
+    match items.clone().find(|it| it.entry.kind != Kind::Dir && below.contains(bytes(it))) {
         Some(n) => {
-            let under = items.iter().find(|it| bytes(it).strip_prefix(bytes(n)).is_some_and(|r| r.starts_with(b"/")));
+            let under = items.clone().find(|it| bytes(it).strip_prefix(bytes(n)).is_some_and(|r| r.starts_with(b"/")));
             Err(ArchiveError::BadEntry {
                 path: under.map_or_else(String::new, |it| String::from_utf8_lossy(&it.entry.path).into_owned()),
                 why: format!("it is below {}, which the list gives as a {:?}", n.rel.display(), n.entry.kind),
@@ -217,12 +217,12 @@ mod tests {
             list.iter().map(|&(p, k)| Item { entry: e(p, k), rel: PathBuf::from(p) }).collect()
         };
         let ok = [("a", Kind::Dir), ("a-b", Kind::File), ("a/b", Kind::Dir), ("a/b/c", Kind::Link), ("ab", Kind::File)];
-        assert!(check_nesting(&items(&ok)).is_ok());
+        assert!(check_nesting(items(&ok).iter()).is_ok());
         for (bad, under) in [
             (&[("a", Kind::Link), ("a-b", Kind::File), ("a/b", Kind::File)][..], "a/b"),
             (&[("a", Kind::Dir), ("a/b", Kind::File), ("a/b/c/d", Kind::File)][..], "a/b/c/d"),
         ] {
-            match check_nesting(&items(bad)) {
+            match check_nesting(items(bad).iter()) {
                 Err(ArchiveError::BadEntry { path, .. }) => assert_eq!(path, under),
                 other => panic!("{bad:?}: {other:?}"),
             }

@@ -174,7 +174,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     if items.is_empty() {
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
-    check_nesting(&items)?;
+    check_nesting(items.iter())?;
     let listed = started.elapsed();
     // The mirrors register the list while the files are made ready here.
     // In a fresh destination a directory is made by the first entry
@@ -201,7 +201,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
             run.move_part(&chosen.todo, ready, defs, progress, &mut phases).await?
         }
     };
-    run.finish_dirs(&items)?;
+    run.finish_dirs(items.iter())?;
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
     let Chosen { files, links, skipped_files, skipped_bytes, bytes, .. } = chosen;
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
@@ -399,7 +399,7 @@ impl Run<'_> {
         };
         let mut whole = Parts::new(progress);
         let mover = async {
-            let mut moved: Vec<Item> = vec![];
+            let mut moved: Vec<Vec<Item>> = vec![];
             let (mut transfer, mut parts) = (None, 0);
             let mut spent = Phases::default();
             while let Some(part) = part_rx.recv().await {
@@ -413,7 +413,7 @@ impl Run<'_> {
                 parts += u64::from(r.is_some());
                 transfer = merge_reports(transfer, r);
                 drop(todo);
-                moved.extend(part.items);
+                moved.push(part.items);
                 idle.store(true, Ordering::Release);
             }
             Ok::<_, ArchiveError>((moved, transfer, parts, spent))
@@ -434,16 +434,17 @@ impl Run<'_> {
         for w in &warnings {
             progress.warn(w);
         }
-        let mut items = dirs;
-        items.extend(moved);
-        if items.is_empty() {
+        // The parts as they were moved, not gathered into one list (100,000
+        // entries copied are milliseconds the end waits for).
+        let items = || dirs.iter().chain(moved.iter().flatten());
+        if items().next().is_none() {
             return Err(ArchiveError::BadEntry { path: self.src.into(), why: "nothing under it on the mirror".into() });
         }
         // A walk never puts an entry below a file or a symlink; a mirror
         // that did is named (what was written stayed inside DEST).
-        check_nesting(&items)?;
-        self.finish_dirs(&items)?;
-        let files = items.iter().filter(|it| it.entry.kind == Kind::File);
+        check_nesting(items())?;
+        self.finish_dirs(dirs.iter())?;
+        let files = items().filter(|it| it.entry.kind == Kind::File);
         let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
         let seconds = self.started.elapsed().as_secs_f64();
         // The list overlaps the rest: `finish` is what came after both.
@@ -454,8 +455,8 @@ impl Run<'_> {
             src: self.src.to_string(),
             dest: spec.dest.display().to_string(),
             files,
-            dirs: items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64,
-            links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,
+            dirs: dirs.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64,
+            links: items().filter(|it| it.entry.kind == Kind::Link).count() as u64,
             bytes,
             skipped_files: 0,
             skipped_bytes: 0,
@@ -627,9 +628,9 @@ impl Run<'_> {
     /// mtime. In a fresh destination, one nothing was written into is made
     /// now (which changes only its parent, one level up). Each level on two
     /// threads.
-    fn finish_dirs(&self, items: &[Item]) -> Result<(), ArchiveError> {
+    fn finish_dirs<'a>(&self, items: impl Iterator<Item = &'a Item>) -> Result<(), ArchiveError> {
         let mut dirs: Vec<(usize, &Item)> =
-            items.iter().filter(|it| it.entry.kind == Kind::Dir).map(|it| (it.rel.components().count(), it)).collect();
+            items.filter(|it| it.entry.kind == Kind::Dir).map(|it| (it.rel.components().count(), it)).collect();
         dirs.sort_unstable_by_key(|&(depth, _)| std::cmp::Reverse(depth));
         let finish = |part: &[(usize, &Item)]| -> Result<(), ArchiveError> {
             for (_, it) in part {
