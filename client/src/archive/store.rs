@@ -407,6 +407,15 @@ mod tests {
         Item { entry, rel: PathBuf::from(path) }
     }
 
+    /// The two `items` hold their bytes of "abcde" and are finished.
+    fn assert_written(dir: &Path, items: &[Item]) {
+        for (it, want) in items.iter().zip([&b"abc"[..], b"de"]) {
+            let p = dir.join(&it.rel);
+            assert_eq!(std::fs::read(&p).unwrap(), want);
+            assert!(is_done(&p, &it.entry), "{p:?} not finished");
+        }
+    }
+
     #[test]
     fn whole_files_are_finished_as_written_and_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -415,11 +424,7 @@ mod tests {
         let store = TreeStore::new(&refs, dir.path(), true, 0o022).unwrap();
         store.create().unwrap();
         store.write_all_at(b"abcde", 0).unwrap();
-        for (it, want) in items.iter().zip([&b"abc"[..], b"de"]) {
-            let p = dir.path().join(&it.rel);
-            assert_eq!(std::fs::read(&p).unwrap(), want);
-            assert!(is_done(&p, &it.entry), "{p:?} not finished");
-        }
+        assert_written(dir.path(), &items);
         assert!(store.is_finished(0) && store.is_finished(1));
         // The same bytes again (a pair's overlap): dropped, mtime kept.
         store.write_all_at(b"abcde", 0).unwrap();
@@ -438,11 +443,7 @@ mod tests {
             assert_eq!((m.len(), m.mode() & 0o777), (0, it.entry.perm | 0o200), "{:?}", it.rel);
         }
         store.write_all_at(b"abcde", 0).unwrap();
-        for (it, want) in items.iter().zip([&b"abc"[..], b"de"]) {
-            let p = dir.path().join(&it.rel);
-            assert_eq!(std::fs::read(&p).unwrap(), want);
-            assert!(is_done(&p, &it.entry), "{p:?} not finished");
-        }
+        assert_written(dir.path(), &items);
         // Created ahead after its write (the part started moving first):
         // left as written.
         store.create_ahead(&AtomicBool::new(false)).unwrap();
