@@ -639,6 +639,25 @@ impl Scheduler {
                 .map(|(&sid, _)| sid);
             let Some(sid) = target else { return };
             let seg = self.segments[&sid].clone();
+            // A helper pays only if its share (a grant at least) arrives
+            // before the segment's own edges would have delivered the whole
+            // gap: at the end, a slow producer given the last blocks is
+            // what the transfer waits for.
+            let edges = [seg.left, seg.right].into_iter().flatten();
+            let pair: f64 = edges.map(|id| self.rate(self.streams[&id].producer).unwrap_or(0.0)).sum();
+            if pair > 0.0 {
+                let gap = seg.hi.saturating_sub(seg.lo) as f64;
+                cands.retain(|&p| match self.rate(p) {
+                    Some(r) if r > 0.0 => {
+                        let share = (gap * r / (r + pair)).max(self.cfg.min_window as f64);
+                        share / r + self.producers[p].rtt.unwrap_or_default().as_secs_f64() < gap / pair
+                    }
+                    _ => true,
+                });
+                if cands.is_empty() {
+                    return;
+                }
+            }
             // Faster candidates first (by contribution), ties by id.
             cands.sort_by_key(|&p| (std::cmp::Reverse(self.producers[p].contributed), p));
             match (seg.left, seg.right) {
