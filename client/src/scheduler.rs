@@ -47,6 +47,15 @@ pub type StreamId = u32;
 pub struct Config {
     /// Blocks a stream is granted before its rate is known.
     pub initial_window: u64,
+    /// Blocks per second a producer is assumed to move until its rate is
+    /// measured, once its round trip is known (`on_round_trip`, or its first
+    /// blocks): its grants then cover two round trips of it, up to
+    /// `max_unmeasured_window`, so a long path is not left idle between
+    /// grants. Zero: no assumption, `initial_window` only.
+    pub first_rate: f64,
+    /// The most a producer whose rate is not measured yet is granted from
+    /// `first_rate`: work no other producer may take over.
+    pub max_unmeasured_window: u64,
     /// Smallest grant worth a message once rates are known.
     pub min_window: u64,
     /// Grants run this far ahead of the data, beyond two round trips.
@@ -60,6 +69,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             initial_window: 64,
+            first_rate: 0.0,
+            max_unmeasured_window: 64,
             min_window: 4,
             lookahead: Duration::from_millis(60),
             min_help: Duration::from_millis(20),
@@ -349,6 +360,15 @@ impl Scheduler {
         self.producers.len() - 1
     }
 
+    /// `producer`'s round trip was measured outside the transfer (its
+    /// connection's greeting): grants made before its rate is known can
+    /// cover it (see `Config::first_rate`).
+    pub fn on_round_trip(&mut self, producer: ProducerId, rtt: Duration, now: Instant) {
+        let p = &mut self.producers[producer];
+        p.rtt = Some(p.rtt.map_or(rtt, |r| r.min(rtt)));
+        self.rebalance(now);
+    }
+
     /// `producer` is gone (connection lost, timed out, misbehaved).
     pub fn on_failed(&mut self, producer: ProducerId, now: Instant) {
         if self.producers[producer].failed {
@@ -480,7 +500,11 @@ impl Scheduler {
     fn want(&self, p: ProducerId) -> u64 {
         let pr = &self.producers[p];
         match pr.rate.estimate {
-            None => pr.window,
+            None => {
+                let rtt = pr.rtt.unwrap_or_default().as_secs_f64();
+                let assumed = ((self.cfg.first_rate * 2.0 * rtt).ceil() as u64).min(self.cfg.max_unmeasured_window);
+                pr.window.max(assumed)
+            }
             Some(r) => {
                 let ahead = 2.0 * pr.rtt.unwrap_or_default().as_secs_f64() + self.cfg.lookahead.as_secs_f64();
                 ((r * ahead).ceil() as u64).max(self.cfg.min_window).max(pr.floor)

@@ -190,9 +190,15 @@ pub struct TransferReport {
     pub warnings: Vec<String>,
 }
 
+/// A greeted connection to a producer, and the round trip its greeting took.
+pub(crate) struct Conn {
+    pub sock: TcpStream,
+    pub rtt: Duration,
+}
+
 /// What a probe learns: the mirror's version of the file and, when asked
 /// for, its chunk manifest.
-pub(crate) type Probed = (TcpStream, Option<Version>, Option<Manifest>);
+pub(crate) type Probed = (Conn, Option<Version>, Option<Manifest>);
 
 /// Connects and greets a producer; with `stat` (path, and whether the chunk
 /// manifest should follow), asks for that file's size and digests in the
@@ -218,8 +224,10 @@ pub(crate) async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Op
             stat_req(&mut out);
         }
         sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+        let sent = Instant::now();
         let mut buf = BytesMut::with_capacity(256);
         let mut reply = read_reply(&mut sock, &mut buf).await?;
+        let rtt = sent.elapsed();
         if let Some(token) = token {
             out.clear();
             if let Reply::Challenge { nonce } = reply {
@@ -241,12 +249,12 @@ pub(crate) async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Op
             }
             other => return Err(unexpected(other)),
         }
-        Ok(buf)
+        Ok((buf, rtt))
     };
-    let mut buf =
+    let (mut buf, rtt) =
         tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.map_err(|_| "no reply (timed out)".to_string())??;
     let Some((_, with_manifest)) = stat else {
-        return Ok((sock, None, None));
+        return Ok((Conn { sock, rtt }, None, None));
     };
     let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
         Err(_) => return Err("no answer to stat (timed out)".into()),
@@ -260,7 +268,7 @@ pub(crate) async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Op
     } else {
         None
     };
-    Ok((sock, Some(version), manifest))
+    Ok((Conn { sock, rtt }, Some(version), manifest))
 }
 
 /// A TCP connection along `route`: from its local address if it has one
@@ -305,15 +313,15 @@ async fn probe(
     stat: Option<(String, bool)>,
     token: Option<Arc<[u8]>>,
     sealed_size: Option<u64>,
-) -> Result<(MirrorInfo, TcpStream), String> {
+) -> Result<(MirrorInfo, Conn), String> {
     let ask = stat.as_ref().map(|(p, m)| (p.as_str(), *m));
-    let (sock, version, manifest) = connect(&route, ask, token.as_deref()).await?;
+    let (conn, version, manifest) = connect(&route, ask, token.as_deref()).await?;
     let version = match (version, sealed_size) {
         (Some(v), _) => v,
         (None, Some(size)) => Version::sealed(size),
         (None, None) => unreachable!("a probe without stat is for a sealed bundle"),
     };
-    Ok((MirrorInfo { route, version, manifest }, sock))
+    Ok((MirrorInfo { route, version, manifest }, conn))
 }
 
 /// Slot to coordinator.
@@ -341,7 +349,7 @@ enum Event {
     /// A connection to a mirror joining the transfer, or why not.
     Joined {
         route: Route,
-        sock: Result<TcpStream, String>,
+        conn: Result<Conn, String>,
     },
 }
 
@@ -539,6 +547,12 @@ async fn take_frames(
 /// mirror's time that the end of a 134 MB transfer waited for.
 const INITIAL_GRANT: u64 = 4 << 20;
 
+/// Bytes per second a producer is assumed to move until measured (1 Gbit/s),
+/// for sizing first grants over long round trips: at 200 ms, two round
+/// trips of a 40 MB/s link are 16 MB, and 4 MiB grants left such a link
+/// idle for most of its first round trips (0.950 -> 0.927 of the ideal).
+const FIRST_RATE: f64 = 125e6;
+
 /// The temporary name the data is written under until it is complete.
 pub fn part_path(output: &Path) -> PathBuf {
     let mut name = output.file_name().map(|n| n.to_os_string()).unwrap_or_default();
@@ -653,14 +667,14 @@ pub async fn get_joining(
     // on the last route when the count is odd. The probe's connection
     // becomes the slot's: no second handshake.
     let mut mirror_names: Vec<String> = vec![];
-    let mut slots: Vec<(usize, Route, TcpStream)> = vec![];
-    for (m, sock) in usable {
+    let mut slots: Vec<(usize, Route, Conn)> = vec![];
+    for (m, conn) in usable {
         let name = m.route.endpoint.to_string();
         let owner = mirror_names.iter().position(|n| *n == name).unwrap_or_else(|| {
             mirror_names.push(name);
             mirror_names.len() - 1
         });
-        slots.push((owner, m.route, sock));
+        slots.push((owner, m.route, conn));
     }
     if slots.len() % 2 == 1 {
         let (owner, route, _) = slots.last().expect("not empty");
@@ -807,14 +821,14 @@ pub async fn get_joining(
 async fn fetch_manifest(
     path: &str,
     version: &Version,
-    usable: &mut Vec<(MirrorInfo, TcpStream)>,
+    usable: &mut Vec<(MirrorInfo, Conn)>,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<Manifest, TransferError> {
     let mut failures = vec![];
     while !usable.is_empty() {
-        let (m, sock) = &mut usable[0];
-        let fetch = manifest::fetch(sock, path, version.size, &version.digest);
+        let (m, conn) = &mut usable[0];
+        let fetch = manifest::fetch(&mut conn.sock, path, version.size, &version.digest);
         match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or_else(|_| Err("timed out".into())) {
             Ok(manifest) => return Ok(manifest),
             Err(e) => {
@@ -836,7 +850,7 @@ struct Plan {
     check: Check,
     file: Arc<dyn Store>,
     /// (mirror index, route, greeted connection) per producer slot.
-    slots: Vec<(usize, Route, TcpStream)>,
+    slots: Vec<(usize, Route, Conn)>,
     mirrors: Vec<String>,
     /// A journal from an interrupted run supplied `completed`.
     resumed: bool,
@@ -1021,10 +1035,12 @@ async fn run_transfer(
     let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
     let routes: Vec<String> = slots.iter().map(|(_, r, _)| r.to_string()).collect();
     let mut cmds = vec![];
-    for (slot, (_, _, sock)) in slots.into_iter().enumerate() {
+    let mut rtts = vec![];
+    for (slot, (_, _, conn)) in slots.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         cmds.push(Some(tx));
-        tasks.spawn(run_slot(slot, sock, ctx.clone(), rx, ev_tx.clone()));
+        rtts.push(conn.rtt);
+        tasks.spawn(run_slot(slot, conn.sock, ctx.clone(), rx, ev_tx.clone()));
     }
     // Kept while mirrors may still join (and by their connecting tasks):
     // the events end only once every slot has ended and none can join.
@@ -1035,15 +1051,22 @@ async fn run_transfer(
     let now = Instant::now();
     // A grant before the rate is known is work no other producer may take:
     // bounded in bytes, it is a few round trips of a fast link and little of
-    // a slow one's time, whatever the block size.
+    // a slow one's time, whatever the block size. Over a long round trip
+    // (measured by the greeting) it covers two of them at `FIRST_RATE`, up
+    // to the configured window, so the path does not idle between grants.
     let mut cfg = spec.scheduler.clone();
-    cfg.initial_window =
-        (INITIAL_GRANT / u64::from(block_size)).clamp(cfg.min_window, cfg.initial_window.max(cfg.min_window));
-    let sched = if resumed {
+    let most = cfg.initial_window.max(cfg.min_window);
+    cfg.initial_window = (INITIAL_GRANT / bs).clamp(cfg.min_window, most);
+    cfg.max_unmeasured_window = most;
+    cfg.first_rate = FIRST_RATE / bs as f64;
+    let mut sched = if resumed {
         Scheduler::resume(&completed.missing(), owner.len(), cfg, now)
     } else {
         Scheduler::new(0..blocks, owner.len(), cfg, now)
     };
+    for (p, rtt) in rtts.into_iter().enumerate() {
+        sched.on_round_trip(p, rtt, now);
+    }
     if let Some(h) = hasher {
         h.advance((completed.prefix() * bs).min(size));
     }
@@ -1092,8 +1115,8 @@ async fn run_transfer(
                             let (tx, token) = (tx.clone(), spec.token.clone());
                             connecting += 1;
                             tokio::spawn(async move {
-                                let sock = connect(&route, None, token.as_deref()).await.map(|(s, ..)| s);
-                                let _ = tx.send(Event::Joined { route, sock }).await;
+                                let conn = connect(&route, None, token.as_deref()).await.map(|(c, ..)| c);
+                                let _ = tx.send(Event::Joined { route, conn }).await;
                             });
                         }
                     }
@@ -1126,16 +1149,17 @@ async fn run_transfer(
         };
         let now = Instant::now();
         let ev = match ev {
-            Event::Joined { route, sock } => {
+            Event::Joined { route, conn } => {
                 connecting -= 1;
                 let tx = join_tx.clone().expect("kept while a connection is under way");
                 if !join_open && connecting == 0 {
                     join_tx = None;
                 }
-                match sock {
-                    Ok(sock) => {
+                match conn {
+                    Ok(conn) => {
                         let (slot, rx) = c.join(&route, now, progress);
-                        tasks.spawn(run_slot(slot, sock, ctx.clone(), rx, tx));
+                        c.sched.on_round_trip(slot, conn.rtt, now);
+                        tasks.spawn(run_slot(slot, conn.sock, ctx.clone(), rx, tx));
                     }
                     Err(why) => {
                         let w = format!("skipping {route}: {why}");

@@ -51,7 +51,7 @@ pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<Vec<Entry>, Archive
 
 pub(super) async fn greet(ep: &Endpoint, token: Option<&[u8]>) -> Result<tokio::net::TcpStream, String> {
     let route = Route { endpoint: ep.clone(), local: None };
-    Ok(transfer::connect(&route, None, token).await?.0)
+    Ok(transfer::connect(&route, None, token).await?.0.sock)
 }
 
 /// Asks one mirror to walk `src`.

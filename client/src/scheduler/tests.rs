@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use std::collections::BTreeSet;
 
 fn tight() -> Config {
-    Config { initial_window: 2, min_window: 2, lookahead: Duration::ZERO, min_help: Duration::ZERO }
+    Config { initial_window: 2, min_window: 2, lookahead: Duration::ZERO, min_help: Duration::ZERO, ..Config::default() }
 }
 
 struct HStream {
@@ -209,6 +209,41 @@ fn empty_file_needs_nothing() {
     let h = Harness::new(0..0, 4, Config::default());
     assert!(h.s.is_done());
     assert!(h.log.is_empty());
+}
+
+/// Blocks each producer has been granted so far (its streams' claims).
+fn granted(log: &[Action], producers: usize) -> Vec<u64> {
+    let mut bounds: BTreeMap<StreamId, (ProducerId, u64, u64)> = BTreeMap::new();
+    for a in log {
+        match *a {
+            Action::Start { producer, stream, first, last, .. } => {
+                bounds.insert(stream, (producer, first, last));
+            }
+            Action::Extend { stream, last, .. } => bounds.get_mut(&stream).expect("started").2 = last,
+            Action::End { .. } => {}
+        }
+    }
+    let mut per = vec![0; producers];
+    for (p, first, last) in bounds.into_values() {
+        per[p] += first.abs_diff(last) + 1;
+    }
+    per
+}
+
+#[test]
+fn first_grants_cover_two_round_trips_at_the_assumed_rate() {
+    let cfg = Config { initial_window: 4, first_rate: 100.0, max_unmeasured_window: 64, ..tight() };
+    let mut h = Harness::new(0..10_000, 4, cfg);
+    assert_eq!(granted(&h.log, 4), [4, 4, 4, 4], "no round trip known: the initial window");
+    h.s.on_round_trip(0, Duration::from_millis(200), h.now);
+    h.s.on_round_trip(1, Duration::from_millis(1), h.now);
+    h.s.on_round_trip(2, Duration::from_secs(2), h.now);
+    h.pump();
+    // 100 blocks/s for 2 x 200 ms; 1 ms is less than the initial window;
+    // 2 s would be 400, capped.
+    assert_eq!(granted(&h.log, 4), [40, 4, 64, 4]);
+    h.run_round_robin();
+    h.assert_each_block_once();
 }
 
 #[test]
