@@ -196,6 +196,56 @@ fn a_large_tree_moves_in_parts_while_the_mirror_walks() {
     assert_eq!((j["skipped_files"].as_u64(), j["parts"].as_u64()), (Some(20_000), Some(0)), "{j}");
 }
 
+#[test]
+fn directories_finished_while_the_last_part_moves_keep_their_modes_and_mtimes() {
+    let f = Fixture::new();
+    let proj = f.root().join("proj");
+    // The root's entries come first in the walk, and the mover cuts a
+    // part from the first it gets: a 3 MB file there makes that part take
+    // ~1 s from two 1.5 MB/s mirrors, and the last part (the rest of the
+    // 6,000 files) is created ahead meanwhile.
+    std::fs::create_dir_all(&proj).unwrap();
+    random_file(&proj.join("big.bin"), 3_000_000, 1);
+    for d in 0..60u64 {
+        let dir = proj.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..100u64 {
+            random_file(&dir.join(format!("f{i:03}")), (i * 13 % 300) as usize, d * 1000 + i);
+        }
+    }
+    // Directories the last part still changes (a symlink made into them,
+    // one its owner cannot write) and empty ones, nested.
+    std::os::unix::fs::symlink("f001", proj.join("d07/link")).unwrap();
+    std::fs::create_dir_all(proj.join("d09/sub/only-a-link")).unwrap();
+    std::os::unix::fs::symlink("../../f002", proj.join("d09/sub/only-a-link/l")).unwrap();
+    std::fs::create_dir_all(proj.join("empty/deeper/deepest")).unwrap();
+    std::fs::set_permissions(proj.join("d11"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::fs::set_permissions(proj.join("d12"), std::fs::Permissions::from_mode(0o711)).unwrap();
+    for (dir, date) in
+        [("d05", "2003-01-01 00:00:01.5"), ("d07", "2004-01-01"), ("d11", "2005-01-01"), ("empty", "2006-01-01")]
+    {
+        let t = Command::new("touch").arg("-d").arg(date).arg(proj.join(dir)).status();
+        assert!(t.unwrap().success());
+    }
+    let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
+    let dest = f.out("copy");
+    let m = mirrors_arg(&[&m1, &m2]);
+    let d = dest.to_str().unwrap();
+    let args = ["archive", "proj", "--mirrors", &m, "--dest", d, "--json", "-q", "--part-bytes", "1"];
+    let j = json(&ddftp(&args, 0));
+    assert!(j["parts"].as_u64().unwrap() >= 2, "{j}");
+    assert_eq!(j["dirs"], 66, "{j}");
+    // Never DEST (the journal is there) nor d11 (its owner cannot write
+    // in it); d07 and d09/sub/only-a-link when their symlink is in the
+    // last part; all the others.
+    let early = j["dirs_finished_early"].as_u64().unwrap();
+    assert!((62..=64).contains(&early), "{j}");
+    assert_same(&proj, &dest);
+    for root in [&proj, &dest] {
+        std::fs::set_permissions(root.join("d11"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
 /// The source under the fixture's root, and a copy of it under another
 /// root `name` (for a second mirror).
 fn source_and_copy(f: &Fixture, name: &str) -> (PathBuf, PathBuf) {

@@ -22,6 +22,7 @@
 //! type, size, mode and mtime to the nanosecond, as rsync's quick check) and
 //! an interrupted run resumes its range block by block from the journal.
 
+mod dirs;
 mod listing;
 mod mirrors;
 mod parts;
@@ -29,7 +30,7 @@ mod store;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,6 +40,7 @@ use crate::journal::journal_path;
 use crate::store::Store;
 use crate::transfer::{self, GetSpec, Progress, TransferError, TransferReport};
 
+use dirs::{still_changing, Dirs};
 use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
 use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
 use parts::Parts;
@@ -95,6 +97,9 @@ pub struct ArchiveReport {
     /// Regular files in the list, moved or skipped.
     pub files: u64,
     pub dirs: u64,
+    /// Directories finished while the last part moved (every entry in
+    /// them made by then); the others were finished at the end.
+    pub dirs_finished_early: u64,
     pub links: u64,
     /// Bytes of regular files moved in this run.
     pub bytes: u64,
@@ -201,7 +206,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
             run.move_part(&chosen.todo, ready, defs, progress, &mut phases).await?
         }
     };
-    run.finish_dirs(items.iter())?;
+    run.dirs().finish(items.iter())?;
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
     let Chosen { files, links, skipped_files, skipped_bytes, bytes, .. } = chosen;
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
@@ -212,6 +217,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         dest: spec.dest.display().to_string(),
         files,
         dirs,
+        dirs_finished_early: 0,
         links,
         bytes,
         skipped_files,
@@ -252,6 +258,9 @@ struct Part {
     readying: f64,
     /// Its files being created while the part before it moves.
     ahead: Option<Ahead>,
+    /// The last part: every directory of the walk (finished while it
+    /// moves, if its files were all created ahead).
+    dirs: Option<Vec<Item>>,
 }
 
 /// A part's files and directories created ahead of their bytes, on a
@@ -261,7 +270,7 @@ struct Part {
 /// starts moving (a file not created yet is created by its write).
 struct Ahead {
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<bool>,
 }
 
 impl Ahead {
@@ -269,13 +278,14 @@ impl Ahead {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         // An error here (a full disk, say) is met again, and told, by the write.
-        let task = tokio::task::spawn_blocking(move || drop(store.create_ahead(&flag)));
+        let task = tokio::task::spawn_blocking(move || store.create_ahead(&flag).unwrap_or(false));
         Ahead { stop, task }
     }
 
-    async fn stop(mut self) {
+    /// Whether every file of the part was created before it stopped.
+    async fn stop(mut self) -> bool {
         self.stop.store(true, Ordering::Release);
-        let _ = (&mut self.task).await;
+        (&mut self.task).await.unwrap_or(false)
     }
 }
 
@@ -285,6 +295,10 @@ impl Drop for Ahead {
         self.stop.store(true, Ordering::Release);
     }
 }
+
+/// Directories being finished while the last part moves: gives them
+/// back, and the indexes of those left for the end.
+type FinishingEarly = tokio::task::JoinHandle<(Vec<Item>, Result<Vec<usize>, ArchiveError>)>;
 
 /// A range's files made ready to move: the store they are written
 /// through, and their list, kept beside the journal while the range moves
@@ -340,9 +354,10 @@ impl Run<'_> {
         make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
         let (walk_tx, mut walk_rx) = tokio::sync::mpsc::channel(16);
         let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Part>(1);
-        // While a part moves, the next waits for the walk's end (then it
-        // is registered while that part moves): fewer, larger parts.
-        let idle = &AtomicBool::new(true);
+        // Parts cut and not moved yet. While a part moves (or waits to),
+        // the next waits for the walk's end (then it is registered, and its
+        // files created, while that part moves): fewer, larger parts.
+        let busy = &AtomicUsize::new(0);
         // A mirror's walk failed after some of its list came.
         let broke = &AtomicBool::new(false);
         let mut phases = Phases::default();
@@ -381,8 +396,9 @@ impl Run<'_> {
                     }
                 }
                 let worth = bytes >= spec.part_bytes || pending.len() >= PART_FILES;
-                if worth && idle.load(Ordering::Acquire) && part_tx.capacity() > 0 {
-                    self.cut(&mut pending, &part_tx, false).await?;
+                if worth && busy.load(Ordering::Acquire) == 0 {
+                    busy.fetch_add(1, Ordering::AcqRel);
+                    self.cut(&mut pending, &part_tx, false, None).await?;
                     bytes = 0;
                 }
             }
@@ -392,35 +408,52 @@ impl Run<'_> {
             let (walked, split) = tokio::join!(walk, split);
             let (dirs, mut pending, part_tx, warnings) = walked.and(split)?;
             phases.list = self.started.elapsed().as_secs_f64();
-            if !pending.is_empty() {
-                self.cut(&mut pending, &part_tx, !idle.load(Ordering::Acquire)).await?;
+            if pending.is_empty() {
+                return Ok::<_, ArchiveError>((Some(dirs), warnings));
             }
-            Ok::<_, ArchiveError>((dirs, warnings))
+            let ahead = busy.fetch_add(1, Ordering::AcqRel) > 0;
+            self.cut(&mut pending, &part_tx, ahead, Some(dirs)).await?;
+            Ok((None, warnings))
         };
         let mut whole = Parts::new(progress);
         let mover = async {
             let mut moved: Vec<Vec<Item>> = vec![];
             let (mut transfer, mut parts) = (None, 0);
             let mut spent = Phases::default();
+            // The walk's directories, and those not finished early.
+            let mut last = None;
             while let Some(part) = part_rx.recv().await {
-                idle.store(false, Ordering::Release);
                 let todo: Vec<&Item> = part.items.iter().collect();
                 spent.prepare += part.readying;
-                if let Some(ahead) = part.ahead {
-                    ahead.stop().await;
+                let created = match part.ahead {
+                    Some(ahead) => ahead.stop().await,
+                    None => false,
+                };
+                let early = match part.dirs {
+                    Some(dirs) if created => Some(self.finish_early(dirs, &part.items)),
+                    Some(dirs) => {
+                        last = Some((dirs, None));
+                        None
+                    }
+                    None => None,
+                };
+                let r = self.move_part(&todo, part.ready, part.defs, &mut whole, &mut spent).await;
+                if let Some(early) = early {
+                    let (dirs, done) = early.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+                    last = Some((dirs, Some(done?)));
                 }
-                let r = self.move_part(&todo, part.ready, part.defs, &mut whole, &mut spent).await?;
+                let r = r?;
                 parts += u64::from(r.is_some());
                 transfer = merge_reports(transfer, r);
                 drop(todo);
                 moved.push(part.items);
-                idle.store(true, Ordering::Release);
+                busy.fetch_sub(1, Ordering::AcqRel);
             }
-            Ok::<_, ArchiveError>((moved, transfer, parts, spent))
+            Ok::<_, ArchiveError>((moved, transfer, parts, spent, last))
         };
         let joined = tokio::try_join!(listing, mover);
         progress.finish();
-        let ((dirs, warnings), (moved, transfer, parts, spent)) = match joined {
+        let ((listed, warnings), (moved, transfer, parts, spent, last)) = match joined {
             Err(ArchiveError::Walk { failures, .. }) if broke.load(Ordering::Acquire) && spec.get.mirrors.len() > 1 => {
                 let why = failures.iter().map(|f| f.trim()).collect::<Vec<_>>().join("; ");
                 progress.warn(&format!(
@@ -434,6 +467,11 @@ impl Run<'_> {
         for w in &warnings {
             progress.warn(w);
         }
+        let (dirs, finished) = match (listed, last) {
+            (Some(dirs), _) => (dirs, None),
+            (None, Some(last)) => last,
+            (None, None) => unreachable!("the walk's directories went with its last part"),
+        };
         // The parts as they were moved, not gathered into one list (100,000
         // entries copied are milliseconds the end waits for).
         let items = || dirs.iter().chain(moved.iter().flatten());
@@ -443,7 +481,16 @@ impl Run<'_> {
         // A walk never puts an entry below a file or a symlink; a mirror
         // that did is named (what was written stayed inside DEST).
         check_nesting(items())?;
-        self.finish_dirs(dirs.iter())?;
+        let dirs_finished_early = match finished {
+            Some(later) => {
+                self.dirs().finish(later.iter().map(|&i| &dirs[i]))?;
+                (dirs.len() - later.len()) as u64
+            }
+            None => {
+                self.dirs().finish(dirs.iter())?;
+                0
+            }
+        };
         let files = items().filter(|it| it.entry.kind == Kind::File);
         let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
         let seconds = self.started.elapsed().as_secs_f64();
@@ -456,6 +503,7 @@ impl Run<'_> {
             dest: spec.dest.display().to_string(),
             files,
             dirs: dirs.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64,
+            dirs_finished_early,
             links: items().filter(|it| it.entry.kind == Kind::Link).count() as u64,
             bytes,
             skipped_files: 0,
@@ -477,6 +525,7 @@ impl Run<'_> {
         pending: &mut Vec<Item>,
         parts: &tokio::sync::mpsc::Sender<Part>,
         ahead: bool,
+        dirs: Option<Vec<Item>>,
     ) -> Result<(), ArchiveError> {
         // Tens of milliseconds of work for a large part, each on a thread of
         // its own: the runtime's threads meanwhile take in the part moving.
@@ -498,7 +547,7 @@ impl Run<'_> {
         let ready = ready?;
         // The mover is gone only when it failed: its error is the one told.
         let ahead = ahead.then(|| Ahead::start(ready.store.clone()));
-        let _ = parts.send(Part { items, ready, defs, readying, ahead }).await;
+        let _ = parts.send(Part { items, ready, defs, readying, ahead, dirs }).await;
         Ok(())
     }
 
@@ -624,36 +673,22 @@ impl Run<'_> {
         Ok(report)
     }
 
-    /// Directories last, deepest first: writing inside one changes its
-    /// mtime. In a fresh destination, one nothing was written into is made
-    /// now (which changes only its parent, one level up). Each level on two
-    /// threads.
-    fn finish_dirs<'a>(&self, items: impl Iterator<Item = &'a Item>) -> Result<(), ArchiveError> {
-        let mut dirs: Vec<(usize, &Item)> =
-            items.filter(|it| it.entry.kind == Kind::Dir).map(|it| (it.rel.components().count(), it)).collect();
-        dirs.sort_unstable_by_key(|&(depth, _)| std::cmp::Reverse(depth));
-        let finish = |part: &[(usize, &Item)]| -> Result<(), ArchiveError> {
-            for (_, it) in part {
-                let p = self.spec.dest.join(&it.rel);
-                let made = match finish_entry(&p, &it.entry, self.fresh, self.umask) {
-                    Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {
-                        make_dir_all(&p).map_err(local(&p))?;
-                        finish_entry(&p, &it.entry, self.fresh, self.umask)
-                    }
-                    r => r,
-                };
-                made.map_err(local(&p))?;
-            }
-            Ok(())
-        };
-        for level in dirs.chunk_by(|a, b| a.0 == b.0) {
-            let (a, b) = level.split_at(level.len() / 2);
-            std::thread::scope(|sc| {
-                let other = sc.spawn(|| finish(b));
-                finish(a).and(other.join().expect("finishing thread panicked"))
-            })?;
-        }
-        Ok(())
+    fn dirs(&self) -> Dirs<'_> {
+        Dirs { dest: &self.spec.dest, fresh: self.fresh, umask: self.umask }
+    }
+
+    /// The last part's files all exist (created ahead): `dirs` finished on
+    /// a thread while it moves, but those the part may still change
+    /// (`still_changing`). Gives `dirs` back, and the indexes of those left.
+    fn finish_early(&self, dirs: Vec<Item>, moving: &[Item]) -> FinishingEarly {
+        let later = still_changing(moving);
+        let (dest, fresh, umask) = (self.spec.dest.clone(), self.fresh, self.umask);
+        // Spawned now (a `blocking` future would start only when awaited).
+        tokio::task::spawn_blocking(move || {
+            let left = dirs.iter().enumerate().filter(|(_, d)| later(d)).map(|(i, _)| i).collect();
+            let done = Dirs { dest: &dest, fresh, umask }.finish_except(dirs.iter(), &later);
+            (dirs, done.map(|()| left))
+        })
     }
 }
 

@@ -203,20 +203,36 @@ impl TreeStore {
     }
 
     /// Creates the files of a fresh destination (empty, with the mode they
-    /// are written under) and their directories ahead of their bytes,
-    /// until `stop`. (Writes may come meanwhile: neither truncates.)
-    pub(super) fn create_ahead(&self, stop: &AtomicBool) -> io::Result<()> {
+    /// are written under) and their directories ahead of their bytes, on
+    /// two threads (the part moving meanwhile leaves the CPU idle), until
+    /// `stop`. (Writes may come meanwhile: neither truncates.) Whether it
+    /// created them all.
+    pub(super) fn create_ahead(&self, stop: &AtomicBool) -> io::Result<bool> {
+        if !self.fresh {
+            return Ok(false);
+        }
+        let (n, half) = (self.pieces.len(), self.pieces.len() / 2);
+        std::thread::scope(|sc| {
+            let other = sc.spawn(|| self.create_range(half..n, stop));
+            let first = self.create_range(0..half, stop);
+            let second = other.join().expect("creating thread panicked");
+            Ok(first? && second?)
+        })
+    }
+
+    fn create_range(&self, range: std::ops::Range<usize>, stop: &AtomicBool) -> io::Result<bool> {
         let mut at = None;
-        for (i, p) in self.pieces.iter().enumerate() {
-            if !self.fresh || stop.load(Ordering::Acquire) {
-                break;
+        for i in range {
+            if stop.load(Ordering::Acquire) {
+                return Ok(false);
             }
+            let p = &self.pieces[i];
             if !p.link && !self.is_finished(i) {
                 let dir = self.dir(p.dir, &mut at)?;
                 open_fd(dir.as_raw_fd(), &p.name, libc::O_WRONLY | libc::O_CREAT, p.mode)?;
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Makes way for the files: in a fresh destination only empty files

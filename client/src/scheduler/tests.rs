@@ -8,7 +8,13 @@ use proptest::prelude::*;
 use std::collections::BTreeSet;
 
 fn tight() -> Config {
-    Config { initial_window: 2, min_window: 2, lookahead: Duration::ZERO, min_help: Duration::ZERO, ..Config::default() }
+    Config {
+        initial_window: 2,
+        min_window: 2,
+        lookahead: Duration::ZERO,
+        min_help: Duration::ZERO,
+        ..Config::default()
+    }
 }
 
 struct HStream {
