@@ -135,6 +135,8 @@ struct Stream {
     segment: Option<usize>,
     /// When `Start` went to an idle producer: the first block measures RTT.
     rtt_probe: Option<Instant>,
+    /// `End` was sent: its producer stops, and says how far it got.
+    ending: bool,
 }
 
 impl Stream {
@@ -220,6 +222,7 @@ pub struct Scheduler {
     next_stream: StreamId,
     actions: VecDeque<Action>,
     stats: Stats,
+    started: Instant,
 }
 
 impl Scheduler {
@@ -237,6 +240,7 @@ impl Scheduler {
             next_stream: 1,
             actions: VecDeque::new(),
             stats: Stats::default(),
+            started: now,
             cfg,
         };
         let parts = producers.div_ceil(2) as u64;
@@ -451,7 +455,17 @@ impl Scheduler {
         let rtt_probe = idle.then_some(now);
         self.streams.insert(
             id,
-            Stream { producer, dir, next, remaining: 0, pending: true, delivered: 0, segment: Some(sid), rtt_probe },
+            Stream {
+                producer,
+                dir,
+                next,
+                remaining: 0,
+                pending: true,
+                delivered: 0,
+                segment: Some(sid),
+                rtt_probe,
+                ending: false,
+            },
         );
     }
 
@@ -496,6 +510,14 @@ impl Scheduler {
         self.producers[p].rate.estimate
     }
 
+    /// The measured rate, or for a producer that delivered only a burst too
+    /// short to measure, its average since the start (it is at least that fast).
+    fn speed(&self, p: ProducerId, now: Instant) -> Option<f64> {
+        let since = now.duration_since(self.started).as_secs_f64();
+        let contributed = self.producers[p].contributed;
+        self.rate(p).or_else(|| (contributed > 0 && since > 0.0).then(|| contributed as f64 / since))
+    }
+
     /// Blocks a stream of `p` should have claimed ahead of its data.
     fn want(&self, p: ProducerId) -> u64 {
         let pr = &self.producers[p];
@@ -524,6 +546,46 @@ impl Scheduler {
             self.grant(sid);
         }
         self.assign_helpers(now);
+        self.take_over(now);
+    }
+
+    /// A claim its producer is still delivering, with nothing left to hand
+    /// out around it, is ended if it holds more than twice the time grants
+    /// run ahead by and a free producer would bring what is left of it
+    /// (after `End` reaches its producer) much sooner: the rest goes back
+    /// to the gaps and the helpers take it. Such a claim was made before
+    /// the producer's rate was known (a first grant: many seconds of a slow
+    /// mirror's time), or before it slowed down, or is the smallest grant
+    /// of a slow one; the paper's grants never need this.
+    fn take_over(&mut self, now: Instant) {
+        let free = self.candidates();
+        let fastest =
+            free.iter().filter_map(|&c| self.speed(c, now).map(|r| (c, r))).max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((helper, fast)) = fastest else { return };
+        let rtt = |p: ProducerId| self.producers[p].rtt.unwrap_or_default().as_secs_f64();
+        let slowest = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.segment.is_none() && !s.ending && !s.pending && s.producer != helper)
+            .filter_map(|(&id, s)| {
+                let (p, slow) = (s.producer, self.rate(s.producer)?);
+                // What it still delivers alone (more than twice what grants
+                // run ahead by), against what comes back after `End` and is
+                // shared with the helper.
+                let alone = s.remaining as f64 / slow;
+                let ahead = 2.0 * rtt(p) + self.cfg.lookahead.as_secs_f64();
+                let back = s.remaining as f64 - slow * rtt(p);
+                let shared = rtt(p) + rtt(helper) + back / (slow + fast);
+                let worth = alone > 2.0 * ahead && alone > 2.0 * shared;
+                (worth && back >= 1.0).then_some((id, alone))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((id, _)) = slowest {
+            let s = self.streams.get_mut(&id).expect("live");
+            s.ending = true;
+            self.stats.ends += 1;
+            self.actions.push_back(Action::End { producer: s.producer, stream: id });
+        }
     }
 
     /// Tops up the claims on both edges of a segment, splitting the last of
@@ -668,10 +730,10 @@ impl Scheduler {
             // gap: at the end, a slow producer given the last blocks is
             // what the transfer waits for.
             let edges = [seg.left, seg.right].into_iter().flatten();
-            let pair: f64 = edges.map(|id| self.rate(self.streams[&id].producer).unwrap_or(0.0)).sum();
+            let pair: f64 = edges.map(|id| self.speed(self.streams[&id].producer, now).unwrap_or(0.0)).sum();
             if pair > 0.0 {
                 let gap = seg.hi.saturating_sub(seg.lo) as f64;
-                cands.retain(|&p| match self.rate(p) {
+                cands.retain(|&p| match self.speed(p, now) {
                     Some(r) if r > 0.0 => {
                         let share = (gap * r / (r + pair)).max(self.cfg.min_window as f64);
                         share / r + self.producers[p].rtt.unwrap_or_default().as_secs_f64() < gap / pair

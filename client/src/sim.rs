@@ -118,6 +118,9 @@ impl SimProducer {
                 if self.running.as_ref().is_some_and(|s| s.id == stream) {
                     let s = self.running.take().expect("checked");
                     self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.cursor.sent() }));
+                } else if let Some(i) = self.queued.iter().position(|s| s.id == stream) {
+                    self.queued.remove(i);
+                    self.outbox.push_back((now + delay, ToClient::Stopped { stream, sent: 0 }));
                 }
             }
         }

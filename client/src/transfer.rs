@@ -492,10 +492,12 @@ async fn take_frames(
                 if let Some(done) = run.take() {
                     let _ = events.send(Event::Blocks { slot, run: done }).await;
                 }
-                if expect.front().is_none_or(|e| e.stream != stream) {
-                    return Err(fail(format!("Stopped for stream {stream}, which is not running")));
+                // The running stream, or (after our End) one queued behind it.
+                match expect.iter().position(|e| e.stream == stream) {
+                    Some(0) => drop(expect.pop_front()),
+                    Some(i) if sent == 0 => drop(expect.remove(i)),
+                    _ => return Err(fail(format!("Stopped for stream {stream}, which is not running"))),
                 }
-                expect.pop_front();
                 let _ = events.send(Event::Stopped { slot, stream, sent }).await;
                 continue;
             }

@@ -47,6 +47,22 @@ fn one_to_five_mirrors_at_different_rates() {
 }
 
 #[test]
+fn a_crawling_mirrors_first_grant_is_taken_over() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f.bin"), 12 * 1024 * 1024, 4);
+    // The crawling mirror's first grant (4 MiB, before its rate is known)
+    // is 8 s of its time; the other is done with the rest long before.
+    let (fast, slow) = (Mirror::start(&f.root(), &[]), Mirror::with_rate(&f.root(), "500KB"));
+    let j = get_json(&f, "f.bin", &mirrors_arg(&[&fast, &slow]), "out.bin");
+    assert!(std::fs::read(f.out("out.bin")).unwrap() == data);
+    assert_eq!(j["duplicate_bytes"], 0);
+    // Its claim was ended, and the rest came from the fast mirror.
+    assert!(j["ends"].as_u64().unwrap() >= 1, "{j}");
+    let slow_bytes = j["producers"][1]["bytes"].as_u64().unwrap();
+    assert!(slow_bytes < 4 * 1024 * 1024, "{j}");
+}
+
+#[test]
 fn edge_sizes() {
     let f = Fixture::new();
     let sizes = [0, 1, BS - 1, BS, BS + 1, 5 * BS + 7];

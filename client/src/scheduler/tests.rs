@@ -482,3 +482,29 @@ fn slow_helpers_do_not_hold_up_the_end() {
     assert!(r.completed);
     assert!(r.efficiency > 0.79, "{r:?}");
 }
+
+#[test]
+fn a_slow_mirrors_first_grant_is_taken_over() {
+    // 100 and 5 blocks a second, 50 ms round trips: the slow mirror's first
+    // grant (64 blocks, made before any rate is known) is 12.8 s of its
+    // time; ended once the fast one is free, its rest moves there.
+    let mut spec = sim_spec(300, &[100.0, 5.0]);
+    spec.one_way_delay = 0.025;
+    let r = sim::run(&spec);
+    assert!(r.completed);
+    assert!(r.ends >= 1 && r.duplicate_blocks == 0, "{r:?}");
+    assert!(r.efficiency > 0.95, "{r:?}");
+}
+
+#[test]
+fn a_mirror_that_slows_down_to_a_crawl_is_taken_over() {
+    // The netbed mirrors, 20 ms round trips; at 2 s the fastest drops from
+    // 146 blocks a second to 1, holding a claim sized for 146.
+    let mut spec = sim_spec(512, &netbed_speeds());
+    spec.one_way_delay = 0.01;
+    spec.changes.push(SpeedChange { at: 2.0, server: 0, speed: 1.0 });
+    let r = sim::run(&spec);
+    assert!(r.completed);
+    assert!(r.ends >= 1 && r.duplicate_blocks == 0, "{r:?}");
+    assert!(r.efficiency > 0.95, "{r:?}");
+}
