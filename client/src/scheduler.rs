@@ -26,8 +26,12 @@
 //! claim it is finishing, so a reassignment costs no round trip. No help is
 //! sent to a segment that its own pair finishes within about one round trip.
 //!
-//! A failed producer's unfinished claims go back into the gaps; a segment
-//! with no producer left is helped first. A producer that joins a running
+//! A claim that turned out far too long for its producer (a first grant,
+//! made before its rate was known, or one whose producer slowed down) is
+//! ended when a free producer would bring its rest much sooner: `End`, and
+//! the `Stopped` reply says how far it got; the rest goes back into the
+//! gaps, as a failed producer's unfinished claims do. A segment with no
+//! producer left is helped first. A producer that joins a running
 //! transfer is free from the start, and helps like a free pair.
 
 use std::collections::{BTreeMap, VecDeque};
