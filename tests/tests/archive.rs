@@ -175,15 +175,10 @@ fn a_large_tree_moves_in_parts_while_the_mirror_walks() {
         }
     }
     let (m1, m2) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
-    let dest = f.out("copy");
-    let m = mirrors_arg(&[&m1, &m2]);
-    let d = dest.to_str().unwrap();
-    let args = ["archive", "proj", "--mirrors", &m, "--dest", d, "--json", "-q", "--part-bytes", "1"];
     // 20,000 files, handed over 4,096 at a time: the first part is cut
     // from the first of them (the mover is free), while the walk goes
     // on; the rest come in one or more parts after.
-    let j = json(&ddftp(&args, 0));
-    assert!(j["parts"].as_u64().unwrap() >= 2, "{j}");
+    let (dest, args, j) = archive_in_parts(&f, &[&m1, &m2]);
     assert_eq!(j["files"], 20_000);
     assert_eq!(j["dirs"], 101);
     // One report for all the parts: their bytes, each mirror's share.
@@ -192,8 +187,23 @@ fn a_large_tree_moves_in_parts_while_the_mirror_walks() {
     assert!((shares - 1.0).abs() < 1e-9, "{j}");
     assert_same(&proj, &dest);
     // Run again: nothing to move, every file found complete.
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let j = json(&ddftp(&args, 0));
     assert_eq!((j["skipped_files"].as_u64(), j["parts"].as_u64()), (Some(20_000), Some(0)), "{j}");
+}
+
+/// `ddftp archive proj` from `mirrors` into a new `copy`, a part cut
+/// whenever the mover is free; asserts it moved in parts. The copy, the
+/// arguments (to run again) and the report.
+fn archive_in_parts(f: &Fixture, mirrors: &[&Mirror]) -> (PathBuf, Vec<String>, serde_json::Value) {
+    let dest = f.out("copy");
+    let (m, d) = (mirrors_arg(mirrors), dest.to_str().unwrap().to_string());
+    let args: Vec<String> = ["archive", "proj", "--mirrors", &m, "--dest", &d, "--json", "-q", "--part-bytes", "1"]
+        .map(String::from)
+        .into();
+    let j = json(&ddftp(&args.iter().map(String::as_str).collect::<Vec<_>>(), 0));
+    assert!(j["parts"].as_u64().unwrap() >= 2, "{j}");
+    (dest, args, j)
 }
 
 #[test]
@@ -228,12 +238,7 @@ fn directories_finished_while_the_last_part_moves_keep_their_modes_and_mtimes() 
         assert!(t.unwrap().success());
     }
     let (m1, m2) = (Mirror::with_rate(&f.root(), "1500KB"), Mirror::with_rate(&f.root(), "1500KB"));
-    let dest = f.out("copy");
-    let m = mirrors_arg(&[&m1, &m2]);
-    let d = dest.to_str().unwrap();
-    let args = ["archive", "proj", "--mirrors", &m, "--dest", d, "--json", "-q", "--part-bytes", "1"];
-    let j = json(&ddftp(&args, 0));
-    assert!(j["parts"].as_u64().unwrap() >= 2, "{j}");
+    let (dest, _, j) = archive_in_parts(&f, &[&m1, &m2]);
     assert_eq!(j["dirs"], 66, "{j}");
     // Never DEST (the journal is there) nor d11 (its owner cannot write
     // in it); d07 and d09/sub/only-a-link when their symlink is in the
