@@ -448,24 +448,26 @@ fn netbed_speeds() -> Vec<f64> {
     [320.0, 240.0, 160.0, 80.0].iter().map(|m| m * 1e6 / 8.0 * 0.956 / 262_144.0).collect()
 }
 
+/// `blocks` from the netbed mirrors, `one_way_delay` seconds each way,
+/// with speed `changes`; the run must complete.
+fn netbed_run(blocks: u64, one_way_delay: f64, changes: Vec<SpeedChange>) -> sim::SimReport {
+    let spec = SimSpec { one_way_delay, changes, ..sim_spec(blocks, &netbed_speeds()) };
+    let r = sim::run(&spec);
+    assert!(r.completed, "{r:?}");
+    r
+}
+
 #[test]
 fn latency_costs_about_one_round_trip() {
     // 512 MiB over a 200 ms round trip: the target is 0.93 of the ideal.
-    let mut spec = sim_spec(2048, &netbed_speeds());
-    spec.one_way_delay = 0.1;
-    let r = sim::run(&spec);
-    assert!(r.completed);
+    let r = netbed_run(2048, 0.1, vec![]);
     assert!(r.efficiency > 0.95, "{r:?}");
 }
 
 #[test]
 fn netbed_dynamic_case() {
     // Mirror 1 drops to 40 mbit 2 s in.
-    let mut spec = sim_spec(2048, &netbed_speeds());
-    spec.changes.push(SpeedChange { at: 2.0, server: 0, speed: netbed_speeds()[0] / 8.0 });
-    spec.one_way_delay = 0.0005;
-    let r = sim::run(&spec);
-    assert!(r.completed);
+    let r = netbed_run(2048, 0.0005, vec![SpeedChange { at: 2.0, server: 0, speed: netbed_speeds()[0] / 8.0 }]);
     assert!(r.efficiency > 0.95, "{r:?}");
 }
 
@@ -476,10 +478,7 @@ fn netbed_dynamic_case() {
 /// grant: 1.84 s, 0.772 of the ideal).
 #[test]
 fn slow_helpers_do_not_hold_up_the_end() {
-    let mut spec = sim_spec(512, &netbed_speeds());
-    spec.one_way_delay = 0.01;
-    let r = sim::run(&spec);
-    assert!(r.completed);
+    let r = netbed_run(512, 0.01, vec![]);
     assert!(r.efficiency > 0.79, "{r:?}");
 }
 
@@ -500,11 +499,7 @@ fn a_slow_mirrors_first_grant_is_taken_over() {
 fn a_mirror_that_slows_down_to_a_crawl_is_taken_over() {
     // The netbed mirrors, 20 ms round trips; at 2 s the fastest drops from
     // 146 blocks a second to 1, holding a claim sized for 146.
-    let mut spec = sim_spec(512, &netbed_speeds());
-    spec.one_way_delay = 0.01;
-    spec.changes.push(SpeedChange { at: 2.0, server: 0, speed: 1.0 });
-    let r = sim::run(&spec);
-    assert!(r.completed);
+    let r = netbed_run(512, 0.01, vec![SpeedChange { at: 2.0, server: 0, speed: 1.0 }]);
     assert!(r.ends >= 1 && r.duplicate_blocks == 0, "{r:?}");
     assert!(r.efficiency > 0.95, "{r:?}");
 }
