@@ -57,6 +57,20 @@ impl Stat {
         }
     }
 
+    /// From what `fstatat` filled.
+    pub fn from_lstat(st: &libc::stat) -> Stat {
+        let t = |sec: i64, nsec: i64| Time { sec, nsec: nsec as u32 };
+        Stat {
+            mode: st.st_mode,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            atime: t(st.st_atime, st.st_atime_nsec),
+            mtime: t(st.st_mtime, st.st_mtime_nsec),
+            ctime: t(st.st_ctime, st.st_ctime_nsec),
+            size: st.st_size as u64,
+        }
+    }
+
     fn words(&self) -> [u64; FIELDS] {
         [
             self.mode as u64,

@@ -11,13 +11,14 @@
 //! 1 MiB batches, so output costs one write per thousands of entries and
 //! memory stays bounded (workers' queues hold directories, not entries).
 
+mod dir;
 pub mod drqs;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 
+use std::ffi::CStr;
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -25,7 +26,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::list::mfu::{self, Spool};
-use crate::list::{ddftp, Kind, Time};
+use crate::list::{ddftp, Kind};
 
 /// Where the records go.
 pub enum Output {
@@ -120,6 +121,8 @@ struct Local {
     buffered: u64,
     longest: usize,
     ids: mfu::Ids,
+    /// Where `getdents64` puts a directory's entries.
+    entries_buf: Vec<u8>,
 }
 
 /// How to walk: threads, how paths are shown, what to leave out.
@@ -153,7 +156,7 @@ const BATCH: usize = 1 << 20;
 const FIRST_BATCH: usize = 16 << 10;
 
 impl Sink {
-    fn record(&self, l: &mut Local, path: &[u8], md: &std::fs::Metadata) {
+    fn record(&self, l: &mut Local, path: &[u8], st: &mfu::Stat) {
         l.entries += 1;
         let shown;
         let path = match &self.label {
@@ -163,19 +166,18 @@ impl Sink {
             }
             None => path,
         };
-        let Some(kind) = Kind::from_mode(md.mode()) else {
+        let Some(kind) = Kind::from_mode(st.mode) else {
             l.totals.others += 1;
             return;
         };
-        l.totals.count(kind, md.len());
+        l.totals.count(kind, st.size);
         match self.format {
             Format::None => return,
             Format::List => {
-                let mtime = Time { sec: md.mtime(), nsec: md.mtime_nsec() as u32 };
-                ddftp::push_fields(&mut l.buf, path, kind, md.mode() & 0o7777, md.len(), mtime);
+                ddftp::push_fields(&mut l.buf, path, kind, st.mode & 0o7777, st.size, st.mtime);
             }
             Format::Mfu => {
-                mfu::spool_record(&mut l.buf, &mut l.ids, path, &mfu::Stat::from_metadata(md));
+                mfu::spool_record(&mut l.buf, &mut l.ids, path, st);
                 l.longest = l.longest.max(path.len());
             }
         }
@@ -263,11 +265,12 @@ where
         buffered: 0,
         longest: 0,
         ids: mfu::Ids::default(),
+        entries_buf: Vec::new(),
     };
     let mut top = new_local(0);
     let mut seed = Vec::new();
     if first {
-        sink.record(&mut top, root.as_os_str().as_bytes(), &md);
+        sink.record(&mut top, root.as_os_str().as_bytes(), &mfu::Stat::from_metadata(&md));
         if md.is_dir() {
             seed.push(root.to_owned());
         }
@@ -298,44 +301,56 @@ where
 
 /// Reads one directory: records every entry, queues subdirectories.
 fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
-    let rd = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd,
+    let mut path = dir.into_os_string().into_vec();
+    path.push(0);
+    let opened = CStr::from_bytes_with_nul(&path)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in the path"))
+        .and_then(dir::Dir::open);
+    path.pop();
+    let d = match opened {
+        Ok(d) => d,
         Err(e) => {
-            eprintln!("ddftp: walk: cannot read directory {}: {e}", dir.display());
+            eprintln!("ddftp: walk: cannot read directory {}: {e}", String::from_utf8_lossy(&path));
             l.totals.errors += 1;
             return;
         }
     };
-    let mut path = dir.into_os_string().into_vec();
     if path.last() != Some(&b'/') {
         path.push(b'/');
     }
     let base = path.len();
-    for ent in rd {
-        let ent = match ent {
-            Ok(ent) => ent,
+    let mut buf = std::mem::take(&mut l.entries_buf);
+    buf.resize(dir::READ_SIZE, 0);
+    loop {
+        let n = match d.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
             Err(e) => {
                 eprintln!("ddftp: walk: reading directory {}: {e}", String::from_utf8_lossy(&path[..base]));
                 l.totals.errors += 1;
                 break;
             }
         };
-        path.truncate(base);
-        path.extend_from_slice(ent.file_name().as_bytes());
-        if !sink.skip.is_empty() && sink.skip.iter().any(|s| s.as_os_str().as_bytes() == &path[..]) {
-            continue;
-        }
-        match ent.metadata() {
-            Ok(md) => {
-                sink.record(l, &path, &md);
-                if md.is_dir() {
-                    queue.push(PathBuf::from(std::ffi::OsString::from_vec(path.clone())));
-                }
+        for name in dir::names(&buf[..n]) {
+            path.truncate(base);
+            path.extend_from_slice(name.to_bytes());
+            if !sink.skip.is_empty() && sink.skip.iter().any(|s| s.as_os_str().as_bytes() == &path[..]) {
+                continue;
             }
-            Err(e) => {
-                eprintln!("ddftp: walk: cannot lstat {}: {e}", String::from_utf8_lossy(&path));
-                l.totals.errors += 1;
+            match d.lstat(name) {
+                Ok(st) => {
+                    let st = mfu::Stat::from_lstat(&st);
+                    sink.record(l, &path, &st);
+                    if Kind::from_mode(st.mode) == Some(Kind::Dir) {
+                        queue.push(PathBuf::from(std::ffi::OsString::from_vec(path.clone())));
+                    }
+                }
+                Err(e) => {
+                    eprintln!("ddftp: walk: cannot lstat {}: {e}", String::from_utf8_lossy(&path));
+                    l.totals.errors += 1;
+                }
             }
         }
     }
+    l.entries_buf = buf;
 }

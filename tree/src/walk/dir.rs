@@ -1,0 +1,147 @@
+//! One directory, read and lstat'ed the way the kernel hands it out.
+//!
+//! A walk's time is almost all in the kernel: a `getdents64` per few
+//! hundred entries and an lstat per entry. What is left for us to waste is
+//! around those calls, and `std::fs::read_dir` spends it: a name
+//! allocation and a reference count per entry, an `fstat` per directory
+//! (glibc's `opendir`), and a conversion of every lstat. Here the entries
+//! are read into the worker's own buffer with `getdents64`, each name is
+//! passed to `fstatat` where it lies in that buffer (the kernel writes it
+//! NUL-terminated), and nothing is allocated per entry.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// Bytes of directory entries one `getdents64` may return (glibc's
+/// `readdir` asks for as much).
+pub const READ_SIZE: usize = 32 * 1024;
+
+/// An open directory.
+pub struct Dir {
+    fd: OwnedFd,
+}
+
+impl Dir {
+    /// Opens the directory at `path` (NUL-terminated). A symlink put in
+    /// its place since it was lstat'ed is refused, not followed.
+    pub fn open(path: &CStr) -> io::Result<Dir> {
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: `path` is NUL-terminated; the fd returned is ours alone.
+        let fd = unsafe { libc::open(path.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        Ok(Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Reads the next entries into `buf`: the bytes filled, 0 at the end.
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, self.fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    /// lstat of the entry `name` in this directory.
+    pub fn lstat(&self, name: &CStr) -> io::Result<libc::stat> {
+        // SAFETY: `st` is plain data the call fills; `name` is NUL-terminated.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::fstatat(self.fd.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+/// The names in what one [`Dir::read`] filled (`.` and `..` left out).
+///
+/// A `linux_dirent64` record: inode (8 bytes), offset (8), record length
+/// (2), type (1), then the name, NUL-terminated and padded to the record
+/// length. A record that does not fit what was read ends the iteration.
+pub fn names(buf: &[u8]) -> impl Iterator<Item = &CStr> {
+    const NAME_AT: usize = 19;
+    let mut at = 0;
+    std::iter::from_fn(move || loop {
+        let rec = buf.get(at..)?;
+        let len = usize::from(u16::from_ne_bytes([*rec.get(16)?, *rec.get(17)?]));
+        let rec = rec.get(..len).filter(|_| len > NAME_AT)?;
+        at += len;
+        let name = CStr::from_bytes_until_nul(&rec[NAME_AT..]).ok()?;
+        if !matches!(name.to_bytes(), b"." | b"..") {
+            return Some(name);
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn c(p: &std::path::Path) -> CString {
+        CString::new(p.as_os_str().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn reads_every_name_with_a_small_buffer_and_lstats_without_following() {
+        let d = tempfile::tempdir().unwrap();
+        let mut want = vec![b"a b".to_vec(), b"new\nline".to_vec(), vec![b'x', 0xff, b'y'], b"link".to_vec()];
+        for n in &want[..3] {
+            std::fs::write(d.path().join(std::ffi::OsStr::from_bytes(n)), n).unwrap();
+        }
+        std::os::unix::fs::symlink("/nowhere", d.path().join("link")).unwrap();
+        for i in 0..300 {
+            let n = format!("file-with-a-longish-name-{i:04}");
+            std::fs::write(d.path().join(&n), b"").unwrap();
+            want.push(n.into_bytes());
+        }
+        let dir = Dir::open(&c(d.path())).unwrap();
+        // Small enough that the names take several reads.
+        let mut buf = vec![0u8; 1024];
+        let mut got = vec![];
+        loop {
+            let n = dir.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend(names(&buf[..n]).map(|s| s.to_bytes().to_vec()));
+        }
+        want.sort();
+        got.sort();
+        assert_eq!(got, want);
+        let st = dir.lstat(c"link").unwrap();
+        assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFLNK);
+        assert_eq!(st.st_size, "/nowhere".len() as i64);
+        assert_eq!(dir.lstat(c"a b").unwrap().st_size, 3);
+        assert_eq!(dir.lstat(c"gone").unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_symlink_to_a_directory_is_not_opened() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("real")).unwrap();
+        std::os::unix::fs::symlink("real", d.path().join("link")).unwrap();
+        assert!(Dir::open(&c(&d.path().join("real"))).is_ok());
+        assert!(Dir::open(&c(&d.path().join("link"))).is_err());
+    }
+
+    #[test]
+    fn a_cut_record_ends_the_names() {
+        // One record for "ab": 19 bytes of header, the name, NUL, padded to 24.
+        let mut rec = vec![0u8; 24];
+        rec[16..18].copy_from_slice(&24u16.to_ne_bytes());
+        rec[19..21].copy_from_slice(b"ab");
+        let two = [rec.clone(), rec.clone()].concat();
+        assert_eq!(names(&two).count(), 2);
+        assert_eq!(names(&two[..30]).count(), 1);
+        let mut zero = rec.clone();
+        zero[16..18].copy_from_slice(&0u16.to_ne_bytes());
+        assert_eq!(names(&zero).count(), 0, "a zero length does not loop");
+    }
+}
