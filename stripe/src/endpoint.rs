@@ -450,33 +450,44 @@ impl Striped {
     /// links failed first.
     pub async fn recv(&self) -> io::Result<Option<Bytes>> {
         loop {
+            // Registered for a wake-up only once the inbox is found empty:
+            // a message usually waits for `recv`, or wakes it.
+            if let Some(r) = self.try_recv() {
+                return r;
+            }
             let wait = self.shared.delivered.notified();
             tokio::pin!(wait);
             wait.as_mut().enable();
-            {
-                let mut st = self.shared.state.lock().expect("state");
-                if let Some((id, m)) = st.inbox.pop_front() {
-                    let first = st.acks.is_empty();
-                    st.queue_ack(id);
-                    let due = st.acks_due();
-                    drop(st);
-                    if due {
-                        self.shared.wake_writers();
-                    } else if first {
-                        self.shared.ack_timer.notify_one();
-                    }
-                    return Ok(Some(m));
-                }
-                if !st.inbox_open {
-                    return match (&st.error, st.peer_count) {
-                        (_, Some(n)) if st.next_deliver == n => Ok(None),
-                        (Some(e), _) => Err(broken(e)),
-                        _ => Err(broken("the peer went away")),
-                    };
-                }
+            if let Some(r) = self.try_recv() {
+                return r;
             }
             wait.await;
         }
+    }
+
+    /// What `recv` returns, if it need not wait.
+    fn try_recv(&self) -> Option<io::Result<Option<Bytes>>> {
+        let mut st = self.shared.state.lock().expect("state");
+        if let Some((id, m)) = st.inbox.pop_front() {
+            let first = st.acks.is_empty();
+            st.queue_ack(id);
+            let due = st.acks_due_now();
+            drop(st);
+            if due {
+                self.shared.wake_writers();
+            } else if first {
+                self.shared.ack_timer.notify_one();
+            }
+            return Some(Ok(Some(m)));
+        }
+        if st.inbox_open {
+            return None;
+        }
+        Some(match (&st.error, st.peer_count) {
+            (_, Some(n)) if st.next_deliver == n => Ok(None),
+            (Some(e), _) => Err(broken(e)),
+            _ => Err(broken("the peer went away")),
+        })
     }
 
     /// Sends no more: waits until the peer has acknowledged every message
@@ -638,8 +649,8 @@ impl State {
         }
         // Pending acks ride in front of whatever this link writes next: one
         // write, not one per frame. Alone they wait a little (a reply is
-        // usually about to be sent), unless many are pending.
-        let acks_due = self.acks_due();
+        // usually about to be sent), unless many are pending: whether they
+        // are due is asked (it reads the clock) only when no run takes them.
         let take_acks = |st: &mut State, head: &mut Vec<u8>| {
             while let Some(msg) = st.acks.pop_front() {
                 Frame::Ack { msg }.encode(head);
@@ -649,12 +660,15 @@ impl State {
             }
             st.acks_since = None;
         };
-        if acks_due {
-            take_acks(self, &mut head);
-        }
+        let take_due_acks = |st: &mut State, head: &mut Vec<u8>| {
+            if st.acks_due() {
+                take_acks(st, head);
+            }
+        };
         // Nothing to claim now: the acks go alone, or the writer looks again soon.
         let paced = |head: Vec<u8>| if head.is_empty() { Work::Paced } else { Work::Frame(head, None) };
         if !may_claim && !self.plan.is_idle() {
+            take_due_acks(self, &mut head);
             return paced(head);
         }
         // Backlogs weigh only pair decisions (and reading the clock for
@@ -668,6 +682,7 @@ impl State {
             Next::Run(c) => {
                 let Some(data) = self.unacked.get(c.msg) else {
                     // Acknowledged meanwhile (a redo of a run that did arrive).
+                    take_due_acks(self, &mut head);
                     return Work::Frame(head, None);
                 };
                 let (payload, msg_len) =
@@ -681,9 +696,13 @@ impl State {
                 self.carried[link].push_back(c);
                 return Work::Frame(head, Some((c, payload)));
             }
-            Next::Later => return paced(head),
+            Next::Later => {
+                take_due_acks(self, &mut head);
+                return paced(head);
+            }
             Next::Nothing => {}
         }
+        take_due_acks(self, &mut head);
         if self.closing && self.plan.is_idle() && !self.close_sent[link] && !self.close_pending[link] {
             self.close_pending[link] = true;
             Frame::Close { count: self.plan.next_id() }.encode(&mut head);
@@ -707,12 +726,14 @@ impl State {
     }
 
     fn acks_due(&self) -> bool {
+        self.acks_due_now() || (!self.acks.is_empty() && self.acks_since.is_some_and(|t| t.elapsed() >= ACK_DELAY))
+    }
+
+    /// Acks due whatever the time: too many, or an end near. (Those due by
+    /// their age are the ack timer's: it wakes the writers then.)
+    fn acks_due_now(&self) -> bool {
         !self.acks.is_empty()
-            && (self.acks.len() >= ACK_BATCH
-                || self.closing
-                || self.dropped
-                || self.peer_count.is_some()
-                || self.acks_since.is_some_and(|t| t.elapsed() >= ACK_DELAY))
+            && (self.acks.len() >= ACK_BATCH || self.closing || self.dropped || self.peer_count.is_some())
     }
 
     fn note_backlog(&mut self, link: LinkId, bytes: u64) {
@@ -1177,7 +1198,7 @@ fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut 
     }
     if matches!(frame, Frame::Run { .. }) {
         w.receivers |= st.inbox.len() > inbox || !st.inbox_open;
-        w.writers |= st.acks_due();
+        w.writers |= st.acks_due_now();
         w.ack_timer |= first && !st.acks.is_empty();
     }
     Ok(())
