@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -79,8 +80,6 @@ struct Shared {
     work: Vec<Notify>,
     /// Senders wait here for acks (window) and for the end.
     acked: Notify,
-    /// Receivers wait here for messages and for the end.
-    delivered: Notify,
     /// Told when the first ack of a batch is queued: one timer makes the
     /// batch due later, so idle writers need not poll for it.
     ack_timer: Notify,
@@ -123,6 +122,10 @@ struct State {
     /// Messages in order, waiting for `recv`. A message is acknowledged
     /// when `recv` takes it, so the sender's window bounds what waits here.
     inbox: VecDeque<(u64, Bytes)>,
+    /// Tasks waiting in `recv`, woken when messages or the end arrive
+    /// (kept here, under the lock `recv` takes anyway: a `Notify` costs a
+    /// lock of its own each way).
+    receivers: Vec<Waker>,
     /// More may come (the peer has not closed, some link works).
     inbox_open: bool,
 }
@@ -193,6 +196,13 @@ const REPORT_MIN_MICROS: u64 = 50;
 const REPORT_MIN_BYTES: u64 = 8 * 1024;
 
 impl Shared {
+    fn wake_receivers(&self) {
+        // Waking a task only queues it: no call back into this endpoint.
+        for w in self.state.lock().expect("state").receivers.drain(..) {
+            w.wake();
+        }
+    }
+
     fn wake_writers(&self) {
         for w in &self.work {
             w.notify_waiters();
@@ -384,12 +394,12 @@ impl Striped {
                 next_deliver: 0,
                 peer_count: None,
                 inbox: VecDeque::new(),
+                receivers: vec![],
                 inbox_open: true,
             }),
             out,
             work: (0..n).map(|_| Notify::new()).collect(),
             acked: Notify::new(),
-            delivered: Notify::new(),
             ack_timer: Notify::new(),
         });
         tokio::spawn(ack_timer(shared.clone()));
@@ -449,24 +459,12 @@ impl Striped {
     /// peer closed and everything it sent was delivered. An error if the
     /// links failed first.
     pub async fn recv(&self) -> io::Result<Option<Bytes>> {
-        loop {
-            // Registered for a wake-up only once the inbox is found empty:
-            // a message usually waits for `recv`, or wakes it.
-            if let Some(r) = self.try_recv() {
-                return r;
-            }
-            let wait = self.shared.delivered.notified();
-            tokio::pin!(wait);
-            wait.as_mut().enable();
-            if let Some(r) = self.try_recv() {
-                return r;
-            }
-            wait.await;
-        }
+        std::future::poll_fn(|cx| self.try_recv(cx.waker()).map_or(Poll::Pending, Poll::Ready)).await
     }
 
-    /// What `recv` returns, if it need not wait.
-    fn try_recv(&self) -> Option<io::Result<Option<Bytes>>> {
+    /// What `recv` returns, if it need not wait; if it must, `waker` is
+    /// woken when it need not.
+    fn try_recv(&self, waker: &Waker) -> Option<io::Result<Option<Bytes>>> {
         let mut st = self.shared.state.lock().expect("state");
         if let Some((id, m)) = st.inbox.pop_front() {
             let first = st.acks.is_empty();
@@ -481,6 +479,9 @@ impl Striped {
             return Some(Ok(Some(m)));
         }
         if st.inbox_open {
+            if !st.receivers.iter().any(|w| w.will_wake(waker)) {
+                st.receivers.push(waker.clone());
+            }
             return None;
         }
         Some(match (&st.error, st.peer_count) {
@@ -1249,7 +1250,7 @@ const READ_CHUNK: usize = 256 * 1024;
 impl Woken {
     fn wake(&self, shared: &Shared) {
         if self.receivers {
-            shared.delivered.notify_waiters();
+            shared.wake_receivers();
         }
         if self.senders {
             shared.acked.notify_waiters();
@@ -1318,7 +1319,7 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
     drop(st);
     shared.wake_writers();
     shared.acked.notify_waiters();
-    shared.delivered.notify_waiters();
+    shared.wake_receivers();
     shared.ack_timer.notify_one();
 }
 

@@ -231,3 +231,49 @@ async fn empty_messages_count_against_the_window() {
     assert!(b.recv().await.unwrap().is_none());
     sender.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receivers_in_several_tasks_and_abandoned_receives_lose_nothing() {
+    const N: u64 = 2000;
+    let (a, b) = pair(2).await;
+    let b = Arc::new(b);
+    // A receive given up on (timed out before anything came) leaves no
+    // message behind and takes none.
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(20), b.recv()).await.is_err());
+    let receivers: Vec<_> = (0..3)
+        .map(|r| {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let mut got = vec![];
+                loop {
+                    // One receiver abandons receives part way, as in a select
+                    // loop; the others wait as long as it takes (each must be
+                    // woken, not just the last one to wait).
+                    let wait = if r == 0 { std::time::Duration::from_micros(300) } else { std::time::Duration::MAX };
+                    match tokio::time::timeout(wait, b.recv()).await {
+                        Err(_) => continue,
+                        Ok(Ok(Some(m))) => got.push(u64::from_be_bytes(m[..8].try_into().unwrap())),
+                        Ok(Ok(None)) => return got,
+                        Ok(Err(e)) => panic!("recv: {e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for i in 0..N {
+        a.send(Bytes::copy_from_slice(&i.to_be_bytes())).await.unwrap();
+        if i % 97 == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+    a.close().await.unwrap();
+    let mut all = vec![];
+    for r in receivers {
+        let got =
+            tokio::time::timeout(std::time::Duration::from_secs(30), r).await.expect("a receiver never woke").unwrap();
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "each receiver sees its messages in order");
+        all.extend(got);
+    }
+    all.sort_unstable();
+    assert_eq!(all, (0..N).collect::<Vec<_>>(), "every message taken exactly once");
+}
