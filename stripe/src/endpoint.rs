@@ -10,8 +10,10 @@
 //! the socket takes it at once: a task switch is a good part of a 1 KiB
 //! message's trip. Messages are delivered in the order they were sent. A
 //! sender keeps each message until the peer acknowledges it (which the
-//! peer does once its `recv` took the message: the sender's window then
-//! bounds what waits at a slow receiver), and remembers which runs each
+//! peer does once its `recv` took the message, on the next frame it sends
+//! or, if it sends none, [`ACK_DELAY`] after it waits for more, closes or
+//! is dropped: the sender's window then bounds what waits at a slow
+//! receiver), and remembers which runs each
 //! link carried: when a link fails, its runs of unacknowledged messages go
 //! back to the plan and the other links send them again (the receiver
 //! ignores a run it already has).
@@ -467,20 +469,26 @@ impl Striped {
     fn try_recv(&self, waker: &Waker) -> Option<io::Result<Option<Bytes>>> {
         let mut st = self.shared.state.lock().expect("state");
         if let Some((id, m)) = st.inbox.pop_front() {
-            let first = st.acks.is_empty();
             st.queue_ack(id);
             let due = st.acks_due_now();
             drop(st);
             if due {
                 self.shared.wake_writers();
-            } else if first {
-                self.shared.ack_timer.notify_one();
             }
             return Some(Ok(Some(m)));
         }
         if st.inbox_open {
             if !st.receivers.iter().any(|w| w.will_wake(waker)) {
                 st.receivers.push(waker.clone());
+            }
+            // About to wait: acks no message of ours took along go once
+            // due. (Not armed as each message is taken: the caller usually
+            // replies first, and a wake-up a message is a good part of a
+            // 1 KiB round trip.)
+            let pending = !st.acks.is_empty();
+            drop(st);
+            if pending {
+                self.shared.ack_timer.notify_one();
             }
             return None;
         }

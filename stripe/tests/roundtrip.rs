@@ -277,3 +277,24 @@ async fn receivers_in_several_tasks_and_abandoned_receives_lose_nothing() {
     all.sort_unstable();
     assert_eq!(all, (0..N).collect::<Vec<_>>(), "every message taken exactly once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_taken_and_never_answered_is_acknowledged_once_the_receiver_waits_again() {
+    let (a, b) = pair(2).await;
+    a.send(Bytes::from_static(b"one-way")).await.unwrap();
+    assert_eq!(b.recv().await.unwrap().as_deref(), Some(&b"one-way"[..]));
+    // The receiver sends nothing back and waits for more: the ack goes out
+    // alone (the sender's window is freed without its having to close).
+    let b = Arc::new(b);
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move { b.recv().await.unwrap() })
+    };
+    let t = std::time::Instant::now();
+    while !a.debug_state().contains("unacked [] (0 B)") {
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "never acknowledged: {}", a.debug_state());
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    a.close().await.unwrap();
+    assert_eq!(waiting.await.unwrap(), None, "the end, once the sender closed");
+}
