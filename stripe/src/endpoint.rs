@@ -11,7 +11,7 @@
 //! message's trip. Messages are delivered in the order they were sent. A
 //! sender keeps each message until the peer acknowledges it (which the
 //! peer does once its `recv` took the message, on the next frame it sends
-//! or, if it sends none, [`ACK_DELAY`] after it waits for more, closes or
+//! or, if it sends none, 1 ms (`ACK_DELAY`) after it waits for more, closes or
 //! is dropped: the sender's window then bounds what waits at a slow
 //! receiver), and remembers which runs each
 //! link carried: when a link fails, its runs of unacknowledged messages go
