@@ -82,8 +82,9 @@ struct Shared {
     work: Vec<Notify>,
     /// Senders wait here for acks (window) and for the end.
     acked: Notify,
-    /// Told when the first ack of a batch is queued: one timer makes the
-    /// batch due later, so idle writers need not poll for it.
+    /// Told when a receiver waits with acks pending (and when the reader
+    /// queues the first of a batch): one timer makes the batch due later,
+    /// so idle writers need not poll for it.
     ack_timer: Notify,
 }
 
