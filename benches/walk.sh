@@ -5,15 +5,18 @@
 #   bash benches/walk.sh [RUNS] [TREE]     (default 3, /tmp/ddftp-walk-tree)
 #
 # Every tool writes its listing to /dev/null; find and ddftp lstat every
-# entry (find for %s), fd needs no stat (it reads d_type). Writes
-# benches/results/walk-<UTC stamp>.md.
+# entry (find for %s), fd needs no stat (it reads d_type). `floor-1t` is
+# tree/examples/stat_floor.rs: one thread doing only getdents64 and an
+# lstat per entry; its time over the cores is the least any walk that
+# lstats every entry can take here. Writes benches/results/walk-<UTC stamp>.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
 TREE=${2:-/tmp/ddftp-walk-tree}
 command -v fdfind >/dev/null || { apt-get update -qq && apt-get install -y -qq fd-find >/dev/null; }
-cargo build --release -q -p ddftp
+cargo build --release -q -p ddftp -p ddtree --example stat_floor
 DDFTP=$PWD/target/release/ddftp
+FLOOR=$PWD/target/release/examples/stat_floor
 if [ ! -e "$TREE/.complete" ]; then
   rm -rf "$TREE"; mkdir -p "$TREE"
   python3 benches/make-tree.py "$TREE"
@@ -25,8 +28,9 @@ declare -A CMD=(
   [ddftp-t2]="$DDFTP walk $TREE -t 2 -q"
   [ddftp-t2-list]="$DDFTP walk $TREE -t 2 -o - -q >/dev/null"
   [ddftp-t4-list]="$DDFTP walk $TREE -t 4 -o - -q >/dev/null"
+  [floor-1t]="$FLOOR $TREE >/dev/null"
 )
-ORDER=(find fd-j2 ddftp-t2 ddftp-t2-list ddftp-t4-list)
+ORDER=(find fd-j2 ddftp-t2 ddftp-t2-list ddftp-t4-list floor-1t)
 declare -A TIMES
 for t in "${ORDER[@]}"; do eval "${CMD[$t]}"; done   # warm the cache
 for r in $(seq "$RUNS"); do
@@ -52,4 +56,7 @@ fdmed=$(echo "${TIMES[fd-j2]}" | median)
     m=$(echo "${TIMES[$t]}" | median)
     echo "| $t | \`${CMD[$t]//$TREE/TREE}\` | $m | ${TIMES[$t]} | $(echo "scale=2; $fmed / $m" | bc) | $(echo "scale=2; $fdmed / $m" | bc) |"
   done
+  bound=$(echo "scale=4; $(echo "${TIMES[floor-1t]}" | median) / $(nproc)" | bc)
+  echo
+  echo "Bound: floor-1t / $(nproc) cores = $bound s, the least a walk that lstats every entry can take here; fd-j2 / bound = $(echo "scale=2; $fdmed / $bound" | bc)."
 } | tee "$OUT"
