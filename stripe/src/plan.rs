@@ -116,7 +116,13 @@ pub struct Plan {
     striped: usize,
     redo: VecDeque<Claim>,
     next_id: u64,
+    /// Emptied segment lists of messages gone, for the next ones: no
+    /// allocation a message.
+    spare: Vec<Vec<Segment>>,
 }
+
+/// How many emptied segment lists a plan keeps.
+const SPARE_SEGMENTS: usize = 8;
 
 impl Plan {
     pub fn new(links: usize, cfg: PlanConfig) -> Plan {
@@ -129,6 +135,7 @@ impl Plan {
             striped: 0,
             redo: VecDeque::new(),
             next_id: 0,
+            spare: vec![],
         }
     }
 
@@ -147,11 +154,13 @@ impl Plan {
         if self.links[l].rate > 0.0 {
             return self.links[l].rate;
         }
-        let measured: Vec<f64> = self.links.iter().filter(|l| l.alive && l.rate > 0.0).map(|l| l.rate).collect();
-        if measured.is_empty() {
+        // No allocation: this is asked for every short message queued.
+        let (sum, n) =
+            self.links.iter().filter(|l| l.alive && l.rate > 0.0).fold((0.0, 0), |(s, n), l| (s + l.rate, n + 1));
+        if n == 0 {
             1.0
         } else {
-            measured.iter().sum::<f64>() / measured.len() as f64
+            sum / f64::from(n)
         }
     }
 
@@ -174,11 +183,13 @@ impl Plan {
             // message is one run, one frame, one write (two writes put a
             // short segment on the wire between them).
             let run = len.clamp(1, u64::from(self.cfg.max_run));
-            let whole = Segment { lo: 0, hi: len, lo_worker: fastest, hi_worker: None };
-            Message { id, run, segments: vec![whole], helpable: false, empty_pending }
+            let mut segments = self.spare.pop().unwrap_or_default();
+            segments.push(Segment { lo: 0, hi: len, lo_worker: fastest, hi_worker: None });
+            Message { id, run, segments, helpable: false, empty_pending }
         } else {
             let run = (len / (4 * n as u64)).clamp(u64::from(self.cfg.min_run), u64::from(self.cfg.max_run));
-            let mut m = Message { id, run, segments: vec![], helpable: true, empty_pending };
+            let mut m =
+                Message { id, run, segments: self.spare.pop().unwrap_or_default(), helpable: true, empty_pending };
             let live: Vec<LinkId> = live().collect();
             let groups: Vec<&[LinkId]> = live.chunks(2).collect();
             let weights: Vec<f64> = groups.iter().map(|g| g.iter().map(|&l| self.rate(l)).sum()).collect();
@@ -223,8 +234,12 @@ impl Plan {
         // unclaimed one waits its turn): a pass over all of them per claim
         // was quadratic in a queue of many short messages.
         while self.messages.front().is_some_and(|m| !m.empty_pending && m.segments.iter().all(|s| s.lo >= s.hi)) {
-            let m = self.messages.pop_front().expect("front");
+            let mut m = self.messages.pop_front().expect("front");
             self.striped -= usize::from(m.helpable);
+            if self.spare.len() < SPARE_SEGMENTS {
+                m.segments.clear();
+                self.spare.push(m.segments);
+            }
         }
         next
     }
