@@ -76,8 +76,12 @@ pub struct Striped {
 
 struct Shared {
     state: Mutex<State>,
-    /// Each link's sending side: its writer task holds it while writing.
-    out: Vec<tokio::sync::Mutex<LinkOut>>,
+    /// Each link's socket, sending side: written by whoever holds the
+    /// link's `out`.
+    wr: Vec<OwnedWriteHalf>,
+    /// Each link's sending state, held only while writing without waiting
+    /// (the writer waits for a full socket with it let go).
+    out: Vec<Mutex<LinkOut>>,
     /// Each link's writer waits here for work.
     work: Vec<Notify>,
     /// Senders wait here for acks (window) and for the end.
@@ -108,7 +112,9 @@ struct State {
     acks: VecDeque<u64>,
     /// `Delivered` reports for the peer; they ride with the acks.
     reports: Vec<Frame>,
-    /// When the oldest pending ack was queued.
+    /// When the ack timer first saw the pending acks (a receiver went to
+    /// wait, or a duplicate run was acknowledged): they are due
+    /// [`ACK_DELAY`] later.
     acks_since: Option<std::time::Instant>,
     /// `Close` is due once every message is claimed; which links sent it.
     closing: bool,
@@ -227,7 +233,7 @@ impl Shared {
         }
         let mut idle = None;
         if out.unsent.is_some() {
-            match out.try_flush() {
+            match out.try_flush(&self.wr[link]) {
                 Ok(false) => {}
                 r => match self.finish(link, &mut out, r.map(drop)) {
                     Some(plan_idle) => idle = Some(plan_idle),
@@ -356,7 +362,7 @@ impl Striped {
 
     fn start(socks: Vec<TcpStream>) -> Striped {
         let n = socks.len();
-        let (mut readers, mut out) = (vec![], vec![]);
+        let (mut readers, mut writers, mut out) = (vec![], vec![], vec![]);
         for s in socks {
             let _ = s.set_nodelay(true);
             let _ = limit_unsent(&s, UNSENT_LOW_WATER);
@@ -364,9 +370,9 @@ impl Striped {
                 tcp_progress(&s).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
             let (rd, wr) = s.into_split();
             readers.push(rd);
+            writers.push(wr);
             let acked_seen = meter.acked;
-            out.push(tokio::sync::Mutex::new(LinkOut {
-                wr,
+            out.push(Mutex::new(LinkOut {
                 unsent: None,
                 written: 0,
                 acked_seen,
@@ -400,6 +406,7 @@ impl Striped {
                 receivers: vec![],
                 inbox_open: true,
             }),
+            wr: writers,
             out,
             work: (0..n).map(|_| Notify::new()).collect(),
             acked: Notify::new(),
@@ -791,7 +798,6 @@ impl State {
     }
 
     fn queue_ack(&mut self, msg: u64) {
-        self.acks_since.get_or_insert_with(std::time::Instant::now);
         self.acks.push_back(msg);
     }
 
@@ -946,8 +952,9 @@ impl Meter {
     }
 }
 
-/// Wakes the writers [`ACK_DELAY`] after the first ack of a batch was
-/// queued, unless a run took the acks along meanwhile. It first lets the
+/// Wakes the writers [`ACK_DELAY`] after it is told of a batch of acks
+/// (a receiver waits with acks pending, or a duplicate run was
+/// acknowledged), unless a run took the acks along meanwhile. It first lets the
 /// tasks already woken run: a reply usually goes out at once and takes the
 /// acks, and then no timer is armed (arming one costs more than the whole
 /// exchange of a small message on a VM). Ends once the endpoint is dropped
@@ -955,23 +962,24 @@ impl Meter {
 async fn ack_timer(shared: Arc<Shared>) {
     loop {
         shared.ack_timer.notified().await;
-        // The batch being waited for (when its first ack was queued), and
+        // The batch being waited for (when this timer first saw it), and
         // how many turns it has had.
         let (mut batch, mut turns) = (None, 0);
         loop {
             let since = {
-                let st = shared.state.lock().expect("state");
+                let mut st = shared.state.lock().expect("state");
                 if st.dropped || !st.alive.iter().any(|&a| a) {
                     return;
                 }
                 // With runs left to claim, a writer takes the acks along
                 // (or sends them alone once due, as it looks again).
-                if !st.plan.is_idle() {
+                if !st.plan.is_idle() || st.acks.is_empty() {
                     break;
                 }
-                st.acks_since
+                // The acks' age counts from here: the clock is read once a
+                // batch, not as each ack is queued.
+                *st.acks_since.get_or_insert_with(Instant::now)
             };
-            let Some(since) = since else { break };
             if batch != Some(since) {
                 (batch, turns) = (Some(since), 0);
             }
@@ -987,9 +995,8 @@ async fn ack_timer(shared: Arc<Shared>) {
     }
 }
 
-/// A link's sending side.
+/// A link's sending state.
 struct LinkOut {
-    wr: OwnedWriteHalf,
     /// What is left to write of the frame being written.
     unsent: Option<Unsent>,
     /// Bytes put on the link (headers included).
@@ -1046,10 +1053,10 @@ impl Unsent {
 }
 
 impl LinkOut {
-    /// Writes the unsent frame without waiting: true once all of it is.
-    fn try_flush(&mut self) -> io::Result<bool> {
-        let LinkOut { wr, unsent, .. } = self;
-        let Some(u) = unsent else { return Ok(true) };
+    /// Writes the unsent frame to `wr` without waiting: true once all of
+    /// it is.
+    fn try_flush(&mut self, wr: &OwnedWriteHalf) -> io::Result<bool> {
+        let Some(u) = &mut self.unsent else { return Ok(true) };
         while !u.is_written() {
             match wr.as_ref().try_io(Interest::WRITABLE, || send_parts(wr.as_ref(), &u.slices())) {
                 Ok(n) => u.advance(n),
@@ -1058,17 +1065,6 @@ impl LinkOut {
             }
         }
         Ok(true)
-    }
-
-    /// Writes the unsent frame, waiting for the socket as needed.
-    async fn flush(&mut self) -> io::Result<()> {
-        let LinkOut { wr, unsent, .. } = self;
-        let Some(u) = unsent else { return Ok(()) };
-        while !u.is_written() {
-            let n = wr.as_ref().async_io(Interest::WRITABLE, || send_parts(wr.as_ref(), &u.slices())).await?;
-            u.advance(n);
-        }
-        Ok(())
     }
 }
 
@@ -1104,37 +1100,33 @@ fn send_parts(sock: &TcpStream, parts: &[io::IoSlice<'_>; 2]) -> io::Result<usiz
 
 /// What `link` writes next, and whether runs are left to claim after it.
 fn decide(link: LinkId, out: &mut LinkOut, shared: &Shared) -> (Work, bool) {
-    let one_link_work = {
-        let st = shared.state.lock().expect("state");
-        if st.nothing_for(link) {
-            return (Work::Wait, false);
-        }
-        st.plan.one_link_work()
-    };
+    let mut st = shared.state.lock().expect("state");
+    if st.nothing_for(link) {
+        return (Work::Wait, false);
+    }
     // At most this much is unacknowledged (acks only grow).
     let mut backlog = out.written.saturating_sub(out.acked_seen);
     // Short messages and little in flight: the claim is allowed whatever
     // the kernel says, and no partner weighs our backlog, so a short
-    // message goes out without a syscall before it.
-    let may_claim = if one_link_work && backlog <= MIN_AHEAD {
+    // message goes out under this one lock, without a syscall before it.
+    let may_claim = if st.plan.one_link_work() && backlog <= MIN_AHEAD {
         true
     } else {
-        match tcp_progress(out.wr.as_ref()) {
+        drop(st);
+        let progress = tcp_progress(shared.wr[link].as_ref());
+        st = shared.state.lock().expect("state");
+        match progress {
             Some((acked, busy_us)) => {
                 out.acked_seen = acked;
                 backlog = out.written.saturating_sub(acked);
-                let mut st = shared.state.lock().expect("state");
                 if let Some(rate) = out.meter.sample(acked, busy_us) {
                     st.plan.set_rate(link, rate);
                 }
-                let rate = st.plan.measured_rate(link);
-                drop(st);
-                backlog <= MIN_AHEAD.max((rate * AHEAD_SECS) as u64)
+                backlog <= MIN_AHEAD.max((st.plan.measured_rate(link) * AHEAD_SECS) as u64)
             }
             None => true,
         }
     };
-    let mut st = shared.state.lock().expect("state");
     let work = st.next_work(link, may_claim, backlog, std::mem::take(&mut out.spare_head));
     out.written += match &work {
         Work::Frame(head, run) => (head.len() + run.as_ref().map_or(0, |(_, p)| p.len())) as u64,
@@ -1147,40 +1139,78 @@ fn decide(link: LinkId, out: &mut LinkOut, shared: &Shared) -> (Work, bool) {
 /// A link's writer: writes what the plan gives the link until the link
 /// fails or the endpoint is done, then closes the link's sending side.
 async fn write_link(link: LinkId, shared: Arc<Shared>) {
-    let mut out = loop {
+    loop {
         let wait = shared.work[link].notified();
         tokio::pin!(wait);
         wait.as_mut().enable();
-        let mut out = shared.out[link].lock().await;
-        if out.unsent.is_none() {
-            let (work, more) = decide(link, &mut out, &shared);
-            match work {
-                Work::Done => break out,
-                Work::Wait => {
-                    drop(out);
-                    wait.await;
-                    continue;
+        let step = write_step(link, &mut shared.out[link].lock().expect("out"), &shared);
+        match step {
+            Step::Wrote => {}
+            Step::Full => {
+                // The frame stays unsent; whoever holds `out` next goes on.
+                if let Err(e) = shared.wr[link].writable().await {
+                    let mut out = shared.out[link].lock().expect("out");
+                    if shared.finish(link, &mut out, Err(e)).is_none() {
+                        break;
+                    }
                 }
-                Work::Paced => {
-                    drop(out);
-                    let _ = tokio::time::timeout(PACE_POLL, wait).await;
-                    continue;
-                }
-                Work::Frame(_, Some(_)) if more => {
-                    // A partner that left this segment to us looks again.
-                    shared.wake_writers();
-                }
-                _ => {}
             }
-            out.unsent = Unsent::of(work);
+            Step::Wait => wait.await,
+            Step::Paced => {
+                let _ = tokio::time::timeout(PACE_POLL, wait).await;
+            }
+            Step::Done => break,
         }
-        let r = out.flush().await;
-        if shared.finish(link, &mut out, r).is_none() {
-            break out;
-        }
-    };
+    }
     // The peer's reader sees the end of the link.
-    let _ = out.wr.shutdown().await;
+    shut_write(&shared.wr[link]);
+}
+
+/// What a writer does after one step.
+enum Step {
+    /// Wrote a frame: looks for more at once.
+    Wrote,
+    /// The socket is full: waits until it takes more.
+    Full,
+    /// Nothing to write: waits to be told.
+    Wait,
+    /// Far enough ahead: looks again soon.
+    Paced,
+    /// The link failed or the endpoint is done.
+    Done,
+}
+
+/// Writes `link`'s unsent frame, or decides the next and writes it, as
+/// far as the socket takes it without waiting.
+fn write_step(link: LinkId, out: &mut LinkOut, shared: &Shared) -> Step {
+    if out.unsent.is_none() {
+        let (work, more) = decide(link, out, shared);
+        match work {
+            Work::Done => return Step::Done,
+            Work::Wait => return Step::Wait,
+            Work::Paced => return Step::Paced,
+            Work::Frame(_, Some(_)) if more => {
+                // A partner that left this segment to us looks again.
+                shared.wake_writers();
+            }
+            _ => {}
+        }
+        out.unsent = Unsent::of(work);
+    }
+    match out.try_flush(&shared.wr[link]) {
+        Ok(false) => Step::Full,
+        r => match shared.finish(link, out, r.map(drop)) {
+            Some(_) => Step::Wrote,
+            None => Step::Done,
+        },
+    }
+}
+
+/// Closes a link's sending side (the peer reads its end); the socket
+/// stays open for reading.
+fn shut_write(wr: &OwnedWriteHalf) {
+    // SAFETY: shutdown on a socket this endpoint owns.
+    unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(wr.as_ref()), libc::SHUT_WR) };
 }
 
 /// What a batch of frames asks of the other tasks.
@@ -1249,6 +1279,11 @@ fn apply_frames(shared: &Shared, link: LinkId, buf: &mut BytesMut) -> Result<(Wo
         let st = st.get_or_insert_with(|| shared.state.lock().expect("state"));
         on_frame(st, link, frame, &buf[head..whole], &mut w)?;
         buf.advance(whole);
+    }
+    if let Some(st) = st.as_mut().filter(|_| w.receivers) {
+        // Under the lock already held (waking a task only queues it).
+        st.receivers.drain(..).for_each(Waker::wake);
+        w.receivers = false;
     }
     Ok((w, None))
 }
