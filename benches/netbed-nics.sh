@@ -120,7 +120,13 @@ done
 stamp=$(date -u +%Y-%m-%dT%H%MZ)
 mkdir -p "$TOP/benches/results"
 python3 - "$TOP/benches/results/netbed-nics-$stamp" "$stamp" "$RUNS" "${results[@]}" <<'PY'
-import json, statistics, sys
+import json, random, statistics, sys
+
+def pair_bootstrap(pairs, n=4000):
+    """95% interval of the median round ratio, resampling whole pairs."""
+    rng = random.Random(1)
+    meds = sorted(statistics.median([v for p in rng.choices(pairs, k=len(pairs)) for v in p]) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n)]
 base, stamp, runs = sys.argv[1:4]
 rows = [json.loads(x) for x in sys.argv[4:]]
 json.dump({"when": stamp, "runs": int(runs), "bytes": 512 * 1024 * 1024, "results": rows}, open(base + ".json", "w"), indent=1)
@@ -150,20 +156,26 @@ if pp:
                f"per size and transport in each pair: {trips}. On this VM a 1 KiB round trip moves by ~20% from one "
                "pair of processes to the next (where the scheduler puts them), more than the transports differ, so "
                "each round compares the two under the same conditions. RTT: median over pairs of each pair's median; "
-               "speedup: median of all rounds' TCP RTT / DDNet RTT (and its range); per pair: the pair's ratio of "
-               "medians. Effective bandwidth 8 x size / (RTT/2) (the paper's Eq. 9):\n")
-    out.append("| size | DDNet RTT | TCP RTT | DDNet Mbit/s | TCP Mbit/s | speedup | rounds | per pair |\n|---|---|---|---|---|---|---|---|")
+               "speedup: median of all rounds' TCP RTT / DDNet RTT; 95% CI: of that median, resampling the pairs "
+               "of processes (rounds of one pair share its placement, so they are not independent); rounds: how "
+               "many, how many of them below 1, and their range; per pair: the pair's ratio of medians. Effective "
+               "bandwidth 8 x size / (RTT/2) (the paper's Eq. 9):\n")
+    out.append("| size | DDNet RTT | TCP RTT | DDNet Mbit/s | TCP Mbit/s | speedup | 95% CI | rounds (below 1; range) | per pair |\n"
+               "|---|---|---|---|---|---|---|---|---|")
     summary = []
     for size, xs in sorted(pp.items()):
         d, t = med([x["rtt_s"] for x in xs]), med([x["tcp_rtt_s"] for x in xs])
         rounds = [v for x in xs for v in x["round_speedups"]]
+        ci = pair_bootstrap([x["round_speedups"] for x in xs])
         s = {"size": size, "ddnet_rtt_s": d, "tcp_rtt_s": t, "ddnet_mbit_per_s": 8 * size / (d / 2) / 1e6,
              "tcp_mbit_per_s": 8 * size / (t / 2) / 1e6, "speedup": med(rounds), "rounds": len(rounds),
-             "rounds_min": min(rounds), "rounds_max": max(rounds),
+             "rounds_min": min(rounds), "rounds_max": max(rounds), "ci95": ci,
+             "rounds_below_1": sum(v < 1 for v in rounds),
              "per_pair": [x["tcp_rtt_s"] / x["rtt_s"] for x in xs]}
         summary.append(s)
         out.append(f"| {size} | {d*1e3:.4f} ms | {t*1e3:.4f} ms | {s['ddnet_mbit_per_s']:.1f} | {s['tcp_mbit_per_s']:.1f} | "
-                   f"{s['speedup']:.2f} | {len(rounds)} ({min(rounds):.2f}-{max(rounds):.2f}) | "
+                   f"{s['speedup']:.2f} | {ci[0]:.2f}-{ci[1]:.2f} | {len(rounds)} ({s['rounds_below_1']}; "
+                   f"{min(rounds):.2f}-{max(rounds):.2f}) | "
                    + ", ".join(f"{v:.2f}" for v in s["per_pair"]) + " |")
     json.dump({"when": stamp, "runs": int(runs), "bytes": 512 * 1024 * 1024, "results": rows,
                "pingpong": summary}, open(base + ".json", "w"), indent=1)
