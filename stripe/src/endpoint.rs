@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -105,8 +105,6 @@ struct State {
     /// does not look, so its partner drains the figure at the link's rate.
     backlog_seen: Vec<(u64, std::time::Instant)>,
     alive: Vec<bool>,
-    /// Payload bytes each link wrote.
-    sent: Vec<u64>,
     /// Bytes handed back to the plan by failed links.
     resent: u64,
     acks: VecDeque<u64>,
@@ -218,6 +216,47 @@ impl Shared {
         }
     }
 
+    /// The link a short message goes on at once, with its sending state, if
+    /// its writer is idle: nothing queued in the plan (nothing the message
+    /// would overtake), nothing unsent on the link, little unacknowledged
+    /// (else the writer weighs what the kernel says first).
+    fn idle_link(&self, st: &State, len: usize) -> Option<(LinkId, MutexGuard<'_, LinkOut>)> {
+        let link = st.plan.whole_link(len as u64)?;
+        // Only tried: a writer holding it takes the state's lock next.
+        let out = self.out[link].try_lock().ok()?;
+        (out.unsent.is_none() && out.written.saturating_sub(out.acked_seen) <= MIN_AHEAD).then_some((link, out))
+    }
+
+    /// Sends `msg` whole on `link` (from [`Shared::idle_link`]) from the
+    /// sending task: claimed, framed behind the pending acks and written
+    /// under one lock of the state, without a task switch (a good part of
+    /// a 1 KiB message's trip). What the socket does not take at once is
+    /// the writer's.
+    fn send_whole(&self, link: LinkId, mut st: MutexGuard<'_, State>, mut out: MutexGuard<'_, LinkOut>, msg: Bytes) {
+        let c = st.plan.claim_whole(msg.len() as u64);
+        let mut head = std::mem::take(&mut out.spare_head);
+        st.take_acks(&mut head);
+        Frame::Run { msg: c.msg, msg_len: msg.len() as u64, offset: 0, len: c.len }.encode(&mut head);
+        st.carried[link].push_back(c);
+        st.unacked.insert(c.msg, msg.clone());
+        drop(st);
+        out.written += (head.len() + msg.len()) as u64;
+        out.unsent = Some(Unsent::frame(head, Some((c, msg))));
+        match out.try_flush(&self.wr[link]) {
+            Ok(true) => {
+                out.take_written();
+                out.sent += u64::from(c.len);
+            }
+            Ok(false) => {
+                drop(out);
+                self.work[link].notify_waiters();
+            }
+            Err(e) => {
+                self.finish(link, &mut out, Err(e));
+            }
+        }
+    }
+
     /// A short message for `link` goes out from the sending task itself
     /// when the link's writer is idle and the socket takes it at once: no
     /// task switch on its way out. Whatever is left (a frame the socket
@@ -251,9 +290,7 @@ impl Shared {
     /// `link` wrote its unsent frame (or failed to): the frame's effects.
     /// `None` if the link failed, else whether the plan is idle.
     fn finish(&self, link: LinkId, out: &mut LinkOut, r: io::Result<()>) -> Option<bool> {
-        let Some(mut u) = out.unsent.take() else { return Some(self.state.lock().expect("state").plan.is_idle()) };
-        u.head.clear();
-        out.spare_head = std::mem::take(&mut u.head);
+        let Some(u) = out.take_written() else { return Some(self.state.lock().expect("state").plan.is_idle()) };
         let mut st = self.state.lock().expect("state");
         if let Err(e) = r {
             st.fail_link(link, e.to_string());
@@ -268,7 +305,7 @@ impl Shared {
             drop(st);
             self.acked.notify_waiters();
         } else if let Some(c) = u.run {
-            st.sent[link] += u64::from(c.len);
+            out.sent += u64::from(c.len);
             if st.closing && idle {
                 // Writers waiting with nothing to claim now owe their Close.
                 drop(st);
@@ -355,9 +392,13 @@ impl Striped {
 
     /// What each link has done so far.
     pub fn stats(&self) -> Stats {
-        let st = self.shared.state.lock().expect("state");
-        let rates = (0..st.alive.len()).map(|l| st.plan.measured_rate(l)).collect();
-        Stats { alive: st.alive.clone(), sent: st.sent.clone(), resent: st.resent, rates }
+        let (alive, resent, rates) = {
+            let st = self.shared.state.lock().expect("state");
+            (st.alive.clone(), st.resent, (0..st.alive.len()).map(|l| st.plan.measured_rate(l)).collect())
+        };
+        // Not under the state's lock: a writer takes that one holding its `out`.
+        let sent = self.shared.out.iter().map(|o| o.lock().expect("out").sent).collect();
+        Stats { alive, sent, resent, rates }
     }
 
     fn start(socks: Vec<TcpStream>) -> Striped {
@@ -374,6 +415,7 @@ impl Striped {
             let acked_seen = meter.acked;
             out.push(Mutex::new(LinkOut {
                 unsent: None,
+                sent: 0,
                 written: 0,
                 acked_seen,
                 meter,
@@ -388,7 +430,6 @@ impl Striped {
                 carried: vec![VecDeque::new(); n],
                 backlog_seen: vec![(0, std::time::Instant::now()); n],
                 alive: vec![true; n],
-                sent: vec![0; n],
                 resent: 0,
                 acks: VecDeque::new(),
                 reports: vec![],
@@ -438,8 +479,12 @@ impl Striped {
                     return Err(broken("send after close"));
                 }
                 if st.unacked.is_empty() || st.unacked_bytes + held(&msg) <= WINDOW {
-                    let id = st.plan.push(msg.len() as u64);
                     st.unacked_bytes += held(&msg);
+                    if let Some((link, out)) = self.shared.idle_link(&st, msg.len()) {
+                        self.shared.send_whole(link, st, out, msg);
+                        return Ok(());
+                    }
+                    let id = st.plan.push(msg.len() as u64);
                     st.unacked.insert(id, msg);
                     // A short message wakes only the writer it is for.
                     let only = st.plan.sole_link(id);
@@ -668,18 +713,9 @@ impl State {
         // write, not one per frame. Alone they wait a little (a reply is
         // usually about to be sent), unless many are pending: whether they
         // are due is asked (it reads the clock) only when no run takes them.
-        let take_acks = |st: &mut State, head: &mut Vec<u8>| {
-            while let Some(msg) = st.acks.pop_front() {
-                Frame::Ack { msg }.encode(head);
-            }
-            for r in st.reports.drain(..) {
-                r.encode(head);
-            }
-            st.acks_since = None;
-        };
         let take_due_acks = |st: &mut State, head: &mut Vec<u8>| {
             if st.acks_due() {
-                take_acks(st, head);
+                st.take_acks(head);
             }
         };
         // Nothing to claim now: the acks go alone, or the writer looks again soon.
@@ -704,7 +740,7 @@ impl State {
                 };
                 let (payload, msg_len) =
                     (data.slice(c.offset as usize..c.offset as usize + c.len as usize), data.len());
-                take_acks(self, &mut head);
+                self.take_acks(&mut head);
                 Frame::Run { msg: c.msg, msg_len: msg_len as u64, offset: c.offset, len: c.len }.encode(&mut head);
                 if pairs {
                     // The partner weighs this run as ours from now on.
@@ -733,6 +769,18 @@ impl State {
         }
         // Acks not due yet: the ack timer wakes the writers when they are.
         Work::Wait
+    }
+
+    /// Every pending ack (and rate report), into the header of the frame
+    /// being built.
+    fn take_acks(&mut self, head: &mut Vec<u8>) {
+        while let Some(msg) = self.acks.pop_front() {
+            Frame::Ack { msg }.encode(head);
+        }
+        for r in self.reports.drain(..) {
+            r.encode(head);
+        }
+        self.acks_since = None;
     }
 
     /// Whether `link`'s writer surely has nothing to do now (checked before
@@ -999,6 +1047,8 @@ async fn ack_timer(shared: Arc<Shared>) {
 struct LinkOut {
     /// What is left to write of the frame being written.
     unsent: Option<Unsent>,
+    /// Payload bytes the link wrote.
+    sent: u64,
     /// Bytes put on the link (headers included).
     written: u64,
     /// Bytes the peer had acknowledged when the kernel was last asked.
@@ -1024,17 +1074,20 @@ impl Unsent {
     /// The frame a piece of work writes, if any.
     fn of(work: Work) -> Option<Unsent> {
         match work {
-            Work::Frame(mut head, run) if !head.is_empty() || run.is_some() => {
-                let (run, mut payload) = run.map_or((None, Bytes::new()), |(c, p)| (Some(c), p));
-                if payload.len() <= COPY_PAYLOAD {
-                    head.extend_from_slice(&payload);
-                    payload = Bytes::new();
-                }
-                Some(Unsent { head, head_at: 0, payload, run, close: false })
-            }
+            Work::Frame(head, run) if !head.is_empty() || run.is_some() => Some(Unsent::frame(head, run)),
             Work::Close(head) => Some(Unsent { head, head_at: 0, payload: Bytes::new(), run: None, close: true }),
             _ => None,
         }
+    }
+
+    /// A frame: its header, and the run it carries if any.
+    fn frame(mut head: Vec<u8>, run: Option<(Claim, Bytes)>) -> Unsent {
+        let (run, mut payload) = run.map_or((None, Bytes::new()), |(c, p)| (Some(c), p));
+        if payload.len() <= COPY_PAYLOAD {
+            head.extend_from_slice(&payload);
+            payload = Bytes::new();
+        }
+        Unsent { head, head_at: 0, payload, run, close: false }
     }
 
     fn is_written(&self) -> bool {
@@ -1053,6 +1106,15 @@ impl Unsent {
 }
 
 impl LinkOut {
+    /// The frame just written (or failed), its header buffer kept for the
+    /// next one.
+    fn take_written(&mut self) -> Option<Unsent> {
+        let mut u = self.unsent.take()?;
+        u.head.clear();
+        self.spare_head = std::mem::take(&mut u.head);
+        Some(u)
+    }
+
     /// Writes the unsent frame to `wr` without waiting: true once all of
     /// it is.
     fn try_flush(&mut self, wr: &OwnedWriteHalf) -> io::Result<bool> {

@@ -177,8 +177,7 @@ impl Plan {
         let n = live().count();
         let empty_pending = len == 0;
         let m = if len < self.cfg.small || n <= 1 {
-            // Ties (nothing measured yet) go to the first link given.
-            let fastest = live().max_by(|&a, &b| self.rate(a).total_cmp(&self.rate(b)).then(b.cmp(&a)));
+            let fastest = self.fastest();
             // Whole on one link, in runs as long as they may be: a short
             // message is one run, one frame, one write (two writes put a
             // short segment on the wire between them).
@@ -206,6 +205,35 @@ impl Plan {
         self.striped += usize::from(m.helpable);
         self.messages.push_back(m);
         id
+    }
+
+    /// The live link with the highest measured rate (ties, and no rate
+    /// measured yet, go to the first given): asked for every short message.
+    fn fastest(&self) -> Option<LinkId> {
+        let mut best: Option<(LinkId, f64)> = None;
+        for (l, link) in self.links.iter().enumerate().filter(|(_, l)| l.alive) {
+            if best.is_none_or(|(_, r)| link.rate > r) {
+                best = Some((l, link.rate));
+            }
+        }
+        best.map(|(l, _)| l)
+    }
+
+    /// The link a message of `len` bytes goes on whole at once, claimed as
+    /// it is queued ([`Plan::claim_whole`]), if it is short and nothing is
+    /// left to claim (nothing it would have to wait behind): the caller
+    /// then need not queue it and claim it back.
+    pub fn whole_link(&self, len: u64) -> Option<LinkId> {
+        (len < self.cfg.small && self.is_idle()).then(|| self.fastest()).flatten()
+    }
+
+    /// A message of `len` bytes that [`Plan::whole_link`] gave a link,
+    /// queued and claimed whole by that link in one step: its claim.
+    pub fn claim_whole(&mut self, len: u64) -> Claim {
+        debug_assert!(len < self.cfg.small && self.is_idle(), "only what whole_link allows");
+        let id = self.next_id;
+        self.next_id += 1;
+        Claim { msg: id, offset: 0, len: len as u32 }
     }
 
     /// The next run `link` should send, if any (tests drive the plan so).
@@ -583,6 +611,20 @@ mod tests {
         p.push(32 * 1024 - 1);
         assert_eq!(p.claim(1), Some(Claim { msg: 1, offset: 0, len: 32 * 1024 - 1 }));
         assert!(p.is_idle());
+        // Claimed as it is queued: the same link, the next id, nothing left.
+        assert_eq!(p.whole_link(1000), Some(1));
+        assert_eq!(p.claim_whole(1000), Claim { msg: 2, offset: 0, len: 1000 });
+        assert!(p.is_idle());
+        assert_eq!(p.whole_link(0), Some(1));
+        assert_eq!(p.claim_whole(0), Claim { msg: 3, offset: 0, len: 0 });
+        // Not a striped message, nor one that would overtake a queued one.
+        assert_eq!(p.whole_link(32 * 1024), None);
+        p.push(1000);
+        assert_eq!(p.whole_link(1000), None);
+        assert_eq!(p.claim(1), Some(Claim { msg: 4, offset: 0, len: 1000 }));
+        // A failed link is not given one.
+        p.on_failed(1, []);
+        assert_eq!(p.whole_link(1000), Some(0), "measured, unlike link 2");
     }
 
     #[test]
