@@ -15,12 +15,15 @@
 //! prints one JSON line per size with the median round trip (and the bytes
 //! each link sent). With `--tcp`, the same two processes also exchange the
 //! messages over one plain TCP stream (a length-prefixed message each
-//! way: the baseline the paper compares against), the two taking turns in
-//! R rounds per size (which goes first alternates): both then run with the
-//! same placement on this machine's CPUs. On a VM that placement moves a
-//! 1 KiB round trip by ~20% from one pair of processes to the next, more
-//! than the two transports differ, so comparing separate runs measured
-//! mostly which runs were lucky. Each round's ratio is printed too.
+//! way: the baseline the paper compares against), the two taking turns
+//! round trip by round trip (which goes first alternates), in R rounds per
+//! size: both then run with the same placement on this machine's CPUs, at
+//! the same moments. On a VM that placement moves a 1 KiB round trip by
+//! ~20% from one pair of processes to the next, and it drifts from ~10 µs
+//! to ~90 µs within a pair's first second, more than the two transports
+//! differ: comparing separate runs, or blocks of round trips one after
+//! the other, measured mostly which were lucky. Each round's ratio is
+//! printed too.
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -162,20 +165,13 @@ async fn run() -> std::io::Result<()> {
                 // Each round: this transport's median round trip, and TCP's.
                 let mut meds: Vec<(f64, Option<f64>)> = vec![];
                 for r in 0..rounds {
-                    let tcp_first = r % 2 == 1;
-                    let mut t = None;
-                    if tcp_first {
-                        if let Some(c) = tcp.as_mut() {
-                            t = Some(median_rtt(c, &msg, per_round).await?);
+                    meds.push(match tcp.as_mut() {
+                        Some(c) => {
+                            let (d, t) = paired_rtts(&mut ch, c, &msg, per_round, r % 2 == 0).await?;
+                            (d, Some(t))
                         }
-                    }
-                    let d = median_rtt(&mut ch, &msg, per_round).await?;
-                    if !tcp_first {
-                        if let Some(c) = tcp.as_mut() {
-                            t = Some(median_rtt(c, &msg, per_round).await?);
-                        }
-                    }
-                    meds.push((d, t));
+                        None => (median_rtt(&mut ch, &msg, per_round).await?, None),
+                    });
                 }
                 let med = median(meds.iter().map(|m| m.0).collect());
                 let sent: Vec<u64> = ch.sent().iter().zip(&before).map(|(a, b)| a - b).collect();
@@ -233,18 +229,45 @@ async fn serve(mut ch: Chan, echo: bool) -> std::io::Result<()> {
     Ok(())
 }
 
+/// One round trip of `msg`, in seconds.
+async fn rtt(ch: &mut Chan, msg: &Bytes) -> std::io::Result<f64> {
+    let t = Instant::now();
+    ch.send(msg.clone()).await?;
+    let back = ch.recv().await?.expect("echo");
+    assert_eq!(back.len(), msg.len());
+    Ok(t.elapsed().as_secs_f64())
+}
+
 /// The median of `n` round trips of `msg` (after two to warm up).
 async fn median_rtt(ch: &mut Chan, msg: &Bytes, n: usize) -> std::io::Result<f64> {
     let mut rtts = vec![];
     for _ in 0..n + 2 {
-        let t = Instant::now();
-        ch.send(msg.clone()).await?;
-        let back = ch.recv().await?.expect("echo");
-        assert_eq!(back.len(), msg.len());
-        rtts.push(t.elapsed().as_secs_f64());
+        rtts.push(rtt(ch, msg).await?);
     }
     rtts.drain(..2);
     Ok(median(rtts))
+}
+
+/// The medians of `n` round trips of `msg` over `a` and over `b`, taken in
+/// turns, one round trip each (a b, b a, a b, ...; `a_first`: which
+/// starts), after two each to warm up: both transports see the same
+/// moments of this machine, whose round trips drift several-fold within
+/// a second (as the hypervisor moves its vCPUs), more than the
+/// transports differ.
+async fn paired_rtts(a: &mut Chan, b: &mut Chan, msg: &Bytes, n: usize, a_first: bool) -> std::io::Result<(f64, f64)> {
+    let (mut ra, mut rb) = (vec![], vec![]);
+    for i in 0..n + 2 {
+        if (i % 2 == 0) == a_first {
+            ra.push(rtt(a, msg).await?);
+            rb.push(rtt(b, msg).await?);
+        } else {
+            rb.push(rtt(b, msg).await?);
+            ra.push(rtt(a, msg).await?);
+        }
+    }
+    ra.drain(..2);
+    rb.drain(..2);
+    Ok((median(ra), median(rb)))
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
