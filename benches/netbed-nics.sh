@@ -7,8 +7,8 @@
 # last byte); a degraded case where link 1 drops to 40mbit 2 s in; and a
 # ping-pong (the paper's Eq. 9, 8 x size / (RTT/2)) from 1 KiB to 4 MiB,
 # striped over both links against one plain TCP stream over link 1, the
-# two between the same pair of processes, taking turns round trip by round
-# trip.
+# two between the same pair of processes, taking turns (round trip by round
+# trip under 32 KiB, in blocks from 32 KiB).
 #
 # Usage (root): benches/netbed-nics.sh [RUNS]
 # Writes benches/results/netbed-nics-<UTC date>.{md,json}.
@@ -104,8 +104,9 @@ print(2 + left / after if left > 0 else $BYTES / G)")
     add "{\"case\": \"degraded $name (link 1 to 40mbit at 2 s)\", \"ideal_s\": $ideal, \"ddnet_s\": $(median "${dg[@]}"), \"efficiency\": $(python3 -c "print($ideal / $(median "${dg[@]}"))"), \"runs_s\": [$(IFS=,; echo "${dg[*]}")]}"
     # Ping-pong: striped over both links against one plain TCP stream over
     # link 1 (the baseline: a length-prefixed message each way), both
-    # between the same two processes, taking turns round trip by round trip
-    # in ROUNDS rounds per size; RUNS such pairs of processes.
+    # between the same two processes, taking turns (round trip by round trip
+    # under 32 KiB, in blocks from 32 KiB) in ROUNDS rounds per size; RUNS
+    # such pairs of processes.
     for r in $(seq 1 "$RUNS"); do
       "$NB" exec $S -- "$NETBENCH" serve --listen 10.78.1.2:7601,10.78.2.2:7601 --tcp 10.78.1.2:7602 >/dev/null 2>&1 &
       srv=$!
@@ -154,11 +155,13 @@ if pp:
     trips = ", ".join(f"{size} B: {xs[0]['round_trips']}" for size, xs in sorted(pp.items()))
     rounds_per_pair = len(next(iter(pp.values()))[0]["round_speedups"])
     out.append(f"Ping-pong: DDNet over both links against one plain TCP stream over link 1, between the same two "
-               f"processes, taking turns round trip by round trip (which goes first alternates) in {rounds_per_pair} rounds, {runs} "
-               f"pairs of processes; round trips per size and transport in each pair: {trips}. On this VM a 1 KiB "
+               f"processes, taking turns in {rounds_per_pair} rounds (which goes first alternates), {runs} pairs of "
+               f"processes; round trips per size and transport in each pair: {trips}. On this VM a 1 KiB "
                "round trip moves by ~20% from one pair of processes to the next (where the scheduler puts them) and "
                "drifts from ~10 to ~90 us within a pair's first second, more than the transports differ, so each "
-               "round compares the two at the same moments. RTT: median over pairs of each pair's median; "
+               "round compares the two under the same conditions: under 32 KiB (both send each message on link 1) "
+               "taking turns round trip by round trip, from 32 KiB (DDNet stripes) each its block of the round's "
+               "round trips, so each is measured sustained. RTT: median over pairs of each pair's median; "
                "speedup: median of all rounds' TCP RTT / DDNet RTT; 95% CI: of that median, resampling the pairs "
                "of processes (rounds of one pair share its placement, so they are not independent); rounds: how "
                "many, how many of them below 1, and their range; per pair: the pair's ratio of medians. Effective "

@@ -16,18 +16,20 @@
 //! each link sent). With `--tcp`, the same two processes also exchange the
 //! messages over one plain TCP stream (a length-prefixed message each
 //! way: the baseline the paper compares against), the two taking turns
-//! round trip by round trip (which goes first alternates), in R rounds per
-//! size: both then run with the same placement on this machine's CPUs, at
-//! the same moments. On a VM that placement moves a 1 KiB round trip by
-//! ~20% from one pair of processes to the next, and it drifts from ~10 µs
-//! to ~90 µs within a pair's first second, more than the two transports
-//! differ: comparing separate runs, or blocks of round trips one after
-//! the other, measured mostly which were lucky. Each round's ratio is
-//! printed too.
+//! in R rounds per size (which goes first alternates): both then run with
+//! the same placement on this machine's CPUs. On a VM that placement moves
+//! a 1 KiB round trip by ~20% from one pair of processes to the next, and
+//! it drifts from ~10 µs to ~90 µs within a pair's first second, more than
+//! the two transports differ: so below the striping size (both on link 1)
+//! they take turns round trip by round trip, at the same moments; from it
+//! in blocks of round trips, so each is measured sustained (turns that
+//! short would let each refill the token buckets the other drained). Each
+//! round's ratio is printed too.
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
+use ddnet::plan::PlanConfig;
 use ddnet::{StripeListener, Striped};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -164,10 +166,28 @@ async fn run() -> std::io::Result<()> {
                 let per_round = n.div_ceil(rounds).max(3);
                 // Each round: this transport's median round trip, and TCP's.
                 let mut meds: Vec<(f64, Option<f64>)> = vec![];
+                // Below the striping size both send every message on link
+                // 1: they take turns a round trip each. From it, DDNet uses
+                // link 2 too, and turns that short would let each refill
+                // the token buckets the other drained (neither would be
+                // measured sustained): each takes a block of round trips.
+                let one_link = (size as u64) < PlanConfig::default().small;
                 for r in 0..rounds {
+                    let first = r % 2 == 0;
                     meds.push(match tcp.as_mut() {
+                        Some(c) if one_link => {
+                            let (d, t) = paired_rtts(&mut ch, c, &msg, per_round, first).await?;
+                            (d, Some(t))
+                        }
                         Some(c) => {
-                            let (d, t) = paired_rtts(&mut ch, c, &msg, per_round, r % 2 == 0).await?;
+                            let (mut d, mut t) = (0.0, 0.0);
+                            for ddnet in [first, !first] {
+                                if ddnet {
+                                    d = median_rtt(&mut ch, &msg, per_round).await?;
+                                } else {
+                                    t = median_rtt(c, &msg, per_round).await?;
+                                }
+                            }
                             (d, Some(t))
                         }
                         None => (median_rtt(&mut ch, &msg, per_round).await?, None),
