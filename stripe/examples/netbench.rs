@@ -179,16 +179,13 @@ async fn run() -> std::io::Result<()> {
                             let (d, t) = paired_rtts(&mut ch, c, &msg, per_round, first).await?;
                             (d, Some(t))
                         }
+                        Some(c) if first => {
+                            let d = median_rtt(&mut ch, &msg, per_round).await?;
+                            (d, Some(median_rtt(c, &msg, per_round).await?))
+                        }
                         Some(c) => {
-                            let (mut d, mut t) = (0.0, 0.0);
-                            for ddnet in [first, !first] {
-                                if ddnet {
-                                    d = median_rtt(&mut ch, &msg, per_round).await?;
-                                } else {
-                                    t = median_rtt(c, &msg, per_round).await?;
-                                }
-                            }
-                            (d, Some(t))
+                            let t = median_rtt(c, &msg, per_round).await?;
+                            (median_rtt(&mut ch, &msg, per_round).await?, Some(t))
                         }
                         None => (median_rtt(&mut ch, &msg, per_round).await?, None),
                     });
