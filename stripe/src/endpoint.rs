@@ -120,6 +120,8 @@ struct State {
     close_pending: Vec<bool>,
     /// The endpoint was dropped: writers send what is due (acks) and stop.
     dropped: bool,
+    /// A sender found the window full since the last ack: acks wake it.
+    window_full: bool,
     error: Option<String>,
     // Receiving.
     assembling: HashMap<u64, Assembly>,
@@ -238,10 +240,18 @@ impl Shared {
         st.take_acks(&mut head);
         Frame::Run { msg: c.msg, msg_len: msg.len() as u64, offset: 0, len: c.len }.encode(&mut head);
         st.carried[link].push_back(c);
-        st.unacked.insert(c.msg, msg.clone());
+        // Copied behind its header, the message itself is only held (a
+        // clone of a `Bytes` made from a `Vec` allocates).
+        let payload = if msg.len() <= COPY_PAYLOAD {
+            head.extend_from_slice(&msg);
+            Bytes::new()
+        } else {
+            msg.clone()
+        };
+        st.unacked.insert(c.msg, msg);
         drop(st);
-        out.written += (head.len() + msg.len()) as u64;
-        out.unsent = Some(Unsent::frame(head, Some((c, msg))));
+        out.written += (head.len() + payload.len()) as u64;
+        out.unsent = Some(Unsent::frame(head, Some((c, payload))));
         match out.try_flush(&self.wr[link]) {
             Ok(true) => {
                 out.take_written();
@@ -438,6 +448,7 @@ impl Striped {
                 close_sent: vec![false; n],
                 close_pending: vec![false; n],
                 dropped: false,
+                window_full: false,
                 error: None,
                 assembling: HashMap::new(),
                 ready: BTreeMap::new(),
@@ -495,6 +506,7 @@ impl Striped {
                     }
                     return Ok(());
                 }
+                st.window_full = true;
             }
             match wait.as_mut() {
                 None => {
@@ -1299,7 +1311,8 @@ fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut 
         Frame::Run { msg, msg_len, offset, .. } => st.on_run(link, msg, msg_len, offset, payload)?,
         Frame::Ack { msg } => {
             st.on_ack(msg);
-            w.senders = true;
+            // Only `send` with a full window and `close` wait for acks.
+            w.senders |= std::mem::take(&mut st.window_full) || st.closing;
         }
         Frame::Close { count } => {
             st.peer_count = Some(count);
@@ -1323,31 +1336,40 @@ fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut 
     Ok(())
 }
 
-/// Applies every whole frame at the front of `buf` (under one lock) and
-/// takes it out; what is left is the start of the next frame.
-fn apply_frames(shared: &Shared, link: LinkId, buf: &mut BytesMut) -> Result<(Woken, Option<(Frame, usize)>), String> {
+/// What [`apply_frames`] did.
+struct Applied {
+    woken: Woken,
+    /// Bytes the frames applied took.
+    took: usize,
+    /// A long run whose header came (and its header's length): its reader
+    /// reads the rest straight.
+    long: Option<(Frame, usize)>,
+}
+
+/// Applies every whole frame at the front of `buf` (under one lock); what
+/// is left is the start of the next frame.
+fn apply_frames(shared: &Shared, link: LinkId, buf: &[u8]) -> Result<Applied, String> {
     let mut w = Woken::default();
     let mut st = None;
-    while let Some((frame, head)) = Frame::parse(buf).map_err(|e| e.to_string())? {
+    let mut at = 0;
+    while let Some((frame, head)) = Frame::parse(&buf[at..]).map_err(|e| e.to_string())? {
         let whole = head + if let Frame::Run { len, .. } = frame { len as usize } else { 0 };
-        if buf.len() < whole {
+        if buf.len() - at < whole {
             if whole > READ_CHUNK / 2 {
-                // A long run: its reader reads the rest straight.
-                return Ok((w, Some((frame, head))));
+                return Ok(Applied { woken: w, took: at, long: Some((frame, head)) });
             }
-            buf.reserve(whole - buf.len());
             break;
         }
         let st = st.get_or_insert_with(|| shared.state.lock().expect("state"));
-        on_frame(st, link, frame, &buf[head..whole], &mut w)?;
-        buf.advance(whole);
+        on_frame(st, link, frame, &buf[at + head..at + whole], &mut w)?;
+        at += whole;
     }
     if let Some(st) = st.as_mut().filter(|_| w.receivers) {
         // Under the lock already held (waking a task only queues it).
         st.receivers.drain(..).for_each(Waker::wake);
         w.receivers = false;
     }
-    Ok((w, None))
+    Ok(Applied { woken: w, took: at, long: None })
 }
 
 /// Bytes a link's reader asks the socket for at once.
@@ -1374,26 +1396,30 @@ impl Woken {
 /// it cost one), and wakes whoever the frames concern. A long run is read
 /// past the buffer, straight into a payload buffer of its own.
 async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // What the socket gave; frames from `at` on are not applied yet.
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut at = 0;
     let mut payload = vec![];
     let why = loop {
-        let long = match apply_frames(&shared, link, &mut buf) {
-            Ok((w, long)) => {
-                w.wake(&shared);
-                long
+        let long = match apply_frames(&shared, link, &buf[at..]) {
+            Ok(a) => {
+                a.woken.wake(&shared);
+                at += a.took;
+                a.long
             }
             Err(e) => break e,
         };
         if let Some((frame, head)) = long {
             let Frame::Run { len, .. } = frame else { unreachable!("only runs are long") };
             let len = len as usize;
-            buf.advance(head);
-            let have = buf.len();
+            let have = &buf[at + head..];
             if payload.len() < len {
                 payload.resize(len, 0);
             }
-            payload[..have].copy_from_slice(&buf);
+            payload[..have.len()].copy_from_slice(have);
+            let have = have.len();
             buf.clear();
+            at = 0;
             if let Err(e) = rd.read_exact(&mut payload[have..len]).await {
                 break e.to_string();
             }
@@ -1405,9 +1431,15 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
             w.wake(&shared);
             continue;
         }
-        // Emptied, the buffer starts over at its front (memory still in
-        // cache); near its end, it makes room.
-        if buf.is_empty() || buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        if at == buf.len() {
+            // All applied: the buffer starts over at its front (memory
+            // still in cache).
+            buf.clear();
+            at = 0;
+        } else if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            // Near its end: the start of the next frame moves to the front.
+            buf.drain(..at);
+            at = 0;
             buf.reserve(READ_CHUNK);
         }
         match rd.read_buf(&mut buf).await {
