@@ -5,7 +5,8 @@
 //! closing frame), feeding the plan its backlog and rate from `TCP_INFO`,
 //! and a reader task reassembles the peer's runs into whole messages,
 //! reporting back how fast each link delivered its part (the plan's other
-//! rate source). An ack timer task sends acks no run took along. A short
+//! rate source), then lets a receiver it woke run before it goes on. An
+//! ack timer task sends acks no run took along. A short
 //! message whose link's writer is idle is written by `send` itself, when
 //! the socket takes it at once: a task switch is a good part of a 1 KiB
 //! message's trip. Messages are delivered in the order they were sent. A
@@ -1300,8 +1301,16 @@ struct Woken {
     receivers: bool,
 }
 
-/// Applies one frame (a run's payload in `payload`) from `link`.
-fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut Woken) -> Result<(), String> {
+/// Applies one frame (a run's payload in `payload`) from `link`; an ack
+/// only joins `acks` (see [`apply_acks`]).
+fn on_frame(
+    st: &mut State,
+    link: LinkId,
+    frame: Frame,
+    payload: &[u8],
+    w: &mut Woken,
+    acks: &mut Vec<u64>,
+) -> Result<(), String> {
     let (first, inbox) = (st.acks.is_empty(), st.inbox.len());
     match frame {
         Frame::Run { msg, msg_len, offset, len } if offset == 0 && u64::from(len) == msg_len => {
@@ -1309,11 +1318,7 @@ fn on_frame(st: &mut State, link: LinkId, frame: Frame, payload: &[u8], w: &mut 
             st.on_whole(msg, Bytes::copy_from_slice(payload))?;
         }
         Frame::Run { msg, msg_len, offset, .. } => st.on_run(link, msg, msg_len, offset, payload)?,
-        Frame::Ack { msg } => {
-            st.on_ack(msg);
-            // Only `send` with a full window and `close` wait for acks.
-            w.senders |= std::mem::take(&mut st.window_full) || st.closing;
-        }
+        Frame::Ack { msg } => acks.push(msg),
         Frame::Close { count } => {
             st.peer_count = Some(count);
             st.check_closed();
@@ -1344,32 +1349,70 @@ struct Applied {
     /// A long run whose header came (and its header's length): its reader
     /// reads the rest straight.
     long: Option<(Frame, usize)>,
+    /// A waiting receiver was woken.
+    delivered: bool,
+}
+
+/// Lets the tasks already woken run before this one goes on: a wake of
+/// this task, not the runtime's `yield_now` (which waits for the next
+/// look at the kernel, a syscall).
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
+
+/// Acks that arrived: the messages they name are let go.
+fn apply_acks(st: &mut State, acks: &mut Vec<u64>, w: &mut Woken) {
+    if acks.is_empty() {
+        return;
+    }
+    for msg in acks.drain(..) {
+        st.on_ack(msg);
+    }
+    // Only `send` with a full window and `close` wait for acks.
+    w.senders |= std::mem::take(&mut st.window_full) || st.closing;
 }
 
 /// Applies every whole frame at the front of `buf` (under one lock); what
-/// is left is the start of the next frame.
-fn apply_frames(shared: &Shared, link: LinkId, buf: &[u8]) -> Result<Applied, String> {
+/// is left is the start of the next frame. The acks among them are applied
+/// too, unless a waiting receiver was woken: then they stay in `acks` for
+/// after its turn (letting go of what they acknowledge can wait, the reply
+/// the receiver is about to send cannot).
+fn apply_frames(shared: &Shared, link: LinkId, buf: &[u8], acks: &mut Vec<u64>) -> Result<Applied, String> {
     let mut w = Woken::default();
     let mut st = None;
     let mut at = 0;
+    let mut long = None;
     while let Some((frame, head)) = Frame::parse(&buf[at..]).map_err(|e| e.to_string())? {
         let whole = head + if let Frame::Run { len, .. } = frame { len as usize } else { 0 };
         if buf.len() - at < whole {
             if whole > READ_CHUNK / 2 {
-                return Ok(Applied { woken: w, took: at, long: Some((frame, head)) });
+                long = Some((frame, head));
             }
             break;
         }
         let st = st.get_or_insert_with(|| shared.state.lock().expect("state"));
-        on_frame(st, link, frame, &buf[at + head..at + whole], &mut w)?;
+        on_frame(st, link, frame, &buf[at + head..at + whole], &mut w, acks)?;
         at += whole;
     }
-    if let Some(st) = st.as_mut().filter(|_| w.receivers) {
-        // Under the lock already held (waking a task only queues it).
+    let Some(mut st) = st else { return Ok(Applied { woken: w, took: at, long, delivered: false }) };
+    // Under the lock already held (waking a task only queues it).
+    let delivered = w.receivers && !st.receivers.is_empty();
+    if w.receivers {
         st.receivers.drain(..).for_each(Waker::wake);
         w.receivers = false;
     }
-    Ok(Applied { woken: w, took: at, long: None })
+    if !delivered {
+        apply_acks(&mut st, acks, &mut w);
+    }
+    Ok(Applied { woken: w, took: at, long, delivered })
 }
 
 /// Bytes a link's reader asks the socket for at once.
@@ -1393,18 +1436,34 @@ impl Woken {
 
 /// A link's reader: reads what the socket has, applies every whole frame
 /// in it under one lock (a short message and the ack riding in front of
-/// it cost one), and wakes whoever the frames concern. A long run is read
-/// past the buffer, straight into a payload buffer of its own.
+/// it cost one), and wakes whoever the frames concern. When that is a
+/// waiting receiver, the receiver runs first and the reader's own rest
+/// (the acks, the next look at the socket) after it: a receiver that
+/// answers at once has its reply out sooner, and what the reader does
+/// then overlaps the peer's work. A long run is read past the buffer,
+/// straight into a payload buffer of its own.
 async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
     // What the socket gave; frames from `at` on are not applied yet.
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut at = 0;
     let mut payload = vec![];
+    // Acks read but not applied yet.
+    let mut acks = vec![];
     let why = loop {
-        let long = match apply_frames(&shared, link, &buf[at..]) {
+        let long = match apply_frames(&shared, link, &buf[at..], &mut acks) {
             Ok(a) => {
                 a.woken.wake(&shared);
                 at += a.took;
+                if a.delivered {
+                    // The receiver goes first: what this reader does next
+                    // (the acks, a look at the socket, a wait for it) then
+                    // happens after the receiver's reply went out, not
+                    // before it.
+                    yield_once().await;
+                    let mut w = Woken::default();
+                    apply_acks(&mut shared.state.lock().expect("state"), &mut acks, &mut w);
+                    w.wake(&shared);
+                }
                 a.long
             }
             Err(e) => break e,
@@ -1424,7 +1483,7 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
                 break e.to_string();
             }
             let mut w = Woken::default();
-            let r = on_frame(&mut shared.state.lock().expect("state"), link, frame, &payload[..len], &mut w);
+            let r = on_frame(&mut shared.state.lock().expect("state"), link, frame, &payload[..len], &mut w, &mut acks);
             if let Err(e) = r {
                 break e;
             }
@@ -1449,6 +1508,8 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
         }
     };
     let mut st = shared.state.lock().expect("state");
+    // What the peer acknowledged before a bad frame is not sent again.
+    apply_acks(&mut st, &mut acks, &mut Woken::default());
     // A link the peer closed after its Close is an orderly end.
     let orderly = st.peer_count.is_some() && why == "closed by the peer";
     if !orderly {
@@ -1464,6 +1525,64 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A channel over one loopback link, and its peer.
+    async fn pair() -> (Arc<Striped>, Striped) {
+        let l = StripeListener::bind(&["127.0.0.1:0".parse().unwrap()]).await.unwrap();
+        let to = l.local_addrs().unwrap()[0];
+        let route = [(None, to)];
+        let (a, b) = tokio::join!(Striped::connect(&route), l.accept());
+        (Arc::new(a.unwrap()), b.unwrap())
+    }
+
+    /// `a` sends one message its peer never takes (so never acknowledges);
+    /// frames that acknowledge it are then fed to `a` by hand.
+    async fn holding_one() -> (Arc<Striped>, Striped) {
+        let (a, b) = pair().await;
+        a.send(Bytes::from_static(b"held")).await.unwrap();
+        assert_eq!(a.shared.state.lock().unwrap().unacked.ids().collect::<Vec<_>>(), [0]);
+        (a, b)
+    }
+
+    #[tokio::test]
+    async fn acks_in_front_of_a_long_runs_header_are_applied_at_once() {
+        let (a, _b) = holding_one().await;
+        let mut buf = vec![];
+        Frame::Ack { msg: 0 }.encode(&mut buf);
+        // A long run's header and the start of its payload: the reader
+        // reads the rest straight, and the ack must not wait for that.
+        Frame::Run { msg: 0, msg_len: 1 << 20, offset: 0, len: 512 << 10 }.encode(&mut buf);
+        buf.extend_from_slice(&[1; 1000]);
+        let mut acks = vec![];
+        let applied = apply_frames(&a.shared, 0, &buf, &mut acks).unwrap();
+        assert!(applied.long.is_some() && !applied.delivered);
+        assert!(acks.is_empty() && a.shared.state.lock().unwrap().unacked.is_empty(), "the ack is applied");
+    }
+
+    #[tokio::test]
+    async fn acks_in_front_of_a_message_for_a_waiting_receiver_wait_for_its_turn() {
+        let (a, _b) = holding_one().await;
+        let waiting = {
+            let a = a.clone();
+            tokio::spawn(async move { a.recv().await })
+        };
+        while a.shared.state.lock().unwrap().receivers.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let mut buf = vec![];
+        Frame::Ack { msg: 0 }.encode(&mut buf);
+        Frame::Run { msg: 0, msg_len: 5, offset: 0, len: 5 }.encode(&mut buf);
+        buf.extend_from_slice(b"hello");
+        let mut acks = vec![];
+        let applied = apply_frames(&a.shared, 0, &buf, &mut acks).unwrap();
+        assert!(applied.delivered && applied.took == buf.len());
+        assert_eq!(acks, [0], "left for after the receiver's turn");
+        assert!(!a.shared.state.lock().unwrap().unacked.is_empty());
+        assert_eq!(waiting.await.unwrap().unwrap().as_deref(), Some(&b"hello"[..]));
+        let mut w = Woken::default();
+        apply_acks(&mut a.shared.state.lock().unwrap(), &mut acks, &mut w);
+        assert!(acks.is_empty() && a.shared.state.lock().unwrap().unacked.is_empty());
+    }
 
     #[test]
     fn unacked_messages_leave_in_any_order() {

@@ -87,6 +87,45 @@ async fn both_directions_at_once() {
     echo.await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_messages_both_ways_at_once_past_the_window() {
+    // Each side streams 96 MiB (past the 64 MiB window) while the other
+    // does the same: the acks each side needs to go on arrive between the
+    // long runs of the other's messages.
+    const N: usize = 48;
+    let msgs: Arc<Vec<Bytes>> = Arc::new((0..4).map(|i| random((2 << 20) + i * 4099, 20 + i as u64)).collect());
+    for links in [1, 2] {
+        let (a, b) = pair(links).await;
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        let side = |me: Arc<Striped>, shift: usize| {
+            let msgs = msgs.clone();
+            let send = {
+                let (me, msgs) = (me.clone(), msgs.clone());
+                tokio::spawn(async move {
+                    for i in 0..N {
+                        me.send(msgs[(i + shift) % 4].clone()).await.unwrap();
+                    }
+                    me.close().await.unwrap();
+                })
+            };
+            tokio::spawn(async move {
+                // What the other side sent: its shift is the other one.
+                for i in 0..N {
+                    let m = me.recv().await.unwrap().expect("a message");
+                    assert!(m == msgs[(i + 1 - shift) % 4], "{links} links: message {i} differs");
+                }
+                assert!(me.recv().await.unwrap().is_none(), "the end after close");
+                send.await.unwrap();
+            })
+        };
+        let (ja, jb) = (side(a.clone(), 0), side(b.clone(), 1));
+        let t = std::time::Duration::from_secs(60);
+        if tokio::time::timeout(t, async { (ja.await.unwrap(), jb.await.unwrap()) }).await.is_err() {
+            panic!("{links} links: stuck\na:\n{}\nb:\n{}", a.debug_state(), b.debug_state());
+        }
+    }
+}
+
 /// Forwards one connection to `to` and cuts it (both ways) after `limit`
 /// bytes went forward.
 async fn cut_after(to: SocketAddr, limit: u64) -> SocketAddr {
