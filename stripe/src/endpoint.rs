@@ -257,6 +257,14 @@ impl Shared {
             Ok(true) => {
                 out.take_written();
                 out.sent += u64::from(c.len);
+                if out.written.saturating_sub(out.acked_seen) > MIN_AHEAD {
+                    // What the kernel says of the link (for the next
+                    // message's look and the rates), asked once this one is
+                    // out, not before it: the next message finds it fresh.
+                    if let Some(Some(rate)) = out.look(&self.wr[link]) {
+                        self.state.lock().expect("state").plan.set_rate(link, rate);
+                    }
+                }
             }
             Ok(false) => {
                 drop(out);
@@ -1119,6 +1127,15 @@ impl Unsent {
 }
 
 impl LinkOut {
+    /// Asks the kernel how far the peer has acknowledged (`acked_seen`)
+    /// and feeds the meter: `None` if the kernel would not say, else the
+    /// rate sample taken, if any.
+    fn look(&mut self, wr: &OwnedWriteHalf) -> Option<Option<f64>> {
+        let (acked, busy_us) = tcp_progress(wr.as_ref())?;
+        self.acked_seen = acked;
+        Some(self.meter.sample(acked, busy_us))
+    }
+
     /// The frame just written (or failed), its header buffer kept for the
     /// next one.
     fn take_written(&mut self) -> Option<Unsent> {
@@ -1190,13 +1207,12 @@ fn decide(link: LinkId, out: &mut LinkOut, shared: &Shared) -> (Work, bool) {
         true
     } else {
         drop(st);
-        let progress = tcp_progress(shared.wr[link].as_ref());
+        let looked = out.look(&shared.wr[link]);
         st = shared.state.lock().expect("state");
-        match progress {
-            Some((acked, busy_us)) => {
-                out.acked_seen = acked;
-                backlog = out.written.saturating_sub(acked);
-                if let Some(rate) = out.meter.sample(acked, busy_us) {
+        match looked {
+            Some(rate) => {
+                backlog = out.written.saturating_sub(out.acked_seen);
+                if let Some(rate) = rate {
                     st.plan.set_rate(link, rate);
                 }
                 backlog <= MIN_AHEAD.max((st.plan.measured_rate(link) * AHEAD_SECS) as u64)
@@ -1584,6 +1600,32 @@ mod tests {
         let mut w = Woken::default();
         apply_acks(&mut a.shared.state.lock().unwrap(), &mut acks, &mut w);
         assert!(acks.is_empty() && a.shared.state.lock().unwrap().unacked.is_empty());
+    }
+
+    #[tokio::test]
+    async fn short_messages_in_turn_all_go_out_from_send() {
+        // What the kernel says of the link is asked after a message left,
+        // so in a ping-pong the next one never finds it stale (which would
+        // send it the writer's way, asking the kernel first).
+        let (a, b) = pair().await;
+        let echo = tokio::spawn(async move {
+            while let Some(m) = b.recv().await.unwrap() {
+                b.send(m).await.unwrap();
+            }
+            b.close().await.unwrap();
+        });
+        let msg = Bytes::from(vec![7u8; 16 << 10]);
+        for i in 0..64 {
+            {
+                let st = a.shared.state.lock().unwrap();
+                assert!(a.shared.idle_link(&st, msg.len()).is_some(), "message {i} waits for the writer");
+            }
+            a.send(msg.clone()).await.unwrap();
+            assert_eq!(a.recv().await.unwrap().map(|m| m.len()), Some(msg.len()));
+        }
+        a.close().await.unwrap();
+        assert!(a.recv().await.unwrap().is_none());
+        echo.await.unwrap();
     }
 
     #[test]
