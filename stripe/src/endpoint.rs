@@ -33,7 +33,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify};
 
 use crate::plan::{Claim, LinkId, Next, Plan, PlanConfig};
-use crate::wire::{Frame, MAX_MESSAGE};
+use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
 
 /// Unacknowledged bytes a sender may have out before `send` waits.
 const WINDOW: u64 = 64 << 20;
@@ -238,8 +238,8 @@ impl Shared {
     fn send_whole(&self, link: LinkId, mut st: MutexGuard<'_, State>, mut out: MutexGuard<'_, LinkOut>, msg: Bytes) {
         let c = st.plan.claim_whole(msg.len() as u64);
         let mut head = std::mem::take(&mut out.spare_head);
-        st.take_acks(&mut head);
-        Frame::Run { msg: c.msg, msg_len: msg.len() as u64, offset: 0, len: c.len }.encode(&mut head);
+        st.take_acks(&mut head, &mut out.ids);
+        Frame::Run { msg: c.msg, msg_len: msg.len() as u64, offset: 0, len: c.len }.encode(&mut head, &mut out.ids);
         st.carried[link].push_back(c);
         // Copied behind its header, the message itself is only held (a
         // clone of a `Bytes` made from a `Vec` allocates).
@@ -374,7 +374,7 @@ impl Striped {
         let count = socks.len() as u32;
         for (i, s) in socks.iter_mut().enumerate() {
             let mut hello = vec![];
-            Frame::Hello { session, index: i as u32, count }.encode(&mut hello);
+            Frame::Hello { session, index: i as u32, count }.encode(&mut hello, &mut LinkIds::default());
             s.write_all(&hello).await?;
         }
         Ok(Striped::start(socks))
@@ -439,6 +439,7 @@ impl Striped {
                 acked_seen,
                 meter,
                 spare_head: Vec::with_capacity(64),
+                ids: LinkIds::default(),
             }));
         }
         let shared = Arc::new(Shared {
@@ -726,7 +727,7 @@ enum Work {
 impl State {
     /// `backlog`: bytes this link wrote that the peer has not acknowledged.
     /// `head`: an empty buffer to build the frame's header in.
-    fn next_work(&mut self, link: LinkId, may_claim: bool, backlog: u64, mut head: Vec<u8>) -> Work {
+    fn next_work(&mut self, link: LinkId, may_claim: bool, backlog: u64, mut head: Vec<u8>, ids: &mut LinkIds) -> Work {
         if !self.alive[link] {
             return Work::Done;
         }
@@ -734,15 +735,15 @@ impl State {
         // write, not one per frame. Alone they wait a little (a reply is
         // usually about to be sent), unless many are pending: whether they
         // are due is asked (it reads the clock) only when no run takes them.
-        let take_due_acks = |st: &mut State, head: &mut Vec<u8>| {
+        let take_due_acks = |st: &mut State, head: &mut Vec<u8>, ids: &mut LinkIds| {
             if st.acks_due() {
-                st.take_acks(head);
+                st.take_acks(head, ids);
             }
         };
         // Nothing to claim now: the acks go alone, or the writer looks again soon.
         let paced = |head: Vec<u8>| if head.is_empty() { Work::Paced } else { Work::Frame(head, None) };
         if !may_claim && !self.plan.is_idle() {
-            take_due_acks(self, &mut head);
+            take_due_acks(self, &mut head, ids);
             return paced(head);
         }
         // Backlogs weigh only pair decisions (and reading the clock for
@@ -756,13 +757,13 @@ impl State {
             Next::Run(c) => {
                 let Some(data) = self.unacked.get(c.msg) else {
                     // Acknowledged meanwhile (a redo of a run that did arrive).
-                    take_due_acks(self, &mut head);
+                    take_due_acks(self, &mut head, ids);
                     return Work::Frame(head, None);
                 };
                 let (payload, msg_len) =
                     (data.slice(c.offset as usize..c.offset as usize + c.len as usize), data.len());
-                self.take_acks(&mut head);
-                Frame::Run { msg: c.msg, msg_len: msg_len as u64, offset: c.offset, len: c.len }.encode(&mut head);
+                self.take_acks(&mut head, ids);
+                Frame::Run { msg: c.msg, msg_len: msg_len as u64, offset: c.offset, len: c.len }.encode(&mut head, ids);
                 if pairs {
                     // The partner weighs this run as ours from now on.
                     self.note_backlog(link, backlog + (head.len() + payload.len()) as u64);
@@ -771,15 +772,15 @@ impl State {
                 return Work::Frame(head, Some((c, payload)));
             }
             Next::Later => {
-                take_due_acks(self, &mut head);
+                take_due_acks(self, &mut head, ids);
                 return paced(head);
             }
             Next::Nothing => {}
         }
-        take_due_acks(self, &mut head);
+        take_due_acks(self, &mut head, ids);
         if self.closing && self.plan.is_idle() && !self.close_sent[link] && !self.close_pending[link] {
             self.close_pending[link] = true;
-            Frame::Close { count: self.plan.next_id() }.encode(&mut head);
+            Frame::Close { count: self.plan.next_id() }.encode(&mut head, ids);
             return Work::Close(head);
         }
         if !head.is_empty() {
@@ -793,13 +794,13 @@ impl State {
     }
 
     /// Every pending ack (and rate report), into the header of the frame
-    /// being built.
-    fn take_acks(&mut self, head: &mut Vec<u8>) {
+    /// being built for a link that carried `ids`.
+    fn take_acks(&mut self, head: &mut Vec<u8>, ids: &mut LinkIds) {
         while let Some(msg) = self.acks.pop_front() {
-            Frame::Ack { msg }.encode(head);
+            Frame::Ack { msg }.encode(head, ids);
         }
         for r in self.reports.drain(..) {
-            r.encode(head);
+            r.encode(head, ids);
         }
         self.acks_since = None;
     }
@@ -1078,6 +1079,9 @@ struct LinkOut {
     /// The last frame's header buffer, for the next one (no allocation a
     /// frame).
     spare_head: Vec<u8>,
+    /// What the link carried, as its frames were encoded: they are written
+    /// in that order (under this lock), so the peer's reader sees the same.
+    ids: LinkIds,
 }
 
 /// A frame being written: header (acks, reports, run header) and payload.
@@ -1220,7 +1224,7 @@ fn decide(link: LinkId, out: &mut LinkOut, shared: &Shared) -> (Work, bool) {
             None => true,
         }
     };
-    let work = st.next_work(link, may_claim, backlog, std::mem::take(&mut out.spare_head));
+    let work = st.next_work(link, may_claim, backlog, std::mem::take(&mut out.spare_head), &mut out.ids);
     out.written += match &work {
         Work::Frame(head, run) => (head.len() + run.as_ref().map_or(0, |(_, p)| p.len())) as u64,
         Work::Close(head) => head.len() as u64,
@@ -1403,12 +1407,18 @@ fn apply_acks(st: &mut State, acks: &mut Vec<u64>, w: &mut Woken) {
 /// too, unless a waiting receiver was woken: then they stay in `acks` for
 /// after its turn (letting go of what they acknowledge can wait, the reply
 /// the receiver is about to send cannot).
-fn apply_frames(shared: &Shared, link: LinkId, buf: &[u8], acks: &mut Vec<u64>) -> Result<Applied, String> {
+fn apply_frames(
+    shared: &Shared,
+    link: LinkId,
+    buf: &[u8],
+    ids: &mut LinkIds,
+    acks: &mut Vec<u64>,
+) -> Result<Applied, String> {
     let mut w = Woken::default();
     let mut st = None;
     let mut at = 0;
     let mut long = None;
-    while let Some((frame, head)) = Frame::parse(&buf[at..]).map_err(|e| e.to_string())? {
+    while let Some((frame, head)) = Frame::parse(&buf[at..], ids).map_err(|e| e.to_string())? {
         let whole = head + if let Frame::Run { len, .. } = frame { len as usize } else { 0 };
         if buf.len() - at < whole {
             if whole > READ_CHUNK / 2 {
@@ -1418,6 +1428,7 @@ fn apply_frames(shared: &Shared, link: LinkId, buf: &[u8], acks: &mut Vec<u64>) 
         }
         let st = st.get_or_insert_with(|| shared.state.lock().expect("state"));
         on_frame(st, link, frame, &buf[at + head..at + whole], &mut w, acks)?;
+        ids.carried(&frame);
         at += whole;
     }
     let Some(mut st) = st else { return Ok(Applied { woken: w, took: at, long, delivered: false }) };
@@ -1467,8 +1478,10 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
     let mut payload = vec![];
     // Acks read but not applied yet.
     let mut acks = vec![];
+    // What the link carried, from the frames applied.
+    let mut ids = LinkIds::default();
     let why = loop {
-        let long = match apply_frames(&shared, link, &buf[at..], &mut acks) {
+        let long = match apply_frames(&shared, link, &buf[at..], &mut ids, &mut acks) {
             Ok(a) => {
                 a.woken.wake(&shared);
                 at += a.took;
@@ -1505,6 +1518,7 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
             if let Err(e) = r {
                 break e;
             }
+            ids.carried(&frame);
             w.wake(&shared);
             continue;
         }
@@ -1565,14 +1579,14 @@ mod tests {
     #[tokio::test]
     async fn acks_in_front_of_a_long_runs_header_are_applied_at_once() {
         let (a, _b) = holding_one().await;
-        let mut buf = vec![];
-        Frame::Ack { msg: 0 }.encode(&mut buf);
+        let (mut buf, mut ids) = (vec![], LinkIds::default());
+        Frame::Ack { msg: 0 }.encode(&mut buf, &mut ids);
         // A long run's header and the start of its payload: the reader
         // reads the rest straight, and the ack must not wait for that.
-        Frame::Run { msg: 0, msg_len: 1 << 20, offset: 0, len: 512 << 10 }.encode(&mut buf);
+        Frame::Run { msg: 0, msg_len: 1 << 20, offset: 0, len: 512 << 10 }.encode(&mut buf, &mut ids);
         buf.extend_from_slice(&[1; 1000]);
         let mut acks = vec![];
-        let applied = apply_frames(&a.shared, 0, &buf, &mut acks).unwrap();
+        let applied = apply_frames(&a.shared, 0, &buf, &mut LinkIds::default(), &mut acks).unwrap();
         assert!(applied.long.is_some() && !applied.delivered);
         assert!(acks.is_empty() && a.shared.state.lock().unwrap().unacked.is_empty(), "the ack is applied");
     }
@@ -1587,12 +1601,12 @@ mod tests {
         while a.shared.state.lock().unwrap().receivers.is_empty() {
             tokio::task::yield_now().await;
         }
-        let mut buf = vec![];
-        Frame::Ack { msg: 0 }.encode(&mut buf);
-        Frame::Run { msg: 0, msg_len: 5, offset: 0, len: 5 }.encode(&mut buf);
+        let (mut buf, mut ids) = (vec![], LinkIds::default());
+        Frame::Ack { msg: 0 }.encode(&mut buf, &mut ids);
+        Frame::Run { msg: 0, msg_len: 5, offset: 0, len: 5 }.encode(&mut buf, &mut ids);
         buf.extend_from_slice(b"hello");
         let mut acks = vec![];
-        let applied = apply_frames(&a.shared, 0, &buf, &mut acks).unwrap();
+        let applied = apply_frames(&a.shared, 0, &buf, &mut LinkIds::default(), &mut acks).unwrap();
         assert!(applied.delivered && applied.took == buf.len());
         assert_eq!(acks, [0], "left for after the receiver's turn");
         assert!(!a.shared.state.lock().unwrap().unacked.is_empty());
