@@ -172,10 +172,11 @@ async fn run() -> std::io::Result<()> {
                 // Below the striping size: TCP / DDNet of single turns.
                 let mut turns = vec![];
                 // Below the striping size both send every message on link
-                // 1: they take turns a round trip each. From it, DDNet uses
+                // 1: they take turns in blocks of `BLOCK` round trips (and,
+                // reported apart, one round trip each). From it, DDNet uses
                 // link 2 too, and turns that short would let each refill
                 // the token buckets the other drained (neither would be
-                // measured sustained): each takes a block of round trips.
+                // measured sustained): each takes its share of the round.
                 let one_link = (size as u64) < PlanConfig::default().small;
                 for r in 0..rounds {
                     let first = r % 2 == 0;
