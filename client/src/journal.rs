@@ -12,8 +12,12 @@
 //! size, and the SHA-256 the mirrors agreed on (a file changed at the source
 //! has another). Anything else is refused with the reason.
 
-use std::fs::File;
-use std::io::{self, Write};
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -25,6 +29,42 @@ pub fn journal_path(output: &Path) -> PathBuf {
     let mut name = output.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".ddftp-journal");
     output.with_file_name(name)
+}
+
+/// The spare a journal is written into before it takes the journal's name.
+fn spare_path(journal: &Path) -> PathBuf {
+    journal.with_extension("ddftp-journal-tmp")
+}
+
+/// Reserves `len` bytes of `f` on its file system (`fallocate`; where the
+/// file system has none, only the length is set). Fails with `ENOSPC`
+/// rather than later, in the middle of a write.
+pub fn reserve(f: &File, len: u64) -> io::Result<()> {
+    if len == 0 {
+        return f.set_len(0);
+    }
+    // SAFETY: a valid descriptor; fallocate only changes the file.
+    if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) } == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => f.set_len(len),
+        _ => Err(e),
+    }
+}
+
+/// Puts `from` in place of `to`: swapped with it where both exist and the
+/// file system can (so `to`'s old space is reused), else renamed over it.
+fn exchange(from: &Path, to: &Path) -> io::Result<()> {
+    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
+    let (a, b) = (c(from)?, c(to)?);
+    // SAFETY: valid C strings; the call only renames.
+    let r = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
+    if r == 0 {
+        return Ok(());
+    }
+    std::fs::rename(from, to)
 }
 
 /// What a journal records.
@@ -122,18 +162,43 @@ impl Journal {
         }
     }
 
-    /// Writes the journal atomically (rename), which survives the process
-    /// dying at any point; with `durable`, fsynced too (survives a crash of
-    /// the machine, when the data was fsynced before).
+    /// Writes the journal atomically, which survives the process dying at
+    /// any point; with `durable`, fsynced too (survives a crash of the
+    /// machine, when the data was fsynced before).
+    ///
+    /// A full disk must not stop the journal: the new contents go into a
+    /// spare file whose space is reserved (padded with spaces, which the
+    /// reader ignores, and grown only when the contents outgrow it), then
+    /// the spare and the journal swap names (`RENAME_EXCHANGE`), so the old
+    /// journal's space becomes the next spare. No save after the first two
+    /// needs a new block from the file system.
     pub fn save(&self, file: &Path, durable: bool) -> io::Result<()> {
         let sealed = Sealed { journal: self.clone(), sha256: seal_hash(self) };
-        let tmp = file.with_extension("ddftp-journal-tmp");
-        let mut f = File::create(&tmp)?;
-        f.write_all(&serde_json::to_vec(&sealed).expect("journal serialises"))?;
+        let mut body = serde_json::to_vec(&sealed).expect("journal serialises");
+        let tmp = spare_path(file);
+        let f = OpenOptions::new().write(true).create(true).truncate(false).open(&tmp)?;
+        let have = f.metadata()?.len() as usize;
+        let len = if body.len() <= have { have } else { (2 * body.len()).next_multiple_of(4096) };
+        if len > have {
+            reserve(&f, len as u64)?;
+        }
+        body.resize(len, b' ');
+        f.write_all_at(&body, 0)?;
         if durable {
             f.sync_data()?;
         }
-        std::fs::rename(&tmp, file)
+        exchange(&tmp, file)
+    }
+
+    /// Removes a journal and its spare.
+    pub fn remove(file: &Path) -> io::Result<()> {
+        for f in [file.to_path_buf(), spare_path(file)] {
+            match std::fs::remove_file(&f) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Bytes covered by the completed ranges.
@@ -164,6 +229,18 @@ mod tests {
         std::fs::write(&file, b"\x00garbage").unwrap();
         assert!(matches!(Journal::load(&file), Err(JournalError::Corrupt { .. })));
         assert!(Journal::load(&dir.join("none")).unwrap().is_none());
+        // Saved again and again, shorter and longer: the padding of a
+        // longer save before is ignored.
+        Journal::remove(&file).unwrap();
+        j.done = (0..200).map(|i| (i, i)).collect();
+        j.size = 512 * 200;
+        j.save(&file, false).unwrap();
+        j.done = vec![(0, 3)];
+        j.save(&file, false).unwrap();
+        assert_eq!(Journal::load(&file).unwrap(), Some(j.clone()));
+        assert!(spare_path(&file).exists(), "the old journal is the next spare");
+        Journal::remove(&file).unwrap();
+        assert!(!file.exists() && !spare_path(&file).exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -10,6 +10,8 @@ use crate::transfer::Progress;
 pub struct Bar {
     bar: Option<ProgressBar>,
     mirrors: Vec<String>,
+    /// Every warning shown, for a report that needs them after a failure.
+    warnings: Vec<String>,
 }
 
 impl Bar {
@@ -24,7 +26,14 @@ impl Bar {
             );
             b
         });
-        Bar { bar, mirrors: vec![] }
+        Bar { bar, mirrors: vec![], warnings: vec![] }
+    }
+}
+
+impl Bar {
+    /// The warnings shown so far.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 }
 
@@ -55,6 +64,7 @@ impl Progress for Bar {
     }
 
     fn warn(&mut self, msg: &str) {
+        self.warnings.push(msg.to_string());
         match &self.bar {
             Some(b) => b.suspend(|| eprintln!("ddftp: warning: {msg}")),
             None => eprintln!("ddftp: warning: {msg}"),

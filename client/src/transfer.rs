@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ddftp_proto::auth;
-use ddftp_proto::frame::{self, PROTOCOL_VERSION};
+use ddftp_proto::frame::{self, PROTOCOL_VERSION, SERVER_ID_LEN};
 use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -43,7 +43,33 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// the file reads it whole first (`ddftpd index` avoids the wait).
 const STAT_TIMEOUT: Duration = Duration::from_secs(600);
 
-const RESUME_HINT: &str = "the data received so far is kept: run the same command again to fetch only what is missing";
+/// What a rerun of the same command would do after a failure: told only
+/// where it is true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resume {
+    /// The data and its journal are kept; the same command fetches only
+    /// what is missing.
+    Kept,
+    /// Kept too, but the cause (permissions, a full disk) must be fixed first.
+    KeptOnceFixed,
+    /// Every mirror's copy failed verification: the file changed on them
+    /// (or is damaged); a rerun only helps once they agree again.
+    Changed,
+    /// Nothing was kept that a rerun could use.
+    Nothing,
+}
+
+impl std::fmt::Display for Resume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Resume::Kept => "\nthe data received so far is kept: run the same command again to fetch only what is missing",
+            Resume::KeptOnceFixed => "\nthe data received so far is kept: once that is fixed, run the same command again to fetch only what is missing",
+            Resume::Changed => "\nevery mirror sent blocks that fail verification: the file changed on the mirrors or their copies are damaged; once they agree again, rerun with --restart",
+            Resume::Nothing => "",
+        })
+    }
+}
 
 /// What went wrong with a transfer, with enough context to act on.
 #[derive(Debug, thiserror::Error)]
@@ -60,15 +86,19 @@ pub enum TransferError {
     DigestMismatch { path: String, expected: String, got: String },
     #[error("resume journal block size {block_size} is not a multiple of the mirrors' chunk size {chunk_size}; rerun with --restart")]
     BlockSizeMismatch { block_size: u32, chunk_size: u32 },
-    #[error("cannot write {}: {source}\n{RESUME_HINT}", .path.display())]
-    Output { path: PathBuf, source: io::Error },
-    #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}\n{RESUME_HINT}", .errors.join("\n"))]
-    AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String> },
+    #[error("resume journal block size {block_size} is over the mirrors' limit {limit}; rerun with --restart")]
+    BlockSizeOverLimit { block_size: u32, limit: u32 },
+    #[error("cannot write {}: {source}{resume}", .path.display())]
+    Output { path: PathBuf, source: io::Error, resume: Resume },
+    #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}{resume}", .errors.join("\n"))]
+    AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String>, resume: Resume },
     #[error(transparent)]
     Journal(#[from] JournalError),
     #[error("{path}: SHA-256 is {got}, but {expected} was expected; the download was discarded (are the mirrors serving another version?)")]
     ChecksumMismatch { path: String, expected: String, got: String },
-    #[error("interrupted with {missing} of {total} bytes still missing\n{RESUME_HINT}")]
+    #[error("{} needs {} and its file system has less room; nothing was fetched", .path.display(), ddftp_proto::units::HumanBytes(*.size))]
+    NoSpace { path: PathBuf, size: u64 },
+    #[error("interrupted with {missing} of {total} bytes still missing{}", Resume::Kept)]
     Interrupted { missing: u64, total: u64 },
 }
 
@@ -194,6 +224,11 @@ pub struct TransferReport {
 pub(crate) struct Conn {
     pub sock: TcpStream,
     pub rtt: Duration,
+    /// The server's identity from its greeting: one server reached under
+    /// two names has one.
+    pub server_id: [u8; SERVER_ID_LEN],
+    /// The largest block the server serves.
+    pub max_block_size: u32,
 }
 
 /// What a probe learns: the mirror's version of the file and, when asked
@@ -242,19 +277,21 @@ pub(crate) async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Op
         } else if let Reply::Challenge { .. } = reply {
             return Err("this server requires a token: give --token-file".to_string());
         }
-        match reply {
-            Reply::Hello { version } if version == PROTOCOL_VERSION => {}
-            Reply::Hello { version } => {
+        let hello = match reply {
+            Reply::Hello { version, server_id, max_block_size } if version == PROTOCOL_VERSION => {
+                (server_id, max_block_size)
+            }
+            Reply::Hello { version, .. } => {
                 return Err(format!("server speaks protocol {version}, we speak {PROTOCOL_VERSION}"))
             }
             other => return Err(unexpected(other)),
-        }
-        Ok((buf, rtt))
+        };
+        Ok((buf, rtt, hello))
     };
-    let (mut buf, rtt) =
+    let (mut buf, rtt, (server_id, max_block_size)) =
         tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.map_err(|_| "no reply (timed out)".to_string())??;
     let Some((_, with_manifest)) = stat else {
-        return Ok((Conn { sock, rtt }, None, None));
+        return Ok((Conn { sock, rtt, server_id, max_block_size }, None, None));
     };
     let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
         Err(_) => return Err("no answer to stat (timed out)".into()),
@@ -268,7 +305,7 @@ pub(crate) async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Op
     } else {
         None
     };
-    Ok((Conn { sock, rtt }, Some(version), manifest))
+    Ok((Conn { sock, rtt, server_id, max_block_size }, Some(version), manifest))
 }
 
 /// A TCP connection along `route`: from its local address if it has one
@@ -555,6 +592,22 @@ const INITIAL_GRANT: u64 = 4 << 20;
 /// idle for most of its first round trips (0.950 -> 0.927 of the ideal).
 const FIRST_RATE: f64 = 125e6;
 
+/// What kind of file `m` is, in words.
+pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    match () {
+        _ if t.is_file() => "regular file",
+        _ if t.is_dir() => "directory",
+        _ if t.is_symlink() => "symlink",
+        _ if t.is_char_device() => "character device",
+        _ if t.is_block_device() => "block device",
+        _ if t.is_fifo() => "FIFO",
+        _ if t.is_socket() => "socket",
+        _ => "special file",
+    }
+}
+
 /// The temporary name the data is written under until it is complete.
 pub fn part_path(output: &Path) -> PathBuf {
     let mut name = output.file_name().map(|n| n.to_os_string()).unwrap_or_default();
@@ -632,6 +685,26 @@ pub async fn get_joining(
         progress.warn(&w);
         warnings.push(w);
     }
+    // One server under two names (`127.0.0.1:7400`, `localhost:7400`) is
+    // one mirror: its greeting's id says so. Only its first name is used,
+    // or it would vote twice.
+    let mut ids: Vec<([u8; SERVER_ID_LEN], Endpoint)> = vec![];
+    usable.retain(|(m, conn)| match ids.iter().find(|(id, _)| *id == conn.server_id) {
+        Some((_, first)) if *first != m.route.endpoint => {
+            let w = format!(
+                "skipping {}: it is the same server as {first} (one mirror under two names counts once)",
+                m.route.endpoint
+            );
+            progress.warn(&w);
+            warnings.push(w);
+            false
+        }
+        Some(_) => true,
+        None => {
+            ids.push((conn.server_id, m.route.endpoint.clone()));
+            true
+        }
+    });
     // Only mirrors of the version a majority reports serve blocks. Each
     // mirror votes once, however many routes reach it.
     let mut voters: Vec<&MirrorInfo> = vec![];
@@ -703,7 +776,7 @@ pub async fn get_joining(
     let sha256 = if sealed { String::new() } else { hex(&version.digest.sha256) };
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
-    let out_err = |source| TransferError::Output { path: part.clone(), source };
+    let out_err = |source| TransferError::Output { path: part.clone(), source, resume: Resume::Nothing };
     if spec.restart {
         for f in [&part, &jpath] {
             match std::fs::remove_file(f) {
@@ -720,18 +793,33 @@ pub async fn get_joining(
         None => None,
     };
     let chunk_size = version.digest.chunk_size;
+    // The largest block every mirror in use serves (told in its greeting):
+    // agreed on before the journal is written, so a rerun is not bound to
+    // a block size no mirror accepts.
+    let limit = slots.iter().map(|(_, _, c)| c.max_block_size).min().unwrap_or(u32::MAX);
     let block_size = match &earlier {
         Some(j) if manifest.is_some() && j.block_size % chunk_size != 0 => {
             return Err(TransferError::BlockSizeMismatch { block_size: j.block_size, chunk_size })
         }
+        Some(j) if j.block_size > limit => {
+            return Err(TransferError::BlockSizeOverLimit { block_size: j.block_size, limit })
+        }
         Some(j) => j.block_size,
         // Each block is verified on its own: it must be whole chunks.
-        None if manifest.is_some() => spec.block_size.div_ceil(chunk_size) * chunk_size,
-        None => spec.block_size,
+        None if manifest.is_some() => {
+            let want = spec.block_size.div_ceil(chunk_size) * chunk_size;
+            match want.min(limit) / chunk_size * chunk_size {
+                0 => return Err(TransferError::BlockSizeOverLimit { block_size: chunk_size, limit }),
+                b => b,
+            }
+        }
+        None => spec.block_size.min(limit),
     };
     if block_size != spec.block_size {
         let why = if earlier.is_some() {
             "the interrupted run's block size"
+        } else if block_size < spec.block_size {
+            "the largest the mirrors serve"
         } else {
             "a whole number of the mirrors' verification chunks"
         };
@@ -746,7 +834,18 @@ pub async fn get_joining(
         Some(store) => store.clone(),
         None => {
             let f = open.open(&part).map_err(out_err)?;
-            f.set_len(size).map_err(out_err)?;
+            // The whole file's space, before a byte moves: a disk that
+            // cannot hold it fails now, not half way.
+            if let Err(e) = crate::journal::reserve(&f, size) {
+                drop(f);
+                if earlier.is_none() {
+                    let _ = std::fs::remove_file(&part);
+                }
+                return Err(match e.raw_os_error() {
+                    Some(libc::ENOSPC) => TransferError::NoSpace { path: part.clone(), size },
+                    _ => out_err(e),
+                });
+            }
             Arc::new(f)
         }
     };
@@ -758,7 +857,11 @@ pub async fn get_joining(
     }
     journal.done = completed.ranges();
     let reused_bytes = journal.done_bytes();
-    journal.save(&jpath, spec.sync).map_err(|source| TransferError::Output { path: jpath.clone(), source })?;
+    journal.save(&jpath, spec.sync).map_err(|source| TransferError::Output {
+        path: jpath.clone(),
+        source,
+        resume: Resume::Nothing,
+    })?;
     // A bundle's blocks are each checked against their seal; a SHA-256 of
     // the range would read 100,000 files back, and match nothing.
     let hasher = if sealed { None } else { Some(PrefixHasher::spawn(file.clone(), size).map_err(out_err)?) };
@@ -790,14 +893,14 @@ pub async fn get_joining(
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
         let _ = std::fs::remove_file(&part);
-        let _ = std::fs::remove_file(&jpath);
+        let _ = Journal::remove(&jpath);
         return Err(TransferError::DigestMismatch { path: spec.path.clone(), expected: sha256, got });
     }
     if let Some(expected) = spec.checksum.as_ref().filter(|e| report.sha256.as_ref() != Some(*e)) {
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
         let _ = std::fs::remove_file(&part);
-        let _ = std::fs::remove_file(&jpath);
+        let _ = Journal::remove(&jpath);
         return Err(TransferError::ChecksumMismatch {
             path: spec.path.clone(),
             expected: expected.clone(),
@@ -809,12 +912,19 @@ pub async fn get_joining(
     }
     drop(file);
     if spec.store.is_some() {
-        let _ = std::fs::remove_file(&jpath);
+        let _ = Journal::remove(&jpath);
         return Ok(report);
     }
-    std::fs::rename(&part, &spec.output)
-        .map_err(|source| TransferError::Output { path: spec.output.clone(), source })?;
-    let _ = std::fs::remove_file(&jpath);
+    let put = |source| TransferError::Output { path: spec.output.clone(), source, resume: Resume::KeptOnceFixed };
+    // Never put the file in place of a device, FIFO or socket (one may have
+    // appeared since the start): a rename would destroy it.
+    if let Ok(m) = std::fs::symlink_metadata(&spec.output) {
+        if !m.is_file() && !m.is_symlink() && !m.is_dir() {
+            return Err(put(io::Error::other(format!("it is now a {}, not replaced", file_kind(&m)))));
+        }
+    }
+    std::fs::rename(&part, &spec.output).map_err(put)?;
+    let _ = Journal::remove(&jpath);
     Ok(report)
 }
 
@@ -888,6 +998,8 @@ struct Coordinator<'a> {
     last_progress: Vec<Instant>,
     mirror_bytes: Vec<u64>,
     errors: Vec<String>,
+    /// Mirrors dropped for a block that failed verification.
+    corrupt: Vec<usize>,
     warnings: &'a mut Vec<String>,
 }
 
@@ -922,6 +1034,13 @@ impl Coordinator<'_> {
         self.errors.push(w.clone());
         self.warnings.push(w);
         self.sched.on_failed(slot, now);
+    }
+
+    /// The error once no producer is left: a rerun helps unless every
+    /// mirror was dropped for sending data that fails verification.
+    fn all_failed(&self, missing: u64, total: u64) -> TransferError {
+        let resume = if self.corrupt.len() == self.mirrors.len() { Resume::Changed } else { Resume::Kept };
+        TransferError::AllMirrorsFailed { missing, total, errors: self.errors.clone(), resume }
     }
 
     /// Records the completed blocks in the journal (data first with `--sync`).
@@ -979,6 +1098,9 @@ impl Coordinator<'_> {
             Event::Corrupt { slot, block } => {
                 // Every stream from that mirror goes: its copy is bad.
                 let mirror = self.owner[slot];
+                if !self.corrupt.contains(&mirror) {
+                    self.corrupt.push(mirror);
+                }
                 let why = format!("block {block} failed verification (corrupt or changed data); it is fetched again from another mirror");
                 self.drop_slot(slot, why, now, progress);
                 let same: Vec<ProducerId> = (0..self.owner.len()).filter(|&s| self.owner[s] == mirror).collect();
@@ -1092,6 +1214,7 @@ async fn run_transfer(
         mirror_bytes: vec![0; mirrors.len()],
         mirrors,
         errors: vec![],
+        corrupt: vec![],
         warnings,
     };
     progress.start(size, &c.mirrors);
@@ -1106,7 +1229,7 @@ async fn run_transfer(
             break Ok(());
         }
         if c.sched.is_stuck() && join_tx.is_none() {
-            break Err(TransferError::AllMirrorsFailed { missing: missing(&c), total: size, errors: c.errors.clone() });
+            break Err(c.all_failed(missing(&c), size));
         }
         let ev = tokio::select! {
             ev = ev_rx.recv() => ev,
@@ -1139,7 +1262,7 @@ async fn run_transfer(
             _ = tick.tick() => {
                 c.drop_stalled(Instant::now(), spec.stall_timeout, progress);
                 if let Err(source) = c.write_journal() {
-                    break Err(TransferError::Output { path: c.jpath.clone(), source });
+                    break Err(TransferError::Output { path: c.jpath.clone(), source, resume: Resume::KeptOnceFixed });
                 }
                 continue;
             }
@@ -1147,7 +1270,7 @@ async fn run_transfer(
         };
         let Some(ev) = ev else {
             // Every slot has ended; only failures end a slot.
-            break Err(TransferError::AllMirrorsFailed { missing: missing(&c), total: size, errors: c.errors.clone() });
+            break Err(c.all_failed(missing(&c), size));
         };
         let now = Instant::now();
         let ev = match ev {
@@ -1180,7 +1303,7 @@ async fn run_transfer(
                 Some(_) => spec.output.parent().unwrap_or(&spec.output).to_path_buf(),
                 None => part_path(&spec.output),
             };
-            break Err(TransferError::Output { path, source });
+            break Err(TransferError::Output { path, source, resume: Resume::KeptOnceFixed });
         }
         if now.duration_since(last_draw) >= Duration::from_millis(100) {
             progress.update(reused_bytes + c.mirror_bytes.iter().sum::<u64>(), &c.mirror_bytes);

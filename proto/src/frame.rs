@@ -21,7 +21,7 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any incompatible change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 /// The first bytes of a `Hello` body, so a stray client is recognised at once.
 pub const MAGIC: &[u8; 5] = b"DDFTP";
 /// Bytes before every body: kind and length.
@@ -40,6 +40,8 @@ pub const MIN_BLOCK_SIZE: u32 = 512;
 pub const MAX_LIST_CHUNK: usize = 64 * 1024;
 /// Largest piece of a bundle's list in one `Bundle` request.
 pub const MAX_BUNDLE_CHUNK: usize = MAX_CONTROL_BODY;
+/// Bytes of a server's identity in `Hello`.
+pub const SERVER_ID_LEN: usize = 16;
 /// Largest block size: bounds each connection's buffer on both ends.
 pub const MAX_BLOCK_SIZE: u32 = 64 << 20;
 
@@ -175,8 +177,13 @@ impl ErrorCode {
 /// Server to client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
+    /// The greeting: the protocol spoken, who this server is (random at
+    /// each start: two addresses of one server give one id, so the client
+    /// counts it once) and the largest block it serves.
     Hello {
         version: u16,
+        server_id: [u8; SERVER_ID_LEN],
+        max_block_size: u32,
     },
     Stat {
         size: u64,
@@ -419,10 +426,12 @@ impl Reply {
     /// small payloads; servers send blocks with [`put_block_header`]).
     pub fn encode(&self, dst: &mut BytesMut) {
         match self {
-            Reply::Hello { version } => {
-                put_header(dst, K_R_HELLO, MAGIC.len() + 2);
+            Reply::Hello { version, server_id, max_block_size } => {
+                put_header(dst, K_R_HELLO, MAGIC.len() + 2 + SERVER_ID_LEN + 4);
                 dst.put_slice(MAGIC);
                 dst.put_u16(*version);
+                dst.put_slice(server_id);
+                dst.put_u32(*max_block_size);
             }
             Reply::Stat { size, mtime_secs, mtime_nanos, digest } => {
                 put_header(dst, K_R_STAT, 24 + 2 * HASH_LEN);
@@ -514,7 +523,7 @@ impl Reply {
                 if r.bytes(MAGIC.len())?.as_ref() != MAGIC {
                     return Err(ProtoError::BadMagic);
                 }
-                Reply::Hello { version: r.u16()? }
+                Reply::Hello { version: r.u16()?, server_id: r.array()?, max_block_size: r.u32()? }
             }
             K_R_STAT => Reply::Stat {
                 size: r.u64()?,
@@ -689,7 +698,8 @@ mod tests {
 
     fn reply() -> impl Strategy<Value = Reply> {
         prop_oneof![
-            any::<u16>().prop_map(|version| Reply::Hello { version }),
+            (any::<u16>(), any::<[u8; SERVER_ID_LEN]>(), any::<u32>())
+                .prop_map(|(version, server_id, max_block_size)| Reply::Hello { version, server_id, max_block_size }),
             (any::<u64>(), any::<i64>(), any::<u32>(), any::<u32>(), any::<[u8; 32]>(), any::<[u8; 32]>()).prop_map(
                 |(size, mtime_secs, mtime_nanos, chunk_size, sha256, manifest)| Reply::Stat {
                     size,

@@ -17,7 +17,7 @@ use bytes::BytesMut;
 use ddftp_proto::auth::{self, NONCE_LEN};
 use ddftp_proto::frame::{
     put_block_header, put_sealed_block_header, seal, BLOCK_PREFIX_LEN, HEADER_LEN, MAX_LIST_CHUNK, PROTOCOL_VERSION,
-    SEALED_PREFIX_LEN,
+    SEALED_PREFIX_LEN, SERVER_ID_LEN,
 };
 use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
 use ddftp_proto::packed::{self, MAX_LIST};
@@ -46,6 +46,8 @@ pub struct Shared {
     /// Largest block a client may ask for: bounds what one block costs the
     /// client (its receive buffer) and how long one block delays an `End`.
     pub max_block_size: u32,
+    /// Who this server is (random at each start), told in `Hello`.
+    pub server_id: [u8; SERVER_ID_LEN],
     /// File digests, computed once per version.
     pub index: Index,
     /// Bundles clients defined (`ddftp archive`), shared by all connections.
@@ -199,6 +201,14 @@ impl Conn {
         }
     }
 
+    fn hello(&self) -> Reply {
+        Reply::Hello {
+            version: PROTOCOL_VERSION,
+            server_id: self.shared.server_id,
+            max_block_size: self.shared.max_block_size,
+        }
+    }
+
     async fn reply(&mut self, r: Reply) -> io::Result<()> {
         self.out.clear();
         r.encode(&mut self.out);
@@ -216,7 +226,7 @@ impl Conn {
             return match req {
                 Request::Auth { mac } if auth::verify(token, &nonce, &mac) => {
                     self.greeted = true;
-                    Ok(self.reply(Reply::Hello { version: PROTOCOL_VERSION }).await?)
+                    Ok(self.reply(self.hello()).await?)
                 }
                 Request::Auth { .. } => self.refuse(ErrorCode::Forbidden, "wrong token".into()).await,
                 _ => self.refuse(ErrorCode::Forbidden, "this server needs a token: answer its challenge".into()).await,
@@ -240,7 +250,7 @@ impl Conn {
                 return Ok(self.reply(Reply::Challenge { nonce }).await?);
             }
             self.greeted = true;
-            return Ok(self.reply(Reply::Hello { version: PROTOCOL_VERSION }).await?);
+            return Ok(self.reply(self.hello()).await?);
         }
         match req {
             Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,

@@ -73,6 +73,7 @@ impl Server {
                 idle_timeout: cfg.idle_timeout,
                 token: cfg.token.clone(),
                 max_block_size: cfg.max_block_size,
+                server_id: rand::random(),
                 bundles: Default::default(),
             }),
             max_connections: cfg.max_connections,

@@ -30,7 +30,7 @@ mod store;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -111,6 +111,8 @@ pub struct ArchiveReport {
     pub mb_per_second: f64,
     /// Where the time went.
     pub phases: Phases,
+    /// Files copied without their setuid/setgid bits (owners are not kept).
+    pub setid_cleared: u64,
     /// Bundles the files moved in: one, or in a streamed archive as many
     /// as were cut while the mirror walked.
     pub parts: u64,
@@ -159,14 +161,17 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     // A destination that is empty (or new) holds nothing to skip or replace.
     let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
     if fresh && spec.list.is_none() {
-        match (Run { spec, src, umask: umask(), started, fresh }).streamed(progress).await? {
+        match (Run { spec, src, umask: umask(), started, fresh, setid_cleared: AtomicU64::new(0) })
+            .streamed(progress)
+            .await?
+        {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
             // into what is now not a fresh destination.
             None => fresh = false,
         }
     }
-    let run = Run { spec, src, umask: umask(), started, fresh };
+    let run = Run { spec, src, umask: umask(), started, fresh, setid_cleared: AtomicU64::new(0) };
     let mut entries = fetch_list(spec).await?;
     entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     entries.dedup_by(|a, b| a.path == b.path);
@@ -226,6 +231,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         files_per_second: moved as f64 / seconds.max(1e-9),
         mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
         phases,
+        setid_cleared: run.setid_cleared.load(Ordering::Relaxed),
         parts: u64::from(transfer.is_some()),
         transfer,
     })
@@ -245,6 +251,8 @@ struct Run<'a> {
     started: Instant,
     /// DEST was empty (or new).
     fresh: bool,
+    /// Files whose setuid/setgid bits were dropped.
+    setid_cleared: AtomicU64,
 }
 
 /// A part of a streamed archive: its files and symlinks, sorted, made
@@ -337,6 +345,14 @@ impl Run<'_> {
         if !matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
             warn(&format!("skipping {}: a {:?} is not archived", String::from_utf8_lossy(&e.path), e.kind));
             return Ok(None);
+        }
+        let mut e = e;
+        // Owners are not kept: a setuid or setgid file would run as
+        // whoever runs the archive (root, often), so the bits go, as
+        // `cp -p` drops them when it cannot keep the owner.
+        if e.kind == Kind::File && e.perm & 0o6000 != 0 {
+            e.perm &= !0o6000;
+            self.setid_cleared.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Some(Item { entry: e, rel }))
     }
@@ -513,6 +529,7 @@ impl Run<'_> {
             files_per_second: files as f64 / seconds.max(1e-9),
             mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
             phases,
+            setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
             parts,
             transfer,
         };

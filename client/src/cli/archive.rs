@@ -69,6 +69,13 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         "  list {:.2} s, prepare {:.2} s, mirrors ready {:.2} s, move {:.2} s, finish {:.2} s",
         p.list, p.prepare, p.check, p.moving, p.finish
     )?;
+    if r.setid_cleared > 0 {
+        writeln!(
+            to,
+            "  note: {} files copied without their setuid/setgid bits (owners are not kept)",
+            r.setid_cleared
+        )?;
+    }
     if let Some(t) = &r.transfer {
         writeln!(to, "  {:<28} {:>12} {:>7}", "mirror", "bytes", "share")?;
         for p in &t.producers {

@@ -181,9 +181,7 @@ impl GetOpt {
                 PathBuf::from(name)
             }
         };
-        if output.is_dir() {
-            return Err(format!("{} is a directory; give a file name with -o", output.display()));
-        }
+        check_output(&output)?;
         Ok(GetSpec {
             restart: self.restart,
             checksum: self.checksum.clone(),
@@ -191,6 +189,45 @@ impl GetOpt {
             ..self.moving.spec(self.path.clone(), output, self.sync)?
         })
     }
+}
+
+/// Refuses, before a byte moves, an output that cannot be a downloaded
+/// file: a directory, a name in a directory that is not there, or a device,
+/// FIFO or socket (the data lands in `OUT.ddftp-part`, which is renamed
+/// over `OUT` at the end: that would destroy a device, and blocks come in
+/// no order a stream could take).
+pub fn check_output(output: &Path) -> Result<(), String> {
+    let shown = output.display();
+    if output.as_os_str().as_encoded_bytes().ends_with(b"/") || output.is_dir() {
+        return Err(format!("{shown} is a directory name; give a file name with -o (e.g. -o {shown}/NAME)"));
+    }
+    if let Ok(m) = std::fs::metadata(output) {
+        if !m.is_file() {
+            let kind = transfer::file_kind(&m);
+            return Err(format!(
+                "{shown} is a {kind}: ddftp writes blocks as they come, anywhere in the file, into a regular \
+                 file it puts in place at the end; give a file name (e.g. on /dev/shm to measure speed)"
+            ));
+        }
+    }
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!("{} is not a directory, so {shown} cannot be written", dir.display())),
+        Err(e) => Err(format!("directory {} for {shown}: {e}", dir.display())),
+    }
+}
+
+/// What `--json` prints when a command fails: one object, as on success.
+pub fn json_failure(error: &dyn std::fmt::Display, exit: Exit, known: serde_json::Value) -> String {
+    let mut v = serde_json::json!({ "error": error.to_string(), "exit_code": exit as i32 });
+    if let (Some(o), serde_json::Value::Object(k)) = (v.as_object_mut(), known) {
+        o.extend(k);
+    }
+    v.to_string()
 }
 
 /// Prints the human summary: totals, then one line per mirror.
@@ -241,10 +278,11 @@ pub fn exit_for(e: &TransferError) -> Exit {
         TransferError::NoMajority { .. }
         | TransferError::Journal(_)
         | TransferError::BlockSizeMismatch { .. }
+        | TransferError::BlockSizeOverLimit { .. }
         | TransferError::ChecksumMismatch { .. }
         | TransferError::DigestMismatch { .. } => Exit::Integrity,
         TransferError::Interrupted { .. } => Exit::Interrupted,
-        TransferError::Output { .. } => Exit::Local,
+        TransferError::Output { .. } | TransferError::NoSpace { .. } => Exit::Local,
         TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => Exit::Transfer,
     }
 }
@@ -257,10 +295,32 @@ pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<G
 }
 
 pub fn run(opt: GetOpt) -> Exit {
+    let known = |warnings: &[String], e: Option<&TransferError>| {
+        let mut v = serde_json::json!({
+            "path": opt.path,
+            "output": opt.output.as_ref().map(|o| o.display().to_string()),
+            "warnings": warnings,
+        });
+        let (missing, total, resume) = match e {
+            Some(TransferError::AllMirrorsFailed { missing, total, resume, .. }) => {
+                (Some(missing), Some(total), *resume)
+            }
+            Some(TransferError::Interrupted { missing, total }) => (Some(missing), Some(total), transfer::Resume::Kept),
+            Some(TransferError::Output { resume, .. }) => (None, None, *resume),
+            _ => (None, None, transfer::Resume::Nothing),
+        };
+        v["missing_bytes"] = serde_json::json!(missing);
+        v["total_bytes"] = serde_json::json!(total);
+        v["resume"] = serde_json::json!(resume);
+        v
+    };
     let spec = match opt.spec() {
         Ok(s) => s,
         Err(e) => {
             report_error(&e);
+            if opt.moving.json {
+                println!("{}", json_failure(&e, Exit::Usage, known(&[], None)));
+            }
             return Exit::Usage;
         }
     };
@@ -286,7 +346,11 @@ pub fn run(opt: GetOpt) -> Exit {
         }
         Err(e) => {
             report_error(&e);
-            exit_for(&e)
+            let exit = exit_for(&e);
+            if opt.moving.json {
+                println!("{}", json_failure(&e, exit, known(bar.warnings(), Some(&e))));
+            }
+            exit
         }
     }
 }
