@@ -54,10 +54,17 @@ use crate::root::Root;
 pub const PREFIX: &str = "@bundle/";
 /// Bundles kept at once; the oldest is forgotten first.
 const KEEP: usize = 16;
-/// Memory the kept bundles may take (their entries' paths and sizes): a
-/// definition may unpack to 256 MiB, and 16 of those must not be able to
-/// take the server's memory. The newest bundle is always kept.
-const KEEP_BYTES: usize = 1 << 30;
+/// Memory the kept bundles may take (their entries' paths and sizes).
+/// The newest bundle is always kept.
+const KEEP_BYTES: usize = 64 << 20;
+/// Largest definition a server takes in, unpacked (about 400,000 entries
+/// of 50-byte paths). With the packed bytes of definitions being uploaded
+/// ([`UPLOADS`], server-wide) and one definition turned into a bundle at a
+/// time, this bounds what bundles cost the server whatever clients do.
+pub const MAX_DEFINITION: usize = 32 << 20;
+/// Packed definition bytes all connections together may have uploaded
+/// and not yet registered.
+pub const UPLOADS: usize = 32 << 20;
 /// What one entry costs a bundle besides its path.
 const PIECE_COST: usize = std::mem::size_of::<Piece>() + 16;
 

@@ -20,12 +20,12 @@ use ddftp_proto::frame::{
     SEALED_PREFIX_LEN, SERVER_ID_LEN,
 };
 use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
-use ddftp_proto::packed::{self, MAX_LIST};
+use ddftp_proto::packed;
 use ddftp_proto::{Cursor, Direction, ErrorCode, ProtoError, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::bundle::{self, Bundle, Bundles};
 use crate::digests::{Digests, Index};
@@ -52,6 +52,12 @@ pub struct Shared {
     pub index: Index,
     /// Bundles clients defined (`ddftp archive`), shared by all connections.
     pub bundles: Bundles,
+    /// Bytes of bundle definitions all connections may hold while uploading.
+    pub uploads: Arc<Semaphore>,
+    /// One definition is registered at a time.
+    pub defining: Arc<Semaphore>,
+    /// Walks running at once; more wait their turn.
+    pub walks: Arc<Semaphore>,
 }
 
 /// Why a connection ended badly.
@@ -96,6 +102,8 @@ struct Conn {
     open: Option<(String, Arc<File>)>,
     /// A bundle definition being uploaded (`Bundle` pieces until `BundleEnd`).
     upload: Vec<u8>,
+    /// Its share of the server's budget for uploads ([`Shared::uploads`]).
+    upload_permits: Option<OwnedSemaphorePermit>,
 }
 
 /// Serves one connection until the client leaves or breaks the protocol.
@@ -115,6 +123,7 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
         queued: None,
         open: None,
         upload: Vec::new(),
+        upload_permits: None,
     };
     let result = match c.run(&mut rx).await {
         // The client went away: an ordinary end, not an error.
@@ -131,12 +140,16 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
     result
 }
 
-/// Answers a connection that is not welcome with one error and closes it.
+/// Answers a connection that is not welcome with one error and closes it
+/// (giving up on a client that does not take it within a second).
 pub async fn refuse(mut sock: TcpStream, code: ErrorCode, message: String) -> io::Result<()> {
     let mut out = BytesMut::new();
     Reply::Error { code, message }.encode(&mut out);
-    sock.write_all(&out).await?;
-    sock.shutdown().await
+    let send = async {
+        sock.write_all(&out).await?;
+        sock.shutdown().await
+    };
+    tokio::time::timeout(Duration::from_secs(1), send).await.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
 }
 
 async fn read_requests(mut rd: OwnedReadHalf, tx: mpsc::Sender<Result<Request, ConnError>>) {
@@ -212,7 +225,7 @@ impl Conn {
     async fn reply(&mut self, r: Reply) -> io::Result<()> {
         self.out.clear();
         r.encode(&mut self.out);
-        self.wr.write_all(&self.out).await
+        socket::write_all_within(&mut self.wr, &self.out, self.shared.idle_timeout).await
     }
 
     async fn refuse(&mut self, code: ErrorCode, message: String) -> Result<(), ConnError> {
@@ -365,19 +378,36 @@ impl Conn {
                 Ok(())
             }
             Request::Bundle { data } => {
-                if self.upload.len() + data.len() > MAX_LIST {
-                    let msg = format!("bundle definitions are limited to {} bytes", MAX_LIST);
+                if self.upload.len() + data.len() > bundle::UPLOADS {
+                    let msg = format!("bundle definitions are limited to {} packed bytes", bundle::UPLOADS);
                     return self.refuse(ErrorCode::BadRequest, msg).await;
+                }
+                // Every connection's uploads share one budget: refused, not
+                // waited for, when it is spent (a definition is retried).
+                let Ok(more) = self.shared.uploads.clone().try_acquire_many_owned(data.len() as u32) else {
+                    let msg = "the server is taking in other bundle definitions; try again shortly".to_string();
+                    return self.refuse(ErrorCode::Busy, msg).await;
+                };
+                match &mut self.upload_permits {
+                    Some(p) => p.merge(more),
+                    None => self.upload_permits = Some(more),
                 }
                 self.upload.extend_from_slice(&data);
                 Ok(())
             }
             Request::BundleEnd => {
                 let packed = std::mem::take(&mut self.upload);
+                let held = self.upload_permits.take();
                 let shared = self.shared.clone();
+                // One definition at a time becomes a bundle: its unpacked
+                // list and entries are the largest transient memory here.
+                let turn = self.shared.defining.clone().acquire_owned().await.map_err(io::Error::other)?;
                 let defined = tokio::task::spawn_blocking(move || {
-                    let list = packed::unpack(&packed, MAX_LIST)?;
-                    Bundle::define(&shared.root, &list)
+                    let list = packed::unpack(&packed, bundle::MAX_DEFINITION);
+                    drop((packed, held));
+                    let b = Bundle::define(&shared.root, &list?);
+                    drop(turn);
+                    b
                 })
                 .await
                 .map_err(io::Error::other)?;
@@ -409,6 +439,9 @@ impl Conn {
             Ok(rel) => rel.as_os_str().as_encoded_bytes().to_vec(),
             Err(_) => return self.refuse(ErrorCode::Forbidden, format!("{path:?} is outside the root")).await,
         };
+        // Each walk takes threads and a few MiB of batches in flight: a
+        // few at a time, whatever the number of clients.
+        let turn = self.shared.walks.clone().acquire_owned().await.map_err(io::Error::other)?;
         let opts = ddtree::walk::Options {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             label: Some(label),
@@ -417,7 +450,11 @@ impl Conn {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(4);
         let out = ddtree::walk::Output::List(Box::new(ChannelWriter { tx }));
         // The writer (and with it the channel) is dropped when the walk ends.
-        let walker = tokio::task::spawn_blocking(move || ddtree::walk::walk_with(&dir, &opts, out).map(|(r, _)| r));
+        let walker = tokio::task::spawn_blocking(move || {
+            let r = ddtree::walk::walk_with(&dir, &opts, out).map(|(r, _)| r);
+            drop(turn);
+            r
+        });
         let mut packer = packed::Packer::new();
         while let Some(chunk) = rx.recv().await {
             packer.write(&chunk);
@@ -483,7 +520,7 @@ impl Conn {
                 let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
                 put_block_header(&mut header, stream, block, len);
                 self.shared.limiter.acquire(header.len() + len).await;
-                socket::send_block(self.wr.as_ref(), &header, &file, offset, len).await?
+                socket::send_block(self.wr.as_ref(), &header, &file, offset, len, self.shared.idle_timeout).await?
             }
             Source::Bundle(b) => {
                 // Many small files a block: read them into one buffer off
@@ -500,7 +537,7 @@ impl Conn {
                 .await
                 .map_err(io::Error::other)?;
                 match read {
-                    Ok(buf) => self.wr.write_all(&buf).await?,
+                    Ok(buf) => socket::write_all_within(&mut self.wr, &buf, self.shared.idle_timeout).await?,
                     // An entry that is not what the list says: the client
                     // learns why and takes the blocks from other mirrors.
                     Err(e) => return self.refuse(ErrorCode::Io, e.to_string()).await,

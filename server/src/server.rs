@@ -75,6 +75,9 @@ impl Server {
                 max_block_size: cfg.max_block_size,
                 server_id: rand::random(),
                 bundles: Default::default(),
+                uploads: Arc::new(Semaphore::new(crate::bundle::UPLOADS)),
+                defining: Arc::new(Semaphore::new(1)),
+                walks: Arc::new(Semaphore::new(WALKS)),
             }),
             max_connections: cfg.max_connections,
             log_errors: cfg.log_errors,
@@ -112,8 +115,10 @@ pub async fn serve(
 
 async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semaphore>) {
     let mut conns = tokio::task::JoinSet::new();
+    // Connections over the cap are told so, a few at a time; past that
+    // they are closed at once (a flood must not take more descriptors).
+    let refusals = Arc::new(Semaphore::new(REFUSING));
     loop {
-        let permit = permits.clone().acquire_owned().await.expect("semaphore never closed");
         let (sock, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
@@ -124,17 +129,35 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
                 continue;
             }
         };
+        while conns.try_join_next().is_some() {}
         let shared = server.shared.clone();
         let log = server.log_errors;
+        let refusal = |sock, code, message: String| {
+            let turn = refusals.clone().try_acquire_owned();
+            async move {
+                if let Ok(turn) = turn {
+                    let _ = connection::refuse(sock, code, message).await;
+                    drop(turn);
+                }
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            if log {
+                eprintln!("ddftpd: {peer}: refused (busy: {} connections)", server.max_connections);
+            }
+            let why = format!(
+                "server busy: it serves at most {} connections at once (--max-connections); try again later",
+                server.max_connections
+            );
+            conns.spawn(refusal(sock, ErrorCode::Busy, why));
+            continue;
+        };
         if !access::allowed(&server.allow, peer.ip()) {
             if log {
                 eprintln!("ddftpd: {peer}: refused (not in --allow)");
             }
-            conns.spawn(async move {
-                let _ =
-                    connection::refuse(sock, ErrorCode::Forbidden, format!("{} is not allowed here", peer.ip())).await;
-                drop(permit);
-            });
+            drop(permit);
+            conns.spawn(refusal(sock, ErrorCode::Forbidden, format!("{} is not allowed here", peer.ip())));
             continue;
         }
         conns.spawn(async move {
@@ -145,6 +168,11 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
             }
             drop(permit);
         });
-        while conns.try_join_next().is_some() {}
     }
 }
+
+/// Walks a server runs at once (each on threads of its own).
+const WALKS: usize = 2;
+
+/// Refusals being sent at once.
+const REFUSING: usize = 64;

@@ -9,8 +9,10 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::time::Duration;
 
-use tokio::io::Interest;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 
 /// Caps the unsent bytes the kernel will queue on `sock`.
@@ -44,7 +46,14 @@ fn check(n: isize) -> io::Result<usize> {
 /// Sends `header` then `len` bytes of `file` from `offset`, waiting for the
 /// socket as needed. A file that shrank under us is an error (the frame's
 /// promised length cannot be met, so the connection must close).
-pub async fn send_block(sock: &TcpStream, header: &[u8], file: &File, offset: u64, len: usize) -> io::Result<()> {
+pub async fn send_block(
+    sock: &TcpStream,
+    header: &[u8],
+    file: &File,
+    offset: u64,
+    len: usize,
+    idle: Duration,
+) -> io::Result<()> {
     let fd = sock.as_raw_fd();
     let mut done = 0;
     while done < header.len() {
@@ -55,7 +64,7 @@ pub async fn send_block(sock: &TcpStream, header: &[u8], file: &File, offset: u6
         });
         match r {
             Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => sock.writable().await?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(sock, idle).await?,
             Err(e) => return Err(e),
         }
     }
@@ -69,8 +78,34 @@ pub async fn send_block(sock: &TcpStream, header: &[u8], file: &File, offset: u6
         match r {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being served")),
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => sock.writable().await?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(sock, idle).await?,
             Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `sock` takes more data; a client that takes nothing for
+/// `idle` (it stopped reading) is an error, so it cannot hold a
+/// connection slot forever.
+async fn writable(sock: &TcpStream, idle: Duration) -> io::Result<()> {
+    tokio::time::timeout(idle, sock.writable()).await.unwrap_or_else(|_| Err(not_reading(idle)))
+}
+
+/// The error for a client that accepted no data for `idle`.
+pub fn not_reading(idle: Duration) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, format!("the client accepted no data for {:.0} s", idle.as_secs_f64()))
+}
+
+/// Writes all of `buf`; a client that accepts nothing for `idle` is an error.
+pub async fn write_all_within(wr: &mut OwnedWriteHalf, buf: &[u8], idle: Duration) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match tokio::time::timeout(idle, wr.write(&buf[done..])).await {
+            Ok(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(Ok(n)) => done += n,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(not_reading(idle)),
         }
     }
     Ok(())

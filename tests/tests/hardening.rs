@@ -237,3 +237,94 @@ fn item05_setuid_and_setgid_bits_are_dropped_with_a_note() {
     let text = String::from_utf8_lossy(&res.stdout);
     assert!(text.contains("without their setuid/setgid bits"), "{text}");
 }
+
+/// A raw connection that greets and sends `reqs`, then reads nothing.
+fn raw(addr: &str, reqs: &[ddftp_proto::Request]) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut out = bytes::BytesMut::new();
+    ddftp_proto::Request::Hello { version: ddftp_proto::frame::PROTOCOL_VERSION }.encode(&mut out);
+    for r in reqs {
+        r.encode(&mut out);
+    }
+    s.write_all(&out).unwrap();
+    s
+}
+
+/// Item 8: clients that start a stream and never read lose their slot
+/// after --idle-timeout; over the cap a client is told the server is busy.
+#[test]
+fn item08_slow_readers_lose_their_slots_and_over_the_cap_is_busy() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 64 << 20, 8);
+    let a = Mirror::start(&f.root(), &["--max-connections", "10", "--idle-timeout", "3"]);
+    let start = ddftp_proto::Request::Start {
+        stream: 0,
+        path: "f".into(),
+        block_size: 1 << 20,
+        first: 0,
+        last: 63,
+        dir: ddftp_proto::Direction::Increment,
+    };
+    let t0 = Instant::now();
+    let hogs: Vec<_> = (0..10).map(|_| raw(&a.addr, std::slice::from_ref(&start))).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = f.out("f");
+    let res = get_into(&a.addr, &o, &[], 1);
+    let err = stderr(&res);
+    assert!(err.contains("busy") && !err.contains("timed out"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "the busy answer took {:?}", t0.elapsed());
+    // Once the hogs have been idle for 3 s they are gone.
+    std::thread::sleep(Duration::from_secs(5).saturating_sub(t0.elapsed()));
+    get_into(&a.addr, &o, &[], 0);
+    assert!(std::fs::read(&o).unwrap() == data);
+    drop(hogs);
+}
+
+/// Peak resident memory of a process, in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// Item 9: bundle definitions uploaded by many connections at once share
+/// one budget; the server's memory stays bounded.
+#[test]
+fn item09_bundle_uploads_share_a_bounded_budget() {
+    use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
+    use rand::RngCore;
+    use std::io::{Read, Write};
+    let f = Fixture::new();
+    let a = Mirror::start(&f.root(), &[]);
+    let mut piece = vec![0u8; MAX_BUNDLE_CHUNK];
+    rand::thread_rng().fill_bytes(&mut piece);
+    let mut frame = bytes::BytesMut::new();
+    ddftp_proto::Request::Bundle { data: piece.into() }.encode(&mut frame);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (addr, frame) = (a.addr.clone(), frame.clone());
+            std::thread::spawn(move || {
+                let mut s = raw(&addr, &[]);
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                // 30 MiB each, unless the server says no first.
+                for _ in 0..(30 << 20) / MAX_BUNDLE_CHUNK {
+                    if s.write_all(&frame).is_err() {
+                        break;
+                    }
+                }
+                let mut reply = vec![];
+                let _ = s.read_to_end(&mut reply);
+                String::from_utf8_lossy(&reply).into_owned()
+            })
+        })
+        .collect();
+    let replies: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let busy = replies.iter().filter(|r| r.contains("try again shortly")).count();
+    assert!(busy >= 6, "{busy} of 8 uploads were told the server is busy");
+    let rss = peak_rss(a.child.id());
+    assert!(rss < 120 << 20, "ddftpd peaked at {} MiB", rss >> 20);
+    // And it still serves.
+    random_file(&f.root().join("f"), 1 << 20, 9);
+    get_into(&a.addr, &f.out("f"), &[], 0);
+}
