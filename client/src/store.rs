@@ -11,6 +11,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Makes what was written durable (`--sync`).
     fn sync_data(&self) -> io::Result<()>;
+    /// `mirror` could not read entry `index` of a bundle: its bytes in the
+    /// next block are not its own and must not be written. Only a store
+    /// of many entries has entries.
+    fn unreadable(&self, index: u64, why: &str, mirror: &str) -> io::Result<()> {
+        let _ = mirror;
+        Err(io::Error::other(format!("entry {index} unreadable ({why}), but this range has no entries")))
+    }
 }
 
 impl Store for File {

@@ -437,6 +437,7 @@ enum Check {
 
 async fn run_slot(
     slot: ProducerId,
+    mirror: Arc<str>,
     sock: TcpStream,
     ctx: Arc<SlotCtx>,
     mut cmds: mpsc::UnboundedReceiver<Action>,
@@ -477,7 +478,7 @@ async fn run_slot(
                     Err(e) => { let _ = events.send(fail(format!("receive: {e}"))).await; return; }
                     Ok(_) => {}
                 }
-                if let Err(ev) = drain_frames(slot, &ctx, &mut inbuf, &mut expect, &events).await {
+                if let Err(ev) = drain_frames(slot, &mirror, &ctx, &mut inbuf, &mut expect, &events).await {
                     let _ = events.send(ev).await;
                     return;
                 }
@@ -493,13 +494,14 @@ async fn run_slot(
 /// reports runs of blocks and stops. An `Err` is the event that ends the slot.
 async fn drain_frames(
     slot: ProducerId,
+    mirror: &str,
     ctx: &SlotCtx,
     inbuf: &mut BytesMut,
     expect: &mut VecDeque<Expect>,
     events: &mpsc::Sender<Event>,
 ) -> Result<(), Event> {
     let mut run = None;
-    let result = take_frames(slot, ctx, inbuf, expect, events, &mut run).await;
+    let result = take_frames(slot, mirror, ctx, inbuf, expect, events, &mut run).await;
     // Blocks written before a failure count: report them before it.
     if let Some(done) = run {
         let _ = events.send(Event::Blocks { slot, run: done }).await;
@@ -509,6 +511,7 @@ async fn drain_frames(
 
 async fn take_frames(
     slot: ProducerId,
+    mirror: &str,
     ctx: &SlotCtx,
     inbuf: &mut BytesMut,
     expect: &mut VecDeque<Expect>,
@@ -536,6 +539,10 @@ async fn take_frames(
                     _ => return Err(fail(format!("Stopped for stream {stream}, which is not running"))),
                 }
                 let _ = events.send(Event::Stopped { slot, stream, sent }).await;
+                continue;
+            }
+            Reply::Unreadable { index, message } => {
+                ctx.file.unreadable(index, &message, mirror).map_err(|e| fail(format!("protocol error: {e}")))?;
                 continue;
             }
             Reply::Error { code, message } => return Err(fail(format!("server error: {message} ({code:?})"))),
@@ -1160,11 +1167,12 @@ async fn run_transfer(
     let routes: Vec<String> = slots.iter().map(|(_, r, _)| r.to_string()).collect();
     let mut cmds = vec![];
     let mut rtts = vec![];
-    for (slot, (_, _, conn)) in slots.into_iter().enumerate() {
+    for (slot, (_, route, conn)) in slots.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         cmds.push(Some(tx));
         rtts.push(conn.rtt);
-        tasks.spawn(run_slot(slot, conn.sock, ctx.clone(), rx, ev_tx.clone()));
+        let mirror = route.endpoint.to_string().into();
+        tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, ev_tx.clone()));
     }
     // Kept while mirrors may still join (and by their connecting tasks):
     // the events end only once every slot has ended and none can join.
@@ -1284,7 +1292,8 @@ async fn run_transfer(
                     Ok(conn) => {
                         let (slot, rx) = c.join(&route, now, progress);
                         c.sched.on_round_trip(slot, conn.rtt, now);
-                        tasks.spawn(run_slot(slot, conn.sock, ctx.clone(), rx, tx));
+                        let mirror = route.endpoint.to_string().into();
+                        tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, tx));
                     }
                     Err(why) => {
                         let w = format!("skipping {route}: {why}");

@@ -65,6 +65,8 @@ const K_R_BUNDLE: u8 = 0x87;
 const K_R_LIST_DATA: u8 = 0x88;
 const K_R_LIST_END: u8 = 0x89;
 const K_R_SEALED_BLOCK: u8 = 0x8a;
+const K_R_UNREADABLE: u8 = 0x8b;
+const K_R_WALK_ERROR: u8 = 0x8c;
 const K_R_ERROR: u8 = 0x8f;
 
 /// Which way a producer walks its blocks.
@@ -236,6 +238,19 @@ pub enum Reply {
     /// The walk is over; `errors` directories or entries could not be read.
     ListEnd {
         errors: u64,
+    },
+    /// Entry `index` of a bundle could not be read on this mirror (why, in
+    /// `message`): its bytes in the `SealedBlock` that follows are zeros,
+    /// not its own, and are not to be written.
+    Unreadable {
+        index: u64,
+        message: String,
+    },
+    /// What a walk could not read (a directory, an entry) and why, before
+    /// its `ListEnd`; the walk went on. `path` as the list would show it.
+    WalkError {
+        path: String,
+        message: String,
     },
 }
 
@@ -488,6 +503,19 @@ impl Reply {
                 put_header(dst, K_R_LIST_DATA, data.len());
                 dst.put_slice(data);
             }
+            Reply::Unreadable { index, message } => {
+                let message = truncate(message, MAX_CONTROL_BODY - 10);
+                put_header(dst, K_R_UNREADABLE, 8 + 2 + message.len());
+                dst.put_u64(*index);
+                put_str(dst, message);
+            }
+            Reply::WalkError { path, message } => {
+                let path = truncate(path, MAX_CONTROL_BODY / 2);
+                let message = truncate(message, MAX_CONTROL_BODY / 2 - 4);
+                put_header(dst, K_R_WALK_ERROR, 4 + path.len() + message.len());
+                put_str(dst, path);
+                put_str(dst, message);
+            }
             Reply::ListEnd { errors } => {
                 put_header(dst, K_R_LIST_END, 8);
                 dst.put_u64(*errors);
@@ -499,9 +527,8 @@ impl Reply {
     /// block's payload is split off `src` without copying.
     pub fn decode(src: &mut BytesMut) -> Result<Option<Reply>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
-            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR | K_R_CHALLENGE | K_R_BUNDLE | K_R_LIST_END => {
-                Some(MAX_CONTROL_BODY)
-            }
+            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR | K_R_CHALLENGE | K_R_BUNDLE | K_R_LIST_END
+            | K_R_UNREADABLE | K_R_WALK_ERROR => Some(MAX_CONTROL_BODY),
             K_R_LIST_DATA => Some(MAX_LIST_CHUNK),
             K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
             K_R_SEALED_BLOCK => Some(SEALED_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
@@ -566,6 +593,8 @@ impl Reply {
                 Reply::ListData { data: r.bytes(n)? }
             }
             K_R_LIST_END => Reply::ListEnd { errors: r.u64()? },
+            K_R_UNREADABLE => Reply::Unreadable { index: r.u64()?, message: r.string()? },
+            K_R_WALK_ERROR => Reply::WalkError { path: r.string()?, message: r.string()? },
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;
@@ -721,6 +750,8 @@ mod tests {
             (".{0,64}", any::<u64>()).prop_map(|(name, size)| Reply::Bundle { name, size }),
             proptest::collection::vec(any::<u8>(), 0..4096).prop_map(|d| Reply::ListData { data: Bytes::from(d) }),
             any::<u64>().prop_map(|errors| Reply::ListEnd { errors }),
+            (any::<u64>(), ".{0,64}").prop_map(|(index, message)| Reply::Unreadable { index, message }),
+            (".{0,64}", ".{0,64}").prop_map(|(path, message)| Reply::WalkError { path, message }),
         ]
     }
 

@@ -132,88 +132,137 @@ impl Bundle {
 
     /// Fills `buf` with the range's bytes from `offset`; an entry that is
     /// not what the list says (kind, size, and for a file mtime) is an
-    /// error naming it.
-    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    /// error naming it: this mirror is stale, the others serve it. An entry
+    /// this mirror cannot read (permissions, a bad disk) is not: its bytes
+    /// are zeros and it is returned, with why, so the client skips that
+    /// entry alone and takes everything else.
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<Vec<Unreadable>> {
+        let mut unreadable = vec![];
         // The directory opened last.
         let mut at: Option<(usize, OwnedFd)> = None;
         self.layout.each(offset, buf.len(), |i, within, r| {
-            let p = &self.pieces[i];
-            let shown = || {
-                let dir = String::from_utf8_lossy(self.dirs[p.dir].as_bytes());
-                let name = String::from_utf8_lossy(p.name.as_bytes());
-                if dir.is_empty() {
-                    name.into_owned()
-                } else {
-                    format!("{dir}/{name}")
-                }
-            };
-            let dir = match (&at, self.dirs[p.dir].as_bytes()) {
-                (_, b"") => Ok(self.root.as_raw_fd()),
-                (Some((d, fd)), _) if *d == p.dir => Ok(fd.as_raw_fd()),
-                (_, _) => open_beneath(self.root.as_raw_fd(), &self.dirs[p.dir], Open::Dir)
-                    .map(|fd| at.insert((p.dir, fd)).1.as_raw_fd()),
-            };
-            let fd = dir.and_then(|d| open_beneath(d, &p.name, if p.link { Open::Link } else { Open::File })).map_err(
-                |e| {
-                    let why = match e.raw_os_error() {
-                        Some(libc::ELOOP) => "a symlink on its path (not followed)".to_string(),
-                        Some(libc::ENOENT) => "not on this mirror".to_string(),
-                        Some(libc::ENOSYS) => {
-                            "this kernel has no openat2 (Linux 5.6 or later serves bundles)".to_string()
-                        }
-                        _ => e.to_string(),
-                    };
-                    io::Error::new(e.kind(), format!("{}: {why}", shown()))
-                },
-            )?;
-            let f = File::from(fd);
-            let md = f.metadata()?;
-            let want = if p.link { Kind::Link } else { Kind::File };
-            let have = Kind::from_mode(md.mode());
-            if have != Some(want) {
-                return Err(io::Error::other(format!("{}: listed as {want:?}, but this mirror has {have:?}", shown())));
-            }
-            let listed = self.layout.len_of(i);
             let dst = &mut buf[r];
-            if p.link {
-                let t = read_link(&f)?;
-                if t.len() as u64 != listed {
-                    return Err(io::Error::other(format!(
-                        "{}: listed with a {listed}-byte target, this mirror's has {}",
-                        shown(),
-                        t.len()
-                    )));
+            match self.read_piece(i, within, dst, &mut at) {
+                Err(e) if cannot_read(&e) => {
+                    dst.fill(0);
+                    unreadable.push(Unreadable { index: i as u64, why: e.to_string() });
+                    Ok(())
                 }
-                dst.copy_from_slice(&t[within as usize..within as usize + dst.len()]);
-                return Ok(());
+                r => r,
             }
-            if md.len() != listed {
+        })?;
+        Ok(unreadable)
+    }
+
+    /// Entry `i`'s bytes from `within` into `dst`; `at` holds the
+    /// directory opened last.
+    fn read_piece(&self, i: usize, within: u64, dst: &mut [u8], at: &mut Option<(usize, OwnedFd)>) -> io::Result<()> {
+        let p = &self.pieces[i];
+        let shown = || {
+            let dir = String::from_utf8_lossy(self.dirs[p.dir].as_bytes());
+            let name = String::from_utf8_lossy(p.name.as_bytes());
+            if dir.is_empty() {
+                name.into_owned()
+            } else {
+                format!("{dir}/{name}")
+            }
+        };
+        let dir = match (&*at, self.dirs[p.dir].as_bytes()) {
+            (_, b"") => Ok(self.root.as_raw_fd()),
+            (Some((d, fd)), _) if *d == p.dir => Ok(fd.as_raw_fd()),
+            (_, _) => open_beneath(self.root.as_raw_fd(), &self.dirs[p.dir], Open::Dir)
+                .map(|fd| at.insert((p.dir, fd)).1.as_raw_fd()),
+        };
+        let fd =
+            dir.and_then(|d| open_beneath(d, &p.name, if p.link { Open::Link } else { Open::File })).map_err(|e| {
+                let why = match e.raw_os_error() {
+                    Some(libc::ELOOP) => "a symlink on its path (not followed)".to_string(),
+                    Some(libc::ENOENT) => "not on this mirror".to_string(),
+                    Some(libc::ENOSYS) => "this kernel has no openat2 (Linux 5.6 or later serves bundles)".to_string(),
+                    _ => return naming(e, &shown()),
+                };
+                io::Error::new(e.kind(), format!("{}: {why}", shown()))
+            })?;
+        let f = File::from(fd);
+        let md = f.metadata()?;
+        let want = if p.link { Kind::Link } else { Kind::File };
+        let have = Kind::from_mode(md.mode());
+        if have != Some(want) {
+            return Err(io::Error::other(format!("{}: listed as {want:?}, but this mirror has {have:?}", shown())));
+        }
+        let listed = self.layout.len_of(i);
+        if p.link {
+            let t = read_link(&f).map_err(|e| naming(e, &shown()))?;
+            if t.len() as u64 != listed {
                 return Err(io::Error::other(format!(
-                    "{}: listed with {listed} bytes, this mirror's copy has {}",
+                    "{}: listed with a {listed}-byte target, this mirror's has {}",
                     shown(),
-                    md.len()
+                    t.len()
                 )));
             }
-            let have = Time { sec: md.mtime(), nsec: md.mtime_nsec().clamp(0, 999_999_999) as u32 };
-            if !same_mtime(p.mtime, have) {
-                return Err(io::Error::other(format!(
-                    "{}: listed with mtime {}.{:09}, this mirror's copy has {}.{:09} (another version?)",
-                    shown(),
-                    p.mtime.sec,
-                    p.mtime.nsec,
-                    have.sec,
-                    have.nsec
-                )));
+            dst.copy_from_slice(&t[within as usize..within as usize + dst.len()]);
+            return Ok(());
+        }
+        if md.len() != listed {
+            return Err(io::Error::other(format!(
+                "{}: listed with {listed} bytes, this mirror's copy has {}",
+                shown(),
+                md.len()
+            )));
+        }
+        let have = Time { sec: md.mtime(), nsec: md.mtime_nsec().clamp(0, 999_999_999) as u32 };
+        if !same_mtime(p.mtime, have) {
+            return Err(io::Error::other(format!(
+                "{}: listed with mtime {}.{:09}, this mirror's copy has {}.{:09} (another version?)",
+                shown(),
+                p.mtime.sec,
+                p.mtime.nsec,
+                have.sec,
+                have.nsec
+            )));
+        }
+        f.read_exact_at(dst, within).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                io::Error::other(format!("{}: the file shrank", shown()))
+            } else {
+                naming(e, &shown())
             }
-            f.read_exact_at(dst, within).map_err(|e| {
-                if e.kind() == io::ErrorKind::UnexpectedEof {
-                    io::Error::other(format!("{}: the file shrank", shown()))
-                } else {
-                    e
-                }
-            })
         })
     }
+}
+
+/// An entry a mirror could not read, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub index: u64,
+    pub why: String,
+}
+
+/// Why an entry cannot be read here (permissions, a bad disk), as opposed
+/// to a copy that differs from the list, which makes the mirror stale.
+#[derive(Debug)]
+struct CannotRead(String);
+
+impl std::fmt::Display for CannotRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CannotRead {}
+
+/// `e` (of the entry `shown`) with its path, marked [`CannotRead`] where
+/// it says this mirror cannot read the entry.
+fn naming(e: io::Error, shown: &str) -> io::Error {
+    let why = format!("{shown}: {e}");
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM | libc::EIO) => io::Error::new(e.kind(), CannotRead(why)),
+        _ => io::Error::new(e.kind(), why),
+    }
+}
+
+fn cannot_read(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<CannotRead>())
 }
 
 /// Whether a copy's mtime `have` is the listed one: the same second, and

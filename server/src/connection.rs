@@ -442,10 +442,20 @@ impl Conn {
         // Each walk takes threads and a few MiB of batches in flight: a
         // few at a time, whatever the number of clients.
         let turn = self.shared.walks.clone().acquire_owned().await.map_err(io::Error::other)?;
+        // What the walk could not read, told before its end (the first
+        // few hundred; `ListEnd` counts them all).
+        let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let told = errors.clone();
         let opts = ddtree::walk::Options {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             label: Some(label),
             skip: vec![self.shared.index.dir().to_path_buf()],
+            on_error: Some(ddtree::walk::OnError(Arc::new(move |path: &[u8], why: &str| {
+                let mut kept = told.lock().expect("walk errors lock");
+                if kept.len() < WALK_ERRORS_TOLD {
+                    kept.push((String::from_utf8_lossy(path).into_owned(), why.to_string()));
+                }
+            }))),
         };
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(4);
         let out = ddtree::walk::Output::List(Box::new(ChannelWriter { tx }));
@@ -466,7 +476,12 @@ impl Conn {
             self.list_data(&packer.take()).await?;
         }
         self.list_data(&packer.finish()).await?;
-        match walker.await.map_err(io::Error::other)? {
+        let result = walker.await.map_err(io::Error::other)?;
+        let errors = std::mem::take(&mut *errors.lock().expect("walk errors lock"));
+        for (path, message) in errors {
+            self.reply(Reply::WalkError { path, message }).await?;
+        }
+        match result {
             Ok(report) => Ok(self.reply(Reply::ListEnd { errors: report.totals.errors }).await?),
             Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::Io, message: e.to_string() }).await?),
         }
@@ -529,15 +544,22 @@ impl Conn {
                 self.shared.limiter.acquire(AT + len).await;
                 let read = tokio::task::spawn_blocking(move || {
                     let mut buf = vec![0u8; AT + len];
-                    b.read_exact_at(&mut buf[AT..], offset)?;
+                    let unreadable = b.read_exact_at(&mut buf[AT..], offset)?;
                     let hash = seal(&buf[AT..]);
                     put_sealed_block_header(&mut buf, stream, block, &hash, len);
-                    Ok::<_, io::Error>(buf)
+                    Ok::<_, io::Error>((buf, unreadable))
                 })
                 .await
                 .map_err(io::Error::other)?;
                 match read {
-                    Ok(buf) => socket::write_all_within(&mut self.wr, &buf, self.shared.idle_timeout).await?,
+                    Ok((buf, unreadable)) => {
+                        // Said before the block: the client skips those
+                        // entries' bytes in it.
+                        for u in unreadable {
+                            self.reply(Reply::Unreadable { index: u.index, message: u.why }).await?;
+                        }
+                        socket::write_all_within(&mut self.wr, &buf, self.shared.idle_timeout).await?
+                    }
                     // An entry that is not what the list says: the client
                     // learns why and takes the blocks from other mirrors.
                     Err(e) => return self.refuse(ErrorCode::Io, e.to_string()).await,
@@ -547,6 +569,9 @@ impl Conn {
         Ok(())
     }
 }
+
+/// Errors of a walk told one by one; past them only counted.
+const WALK_ERRORS_TOLD: usize = 500;
 
 /// Unsent bytes a stream may queue in the kernel. Without a cap the socket
 /// buffer grows to megabytes, all of it sent "blind" ahead of any `Extend` or

@@ -328,3 +328,146 @@ fn item09_bundle_uploads_share_a_bounded_budget() {
     random_file(&f.root().join("f"), 1 << 20, 9);
     get_into(&a.addr, &f.out("f"), &[], 0);
 }
+
+/// Regular files, symlinks and directories below `root`, by relative path:
+/// (kind and content or target, mtime).
+fn tree(root: &Path) -> std::collections::BTreeMap<String, (String, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![std::path::PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let full = root.join(&rel);
+        let Ok(m) = full.symlink_metadata() else { continue };
+        let what = if m.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(&full) {
+                stack.extend(rd.map(|e| rel.join(e.unwrap().file_name())));
+            }
+            "dir".to_string()
+        } else if m.file_type().is_symlink() {
+            format!("link {:?}", std::fs::read_link(&full).unwrap())
+        } else {
+            match std::fs::read(&full) {
+                Ok(data) => format!("file {}", sha256_hex(&data)),
+                Err(e) => format!("unreadable {e}"),
+            }
+        };
+        out.insert(rel.display().to_string(), (what, if m.is_dir() { 0 } else { m.mtime() }));
+    }
+    out
+}
+
+/// A tree for the archive tests: small files in subdirectories, two large
+/// ones, a symlink and an empty directory.
+fn make_tree(t: &Path) {
+    for d in ["a", "a/b", "empty"] {
+        std::fs::create_dir_all(t.join(d)).unwrap();
+    }
+    for i in 0..200u64 {
+        random_file(&t.join(["a", "a/b"][(i % 2) as usize]).join(format!("f{i}")), (i * 97 % 9000) as usize, i);
+    }
+    random_file(&t.join("big1"), 3 << 20, 1000);
+    random_file(&t.join("a/big2"), 3 << 20, 1001);
+    std::os::unix::fs::symlink("a/f0", t.join("link")).unwrap();
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// `got` (a copy) holds exactly `want` (the source) less `missing` (paths
+/// and everything below them), and no part files.
+fn assert_copied_but(want: &Path, got: &Path, missing: &[&str]) {
+    let mut w = tree(want);
+    w.retain(|p, _| !missing.iter().any(|m| p == m || p.starts_with(&format!("{m}/"))));
+    let g = tree(got);
+    let parts: Vec<&String> = g.keys().filter(|p| p.contains("ddftp")).collect();
+    assert!(parts.is_empty(), "left in DEST: {parts:?}");
+    for (p, v) in &w {
+        assert_eq!(g.get(p), Some(v), "{p}");
+    }
+    let extra: Vec<&String> = g.keys().filter(|p| !w.contains_key(*p)).collect();
+    assert!(extra.is_empty(), "in DEST, not to be copied: {extra:?}");
+}
+
+/// Item 2: one file the mirror cannot read is skipped and named; every
+/// other entry is copied; nothing wrong appears under a file's name; a
+/// rerun says the same and moves nothing else.
+#[test]
+fn item02_an_unreadable_file_is_skipped_and_named_and_the_rest_copied() {
+    let f = Fixture::new();
+    chmod(f.dir.path(), 0o755);
+    let t = f.root().join("t");
+    make_tree(&t);
+    random_file(&t.join("locked"), 5000, 2);
+    random_file(&t.join("a/locked-big"), 2 << 20, 3);
+    let a = Mirror::as_nobody(&f.root());
+    chmod(&t.join("locked"), 0);
+    chmod(&t.join("a/locked-big"), 0);
+    let dest = f.out("dest");
+    let args = ["archive", "t", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap(), "--json"];
+    let res = ddftp(&args, 5);
+    let err = stderr(&res);
+    assert!(err.contains("not copied: t/locked: ") && err.contains("not copied: t/a/locked-big: "), "{err}");
+    let j = json(&res);
+    assert_eq!(j["failed"].as_array().unwrap().len(), 2, "{j}");
+    chmod(&t.join("locked"), 0o644);
+    chmod(&t.join("a/locked-big"), 0o644);
+    assert_copied_but(&t, &dest, &["locked", "a/locked-big"]);
+    chmod(&t.join("locked"), 0);
+    chmod(&t.join("a/locked-big"), 0);
+    let j = json(&ddftp(&args, 5));
+    assert_eq!(j["skipped_files"], j["files"].as_u64().unwrap() - 2, "{j}");
+}
+
+/// Item 2: an archive whose every mirror dies part way leaves no file
+/// under its name that is not the source's, whole.
+#[test]
+fn item02_a_failed_archive_leaves_no_wrong_file_under_its_name() {
+    let f = Fixture::new();
+    let t = f.root().join("t");
+    make_tree(&t);
+    let mut a = Mirror::with_rate(&f.root(), "2MB");
+    let dest = f.out("dest");
+    let child = Command::new(bin("ddftp"))
+        .args(["archive", "t", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap(), "-q"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    a.kill();
+    let res = child.wait_with_output().unwrap();
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    let (want, got) = (tree(&t), tree(&dest));
+    let mut files = 0;
+    for (p, v) in &got {
+        if v.0.starts_with("file") && !p.contains("ddftp") {
+            files += 1;
+            assert_eq!(Some(v), want.get(p), "{p} is under its name with other bytes");
+        }
+    }
+    assert!(files < want.values().filter(|v| v.0.starts_with("file")).count(), "the archive was not cut short");
+}
+
+/// Item 3: a directory no mirror can read is named; the rest is copied.
+#[test]
+fn item03_an_unreadable_directory_is_named_and_the_rest_copied() {
+    let f = Fixture::new();
+    chmod(f.dir.path(), 0o755);
+    let t = f.root().join("t");
+    make_tree(&t);
+    std::fs::create_dir(t.join("secret")).unwrap();
+    random_file(&t.join("secret/x"), 100, 4);
+    let (a, b) = (Mirror::as_nobody(&f.root()), Mirror::as_nobody(&f.root()));
+    chmod(&t.join("secret"), 0);
+    let dest = f.out("dest");
+    let ms = mirrors_arg(&[&a, &b]);
+    let res = ddftp(&["archive", "t", "--mirrors", &ms, "--dest", dest.to_str().unwrap(), "--json"], 5);
+    let err = stderr(&res);
+    assert!(err.contains("not copied: t/secret: "), "{err}");
+    // The directory is listed (made, empty, with its mode); its entries are not.
+    chmod(&t.join("secret"), 0o755);
+    chmod(&dest.join("secret"), 0o755);
+    assert_copied_but(&t, &dest, &["secret/x"]);
+}

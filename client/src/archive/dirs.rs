@@ -77,12 +77,14 @@ impl Dirs<'_> {
 }
 
 /// Directories that may still change while the last part (`moving`)
-/// moves: DEST (the journal), those a symlink of the part goes into, and
-/// those whose mode would keep their owner from making entries in them.
+/// moves: DEST (the journal), those a file or symlink of the part goes
+/// into (it is made there, or its part file renamed to its name, once its
+/// bytes are verified), and those whose mode would keep their owner from
+/// making entries in them.
 pub(super) fn still_changing(moving: &[Item]) -> impl Fn(&Item) -> bool + use<> {
     let links: HashSet<PathBuf> = moving
         .iter()
-        .filter(|it| it.entry.kind == Kind::Link)
+        .filter(|it| it.entry.kind != Kind::Dir)
         .filter_map(|it| it.rel.parent())
         .map(Path::to_path_buf)
         .collect();

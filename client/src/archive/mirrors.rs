@@ -18,9 +18,13 @@ use crate::transfer::{self, read_reply, unexpected, Route};
 /// Entries a walk hands over at a time.
 const WALK_BATCH: usize = 4096;
 
+/// What a walk could not read: (path, why).
+pub(super) type WalkErrors = Vec<(String, String)>;
+
 /// The list: from `--list` (with `--strip`), or walked by the first mirror
-/// that answers.
-pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<Vec<Entry>, ArchiveError> {
+/// that answers, and what that walk could not read. A walk that could not
+/// read everything is taken only if no mirror's walk can.
+pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<(Vec<Entry>, WalkErrors), ArchiveError> {
     if let Some(path) = &spec.list {
         let mut entries = list::read(path)?;
         if let Some(prefix) = &spec.strip {
@@ -37,16 +41,23 @@ pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<Vec<Entry>, Archive
                 e.path = if rest.is_empty() { b".".to_vec() } else { rest.to_vec() };
             }
         }
-        return Ok(entries);
+        return Ok((entries, vec![]));
     }
     let mut failures = vec![];
+    let mut partial: Option<(Vec<Entry>, WalkErrors)> = None;
     for ep in &spec.get.mirrors {
         match walk_on(ep, &spec.src, spec.get.token.as_deref()).await {
-            Ok(entries) => return Ok(entries),
+            Ok((entries, errors)) if errors.is_empty() => return Ok((entries, errors)),
+            Ok((entries, errors)) => {
+                failures.push(format!("  {ep}: {} entries under {} could not be read", errors.len(), spec.src));
+                if partial.as_ref().is_none_or(|(_, e)| e.len() > errors.len()) {
+                    partial = Some((entries, errors));
+                }
+            }
             Err(e) => failures.push(format!("  {ep}: {e}")),
         }
     }
-    Err(ArchiveError::Walk { src: spec.src.clone(), failures })
+    partial.ok_or(ArchiveError::Walk { src: spec.src.clone(), failures })
 }
 
 pub(super) async fn greet(ep: &Endpoint, token: Option<&[u8]>) -> Result<tokio::net::TcpStream, String> {
@@ -55,7 +66,11 @@ pub(super) async fn greet(ep: &Endpoint, token: Option<&[u8]>) -> Result<tokio::
 }
 
 /// Asks one mirror to walk `src`.
-pub(super) async fn walk_on(ep: &Endpoint, src: &str, token: Option<&[u8]>) -> Result<Vec<Entry>, String> {
+pub(super) async fn walk_on(
+    ep: &Endpoint,
+    src: &str,
+    token: Option<&[u8]>,
+) -> Result<(Vec<Entry>, WalkErrors), String> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
     let mut began = false;
     let walk = walk_stream(ep, src, token, tx, &mut began);
@@ -67,19 +82,20 @@ pub(super) async fn walk_on(ep: &Endpoint, src: &str, token: Option<&[u8]>) -> R
         all
     };
     let (walked, all) = tokio::join!(walk, collect);
-    walked.map(|()| all)
+    walked.map(|errors| (all, errors))
 }
 
 /// Asks one mirror to walk `src`, handing its entries to `out` a batch at
 /// a time as the walk goes (the list is unpacked and read on a thread);
-/// `began` is set once some of the list has come.
+/// `began` is set once some of the list has come. What the walk could
+/// not read comes back (the list holds the rest).
 pub(super) async fn walk_stream(
     ep: &Endpoint,
     src: &str,
     token: Option<&[u8]>,
     out: tokio::sync::mpsc::Sender<Vec<Entry>>,
     began: &mut bool,
-) -> Result<(), String> {
+) -> Result<WalkErrors, String> {
     let mut sock = greet(ep, token).await?;
     let mut req = BytesMut::new();
     Request::Walk { path: src.to_string() }.encode(&mut req);
@@ -89,8 +105,10 @@ pub(super) async fn walk_stream(
         ddftp::read_batches(unpacked, Path::new("the mirror's list"), WALK_BATCH, |b| out.blocking_send(b).is_ok())
     });
     let mut buf = BytesMut::new();
+    let mut told = vec![];
     let errors = loop {
         match read_reply(&mut sock, &mut buf).await {
+            Ok(Reply::WalkError { path, message }) => told.push((path, message)),
             Ok(Reply::ListData { data }) => {
                 *began = true;
                 if !feed.piece(data.to_vec()) {
@@ -105,8 +123,15 @@ pub(super) async fn walk_stream(
     drop(feed);
     let read = reader.await.map_err(|e| e.to_string())?;
     match errors {
-        Some(Ok(0)) => read.map_err(|e| e.to_string()),
-        Some(Ok(errors)) => Err(format!("{errors} entries under {src} could not be read on this mirror")),
+        Some(Ok(0)) => read.map_err(|e| e.to_string()).map(|()| told),
+        Some(Ok(errors)) => {
+            read.map_err(|e| e.to_string())?;
+            if errors > told.len() as u64 {
+                let more = errors - told.len() as u64;
+                told.push((src.to_string(), format!("and {more} more entries below it could not be read")));
+            }
+            Ok(told)
+        }
         Some(Err(e)) => Err(e),
         // The list could not be read (the reader says why).
         None => read.map_err(|e| e.to_string()).and(Err("the list stopped".into())),

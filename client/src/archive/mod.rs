@@ -28,12 +28,14 @@ mod mirrors;
 mod parts;
 mod store;
 
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use ddftp_proto::Endpoint;
 use ddtree::list::{self, Entry, Kind};
 
 use crate::journal::journal_path;
@@ -44,7 +46,7 @@ use dirs::{still_changing, Dirs};
 use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
 use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
 use parts::Parts;
-use store::{finish_entry, make_dir_all, TreeStore};
+use store::{make_dir_all, TreeStore};
 
 /// What a part of a streamed archive waits for while the walk goes on
 /// (after it, the rest is the last part): bytes worth keeping the links
@@ -113,12 +115,23 @@ pub struct ArchiveReport {
     pub phases: Phases,
     /// Files copied without their setuid/setgid bits (owners are not kept).
     pub setid_cleared: u64,
+    /// Entries that could not be copied (unreadable on the mirrors), with
+    /// why; everything else was. Not empty: exit code 5.
+    pub failed: Vec<Failure>,
     /// Bundles the files moved in: one, or in a streamed archive as many
     /// as were cut while the mirror walked.
     pub parts: u64,
     /// The engine's report for the range (shares per mirror, ...), if
     /// anything moved (the parts' together).
     pub transfer: Option<TransferReport>,
+}
+
+/// An entry that could not be copied.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Failure {
+    /// Below the mirrors' root.
+    pub path: String,
+    pub why: String,
 }
 
 /// Seconds of each part of a run. They add up to the whole, except in a
@@ -161,18 +174,19 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
     // A destination that is empty (or new) holds nothing to skip or replace.
     let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
     if fresh && spec.list.is_none() {
-        match (Run { spec, src, umask: umask(), started, fresh, setid_cleared: AtomicU64::new(0) })
-            .streamed(progress)
-            .await?
-        {
+        match (Run::new(spec, src, started, fresh)).streamed(progress).await? {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
             // into what is now not a fresh destination.
             None => fresh = false,
         }
     }
-    let run = Run { spec, src, umask: umask(), started, fresh, setid_cleared: AtomicU64::new(0) };
-    let mut entries = fetch_list(spec).await?;
+    let run = Run::new(spec, src, started, fresh);
+    let (mut entries, unread) = fetch_list(spec).await?;
+    for (path, why) in unread {
+        progress.warn(&format!("cannot copy {path}: {why}"));
+        run.failures.lock().expect("failures lock").push(Failure { path, why });
+    }
     entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     entries.dedup_by(|a, b| a.path == b.path);
     let mut items = vec![];
@@ -232,6 +246,7 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
         phases,
         setid_cleared: run.setid_cleared.load(Ordering::Relaxed),
+        failed: run.take_failures(),
         parts: u64::from(transfer.is_some()),
         transfer,
     })
@@ -253,6 +268,8 @@ struct Run<'a> {
     fresh: bool,
     /// Files whose setuid/setgid bits were dropped.
     setid_cleared: AtomicU64,
+    /// Entries that could not be copied, and why.
+    failures: std::sync::Mutex<Vec<Failure>>,
 }
 
 /// A part of a streamed archive: its files and symlinks, sorted, made
@@ -327,7 +344,29 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    fn new(spec: &'a ArchiveSpec, src: &'a str, started: Instant, fresh: bool) -> Run<'a> {
+        Run {
+            spec,
+            src,
+            umask: umask(),
+            started,
+            fresh,
+            setid_cleared: AtomicU64::new(0),
+            failures: Default::default(),
+        }
+    }
+
+    /// Records an entry that could not be copied (the rest goes on).
+    fn failed(&self, rel: &Path, why: String) {
+        let path = Path::new(self.src).join(rel).display().to_string();
+        self.failures.lock().expect("failures lock").push(Failure { path, why });
+    }
+
+    fn take_failures(&self) -> Vec<Failure> {
+        std::mem::take(&mut *self.failures.lock().expect("failures lock"))
+    }
+
     /// Where the range is journaled (`DEST/.ddftp-archive`, never a file).
     fn output(&self) -> PathBuf {
         self.spec.dest.join(".ddftp-archive")
@@ -374,15 +413,24 @@ impl Run<'_> {
         // the next waits for the walk's end (then it is registered, and its
         // files created, while that part moves): fewer, larger parts.
         let busy = &AtomicUsize::new(0);
-        // A mirror's walk failed after some of its list came.
+        // A mirror's walk failed after some of its list came, or could not
+        // read all of SRC.
         let broke = &AtomicBool::new(false);
+        let unreadable = &AtomicBool::new(false);
         let mut phases = Phases::default();
         let walk = async move {
             let mut failures = vec![];
             for ep in &spec.get.mirrors {
                 let mut began = false;
                 match walk_stream(ep, self.src, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
-                    Ok(()) => return Ok(()),
+                    Ok(errors) if errors.is_empty() => return Ok(()),
+                    Ok(errors) => {
+                        // The careful path takes it from here: another
+                        // mirror may read all of it, or the list with the
+                        // fewest holes is moved and the holes are told.
+                        failures.push(format!("  {ep}: {} entries could not be read", errors.len()));
+                        unreadable.store(true, Ordering::Release);
+                    }
                     Err(e) => failures.push(format!("  {ep}: {e}")),
                 }
                 // Another mirror is asked only if this one sent nothing:
@@ -470,7 +518,10 @@ impl Run<'_> {
         let joined = tokio::try_join!(listing, mover);
         progress.finish();
         let ((listed, warnings), (moved, transfer, parts, spent, last)) = match joined {
-            Err(ArchiveError::Walk { failures, .. }) if broke.load(Ordering::Acquire) && spec.get.mirrors.len() > 1 => {
+            Err(ArchiveError::Walk { failures, .. })
+                if broke.load(Ordering::Acquire)
+                    && (spec.get.mirrors.len() > 1 || unreadable.load(Ordering::Acquire)) =>
+            {
                 let why = failures.iter().map(|f| f.trim()).collect::<Vec<_>>().join("; ");
                 progress.warn(&format!(
                     "the walk of {} stopped part way ({why}); asking the mirrors for all of it",
@@ -530,6 +581,7 @@ impl Run<'_> {
             mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
             phases,
             setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
+            failed: self.take_failures(),
             parts,
             transfer,
         };
@@ -590,7 +642,7 @@ impl Run<'_> {
         progress: &mut dyn Progress,
         phases: &mut Phases,
     ) -> Result<Option<TransferReport>, ArchiveError> {
-        let (spec, fresh, umask) = (self.spec, self.fresh, self.umask);
+        let spec = self.spec;
         let prepared = Instant::now();
         let Ready { store, saved: list } = ready;
         store.create()?;
@@ -657,7 +709,7 @@ impl Run<'_> {
         let lost: Vec<&Item> = todo
             .iter()
             .enumerate()
-            .filter(|&(i, it)| it.entry.kind == Kind::Link && !store.is_finished(i))
+            .filter(|&(i, it)| it.entry.kind == Kind::Link && !store.is_finished(i) && !store.is_bad(i))
             .filter(|(_, it)| {
                 let target = std::fs::read_link(spec.dest.join(&it.rel));
                 !target.is_ok_and(|t| t.as_os_str().len() as u64 == it.entry.size)
@@ -671,18 +723,41 @@ impl Run<'_> {
             let again = Box::pin(self.move_part(&lost, ready, defs, progress, phases)).await?;
             report = merge_reports(report, again);
         }
-        // The files not finished as they were written; two threads (two
-        // syscalls a file).
-        let files: Vec<&&Item> = todo
-            .iter()
-            .enumerate()
-            .filter(|&(i, it)| it.entry.kind == Kind::File && !store.is_finished(i))
-            .map(|(_, it)| it)
-            .collect();
-        let finish = |part: &[&&Item]| -> Result<(), ArchiveError> {
-            for it in part {
-                let p = spec.dest.join(&it.rel);
-                finish_entry(&p, &it.entry, fresh, umask).map_err(local(&p))?;
+        // What a mirror could not read is asked of the mirrors that did not
+        // say so; what none can read is told, not written.
+        let unread = store.unread();
+        let said: HashSet<&str> = unread.iter().flat_map(|(_, u)| u.mirrors.iter().map(String::as_str)).collect();
+        let others: Vec<Endpoint> =
+            spec.get.mirrors.iter().filter(|m| !said.contains(m.to_string().as_str())).cloned().collect();
+        if !unread.is_empty() && !others.is_empty() {
+            let again: Vec<&Item> = unread.iter().map(|(i, _)| todo[*i]).collect();
+            progress.warn(&format!(
+                "{} entries could not be read on {}: asking the other mirrors",
+                again.len(),
+                said.iter().copied().collect::<Vec<_>>().join(", ")
+            ));
+            let sub_spec = ArchiveSpec { get: GetSpec { mirrors: others, ..spec.get.clone() }, ..spec.clone() };
+            let sub = Run::new(&sub_spec, self.src, self.started, self.fresh);
+            let defs = define_everywhere(&sub_spec, Some(definition(&again)));
+            let ready = sub.ready(&again, phases)?;
+            let r = Box::pin(sub.move_part(&again, ready, defs, progress, phases)).await?;
+            report = merge_reports(report, r);
+            self.failures.lock().expect("failures lock").extend(sub.take_failures());
+        } else {
+            for (i, u) in unread {
+                self.failed(&todo[i].rel, u.why);
+            }
+        }
+        // The files not finished as they were written, put in place; two
+        // threads (two or three syscalls a file).
+        let files: Vec<(usize, &&Item)> =
+            todo.iter().enumerate().filter(|&(i, it)| it.entry.kind == Kind::File && !store.is_finished(i)).collect();
+        let finish = |part: &[(usize, &&Item)]| -> Result<(), ArchiveError> {
+            for &(i, it) in part {
+                match store.put_in_place(i, &it.entry) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => self.failed(&it.rel, e.to_string()),
+                    r => r.map_err(local(&spec.dest.join(&it.rel)))?,
+                }
             }
             Ok(())
         };
@@ -691,6 +766,18 @@ impl Run<'_> {
             let other = sc.spawn(|| finish(b));
             finish(a).and(other.join().expect("finishing thread panicked"))
         })?;
+        if !self.fresh {
+            // An interrupted run that moved another list may have left part
+            // files of files this run wrote whole.
+            for (i, it) in todo.iter().enumerate() {
+                if it.entry.kind == Kind::File && store.is_finished(i) {
+                    let p = store.part_path(i);
+                    std::fs::remove_file(&p)
+                        .or_else(|e| if e.kind() == io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+                        .map_err(local(&p))?;
+                }
+            }
+        }
         Ok(report)
     }
 

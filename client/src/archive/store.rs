@@ -52,6 +52,17 @@ pub struct TreeStore {
     /// one that may hold old files, finished ones of an interrupted run too.
     fresh: bool,
     umask: u32,
+    /// Entries a mirror could not read: never written, reported.
+    bad: Vec<AtomicBool>,
+    /// Why each of those could not be read, and the mirrors that said so.
+    why: Mutex<HashMap<usize, Unread>>,
+}
+
+/// Why an entry could not be read, and the mirrors that could not.
+#[derive(Debug, Clone)]
+pub(super) struct Unread {
+    pub why: String,
+    pub mirrors: Vec<String>,
 }
 
 /// A symlink's target as its pieces come.
@@ -102,13 +113,80 @@ impl TreeStore {
             why: "the listed sizes add up past 2^64 bytes".into(),
         })?;
         let finished = items.iter().map(|_| AtomicBool::new(false)).collect();
-        Ok(TreeStore { pieces, dirs, layout, open: Mutex::default(), links: Mutex::default(), finished, fresh, umask })
+        let bad = items.iter().map(|_| AtomicBool::new(false)).collect();
+        Ok(TreeStore {
+            pieces,
+            dirs,
+            layout,
+            open: Mutex::default(),
+            links: Mutex::default(),
+            finished,
+            fresh,
+            umask,
+            bad,
+            why: Mutex::default(),
+        })
     }
 
     /// Where piece `i` goes.
     fn path(&self, i: usize) -> PathBuf {
         let p = &self.pieces[i];
         Path::new(OsStr::from_bytes(self.dirs[p.dir].as_bytes())).join(OsStr::from_bytes(p.name.as_bytes()))
+    }
+
+    /// Where file `i` is written while its bytes come in pieces: beside
+    /// it, under a name of its own, so that its own name never holds
+    /// anything but its whole, verified bytes. The same name in every run,
+    /// so a resumed range finds what the journal says is there.
+    pub(super) fn part_path(&self, i: usize) -> PathBuf {
+        let p = &self.pieces[i];
+        let name = p.name.as_bytes();
+        let mut part = b".".to_vec();
+        if name.len() <= 200 {
+            part.extend_from_slice(name);
+        } else {
+            part.extend_from_slice(&ddftp_proto::manifest::hex(&ddftp_proto::frame::seal(name)).as_bytes()[..24]);
+        }
+        part.extend_from_slice(b".ddftp-part");
+        Path::new(OsStr::from_bytes(self.dirs[p.dir].as_bytes())).join(OsStr::from_bytes(&part))
+    }
+
+    /// Whether a mirror could not read entry `i` (and no other sent it whole).
+    pub(super) fn is_bad(&self, i: usize) -> bool {
+        self.bad[i].load(Ordering::Acquire) && !self.is_finished(i)
+    }
+
+    /// The entries a mirror could not read (and no other sent whole), why,
+    /// and which mirrors.
+    pub(super) fn unread(&self) -> Vec<(usize, Unread)> {
+        let why = self.why.lock().expect("store lock");
+        let mut v: Vec<(usize, Unread)> =
+            why.iter().filter(|(&i, _)| self.is_bad(i)).map(|(&i, w)| (i, w.clone())).collect();
+        v.sort_unstable_by_key(|(i, _)| *i);
+        v
+    }
+
+    /// Puts file `i` in place once the whole range is verified: its part
+    /// file gets its mode and mtime and takes the file's name. A file
+    /// written whole (by this run or the interrupted one a resumed range
+    /// continues) is finished where it is. `Err(why)` for a file that is
+    /// not there to finish.
+    pub(super) fn put_in_place(&self, i: usize, e: &Entry) -> io::Result<()> {
+        let (part, path) = (self.part_path(i), self.path(i));
+        if self.is_bad(i) {
+            return remove_any(&part);
+        }
+        match part.symlink_metadata() {
+            Ok(_) => {
+                finish_entry(&part, e, self.fresh, self.umask)?;
+                std::fs::rename(&part, &path)
+            }
+            Err(_) if path.symlink_metadata().is_ok() => finish_entry(&path, e, self.fresh, self.umask),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "its bytes never came (the interrupted run that fetched them lost them): run the archive again",
+            )),
+        }
     }
 
     /// Directory `dir`, through `at` (which holds the last one opened);
@@ -140,7 +218,7 @@ impl TreeStore {
     /// (by this run, or an interrupted one whose list this run resumes);
     /// `at` holds the directory opened last.
     fn write_whole(&self, i: usize, data: &[u8], at: &mut Option<(usize, OwnedFd)>) -> io::Result<()> {
-        if self.finished[i].swap(true, Ordering::AcqRel) {
+        if self.bad[i].load(Ordering::Acquire) || self.finished[i].swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let p = &self.pieces[i];
@@ -158,7 +236,7 @@ impl TreeStore {
 
     /// A piece of symlink `i`'s target; the link is made once all of it came.
     fn write_link(&self, i: usize, piece: &[u8], within: u64) -> io::Result<()> {
-        if self.is_finished(i) {
+        if self.is_finished(i) || self.bad[i].load(Ordering::Acquire) {
             return Ok(());
         }
         let len = self.layout.len_of(i);
@@ -194,7 +272,7 @@ impl TreeStore {
         if open.len() >= OPEN_FILES {
             open.clear();
         }
-        let path = self.path(i);
+        let path = self.part_path(i);
         let f = Arc::new(in_tree(&path, self.fresh, || {
             OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(self.pieces[i].mode).open(&path)
         })?);
@@ -202,11 +280,10 @@ impl TreeStore {
         Ok(f)
     }
 
-    /// Creates the files of a fresh destination (empty, with the mode they
-    /// are written under) and their directories ahead of their bytes, on
-    /// two threads (the part moving meanwhile leaves the CPU idle), until
-    /// `stop`. (Writes may come meanwhile: neither truncates.) Whether it
-    /// created them all.
+    /// Creates the directories of a fresh destination ahead of the files'
+    /// bytes, on two threads (the part moving meanwhile leaves the CPU
+    /// idle), until `stop`. (No file is made ahead: a file's name holds
+    /// nothing until its bytes are verified.) Whether it made them all.
     pub(super) fn create_ahead(&self, stop: &AtomicBool) -> io::Result<bool> {
         if !self.fresh {
             return Ok(false);
@@ -226,23 +303,19 @@ impl TreeStore {
             if stop.load(Ordering::Acquire) {
                 return Ok(false);
             }
-            let p = &self.pieces[i];
-            if !p.link && !self.is_finished(i) {
-                let dir = self.dir(p.dir, &mut at)?;
-                open_fd(dir.as_raw_fd(), &p.name, libc::O_WRONLY | libc::O_CREAT, p.mode)?;
-            }
+            self.dir(self.pieces[i].dir, &mut at)?;
         }
         Ok(true)
     }
 
-    /// Makes way for the files: in a fresh destination only empty files
-    /// need creating (the others are created by their first write); in an
-    /// existing one, whatever is in the way (a directory, a symlink) goes,
-    /// and what an interrupted run wrote stays (finished files untouched).
+    /// Makes way for the files: empty files are made (their bytes, none,
+    /// are all there is); in an existing destination whatever stands in a
+    /// file's place and is not a file (a directory, a symlink) goes. An old
+    /// file under the name stays until the new one replaces it whole.
     pub(super) fn create(&self) -> Result<(), ArchiveError> {
         for (i, p) in self.pieces.iter().enumerate() {
             let size = self.layout.len_of(i);
-            if p.link || (self.fresh && size > 0) {
+            if p.link {
                 continue;
             }
             let path = self.path(i);
@@ -254,10 +327,12 @@ impl TreeStore {
                     _ => {}
                 }
             }
-            let f = in_tree(&path, self.fresh, || {
-                OpenOptions::new().write(true).create(true).truncate(false).mode(p.mode).open(&path)
-            });
-            f.and_then(|f| f.set_len(size)).map_err(local)?;
+            if size == 0 {
+                let f = in_tree(&path, self.fresh, || {
+                    OpenOptions::new().write(true).create(true).truncate(true).mode(p.mode).open(&path)
+                });
+                f.map_err(local)?;
+            }
         }
         Ok(())
     }
@@ -269,6 +344,10 @@ impl Store for TreeStore {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let mut at = None;
         self.layout.each(offset, buf.len(), |i, within, r| {
+            if self.bad[i].load(Ordering::Acquire) {
+                // A mirror could not read it: these are not its bytes.
+                return Ok(());
+            }
             let written = if self.pieces[i].link {
                 self.write_link(i, &buf[r], within)
             } else if within == 0 && r.len() as u64 == self.layout.len_of(i) {
@@ -298,10 +377,31 @@ impl Store for TreeStore {
 
     fn sync_data(&self) -> io::Result<()> {
         for (i, p) in self.pieces.iter().enumerate() {
-            if !p.link {
-                self.file(i).and_then(|f| f.sync_data()).map_err(|e| naming(&self.path(i))(e))?;
+            if p.link || self.is_bad(i) {
+                continue;
+            }
+            // A file written whole is under its name; one in pieces in its part file.
+            let path = if self.is_finished(i) { self.path(i) } else { self.part_path(i) };
+            match File::open(&path) {
+                Ok(f) => f.sync_data().map_err(naming(&path))?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(naming(&path)(e)),
             }
         }
+        Ok(())
+    }
+
+    fn unreadable(&self, index: u64, why: &str, mirror: &str) -> io::Result<()> {
+        let i = usize::try_from(index).ok().filter(|&i| i < self.pieces.len());
+        let Some(i) = i else {
+            return Err(io::Error::other(format!("entry {index} is past the range's {} entries", self.pieces.len())));
+        };
+        let mut all = self.why.lock().expect("store lock");
+        let u = all.entry(i).or_insert_with(|| Unread { why: why.to_string(), mirrors: vec![] });
+        if !u.mirrors.iter().any(|m| m == mirror) {
+            u.mirrors.push(mirror.to_string());
+        }
+        self.bad[i].store(true, Ordering::Release);
         Ok(())
     }
 }
@@ -448,27 +548,42 @@ mod tests {
     }
 
     #[test]
-    fn files_created_ahead_are_written_and_finished_as_usual() {
+    fn ahead_only_directories_are_made_and_no_name_holds_a_partial_file() {
         let dir = tempfile::tempdir().unwrap();
         let items = [item("a", 3, 0o640, 1_000_000_000), item("sub/b", 2, 0o444, 1_100_000_000)];
         let refs: Vec<&Item> = items.iter().collect();
         let store = TreeStore::new(&refs, dir.path(), true, 0o022).unwrap();
         store.create_ahead(&AtomicBool::new(false)).unwrap();
-        for it in &items {
-            let m = std::fs::metadata(dir.path().join(&it.rel)).unwrap();
-            assert_eq!((m.len(), m.mode() & 0o777), (0, it.entry.perm | 0o200), "{:?}", it.rel);
-        }
-        store.write_all_at(b"abcde", 0).unwrap();
+        assert!(dir.path().join("sub").is_dir());
+        assert!(!dir.path().join("a").exists() && !dir.path().join("sub/b").exists());
+        // A file whose bytes come in two writes is in its part file until
+        // put in place.
+        store.write_all_at(b"ab", 0).unwrap();
+        assert!(!dir.path().join("a").exists() && store.part_path(0).exists());
+        store.write_all_at(b"cde", 2).unwrap();
+        store.put_in_place(0, &items[0].entry).unwrap();
         assert_written(dir.path(), &items);
-        // Created ahead after its write (the part started moving first):
-        // left as written.
-        store.create_ahead(&AtomicBool::new(false)).unwrap();
-        assert!(is_done(&dir.path().join("a"), &items[0].entry));
+        assert!(!store.part_path(0).exists());
         // Stopped before it began, or not a fresh destination: nothing made.
         let other = tempfile::tempdir().unwrap();
         TreeStore::new(&refs, other.path(), true, 0o022).unwrap().create_ahead(&AtomicBool::new(true)).unwrap();
         TreeStore::new(&refs, other.path(), false, 0o022).unwrap().create_ahead(&AtomicBool::new(false)).unwrap();
         assert_eq!(std::fs::read_dir(other.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_unreadable_entry_is_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [item("a", 3, 0o640, 1_000_000_000), item("b", 2, 0o444, 1_100_000_000)];
+        let refs: Vec<&Item> = items.iter().collect();
+        let store = TreeStore::new(&refs, dir.path(), true, 0o022).unwrap();
+        store.unreadable(0, "a: Permission denied", "m1").unwrap();
+        assert!(store.unreadable(2, "no such entry", "m1").is_err());
+        store.write_all_at(b"\0\0\0de", 0).unwrap();
+        assert!(!dir.path().join("a").exists());
+        assert!(is_done(&dir.path().join("b"), &items[1].entry));
+        let unread = store.unread();
+        assert_eq!((unread.len(), unread[0].0, unread[0].1.mirrors.clone()), (1, 0, vec!["m1".to_string()]));
     }
 
     #[test]

@@ -69,6 +69,12 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         "  list {:.2} s, prepare {:.2} s, mirrors ready {:.2} s, move {:.2} s, finish {:.2} s",
         p.list, p.prepare, p.check, p.moving, p.finish
     )?;
+    if !r.failed.is_empty() {
+        writeln!(to, "  NOT COPIED: {} entries (everything else was):", r.failed.len())?;
+        for f in &r.failed {
+            writeln!(to, "    {}: {}", f.path, f.why)?;
+        }
+    }
     if r.setid_cleared > 0 {
         writeln!(
             to,
@@ -120,7 +126,15 @@ pub fn run(o: ArchiveOpt) -> Exit {
             } else if !o.moving.quiet {
                 let _ = print_summary(&r, &mut std::io::stdout());
             }
-            Exit::Ok
+            if r.failed.is_empty() {
+                return Exit::Ok;
+            }
+            // Named on stderr too, whatever was asked for on stdout.
+            for f in &r.failed {
+                eprintln!("ddftp: error: not copied: {}: {}", f.path, f.why);
+            }
+            report_error(&format!("{} entries could not be copied; everything else was", r.failed.len()));
+            Exit::Partial
         }
         Err(e) => {
             report_error(&e);

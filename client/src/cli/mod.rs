@@ -25,6 +25,9 @@ pub enum Exit {
     Integrity = 3,
     /// The output could not be written (permissions, full disk); resumable.
     Local = 4,
+    /// Some entries could not be copied (each named, with why); all the
+    /// others were.
+    Partial = 5,
     /// Interrupted (Ctrl-C); resumable.
     Interrupted = 130,
 }

@@ -135,6 +135,22 @@ pub struct Options {
     pub label: Option<Vec<u8>>,
     /// Paths neither listed nor entered (a server's index directory).
     pub skip: Vec<PathBuf>,
+    /// Told what could not be read; without it, stderr is.
+    pub on_error: Option<OnError>,
+}
+
+/// Where a walk tells what it could not read: the path as it would be
+/// listed, and why. The walk goes on.
+#[derive(Clone)]
+pub struct OnError(pub std::sync::Arc<Tell>);
+
+/// Told a path as it would be listed, and why it could not be read.
+pub type Tell = dyn Fn(&[u8], &str) + Send + Sync;
+
+impl std::fmt::Debug for OnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnError")
+    }
 }
 
 /// Shared by the workers: the output, behind a lock taken once per batch.
@@ -145,6 +161,7 @@ struct Sink {
     cut: usize,
     label: Option<Vec<u8>>,
     skip: Vec<PathBuf>,
+    on_error: Option<OnError>,
 }
 
 /// Bytes of records a worker writes out at once (the output's lock is
@@ -156,6 +173,23 @@ const BATCH: usize = 1 << 20;
 const FIRST_BATCH: usize = 16 << 10;
 
 impl Sink {
+    /// What could not be read at `path` (counted, and told).
+    fn error(&self, l: &mut Local, path: &[u8], why: String) {
+        l.totals.errors += 1;
+        let shown;
+        let path = match &self.label {
+            Some(label) => {
+                shown = [label, path.get(self.cut..).unwrap_or_default()].concat();
+                &shown[..]
+            }
+            None => path,
+        };
+        match &self.on_error {
+            Some(OnError(tell)) => tell(path, &why),
+            None => eprintln!("ddftp: walk: {}: {why}", String::from_utf8_lossy(path)),
+        }
+    }
+
     fn record(&self, l: &mut Local, path: &[u8], st: &mfu::Stat) {
         l.entries += 1;
         let shown;
@@ -256,6 +290,7 @@ where
         cut: root.as_os_str().len(),
         label: opts.label.clone(),
         skip: opts.skip.clone(),
+        on_error: opts.on_error.clone(),
     };
     let new_local = |_| Local {
         totals: Totals::default(),
@@ -310,8 +345,7 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
     let d = match opened {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("ddftp: walk: cannot read directory {}: {e}", String::from_utf8_lossy(&path));
-            l.totals.errors += 1;
+            sink.error(l, &path, format!("cannot read directory: {e}"));
             return;
         }
     };
@@ -326,8 +360,7 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) => {
-                eprintln!("ddftp: walk: reading directory {}: {e}", String::from_utf8_lossy(&path[..base]));
-                l.totals.errors += 1;
+                sink.error(l, &path[..base - 1], format!("reading directory: {e}"));
                 break;
             }
         };
@@ -345,10 +378,7 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
                         queue.push(PathBuf::from(std::ffi::OsString::from_vec(path.clone())));
                     }
                 }
-                Err(e) => {
-                    eprintln!("ddftp: walk: cannot lstat {}: {e}", String::from_utf8_lossy(&path));
-                    l.totals.errors += 1;
-                }
+                Err(e) => sink.error(l, &path, format!("cannot lstat: {e}")),
             }
         }
     }
