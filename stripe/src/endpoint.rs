@@ -106,6 +106,8 @@ struct State {
     /// does not look, so its partner drains the figure at the link's rate.
     backlog_seen: Vec<(u64, std::time::Instant)>,
     alive: Vec<bool>,
+    /// Why each failed link failed.
+    lost: Vec<Option<String>>,
     /// Bytes handed back to the plan by failed links.
     resent: u64,
     acks: VecDeque<u64>,
@@ -340,6 +342,8 @@ impl Shared {
 pub struct Stats {
     /// Whether each link still works.
     pub alive: Vec<bool>,
+    /// Why each link that failed did.
+    pub lost: Vec<Option<String>>,
     /// Payload bytes each link sent.
     pub sent: Vec<u64>,
     /// Bytes sent again because the link carrying them failed.
@@ -411,13 +415,14 @@ impl Striped {
 
     /// What each link has done so far.
     pub fn stats(&self) -> Stats {
-        let (alive, resent, rates) = {
+        let (alive, lost, resent, rates) = {
             let st = self.shared.state.lock().expect("state");
-            (st.alive.clone(), st.resent, (0..st.alive.len()).map(|l| st.plan.measured_rate(l)).collect())
+            let rates = (0..st.alive.len()).map(|l| st.plan.measured_rate(l)).collect();
+            (st.alive.clone(), st.lost.clone(), st.resent, rates)
         };
         // Not under the state's lock: a writer takes that one holding its `out`.
         let sent = self.shared.out.iter().map(|o| o.lock().expect("out").sent).collect();
-        Stats { alive, sent, resent, rates }
+        Stats { alive, lost, sent, resent, rates }
     }
 
     fn start(socks: Vec<TcpStream>) -> Striped {
@@ -450,6 +455,7 @@ impl Striped {
                 carried: vec![VecDeque::new(); n],
                 backlog_seen: vec![(0, std::time::Instant::now()); n],
                 alive: vec![true; n],
+                lost: vec![None; n],
                 resent: 0,
                 acks: VecDeque::new(),
                 reports: vec![],
@@ -842,6 +848,7 @@ impl State {
         if !std::mem::replace(&mut self.alive[link], false) {
             return;
         }
+        self.lost[link] = Some(why.clone());
         let lost: Vec<Claim> =
             std::mem::take(&mut self.carried[link]).into_iter().filter(|c| self.unacked.get(c.msg).is_some()).collect();
         self.resent += lost.iter().map(|c| u64::from(c.len)).sum::<u64>();

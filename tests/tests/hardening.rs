@@ -471,3 +471,123 @@ fn item03_an_unreadable_directory_is_named_and_the_rest_copied() {
     chmod(&dest.join("secret"), 0o755);
     assert_copied_but(&t, &dest, &["secret/x"]);
 }
+
+/// A TCP relay to `to` that cuts both ways `after` its connection came
+/// (never, for `None`); its address.
+fn cutting_relay(to: String, after: Option<Duration>) -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (a, _) = l.accept().unwrap();
+        let b = std::net::TcpStream::connect(&to).unwrap();
+        let (mut a1, mut b1, mut a2, mut b2) =
+            (a.try_clone().unwrap(), b.try_clone().unwrap(), a.try_clone().unwrap(), b.try_clone().unwrap());
+        std::thread::spawn(move || std::io::copy(&mut b1, &mut a1));
+        std::thread::spawn(move || std::io::copy(&mut a2, &mut b2));
+        if let Some(after) = after {
+            std::thread::sleep(after);
+            let _ = a.shutdown(std::net::Shutdown::Both);
+            let _ = b.shutdown(std::net::Shutdown::Both);
+        }
+    });
+    addr
+}
+
+/// Item 13: a link lost under `send`/`recv` is told, and the summary
+/// counts it; the data still arrives whole over the other.
+#[test]
+fn item13_a_link_lost_under_send_is_reported() {
+    use std::io::{BufRead, BufReader};
+    let f = Fixture::new();
+    let data = random_file(&f.out("in"), 24 << 20, 13);
+    let out = f.out("out");
+    let mut recv = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} recv --listen 127.0.0.1:0,127.0.0.2:0 > {}", bin("ddftp").display(), out.display()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(recv.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let links = line.trim().strip_prefix("ddftp: receiving on ").unwrap().to_string();
+    let recv_said = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+        rest
+    });
+    let (one, two) = links.split_once(',').unwrap();
+    // Both links through relays, alike; the second is cut part way while
+    // the input comes over about a second.
+    let whole = cutting_relay(one.to_string(), None);
+    let relay = cutting_relay(two.to_string(), Some(Duration::from_millis(300)));
+    let mut child = Command::new(bin("ddftp"))
+        .args(["send", "--links", &format!("{whole},{relay}")])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    for chunk in data.chunks(512 << 10) {
+        std::io::Write::write_all(&mut input, chunk).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(input);
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let send = child.wait_with_output().unwrap();
+    let said = stderr(&send);
+    let t = Instant::now();
+    while recv.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("pkill").args(["-f", &format!("recv --listen {links}")]).status();
+    let received = recv.wait().unwrap();
+    let recv_said = recv_said.join().unwrap();
+    assert!(send.status.success() && received.success(), "send: {said}\nrecv: {recv_said}");
+    assert!(said.contains(&format!("link {relay} was lost")) && said.contains("(1 lost on the way)"), "{said}");
+    assert!(std::fs::read(&out).unwrap() == data);
+}
+
+/// Item 13: a failed archive does not leave DEST behind; a fresh DEST is
+/// never warned about a journal "for another download" (its own part's).
+#[test]
+fn item13_a_failed_archive_leaves_no_dest_and_a_fresh_one_no_journal_warning() {
+    let f = Fixture::new();
+    chmod(f.dir.path(), 0o755);
+    let a = Mirror::start(&f.root(), &[]);
+    let dest = f.out("dest");
+    let res = ddftp(&["archive", "nothere", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap()], 1);
+    assert!(!dest.exists(), "{}", stderr(&res));
+
+    // A walk that breaks part way on the first mirror (it cannot read one
+    // directory) while a large file's part already moves.
+    let t = f.root().join("t");
+    make_tree(&t);
+    random_file(&t.join("aaa-large"), 24 << 20, 131);
+    // Enough entries that the walk is still going when the large file's
+    // part moves.
+    for d in 0..100 {
+        let dir = t.join(format!("many/{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..200 {
+            std::fs::write(dir.join(i.to_string()), b"").unwrap();
+        }
+    }
+    std::fs::create_dir(t.join("zzz")).unwrap();
+    random_file(&t.join("zzz/x"), 100, 132);
+    chmod(&t.join("zzz"), 0o700);
+    let (nobody, root) = (Mirror::as_nobody(&f.root()), Mirror::with_rate(&f.root(), "20MB"));
+    if !is_root() {
+        chmod(&t.join("zzz"), 0);
+    }
+    let ms = mirrors_arg(&[&nobody, &root]);
+    let res = ddftp(&["archive", "t", "--mirrors", &ms, "--dest", dest.to_str().unwrap(), "--part-bytes", "1MiB"], 0);
+    let err = stderr(&res);
+    assert!(!err.contains("another download"), "{err}");
+    chmod(&t.join("zzz"), 0o755);
+    assert_copied_but(&t, &dest, &[]);
+}

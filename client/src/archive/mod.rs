@@ -161,6 +161,30 @@ struct Item {
 
 /// Runs an archive.
 pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
+    let existed = spec.dest.symlink_metadata().is_ok();
+    let r = archive_into(spec, progress).await;
+    if r.is_err() && !existed && holds_no_data(&spec.dest) {
+        // DEST is this run's, and nothing in it is worth a rerun: a failed
+        // archive leaves no empty tree behind.
+        let _ = std::fs::remove_dir_all(&spec.dest);
+    }
+    r
+}
+
+/// Whether `dir` holds directories only (and an archive's journal).
+fn holds_no_data(dir: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else { return false };
+    rd.flatten().all(|e| {
+        let name = e.file_name();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => holds_no_data(&e.path()),
+            Ok(_) => name.as_encoded_bytes().starts_with(b".ddftp-archive"),
+            Err(_) => false,
+        }
+    })
+}
+
+async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
     let started = Instant::now();
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
@@ -177,8 +201,14 @@ pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<
         match (Run::new(spec, src, started, fresh)).streamed(progress).await? {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
-            // into what is now not a fresh destination.
-            None => fresh = false,
+            // into what is now not a fresh destination. A part cut short
+            // then is this run's: its journal is no resume point.
+            None => {
+                fresh = false;
+                let run = Run::new(spec, src, started, fresh);
+                let _ = crate::journal::Journal::remove(&journal_path(&run.output()));
+                let _ = std::fs::remove_file(run.saved());
+            }
         }
     }
     let run = Run::new(spec, src, started, fresh);

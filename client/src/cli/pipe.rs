@@ -45,16 +45,35 @@ async fn resolve(spec: &str) -> Result<SocketAddr, String> {
     addrs.next().ok_or_else(|| format!("{spec}: no address"))
 }
 
-fn summary(what: &str, bytes: u64, started: Instant, links: usize, per_link: &[u64]) {
+/// The summary line, and a warning for each link lost on the way (the
+/// stream went on over the others).
+fn summary(what: &str, bytes: u64, started: Instant, stats: &ddnet::Stats, names: &[String], quiet: bool) {
+    for (i, why) in stats.lost.iter().enumerate() {
+        if let Some(why) = why {
+            let name = names.get(i).map_or_else(|| format!("link {}", i + 1), Clone::clone);
+            eprintln!("ddftp: warning: {name} was lost on the way ({why}); the other links carried the rest");
+        }
+    }
+    if quiet {
+        return;
+    }
     let secs = started.elapsed().as_secs_f64();
-    let shares: Vec<String> = per_link.iter().map(|b| HumanBytes(*b).to_string()).collect();
+    let alive = stats.alive.iter().filter(|&&a| a).count();
+    let links = match stats.alive.len() - alive {
+        0 => format!("over {alive} links"),
+        lost => format!("over {} links ({lost} lost on the way)", stats.alive.len()),
+    };
+    let per: Vec<String> = stats.sent.iter().map(|b| HumanBytes(*b).to_string()).collect();
     eprintln!(
-        "ddftp: {what} {} in {secs:.2} s ({:.1} MB/s) over {} links{}",
+        "ddftp: {what} {} in {secs:.2} s ({:.1} MB/s) {links}{}",
         HumanBytes(bytes),
         bytes as f64 / secs.max(1e-9) / 1e6,
-        links,
-        if shares.is_empty() { String::new() } else { format!(" ({})", shares.join(" / ")) }
+        if what != "sent" { String::new() } else { format!(" ({})", per.join(" / ")) }
     );
+}
+
+fn link_names(links: &[String]) -> Vec<String> {
+    links.iter().map(|l| format!("link {l}")).collect()
 }
 
 pub fn run_send(opt: SendOpt) -> Exit {
@@ -97,12 +116,11 @@ pub fn run_send(opt: SendOpt) -> Exit {
         .await;
         match r {
             Ok(n) => {
-                if !opt.quiet {
-                    summary("sent", n, started, ch.links(), &ch.stats().sent);
-                }
+                summary("sent", n, started, &ch.stats(), &link_names(&opt.links), opt.quiet);
                 Exit::Ok
             }
             Err(e) => {
+                summary("sent", 0, started, &ch.stats(), &link_names(&opt.links), true);
                 report_error(&e);
                 Exit::Transfer
             }
@@ -150,9 +168,8 @@ pub fn run_recv(opt: RecvOpt) -> Exit {
         .await;
         match r {
             Ok(n) => {
-                if !opt.quiet {
-                    summary("received", n, started, ch.links(), &[]);
-                }
+                let names: Vec<String> = opt.listen.iter().map(|a| format!("link {a}")).collect();
+                summary("received", n, started, &ch.stats(), &names, opt.quiet);
                 Exit::Ok
             }
             Err(e) => {
