@@ -323,8 +323,29 @@ enum Open {
     Dir,
 }
 
-/// Opens `path` beneath `root` following no symlink on the way.
+/// Bytes of path one `openat2` is given at most (under `PATH_MAX`).
+const PIECE: usize = 4000;
+
+/// Opens `path` beneath `root` following no symlink on the way, at any
+/// depth: a path longer than one call takes is opened a piece of whole
+/// components at a time, each beneath the directory the one before opened.
 fn open_beneath(root: RawFd, path: &CString, what: Open) -> io::Result<OwnedFd> {
+    let bytes = path.as_bytes();
+    if bytes.len() <= PIECE {
+        return open_beneath_once(root, path, what);
+    }
+    let cut = bytes[..PIECE].iter().rposition(|&c| c == b'/').filter(|&i| i > 0);
+    let Some(cut) = cut else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a path component longer than the kernel allows"));
+    };
+    let head = CString::new(&bytes[..cut]).expect("no NUL in a CString");
+    let tail = CString::new(&bytes[cut + 1..]).expect("no NUL in a CString");
+    let dir = open_beneath_once(root, &head, Open::Dir)?;
+    open_beneath(dir.as_raw_fd(), &tail, what)
+}
+
+/// Opens `path` (at most `PATH_MAX`) beneath `root` following no symlink.
+fn open_beneath_once(root: RawFd, path: &CString, what: Open) -> io::Result<OwnedFd> {
     // SAFETY: open_how is plain data; zeroed is "no flags".
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     // Non-blocking: a FIFO (or device) where the list says a file must not
@@ -444,6 +465,35 @@ mod tests {
         let tight = Bundles { inner: Mutex::default(), keep_bytes: 1 };
         let n = tight.insert(define(7)).name.clone();
         assert!(tight.get(&n).is_some());
+    }
+
+    #[test]
+    fn entries_deeper_than_path_max_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = "d".repeat(200);
+        // 30 levels of 201 bytes, made one step at a time beneath the last.
+        let mut at = open_root(dir.path()).unwrap();
+        let c = CString::new(name.clone()).unwrap();
+        for _ in 0..30 {
+            // SAFETY: a valid directory descriptor and C string.
+            assert_eq!(unsafe { libc::mkdirat(at.as_raw_fd(), c.as_ptr(), 0o755) }, 0);
+            at = open_beneath_once(at.as_raw_fd(), &c, Open::Dir).unwrap();
+        }
+        // SAFETY: as above; the descriptor returned is ours.
+        let fd = unsafe { libc::openat(at.as_raw_fd(), c"f".as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o644) };
+        assert!(fd >= 0);
+        // SAFETY: just opened, owned by nobody else.
+        let f = unsafe { File::from_raw_fd(fd) };
+        f.write_all_at(b"deep", 0).unwrap();
+        let mtime = f.metadata().unwrap().mtime();
+        let nsec = f.metadata().unwrap().mtime_nsec();
+        let path = format!("{}/f", vec![name.as_str(); 30].join("/"));
+        let list = format!("#ddftp-list 1\0f 4 644 {mtime}.{nsec:09} {path}\0");
+        let root = Root::new(dir.path(), false).unwrap();
+        let b = Bundle::define(&root, list.as_bytes()).unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(b.read_exact_at(&mut buf, 0).unwrap(), vec![]);
+        assert_eq!(&buf, b"deep");
     }
 
     #[test]

@@ -591,3 +591,52 @@ fn item13_a_failed_archive_leaves_no_dest_and_a_fresh_one_no_journal_warning() {
     chmod(&t.join("zzz"), 0o755);
     assert_copied_but(&t, &dest, &[]);
 }
+
+/// Item 4: a tree deeper than PATH_MAX is walked whole (by the walk and
+/// by a mirror walking for a client).
+#[test]
+fn item04_a_tree_deeper_than_path_max_is_walked_whole() {
+    let f = Fixture::new();
+    let name = "d".repeat(150);
+    // 40 levels of 151 bytes: 6,040 bytes of path below the root, made
+    // one relative step at a time.
+    let made = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import os\nos.chdir({:?})\nos.mkdir('t')\nos.chdir('t')\nfor _ in range(40):\n    os.mkdir('{name}')\n    os.chdir('{name}')\nopen('leaf', 'w').write('leaf')",
+            f.root().display().to_string()
+        ))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = ddftp(&["walk", f.root().join("t").to_str().unwrap(), "-o", "-"], 0);
+    let list = String::from_utf8_lossy(&out.stdout);
+    let deepest = format!("{}/leaf", vec![name.as_str(); 40].join("/"));
+    assert!(list.contains(&deepest), "the leaf is not listed: {}", stderr(&out));
+    assert_eq!(list.matches('\0').count(), 1 + 1 + 40 + 1, "header, t, 40 directories and the leaf");
+    // A mirror's walk for a client reaches it too, with nothing unread.
+    let a = Mirror::start(&f.root(), &[]);
+    let mut s = raw(&a.addr, &[ddftp_proto::Request::Walk { path: "t".into() }]);
+    let mut buf = bytes::BytesMut::new();
+    let (mut packed, mut hello) = (vec![], false);
+    loop {
+        match ddftp_proto::Reply::decode(&mut buf).unwrap() {
+            Some(ddftp_proto::Reply::Hello { .. }) => hello = true,
+            Some(ddftp_proto::Reply::ListData { data }) => packed.extend_from_slice(&data),
+            Some(ddftp_proto::Reply::ListEnd { errors }) => {
+                assert_eq!(errors, 0);
+                break;
+            }
+            Some(other) => panic!("{other:?}"),
+            None => {
+                let mut chunk = [0u8; 65536];
+                let n = std::io::Read::read(&mut s, &mut chunk).unwrap();
+                assert!(n > 0, "closed");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        }
+    }
+    assert!(hello);
+    let list = ddftp_proto::packed::unpack(&packed, 1 << 20).unwrap();
+    assert!(String::from_utf8_lossy(&list).contains(&deepest));
+}

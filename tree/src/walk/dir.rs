@@ -25,15 +25,13 @@ pub struct Dir {
 impl Dir {
     /// Opens the directory at `path` (NUL-terminated). A symlink put in
     /// its place since it was lstat'ed is refused, not followed.
+    ///
+    /// A path longer than the kernel takes in one call (`PATH_MAX`) is
+    /// opened a piece at a time, each piece relative to the directory the
+    /// one before opened: a tree of any depth can be walked.
     pub fn open(path: &CStr) -> io::Result<Dir> {
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: `path` is NUL-terminated; the fd returned is ours alone.
-        let fd = unsafe { libc::open(path.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just opened and is owned by nobody else.
-        Ok(Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        Ok(Dir { fd: open_deep(libc::AT_FDCWD, path.to_bytes(), flags)? })
     }
 
     /// Reads the next entries into `buf`: the bytes filled, 0 at the end.
@@ -55,6 +53,48 @@ impl Dir {
             return Err(io::Error::last_os_error());
         }
         Ok(st)
+    }
+}
+
+/// Bytes of path one `openat` is given at most (under `PATH_MAX`, 4096).
+const PIECE: usize = 4000;
+
+/// `openat(at, path, flags)` for a path of any length: a long one is
+/// opened in pieces of whole components, each (but the last, opened with
+/// `flags`) as an `O_PATH` directory the next is opened beneath.
+pub fn open_deep(at: libc::c_int, path: &[u8], flags: libc::c_int) -> io::Result<OwnedFd> {
+    let mut held: Option<OwnedFd> = None;
+    let mut rest = path;
+    loop {
+        let last = rest.len() <= PIECE;
+        let cut = match last {
+            true => rest.len(),
+            // A piece ends at a '/' (a name is at most 255 bytes, so one is
+            // near); a leading '/' stays with the first piece.
+            false => rest[..PIECE].iter().rposition(|&c| c == b'/').filter(|&i| i > 0).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "a path component longer than the kernel allows")
+            })?,
+        };
+        let piece = std::ffi::CString::new(&rest[..cut])
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+        let f = if last { flags } else { libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC };
+        let dir = held.as_ref().map_or(at, |d| d.as_raw_fd());
+        // SAFETY: a valid directory descriptor (or AT_FDCWD) and a C string;
+        // the fd returned is ours alone.
+        let fd = unsafe { libc::openat(dir, piece.as_ptr(), f) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        if last {
+            return Ok(fd);
+        }
+        held = Some(fd);
+        rest = &rest[cut..];
+        while rest.first() == Some(&b'/') {
+            rest = &rest[1..];
+        }
     }
 }
 
