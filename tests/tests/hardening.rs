@@ -593,9 +593,9 @@ fn item13_a_failed_archive_leaves_no_dest_and_a_fresh_one_no_journal_warning() {
 }
 
 /// Item 4: a tree deeper than PATH_MAX is walked whole (by the walk and
-/// by a mirror walking for a client).
+/// by a mirror walking for a client) and archived whole.
 #[test]
-fn item04_a_tree_deeper_than_path_max_is_walked_whole() {
+fn item04_a_tree_deeper_than_path_max_is_walked_and_archived_whole() {
     let f = Fixture::new();
     let name = "d".repeat(150);
     // 40 levels of 151 bytes: 6,040 bytes of path below the root, made
@@ -639,4 +639,18 @@ fn item04_a_tree_deeper_than_path_max_is_walked_whole() {
     assert!(hello);
     let list = ddftp_proto::packed::unpack(&packed, 1 << 20).unwrap();
     assert!(String::from_utf8_lossy(&list).contains(&deepest));
+    // And an archive copies all of it, into a fresh DEST and again over it.
+    let dest = f.out("dest");
+    for _ in 0..2 {
+        ddftp(&["archive", "t", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap(), "-q"], 0);
+        let check = Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import os\nos.chdir({:?})\nfor _ in range(40):\n    os.chdir('{name}')\nassert open('leaf').read() == 'leaf'",
+                dest.display().to_string()
+            ))
+            .status()
+            .unwrap();
+        assert!(check.success(), "the deepest file is not in DEST");
+    }
 }

@@ -46,7 +46,7 @@ impl Dirs<'_> {
                 let p = self.dest.join(&it.rel);
                 let done = match now {
                     true => finish_entry(&p, &it.entry, self.fresh, self.umask),
-                    false => p.symlink_metadata().map(drop),
+                    false => super::deep::symlink_metadata(&p).map(drop),
                 };
                 match done {
                     Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {

@@ -5,14 +5,14 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use ddftp_proto::packed::{self, MAX_LIST};
 use ddtree::list::{ddftp, Entry, Kind};
 
 use super::store::{is_finished_file, remove_any};
-use super::{ArchiveError, Item};
+use super::{deep, ArchiveError, Item};
 
 /// The entry's path below SRC, refusing anything that could leave DEST.
 pub(super) fn below_src(e: &Entry, src: &[u8]) -> Result<Option<PathBuf>, ArchiveError> {
@@ -82,7 +82,7 @@ pub(super) fn check_nesting<'a>(items: impl Iterator<Item = &'a Item> + Clone) -
 
 /// Whether the destination already holds this entry, complete and correct.
 pub(super) fn is_done(dest: &Path, e: &Entry) -> bool {
-    e.kind == Kind::File && dest.symlink_metadata().is_ok_and(|m| is_finished_file(&m, e.size, e.perm, e.mtime))
+    e.kind == Kind::File && deep::symlink_metadata(dest).is_ok_and(|m| is_finished_file(&m, e.size, e.perm, e.mtime))
 }
 
 /// The entries to move, and what the listing holds.
@@ -186,12 +186,12 @@ pub(super) fn make_dirs(items: &[Item], dest: &Path) -> Result<u64, ArchiveError
         dirs += 1;
         let p = dest.join(&it.rel);
         let local = |source| ArchiveError::Local { path: p.clone(), source };
-        if p.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+        if deep::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
             remove_any(&p).map_err(local)?;
         }
-        std::fs::create_dir_all(&p).map_err(local)?;
-        let mode = p.metadata().map_err(local)?.mode();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o700)).map_err(local)?;
+        deep::make_dir_all(&p).map_err(local)?;
+        let mode = deep::symlink_metadata(&p).map_err(local)?.mode();
+        deep::set_mode(&p, mode | 0o700).map_err(local)?;
     }
     Ok(dirs)
 }

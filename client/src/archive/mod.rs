@@ -22,6 +22,7 @@
 //! type, size, mode and mtime to the nanosecond, as rsync's quick check) and
 //! an interrupted run resumes its range block by block from the journal.
 
+mod deep;
 mod dirs;
 mod listing;
 mod mirrors;
@@ -741,7 +742,7 @@ impl<'a> Run<'a> {
             .enumerate()
             .filter(|&(i, it)| it.entry.kind == Kind::Link && !store.is_finished(i) && !store.is_bad(i))
             .filter(|(_, it)| {
-                let target = std::fs::read_link(spec.dest.join(&it.rel));
+                let target = deep::read_link(&spec.dest.join(&it.rel));
                 !target.is_ok_and(|t| t.as_os_str().len() as u64 == it.entry.size)
             })
             .map(|(_, it)| *it)
@@ -802,7 +803,7 @@ impl<'a> Run<'a> {
             for (i, it) in todo.iter().enumerate() {
                 if it.entry.kind == Kind::File && store.is_finished(i) {
                     let p = store.part_path(i);
-                    std::fs::remove_file(&p)
+                    deep::remove_file(&p)
                         .or_else(|e| if e.kind() == io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
                         .map_err(local(&p))?;
                 }

@@ -4,11 +4,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use ddtree::layout::Layout;
 use ddtree::list::{Entry, Kind, Time};
 
-use super::{ArchiveError, Item};
+use super::{deep, ArchiveError, Item};
 use crate::store::Store;
 
 /// Open files kept at once.
@@ -176,12 +176,12 @@ impl TreeStore {
         if self.is_bad(i) {
             return remove_any(&part);
         }
-        match part.symlink_metadata() {
+        match deep::symlink_metadata(&part) {
             Ok(_) => {
                 finish_entry(&part, e, self.fresh, self.umask)?;
-                std::fs::rename(&part, &path)
+                deep::rename(&part, &path)
             }
-            Err(_) if path.symlink_metadata().is_ok() => finish_entry(&path, e, self.fresh, self.umask),
+            Err(_) if deep::symlink_metadata(&path).is_ok() => finish_entry(&path, e, self.fresh, self.umask),
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 "its bytes never came (the interrupted run that fetched them lost them): run the archive again",
@@ -194,10 +194,11 @@ impl TreeStore {
     fn dir<'a>(&self, dir: usize, at: &'a mut Option<(usize, OwnedFd)>) -> io::Result<&'a OwnedFd> {
         if at.as_ref().is_none_or(|(d, _)| *d != dir) {
             let path = &self.dirs[dir];
-            let open = || open_fd(libc::AT_FDCWD, path, libc::O_PATH | libc::O_DIRECTORY, 0);
+            let path = Path::new(OsStr::from_bytes(path.as_bytes()));
+            let open = || deep::open(path, libc::O_PATH | libc::O_DIRECTORY, 0).map(OwnedFd::from);
             let fd = match open() {
                 Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {
-                    make_dir_all(Path::new(OsStr::from_bytes(path.as_bytes())))?;
+                    make_dir_all(path)?;
                     open()?
                 }
                 r => r?,
@@ -222,7 +223,7 @@ impl TreeStore {
             return Ok(());
         }
         let p = &self.pieces[i];
-        if !self.fresh && self.path(i).symlink_metadata().is_ok_and(|m| self.is_complete(i, &m)) {
+        if !self.fresh && deep::symlink_metadata(&self.path(i)).is_ok_and(|m| self.is_complete(i, &m)) {
             return Ok(());
         }
         let dir = self.dir(p.dir, at)?;
@@ -255,7 +256,7 @@ impl TreeStore {
         if !self.fresh {
             remove_any(&path)?;
         }
-        in_tree(&path, self.fresh, || std::os::unix::fs::symlink(OsStr::from_bytes(&target.bytes), &path))?;
+        in_tree(&path, self.fresh, || deep::symlink(&target.bytes, &path))?;
         set_mtime(&path, self.pieces[i].mtime, libc::AT_SYMLINK_NOFOLLOW)
     }
 
@@ -274,7 +275,7 @@ impl TreeStore {
         }
         let path = self.part_path(i);
         let f = Arc::new(in_tree(&path, self.fresh, || {
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(self.pieces[i].mode).open(&path)
+            deep::open(&path, libc::O_RDWR | libc::O_CREAT, self.pieces[i].mode)
         })?);
         open.insert(i, f.clone());
         Ok(f)
@@ -321,17 +322,26 @@ impl TreeStore {
             let path = self.path(i);
             let local = |source| ArchiveError::Local { path: path.clone(), source };
             if !self.fresh {
-                match path.symlink_metadata() {
+                match deep::symlink_metadata(&path) {
                     Ok(m) if self.is_complete(i, &m) => continue,
                     Ok(m) if !m.is_file() => remove_any(&path).map_err(local)?,
                     _ => {}
                 }
             }
             if size == 0 {
+                // Complete as made: finished at once, like a small file
+                // written whole.
                 let f = in_tree(&path, self.fresh, || {
-                    OpenOptions::new().write(true).create(true).truncate(true).mode(p.mode).open(&path)
+                    deep::open(&path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, p.mode)
                 });
-                f.map_err(local)?;
+                let finished = f.and_then(|f| {
+                    if needs_chmod(p.perm, self.fresh, self.umask) {
+                        f.set_permissions(std::fs::Permissions::from_mode(p.perm))?;
+                    }
+                    set_mtime_fd(&f, p.mtime)
+                });
+                finished.map_err(local)?;
+                self.finished[i].store(true, Ordering::Release);
             }
         }
         Ok(())
@@ -364,7 +374,7 @@ impl Store for TreeStore {
         self.layout.each(offset, len, |i, within, r| {
             if self.pieces[i].link {
                 let path = self.path(i);
-                let t = std::fs::read_link(&path).map_err(naming(&path))?;
+                let t = deep::read_link(&path).map_err(naming(&path))?;
                 let t = t.as_os_str().as_bytes().get(within as usize..within as usize + r.len());
                 buf[r].copy_from_slice(t.ok_or_else(|| io::Error::other("symlink target shorter than listed"))?);
                 Ok(())
@@ -382,7 +392,7 @@ impl Store for TreeStore {
             }
             // A file written whole is under its name; one in pieces in its part file.
             let path = if self.is_finished(i) { self.path(i) } else { self.part_path(i) };
-            match File::open(&path) {
+            match deep::open(&path, libc::O_RDONLY, 0) {
                 Ok(f) => f.sync_data().map_err(naming(&path))?,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(naming(&path)(e)),
@@ -439,16 +449,11 @@ fn in_tree<T>(path: &Path, fresh: bool, make: impl Fn() -> io::Result<T>) -> io:
 
 /// A directory and its missing parents, owner-only until they are finished.
 pub(super) fn make_dir_all(p: &Path) -> io::Result<()> {
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
+    deep::make_dir_all(p)
 }
 
 pub(super) fn remove_any(p: &Path) -> io::Result<()> {
-    match p.symlink_metadata() {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
-        Ok(_) => std::fs::remove_file(p),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
+    deep::remove_any(p)
 }
 
 /// Whether `m` is a regular file of this size, mode and mtime (to the
@@ -463,15 +468,7 @@ pub(super) fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtim
 
 /// Sets a path's mtime (`flags`: `AT_SYMLINK_NOFOLLOW` for a symlink's own).
 fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    let times = mtime_only(t);
-    // SAFETY: c is a valid C string and times two timespecs, as utimensat wants.
-    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), flags) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    deep::set_mtime(path, t, flags)
 }
 
 /// Sets an open file's mtime.
@@ -505,7 +502,7 @@ pub(super) fn needs_chmod(perm: u32, fresh: bool, umask: u32) -> bool {
 pub(super) fn finish_entry(path: &Path, e: &Entry, fresh: bool, umask: u32) -> io::Result<()> {
     set_mtime(path, e.mtime, 0)?;
     if e.kind == Kind::Dir || needs_chmod(e.perm, fresh, umask) {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(e.perm))?;
+        deep::set_mode(path, e.perm)?;
     }
     Ok(())
 }

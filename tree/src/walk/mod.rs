@@ -12,6 +12,7 @@
 //! memory stays bounded (workers' queues hold directories, not entries).
 
 mod dir;
+pub use dir::open_deep;
 pub mod drqs;
 #[cfg(feature = "mpi")]
 pub mod mpi;
