@@ -786,7 +786,7 @@ impl State {
         take_due_acks(self, &mut head, ids);
         if self.closing && self.plan.is_idle() && !self.close_sent[link] && !self.close_pending[link] {
             self.close_pending[link] = true;
-            Frame::Close { count: self.plan.next_id() }.encode(&mut head, ids);
+            Frame::Close { count: self.plan.next_id(), delivered: self.next_deliver }.encode(&mut head, ids);
             return Work::Close(head);
         }
         if !head.is_empty() {
@@ -1348,7 +1348,10 @@ fn on_frame(
         }
         Frame::Run { msg, msg_len, offset, .. } => st.on_run(link, msg, msg_len, offset, payload)?,
         Frame::Ack { msg } => acks.push(msg),
-        Frame::Close { count } => {
+        Frame::Close { count, delivered } => {
+            // What the peer delivered is acknowledged, whichever link its
+            // acks were on (one that failed may have lost some).
+            acks.extend(st.unacked.ids().filter(|&m| m < delivered));
             st.peer_count = Some(count);
             st.check_closed();
             w.receivers |= !st.inbox_open;

@@ -15,7 +15,7 @@ use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 pub const MAGIC: &[u8; 5] = b"DDNET";
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// Largest message a peer may announce.
 pub const MAX_MESSAGE: u64 = 1 << 30;
 /// Largest run a peer may send.
@@ -60,9 +60,13 @@ pub enum Frame {
     Ack {
         msg: u64,
     },
-    /// The sender sent `count` messages in all and will send no more.
+    /// The sender sent `count` messages in all and will send no more; it
+    /// has delivered every message of the peer's below `delivered` (so the
+    /// peer has its acks for those even if the link that carried some of
+    /// them failed).
     Close {
         count: u64,
+        delivered: u64,
     },
     /// What the receiver saw of one link's part of a message that arrived
     /// while no other was arriving: `bytes` in `micros` from the message's
@@ -154,9 +158,10 @@ impl Frame {
                 out.push(K_ACK);
                 out.extend_from_slice(&msg.to_be_bytes());
             }
-            Frame::Close { count } => {
+            Frame::Close { count, delivered } => {
                 out.push(K_CLOSE);
                 out.extend_from_slice(&count.to_be_bytes());
+                out.extend_from_slice(&delivered.to_be_bytes());
             }
             Frame::Delivered { link, bytes, micros } => {
                 out.push(K_DELIVERED);
@@ -181,7 +186,8 @@ impl Frame {
             K_WHOLE_NEXT => WHOLE_NEXT_HEADER,
             K_ACK_SHORT => 1 + 4,
             K_ACK_NEXT => 1 + 1,
-            K_ACK | K_CLOSE => 1 + 8,
+            K_ACK => 1 + 8,
+            K_CLOSE => 1 + 8 + 8,
             K_DELIVERED => 1 + 4 + 8 + 8,
             k => return Err(bad(&format!("unknown frame kind {k}"))),
         };
@@ -228,7 +234,7 @@ impl Frame {
             K_ACK_NEXT => Frame::Ack { msg: after(ids.ack, b[0])? },
             K_ACK => Frame::Ack { msg: u64_at(0) },
             K_ACK_SHORT => Frame::Ack { msg: u64::from(u32_at(0)) },
-            K_CLOSE => Frame::Close { count: u64_at(0) },
+            K_CLOSE => Frame::Close { count: u64_at(0), delivered: u64_at(8) },
             _ => Frame::Delivered { link: u32_at(0), bytes: u64_at(4), micros: u64_at(12) },
         };
         Ok(Some((frame, head)))
@@ -275,7 +281,7 @@ mod tests {
             Frame::Ack { msg: 9 },
             Frame::Ack { msg: u64::from(u32::MAX) + 1 },
             Frame::Ack { msg: 8 },
-            Frame::Close { count: 4 },
+            Frame::Close { count: 4, delivered: 7 },
             Frame::Delivered { link: 1, bytes: 65536, micros: 1200 },
         ];
         let mut sent = LinkIds::default();
@@ -286,7 +292,7 @@ mod tests {
             f.encode(&mut wire, &mut sent);
             heads.push(wire.len() - before);
         }
-        assert_eq!(heads, [HELLO_LEN, 29, 4, 4, 13, 13, 7, 2, 2, 9, 5, 9, 21]);
+        assert_eq!(heads, [HELLO_LEN, 29, 4, 4, 13, 13, 7, 2, 2, 9, 5, 17, 21]);
         let mut read = LinkIds::default();
         let mut at = 0;
         for f in &frames {
