@@ -96,7 +96,7 @@ pub enum TransferError {
     Journal(#[from] JournalError),
     #[error("{path}: SHA-256 is {got}, but {expected} was expected; the download was discarded (are the mirrors serving another version?)")]
     ChecksumMismatch { path: String, expected: String, got: String },
-    #[error("{} needs {} and its file system has less room; nothing was fetched", .path.display(), ddftp_proto::units::HumanBytes(*.size))]
+    #[error("{} needs {} and its file system has less room; nothing more was fetched", .path.display(), ddftp_proto::units::HumanBytes(*.size))]
     NoSpace { path: PathBuf, size: u64 },
     #[error("interrupted with {missing} of {total} bytes still missing{}", Resume::Kept)]
     Interrupted { missing: u64, total: u64 },

@@ -654,3 +654,34 @@ fn item04_a_tree_deeper_than_path_max_is_walked_and_archived_whole() {
         assert!(check.success(), "the deepest file is not in DEST");
     }
 }
+
+/// Item 9: an archive whose mirror is busy taking in other definitions
+/// asks again, and goes on once there is room.
+#[test]
+fn item09_an_archive_waits_out_a_mirror_busy_with_other_definitions() {
+    use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
+    use std::io::Write;
+    let f = Fixture::new();
+    let t = f.root().join("t");
+    make_tree(&t);
+    let a = Mirror::start(&f.root(), &[]);
+    // One connection holds the whole upload budget.
+    let mut hog = raw(&a.addr, &[]);
+    let mut frame = bytes::BytesMut::new();
+    ddftp_proto::Request::Bundle { data: vec![7u8; MAX_BUNDLE_CHUNK].into() }.encode(&mut frame);
+    for _ in 0..(32 << 20) / MAX_BUNDLE_CHUNK {
+        hog.write_all(&frame).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let dest = f.out("dest");
+    let child = Command::new(bin("ddftp"))
+        .args(["archive", "t", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap(), "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    drop(hog);
+    let res = child.wait_with_output().unwrap();
+    assert!(res.status.success(), "{}", stderr(&res));
+    assert_copied_but(&t, &dest, &[]);
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
 use ddftp_proto::packed::{self, MAX_LIST};
-use ddftp_proto::{Endpoint, Reply, Request};
+use ddftp_proto::{Endpoint, ErrorCode, Reply, Request};
 use ddtree::list::{self, ddftp, Entry};
 use tokio::io::AsyncWriteExt;
 
@@ -138,21 +138,48 @@ pub(super) async fn walk_stream(
     }
 }
 
-/// Defines the bundle on one mirror (`def`: the packed list); its name, or why not.
+/// Defines the bundle on one mirror (`def`: the packed list); its name, or
+/// why not. A mirror busy taking in other definitions is asked again, for
+/// up to [`BUSY_WAIT`].
 pub(super) async fn define_on(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -> Result<String, String> {
-    let mut sock = greet(ep, token).await?;
+    let started = std::time::Instant::now();
+    loop {
+        match define_once(ep, def, token).await {
+            Err(Busy(_)) if started.elapsed() < BUSY_WAIT => tokio::time::sleep(Duration::from_millis(500)).await,
+            Err(Busy(why)) | Err(Other(why)) => return Err(why),
+            Ok(name) => return Ok(name),
+        }
+    }
+}
+
+/// How long a busy mirror is asked again.
+const BUSY_WAIT: Duration = Duration::from_secs(60);
+
+/// Why a definition was not registered.
+enum Refused {
+    /// The mirror is busy with other definitions: worth asking again.
+    Busy(String),
+    Other(String),
+}
+use Refused::{Busy, Other};
+
+async fn define_once(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -> Result<String, Refused> {
+    let mut sock = greet(ep, token).await.map_err(Other)?;
     let mut out = BytesMut::with_capacity(def.len() + def.len() / MAX_BUNDLE_CHUNK * 8 + 64);
     for piece in def.chunks(MAX_BUNDLE_CHUNK) {
         Request::Bundle { data: bytes::Bytes::copy_from_slice(piece) }.encode(&mut out);
     }
     Request::BundleEnd.encode(&mut out);
-    sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+    // A refusal may come while the definition is still going out: its
+    // reply is read either way.
+    let sent = sock.write_all(&out).await.map_err(|e| format!("send: {e}"));
     let mut buf = BytesMut::new();
     match tokio::time::timeout(Duration::from_secs(600), read_reply(&mut sock, &mut buf)).await {
         Ok(Ok(Reply::Bundle { name, .. })) => Ok(name),
-        Ok(Ok(other)) => Err(unexpected(other)),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err("no answer in 600 s".into()),
+        Ok(Ok(Reply::Error { code: ErrorCode::Busy, message })) => Err(Busy(message)),
+        Ok(Ok(other)) => Err(Other(unexpected(other))),
+        Ok(Err(e)) => Err(Other(sent.err().unwrap_or(e))),
+        Err(_) => Err(Other("no answer in 600 s".into())),
     }
 }
 
