@@ -37,6 +37,11 @@ use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
 
 /// Unacknowledged bytes a sender may have out before `send` waits.
 const WINDOW: u64 = 64 << 20;
+/// How far past the oldest message it lacks a receiver takes one (ids):
+/// bounds what it assembles and holds out of order. A sender has at most
+/// this many ids from its oldest unacknowledged one out (that one is at
+/// most the receiver's oldest lacking).
+const MAX_AHEAD: u64 = 4096;
 /// What holding one message costs besides its bytes (its slot, its
 /// claim): counted against the window, so a flood of empty or tiny
 /// messages is bounded too.
@@ -183,6 +188,11 @@ impl Unacked {
 
     fn is_empty(&self) -> bool {
         self.held == 0
+    }
+
+    /// Ids from the oldest unacknowledged to the newest given.
+    fn span(&self) -> u64 {
+        self.msgs.len() as u64
     }
 
     fn ids(&self) -> impl Iterator<Item = u64> + '_ {
@@ -505,7 +515,13 @@ impl Striped {
                 if st.closing {
                     return Err(broken("send after close"));
                 }
-                if st.unacked.is_empty() || st.unacked_bytes + held(&msg) <= WINDOW {
+                // Bytes and ids both: the receiver takes messages at most
+                // `MAX_AHEAD` ids past the oldest it lacks, and small ones
+                // (a file read in 8 KiB pieces) would fill the byte window
+                // with many times that.
+                let room =
+                    st.unacked.is_empty() || (st.unacked_bytes + held(&msg) <= WINDOW && st.unacked.span() < MAX_AHEAD);
+                if room {
                     st.unacked_bytes += held(&msg);
                     if let Some((link, out)) = self.shared.idle_link(&st, msg.len()) {
                         self.shared.send_whole(link, st, out, msg);
@@ -885,7 +901,7 @@ impl State {
             self.queue_ack(msg);
             return Ok(());
         }
-        if msg > self.next_deliver + 4096 {
+        if msg > self.next_deliver + MAX_AHEAD {
             return Err(format!("message {msg} is far ahead of {}", self.next_deliver));
         }
         let now = Instant::now();
@@ -930,7 +946,7 @@ impl State {
             self.queue_ack(msg);
             return Ok(());
         }
-        if msg > self.next_deliver + 4096 {
+        if msg > self.next_deliver + MAX_AHEAD {
             return Err(format!("message {msg} is far ahead of {}", self.next_deliver));
         }
         if !self.assembling.is_empty() {

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use clap::Args;
 use ddftp_proto::units::HumanBytes;
-use ddnet::{StripeListener, Striped, StripedReader, StripedWriter};
+use ddnet::{StripeListener, Striped, StripedReader};
 use tokio::io::AsyncWriteExt;
 
 use super::{report_error, runtime, Exit};
@@ -72,6 +72,53 @@ fn summary(what: &str, bytes: u64, started: Instant, stats: &ddnet::Stats, names
     );
 }
 
+/// Largest message `send` makes of its input.
+const PIECE: usize = 4 << 20;
+
+/// Reads standard input into messages for `send`: as much as can be read
+/// without waiting (a whole piece from a file, what a pipe holds), so a
+/// file goes in pieces of [`PIECE`] and a slow pipe's bytes go out as
+/// they come, never held back for company.
+fn read_input(tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>) {
+    use std::io::Read;
+    let mut input = std::io::stdin().lock();
+    loop {
+        let mut buf = vec![0u8; PIECE];
+        let (mut len, mut end) = (0, false);
+        while len < PIECE {
+            match input.read(&mut buf[len..]) {
+                Ok(0) => {
+                    end = true;
+                    break;
+                }
+                Ok(k) => len += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            }
+            if !readable_now() {
+                break;
+            }
+        }
+        buf.truncate(len);
+        if len > 0 && tx.blocking_send(Ok(buf.into())).is_err() {
+            return;
+        }
+        if end {
+            return;
+        }
+    }
+}
+
+/// Whether standard input has more to read right now.
+fn readable_now() -> bool {
+    let mut p = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd; a zero timeout only looks.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+}
+
 fn link_names(links: &[String]) -> Vec<String> {
     links.iter().map(|l| format!("link {l}")).collect()
 }
@@ -107,10 +154,16 @@ pub fn run_send(opt: SendOpt) -> Exit {
                 return Exit::Transfer;
             }
         };
-        let mut w = StripedWriter::new(ch.clone());
         let r = async {
-            let n = tokio::io::copy(&mut tokio::io::stdin(), &mut w).await?;
-            w.shutdown().await?;
+            let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+            std::thread::spawn(move || read_input(tx));
+            let mut n = 0;
+            while let Some(piece) = rx.recv().await {
+                let piece: bytes::Bytes = piece?;
+                n += piece.len() as u64;
+                ch.send(piece).await?;
+            }
+            ch.close().await?;
             Ok::<_, std::io::Error>(n)
         }
         .await;
