@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `ddftp send < FILE` / `ddftp recv > FILE` over two netbed NICs: a
+# regular file as input (read in 4 MiB pieces), 256 MiB, byte-exact check,
+# wall time from the sender's start to its exit, against the links' TCP
+# goodput (tbf rate * 1448/1514).
+#
+# Usage (root): benches/netbed-send.sh [RUNS] [RATES]   (default 3, 320mbit,160mbit)
+# Writes benches/results/netbed-send-<UTC date>-<rates>.md.
+set -euo pipefail
+RUNS=${1:-3}
+RATES=${2:-320mbit,160mbit}
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
+BED=dsn
+WORK=${WORK:-/tmp/ddftp-send-bench}
+cd "$TOP"
+cargo build --release -q --bins
+BIN=$TOP/target/release/ddftp
+mkdir -p "$WORK"
+[ "$(stat -c %s "$WORK/in" 2>/dev/null || echo 0)" = $((256 << 20)) ] || head -c $((256 << 20)) /dev/urandom > "$WORK/in"
+trap '"$NB" down $BED >/dev/null 2>&1 || true' EXIT
+"$NB" down $BED >/dev/null 2>&1 || true
+"$NB" up $BED --nics "$RATES" >/dev/null
+goodput=$(python3 -c "
+import sys
+mb = {'mbit': 1e6, 'gbit': 1e9}
+tot = 0
+for r in sys.argv[1].split(','):
+    for u, f in mb.items():
+        if r.endswith(u): tot += float(r[:-len(u)]) * f
+print(tot / 8 * 1448 / 1514 / 1e6)" "$RATES")
+links=$(n=0; IFS=,; for _ in $RATES; do n=$((n + 1)); echo -n "10.78.$n.2:7600,"; done); links=${links%,}
+stamp=$(date -u +%Y-%m-%dT%H%MZ)
+out=benches/results/netbed-send-$stamp-${RATES//,/+}.md
+{
+  echo "# netbed-send $stamp"
+  echo
+  echo "command: \`bash benches/netbed-send.sh $RUNS $RATES\`; links' goodput $goodput MB/s"
+  echo
+  echo "| run | seconds | MB/s | of goodput | split | exact |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+} > "$out"
+for r in $(seq "$RUNS"); do
+  rm -f "$WORK/out"
+  "$NB" exec $BED-s -- bash -c "$BIN recv --listen $links -q > $WORK/out" &
+  sleep 0.5
+  t0=$EPOCHREALTIME
+  "$NB" exec $BED-c -- "$BIN" send --links "$links" < "$WORK/in" 2> "$WORK/send.err"
+  t1=$EPOCHREALTIME
+  wait
+  exact=$(cmp -s "$WORK/in" "$WORK/out" && echo yes || echo NO)
+  split=$(grep -o '([^()]*)$' "$WORK/send.err" | tr -d '()' || true)
+  python3 -c "
+s = $t1 - $t0; mb = (256 << 20) / 1e6
+print(f'| $r | {s:.2f} | {mb / s:.1f} | {mb / s / $goodput:.3f} | $split | $exact |')" >> "$out"
+done
+cat "$out"
