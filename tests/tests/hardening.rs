@@ -560,8 +560,10 @@ fn item13_a_failed_archive_leaves_no_dest_and_a_fresh_one_no_journal_warning() {
     chmod(f.dir.path(), 0o755);
     let a = Mirror::start(&f.root(), &[]);
     let dest = f.out("dest");
-    let res = ddftp(&["archive", "nothere", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap()], 1);
+    let res = ddftp(&["archive", "nothere", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap(), "--json"], 1);
     assert!(!dest.exists(), "{}", stderr(&res));
+    // With --json, one object on failure too.
+    assert_eq!(json(&res)["exit_code"], 1);
 
     // A walk that breaks part way on the first mirror (it cannot read one
     // directory) while a large file's part already moves.

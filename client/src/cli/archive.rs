@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use ddftp_proto::units::{parse_size, HumanBytes};
 
-use super::get::{exit_for, MoveOpt};
+use super::get::{exit_for, json_failure, MoveOpt};
 use super::{report_error, runtime, Exit};
 use crate::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
 use crate::progress::Bar;
@@ -100,6 +100,9 @@ pub fn run(o: ArchiveOpt) -> Exit {
         Ok(g) => g,
         Err(e) => {
             report_error(&e);
+            if o.moving.json {
+                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src })));
+            }
             return Exit::Usage;
         }
     };
@@ -138,7 +141,16 @@ pub fn run(o: ArchiveOpt) -> Exit {
         }
         Err(e) => {
             report_error(&e);
-            exit_for_archive(&e)
+            let exit = exit_for_archive(&e);
+            if o.moving.json {
+                let known = serde_json::json!({
+                    "src": o.src,
+                    "dest": o.dest.display().to_string(),
+                    "warnings": bar.warnings(),
+                });
+                println!("{}", json_failure(&e, exit, known));
+            }
+            exit
         }
     }
 }
