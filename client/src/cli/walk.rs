@@ -20,7 +20,7 @@ pub struct WalkOpt {
     /// Write the list here (`-` for stdout).
     #[arg(long, short = 'o', value_name = "LIST")]
     pub output: Option<PathBuf>,
-    /// The list's format: ddftp's (see the README) or mpifileutils' v4.
+    /// The list's format: ddftp's (see docs/walk.md) or mpifileutils' v4.
     #[arg(long, value_enum, default_value_t = ListFormat::Ddftp)]
     pub output_format: ListFormat,
     /// Print one JSON object with the totals on stdout.
