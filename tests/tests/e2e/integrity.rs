@@ -2,12 +2,10 @@
 //! corrupt block is caught on arrival and fetched again elsewhere, and the
 //! file's SHA-256 is checked at the end whatever happens.
 
-mod util;
-
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use util::*;
+use crate::util::*;
 
 const SIZE: usize = 8 * 1024 * 1024;
 

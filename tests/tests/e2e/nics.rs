@@ -4,12 +4,10 @@
 //! (netbed `--nics`) when this runs as root where netbed works (CI does),
 //! else that test says it was skipped.
 
-mod util;
-
 use std::path::Path;
 use std::process::Command;
 
-use util::*;
+use crate::util::*;
 
 #[test]
 fn every_mirror_and_local_address_is_a_producer() {

@@ -1,9 +1,7 @@
 //! `ddftp get` against real `ddftpd` processes on 127.0.0.1.
 
-mod util;
-
+use crate::util::*;
 use sha2::{Digest, Sha256};
-use util::*;
 
 const BS: usize = 64 * 1024;
 

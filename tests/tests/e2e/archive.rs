@@ -3,8 +3,6 @@
 //! lists with --strip; a stale mirror is left out, and one whose copy
 //! changes after it registered the bundle is dropped.
 
-mod util;
-
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -12,7 +10,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use util::*;
+use crate::util::*;
 
 /// The source tree: nested and empty directories, 300 small files, one
 /// of 3 MB, symlinks (one dangling), odd names, modes and an old mtime.

@@ -1,13 +1,11 @@
 //! Interrupted downloads resume from the journal, and nothing incomplete is
 //! ever passed off as the output.
 
-mod util;
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use util::*;
+use crate::util::*;
 
 const SIZE: usize = 16 * 1024 * 1024;
 

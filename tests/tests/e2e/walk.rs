@@ -1,8 +1,6 @@
 //! `ddftp walk` against `find -printf` on generated trees, and the list
 //! formats: ours, and mpifileutils' v4 (a real dwalk sample and our writer).
 
-mod util;
-
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -10,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use util::*;
+use crate::util::*;
 
 /// (type, size, mode, mtime seconds, mtime ns) of one path.
 type Fields = (char, u64, u32, i64, u32);

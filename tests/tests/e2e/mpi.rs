@@ -2,13 +2,11 @@
 //! mpi`) lists exactly what a one-process walk lists. Skipped when OpenMPI
 //! is not installed, unless DDFTP_REQUIRE_MPI is set (CI sets it).
 
-mod util;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use util::*;
+use crate::util::*;
 
 fn have_mpirun() -> bool {
     Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success())

@@ -1,18 +1,16 @@
 //! A server facing bad clients: it answers with an error or closes the
 //! connection, never crashes, and keeps serving everyone else.
 
-mod util;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
+use crate::util::*;
 use bytes::BytesMut;
 use ddftp_proto::frame::{seal, MAX_BUNDLE_CHUNK, PROTOCOL_VERSION};
 use ddftp_proto::packed;
 use ddftp_proto::{Direction, ErrorCode, Reply, Request};
-use util::*;
 
 /// A raw protocol client.
 struct Raw {

@@ -1,14 +1,12 @@
 //! What a hostile or unlucky user broke once (the hardening issue): each
 //! test is one numbered case, and failed before its fix.
 
-mod util;
-
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use util::*;
+use crate::util::*;
 
 fn get_into(mirrors: &str, out: &Path, extra: &[&str], expect: i32) -> std::process::Output {
     let mut args = vec!["get", "f", "--mirrors", mirrors, "-o", out.to_str().unwrap(), "--quiet"];

@@ -1,12 +1,10 @@
 //! `tar c | ddftp send --links ...` on one side, `ddftp recv --listen ... |
 //! tar x` on the other: the tree arrives intact over several links.
 
-mod util;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use util::*;
+use crate::util::*;
 
 #[test]
 fn tar_through_three_links() {

@@ -1,0 +1,17 @@
+//! The end-to-end tests: real `ddftpd` processes on 127.0.0.1 (and on
+//! netbed's shaped links where a test needs them), the `ddftp` binary run
+//! as a user runs it. One test binary, a module per area, so the suite
+//! links once.
+
+mod util;
+
+mod archive;
+mod get;
+mod hardening;
+mod hostile;
+mod integrity;
+mod mpi;
+mod nics;
+mod pipe;
+mod resume;
+mod walk;
