@@ -47,6 +47,20 @@ const MAX_AHEAD: u64 = 4096;
 /// messages is bounded too.
 const MESSAGE_COST: u64 = 64;
 
+/// Whether a sender holding `unacked` (`bytes` of it) may send `msg` now.
+/// Bytes and ids both: the receiver takes messages at most [`MAX_AHEAD`]
+/// ids past the oldest it lacks ([`takes`]), and small ones (a file read
+/// in 8 KiB pieces) would fill the byte window with many times that.
+fn has_room(unacked: &Unacked, bytes: u64, msg: &Bytes) -> bool {
+    unacked.is_empty() || (bytes + held(msg) <= WINDOW && unacked.span() < MAX_AHEAD)
+}
+
+/// Whether a receiver whose oldest message not yet arrived is
+/// `next_deliver` takes message `msg` (one further ahead breaks the link).
+fn takes(msg: u64, next_deliver: u64) -> bool {
+    msg <= next_deliver + MAX_AHEAD
+}
+
 /// What a held message counts against the window.
 fn held(m: &Bytes) -> u64 {
     m.len() as u64 + MESSAGE_COST
@@ -515,12 +529,7 @@ impl Striped {
                 if st.closing {
                     return Err(broken("send after close"));
                 }
-                // Bytes and ids both: the receiver takes messages at most
-                // `MAX_AHEAD` ids past the oldest it lacks, and small ones
-                // (a file read in 8 KiB pieces) would fill the byte window
-                // with many times that.
-                let room =
-                    st.unacked.is_empty() || (st.unacked_bytes + held(&msg) <= WINDOW && st.unacked.span() < MAX_AHEAD);
+                let room = has_room(&st.unacked, st.unacked_bytes, &msg);
                 if room {
                     st.unacked_bytes += held(&msg);
                     if let Some((link, out)) = self.shared.idle_link(&st, msg.len()) {
@@ -901,7 +910,7 @@ impl State {
             self.queue_ack(msg);
             return Ok(());
         }
-        if msg > self.next_deliver + MAX_AHEAD {
+        if !takes(msg, self.next_deliver) {
             return Err(format!("message {msg} is far ahead of {}", self.next_deliver));
         }
         let now = Instant::now();
@@ -946,7 +955,7 @@ impl State {
             self.queue_ack(msg);
             return Ok(());
         }
-        if msg > self.next_deliver + MAX_AHEAD {
+        if !takes(msg, self.next_deliver) {
             return Err(format!("message {msg} is far ahead of {}", self.next_deliver));
         }
         if !self.assembling.is_empty() {
@@ -1583,6 +1592,27 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The window bug: a file sent in 8 KiB pieces over a slow link. A
+    /// sender with no ack back yet may have out only ids its receiver takes
+    /// (its oldest unacknowledged id is at most the receiver's oldest not
+    /// yet arrived).
+    #[test]
+    fn a_sender_never_has_out_an_id_its_receiver_refuses() {
+        let mut unacked = Unacked::default();
+        let (mut bytes, mut id) = (0, 0);
+        let piece = Bytes::from(vec![0u8; 8 * 1024]);
+        while has_room(&unacked, bytes, &piece) {
+            assert!(takes(id, 0), "message {id} sent while message 0 is still on its way");
+            unacked.insert(id, piece.clone());
+            bytes += held(&piece);
+            id += 1;
+        }
+        assert_eq!(id, MAX_AHEAD, "the window ends at what the receiver takes");
+        // An ack of the oldest makes room for one more.
+        unacked.remove(0);
+        assert!(has_room(&unacked, bytes - held(&piece), &piece) && takes(id, 1));
+    }
 
     /// A channel over one loopback link, and its peer.
     async fn pair() -> (Arc<Striped>, Striped) {
