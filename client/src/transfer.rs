@@ -26,8 +26,8 @@ use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use std::net::{IpAddr, SocketAddr};
-use tokio::net::{TcpSocket, TcpStream};
+use std::net::IpAddr;
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::consensus::{self, Version};
@@ -319,9 +319,7 @@ async fn open_socket(route: &Route) -> io::Result<TcpStream> {
         .await?
         .find(|a| a.is_ipv4() == local.is_ipv4())
         .ok_or_else(|| io::Error::other(format!("{ep} has no address of the same family as {local}")))?;
-    let sock = if local.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-    sock.bind(SocketAddr::new(local, 0))?;
-    sock.connect(remote).await
+    ddnet::sys::connect_from(Some(local), remote).await
 }
 
 pub(crate) async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, String> {

@@ -1,7 +1,8 @@
 //! The few Linux socket calls tokio does not wrap.
 //!
 //! - `TCP_NOTSENT_LOWAT` keeps a stream from queueing megabytes of unsent
-//!   data in the kernel ahead of the client's `Extend`/`End`.
+//!   data in the kernel ahead of the client's `Extend`/`End` (the call is
+//!   [`ddnet::sys`]'s, shared with ddftp and ddnet).
 //! - A block goes out as its 17-byte header (`send` with `MSG_MORE`, so it
 //!   shares a segment with the payload) and then `sendfile` from the page
 //!   cache: no copy through user space and no block buffer per connection.
@@ -15,25 +16,7 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 
-/// Caps the unsent bytes the kernel will queue on `sock`.
-pub fn limit_unsent(sock: &TcpStream, bytes: u32) -> io::Result<()> {
-    let v = bytes as libc::c_int;
-    // SAFETY: a valid socket descriptor and a pointer to a c_int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
+pub use ddnet::sys::limit_unsent;
 
 fn check(n: isize) -> io::Result<usize> {
     if n < 0 {

@@ -29,10 +29,11 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 
 use crate::plan::{Claim, LinkId, Next, Plan, PlanConfig};
+use crate::sys::{connect_from, limit_unsent, tcp_progress};
 use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
 
 /// Unacknowledged bytes a sender may have out before `send` waits.
@@ -716,32 +717,9 @@ async fn futures_select_all<F: std::future::Future + Unpin>(futs: impl Iterator<
 }
 
 async fn open(local: Option<IpAddr>, remote: SocketAddr) -> io::Result<TcpStream> {
-    let sock = if remote.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-    if let Some(l) = local {
-        sock.bind(SocketAddr::new(l, 0))?;
-    }
-    tokio::time::timeout(HELLO_TIMEOUT, sock.connect(remote))
+    tokio::time::timeout(HELLO_TIMEOUT, connect_from(local, remote))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
-}
-
-fn limit_unsent(sock: &TcpStream, bytes: u32) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let v = bytes as libc::c_int;
-    // SAFETY: setsockopt with a valid fd and a c_int option value.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            &v as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// What a writer does next.
@@ -1001,26 +979,6 @@ impl State {
             self.inbox_open = false;
         }
     }
-}
-
-/// Bytes the peer has acknowledged on this socket, and the microseconds
-/// the socket has had data unacknowledged (the kernel's busy time), from
-/// `TCP_INFO`.
-fn tcp_progress(sock: &TcpStream) -> Option<(u64, u64)> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: tcp_info is plain data; getsockopt fills at most `len` bytes.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            &mut info as *mut libc::tcp_info as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (r == 0).then_some((info.tcpi_bytes_acked, info.tcpi_busy_time))
 }
 
 /// A link's delivery rate: bytes acknowledged per second of busy time.

@@ -33,10 +33,12 @@
 //! - [`wire`]: the frames one link carries.
 //! - [`endpoint`]: links, writers, readers, reassembly, acks.
 //! - [`stream`]: the byte-stream adapters.
+//! - [`sys`]: the socket calls tokio does not wrap (ddftpd and ddftp use them too).
 
 pub mod endpoint;
 pub mod plan;
 pub mod stream;
+pub mod sys;
 pub mod wire;
 
 pub use endpoint::{Stats, StripeListener, Striped};
