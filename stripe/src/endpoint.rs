@@ -1456,6 +1456,22 @@ impl Woken {
     }
 }
 
+/// Why a link's reader stopped.
+enum LinkEnd {
+    /// The peer closed the connection (an orderly end after its `Close`).
+    PeerClosed,
+    Failed(String),
+}
+
+impl std::fmt::Display for LinkEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkEnd::PeerClosed => f.write_str("closed by the peer"),
+            LinkEnd::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// A link's reader: reads what the socket has, applies every whole frame
 /// in it under one lock (a short message and the ack riding in front of
 /// it cost one), and wakes whoever the frames concern. When that is a
@@ -1490,7 +1506,7 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
                 }
                 a.long
             }
-            Err(e) => break e,
+            Err(e) => break LinkEnd::Failed(e),
         };
         if let Some((frame, head)) = long {
             let Frame::Run { len, .. } = frame else { unreachable!("only runs are long") };
@@ -1504,12 +1520,12 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
             buf.clear();
             at = 0;
             if let Err(e) = rd.read_exact(&mut payload[have..len]).await {
-                break e.to_string();
+                break LinkEnd::Failed(e.to_string());
             }
             let mut w = Woken::default();
             let r = on_frame(&mut shared.state.lock().expect("state"), link, frame, &payload[..len], &mut w, &mut acks);
             if let Err(e) = r {
-                break e;
+                break LinkEnd::Failed(e);
             }
             ids.carried(&frame);
             w.wake(&shared);
@@ -1527,18 +1543,18 @@ async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
             buf.reserve(READ_CHUNK);
         }
         match rd.read_buf(&mut buf).await {
-            Ok(0) => break "closed by the peer".to_string(),
+            Ok(0) => break LinkEnd::PeerClosed,
             Ok(_) => {}
-            Err(e) => break e.to_string(),
+            Err(e) => break LinkEnd::Failed(e.to_string()),
         }
     };
     let mut st = shared.state.lock().expect("state");
     // What the peer acknowledged before a bad frame is not sent again.
     apply_acks(&mut st, &mut acks, &mut Woken::default());
     // A link the peer closed after its Close is an orderly end.
-    let orderly = st.peer_count.is_some() && why == "closed by the peer";
+    let orderly = st.peer_count.is_some() && matches!(why, LinkEnd::PeerClosed);
     if !orderly {
-        st.fail_link(link, why);
+        st.fail_link(link, why.to_string());
     }
     drop(st);
     shared.wake_writers();
