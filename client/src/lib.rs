@@ -3,6 +3,7 @@
 //! # Layout
 //! - [`scheduler`]: the sans-IO DDOps state machine (pairs, meetings, helpers).
 //! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
+//! - [`session`]: one connection to a mirror, up to where blocks stream.
 //! - [`transfer`]: sockets and positional writes driving the scheduler (`get`).
 //! - [`consensus`]: the majority vote that drops stale mirrors.
 //! - [`manifest`]: chunk hashes, fetched once, checked on every block.
@@ -22,6 +23,7 @@ pub mod manifest;
 pub mod nic;
 pub mod progress;
 pub mod scheduler;
+pub mod session;
 pub mod sim;
 pub mod store;
 pub mod transfer;

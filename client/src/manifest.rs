@@ -7,13 +7,8 @@
 //! buffer: a bad block never reaches the file, and the mirror that sent it
 //! is known exactly.
 
-use bytes::BytesMut;
-use ddftp_proto::manifest::{self, chunk_count, Hash, MAX_MANIFEST_HASHES};
-use ddftp_proto::{FileDigest, Reply, Request};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-
-use crate::transfer::{read_reply, unexpected};
+use ddftp_proto::manifest::{self, chunk_count, Hash};
+use ddftp_proto::FileDigest;
 
 /// The chunk hashes of one version of a file.
 #[derive(Debug, Clone)]
@@ -33,44 +28,15 @@ impl Manifest {
     }
 }
 
-/// Asks for the whole manifest of `path` on a greeted connection (every
-/// range request at once: one round trip) and checks it against `digest`.
-pub async fn fetch(sock: &mut TcpStream, path: &str, size: u64, digest: &FileDigest) -> Result<Manifest, String> {
-    let n = chunk_count(size, digest.chunk_size);
-    let mut out = BytesMut::new();
-    let mut first = 0;
-    while first < n {
-        let count = (n - first).min(u64::from(MAX_MANIFEST_HASHES)) as u32;
-        Request::Manifest { path: path.to_string(), first, count }.encode(&mut out);
-        first += u64::from(count);
-    }
-    sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
-    read(sock, &mut BytesMut::with_capacity(64 * 1024), size, digest).await
-}
-
-/// Reads the `Manifest` replies of a whole manifest (asked for by `fetch`,
-/// or by a `Stat` with `manifest`) and checks them against `digest`.
-pub async fn read(
-    sock: &mut TcpStream,
-    buf: &mut BytesMut,
-    size: u64,
-    digest: &FileDigest,
-) -> Result<Manifest, String> {
-    let n = chunk_count(size, digest.chunk_size);
-    let mut hashes = Vec::with_capacity(n as usize);
-    while (hashes.len() as u64) < n {
-        match read_reply(sock, buf).await? {
-            Reply::Manifest { first, hashes: part } if first == hashes.len() as u64 && !part.is_empty() => {
-                hashes.extend_from_slice(&part)
-            }
-            Reply::Manifest { first, .. } => return Err(format!("manifest reply for chunk {first} out of order")),
-            other => return Err(unexpected(other)),
+impl Manifest {
+    /// The manifest whose chunk hashes are `hashes`, if they are the whole
+    /// manifest of a `size`-byte file whose root is the one reported.
+    pub fn checked(hashes: Vec<Hash>, size: u64, digest: &FileDigest) -> Result<Manifest, String> {
+        if hashes.len() as u64 != chunk_count(size, digest.chunk_size) || manifest::root(&hashes) != digest.manifest {
+            return Err("its chunk manifest does not match the digest it reported".into());
         }
+        Ok(Manifest { chunk_size: digest.chunk_size, hashes })
     }
-    if hashes.len() as u64 != n || manifest::root(&hashes) != digest.manifest {
-        return Err("its chunk manifest does not match the digest it reported".into());
-    }
-    Ok(Manifest { chunk_size: digest.chunk_size, hashes })
 }
 
 #[cfg(test)]

@@ -20,8 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use ddftp_proto::auth;
-use ddftp_proto::frame::{self, PROTOCOL_VERSION, SERVER_ID_LEN};
+use ddftp_proto::frame::{self, SERVER_ID_LEN};
 use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,15 +32,11 @@ use tokio::sync::mpsc;
 use crate::consensus::{self, Version};
 use crate::digest::{Completed, PrefixHasher};
 use crate::journal::{journal_path, Journal, JournalError};
-use crate::manifest::{self, Manifest};
+use crate::manifest::Manifest;
 use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
+pub use crate::session::Route;
+use crate::session::{connect, Session, SessionError, STAT_TIMEOUT};
 use crate::store::Store;
-
-/// How long to wait for a mirror to accept and answer the handshake.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a mirror may take to answer `Stat`: one that has not indexed
-/// the file reads it whole first (`ddftpd index` avoids the wait).
-const STAT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What a rerun of the same command would do after a failure: told only
 /// where it is true.
@@ -100,24 +95,6 @@ pub enum TransferError {
     NoSpace { path: PathBuf, size: u64 },
     #[error("interrupted with {missing} of {total} bytes still missing{}", Resume::Kept)]
     Interrupted { missing: u64, total: u64 },
-}
-
-/// One way to reach a mirror: from a local address (`--bind`), or from
-/// wherever the OS routes. Every route is a producer of its own, so a
-/// mirror reached over two NICs is two producers, one per link.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    pub endpoint: Endpoint,
-    pub local: Option<IpAddr>,
-}
-
-impl std::fmt::Display for Route {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.local {
-            Some(l) => write!(f, "{} via {l}", self.endpoint),
-            None => write!(f, "{}", self.endpoint),
-        }
-    }
 }
 
 /// One route to a mirror as the consumer sees it.
@@ -220,127 +197,7 @@ pub struct TransferReport {
     pub warnings: Vec<String>,
 }
 
-/// A greeted connection to a producer, and the round trip its greeting took.
-pub(crate) struct Conn {
-    pub sock: TcpStream,
-    pub rtt: Duration,
-    /// The server's identity from its greeting: one server reached under
-    /// two names has one.
-    pub server_id: [u8; SERVER_ID_LEN],
-    /// The largest block the server serves.
-    pub max_block_size: u32,
-}
-
-/// What a probe learns: the mirror's version of the file and, when asked
-/// for, its chunk manifest.
-pub(crate) type Probed = (Conn, Option<Version>, Option<Manifest>);
-
-/// Connects and greets a producer; with `stat` (path, and whether the chunk
-/// manifest should follow), asks for that file's size and digests in the
-/// same round trip (both requests go out together).
-/// With a `token`, answers the server's challenge before anything else.
-pub(crate) async fn connect(route: &Route, stat: Option<(&str, bool)>, token: Option<&[u8]>) -> Result<Probed, String> {
-    let fut = async {
-        let sock = open_socket(route).await.map_err(|e| format!("connect: {e}"))?;
-        sock.set_nodelay(true).map_err(|e| e.to_string())?;
-        Ok::<_, String>(sock)
-    };
-    let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| "connect: timed out".to_string())??;
-    let stat_req = |out: &mut BytesMut| {
-        if let Some((path, manifest)) = stat {
-            Request::Stat { path: path.to_string(), manifest }.encode(out);
-        }
-    };
-    let exchange = async {
-        // Without a token, Stat rides with Hello: one round trip.
-        let mut out = BytesMut::new();
-        Request::Hello { version: PROTOCOL_VERSION }.encode(&mut out);
-        if token.is_none() {
-            stat_req(&mut out);
-        }
-        sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
-        let sent = Instant::now();
-        let mut buf = BytesMut::with_capacity(256);
-        let mut reply = read_reply(&mut sock, &mut buf).await?;
-        let rtt = sent.elapsed();
-        if let Some(token) = token {
-            out.clear();
-            if let Reply::Challenge { nonce } = reply {
-                Request::Auth { mac: auth::respond(token, &nonce) }.encode(&mut out);
-                stat_req(&mut out);
-                sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
-                reply = read_reply(&mut sock, &mut buf).await?;
-            } else {
-                stat_req(&mut out);
-                sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
-            }
-        } else if let Reply::Challenge { .. } = reply {
-            return Err("this server requires a token: give --token-file".to_string());
-        }
-        let hello = match reply {
-            Reply::Hello { version, server_id, max_block_size } if version == PROTOCOL_VERSION => {
-                (server_id, max_block_size)
-            }
-            Reply::Hello { version, .. } => {
-                return Err(format!("server speaks protocol {version}, we speak {PROTOCOL_VERSION}"))
-            }
-            other => return Err(unexpected(other)),
-        };
-        Ok((buf, rtt, hello))
-    };
-    let (mut buf, rtt, (server_id, max_block_size)) =
-        tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.map_err(|_| "no reply (timed out)".to_string())??;
-    let Some((_, with_manifest)) = stat else {
-        return Ok((Conn { sock, rtt, server_id, max_block_size }, None, None));
-    };
-    let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
-        Err(_) => return Err("no answer to stat (timed out)".into()),
-        Ok(Ok(Reply::Stat { size, digest, .. })) => Version { size, digest },
-        Ok(Ok(other)) => return Err(unexpected(other)),
-        Ok(Err(e)) => return Err(e),
-    };
-    let manifest = if with_manifest {
-        let read = manifest::read(&mut sock, &mut buf, version.size, &version.digest);
-        Some(tokio::time::timeout(STAT_TIMEOUT, read).await.map_err(|_| "chunk manifest: timed out".to_string())??)
-    } else {
-        None
-    };
-    Ok((Conn { sock, rtt, server_id, max_block_size }, Some(version), manifest))
-}
-
-/// A TCP connection along `route`: from its local address if it has one
-/// (to a mirror address of the same family).
-async fn open_socket(route: &Route) -> io::Result<TcpStream> {
-    let ep = &route.endpoint;
-    let Some(local) = route.local else {
-        return TcpStream::connect((ep.host.as_str(), ep.port)).await;
-    };
-    let remote = tokio::net::lookup_host((ep.host.as_str(), ep.port))
-        .await?
-        .find(|a| a.is_ipv4() == local.is_ipv4())
-        .ok_or_else(|| io::Error::other(format!("{ep} has no address of the same family as {local}")))?;
-    ddnet::sys::connect_from(Some(local), remote).await
-}
-
-pub(crate) async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, String> {
-    loop {
-        if let Some(r) = Reply::decode(buf).map_err(|e| format!("bad reply: {e}"))? {
-            return Ok(r);
-        }
-        if sock.read_buf(buf).await.map_err(|e| format!("receive: {e}"))? == 0 {
-            return Err("connection closed by the server".to_string());
-        }
-    }
-}
-
-pub(crate) fn unexpected(r: Reply) -> String {
-    match r {
-        Reply::Error { code, message } => format!("{message} ({code:?})"),
-        other => format!("unexpected reply {other:?}"),
-    }
-}
-
-/// Connects to a mirror and, with `stat` (path, and whether the chunk
+/// Sessionects to a mirror and, with `stat` (path, and whether the chunk
 /// manifest should come too), asks for the file's size and digests; a
 /// sealed bundle's size is known (`sealed_size`) and nothing is asked.
 async fn probe(
@@ -348,7 +205,7 @@ async fn probe(
     stat: Option<(String, bool)>,
     token: Option<Arc<[u8]>>,
     sealed_size: Option<u64>,
-) -> Result<(MirrorInfo, Conn), String> {
+) -> Result<(MirrorInfo, Session), SessionError> {
     let ask = stat.as_ref().map(|(p, m)| (p.as_str(), *m));
     let (conn, version, manifest) = connect(&route, ask, token.as_deref()).await?;
     let version = match (version, sealed_size) {
@@ -384,7 +241,7 @@ enum Event {
     /// A connection to a mirror joining the transfer, or why not.
     Joined {
         route: Route,
-        conn: Result<Conn, String>,
+        conn: Result<Session, SessionError>,
     },
 }
 
@@ -747,7 +604,7 @@ pub async fn get_joining(
     // on the last route when the count is odd. The probe's connection
     // becomes the slot's: no second handshake.
     let mut mirror_names: Vec<String> = vec![];
-    let mut slots: Vec<(usize, Route, Conn)> = vec![];
+    let mut slots: Vec<(usize, Route, Session)> = vec![];
     for (m, conn) in usable {
         let name = m.route.endpoint.to_string();
         let owner = mirror_names.iter().position(|n| *n == name).unwrap_or_else(|| {
@@ -938,14 +795,14 @@ pub async fn get_joining(
 async fn fetch_manifest(
     path: &str,
     version: &Version,
-    usable: &mut Vec<(MirrorInfo, Conn)>,
+    usable: &mut Vec<(MirrorInfo, Session)>,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<Manifest, TransferError> {
     let mut failures = vec![];
     while !usable.is_empty() {
         let (m, conn) = &mut usable[0];
-        let fetch = manifest::fetch(&mut conn.sock, path, version.size, &version.digest);
+        let fetch = crate::session::fetch_manifest(&mut conn.sock, path, version.size, &version.digest);
         match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or_else(|_| Err("timed out".into())) {
             Ok(manifest) => return Ok(manifest),
             Err(e) => {
@@ -967,7 +824,7 @@ struct Plan {
     check: Check,
     file: Arc<dyn Store>,
     /// (mirror index, route, greeted connection) per producer slot.
-    slots: Vec<(usize, Route, Conn)>,
+    slots: Vec<(usize, Route, Session)>,
     mirrors: Vec<String>,
     /// A journal from an interrupted run supplied `completed`.
     resumed: bool,

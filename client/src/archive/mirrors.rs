@@ -13,7 +13,7 @@ use ddtree::list::{self, ddftp, Entry};
 use tokio::io::AsyncWriteExt;
 
 use super::{ArchiveError, ArchiveSpec};
-use crate::transfer::{self, read_reply, unexpected, Route};
+use crate::session::{self, read_reply, unexpected, Route};
 
 /// Entries a walk hands over at a time.
 const WALK_BATCH: usize = 4096;
@@ -62,7 +62,7 @@ pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<(Vec<Entry>, WalkEr
 
 pub(super) async fn greet(ep: &Endpoint, token: Option<&[u8]>) -> Result<tokio::net::TcpStream, String> {
     let route = Route { endpoint: ep.clone(), local: None };
-    Ok(transfer::connect(&route, None, token).await?.0.sock)
+    Ok(session::connect(&route, None, token).await.map_err(|e| e.to_string())?.0.sock)
 }
 
 /// Asks one mirror to walk `src`.
@@ -116,8 +116,8 @@ pub(super) async fn walk_stream(
                 }
             }
             Ok(Reply::ListEnd { errors }) => break Some(Ok(errors)),
-            Ok(other) => break Some(Err(unexpected(other))),
-            Err(e) => break Some(Err(e)),
+            Ok(other) => break Some(Err(unexpected(other).to_string())),
+            Err(e) => break Some(Err(e.to_string())),
         }
     };
     drop(feed);
@@ -177,8 +177,8 @@ async fn define_once(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -> Result<
     match tokio::time::timeout(Duration::from_secs(600), read_reply(&mut sock, &mut buf)).await {
         Ok(Ok(Reply::Bundle { name, .. })) => Ok(name),
         Ok(Ok(Reply::Error { code: ErrorCode::Busy, message })) => Err(Busy(message)),
-        Ok(Ok(other)) => Err(Other(unexpected(other))),
-        Ok(Err(e)) => Err(Other(sent.err().unwrap_or(e))),
+        Ok(Ok(other)) => Err(Other(unexpected(other).to_string())),
+        Ok(Err(e)) => Err(Other(sent.err().unwrap_or(e.to_string()))),
         Err(_) => Err(Other("no answer in 600 s".into())),
     }
 }

@@ -1,0 +1,248 @@
+//! A connection to one mirror, up to where blocks stream: connecting
+//! (from a local address with `--bind`), the greeting (protocol, token,
+//! the server's id and block limit) and what is asked before data moves
+//! (`Stat`, the chunk manifest). `get`, `archive` and the manifest reach
+//! mirrors through it; what a mirror says wrong is a [`SessionError`].
+
+use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use ddftp_proto::auth;
+use ddftp_proto::frame::{PROTOCOL_VERSION, SERVER_ID_LEN};
+use ddftp_proto::{Endpoint, ErrorCode, ProtoError, Reply, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::consensus::Version;
+use crate::manifest::Manifest;
+use ddftp_proto::manifest::{chunk_count, MAX_MANIFEST_HASHES};
+use ddftp_proto::FileDigest;
+
+/// What went wrong with a mirror.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("connect: {0}")]
+    Connect(io::Error),
+    #[error("connect: timed out")]
+    ConnectTimeout,
+    #[error("no reply (timed out)")]
+    NoReply,
+    #[error("no answer to stat (timed out)")]
+    StatTimeout,
+    #[error("chunk manifest: timed out")]
+    ManifestTimeout,
+    #[error("chunk manifest: {0}")]
+    Manifest(String),
+    #[error("send: {0}")]
+    Send(io::Error),
+    #[error("receive: {0}")]
+    Receive(io::Error),
+    #[error("connection closed by the server")]
+    Closed,
+    #[error("bad reply: {0}")]
+    Protocol(ProtoError),
+    #[error("this server requires a token: give --token-file")]
+    TokenRequired,
+    #[error("server speaks protocol {server}, we speak {PROTOCOL_VERSION}")]
+    Version { server: u16 },
+    /// The mirror said no (busy, not found, forbidden...), and why.
+    #[error("{message} ({code:?})")]
+    Refused { code: ErrorCode, message: String },
+    #[error("unexpected reply {0}")]
+    Unexpected(String),
+}
+
+/// How long to wait for a mirror to accept and answer the handshake.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a mirror may take to answer `Stat`: one that has not indexed
+/// the file reads it whole first (`ddftpd index` avoids the wait).
+pub(crate) const STAT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One way to reach a mirror: from a local address (`--bind`), or from
+/// wherever the OS routes. Every route is a producer of its own, so a
+/// mirror reached over two NICs is two producers, one per link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub endpoint: Endpoint,
+    pub local: Option<IpAddr>,
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.local {
+            Some(l) => write!(f, "{} via {l}", self.endpoint),
+            None => write!(f, "{}", self.endpoint),
+        }
+    }
+}
+
+/// A greeted connection to one mirror (a producer), the round trip its
+/// greeting took and what the greeting said. Blocks then stream on `sock`.
+pub(crate) struct Session {
+    pub sock: TcpStream,
+    pub rtt: Duration,
+    /// The server's identity from its greeting: one server reached under
+    /// two names has one.
+    pub server_id: [u8; SERVER_ID_LEN],
+    /// The largest block the server serves.
+    pub max_block_size: u32,
+}
+
+/// What a probe learns: the mirror's version of the file and, when asked
+/// for, its chunk manifest.
+pub(crate) type Probed = (Session, Option<Version>, Option<Manifest>);
+
+/// Connects and greets a producer; with `stat` (path, and whether the chunk
+/// manifest should follow), asks for that file's size and digests in the
+/// same round trip (both requests go out together).
+/// With a `token`, answers the server's challenge before anything else.
+pub(crate) async fn connect(
+    route: &Route,
+    stat: Option<(&str, bool)>,
+    token: Option<&[u8]>,
+) -> Result<Probed, SessionError> {
+    let fut = async {
+        let sock = open_socket(route).await.map_err(SessionError::Connect)?;
+        sock.set_nodelay(true).map_err(SessionError::Connect)?;
+        Ok::<_, SessionError>(sock)
+    };
+    let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| SessionError::ConnectTimeout)??;
+    let stat_req = |out: &mut BytesMut| {
+        if let Some((path, manifest)) = stat {
+            Request::Stat { path: path.to_string(), manifest }.encode(out);
+        }
+    };
+    let exchange = async {
+        // Without a token, Stat rides with Hello: one round trip.
+        let mut out = BytesMut::new();
+        Request::Hello { version: PROTOCOL_VERSION }.encode(&mut out);
+        if token.is_none() {
+            stat_req(&mut out);
+        }
+        sock.write_all(&out).await.map_err(SessionError::Send)?;
+        let sent = Instant::now();
+        let mut buf = BytesMut::with_capacity(256);
+        let mut reply = read_reply(&mut sock, &mut buf).await?;
+        let rtt = sent.elapsed();
+        if let Some(token) = token {
+            out.clear();
+            if let Reply::Challenge { nonce } = reply {
+                Request::Auth { mac: auth::respond(token, &nonce) }.encode(&mut out);
+                stat_req(&mut out);
+                sock.write_all(&out).await.map_err(SessionError::Send)?;
+                reply = read_reply(&mut sock, &mut buf).await?;
+            } else {
+                stat_req(&mut out);
+                sock.write_all(&out).await.map_err(SessionError::Send)?;
+            }
+        } else if let Reply::Challenge { .. } = reply {
+            return Err(SessionError::TokenRequired);
+        }
+        let hello = match reply {
+            Reply::Hello { version, server_id, max_block_size } if version == PROTOCOL_VERSION => {
+                (server_id, max_block_size)
+            }
+            Reply::Hello { version, .. } => return Err(SessionError::Version { server: version }),
+            other => return Err(unexpected(other)),
+        };
+        Ok((buf, rtt, hello))
+    };
+    let (mut buf, rtt, (server_id, max_block_size)) =
+        tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.map_err(|_| SessionError::NoReply)??;
+    let Some((_, with_manifest)) = stat else {
+        return Ok((Session { sock, rtt, server_id, max_block_size }, None, None));
+    };
+    let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
+        Err(_) => return Err(SessionError::StatTimeout),
+        Ok(Ok(Reply::Stat { size, digest, .. })) => Version { size, digest },
+        Ok(Ok(other)) => return Err(unexpected(other)),
+        Ok(Err(e)) => return Err(e),
+    };
+    let manifest = if with_manifest {
+        let read = read_manifest(&mut sock, &mut buf, version.size, &version.digest);
+        let read = tokio::time::timeout(STAT_TIMEOUT, read).await.map_err(|_| SessionError::ManifestTimeout)?;
+        Some(read.map_err(SessionError::Manifest)?)
+    } else {
+        None
+    };
+    Ok((Session { sock, rtt, server_id, max_block_size }, Some(version), manifest))
+}
+
+/// A TCP connection along `route`: from its local address if it has one
+/// (to a mirror address of the same family).
+async fn open_socket(route: &Route) -> io::Result<TcpStream> {
+    let ep = &route.endpoint;
+    let Some(local) = route.local else {
+        return TcpStream::connect((ep.host.as_str(), ep.port)).await;
+    };
+    let remote = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+        .await?
+        .find(|a| a.is_ipv4() == local.is_ipv4())
+        .ok_or_else(|| io::Error::other(format!("{ep} has no address of the same family as {local}")))?;
+    ddnet::sys::connect_from(Some(local), remote).await
+}
+
+/// The next reply on `sock` (`buf` holds what was read past the last one).
+pub(crate) async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, SessionError> {
+    loop {
+        if let Some(r) = Reply::decode(buf).map_err(SessionError::Protocol)? {
+            return Ok(r);
+        }
+        if sock.read_buf(buf).await.map_err(SessionError::Receive)? == 0 {
+            return Err(SessionError::Closed);
+        }
+    }
+}
+
+/// A reply that is not the one asked for: the mirror's refusal, or a
+/// confused mirror.
+pub(crate) fn unexpected(r: Reply) -> SessionError {
+    match r {
+        Reply::Error { code, message } => SessionError::Refused { code, message },
+        other => SessionError::Unexpected(format!("{other:?}")),
+    }
+}
+
+/// Asks for the whole manifest of `path` on a greeted connection (every
+/// range request at once: one round trip) and checks it against `digest`.
+pub(crate) async fn fetch_manifest(
+    sock: &mut TcpStream,
+    path: &str,
+    size: u64,
+    digest: &FileDigest,
+) -> Result<Manifest, String> {
+    let n = chunk_count(size, digest.chunk_size);
+    let mut out = BytesMut::new();
+    let mut first = 0;
+    while first < n {
+        let count = (n - first).min(u64::from(MAX_MANIFEST_HASHES)) as u32;
+        Request::Manifest { path: path.to_string(), first, count }.encode(&mut out);
+        first += u64::from(count);
+    }
+    sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+    read_manifest(sock, &mut BytesMut::with_capacity(64 * 1024), size, digest).await
+}
+
+/// Reads the `Manifest` replies of a whole manifest (asked for by `fetch`,
+/// or by a `Stat` with `manifest`) and checks them against `digest`.
+pub(crate) async fn read_manifest(
+    sock: &mut TcpStream,
+    buf: &mut BytesMut,
+    size: u64,
+    digest: &FileDigest,
+) -> Result<Manifest, String> {
+    let n = chunk_count(size, digest.chunk_size);
+    let mut hashes = Vec::with_capacity(n as usize);
+    while (hashes.len() as u64) < n {
+        match read_reply(sock, buf).await.map_err(|e| e.to_string())? {
+            Reply::Manifest { first, hashes: part } if first == hashes.len() as u64 && !part.is_empty() => {
+                hashes.extend_from_slice(&part)
+            }
+            Reply::Manifest { first, .. } => return Err(format!("manifest reply for chunk {first} out of order")),
+            other => return Err(unexpected(other).to_string()),
+        }
+    }
+    Manifest::checked(hashes, size, digest)
+}
