@@ -873,14 +873,7 @@ impl Coordinator<'_> {
                     *producer
                 }
             };
-            if std::env::var_os("DDFTP_TRACE").is_some() {
-                eprintln!(
-                    "{:?} {:?} C={:?}",
-                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() % 100.0,
-                    a,
-                    self.sched.contributions()
-                );
-            }
+            tracing::debug!(action = ?a, contributions = ?self.sched.contributions(), "scheduler");
             if let Some(tx) = &self.cmds[p] {
                 let _ = tx.send(a);
             }

@@ -30,3 +30,11 @@ pub mod server;
 pub mod socket;
 
 pub use server::{serve, Server, ServerConfig};
+
+/// Logs to stderr through `tracing`: `DDFTP_LOG` (e.g. `debug`,
+/// `ddftp_server=trace`) if set, else `default` (`info`, `warn`...).
+pub fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DDFTP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
+}

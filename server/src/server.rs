@@ -26,7 +26,7 @@ pub struct ServerConfig {
     pub max_connections: usize,
     pub idle_timeout: Duration,
     pub max_block_size: u32,
-    /// Print one line per failed connection on stderr.
+    /// Log (`tracing`, warn level) one line per failed connection.
     pub log_errors: bool,
     /// Networks allowed to connect; empty allows everyone.
     pub allow: Vec<Cidr>,
@@ -123,7 +123,7 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
             Ok(x) => x,
             Err(e) => {
                 if server.log_errors {
-                    eprintln!("ddftpd: accept failed: {e}; retrying");
+                    tracing::warn!("accept failed: {e}; retrying");
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
@@ -143,7 +143,7 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             if log {
-                eprintln!("ddftpd: {peer}: refused (busy: {} connections)", server.max_connections);
+                tracing::warn!(%peer, "refused (busy: {} connections)", server.max_connections);
             }
             let why = format!(
                 "server busy: it serves at most {} connections at once (--max-connections); try again later",
@@ -154,7 +154,7 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
         };
         if !access::allowed(&server.allow, peer.ip()) {
             if log {
-                eprintln!("ddftpd: {peer}: refused (not in --allow)");
+                tracing::warn!(%peer, "refused (not in --allow)");
             }
             drop(permit);
             conns.spawn(refusal(sock, ErrorCode::Forbidden, format!("{} is not allowed here", peer.ip())));
@@ -163,7 +163,7 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
         conns.spawn(async move {
             if let Err(e) = connection::handle(sock, shared).await {
                 if log {
-                    eprintln!("ddftpd: {peer}: {e}");
+                    tracing::warn!(%peer, "{e}");
                 }
             }
             drop(permit);

@@ -8,6 +8,10 @@ use ddftp::cli::{archive, demo, get, list, pipe, simulate, walk, Exit};
 #[derive(Debug, Parser)]
 #[command(version, about = "Fast, balanced downloads from several mirrors at once (Dual-Direction Operations)")]
 struct Cli {
+    /// More log on stderr: -v for what happens, -vv for every scheduler
+    /// decision (DDFTP_LOG, e.g. `debug`, overrides).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -26,6 +30,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    ddftp::cli::init_logging(cli.verbose);
     let exit: Exit = match cli.cmd {
         Cmd::Get(o) => get::run(o),
         Cmd::Send(o) => pipe::run_send(o),

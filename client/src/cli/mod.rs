@@ -43,6 +43,21 @@ pub fn report_error(e: &dyn std::fmt::Display) {
     eprintln!("ddftp: error: {e:#}");
 }
 
+/// Logs to stderr through `tracing`: `DDFTP_LOG` if set (e.g. `debug`,
+/// `ddftp=trace`), else warnings, and more with each `-v`. What a user
+/// must see (progress, warnings, errors) is printed by the commands
+/// themselves, whatever the level.
+pub fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DDFTP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
+}
+
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build()
 }

@@ -160,6 +160,7 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let opt = Opt::parse();
+    ddftpd::init_logging("info");
     if let Some(Command::Index { dir, index: idx, jobs }) = opt.command {
         return match index(&dir, idx, jobs) {
             Ok(()) => ExitCode::SUCCESS,
