@@ -1,7 +1,8 @@
 //! The SHA-256 of the output, computed while the data is still arriving.
 //!
 //! Blocks land out of order but a hash must see bytes in order. The
-//! coordinator tracks which blocks are complete ([`Completed`]) and tells a
+//! coordinator tracks which blocks are complete ([`Completed`], from
+//! `ddops`) and tells a
 //! hashing thread ([`PrefixHasher`]) how far the contiguous prefix reaches;
 //! the thread reads that prefix back (from the page cache) and hashes it.
 //! The first pair's incrementing producer fills the file from the start, so
@@ -10,6 +11,8 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+
+pub use ddops::completed::Completed;
 
 use crate::store::Store;
 use std::sync::{mpsc, Arc};
@@ -30,89 +33,6 @@ pub fn sha256_file(path: &std::path::Path) -> io::Result<String> {
         }
         h.update(&buf[..n]);
         at += n as u64;
-    }
-}
-
-/// Which blocks have arrived, and the length of the complete prefix.
-#[derive(Debug)]
-pub struct Completed {
-    bits: Vec<u64>,
-    blocks: u64,
-    /// Blocks 0..prefix have all arrived.
-    prefix: u64,
-}
-
-impl Completed {
-    pub fn new(blocks: u64) -> Self {
-        Completed { bits: vec![0; blocks.div_ceil(64) as usize], blocks, prefix: 0 }
-    }
-
-    /// Marks blocks `lo..=hi`; returns the new prefix if it grew.
-    pub fn mark(&mut self, lo: u64, hi: u64) -> Option<u64> {
-        for b in lo..=hi.min(self.blocks.saturating_sub(1)) {
-            self.bits[(b / 64) as usize] |= 1 << (b % 64);
-        }
-        let before = self.prefix;
-        while self.prefix < self.blocks {
-            let (w, bit) = ((self.prefix / 64) as usize, self.prefix % 64);
-            if bit == 0 && self.bits[w] == u64::MAX {
-                self.prefix += 64;
-            } else if self.bits[w] & (1 << bit) != 0 {
-                self.prefix += 1;
-            } else {
-                break;
-            }
-        }
-        self.prefix = self.prefix.min(self.blocks);
-        (self.prefix > before).then_some(self.prefix)
-    }
-
-    /// Blocks `0..prefix` have all arrived.
-    pub fn prefix(&self) -> u64 {
-        self.prefix
-    }
-
-    /// Completed blocks as inclusive ranges (for the resume journal).
-    pub fn ranges(&self) -> Vec<(u64, u64)> {
-        let mut out = vec![];
-        let mut start = None;
-        for b in self.prefix..self.blocks {
-            let set = self.bits[(b / 64) as usize] & (1 << (b % 64)) != 0;
-            match (set, start) {
-                (true, None) => start = Some(b),
-                (false, Some(a)) => {
-                    out.push((a, b - 1));
-                    start = None;
-                }
-                _ => {}
-            }
-        }
-        if let Some(a) = start {
-            out.push((a, self.blocks - 1));
-        }
-        if self.prefix > 0 {
-            match out.first_mut() {
-                Some(first) if first.0 == self.prefix => first.0 = 0,
-                _ => out.insert(0, (0, self.prefix - 1)),
-            }
-        }
-        out
-    }
-
-    /// Blocks not yet completed, as half-open ranges.
-    pub fn missing(&self) -> Vec<std::ops::Range<u64>> {
-        let mut out = vec![];
-        let mut at = 0;
-        for (a, b) in self.ranges() {
-            if a > at {
-                out.push(at..a);
-            }
-            at = b + 1;
-        }
-        if at < self.blocks {
-            out.push(at..self.blocks);
-        }
-        out
     }
 }
 
@@ -169,33 +89,6 @@ impl PrefixHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prefix_grows_only_when_contiguous() {
-        let mut c = Completed::new(200);
-        assert_eq!(c.mark(5, 9), None);
-        assert_eq!(c.mark(0, 3), Some(4));
-        assert_eq!(c.mark(4, 4), Some(10));
-        assert_eq!(c.mark(64, 199), None);
-        assert_eq!(c.mark(10, 63), Some(200));
-    }
-
-    #[test]
-    fn ranges_and_missing() {
-        let mut c = Completed::new(300);
-        c.mark(0, 9);
-        c.mark(20, 29);
-        c.mark(64, 130);
-        c.mark(299, 299);
-        assert_eq!(c.ranges(), vec![(0, 9), (20, 29), (64, 130), (299, 299)]);
-        assert_eq!(c.missing(), vec![10..20, 30..64, 131..299]);
-        let empty = Completed::new(5);
-        assert_eq!(empty.missing(), vec![0..5]);
-        let mut full = Completed::new(5);
-        full.mark(0, 4);
-        assert_eq!(full.ranges(), vec![(0, 4)]);
-        assert!(full.missing().is_empty());
-    }
 
     #[test]
     fn hashes_what_is_announced() {

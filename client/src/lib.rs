@@ -1,11 +1,10 @@
 //! ddftp, the DDOps consumer: the library behind the `ddftp` command.
 //!
 //! # Layout
-//! - [`scheduler`]: the sans-IO DDOps state machine (pairs, meetings, helpers).
-//! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
+//! - [`scheduler`], [`sim`], [`consensus`]: from the `ddops` crate (the
+//!   sans-IO DDOps state machine, its simulator, the majority vote).
 //! - [`session`]: one connection to a mirror, up to where blocks stream.
 //! - [`transfer`]: sockets and positional writes driving the scheduler (`get`).
-//! - [`consensus`]: the majority vote that drops stale mirrors.
 //! - [`manifest`]: chunk hashes, fetched once, checked on every block.
 //! - [`nic`]: `--nic IFACE` to the interface's addresses.
 //! - [`store`]: where a transfer's bytes land (a part file, an archive's files).
@@ -16,14 +15,13 @@
 //! - [`cli`]: one module per subcommand; `src/bin/ddftp.rs` only dispatches.
 pub mod archive;
 pub mod cli;
-pub mod consensus;
 pub mod digest;
 pub mod journal;
 pub mod manifest;
 pub mod nic;
 pub mod progress;
-pub mod scheduler;
 pub mod session;
-pub mod sim;
 pub mod store;
 pub mod transfer;
+
+pub use ddops::{consensus, scheduler, sim};

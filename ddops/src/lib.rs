@@ -1,0 +1,15 @@
+//! Dual-Direction Operations (DDOps), with no I/O and no clock of its own:
+//! whoever drives it passes `now` in and carries out what it asks.
+//!
+//! - [`scheduler`]: pairs of producers working a range of items from both
+//!   ends, helpers splitting the busiest pair's rest by contribution
+//!   (`handle`-style events in, `poll_action` out). The items may be blocks
+//!   of a file, files of a tree, or any range of work.
+//! - [`consensus`]: the majority vote that drops stale mirrors.
+//! - [`completed`]: which items have arrived (prefix, ranges, missing).
+//! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
+
+pub mod completed;
+pub mod consensus;
+pub mod scheduler;
+pub mod sim;
