@@ -220,7 +220,7 @@ async fn probe(
 enum Event {
     Blocks {
         slot: ProducerId,
-        run: Run,
+        run: BlockRun,
     },
     Stopped {
         slot: ProducerId,
@@ -246,7 +246,7 @@ enum Event {
 }
 
 /// Consecutive blocks of one stream, reported together.
-struct Run {
+struct BlockRun {
     stream: StreamId,
     /// First block in stream order.
     first: u64,
@@ -255,7 +255,7 @@ struct Run {
     dir: Direction,
 }
 
-impl Run {
+impl BlockRun {
     /// Lowest and highest block.
     fn bounds(&self) -> (u64, u64) {
         match self.dir {
@@ -371,7 +371,7 @@ async fn take_frames(
     inbuf: &mut BytesMut,
     expect: &mut VecDeque<Expect>,
     events: &mpsc::Sender<Event>,
-    run: &mut Option<Run>,
+    run: &mut Option<BlockRun>,
 ) -> Result<(), Event> {
     let fail = |error: String| Event::Failed { slot, error };
     loop {
@@ -433,7 +433,7 @@ async fn take_frames(
                 r.bytes += want;
             }
             _ => {
-                let next = Run { stream, first: block, count: 1, bytes: want, dir: e.cursor.dir() };
+                let next = BlockRun { stream, first: block, count: 1, bytes: want, dir: e.cursor.dir() };
                 if let Some(done) = run.replace(next) {
                     let _ = events.send(Event::Blocks { slot, run: done }).await;
                 }
@@ -732,7 +732,7 @@ pub async fn get_joining(
         None if sealed && spec.verify => Check::Sealed,
         None => Check::Nothing,
     };
-    let plan = Plan {
+    let plan = Prepared {
         size,
         block_size,
         check,
@@ -818,7 +818,7 @@ async fn fetch_manifest(
 }
 
 /// Everything a transfer starts from.
-struct Plan {
+struct Prepared {
     size: u64,
     block_size: u32,
     check: Check,
@@ -997,14 +997,15 @@ impl Coordinator<'_> {
 
 async fn run_transfer(
     spec: &GetSpec,
-    plan: Plan,
+    plan: Prepared,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
     started: Instant,
     hasher: Option<&PrefixHasher>,
     mut joining: Option<&mut Joining>,
 ) -> Result<TransferReport, TransferError> {
-    let Plan { size, block_size, check, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } = plan;
+    let Prepared { size, block_size, check, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } =
+        plan;
     let bs = u64::from(block_size);
     let blocks = size.div_ceil(bs);
     let verified = !matches!(check, Check::Nothing);

@@ -141,7 +141,7 @@ pub(super) fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
 /// Sets `path`'s mtime (`flags`: `AT_SYMLINK_NOFOLLOW` for a symlink's own).
 pub(super) fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
     let at = At::new(path)?;
-    let times = super::store::mtime_only(t);
+    let times = super::tree::mtime_only(t);
     // SAFETY: a valid descriptor, C string and two timespecs.
     check(unsafe { libc::utimensat(at.fd(), at.name.as_ptr(), times.as_ptr(), flags) })
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use ddtree::list::Kind;
 
-use super::store::{finish_entry, make_dir_all};
+use super::tree::{finish_entry, make_dir_all};
 use super::{local, ArchiveError, Item};
 
 /// Where the directories go and how they are made.

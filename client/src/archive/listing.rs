@@ -11,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 use ddftp_proto::packed::{self, MAX_LIST};
 use ddtree::list::{ddftp, Entry, Kind};
 
-use super::store::{is_finished_file, remove_any};
+use super::tree::{is_finished_file, remove_any};
 use super::{deep, ArchiveError, Item};
 
 /// The entry's path below SRC, refusing anything that could leave DEST.

@@ -6,7 +6,7 @@
 //! registers the bundle under one name and checks each entry against its
 //! own copy (kind, size, mtime) as it reads it ([`ddftpd::bundle`]); then
 //! the range is moved exactly like `get` moves a file (pairs from both
-//! ends, helpers, the resume journal), only written through `store::TreeStore`
+//! ends, helpers, the resume journal), only written through `tree::TreeStore`
 //! straight into the destination files, and with each block checked
 //! against the seal (BLAKE3) its mirror computed as it read it, not
 //! against a voted manifest: a manifest would have every mirror read the
@@ -15,7 +15,7 @@
 //!
 //! Into an empty DEST the move does not wait for a mirror's walk: the
 //! list is read as it comes, and the files are moved in parts (a bundle
-//! each) while the walk goes on (`Run::streamed`).
+//! each) while the walk goes on (`Archiving::streamed`).
 //!
 //! Files get their mode and mtime only once their bytes are verified,
 //! so a rerun skips exactly the files that are complete and correct (same
@@ -27,7 +27,7 @@ mod dirs;
 mod listing;
 mod mirrors;
 mod parts;
-mod store;
+mod tree;
 
 use std::collections::HashSet;
 use std::io;
@@ -47,7 +47,7 @@ use dirs::{still_changing, Dirs};
 use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
 use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
 use parts::Parts;
-use store::{make_dir_all, TreeStore};
+use tree::{make_dir_all, TreeStore};
 
 /// What a part of a streamed archive waits for while the walk goes on
 /// (after it, the rest is the last part): bytes worth keeping the links
@@ -199,20 +199,20 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     // A destination that is empty (or new) holds nothing to skip or replace.
     let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
     if fresh && spec.list.is_none() {
-        match (Run::new(spec, src, started, fresh)).streamed(progress).await? {
+        match (Archiving::new(spec, src, started, fresh)).streamed(progress).await? {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
             // into what is now not a fresh destination. A part cut short
             // then is this run's: its journal is no resume point.
             None => {
                 fresh = false;
-                let run = Run::new(spec, src, started, fresh);
+                let run = Archiving::new(spec, src, started, fresh);
                 let _ = crate::journal::Journal::remove(&journal_path(&run.output()));
                 let _ = std::fs::remove_file(run.saved());
             }
         }
     }
-    let run = Run::new(spec, src, started, fresh);
+    let run = Archiving::new(spec, src, started, fresh);
     let (mut entries, unread) = fetch_list(spec).await?;
     for (path, why) in unread {
         progress.warn(&format!("cannot copy {path}: {why}"));
@@ -289,7 +289,7 @@ fn local(path: &Path) -> impl FnOnce(io::Error) -> ArchiveError {
 }
 
 /// What every part of one archive run shares.
-struct Run<'a> {
+struct Archiving<'a> {
     spec: &'a ArchiveSpec,
     /// SRC, trimmed (`.` for the whole root).
     src: &'a str,
@@ -375,9 +375,9 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
-impl<'a> Run<'a> {
-    fn new(spec: &'a ArchiveSpec, src: &'a str, started: Instant, fresh: bool) -> Run<'a> {
-        Run {
+impl<'a> Archiving<'a> {
+    fn new(spec: &'a ArchiveSpec, src: &'a str, started: Instant, fresh: bool) -> Archiving<'a> {
+        Archiving {
             spec,
             src,
             umask: umask(),
@@ -768,7 +768,7 @@ impl<'a> Run<'a> {
                 said.iter().copied().collect::<Vec<_>>().join(", ")
             ));
             let sub_spec = ArchiveSpec { get: GetSpec { mirrors: others, ..spec.get.clone() }, ..spec.clone() };
-            let sub = Run::new(&sub_spec, self.src, self.started, self.fresh);
+            let sub = Archiving::new(&sub_spec, self.src, self.started, self.fresh);
             let defs = define_everywhere(&sub_spec, Some(definition(&again)));
             let ready = sub.ready(&again, phases)?;
             let r = Box::pin(sub.move_part(&again, ready, defs, progress, phases)).await?;
