@@ -1,0 +1,234 @@
+//! One producer slot: a task owning one connection to a mirror. It sends
+//! the scheduler's commands and reads blocks, checking each against what
+//! must come next on its connection and against its manifest or seal
+//! before one `pwrite` puts it in place; it reports runs of blocks, not
+//! one message per block.
+
+use super::*;
+
+/// Slot to coordinator.
+pub(super) enum Event {
+    Blocks {
+        slot: ProducerId,
+        run: BlockRun,
+    },
+    Stopped {
+        slot: ProducerId,
+        stream: StreamId,
+        sent: u64,
+    },
+    Failed {
+        slot: ProducerId,
+        error: String,
+    },
+    /// A block failed verification: its mirror is not to be trusted.
+    Corrupt {
+        slot: ProducerId,
+        block: u64,
+    },
+    /// Writing the output failed: the whole transfer stops.
+    Local(io::Error),
+    /// A connection to a mirror joining the transfer, or why not.
+    Joined {
+        route: Route,
+        conn: Result<Session, SessionError>,
+    },
+}
+
+/// Consecutive blocks of one stream, reported together.
+pub(super) struct BlockRun {
+    pub(super) stream: StreamId,
+    /// First block in stream order.
+    pub(super) first: u64,
+    pub(super) count: u64,
+    pub(super) bytes: u64,
+    pub(super) dir: Direction,
+}
+
+impl BlockRun {
+    /// Lowest and highest block.
+    pub(super) fn bounds(&self) -> (u64, u64) {
+        match self.dir {
+            Direction::Increment => (self.first, self.first + self.count - 1),
+            Direction::Decrement => (self.first + 1 - self.count, self.first),
+        }
+    }
+}
+
+/// What a slot expects next on its connection.
+pub(super) struct Expect {
+    pub(super) stream: StreamId,
+    pub(super) cursor: Cursor,
+}
+
+pub(super) struct SlotCtx {
+    pub(super) file: Arc<dyn Store>,
+    pub(super) path: String,
+    pub(super) block_size: u32,
+    pub(super) size: u64,
+    /// What every block is checked against before it is written.
+    pub(super) check: Check,
+}
+
+/// How a transfer's blocks are checked before they are written.
+pub(super) enum Check {
+    /// Against the voted chunk manifest.
+    Manifest(Arc<Manifest>),
+    /// Against the seal each carries (a bundle's).
+    Sealed,
+    /// Not at all (`--no-verify`, or an empty file).
+    Nothing,
+}
+
+pub(super) async fn run_slot(
+    slot: ProducerId,
+    mirror: Arc<str>,
+    sock: TcpStream,
+    ctx: Arc<SlotCtx>,
+    mut cmds: mpsc::UnboundedReceiver<Action>,
+    events: mpsc::Sender<Event>,
+) {
+    let (mut rd, mut wr) = sock.into_split();
+    let bs = ctx.block_size as usize;
+    let mut inbuf = BytesMut::with_capacity(2 * bs + 64 * 1024);
+    let mut out = BytesMut::new();
+    let mut expect: VecDeque<Expect> = VecDeque::new();
+    let fail = |error: String| Event::Failed { slot, error };
+    loop {
+        tokio::select! {
+            cmd = cmds.recv() => {
+                let Some(cmd) = cmd else { return };
+                out.clear();
+                match cmd {
+                    Action::Start { stream, first, last, dir, .. } => {
+                        expect.push_back(Expect { stream, cursor: Cursor::new(first, last, dir) });
+                        Request::Start { stream, path: ctx.path.clone(), block_size: ctx.block_size, first, last, dir }.encode(&mut out);
+                    }
+                    Action::Extend { stream, last, .. } => {
+                        for e in expect.iter_mut().filter(|e| e.stream == stream) {
+                            e.cursor.set_last(last);
+                        }
+                        Request::Extend { stream, last }.encode(&mut out);
+                    }
+                    Action::End { stream, .. } => Request::End { stream }.encode(&mut out),
+                }
+                if let Err(e) = wr.write_all(&out).await {
+                    let _ = events.send(fail(format!("send: {e}"))).await;
+                    return;
+                }
+            }
+            n = rd.read_buf(&mut inbuf) => {
+                match n {
+                    Ok(0) => { let _ = events.send(fail("connection closed by the server".into())).await; return; }
+                    Err(e) => { let _ = events.send(fail(format!("receive: {e}"))).await; return; }
+                    Ok(_) => {}
+                }
+                if let Err(ev) = drain_frames(slot, &mirror, &ctx, &mut inbuf, &mut expect, &events).await {
+                    let _ = events.send(ev).await;
+                    return;
+                }
+                if inbuf.capacity() - inbuf.len() < 64 * 1024 {
+                    inbuf.reserve(bs + 64 * 1024);
+                }
+            }
+        }
+    }
+}
+
+/// Handles every complete frame in `inbuf`: checks and writes blocks,
+/// reports runs of blocks and stops. An `Err` is the event that ends the slot.
+pub(super) async fn drain_frames(
+    slot: ProducerId,
+    mirror: &str,
+    ctx: &SlotCtx,
+    inbuf: &mut BytesMut,
+    expect: &mut VecDeque<Expect>,
+    events: &mpsc::Sender<Event>,
+) -> Result<(), Event> {
+    let mut run = None;
+    let result = take_frames(slot, mirror, ctx, inbuf, expect, events, &mut run).await;
+    // Blocks written before a failure count: report them before it.
+    if let Some(done) = run {
+        let _ = events.send(Event::Blocks { slot, run: done }).await;
+    }
+    result
+}
+
+pub(super) async fn take_frames(
+    slot: ProducerId,
+    mirror: &str,
+    ctx: &SlotCtx,
+    inbuf: &mut BytesMut,
+    expect: &mut VecDeque<Expect>,
+    events: &mpsc::Sender<Event>,
+    run: &mut Option<BlockRun>,
+) -> Result<(), Event> {
+    let fail = |error: String| Event::Failed { slot, error };
+    loop {
+        let reply = match Reply::decode(inbuf) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => return Err(fail(format!("protocol error: {e}"))),
+        };
+        let (stream, block, payload, seal) = match reply {
+            Reply::Block { stream, block, payload } => (stream, block, payload, None),
+            Reply::SealedBlock { stream, block, hash, payload } => (stream, block, payload, Some(hash)),
+            Reply::Stopped { stream, sent } => {
+                if let Some(done) = run.take() {
+                    let _ = events.send(Event::Blocks { slot, run: done }).await;
+                }
+                // The running stream, or (after our End) one queued behind it.
+                match expect.iter().position(|e| e.stream == stream) {
+                    Some(0) => drop(expect.pop_front()),
+                    Some(i) if sent == 0 => drop(expect.remove(i)),
+                    _ => return Err(fail(format!("Stopped for stream {stream}, which is not running"))),
+                }
+                let _ = events.send(Event::Stopped { slot, stream, sent }).await;
+                continue;
+            }
+            Reply::Unreadable { index, message } => {
+                ctx.file.unreadable(index, &message, mirror).map_err(|e| fail(format!("protocol error: {e}")))?;
+                continue;
+            }
+            Reply::Error { code, message } => return Err(fail(format!("server error: {message} ({code:?})"))),
+            other => return Err(fail(format!("unexpected reply {other:?}"))),
+        };
+        let Some(e) = expect.front_mut().filter(|e| e.stream == stream) else {
+            return Err(fail(format!("block {block} for stream {stream}, which is not running")));
+        };
+        if e.cursor.peek() != Some(block) {
+            let expected = e.cursor.peek().map_or("none".to_string(), |b| b.to_string());
+            return Err(fail(format!("block {block} of stream {stream} out of order (expected {expected})")));
+        }
+        let offset = block * u64::from(ctx.block_size);
+        let want = (ctx.size - offset).min(u64::from(ctx.block_size));
+        if payload.len() as u64 != want {
+            return Err(fail(format!("block {block} has {} bytes, expected {want}", payload.len())));
+        }
+        let intact = match (&ctx.check, seal) {
+            (Check::Nothing, _) => true,
+            (Check::Manifest(m), None) => m.verify(offset, &payload),
+            (Check::Sealed, Some(hash)) => frame::seal(&payload) == hash,
+            (Check::Sealed, None) => return Err(fail(format!("block {block} of a bundle came without its seal"))),
+            (Check::Manifest(_), Some(_)) => return Err(fail(format!("block {block} came sealed, not as a file's"))),
+        };
+        if !intact {
+            return Err(Event::Corrupt { slot, block });
+        }
+        ctx.file.write_all_at(&payload, offset).map_err(Event::Local)?;
+        e.cursor.take();
+        match run {
+            Some(r) if r.stream == stream => {
+                r.count += 1;
+                r.bytes += want;
+            }
+            _ => {
+                let next = BlockRun { stream, first: block, count: 1, bytes: want, dir: e.cursor.dir() };
+                if let Some(done) = run.replace(next) {
+                    let _ = events.send(Event::Blocks { slot, run: done }).await;
+                }
+            }
+        }
+    }
+    Ok(())
+}
