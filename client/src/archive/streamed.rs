@@ -1,0 +1,309 @@
+//! A fresh DEST, SRC walked by a mirror: the move starts while the walk
+//! goes on. Entries become parts (a bundle each), the next one made ready
+//! and its directories created while the one before it moves; the last
+//! part's directories are finished while it moves.
+
+use super::*;
+
+/// A part of a streamed archive: its files and symlinks, sorted, made
+/// ready to move while the part before it moves, and the mirrors
+/// registering them.
+struct Part {
+    items: Arc<Vec<Item>>,
+    ready: Ready,
+    defs: Defining,
+    /// Seconds it took to make ready.
+    readying: f64,
+    /// Its files being created while the part before it moves.
+    ahead: Option<Ahead>,
+    /// The last part: every directory of the walk (finished while it
+    /// moves, if its files were all created ahead).
+    dirs: Option<Vec<Item>>,
+}
+
+/// A part's files and directories created ahead of their bytes, on a
+/// thread of their own, while the part before it moves: creating 100,000
+/// small files is much of the CPU time of moving them, and the part of
+/// large files before them leaves the CPU idle. Stopped when the part
+/// starts moving (a file not created yet is created by its write).
+struct Ahead {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<bool>,
+}
+
+impl Ahead {
+    fn start(store: Arc<TreeStore>) -> Ahead {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        // An error here (a full disk, say) is met again, and told, by the write.
+        let task = tokio::task::spawn_blocking(move || store.create_ahead(&flag).unwrap_or(false));
+        Ahead { stop, task }
+    }
+
+    /// Whether every file of the part was created before it stopped.
+    async fn stop(mut self) -> bool {
+        self.stop.store(true, Ordering::Release);
+        (&mut self.task).await.unwrap_or(false)
+    }
+}
+
+/// Dropped with its part (the archive failed): stops at once.
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// Directories being finished while the last part moves: gives them
+/// back, and the indexes of those left for the end.
+type FinishingEarly = tokio::task::JoinHandle<(Vec<Item>, Result<Vec<usize>, ArchiveError>)>;
+
+impl Archiving<'_> {
+    /// A fresh DEST, SRC walked by a mirror: the move starts while the
+    /// mirror still walks. Whenever the mover is free and enough entries
+    /// have come, they become a part (a bundle of its own, registered
+    /// while the part before it moves); the last part is what is left when
+    /// the walk ends. Interrupted, a rerun finds DEST not fresh and takes
+    /// the careful path: the whole list, the files already complete
+    /// skipped. So does this run (`None`) if the walk breaks after some
+    /// of the list came and another mirror may walk it whole.
+    pub(super) async fn streamed(&self, progress: &mut dyn Progress) -> Result<Option<ArchiveReport>, ArchiveError> {
+        let spec = self.spec;
+        make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
+        let (walk_tx, mut walk_rx) = tokio::sync::mpsc::channel(16);
+        let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Part>(1);
+        // Parts cut and not moved yet. While a part moves (or waits to),
+        // the next waits for the walk's end (then it is registered, and its
+        // files created, while that part moves): fewer, larger parts.
+        let busy = &AtomicUsize::new(0);
+        // A mirror's walk failed after some of its list came, or could not
+        // read all of SRC.
+        let broke = &AtomicBool::new(false);
+        let unreadable = &AtomicBool::new(false);
+        let mut phases = Phases::default();
+        let walk = async move {
+            let mut failures = vec![];
+            for ep in &spec.get.mirrors {
+                let mut began = false;
+                match walk_stream(ep, self.src, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
+                    Ok(errors) if errors.is_empty() => return Ok(()),
+                    Ok(errors) => {
+                        // The careful path takes it from here: another
+                        // mirror may read all of it, or the list with the
+                        // fewest holes is moved and the holes are told.
+                        failures.push(format!("  {ep}: {} entries could not be read", errors.len()));
+                        unreadable.store(true, Ordering::Release);
+                    }
+                    Err(e) => failures.push(format!("  {ep}: {e}")),
+                }
+                // Another mirror is asked only if this one sent nothing:
+                // what it did send may be moving already.
+                if began {
+                    broke.store(true, Ordering::Release);
+                    break;
+                }
+            }
+            Err(ArchiveError::Walk { src: self.src.to_string(), failures })
+        };
+        // Entries into parts; directories kept for the end.
+        let split = async move {
+            let mut warnings = vec![];
+            let mut dirs = vec![];
+            let mut pending: Vec<Item> = vec![];
+            let mut bytes = 0;
+            while let Some(batch) = walk_rx.recv().await {
+                for e in batch {
+                    match self.item(e, &mut |w| warnings.push(w.to_string()))? {
+                        Some(it) if it.entry.kind == Kind::Dir => dirs.push(it),
+                        Some(it) => {
+                            bytes += it.entry.size;
+                            pending.push(it)
+                        }
+                        None => {}
+                    }
+                }
+                let worth = bytes >= spec.part_bytes || pending.len() >= PART_FILES;
+                if worth && busy.load(Ordering::Acquire) == 0 {
+                    busy.fetch_add(1, Ordering::AcqRel);
+                    self.cut(&mut pending, &part_tx, false, None).await?;
+                    bytes = 0;
+                }
+            }
+            Ok::<_, ArchiveError>((dirs, pending, part_tx, warnings))
+        };
+        let listing = async {
+            let (walked, split) = tokio::join!(walk, split);
+            let (dirs, mut pending, part_tx, warnings) = walked.and(split)?;
+            phases.list = self.started.elapsed().as_secs_f64();
+            if pending.is_empty() {
+                return Ok::<_, ArchiveError>((Some(dirs), warnings));
+            }
+            let ahead = busy.fetch_add(1, Ordering::AcqRel) > 0;
+            self.cut(&mut pending, &part_tx, ahead, Some(dirs)).await?;
+            Ok((None, warnings))
+        };
+        let mut whole = Parts::new(progress);
+        let mover = async {
+            let mut moved: Vec<Arc<Vec<Item>>> = vec![];
+            let (mut transfer, mut parts) = (None, 0);
+            let mut spent = Phases::default();
+            // The walk's directories, and those not finished early.
+            let mut last = None;
+            while let Some(part) = part_rx.recv().await {
+                let todo: Vec<&Item> = part.items.iter().collect();
+                spent.prepare += part.readying;
+                let created = match part.ahead {
+                    Some(ahead) => ahead.stop().await,
+                    None => false,
+                };
+                let early = match part.dirs {
+                    Some(dirs) if created => Some(self.finish_early(dirs, moved.clone(), part.items.clone())),
+                    Some(dirs) => {
+                        last = Some((dirs, None));
+                        None
+                    }
+                    None => None,
+                };
+                let r = self.move_part(&todo, part.ready, part.defs, &mut whole, &mut spent).await;
+                if let Some(early) = early {
+                    let (dirs, done) = early.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+                    last = Some((dirs, Some(done?)));
+                }
+                let r = r?;
+                parts += u64::from(r.is_some());
+                transfer = merge_reports(transfer, r);
+                drop(todo);
+                moved.push(part.items);
+                busy.fetch_sub(1, Ordering::AcqRel);
+            }
+            Ok::<_, ArchiveError>((moved, transfer, parts, spent, last))
+        };
+        let joined = tokio::try_join!(listing, mover);
+        progress.finish();
+        let ((listed, warnings), (moved, transfer, parts, spent, last)) = match joined {
+            Err(ArchiveError::Walk { failures, .. })
+                if broke.load(Ordering::Acquire)
+                    && (spec.get.mirrors.len() > 1 || unreadable.load(Ordering::Acquire)) =>
+            {
+                let why = failures.iter().map(|f| f.trim()).collect::<Vec<_>>().join("; ");
+                progress.warn(&format!(
+                    "the walk of {} stopped part way ({why}); asking the mirrors for all of it",
+                    self.src
+                ));
+                return Ok(None);
+            }
+            r => r?,
+        };
+        for w in &warnings {
+            progress.warn(w);
+        }
+        let (dirs, finished) = match (listed, last) {
+            (Some(dirs), _) => (dirs, None),
+            (None, Some(last)) => last,
+            (None, None) => unreachable!("the walk's directories went with its last part"),
+        };
+        // The parts as they were moved, not gathered into one list (100,000
+        // entries copied are milliseconds the end waits for).
+        let items = || dirs.iter().chain(moved.iter().flat_map(|p| p.iter()));
+        if items().next().is_none() {
+            return Err(ArchiveError::BadEntry { path: self.src.into(), why: "nothing under it on the mirror".into() });
+        }
+        let dirs_finished_early = match finished {
+            // Checked while the last part moved.
+            Some(later) => {
+                self.dirs().finish(later.iter().map(|&i| &dirs[i]))?;
+                (dirs.len() - later.len()) as u64
+            }
+            None => {
+                // A walk never puts an entry below a file or a symlink; a
+                // mirror that did is named (what was written stayed inside DEST).
+                check_nesting(items())?;
+                self.dirs().finish(dirs.iter())?;
+                0
+            }
+        };
+        let files = items().filter(|it| it.entry.kind == Kind::File);
+        let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
+        let seconds = self.started.elapsed().as_secs_f64();
+        // The list overlaps the rest: `finish` is what came after both.
+        let Phases { prepare, check, moving, .. } = spent;
+        phases = Phases { prepare, check, moving, ..phases };
+        phases.finish = (seconds - phases.list.max(prepare + check + moving)).max(0.0);
+        let report = ArchiveReport {
+            src: self.src.to_string(),
+            dest: spec.dest.display().to_string(),
+            files,
+            dirs: dirs.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64,
+            dirs_finished_early,
+            links: items().filter(|it| it.entry.kind == Kind::Link).count() as u64,
+            bytes,
+            skipped_files: 0,
+            skipped_bytes: 0,
+            seconds,
+            files_per_second: files as f64 / seconds.max(1e-9),
+            mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+            phases,
+            setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
+            failed: self.take_failures(),
+            parts,
+            transfer,
+        };
+        // Freeing 100,000 entries is milliseconds nobody needs to wait for.
+        std::thread::spawn(move || drop((dirs, moved)));
+        Ok(Some(report))
+    }
+
+    /// `pending` (emptied) as the next part: sorted, sent to every mirror
+    /// to register, and made ready to move; its files created `ahead` if
+    /// a part is moving.
+    async fn cut(
+        &self,
+        pending: &mut Vec<Item>,
+        parts: &tokio::sync::mpsc::Sender<Part>,
+        ahead: bool,
+        dirs: Option<Vec<Item>>,
+    ) -> Result<(), ArchiveError> {
+        // Tens of milliseconds of work for a large part, each on a thread of
+        // its own: the runtime's threads meanwhile take in the part moving.
+        let mut items = std::mem::take(pending);
+        let (items, def) = blocking(move || {
+            items.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
+            let def = definition(&items.iter().collect::<Vec<_>>());
+            (items, def)
+        })
+        .await;
+        let defs = define_everywhere(self.spec, Some(def));
+        let (dest, fresh, umask) = (self.spec.dest.clone(), self.fresh, self.umask);
+        let (items, ready, readying) = blocking(move || {
+            let started = Instant::now();
+            let ready = Ready::new(&items.iter().collect::<Vec<_>>(), &dest, fresh, umask);
+            (items, ready, started.elapsed().as_secs_f64())
+        })
+        .await;
+        let ready = ready?;
+        // The mover is gone only when it failed: its error is the one told.
+        let ahead = ahead.then(|| Ahead::start(ready.store.clone()));
+        let _ = parts.send(Part { items: Arc::new(items), ready, defs, readying, ahead, dirs }).await;
+        Ok(())
+    }
+
+    /// The last part (`moving`) has all its files (created ahead): on a
+    /// thread while it moves, the whole list (`dirs`, the parts `moved`
+    /// before it and its own) is checked for nesting, and `dirs` finished
+    /// but those the part may still change (`still_changing`). Gives `dirs`
+    /// back, and the indexes of those left.
+    fn finish_early(&self, dirs: Vec<Item>, moved: Vec<Arc<Vec<Item>>>, moving: Arc<Vec<Item>>) -> FinishingEarly {
+        let later = still_changing(&moving);
+        let (dest, fresh, umask) = (self.spec.dest.clone(), self.fresh, self.umask);
+        // Spawned now (a `blocking` future would start only when awaited).
+        tokio::task::spawn_blocking(move || {
+            // A walk never puts an entry below a file or a symlink; a mirror
+            // that did is named (what was written stayed inside DEST).
+            let all = dirs.iter().chain(moved.iter().chain([&moving]).flat_map(|p| p.iter()));
+            let done =
+                check_nesting(all).and_then(|()| Dirs { dest: &dest, fresh, umask }.finish_except(dirs.iter(), &later));
+            let left = dirs.iter().enumerate().filter(|(_, d)| later(d)).map(|(i, _)| i).collect();
+            (dirs, done.map(|()| left))
+        })
+    }
+}
