@@ -82,8 +82,8 @@ const PIECE: usize = 4 << 20;
 fn read_input(tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>) {
     use std::io::Read;
     let mut input = std::io::stdin().lock();
+    let mut buf = vec![0u8; PIECE];
     loop {
-        let mut buf = vec![0u8; PIECE];
         let (mut len, mut end) = (0, false);
         while len < PIECE {
             match input.read(&mut buf[len..]) {
@@ -102,8 +102,15 @@ fn read_input(tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>) {
                 break;
             }
         }
-        buf.truncate(len);
-        if len > 0 && tx.blocking_send(Ok(buf.into())).is_err() {
+        // A whole piece goes as it is (a new buffer takes its place); a
+        // short one is copied out, so a pipe's small reads neither hold
+        // nor allocate a piece each.
+        let piece = if len == PIECE {
+            bytes::Bytes::from(std::mem::replace(&mut buf, vec![0u8; PIECE]))
+        } else {
+            bytes::Bytes::copy_from_slice(&buf[..len])
+        };
+        if len > 0 && tx.blocking_send(Ok(piece)).is_err() {
             return;
         }
         if end {

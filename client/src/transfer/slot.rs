@@ -137,7 +137,7 @@ pub(super) async fn run_slot(
 
 /// Handles every complete frame in `inbuf`: checks and writes blocks,
 /// reports runs of blocks and stops. An `Err` is the event that ends the slot.
-pub(super) async fn drain_frames(
+async fn drain_frames(
     slot: ProducerId,
     mirror: &str,
     ctx: &SlotCtx,
@@ -154,7 +154,7 @@ pub(super) async fn drain_frames(
     result
 }
 
-pub(super) async fn take_frames(
+async fn take_frames(
     slot: ProducerId,
     mirror: &str,
     ctx: &SlotCtx,

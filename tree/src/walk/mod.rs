@@ -175,16 +175,17 @@ const FIRST_BATCH: usize = 16 << 10;
 
 impl Sink {
     /// What could not be read at `path` (counted, and told).
+    /// `path` as it is listed: the root's own path replaced by the label.
+    fn shown<'p>(&self, path: &'p [u8]) -> std::borrow::Cow<'p, [u8]> {
+        match &self.label {
+            Some(label) => [label, path.get(self.cut..).unwrap_or_default()].concat().into(),
+            None => path.into(),
+        }
+    }
+
     fn error(&self, l: &mut Local, path: &[u8], why: String) {
         l.totals.errors += 1;
-        let shown;
-        let path = match &self.label {
-            Some(label) => {
-                shown = [label, path.get(self.cut..).unwrap_or_default()].concat();
-                &shown[..]
-            }
-            None => path,
-        };
+        let path = &*self.shown(path);
         match &self.on_error {
             Some(OnError(tell)) => tell(path, &why),
             None => eprintln!("ddftp: walk: {}: {why}", String::from_utf8_lossy(path)),
@@ -193,14 +194,8 @@ impl Sink {
 
     fn record(&self, l: &mut Local, path: &[u8], st: &mfu::Stat) {
         l.entries += 1;
-        let shown;
-        let path = match &self.label {
-            Some(label) => {
-                shown = [label, &path[self.cut..]].concat();
-                &shown[..]
-            }
-            None => path,
-        };
+        let shown = self.shown(path);
+        let path = &*shown;
         let Some(kind) = Kind::from_mode(st.mode) else {
             l.totals.others += 1;
             return;
