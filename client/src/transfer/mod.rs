@@ -41,7 +41,10 @@ use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
 pub use crate::session::Route;
 
 mod coordinator;
+mod report;
 mod slot;
+
+pub use report::{LinkReport, ProducerReport, TransferReport};
 
 use crate::session::{connect, Session, SessionError, STAT_TIMEOUT};
 use crate::store::Store;
@@ -162,49 +165,6 @@ pub struct GetSpec {
     /// Write here instead of a part file renamed to `output` at the end
     /// (an archive's files); the journal is still `output`'s.
     pub store: Option<Arc<dyn Store>>,
-}
-
-/// Per-mirror result.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ProducerReport {
-    pub mirror: String,
-    pub blocks: u64,
-    pub bytes: u64,
-    pub share: f64,
-}
-
-/// Per route (mirror and local address).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct LinkReport {
-    pub route: String,
-    pub blocks: u64,
-    pub bytes: u64,
-}
-
-/// What a finished transfer did.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TransferReport {
-    pub path: String,
-    pub output: String,
-    pub bytes: u64,
-    /// Bytes already in the part file from an interrupted run, not fetched again.
-    pub reused_bytes: u64,
-    pub seconds: f64,
-    pub block_size: u32,
-    pub starts: u64,
-    pub extends: u64,
-    pub ends: u64,
-    pub duplicate_bytes: u64,
-    /// SHA-256 of the output (checked against what the mirrors reported);
-    /// none for a bundle, whose blocks are sealed one by one instead.
-    pub sha256: Option<String>,
-    /// Every block was verified as it arrived (against the chunk manifest,
-    /// or its seal).
-    pub verified: bool,
-    pub producers: Vec<ProducerReport>,
-    /// Per route: with `--bind`, what each link carried.
-    pub links: Vec<LinkReport>,
-    pub warnings: Vec<String>,
 }
 
 /// Connects to a mirror and, with `stat` (path, and whether the chunk

@@ -1,0 +1,44 @@
+//! What a finished transfer reports (`--json` prints it).
+
+/// Per-mirror result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProducerReport {
+    pub mirror: String,
+    pub blocks: u64,
+    pub bytes: u64,
+    pub share: f64,
+}
+
+/// Per route (mirror and local address).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LinkReport {
+    pub route: String,
+    pub blocks: u64,
+    pub bytes: u64,
+}
+
+/// What a finished transfer did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TransferReport {
+    pub path: String,
+    pub output: String,
+    pub bytes: u64,
+    /// Bytes already in the part file from an interrupted run, not fetched again.
+    pub reused_bytes: u64,
+    pub seconds: f64,
+    pub block_size: u32,
+    pub starts: u64,
+    pub extends: u64,
+    pub ends: u64,
+    pub duplicate_bytes: u64,
+    /// SHA-256 of the output (checked against what the mirrors reported);
+    /// none for a bundle, whose blocks are sealed one by one instead.
+    pub sha256: Option<String>,
+    /// Every block was verified as it arrived (against the chunk manifest,
+    /// or its seal).
+    pub verified: bool,
+    pub producers: Vec<ProducerReport>,
+    /// Per route: with `--bind`, what each link carried.
+    pub links: Vec<LinkReport>,
+    pub warnings: Vec<String>,
+}
