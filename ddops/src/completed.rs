@@ -36,6 +36,15 @@ impl Completed {
         (self.prefix > before).then_some(self.prefix)
     }
 
+    /// Blocks in the range.
+    pub fn len(&self) -> u64 {
+        self.blocks
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks == 0
+    }
+
     /// Blocks `0..prefix` have all arrived.
     pub fn prefix(&self) -> u64 {
         self.prefix

@@ -5,6 +5,9 @@
 //!   ends, helpers splitting the busiest pair's rest by contribution
 //!   (`handle`-style events in, `poll_action` out). The items may be blocks
 //!   of a file, files of a tree, or any range of work.
+//! - [`transfer`]: the scheduler plus the rules around it (stalls,
+//!   failures, corruption, first grants, joins): what `get`, `archive` and
+//!   the simulator drive.
 //! - [`consensus`]: the majority vote that drops stale mirrors.
 //! - [`completed`]: which items have arrived (prefix, ranges, missing).
 //! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
@@ -13,3 +16,4 @@ pub mod completed;
 pub mod consensus;
 pub mod scheduler;
 pub mod sim;
+pub mod transfer;

@@ -1,19 +1,23 @@
-//! Deterministic simulation: the real [`Scheduler`] against simulated
-//! producers, with a simulated clock, no sockets and no sleeps.
+//! Deterministic simulation: the real [`Transfer`] (the scheduler and the
+//! rules around it) against simulated producers, with a simulated clock,
+//! no sockets and no sleeps.
 //!
 //! Each simulated server has a speed (blocks per second) shared equally by
 //! its streams that have blocks to send (a virtual pair is two streams on one
 //! server), a one-way delay for control messages and blocks, and speed
-//! changes at given times. Servers obey `Start`/`Extend`/`End` exactly as
-//! `ddftpd` does: a `Start` queues behind the running stream, a stream stops
-//! at its `last` and reports `Stopped`.
+//! changes at given times. Servers keep their streams by ddftpd's own rules
+//! ([`Streams`]). Faults: a server that fails (its connections drop), one
+//! that stalls (stays connected, sends nothing), one that sends a block that
+//! fails verification.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use ddftp_proto::Cursor;
+use ddftp_proto::streams::{Next, Stopped, Streams};
+use ddftp_proto::Direction;
 
-use crate::scheduler::{Action, Config, Scheduler, StreamId};
+use crate::scheduler::{Action, StreamId};
+use crate::transfer::{self, BlockRun, Event, Transfer};
 
 /// One simulated mirror.
 #[derive(Debug, Clone)]
@@ -32,15 +36,35 @@ pub struct SpeedChange {
     pub speed: f64,
 }
 
+/// What goes wrong with a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Its connections drop (the process died, the link went down).
+    Fail,
+    /// It stays connected and sends nothing (a hung process, a dead route).
+    Stall,
+    /// Its next block fails verification.
+    Corrupt,
+}
+
+/// At `at` seconds, `kind` happens to server `server`.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub at: f64,
+    pub server: usize,
+    pub kind: FaultKind,
+}
+
 /// What to simulate.
 #[derive(Debug, Clone)]
 pub struct SimSpec {
     pub blocks: u64,
     pub servers: Vec<SimServer>,
     pub changes: Vec<SpeedChange>,
+    pub faults: Vec<Fault>,
     /// One-way delay between consumer and every server, seconds.
     pub one_way_delay: f64,
-    pub config: Config,
+    pub config: transfer::Config,
 }
 
 /// What happened.
@@ -49,20 +73,31 @@ pub struct SimReport {
     pub blocks: u64,
     pub makespan: f64,
     /// Time if every server's capacity were used from t = 0 to the end, plus
-    /// one round trip (the first block cannot arrive sooner).
+    /// one round trip (the first block cannot arrive sooner). A server
+    /// that fails, stalls or sends a corrupt block has none from then on.
     pub ideal: f64,
     pub efficiency: f64,
     pub starts: u64,
     pub extends: u64,
     pub ends: u64,
     pub duplicate_blocks: u64,
-    /// Blocks delivered by each server.
+    /// Blocks delivered by each server (a corrupt one not counted).
     pub server_blocks: Vec<u64>,
     /// Each server's share of the blocks and of the total capacity (integrated
     /// over the run).
     pub server_share: Vec<f64>,
     pub capacity_share: Vec<f64>,
+    /// Servers dropped, with when and why.
+    pub dropped: Vec<SimDrop>,
     pub completed: bool,
+}
+
+/// A server's producer the transfer dropped.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SimDrop {
+    pub at: f64,
+    pub server: usize,
+    pub why: String,
 }
 
 /// Builds the producer slots for `k` servers as `ddftp get` does: one stream
@@ -77,106 +112,167 @@ pub fn servers_like_get(speeds: &[f64]) -> Vec<SimServer> {
 }
 
 #[derive(Debug)]
-struct SimStream {
-    id: StreamId,
-    cursor: Cursor,
-}
-
-#[derive(Debug)]
 enum ToClient {
-    Block { stream: StreamId, block: u64 },
-    Stopped { stream: StreamId, sent: u64 },
+    Block {
+        stream: StreamId,
+        block: u64,
+        dir: Direction,
+    },
+    Corrupt {
+        block: u64,
+    },
+    Stopped(Stopped),
+    /// The server refused a request (it broke the stream rules).
+    Refused(String),
 }
 
 #[derive(Debug, Default)]
 struct SimProducer {
-    running: Option<SimStream>,
-    queued: VecDeque<SimStream>,
+    streams: Streams<()>,
     /// (arrival time, message), in order.
     inbox: VecDeque<(f64, Action)>,
     outbox: VecDeque<(f64, ToClient)>,
+    /// Dropped by the consumer, or its server failed: gone for good.
+    gone: bool,
 }
 
 impl SimProducer {
-    fn has_work(&self) -> bool {
-        self.running.as_ref().is_some_and(|s| !s.cursor.finished())
-    }
-
     fn apply(&mut self, a: Action, now: f64, delay: f64) {
-        match a {
-            Action::Start { stream, first, last, dir, .. } => {
-                self.queued.push_back(SimStream { id: stream, cursor: Cursor::new(first, last, dir) })
-            }
+        let reply = match a {
+            Action::Start { stream, first, last, dir, .. } => match self.streams.start(stream, first, last, dir, ()) {
+                Ok(ended) => ended.map(ToClient::Stopped),
+                Err(full) => Some(ToClient::Refused(full.to_string())),
+            },
             Action::Extend { stream, last, .. } => {
-                for s in self.running.iter_mut().chain(self.queued.iter_mut()) {
-                    if s.id == stream {
-                        s.cursor.set_last(last);
-                    }
-                }
+                self.streams.find_mut(stream).for_each(|s| s.cursor.set_last(last));
+                None
             }
-            Action::End { stream, .. } => {
-                if self.running.as_ref().is_some_and(|s| s.id == stream) {
-                    let s = self.running.take().expect("checked");
-                    self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.cursor.sent() }));
-                } else if let Some(i) = self.queued.iter().position(|s| s.id == stream) {
-                    self.queued.remove(i);
-                    self.outbox.push_back((now + delay, ToClient::Stopped { stream, sent: 0 }));
-                }
+            Action::End { stream, .. } => self.streams.end(stream).map(ToClient::Stopped),
+        };
+        if let Some(r) = reply {
+            self.outbox.push_back((now + delay, r));
+        }
+        // Like ddftpd, a stream at its `last` with a `Start` behind it ends
+        // at once, whatever the link's rate.
+        while self.streams.has_work() && self.streams.running().is_some_and(|s| s.cursor.finished()) {
+            if let Next::Stopped(s) = self.streams.next() {
+                self.outbox.push_back((now + delay, ToClient::Stopped(s)));
             }
         }
-        self.advance(now, delay);
     }
 
-    /// A stream paused at its `last` ends when a `Start` waits behind it.
-    fn advance(&mut self, now: f64, delay: f64) {
-        if let Some(s) = &self.running {
-            if !s.cursor.finished() || self.queued.is_empty() {
-                return;
+    /// Sends one block (and any `Stopped` before it); false if it had none.
+    fn send_one(&mut self, now: f64, delay: f64, corrupt: &mut bool) -> bool {
+        loop {
+            match self.streams.next() {
+                Next::Block { stream, block } => {
+                    let dir = self.streams.running().expect("it sent a block").cursor.dir();
+                    let msg = if std::mem::take(corrupt) {
+                        ToClient::Corrupt { block }
+                    } else {
+                        ToClient::Block { stream, block, dir }
+                    };
+                    self.outbox.push_back((now + delay, msg));
+                    return true;
+                }
+                Next::Stopped(s) => self.outbox.push_back((now + delay, ToClient::Stopped(s))),
+                Next::Wait => return false,
             }
-            self.outbox.push_back((now + delay, ToClient::Stopped { stream: s.id, sent: s.cursor.sent() }));
-            self.running = None;
         }
-        self.running = self.queued.pop_front();
-    }
-
-    fn send_one(&mut self, now: f64, delay: f64) {
-        let s = self.running.as_mut().expect("has work");
-        let b = s.cursor.take().expect("has work");
-        self.outbox.push_back((now + delay, ToClient::Block { stream: s.id, block: b }));
-        self.advance(now, delay);
     }
 }
 
-/// Runs the scheduler against the simulated servers until every block is in
-/// (or a generous time limit passes).
-pub fn run(spec: &SimSpec) -> SimReport {
-    let t0 = Instant::now();
-    let at = |t: f64| t0 + Duration::from_secs_f64(t);
+/// Per-server state of the run.
+struct ServerState {
+    speed: f64,
+    /// Failed or stalled: sends nothing more, counts no capacity.
+    down: bool,
+    /// Its next block is to fail verification.
+    corrupt_next: bool,
+    budget: f64,
+    rr: usize,
+    blocks: u64,
+    capacity: f64,
+}
+
+/// Runs the transfer against the simulated servers from `origin` (any
+/// instant: the simulated clock is `origin` plus simulated seconds) until
+/// every block is in, nothing can finish it, or a generous limit passes.
+pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
+    let at = |t: f64| origin + Duration::from_secs_f64(t);
     let owner: Vec<usize> =
         spec.servers.iter().enumerate().flat_map(|(i, s)| std::iter::repeat_n(i, s.streams)).collect();
-    let mut speeds: Vec<f64> = spec.servers.iter().map(|s| s.speed).collect();
+    let mut servers: Vec<ServerState> = spec
+        .servers
+        .iter()
+        .map(|s| ServerState {
+            speed: s.speed,
+            down: false,
+            corrupt_next: false,
+            budget: 0.0,
+            rr: 0,
+            blocks: 0,
+            capacity: 0.0,
+        })
+        .collect();
     let mut changes = spec.changes.clone();
     changes.sort_by(|a, b| a.at.total_cmp(&b.at));
     let mut changes: VecDeque<SpeedChange> = changes.into();
+    let mut faults = spec.faults.clone();
+    faults.sort_by(|a, b| a.at.total_cmp(&b.at));
+    let mut faults: VecDeque<Fault> = faults.into();
     let mut prods: Vec<SimProducer> = owner.iter().map(|_| SimProducer::default()).collect();
-    let mut sched = Scheduler::new(0..spec.blocks, owner.len(), spec.config.clone(), t0);
+    let mut tr = Transfer::fresh(spec.blocks, &owner, servers.len(), &spec.config, at(0.0));
     let delay = spec.one_way_delay;
-    let max_speed = speeds.iter().chain(changes.iter().map(|c| &c.speed)).fold(1e-9f64, |a, &b| a.max(b));
+    let max_speed = servers.iter().map(|s| s.speed).chain(changes.iter().map(|c| c.speed)).fold(1e-9f64, f64::max);
     let dt = 1.0 / max_speed;
-    let mut budget = vec![0.0f64; speeds.len()];
-    let mut rr = vec![0usize; speeds.len()];
-    let mut server_blocks = vec![0u64; speeds.len()];
-    let mut capacity = vec![0.0f64; speeds.len()];
+    let mut dropped = vec![];
     let mut t = 0.0;
-    let limit = 1e4 * (spec.blocks as f64 / speeds.iter().sum::<f64>().max(1e-9) + delay + 1.0);
-    let mut completed = sched.is_done();
-    while !completed && t < limit {
+    let total_speed: f64 = servers.iter().map(|s| s.speed).sum();
+    let stall = spec.config.stall_timeout.as_secs_f64();
+    let limit = 1e4 * (spec.blocks as f64 / total_speed.max(1e-9) + delay + 1.0) + 10.0 * stall;
+    while !tr.is_done() && !tr.is_stuck() && t < limit {
         while changes.front().is_some_and(|c| c.at <= t) {
             let c = changes.pop_front().expect("front");
-            speeds[c.server] = c.speed;
+            servers[c.server].speed = c.speed;
         }
-        // Consumer: send what the scheduler wants, take in what arrived.
-        while let Some(a) = sched.poll_action() {
+        while faults.front().is_some_and(|f| f.at <= t) {
+            let f = faults.pop_front().expect("front");
+            match f.kind {
+                FaultKind::Fail | FaultKind::Stall => servers[f.server].down = true,
+                FaultKind::Corrupt => servers[f.server].corrupt_next = true,
+            }
+            if f.kind == FaultKind::Fail {
+                // Its connections drop: the consumer sees it a one-way
+                // delay later.
+                for p in (0..prods.len()).filter(|&p| owner[p] == f.server) {
+                    prods[p].outbox.clear();
+                    prods[p].outbox.push_back((t + delay, ToClient::Refused("connection reset by peer".into())));
+                }
+            }
+        }
+        // Consumer: send what the transfer wants, take in what arrived.
+        if tr.poll_timeout().is_some_and(|d| d <= at(t)) {
+            tr.handle_timeout(at(t));
+        }
+        for p in 0..prods.len() {
+            while prods[p].outbox.front().is_some_and(|(when, _)| *when <= t) {
+                let now = at(t);
+                match prods[p].outbox.pop_front().expect("front").1 {
+                    ToClient::Block { stream, block, dir } => {
+                        let run = BlockRun { stream, first: block, count: 1, bytes: 1, dir };
+                        if !tr.is_dropped(p) {
+                            servers[owner[p]].blocks += 1;
+                        }
+                        tr.handle_blocks(p, run, now);
+                    }
+                    ToClient::Corrupt { block } => tr.handle_corrupt(p, block, now),
+                    ToClient::Stopped(s) => tr.handle_stopped(p, s.stream, s.sent, now),
+                    ToClient::Refused(why) => tr.handle_failed(p, why, now),
+                }
+            }
+        }
+        while let Some(a) = tr.poll_action() {
             let p = match &a {
                 Action::Start { producer, .. } | Action::Extend { producer, .. } | Action::End { producer, .. } => {
                     *producer
@@ -184,59 +280,54 @@ pub fn run(spec: &SimSpec) -> SimReport {
             };
             prods[p].inbox.push_back((t + delay, a));
         }
-        for (p, prod) in prods.iter_mut().enumerate() {
-            while prod.outbox.front().is_some_and(|(when, _)| *when <= t) {
-                match prod.outbox.pop_front().expect("front").1 {
-                    ToClient::Block { stream, block } => {
-                        server_blocks[owner[p]] += 1;
-                        sched.on_blocks(p, stream, block, 1, at(t)).expect("simulated producers obey");
-                    }
-                    ToClient::Stopped { stream, sent } => {
-                        sched.on_stopped(p, stream, sent, at(t)).expect("simulated producers obey")
-                    }
-                }
-            }
+        while let Some(Event::Dropped { producer, mirror, why }) = tr.poll_event() {
+            prods[producer].gone = true;
+            prods[producer].inbox.clear();
+            prods[producer].outbox.clear();
+            dropped.push(SimDrop { at: t, server: mirror, why: why.to_string() });
         }
-        if sched.is_done() {
-            completed = true;
+        if tr.is_done() {
             break;
         }
         // Servers: apply control messages, then send this step's blocks.
-        for prod in prods.iter_mut() {
+        for (p, prod) in prods.iter_mut().enumerate() {
             while prod.inbox.front().is_some_and(|(when, _)| *when <= t) {
                 let a = prod.inbox.pop_front().expect("front").1;
-                prod.apply(a, t, delay);
+                if !servers[owner[p]].down {
+                    prod.apply(a, t, delay);
+                }
             }
         }
-        for (srv, &speed) in speeds.iter().enumerate() {
-            capacity[srv] += speed * dt;
-            let mine: Vec<usize> = (0..prods.len()).filter(|&p| owner[p] == srv).collect();
-            budget[srv] += speed * dt;
+        for (srv, s) in servers.iter_mut().enumerate() {
+            if s.down {
+                continue;
+            }
+            s.capacity += s.speed * dt;
+            s.budget += s.speed * dt;
+            let mine: Vec<usize> = (0..prods.len()).filter(|&p| owner[p] == srv && !prods[p].gone).collect();
             let mut sent_any = true;
-            while budget[srv] >= 1.0 && sent_any {
+            while s.budget >= 1.0 && sent_any && !mine.is_empty() {
                 sent_any = false;
                 for _ in 0..mine.len() {
-                    rr[srv] = (rr[srv] + 1) % mine.len();
-                    let p = mine[rr[srv]];
-                    if prods[p].has_work() {
-                        prods[p].send_one(t, delay);
-                        budget[srv] -= 1.0;
+                    s.rr = (s.rr + 1) % mine.len();
+                    if prods[mine[s.rr]].send_one(t, delay, &mut s.corrupt_next) {
+                        s.budget -= 1.0;
                         sent_any = true;
                         break;
                     }
                 }
             }
-            if !mine.iter().any(|&p| prods[p].has_work()) {
-                budget[srv] = budget[srv].min(1.0);
+            if !sent_any || mine.is_empty() {
+                s.budget = s.budget.min(1.0);
             }
         }
         t += dt;
     }
     let makespan = t;
     let ideal = ideal_time(spec) + 2.0 * delay;
-    let total: u64 = server_blocks.iter().sum();
-    let cap_total: f64 = capacity.iter().sum();
-    let stats = sched.stats().clone();
+    let total: u64 = servers.iter().map(|s| s.blocks).sum();
+    let cap_total: f64 = servers.iter().map(|s| s.capacity).sum();
+    let stats = tr.stats().clone();
     SimReport {
         blocks: spec.blocks,
         makespan,
@@ -246,28 +337,35 @@ pub fn run(spec: &SimSpec) -> SimReport {
         extends: stats.extends,
         ends: stats.ends,
         duplicate_blocks: stats.duplicate_blocks,
-        server_share: server_blocks.iter().map(|&b| b as f64 / total.max(1) as f64).collect(),
-        capacity_share: capacity.iter().map(|&c| c / cap_total.max(1e-9)).collect(),
-        server_blocks,
-        completed,
+        server_share: servers.iter().map(|s| s.blocks as f64 / total.max(1) as f64).collect(),
+        capacity_share: servers.iter().map(|s| s.capacity / cap_total.max(1e-9)).collect(),
+        server_blocks: servers.iter().map(|s| s.blocks).collect(),
+        dropped,
+        completed: tr.is_done(),
     }
 }
 
-/// Time for the total capacity (with its changes) to reach `blocks`.
+/// Time for the total capacity (with its changes and faults) to reach
+/// `blocks`.
 pub fn ideal_time(spec: &SimSpec) -> f64 {
     let mut speeds: Vec<f64> = spec.servers.iter().map(|s| s.speed).collect();
-    let mut changes = spec.changes.clone();
-    changes.sort_by(|a, b| a.at.total_cmp(&b.at));
+    let mut steps: Vec<(f64, usize, f64)> = spec.changes.iter().map(|c| (c.at, c.server, c.speed)).collect();
+    steps.extend(spec.faults.iter().filter(|f| f.kind != FaultKind::Corrupt).map(|f| (f.at, f.server, 0.0)));
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut down = vec![false; speeds.len()];
     let (mut t, mut left) = (0.0, spec.blocks as f64);
-    for c in changes {
+    for (when, server, speed) in steps {
         let rate: f64 = speeds.iter().sum();
-        let span = (c.at - t).max(0.0);
+        let span = (when - t).max(0.0);
         if rate * span >= left {
             break;
         }
         left -= rate * span;
-        t = c.at.max(t);
-        speeds[c.server] = c.speed;
+        t = when.max(t);
+        if !down[server] {
+            speeds[server] = speed;
+            down[server] = speed == 0.0;
+        }
     }
     t + left / speeds.iter().sum::<f64>().max(1e-9)
 }

@@ -12,6 +12,8 @@
 //! - [`auth`]: shared-token challenge-response (HMAC-SHA256).
 //! - [`cursor`]: a stream's walk (next block, bound, direction), shared by
 //!   the server that sends and the client that checks.
+//! - [`streams`]: a producer's streams (one running, one `Start` waiting),
+//!   the rules the server, the simulator and the scheduler's tests share.
 //! - [`units`]: byte sizes and rates as users type them (`40MB`, `512KiB`).
 //! - [`addr`]: `HOST[:PORT]` with the default port and bracketed IPv6.
 //! - [`packed`]: lists (walks, bundle definitions) packed with LZ4 on the wire.
@@ -22,6 +24,7 @@ pub mod cursor;
 pub mod frame;
 pub mod manifest;
 pub mod packed;
+pub mod streams;
 pub mod units;
 
 pub use addr::{parse_endpoint, Endpoint, DEFAULT_PORT};

@@ -4,9 +4,10 @@
 
 use clap::Args;
 
+use super::get::{parse_block_size, parse_seconds};
 use super::{report_error, Exit};
-use crate::scheduler::Config;
-use crate::sim::{self, SimSpec, SpeedChange};
+use crate::sim::{self, Fault, FaultKind, SimSpec, SpeedChange};
+use ddops::transfer;
 
 /// Run the DDOps scheduler against simulated mirrors (no sockets).
 #[derive(Debug, Args)]
@@ -20,9 +21,25 @@ pub struct SimulateOpt {
     /// At T seconds, mirror I (1-based) changes to SPEED: T:I:SPEED (repeatable).
     #[arg(long = "change", value_parser = parse_change)]
     pub changes: Vec<SpeedChange>,
+    /// At T seconds, mirror I (1-based) fails: its connections drop (T:I, repeatable).
+    #[arg(long = "fail", value_parser = parse_fail)]
+    pub fails: Vec<Fault>,
+    /// At T seconds, mirror I stalls: connected, sending nothing (T:I, repeatable).
+    #[arg(long = "stall", value_parser = parse_stall)]
+    pub stalls: Vec<Fault>,
+    /// At T seconds, mirror I sends a block that fails verification (T:I, repeatable).
+    #[arg(long = "corrupt", value_parser = parse_corrupt)]
+    pub corrupts: Vec<Fault>,
     /// Round-trip time between consumer and every mirror, milliseconds.
     #[arg(long, default_value_t = 0.0)]
     pub rtt_ms: f64,
+    /// Block size, as `get --block-size` (sizes the first grants).
+    #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
+    pub block_size: u32,
+    /// As `get --stall-timeout`: a mirror owing blocks that sends none for
+    /// this long is dropped.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub stall_timeout: f64,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -42,6 +59,30 @@ fn parse_change(s: &str) -> Result<SpeedChange, String> {
     Ok(SpeedChange { at, server: server - 1, speed })
 }
 
+fn parse_fault(s: &str, kind: FaultKind) -> Result<Fault, String> {
+    let Some((t, i)) = s.split_once(':') else {
+        return Err(format!("{s:?}: expected T:I, e.g. 2.5:1 (mirror 1 at 2.5 s)"));
+    };
+    let at: f64 = t.parse().map_err(|_| format!("{t:?} is not a time in seconds"))?;
+    let server: usize = i.parse().map_err(|_| format!("{i:?} is not a mirror number"))?;
+    if server == 0 || !(at.is_finite() && at >= 0.0) {
+        return Err(format!("{s:?}: mirror numbers start at 1, the time must be 0 or more"));
+    }
+    Ok(Fault { at, server: server - 1, kind })
+}
+
+fn parse_fail(s: &str) -> Result<Fault, String> {
+    parse_fault(s, FaultKind::Fail)
+}
+
+fn parse_stall(s: &str) -> Result<Fault, String> {
+    parse_fault(s, FaultKind::Stall)
+}
+
+fn parse_corrupt(s: &str) -> Result<Fault, String> {
+    parse_fault(s, FaultKind::Corrupt)
+}
+
 pub fn run(opt: SimulateOpt) -> Exit {
     if let Some(bad) = opt.speeds.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
         report_error(&format!("speed {bad} must be a positive number of blocks per second"));
@@ -49,6 +90,11 @@ pub fn run(opt: SimulateOpt) -> Exit {
     }
     if let Some(c) = opt.changes.iter().find(|c| c.server >= opt.speeds.len()) {
         report_error(&format!("--change names mirror {}, but there are {} mirrors", c.server + 1, opt.speeds.len()));
+        return Exit::Usage;
+    }
+    let faults: Vec<Fault> = opt.fails.iter().chain(&opt.stalls).chain(&opt.corrupts).cloned().collect();
+    if let Some(f) = faults.iter().find(|f| f.server >= opt.speeds.len()) {
+        report_error(&format!("a fault names mirror {}, but there are {} mirrors", f.server + 1, opt.speeds.len()));
         return Exit::Usage;
     }
     if opt.rtt_ms < 0.0 || !opt.rtt_ms.is_finite() {
@@ -59,10 +105,14 @@ pub fn run(opt: SimulateOpt) -> Exit {
         blocks: opt.blocks,
         servers: sim::servers_like_get(&opt.speeds),
         changes: opt.changes.clone(),
+        faults,
         one_way_delay: opt.rtt_ms / 2000.0,
-        config: Config::default(),
+        config: transfer::Config {
+            stall_timeout: std::time::Duration::from_secs_f64(opt.stall_timeout),
+            ..transfer::Config::for_blocks(u64::from(opt.block_size))
+        },
     };
-    let r = sim::run(&spec);
+    let r = sim::run(&spec, std::time::Instant::now());
     let k = opt.speeds.len() as f64;
     let eq10 = k + (k / 2.0) * ((opt.blocks.max(1) as f64).ln() / 4f64.ln() - 1.0);
     if opt.json {
@@ -91,6 +141,11 @@ pub fn run(opt: SimulateOpt) -> Exit {
                 100.0 * r.server_share[i],
                 100.0 * r.capacity_share[i]
             );
+        }
+    }
+    if !opt.json {
+        for d in &r.dropped {
+            println!("  at {:.3} s dropped mirror {}: {}", d.at, d.server + 1, d.why);
         }
     }
     if r.completed {

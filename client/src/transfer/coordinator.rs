@@ -1,14 +1,24 @@
-//! The coordinator: the scheduler plus the rules around it (stalls,
-//! failures, corrupt blocks, first grants, joins), events from the slots
-//! in, commands to them out, the journal and the report.
+//! The coordinator: the I/O loop around the pure [`Transfer`] (which owns
+//! the scheduler and the rules around it): events from the slots in,
+//! commands to them out, the journal, progress and the report.
+
+use ddops::transfer::{self, Event as TransferEvent, Transfer};
 
 use super::slot::{run_slot, Check, Event, SlotCtx};
 use super::*;
 
-/// The coordinator's state: the scheduler plus what the report needs.
+/// Sleeps until `deadline`; never, without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The driver's state around the pure [`Transfer`]: the connections, the
+/// journal, the names for the report.
 pub(super) struct Coordinator<'a> {
-    sched: Scheduler,
-    completed: Completed,
+    tr: Transfer,
     journal: Journal,
     jpath: PathBuf,
     file: Arc<dyn Store>,
@@ -20,52 +30,41 @@ pub(super) struct Coordinator<'a> {
     size: u64,
     /// Command channel per slot; `None` once the slot is dropped.
     cmds: Vec<Option<mpsc::UnboundedSender<Action>>>,
-    /// Mirror index of each slot.
-    owner: Vec<usize>,
     mirrors: Vec<String>,
     /// Each slot's route, for the report.
     routes: Vec<String>,
-    slot_blocks: Vec<u64>,
-    slot_bytes: Vec<u64>,
-    /// When each slot last delivered a block (or was last found owing none).
-    last_progress: Vec<Instant>,
-    mirror_bytes: Vec<u64>,
     errors: Vec<String>,
-    /// Mirrors dropped for a block that failed verification.
-    corrupt: Vec<usize>,
     warnings: &'a mut Vec<String>,
 }
 
 impl Coordinator<'_> {
-    fn dispatch(&mut self) {
-        while let Some(a) = self.sched.poll_action() {
+    /// Carries out what the transfer asks: commands to slots, drops reported.
+    fn dispatch(&mut self, progress: &mut dyn Progress) {
+        while let Some(a) = self.tr.poll_action() {
             let p = match &a {
                 Action::Start { producer, .. } | Action::Extend { producer, .. } | Action::End { producer, .. } => {
                     *producer
                 }
             };
-            tracing::debug!(action = ?a, contributions = ?self.sched.contributions(), "scheduler");
+            tracing::debug!(action = ?a, contributions = ?self.tr.contributions(), "scheduler");
             if let Some(tx) = &self.cmds[p] {
                 let _ = tx.send(a);
             }
         }
-    }
-
-    fn drop_slot(&mut self, slot: ProducerId, why: String, now: Instant, progress: &mut dyn Progress) {
-        if self.cmds[slot].take().is_none() {
-            return;
+        while let Some(TransferEvent::Dropped { producer, mirror, why }) = self.tr.poll_event() {
+            // Closing its command channel ends the slot's task.
+            self.cmds[producer] = None;
+            let w = format!("dropping {} (stream {producer}): {why}", self.mirrors[mirror]);
+            progress.warn(&w);
+            self.errors.push(w.clone());
+            self.warnings.push(w);
         }
-        let w = format!("dropping {} (stream {slot}): {why}", self.mirrors[self.owner[slot]]);
-        progress.warn(&w);
-        self.errors.push(w.clone());
-        self.warnings.push(w);
-        self.sched.on_failed(slot, now);
     }
 
     /// The error once no producer is left: a rerun helps unless every
     /// mirror was dropped for sending data that fails verification.
     fn all_failed(&self, missing: u64, total: u64) -> TransferError {
-        let resume = if self.corrupt.len() == self.mirrors.len() { Resume::Changed } else { Resume::Kept };
+        let resume = if self.tr.every_mirror_corrupt() { Resume::Changed } else { Resume::Kept };
         TransferError::AllMirrorsFailed { missing, total, errors: self.errors.clone(), resume }
     }
 
@@ -77,63 +76,25 @@ impl Coordinator<'_> {
         if self.sync {
             self.file.sync_data()?;
         }
-        self.journal.done = self.completed.ranges();
+        self.journal.done = self.tr.completed().ranges();
         self.journal.save(&self.jpath, self.sync)?;
         self.unjournaled = false;
         Ok(())
     }
 
-    /// Drops every producer that owes blocks and has sent none for `limit`.
-    fn drop_stalled(&mut self, now: Instant, limit: Duration, progress: &mut dyn Progress) {
-        for slot in 0..self.cmds.len() {
-            if self.cmds[slot].is_none() {
-                continue;
-            }
-            if !self.sched.owes_blocks(slot) {
-                self.last_progress[slot] = now;
-            } else if now.duration_since(self.last_progress[slot]) >= limit {
-                self.drop_slot(slot, format!("stalled: no data for {:.1} s", limit.as_secs_f64()), now, progress);
-            }
-        }
-    }
-
-    fn on_event(&mut self, ev: Event, now: Instant, progress: &mut dyn Progress) -> Result<(), io::Error> {
+    fn on_event(&mut self, ev: Event, now: Instant) -> Result<(), io::Error> {
         match ev {
-            Event::Blocks { slot, run } => match self.sched.on_blocks(slot, run.stream, run.first, run.count, now) {
-                Ok(()) => {
-                    self.last_progress[slot] = now;
-                    self.slot_blocks[slot] += run.count;
-                    self.slot_bytes[slot] += run.bytes;
-                    self.mirror_bytes[self.owner[slot]] += run.bytes;
-                    let (lo, hi) = run.bounds();
-                    self.unjournaled = true;
-                    if let Some(prefix) = self.completed.mark(lo, hi) {
-                        if let Some(h) = self.hasher {
-                            h.advance((prefix * self.block_size).min(self.size));
-                        }
+            Event::Blocks { slot, run } => {
+                self.unjournaled = true;
+                if let Some(prefix) = self.tr.handle_blocks(slot, run, now) {
+                    if let Some(h) = self.hasher {
+                        h.advance((prefix * self.block_size).min(self.size));
                     }
                 }
-                Err(v) => self.drop_slot(slot, v.to_string(), now, progress),
-            },
-            Event::Stopped { slot, stream, sent } => {
-                if let Err(v) = self.sched.on_stopped(slot, stream, sent, now) {
-                    self.drop_slot(slot, v.to_string(), now, progress);
-                }
             }
-            Event::Failed { slot, error } => self.drop_slot(slot, error, now, progress),
-            Event::Corrupt { slot, block } => {
-                // Every stream from that mirror goes: its copy is bad.
-                let mirror = self.owner[slot];
-                if !self.corrupt.contains(&mirror) {
-                    self.corrupt.push(mirror);
-                }
-                let why = format!("block {block} failed verification (corrupt or changed data); it is fetched again from another mirror");
-                self.drop_slot(slot, why, now, progress);
-                let same: Vec<ProducerId> = (0..self.owner.len()).filter(|&s| self.owner[s] == mirror).collect();
-                for s in same {
-                    self.drop_slot(s, format!("its mirror sent a corrupt block on stream {slot}"), now, progress);
-                }
-            }
+            Event::Stopped { slot, stream, sent } => self.tr.handle_stopped(slot, stream, sent, now),
+            Event::Failed { slot, error } => self.tr.handle_failed(slot, error, now),
+            Event::Corrupt { slot, block } => self.tr.handle_corrupt(slot, block, now),
             Event::Local(e) => return Err(e),
             Event::Joined { .. } => unreachable!("joins are handled by the transfer loop"),
         }
@@ -147,22 +108,22 @@ impl Coordinator<'_> {
         now: Instant,
         progress: &mut dyn Progress,
     ) -> (ProducerId, mpsc::UnboundedReceiver<Action>) {
-        let slot = self.sched.add_producer(now);
         let name = route.endpoint.to_string();
         let mirror = self.mirrors.iter().position(|m| *m == name).unwrap_or_else(|| {
             progress.joined(&name);
             self.mirrors.push(name);
-            self.mirror_bytes.push(0);
-            self.mirrors.len() - 1
+            self.tr.add_mirror()
         });
+        let slot = self.tr.handle_join(mirror, now);
         let (tx, rx) = mpsc::unbounded_channel();
         self.cmds.push(Some(tx));
-        self.owner.push(mirror);
         self.routes.push(route.to_string());
-        self.slot_blocks.push(0);
-        self.slot_bytes.push(0);
-        self.last_progress.push(now);
         (slot, rx)
+    }
+
+    /// Bytes delivered by the mirrors in this run.
+    fn fetched(&self) -> u64 {
+        self.tr.mirror_bytes().iter().sum()
     }
 }
 
@@ -175,10 +136,8 @@ pub(super) async fn run_transfer(
     hasher: Option<&PrefixHasher>,
     mut joining: Option<&mut Joining>,
 ) -> Result<TransferReport, TransferError> {
-    let Prepared { size, block_size, check, file, slots, mirrors, resumed, completed, journal, jpath, reused_bytes } =
-        plan;
+    let Prepared { size, block_size, check, file, slots, mirrors, completed, journal, jpath, reused_bytes } = plan;
     let bs = u64::from(block_size);
-    let blocks = size.div_ceil(bs);
     let verified = !matches!(check, Check::Nothing);
     let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, check });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
@@ -201,30 +160,17 @@ pub(super) async fn run_transfer(
     let mut connecting = 0usize;
     drop(ev_tx);
     let now = Instant::now();
-    // A grant before the rate is known is work no other producer may take:
-    // bounded in bytes, it is a few round trips of a fast link and little of
-    // a slow one's time, whatever the block size. Over a long round trip
-    // (measured by the greeting) it covers two of them at `FIRST_RATE`, up
-    // to the configured window, so the path does not idle between grants.
-    let mut cfg = spec.scheduler.clone();
-    let most = cfg.initial_window.max(cfg.min_window);
-    cfg.initial_window = (INITIAL_GRANT / bs).clamp(cfg.min_window, most);
-    cfg.max_unmeasured_window = most;
-    cfg.first_rate = FIRST_RATE / bs as f64;
-    let mut sched = if resumed {
-        Scheduler::resume(&completed.missing(), owner.len(), cfg, now)
-    } else {
-        Scheduler::new(0..blocks, owner.len(), cfg, now)
-    };
-    for (p, rtt) in rtts.into_iter().enumerate() {
-        sched.on_round_trip(p, rtt, now);
-    }
+    let cfg =
+        transfer::Config { scheduler: spec.scheduler.clone(), item_bytes: Some(bs), stall_timeout: spec.stall_timeout };
     if let Some(h) = hasher {
         h.advance((completed.prefix() * bs).min(size));
     }
+    let mut tr = Transfer::new(completed, &owner, mirrors.len(), &cfg, now);
+    for (p, rtt) in rtts.into_iter().enumerate() {
+        tr.handle_round_trip(p, rtt, now);
+    }
     let mut c = Coordinator {
-        sched,
-        completed,
+        tr,
         journal,
         jpath,
         file,
@@ -235,28 +181,22 @@ pub(super) async fn run_transfer(
         size,
         cmds,
         routes,
-        slot_blocks: vec![0; owner.len()],
-        slot_bytes: vec![0; owner.len()],
-        last_progress: vec![now; owner.len()],
-        owner,
-        mirror_bytes: vec![0; mirrors.len()],
         mirrors,
         errors: vec![],
-        corrupt: vec![],
         warnings,
     };
     progress.start(size, &c.mirrors);
-    progress.update(reused_bytes, &c.mirror_bytes);
+    progress.update(reused_bytes, c.tr.mirror_bytes());
     let mut last_draw = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
-    let missing = |c: &Coordinator| size - reused_bytes - c.mirror_bytes.iter().sum::<u64>();
+    let missing = |c: &Coordinator| size - reused_bytes - c.fetched();
     let outcome = loop {
-        c.dispatch();
-        if c.sched.is_done() {
+        c.dispatch(progress);
+        if c.tr.is_done() {
             break Ok(());
         }
-        if c.sched.is_stuck() && join_tx.is_none() {
+        if c.tr.is_stuck() && join_tx.is_none() {
             break Err(c.all_failed(missing(&c), size));
         }
         let ev = tokio::select! {
@@ -287,8 +227,11 @@ pub(super) async fn run_transfer(
                 }
                 continue;
             }
+            _ = sleep_until(c.tr.poll_timeout()) => {
+                c.tr.handle_timeout(Instant::now());
+                continue;
+            }
             _ = tick.tick() => {
-                c.drop_stalled(Instant::now(), spec.stall_timeout, progress);
                 if let Err(source) = c.write_journal() {
                     break Err(TransferError::Output { path: c.jpath.clone(), source, resume: Resume::KeptOnceFixed });
                 }
@@ -311,7 +254,7 @@ pub(super) async fn run_transfer(
                 match conn {
                     Ok(conn) => {
                         let (slot, rx) = c.join(&route, now, progress);
-                        c.sched.on_round_trip(slot, conn.rtt, now);
+                        c.tr.handle_round_trip(slot, conn.rtt, now);
                         let mirror = route.endpoint.to_string().into();
                         tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, tx));
                     }
@@ -325,7 +268,7 @@ pub(super) async fn run_transfer(
             }
             ev => ev,
         };
-        if let Err(source) = c.on_event(ev, now, progress) {
+        if let Err(source) = c.on_event(ev, now) {
             // A store of its own names the file in `source`; its place is
             // the output's directory.
             let path = match &spec.store {
@@ -335,11 +278,11 @@ pub(super) async fn run_transfer(
             break Err(TransferError::Output { path, source, resume: Resume::KeptOnceFixed });
         }
         if now.duration_since(last_draw) >= Duration::from_millis(100) {
-            progress.update(reused_bytes + c.mirror_bytes.iter().sum::<u64>(), &c.mirror_bytes);
+            progress.update(reused_bytes + c.fetched(), c.tr.mirror_bytes());
             last_draw = now;
         }
     };
-    progress.update(reused_bytes + c.mirror_bytes.iter().sum::<u64>(), &c.mirror_bytes);
+    progress.update(reused_bytes + c.fetched(), c.tr.mirror_bytes());
     progress.finish();
     tasks.abort_all();
     if outcome.is_err() {
@@ -348,17 +291,21 @@ pub(super) async fn run_transfer(
     }
     outcome?;
     let seconds = started.elapsed().as_secs_f64();
-    let stats = c.sched.stats().clone();
-    let total: u64 = c.mirror_bytes.iter().sum();
+    let stats = c.tr.stats().clone();
+    let total = c.fetched();
+    let mirror_bytes = c.tr.mirror_bytes();
     let producers = c
         .mirrors
         .iter()
         .enumerate()
         .map(|(m, name)| ProducerReport {
             mirror: name.clone(),
-            blocks: (0..c.owner.len()).filter(|&s| c.owner[s] == m).map(|s| c.slot_blocks[s]).sum(),
-            bytes: c.mirror_bytes[m],
-            share: if total > 0 { c.mirror_bytes[m] as f64 / total as f64 } else { 0.0 },
+            blocks: (0..c.tr.producers())
+                .filter(|&s| c.tr.producer_mirror(s) == m)
+                .map(|s| c.tr.producer_delivered(s).0)
+                .sum(),
+            bytes: mirror_bytes[m],
+            share: if total > 0 { mirror_bytes[m] as f64 / total as f64 } else { 0.0 },
         })
         .collect();
     let mut links: Vec<LinkReport> = vec![];
@@ -367,8 +314,9 @@ pub(super) async fn run_transfer(
             links.push(LinkReport { route: route.clone(), blocks: 0, bytes: 0 });
             links.len() - 1
         });
-        links[i].blocks += c.slot_blocks[s];
-        links[i].bytes += c.slot_bytes[s];
+        let (blocks, bytes) = c.tr.producer_delivered(s);
+        links[i].blocks += blocks;
+        links[i].bytes += bytes;
     }
     Ok(TransferReport {
         path: spec.path.clone(),

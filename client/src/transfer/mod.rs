@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use ddftp_proto::frame::{self, SERVER_ID_LEN};
 use ddftp_proto::manifest::hex;
-use ddftp_proto::{Cursor, Direction, Endpoint, Reply, Request};
+use ddftp_proto::{Cursor, Endpoint, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use std::net::IpAddr;
@@ -37,8 +37,9 @@ use crate::consensus::{self, Version};
 use crate::digest::{Completed, PrefixHasher};
 use crate::journal::{journal_path, Journal, JournalError};
 use crate::manifest::Manifest;
-use crate::scheduler::{Action, Config, ProducerId, Scheduler, StreamId};
+use crate::scheduler::{Action, Config, ProducerId, StreamId};
 pub use crate::session::Route;
+use ddops::transfer::BlockRun;
 
 mod coordinator;
 mod report;
@@ -185,17 +186,6 @@ async fn probe(
     };
     Ok((MirrorInfo { route, version, manifest }, conn))
 }
-
-/// Bytes a stream is granted before its producer's rate is known (see
-/// `run_transfer`): 64 blocks of 256 KiB were 16 MiB, 1.7 s of a 80 Mbit/s
-/// mirror's time that the end of a 134 MB transfer waited for.
-const INITIAL_GRANT: u64 = 4 << 20;
-
-/// Bytes per second a producer is assumed to move until measured (1 Gbit/s),
-/// for sizing first grants over long round trips: at 200 ms, two round
-/// trips of a 40 MB/s link are 16 MB, and 4 MiB grants left such a link
-/// idle for most of its first round trips (0.950 -> 0.927 of the ideal).
-const FIRST_RATE: f64 = 125e6;
 
 /// What kind of file `m` is, in words.
 pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
@@ -482,7 +472,6 @@ pub async fn get_joining(
         file: file.clone(),
         slots,
         mirrors: mirror_names,
-        resumed: earlier.is_some(),
         completed,
         journal,
         jpath: jpath.clone(),
@@ -569,8 +558,6 @@ struct Prepared {
     /// (mirror index, route, greeted connection) per producer slot.
     slots: Vec<(usize, Route, Session)>,
     mirrors: Vec<String>,
-    /// A journal from an interrupted run supplied `completed`.
-    resumed: bool,
     completed: Completed,
     journal: Journal,
     jpath: PathBuf,

@@ -35,26 +35,6 @@ pub(super) enum Event {
     },
 }
 
-/// Consecutive blocks of one stream, reported together.
-pub(super) struct BlockRun {
-    pub(super) stream: StreamId,
-    /// First block in stream order.
-    pub(super) first: u64,
-    pub(super) count: u64,
-    pub(super) bytes: u64,
-    pub(super) dir: Direction,
-}
-
-impl BlockRun {
-    /// Lowest and highest block.
-    pub(super) fn bounds(&self) -> (u64, u64) {
-        match self.dir {
-            Direction::Increment => (self.first, self.first + self.count - 1),
-            Direction::Decrement => (self.first + 1 - self.count, self.first),
-        }
-    }
-}
-
 /// What a slot expects next on its connection.
 pub(super) struct Expect {
     pub(super) stream: StreamId,

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::sim::{self, SimSpec, SpeedChange};
-use ddftp_proto::Cursor;
+use crate::transfer;
+use ddftp_proto::streams::{Next, Streams};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -17,18 +18,13 @@ fn tight() -> Config {
     }
 }
 
-struct HStream {
-    id: StreamId,
-    cursor: Cursor,
-}
-
 /// Zero-latency producers that obey the scheduler's actions in order, so a
 /// test chooses exactly who delivers the next block.
 struct Harness {
     s: Scheduler,
     now: Instant,
-    /// Per producer: streams in server order (running first).
-    queues: Vec<VecDeque<HStream>>,
+    /// Per producer: its streams, by ddftpd's rules.
+    queues: Vec<Streams<()>>,
     got: Vec<u64>,
     log: Vec<Action>,
     base: u64,
@@ -42,7 +38,7 @@ impl Harness {
         let mut h = Harness {
             s: Scheduler::new(blocks, producers, cfg, now),
             now,
-            queues: (0..producers).map(|_| VecDeque::new()).collect(),
+            queues: (0..producers).map(|_| Streams::default()).collect(),
             got: vec![0; n],
             log: vec![],
             base,
@@ -56,13 +52,15 @@ impl Harness {
             self.log.push(a.clone());
             match a {
                 Action::Start { producer, stream, first, last, dir } => {
-                    self.queues[producer].push_back(HStream { id: stream, cursor: Cursor::new(first, last, dir) });
+                    let ended =
+                        self.queues[producer].start(stream, first, last, dir, ()).expect("one Start waits at most");
+                    if let Some(e) = ended {
+                        self.s.on_stopped(producer, e.stream, e.sent, self.now).expect("obedient producer");
+                    }
                     self.close_paused(producer);
                 }
                 Action::Extend { producer, stream, last } => {
-                    for q in self.queues[producer].iter_mut().filter(|q| q.id == stream) {
-                        q.cursor.set_last(last);
-                    }
+                    self.queues[producer].find_mut(stream).for_each(|q| q.cursor.set_last(last));
                 }
                 Action::End { .. } => unreachable!("no End expected in these tests"),
             }
@@ -72,20 +70,20 @@ impl Harness {
     /// Like ddftpd: a stream paused at its `last` ends (`Stopped`) once a
     /// `Start` waits behind it.
     fn close_paused(&mut self, p: ProducerId) {
-        while self.queues[p].len() > 1 && self.queues[p][0].cursor.finished() {
-            let q = self.queues[p].pop_front().expect("len > 1");
-            self.s.on_stopped(p, q.id, q.cursor.sent(), self.now).expect("obedient producer");
+        while self.queues[p].has_work() && self.queues[p].running().is_some_and(|s| s.cursor.finished()) {
+            if let Next::Stopped(e) = self.queues[p].next() {
+                self.s.on_stopped(p, e.stream, e.sent, self.now).expect("obedient producer");
+            }
         }
     }
 
     fn has_work(&self, p: ProducerId) -> bool {
-        self.queues[p].front().is_some_and(|q| !q.cursor.finished()) && !self.s.is_failed(p)
+        self.queues[p].running().is_some_and(|q| !q.cursor.finished()) && !self.s.is_failed(p)
     }
 
     /// Producer `p` delivers its next block.
     fn deliver(&mut self, p: ProducerId) -> u64 {
-        let q = self.queues[p].front_mut().expect("producer has a stream");
-        let (id, b) = (q.id, q.cursor.take().expect("has work"));
+        let Next::Block { stream: id, block: b } = self.queues[p].next() else { panic!("producer {p} has no block") };
         self.s.on_blocks(p, id, b, 1, self.now).expect("obedient producer");
         self.got[(b - self.base) as usize] += 1;
         self.close_paused(p);
@@ -94,7 +92,7 @@ impl Harness {
     }
 
     fn fail(&mut self, p: ProducerId) {
-        self.queues[p].clear();
+        self.queues[p] = Streams::default();
         self.s.on_failed(p, self.now);
         self.pump();
     }
@@ -260,7 +258,7 @@ fn producers_joining_late_help_at_once() {
     }
     for joined in 1..4 {
         assert_eq!(h.s.add_producer(h.now), joined);
-        h.queues.push(VecDeque::new());
+        h.queues.push(Streams::default());
         h.pump();
         assert!(h.has_work(joined), "producer {joined} joined and was given nothing");
         for _ in 0..20 {
@@ -284,7 +282,7 @@ fn a_producer_joining_when_all_others_failed_finishes_the_transfer() {
     h.fail(1);
     assert!(h.s.is_stuck());
     h.s.add_producer(h.now);
-    h.queues.push(VecDeque::new());
+    h.queues.push(Streams::default());
     h.pump();
     assert!(!h.s.is_stuck());
     h.run_round_robin();
@@ -338,9 +336,9 @@ fn all_failed_is_stuck() {
 #[test]
 fn misbehaving_producer_is_dropped_and_covered() {
     let mut h = Harness::new(0..100, 2, tight());
-    let id = h.queues[0][0].id;
+    let id = h.queues[0].running().expect("a stream").id;
     assert!(matches!(h.s.on_blocks(0, id, 57, 1, h.now), Err(Violation::WrongBlock { .. })));
-    h.queues[0].clear();
+    h.queues[0] = Streams::default();
     h.pump();
     h.run_round_robin();
     h.assert_each_block_once();
@@ -383,8 +381,9 @@ fn sim_spec(blocks: u64, speeds: &[f64]) -> SimSpec {
         blocks,
         servers: sim::servers_like_get(speeds),
         changes: vec![],
+        faults: vec![],
         one_way_delay: 0.0,
-        config: Config::default(),
+        config: transfer::Config::default(),
     }
 }
 
@@ -399,7 +398,7 @@ fn shares_track_speeds() {
     ] {
         let scale = 20_000.0 / speeds.iter().sum::<f64>();
         let speeds: Vec<f64> = speeds.iter().map(|s| s * scale).collect();
-        let r = sim::run(&sim_spec(100_000, &speeds));
+        let r = sim::run(&sim_spec(100_000, &speeds), Instant::now());
         assert!(r.completed);
         for (i, (got, want)) in r.server_share.iter().zip(&r.capacity_share).enumerate() {
             assert!(
@@ -419,7 +418,7 @@ fn table4_start_counts_within_eq10() {
             for speeds in [vec![1.0; k], (1..=k).map(|i| i as f64).collect::<Vec<_>>()] {
                 let scale = 200_000.0 / speeds.iter().sum::<f64>();
                 let speeds: Vec<f64> = speeds.iter().map(|s| s * scale).collect();
-                let r = sim::run(&sim_spec(n, &speeds));
+                let r = sim::run(&sim_spec(n, &speeds), Instant::now());
                 let eq10 = k as f64 + (k as f64 / 2.0) * ((n as f64).ln() / 4f64.ln() - 1.0);
                 assert!(r.completed);
                 assert!(
@@ -437,7 +436,7 @@ fn speed_change_is_absorbed() {
     let mut spec = sim_spec(100_000, &[8000.0, 6000.0, 4000.0, 2000.0]);
     spec.changes.push(SpeedChange { at: 1.0, server: 0, speed: 1000.0 });
     spec.one_way_delay = 0.001;
-    let r = sim::run(&spec);
+    let r = sim::run(&spec, Instant::now());
     assert!(r.completed);
     assert!(r.efficiency > 0.95, "{r:?}");
 }
@@ -452,7 +451,7 @@ fn netbed_speeds() -> Vec<f64> {
 /// with speed `changes`; the run must complete.
 fn netbed_run(blocks: u64, one_way_delay: f64, changes: Vec<SpeedChange>) -> sim::SimReport {
     let spec = SimSpec { one_way_delay, changes, ..sim_spec(blocks, &netbed_speeds()) };
-    let r = sim::run(&spec);
+    let r = sim::run(&spec, Instant::now());
     assert!(r.completed, "{r:?}");
     r
 }
@@ -489,7 +488,7 @@ fn a_slow_mirrors_first_grant_is_taken_over() {
     // time; ended once the fast one is free, its rest moves there.
     let mut spec = sim_spec(300, &[100.0, 5.0]);
     spec.one_way_delay = 0.025;
-    let r = sim::run(&spec);
+    let r = sim::run(&spec, Instant::now());
     assert!(r.completed);
     assert!(r.ends >= 1 && r.duplicate_blocks == 0, "{r:?}");
     assert!(r.efficiency > 0.95, "{r:?}");

@@ -21,7 +21,8 @@ use ddftp_proto::frame::{
 };
 use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
 use ddftp_proto::packed;
-use ddftp_proto::{Cursor, Direction, ErrorCode, ProtoError, Reply, Request};
+use ddftp_proto::streams::{Next, Stopped, Streams};
+use ddftp_proto::{Direction, ErrorCode, ProtoError, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -82,13 +83,11 @@ enum Source {
     Bundle(Arc<Bundle>),
 }
 
-/// A `Start` being served or waiting its turn.
+/// What a `Start` being served or waiting its turn reads.
 struct Active {
-    stream: u32,
     source: Source,
     size: u64,
     block_size: u32,
-    cursor: Cursor,
 }
 
 struct Conn {
@@ -98,8 +97,8 @@ struct Conn {
     greeted: bool,
     /// The nonce of a `Challenge` sent, until `Auth` answers it.
     challenge: Option<[u8; NONCE_LEN]>,
-    running: Option<Active>,
-    queued: Option<Active>,
+    /// One running stream, one `Start` waiting ([`Streams`]' rules).
+    streams: Streams<Active>,
     /// Last file opened, so a new `Start` on the same path costs no open.
     open: Option<(String, Arc<File>)>,
     /// A bundle definition being uploaded (`Bundle` pieces until `BundleEnd`).
@@ -121,8 +120,7 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
         out: BytesMut::new(),
         greeted: false,
         challenge: None,
-        running: None,
-        queued: None,
+        streams: Streams::default(),
         open: None,
         upload: Vec::new(),
         upload_permits: None,
@@ -184,8 +182,8 @@ impl Conn {
         loop {
             // Nothing to send: no stream, or one paused at its `last` with no
             // `Start` waiting behind it. Wait for the client.
-            let paused = self.running.as_ref().is_some_and(|a| a.cursor.finished()) && self.queued.is_none();
-            if self.running.is_none() || paused {
+            let paused = self.streams.is_paused();
+            if self.streams.is_idle() {
                 // A paused stream is a producer waiting for its next Start,
                 // maybe for long: only connections with no stream time out
                 // (paused ones are bounded by --max-connections).
@@ -209,8 +207,7 @@ impl Conn {
                 }
             }
             // Requests just handled may have ended or paused the stream.
-            let sendable = self.running.as_ref().is_some_and(|a| !a.cursor.finished() || self.queued.is_some());
-            if sendable {
+            if self.streams.has_work() {
                 self.step().await?;
             }
         }
@@ -334,48 +331,38 @@ impl Conn {
                 if let Err(why) = check_start(size, block_size, first, last, dir) {
                     return self.refuse(ErrorCode::BadRequest, format!("{path}: {why}")).await;
                 }
-                let a = Active { stream, source, size, block_size, cursor: Cursor::new(first, last, dir) };
-                // A stream paused at its `last` ends once a `Start` comes
-                // behind it: end it now, not when the next block would go
-                // out, or two `Start`s read together (the client reassigns a
-                // producer twice in a row) would find no room.
-                if self.running.as_ref().is_some_and(|r| r.cursor.finished()) {
-                    let r = self.running.take().expect("checked");
-                    self.running = self.queued.take();
-                    self.reply(Reply::Stopped { stream: r.stream, sent: r.cursor.sent() }).await?;
+                let a = Active { source, size, block_size };
+                match self.streams.start(stream, first, last, dir, a) {
+                    Ok(ended) => {
+                        if let Some(Stopped { stream, sent }) = ended {
+                            self.reply(Reply::Stopped { stream, sent }).await?;
+                        }
+                        Ok(())
+                    }
+                    Err(full) => self.refuse(ErrorCode::BadRequest, full.to_string()).await,
                 }
-                if self.running.is_none() {
-                    self.running = Some(a);
-                } else if self.queued.is_none() {
-                    self.queued = Some(a);
-                } else {
-                    return self
-                        .refuse(ErrorCode::BadRequest, "at most one Start may wait behind the running stream".into())
-                        .await;
-                }
-                Ok(())
             }
             Request::Extend { stream, last } => {
-                for a in self.running.iter_mut().chain(self.queued.iter_mut()) {
-                    if a.stream == stream {
-                        let blocks = a.size.div_ceil(u64::from(a.block_size));
-                        if last >= blocks {
-                            let msg = format!("Extend to block {last}, but the file has {blocks} blocks");
-                            return self.refuse(ErrorCode::BadRequest, msg).await;
-                        }
-                        a.cursor.set_last(last);
+                let mut past = None;
+                for s in self.streams.find_mut(stream) {
+                    let blocks = s.data.size.div_ceil(u64::from(s.data.block_size));
+                    if last >= blocks {
+                        past = Some(blocks);
+                    } else {
+                        s.cursor.set_last(last);
                     }
                 }
-                Ok(())
+                match past {
+                    Some(blocks) => {
+                        let msg = format!("Extend to block {last}, but the file has {blocks} blocks");
+                        self.refuse(ErrorCode::BadRequest, msg).await
+                    }
+                    None => Ok(()),
+                }
             }
             Request::End { stream } => {
-                if self.running.as_ref().is_some_and(|a| a.stream == stream) {
-                    let a = self.running.take().expect("checked");
-                    self.reply(Reply::Stopped { stream, sent: a.cursor.sent() }).await?;
-                    self.running = self.queued.take();
-                } else if self.queued.as_ref().is_some_and(|a| a.stream == stream) {
-                    self.queued = None;
-                    self.reply(Reply::Stopped { stream, sent: 0 }).await?;
+                if let Some(Stopped { stream, sent }) = self.streams.end(stream) {
+                    self.reply(Reply::Stopped { stream, sent }).await?;
                 }
                 Ok(())
             }
@@ -450,15 +437,14 @@ impl Conn {
     /// Sends the running stream's next block; a stream at its `last` with a
     /// `Start` waiting ends (`Stopped`) and the waiting one takes over.
     async fn step(&mut self) -> Result<(), ConnError> {
-        let a = self.running.as_mut().expect("called with a running stream");
-        let Some(block) = a.cursor.take() else {
-            let (stream, sent) = (a.stream, a.cursor.sent());
-            self.running = self.queued.take();
-            return Ok(self.reply(Reply::Stopped { stream, sent }).await?);
+        let (stream, block) = match self.streams.next() {
+            Next::Block { stream, block } => (stream, block),
+            Next::Stopped(Stopped { stream, sent }) => return Ok(self.reply(Reply::Stopped { stream, sent }).await?),
+            Next::Wait => return Ok(()),
         };
+        let a = &self.streams.running().expect("it just sent a block").data;
         let offset = block * u64::from(a.block_size);
         let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
-        let stream = a.stream;
         let source = a.source.clone();
         match source {
             Source::File(file) => {

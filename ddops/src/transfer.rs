@@ -1,0 +1,389 @@
+//! A transfer: the scheduler plus the rules around it, as one state machine
+//! with no I/O and no clock (quinn-proto's shape). Whoever drives it (the
+//! `get` and `archive` event loop, the simulator) feeds it what happened
+//! with `handle_*`, carries out what `poll_action` asks, reports what
+//! `poll_event` says, and calls `handle_timeout` once `poll_timeout` is
+//! reached.
+//!
+//! The rules it adds to the scheduler:
+//! - **stalls**: a producer that owes items and delivers none for
+//!   `stall_timeout` is dropped; the others take its range over.
+//! - **failures and violations**: a producer whose connection failed, or
+//!   that sent what it was not asked for, is dropped.
+//! - **corruption**: an item that fails verification drops every producer
+//!   of its mirror (its copy is bad); the item is fetched elsewhere.
+//! - **first grants**: before a producer's rate is known its grant is
+//!   bounded in bytes, and covers two round trips at an assumed rate.
+//! - **joins**: a mirror that becomes ready late adds producers at once.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use ddftp_proto::Direction;
+
+use crate::completed::Completed;
+use crate::scheduler::{self, Action, ProducerId, Scheduler, Stats, StreamId, Violation};
+
+/// Index of a mirror (a source that may have several producers).
+pub type MirrorId = usize;
+
+/// Bytes a stream is granted before its producer's rate is known: bounded
+/// in bytes, it is a few round trips of a fast link and little of a slow
+/// one's time, whatever the block size (64 blocks of 256 KiB were 1.7 s of
+/// an 80 Mbit/s mirror's time that a short transfer's end waited for).
+pub const FIRST_GRANT: u64 = 4 << 20;
+
+/// Bytes per second a producer is assumed to move until measured (1
+/// Gbit/s), for sizing first grants over long round trips: at 200 ms, two
+/// round trips of a 40 MB/s link are 16 MB, and 4 MiB grants would leave
+/// such a link idle for most of its first round trips.
+pub const FIRST_RATE: f64 = 125e6;
+
+/// Tuning of a transfer.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub scheduler: scheduler::Config,
+    /// Bytes per item, when items are blocks of data: first grants are
+    /// then sized in bytes ([`FIRST_GRANT`], [`FIRST_RATE`]). `None` for
+    /// other work (the scheduler's windows as configured).
+    pub item_bytes: Option<u64>,
+    /// A producer owing items that delivers none for this long is dropped.
+    pub stall_timeout: Duration,
+}
+
+impl Default for Config {
+    /// The scheduler's defaults, windows in items, 5 s stalls.
+    fn default() -> Self {
+        Config { scheduler: scheduler::Config::default(), item_bytes: None, stall_timeout: Duration::from_secs(5) }
+    }
+}
+
+impl Config {
+    /// As `ddftp get` runs: blocks of `block_size` bytes.
+    pub fn for_blocks(block_size: u64) -> Self {
+        Config { item_bytes: Some(block_size), ..Config::default() }
+    }
+
+    /// The scheduler's configuration with first grants sized in bytes.
+    fn scheduler(&self) -> scheduler::Config {
+        let mut cfg = self.scheduler.clone();
+        if let Some(bytes) = self.item_bytes.filter(|&b| b > 0) {
+            let most = cfg.initial_window.max(cfg.min_window);
+            cfg.initial_window = (FIRST_GRANT / bytes).clamp(cfg.min_window, most);
+            cfg.max_unmeasured_window = most;
+            cfg.first_rate = FIRST_RATE / bytes as f64;
+        }
+        cfg
+    }
+}
+
+/// Consecutive items of one stream, delivered together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRun {
+    pub stream: StreamId,
+    /// First item in stream order.
+    pub first: u64,
+    pub count: u64,
+    /// Payload bytes (for the per-mirror accounting).
+    pub bytes: u64,
+    pub dir: Direction,
+}
+
+impl BlockRun {
+    /// Lowest and highest item.
+    pub fn bounds(&self) -> (u64, u64) {
+        match self.dir {
+            Direction::Increment => (self.first, self.first + self.count - 1),
+            Direction::Decrement => (self.first + 1 - self.count, self.first),
+        }
+    }
+}
+
+/// Why a producer was dropped.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DropReason {
+    /// Its connection failed, or its driver gave up on it.
+    Failed(String),
+    /// It sent what it was not asked for.
+    Violation(Violation),
+    /// It owed items and sent none for this long.
+    Stalled(Duration),
+    /// An item it sent failed verification.
+    Corrupt { item: u64 },
+    /// Another producer of its mirror sent an item that failed verification.
+    MirrorCorrupt { on: ProducerId },
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DropReason::Failed(why) => f.write_str(why),
+            DropReason::Violation(v) => write!(f, "{v}"),
+            DropReason::Stalled(t) => write!(f, "stalled: no data for {:.1} s", t.as_secs_f64()),
+            DropReason::Corrupt { item } => write!(
+                f,
+                "block {item} failed verification (corrupt or changed data); it is fetched again from another mirror"
+            ),
+            DropReason::MirrorCorrupt { on } => write!(f, "its mirror sent a corrupt block on stream {on}"),
+        }
+    }
+}
+
+/// What the driver should report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// `producer` (of `mirror`) is dropped: its connection should close.
+    Dropped { producer: ProducerId, mirror: MirrorId, why: DropReason },
+}
+
+#[derive(Debug)]
+struct Producer {
+    mirror: MirrorId,
+    dropped: bool,
+    /// When it last delivered, or was last seen owing nothing.
+    last_progress: Instant,
+    items: u64,
+    bytes: u64,
+}
+
+/// One transfer's state. See the module docs.
+#[derive(Debug)]
+pub struct Transfer {
+    sched: Scheduler,
+    completed: Completed,
+    producers: Vec<Producer>,
+    /// Bytes each mirror delivered.
+    mirror_bytes: Vec<u64>,
+    /// Mirrors whose data failed verification.
+    corrupt: Vec<bool>,
+    stall_timeout: Duration,
+    events: VecDeque<Event>,
+}
+
+impl Transfer {
+    /// A transfer of the items `completed` does not hold yet (all of them
+    /// for a fresh one), by producers of the given mirrors (`mirrors` known
+    /// so far; `producers[i]` is producer i's mirror). Pairs form in
+    /// producer order, (0, 1), (2, 3), ...
+    pub fn new(completed: Completed, producers: &[MirrorId], mirrors: usize, cfg: &Config, now: Instant) -> Self {
+        let sc = cfg.scheduler();
+        let sched = if completed.prefix() == 0 && completed.ranges().is_empty() {
+            Scheduler::new(0..completed.len(), producers.len(), sc, now)
+        } else {
+            Scheduler::resume(&completed.missing(), producers.len(), sc, now)
+        };
+        let mirrors = mirrors.max(producers.iter().map(|m| m + 1).max().unwrap_or(0));
+        Transfer {
+            sched,
+            completed,
+            producers: producers
+                .iter()
+                .map(|&mirror| Producer { mirror, dropped: false, last_progress: now, items: 0, bytes: 0 })
+                .collect(),
+            mirror_bytes: vec![0; mirrors],
+            corrupt: vec![false; mirrors],
+            stall_timeout: cfg.stall_timeout,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// A fresh transfer of items `0..items`.
+    pub fn fresh(items: u64, producers: &[MirrorId], mirrors: usize, cfg: &Config, now: Instant) -> Self {
+        Transfer::new(Completed::new(items), producers, mirrors, cfg, now)
+    }
+
+    // ----- inputs -----
+
+    /// `producer`'s round trip, measured by its greeting.
+    pub fn handle_round_trip(&mut self, producer: ProducerId, rtt: Duration, now: Instant) {
+        self.sched.on_round_trip(producer, rtt, now);
+    }
+
+    /// A run of items arrived (verified) from `producer`; returns the new
+    /// complete prefix if it grew.
+    pub fn handle_blocks(&mut self, producer: ProducerId, run: BlockRun, now: Instant) -> Option<u64> {
+        if self.producers[producer].dropped {
+            return None;
+        }
+        self.settle(now);
+        match self.sched.on_blocks(producer, run.stream, run.first, run.count, now) {
+            Ok(()) => {
+                let p = &mut self.producers[producer];
+                p.last_progress = now;
+                p.items += run.count;
+                p.bytes += run.bytes;
+                self.mirror_bytes[p.mirror] += run.bytes;
+                let (lo, hi) = run.bounds();
+                let grew = self.completed.mark(lo, hi);
+                self.settle(now);
+                grew
+            }
+            Err(v) => {
+                self.drop_producer(producer, DropReason::Violation(v), now);
+                None
+            }
+        }
+    }
+
+    /// `producer` says `stream` ended after `sent` items.
+    pub fn handle_stopped(&mut self, producer: ProducerId, stream: StreamId, sent: u64, now: Instant) {
+        if self.producers[producer].dropped {
+            return;
+        }
+        self.settle(now);
+        if let Err(v) = self.sched.on_stopped(producer, stream, sent, now) {
+            self.drop_producer(producer, DropReason::Violation(v), now);
+        }
+        self.settle(now);
+    }
+
+    /// `producer`'s connection failed.
+    pub fn handle_failed(&mut self, producer: ProducerId, why: String, now: Instant) {
+        self.drop_producer(producer, DropReason::Failed(why), now);
+    }
+
+    /// `item` from `producer` failed verification: every producer of that
+    /// mirror goes.
+    pub fn handle_corrupt(&mut self, producer: ProducerId, item: u64, now: Instant) {
+        let mirror = self.producers[producer].mirror;
+        self.corrupt[mirror] = true;
+        self.drop_producer(producer, DropReason::Corrupt { item }, now);
+        for p in 0..self.producers.len() {
+            if self.producers[p].mirror == mirror {
+                self.drop_producer(p, DropReason::MirrorCorrupt { on: producer }, now);
+            }
+        }
+    }
+
+    /// A mirror that was not known when the transfer began.
+    pub fn add_mirror(&mut self) -> MirrorId {
+        self.mirror_bytes.push(0);
+        self.corrupt.push(false);
+        self.mirror_bytes.len() - 1
+    }
+
+    /// A producer of `mirror` joins; it helps at once.
+    pub fn handle_join(&mut self, mirror: MirrorId, now: Instant) -> ProducerId {
+        self.settle(now);
+        self.producers.push(Producer { mirror, dropped: false, last_progress: now, items: 0, bytes: 0 });
+        let p = self.sched.add_producer(now);
+        debug_assert_eq!(p + 1, self.producers.len());
+        self.settle(now);
+        p
+    }
+
+    /// Time passed: drops the producers that stalled.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for p in 0..self.producers.len() {
+            let pr = &self.producers[p];
+            if pr.dropped {
+                continue;
+            }
+            if !self.sched.owes_blocks(p) {
+                self.producers[p].last_progress = now;
+            } else if now.saturating_duration_since(pr.last_progress) >= self.stall_timeout {
+                self.drop_producer(p, DropReason::Stalled(self.stall_timeout), now);
+            }
+        }
+    }
+
+    // ----- outputs -----
+
+    /// The next command for a producer.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.sched.poll_action()
+    }
+
+    /// The next thing to report.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When `handle_timeout` must be called next (a producer owing items
+    /// could stall by then).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        (0..self.producers.len())
+            .filter(|&p| !self.producers[p].dropped && self.sched.owes_blocks(p))
+            .map(|p| self.producers[p].last_progress + self.stall_timeout)
+            .min()
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.sched.is_done()
+    }
+
+    /// Items remain and every producer is dropped.
+    pub fn is_stuck(&self) -> bool {
+        self.sched.is_stuck()
+    }
+
+    /// Every mirror that took part sent data that failed verification: a
+    /// rerun against the same mirrors cannot help.
+    pub fn every_mirror_corrupt(&self) -> bool {
+        !self.corrupt.is_empty() && self.corrupt.iter().all(|&c| c)
+    }
+
+    pub fn completed(&self) -> &Completed {
+        &self.completed
+    }
+
+    pub fn stats(&self) -> &Stats {
+        self.sched.stats()
+    }
+
+    /// Items each producer delivered (the paper's contributions).
+    pub fn contributions(&self) -> Vec<u64> {
+        self.sched.contributions()
+    }
+
+    pub fn producer_mirror(&self, p: ProducerId) -> MirrorId {
+        self.producers[p].mirror
+    }
+
+    /// Items and bytes `p` delivered.
+    pub fn producer_delivered(&self, p: ProducerId) -> (u64, u64) {
+        (self.producers[p].items, self.producers[p].bytes)
+    }
+
+    pub fn producers(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// Bytes each mirror delivered.
+    pub fn mirror_bytes(&self) -> &[u64] {
+        &self.mirror_bytes
+    }
+
+    pub fn is_dropped(&self, p: ProducerId) -> bool {
+        self.producers[p].dropped
+    }
+
+    // ----- internals -----
+
+    fn drop_producer(&mut self, producer: ProducerId, why: DropReason, now: Instant) {
+        let p = &mut self.producers[producer];
+        if p.dropped {
+            return;
+        }
+        p.dropped = true;
+        let mirror = p.mirror;
+        self.settle(now);
+        self.sched.on_failed(producer, now);
+        self.events.push_back(Event::Dropped { producer, mirror, why });
+        self.settle(now);
+    }
+
+    /// A producer that owes nothing cannot stall: its clock starts when it
+    /// is next asked for items. Called before and after every change.
+    fn settle(&mut self, now: Instant) {
+        for p in 0..self.producers.len() {
+            if !self.producers[p].dropped && !self.sched.owes_blocks(p) {
+                self.producers[p].last_progress = now;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,113 @@
+//! The rules around the scheduler, driven by hand with a fake clock.
+
+use super::*;
+use crate::scheduler::Action;
+
+fn cfg() -> Config {
+    Config { stall_timeout: Duration::from_secs(5), ..Config::default() }
+}
+
+fn actions(t: &mut Transfer) -> Vec<Action> {
+    std::iter::from_fn(|| t.poll_action()).collect()
+}
+
+fn start_of(a: &[Action], p: ProducerId) -> (StreamId, u64, u64, Direction) {
+    a.iter()
+        .find_map(|a| match *a {
+            Action::Start { producer, stream, first, last, dir } if producer == p => Some((stream, first, last, dir)),
+            _ => None,
+        })
+        .expect("a Start for the producer")
+}
+
+fn one(stream: StreamId, first: u64, dir: Direction) -> BlockRun {
+    BlockRun { stream, first, count: 1, bytes: 1, dir }
+}
+
+#[test]
+fn a_producer_owing_items_that_sends_none_is_dropped_at_its_timeout() {
+    let t0 = Instant::now();
+    let mut t = Transfer::fresh(1000, &[0, 1], 2, &cfg(), t0);
+    let a = actions(&mut t);
+    let (s0, first, _, dir) = start_of(&a, 0);
+    assert_eq!(t.poll_timeout(), Some(t0 + Duration::from_secs(5)));
+    // Producer 0 delivers at 3 s; producer 1 never does.
+    let at3 = t0 + Duration::from_secs(3);
+    t.handle_blocks(0, one(s0, first, dir), at3);
+    assert_eq!(t.poll_timeout(), Some(t0 + Duration::from_secs(5)), "producer 1's clock still runs");
+    t.handle_timeout(t0 + Duration::from_secs(5));
+    let ev = t.poll_event().expect("producer 1 dropped");
+    assert_eq!(ev, Event::Dropped { producer: 1, mirror: 1, why: DropReason::Stalled(Duration::from_secs(5)) });
+    assert!(t.poll_event().is_none(), "producer 0 delivered 2 s ago");
+    assert_eq!(t.poll_timeout(), Some(at3 + Duration::from_secs(5)));
+}
+
+#[test]
+fn a_corrupt_item_drops_every_producer_of_its_mirror() {
+    let t0 = Instant::now();
+    // Producers 0 and 2 are both mirror 0 (two links to it).
+    let mut t = Transfer::fresh(1000, &[0, 1, 0], 2, &cfg(), t0);
+    actions(&mut t);
+    t.handle_corrupt(2, 17, t0);
+    let dropped: Vec<(ProducerId, DropReason)> =
+        std::iter::from_fn(|| t.poll_event()).map(|Event::Dropped { producer, why, .. }| (producer, why)).collect();
+    assert_eq!(dropped, vec![(2, DropReason::Corrupt { item: 17 }), (0, DropReason::MirrorCorrupt { on: 2 })]);
+    assert!(!t.is_dropped(1) && !t.every_mirror_corrupt());
+    t.handle_corrupt(1, 3, t0);
+    assert!(t.is_stuck() && t.every_mirror_corrupt());
+}
+
+#[test]
+fn a_producer_asked_for_items_late_gets_a_whole_timeout() {
+    let t0 = Instant::now();
+    let mut t = Transfer::fresh(2000, &[0, 1], 2, &cfg(), t0);
+    let a = actions(&mut t);
+    let (s0, f0, _, d0) = start_of(&a, 0);
+    let (s1, f1, _, d1) = start_of(&a, 1);
+    let at4 = t0 + Duration::from_secs(4);
+    t.handle_blocks(0, one(s0, f0, d0), at4);
+    t.handle_blocks(1, one(s1, f1, d1), at4);
+    // A mirror joining at 8 s owed nothing before: its clock starts then.
+    let at8 = t0 + Duration::from_secs(8);
+    let m = t.add_mirror();
+    let p = t.handle_join(m, at8);
+    assert!(actions(&mut t).iter().any(|a| matches!(a, Action::Start { producer, .. } if *producer == p)));
+    t.handle_timeout(at4 + Duration::from_secs(5));
+    let dropped: Vec<ProducerId> =
+        std::iter::from_fn(|| t.poll_event()).map(|Event::Dropped { producer, .. }| producer).collect();
+    assert_eq!(dropped, vec![0, 1], "the joiner's 5 s run from 8 s");
+    assert_eq!(t.poll_timeout(), Some(at8 + Duration::from_secs(5)));
+}
+
+#[test]
+fn first_grants_are_bounded_in_bytes() {
+    let t0 = Instant::now();
+    // 1 MiB blocks: 4 MiB, 4 blocks before any rate is known.
+    let mut t = Transfer::fresh(10_000, &[0, 1], 2, &Config::for_blocks(1 << 20), t0);
+    let (_, first, last, dir) = start_of(&actions(&mut t), 0);
+    assert_eq!(dir.span(first, last), 4);
+}
+
+#[test]
+fn a_violation_drops_the_producer_and_its_range_goes_to_the_others() {
+    let t0 = Instant::now();
+    let mut t = Transfer::fresh(100, &[0, 1], 2, &cfg(), t0);
+    actions(&mut t);
+    t.handle_blocks(0, one(999, 0, Direction::Increment), t0);
+    assert!(matches!(t.poll_event(), Some(Event::Dropped { producer: 0, why: DropReason::Violation(_), .. })));
+    assert!(!t.is_stuck());
+}
+
+#[test]
+fn resumed_transfers_fetch_only_what_is_missing() {
+    let t0 = Instant::now();
+    let mut done = Completed::new(100);
+    done.mark(0, 49);
+    done.mark(80, 99);
+    let mut t = Transfer::new(done, &[0, 1], 2, &cfg(), t0);
+    for a in actions(&mut t) {
+        if let Action::Start { first, last, .. } = a {
+            assert!((50..80).contains(&first) && (50..80).contains(&last), "{a:?}");
+        }
+    }
+}
