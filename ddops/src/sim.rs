@@ -310,7 +310,11 @@ pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
                 sent_any = false;
                 for _ in 0..mine.len() {
                     s.rr = (s.rr + 1) % mine.len();
+                    let corrupt = s.corrupt_next;
                     if prods[mine[s.rr]].send_one(t, delay, &mut s.corrupt_next) {
+                        // A mirror whose data fails verification is of no
+                        // more use: its capacity ends there.
+                        s.down |= corrupt;
                         s.budget -= 1.0;
                         sent_any = true;
                         break;
@@ -350,7 +354,7 @@ pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
 pub fn ideal_time(spec: &SimSpec) -> f64 {
     let mut speeds: Vec<f64> = spec.servers.iter().map(|s| s.speed).collect();
     let mut steps: Vec<(f64, usize, f64)> = spec.changes.iter().map(|c| (c.at, c.server, c.speed)).collect();
-    steps.extend(spec.faults.iter().filter(|f| f.kind != FaultKind::Corrupt).map(|f| (f.at, f.server, 0.0)));
+    steps.extend(spec.faults.iter().map(|f| (f.at, f.server, 0.0)));
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut down = vec![false; speeds.len()];
     let (mut t, mut left) = (0.0, spec.blocks as f64);
@@ -369,3 +373,6 @@ pub fn ideal_time(spec: &SimSpec) -> f64 {
     }
     t + left / speeds.iter().sum::<f64>().max(1e-9)
 }
+
+#[cfg(test)]
+mod tests;
