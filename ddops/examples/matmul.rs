@@ -268,7 +268,8 @@ fn main() {
     let k = opt.speeds.len();
     assert!(k >= 1 && opt.speeds.iter().all(|s| s.is_finite() && *s > 0.0), "--speeds: positive rows per second");
     assert!((1..=k).contains(&opt.slow_worker), "--slow-worker: 1..={k}");
-    let mut speeds = Speeds { base: opt.speeds.clone(), slow: opt.slow_worker - 1, factor: opt.slow_factor, at: f64::MAX };
+    let mut speeds =
+        Speeds { base: opt.speeds.clone(), slow: opt.slow_worker - 1, factor: opt.slow_factor, at: f64::MAX };
     speeds.at = opt.slow_at.unwrap_or_else(|| speeds.ideal(opt.rows) / 2.0);
     let ideal = speeds.ideal(opt.rows);
     let m = Arc::new(Matrices::new(opt.rows, opt.cols));

@@ -54,7 +54,10 @@ fn every_mirror_failing_ends_the_run_incomplete() {
         blocks: 1000,
         servers: servers_like_get(&[100.0, 100.0]),
         changes: vec![],
-        faults: vec![Fault { at: 1.0, server: 0, kind: FaultKind::Fail }, Fault { at: 2.0, server: 1, kind: FaultKind::Fail }],
+        faults: vec![
+            Fault { at: 1.0, server: 0, kind: FaultKind::Fail },
+            Fault { at: 2.0, server: 1, kind: FaultKind::Fail },
+        ],
         one_way_delay: 0.001,
         config: transfer::Config::default(),
     };

@@ -1,0 +1,625 @@
+//! A striped endpoint: N TCP links used as one message channel, both ways.
+//!
+//! Per link, a writer task takes work from the shared [`Plan`] (runs with
+//! any pending acks in front, acks alone when they are due, then the
+//! closing frame), feeding the plan its backlog and rate from `TCP_INFO`,
+//! and a reader task reassembles the peer's runs into whole messages,
+//! reporting back how fast each link delivered its part (the plan's other
+//! rate source), then lets a receiver it woke run before it goes on. An
+//! ack timer task sends acks no run took along. A short
+//! message whose link's writer is idle is written by `send` itself, when
+//! the socket takes it at once: a task switch is a good part of a 1 KiB
+//! message's trip. Messages are delivered in the order they were sent. A
+//! sender keeps each message until the peer acknowledges it (which the
+//! peer does once its `recv` took the message, on the next frame it sends
+//! or, if it sends none, 1 ms (`ACK_DELAY`) after it waits for more, closes or
+//! is dropped: the sender's window then bounds what waits at a slow
+//! receiver), and remembers which runs each
+//! link carried: when a link fails, its runs of unacknowledged messages go
+//! back to the plan and the other links send them again (the receiver
+//! ignores a run it already has).
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+
+use crate::plan::LinkId;
+use crate::sys::{connect_from, limit_unsent, tcp_progress};
+use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
+
+mod link;
+mod state;
+
+use link::*;
+use state::*;
+
+/// How long an accepted connection may take to say `Hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One end of a striped channel.
+pub struct Striped {
+    shared: Arc<Shared>,
+    links: usize,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Each link's socket, sending side: written by whoever holds the
+    /// link's `out`.
+    wr: Vec<OwnedWriteHalf>,
+    /// Each link's sending state, held only while writing without waiting
+    /// (the writer waits for a full socket with it let go).
+    out: Vec<Mutex<LinkOut>>,
+    /// Each link's writer waits here for work.
+    work: Vec<Notify>,
+    /// Senders wait here for acks (window) and for the end.
+    acked: Notify,
+    /// Told when a receiver waits with acks pending (and when the reader
+    /// queues the first of a batch): one timer makes the batch due later,
+    /// so idle writers need not poll for it.
+    ack_timer: Notify,
+}
+
+impl Shared {
+    fn wake_receivers(&self) {
+        // Waking a task only queues it: no call back into this endpoint.
+        for w in self.state.lock().expect("state").receivers.drain(..) {
+            w.wake();
+        }
+    }
+
+    fn wake_writers(&self) {
+        for w in &self.work {
+            w.notify_waiters();
+        }
+    }
+
+    /// The link a short message goes on at once, with its sending state, if
+    /// its writer is idle: nothing queued in the plan (nothing the message
+    /// would overtake), nothing unsent on the link, little unacknowledged
+    /// (else the writer weighs what the kernel says first).
+    fn idle_link(&self, st: &State, len: usize) -> Option<(LinkId, MutexGuard<'_, LinkOut>)> {
+        let link = st.plan.whole_link(len as u64)?;
+        // Only tried: a writer holding it takes the state's lock next.
+        let out = self.out[link].try_lock().ok()?;
+        (out.unsent.is_none() && out.written.saturating_sub(out.acked_seen) <= MIN_AHEAD).then_some((link, out))
+    }
+
+    /// Sends `msg` whole on `link` (from [`Shared::idle_link`]) from the
+    /// sending task: claimed, framed behind the pending acks and written
+    /// under one lock of the state, without a task switch (a good part of
+    /// a 1 KiB message's trip). What the socket does not take at once is
+    /// the writer's.
+    fn send_whole(&self, link: LinkId, mut st: MutexGuard<'_, State>, mut out: MutexGuard<'_, LinkOut>, msg: Bytes) {
+        let c = st.plan.claim_whole(msg.len() as u64);
+        let mut head = std::mem::take(&mut out.spare_head);
+        st.take_acks(&mut head, &mut out.ids);
+        Frame::Run { msg: c.msg, msg_len: msg.len() as u64, offset: 0, len: c.len }.encode(&mut head, &mut out.ids);
+        st.carried[link].push_back(c);
+        // Copied behind its header, the message itself is only held (a
+        // clone of a `Bytes` made from a `Vec` allocates).
+        let payload = if msg.len() <= COPY_PAYLOAD {
+            head.extend_from_slice(&msg);
+            Bytes::new()
+        } else {
+            msg.clone()
+        };
+        st.unacked.insert(c.msg, msg);
+        drop(st);
+        out.written += (head.len() + payload.len()) as u64;
+        out.unsent = Some(Unsent::frame(head, Some((c, payload))));
+        match out.try_flush(&self.wr[link]) {
+            Ok(true) => {
+                out.take_written();
+                out.sent += u64::from(c.len);
+                if out.written.saturating_sub(out.acked_seen) > MIN_AHEAD {
+                    // What the kernel says of the link (for the next
+                    // message's look and the rates), asked once this one is
+                    // out, not before it: the next message finds it fresh.
+                    if let Some(Some(rate)) = out.look(&self.wr[link]) {
+                        self.state.lock().expect("state").plan.set_rate(link, rate);
+                    }
+                }
+            }
+            Ok(false) => {
+                drop(out);
+                self.work[link].notify_waiters();
+            }
+            Err(e) => {
+                self.finish(link, &mut out, Err(e));
+            }
+        }
+    }
+
+    /// A short message for `link` goes out from the sending task itself
+    /// when the link's writer is idle and the socket takes it at once: no
+    /// task switch on its way out. Whatever is left (a frame the socket
+    /// took only part of, more work) is the writer's.
+    fn write_now(&self, link: LinkId) {
+        let Ok(mut out) = self.out[link].try_lock() else {
+            self.work[link].notify_waiters();
+            return;
+        };
+        if out.unsent.is_none() {
+            let (work, _) = decide(link, &mut out, self);
+            out.unsent = Unsent::of(work);
+        }
+        let mut idle = None;
+        if out.unsent.is_some() {
+            match out.try_flush(&self.wr[link]) {
+                Ok(false) => {}
+                r => match self.finish(link, &mut out, r.map(drop)) {
+                    Some(plan_idle) => idle = Some(plan_idle),
+                    None => return,
+                },
+            }
+        }
+        let idle = out.unsent.is_none() && idle.unwrap_or_else(|| self.state.lock().expect("state").plan.is_idle());
+        drop(out);
+        if !idle {
+            self.work[link].notify_waiters();
+        }
+    }
+
+    /// `link` wrote its unsent frame (or failed to): the frame's effects.
+    /// `None` if the link failed, else whether the plan is idle.
+    fn finish(&self, link: LinkId, out: &mut LinkOut, r: io::Result<()>) -> Option<bool> {
+        let Some(u) = out.take_written() else { return Some(self.state.lock().expect("state").plan.is_idle()) };
+        let mut st = self.state.lock().expect("state");
+        if let Err(e) = r {
+            st.fail_link(link, e.to_string());
+            drop(st);
+            self.wake_writers();
+            self.acked.notify_waiters();
+            return None;
+        }
+        let idle = st.plan.is_idle();
+        if u.close {
+            st.close_sent[link] = true;
+            drop(st);
+            self.acked.notify_waiters();
+        } else if let Some(c) = u.run {
+            out.sent += u64::from(c.len);
+            if st.closing && idle {
+                // Writers waiting with nothing to claim now owe their Close.
+                drop(st);
+                self.wake_writers();
+            }
+        }
+        Some(idle)
+    }
+}
+
+/// Per-link figures of one endpoint's sending side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    /// Whether each link still works.
+    pub alive: Vec<bool>,
+    /// Why each link that failed did.
+    pub lost: Vec<Option<String>>,
+    /// Payload bytes each link sent.
+    pub sent: Vec<u64>,
+    /// Bytes sent again because the link carrying them failed.
+    pub resent: u64,
+    /// Each link's delivery rate as the plan sees it (bytes/s; 0 until
+    /// measured).
+    pub rates: Vec<f64>,
+}
+
+/// Why a striped channel failed.
+fn broken(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, format!("ddnet: {why}"))
+}
+
+impl Striped {
+    /// Connects one link per `(local, remote)` pair (`local` `None`: the
+    /// OS picks). Links that cannot connect are left out; at least one
+    /// must connect.
+    pub async fn connect(routes: &[(Option<IpAddr>, SocketAddr)]) -> io::Result<Striped> {
+        let mut socks = vec![];
+        let mut last_err = None;
+        for &(local, remote) in routes {
+            match open(local, remote).await {
+                Ok(s) => socks.push(s),
+                Err(e) => last_err = Some(io::Error::new(e.kind(), format!("{remote}: {e}"))),
+            }
+        }
+        if socks.is_empty() {
+            return Err(last_err.unwrap_or_else(|| broken("no route given")));
+        }
+        let session: u64 = rand::random();
+        let count = socks.len() as u32;
+        for (i, s) in socks.iter_mut().enumerate() {
+            let mut hello = vec![];
+            Frame::Hello { session, index: i as u32, count }.encode(&mut hello, &mut LinkIds::default());
+            s.write_all(&hello).await?;
+        }
+        Ok(Striped::start(socks))
+    }
+
+    /// Links in use when the channel started.
+    pub fn links(&self) -> usize {
+        self.links
+    }
+
+    /// The whole state, for diagnosing a stuck channel.
+    #[doc(hidden)]
+    pub fn debug_state(&self) -> String {
+        let st = self.shared.state.lock().expect("state");
+        let asm: Vec<(u64, u64, usize)> = st.assembling.iter().map(|(k, a)| (*k, a.got, a.buf.len())).collect();
+        format!(
+            "plan {:?}\nunacked {:?} ({} B)\ncarried {:?}\nalive {:?} acks {:?} closing {} close_sent {:?} \
+             dropped {} error {:?}\nassembling {asm:?} ready {:?} next_deliver {} peer_count {:?}",
+            st.plan,
+            st.unacked.ids().collect::<Vec<_>>(),
+            st.unacked_bytes,
+            st.carried.iter().map(VecDeque::len).collect::<Vec<_>>(),
+            st.alive,
+            st.acks,
+            st.closing,
+            st.close_sent,
+            st.dropped,
+            st.error,
+            st.ready.keys().collect::<Vec<_>>(),
+            st.next_deliver,
+            st.peer_count
+        )
+    }
+
+    /// What each link has done so far.
+    pub fn stats(&self) -> Stats {
+        let (alive, lost, resent, rates) = {
+            let st = self.shared.state.lock().expect("state");
+            let rates = (0..st.alive.len()).map(|l| st.plan.measured_rate(l)).collect();
+            (st.alive.clone(), st.lost.clone(), st.resent, rates)
+        };
+        // Not under the state's lock: a writer takes that one holding its `out`.
+        let sent = self.shared.out.iter().map(|o| o.lock().expect("out").sent).collect();
+        Stats { alive, lost, sent, resent, rates }
+    }
+
+    fn start(socks: Vec<TcpStream>) -> Striped {
+        let n = socks.len();
+        let (mut readers, mut writers, mut out) = (vec![], vec![], vec![]);
+        for s in socks {
+            let _ = s.set_nodelay(true);
+            let _ = limit_unsent(&s, UNSENT_LOW_WATER);
+            let meter =
+                tcp_progress(&s).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
+            let (rd, wr) = s.into_split();
+            readers.push(rd);
+            writers.push(wr);
+            let acked_seen = meter.acked;
+            out.push(Mutex::new(LinkOut {
+                unsent: None,
+                sent: 0,
+                written: 0,
+                acked_seen,
+                meter,
+                spare_head: Vec::with_capacity(64),
+                ids: LinkIds::default(),
+            }));
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(n, Instant::now())),
+            wr: writers,
+            out,
+            work: (0..n).map(|_| Notify::new()).collect(),
+            acked: Notify::new(),
+            ack_timer: Notify::new(),
+        });
+        tokio::spawn(ack_timer(shared.clone()));
+        for (link, rd) in readers.into_iter().enumerate() {
+            tokio::spawn(write_link(link, shared.clone()));
+            tokio::spawn(read_link(link, rd, shared.clone()));
+        }
+        Striped { shared, links: n }
+    }
+
+    /// Queues one message; waits while too much is unacknowledged. Fails
+    /// once every link has failed.
+    pub async fn send(&self, msg: Bytes) -> io::Result<()> {
+        if msg.len() as u64 > MAX_MESSAGE {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ddnet: message over 1 GiB"));
+        }
+        // Registered for acks only once the window is found full.
+        let mut wait = None;
+        loop {
+            {
+                let mut st = self.shared.state.lock().expect("state");
+                if let Some(e) = &st.error {
+                    return Err(broken(e));
+                }
+                if st.closing {
+                    return Err(broken("send after close"));
+                }
+                let room = has_room(&st.unacked, st.unacked_bytes, &msg);
+                if room {
+                    st.unacked_bytes += held(&msg);
+                    if let Some((link, out)) = self.shared.idle_link(&st, msg.len()) {
+                        self.shared.send_whole(link, st, out, msg);
+                        return Ok(());
+                    }
+                    let id = st.plan.push(msg.len() as u64);
+                    st.unacked.insert(id, msg);
+                    // A short message wakes only the writer it is for.
+                    let only = st.plan.sole_link(id);
+                    drop(st);
+                    match only {
+                        Some(link) => self.shared.write_now(link),
+                        None => self.shared.wake_writers(),
+                    }
+                    return Ok(());
+                }
+                st.window_full = true;
+            }
+            match wait.as_mut() {
+                None => {
+                    // Look again once registered: an ack may have come meanwhile.
+                    let w = wait.insert(Box::pin(self.shared.acked.notified()));
+                    w.as_mut().enable();
+                }
+                Some(w) => {
+                    w.await;
+                    wait = None;
+                }
+            }
+        }
+    }
+
+    /// The next message, in the order the peer sent them; `None` once the
+    /// peer closed and everything it sent was delivered. An error if the
+    /// links failed first.
+    pub async fn recv(&self) -> io::Result<Option<Bytes>> {
+        std::future::poll_fn(|cx| self.try_recv(cx.waker()).map_or(Poll::Pending, Poll::Ready)).await
+    }
+
+    /// What `recv` returns, if it need not wait; if it must, `waker` is
+    /// woken when it need not.
+    fn try_recv(&self, waker: &Waker) -> Option<io::Result<Option<Bytes>>> {
+        let mut st = self.shared.state.lock().expect("state");
+        if let Some((id, m)) = st.inbox.pop_front() {
+            st.queue_ack(id);
+            let due = st.acks_due_now();
+            drop(st);
+            if due {
+                self.shared.wake_writers();
+            }
+            return Some(Ok(Some(m)));
+        }
+        if st.inbox_open {
+            if !st.receivers.iter().any(|w| w.will_wake(waker)) {
+                st.receivers.push(waker.clone());
+            }
+            // About to wait: acks no message of ours took along go once
+            // due. (Not armed as each message is taken: the caller usually
+            // replies first, and a wake-up a message is a good part of a
+            // 1 KiB round trip.)
+            let pending = !st.acks.is_empty();
+            drop(st);
+            if pending {
+                self.shared.ack_timer.notify_one();
+            }
+            return None;
+        }
+        Some(match (&st.error, st.peer_count) {
+            (_, Some(n)) if st.next_deliver == n => Ok(None),
+            (Some(e), _) => Err(broken(e)),
+            _ => Err(broken("the peer went away")),
+        })
+    }
+
+    /// Sends no more: waits until the peer has acknowledged every message
+    /// (so the data is delivered when this returns).
+    pub async fn close(&self) -> io::Result<()> {
+        self.shared.state.lock().expect("state").closing = true;
+        self.shared.wake_writers();
+        loop {
+            let wait = self.shared.acked.notified();
+            tokio::pin!(wait);
+            wait.as_mut().enable();
+            {
+                let st = self.shared.state.lock().expect("state");
+                // Done when the peer has everything and every live link
+                // carried our Close (so the peer knows the count even if we
+                // exit right away).
+                let closed = (0..st.alive.len()).all(|l| !st.alive[l] || st.close_sent[l]);
+                if st.unacked.is_empty() && st.plan.is_idle() && closed {
+                    return Ok(());
+                }
+                if let Some(e) = &st.error {
+                    return Err(broken(e));
+                }
+            }
+            wait.await;
+        }
+    }
+}
+
+impl Drop for Striped {
+    /// Pending acks still go out, then the links close. Messages not yet
+    /// sent are lost: call [`Striped::close`] first.
+    fn drop(&mut self) {
+        self.shared.state.lock().expect("state").dropped = true;
+        self.shared.wake_writers();
+        self.shared.ack_timer.notify_one();
+    }
+}
+
+/// Accepts striped channels on one or more addresses.
+pub struct StripeListener {
+    listeners: Vec<TcpListener>,
+}
+
+impl StripeListener {
+    pub async fn bind(addrs: &[SocketAddr]) -> io::Result<StripeListener> {
+        let mut listeners = vec![];
+        for a in addrs {
+            listeners.push(TcpListener::bind(a).await.map_err(|e| io::Error::new(e.kind(), format!("{a}: {e}")))?);
+        }
+        Ok(StripeListener { listeners })
+    }
+
+    /// The bound addresses (with the real ports when 0 was asked).
+    pub fn local_addrs(&self) -> io::Result<Vec<SocketAddr>> {
+        self.listeners.iter().map(|l| l.local_addr()).collect()
+    }
+
+    /// The next channel: waits until every link of one session has arrived
+    /// (on any of the addresses). Connections that do not greet properly
+    /// are dropped.
+    pub async fn accept(&self) -> io::Result<Striped> {
+        let (tx, mut rx) = mpsc::channel::<(u64, u32, u32, TcpStream)>(64);
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut pending: HashMap<u64, Vec<Option<TcpStream>>> = HashMap::new();
+        loop {
+            let accepts = self.listeners.iter().map(|l| Box::pin(l.accept()));
+            tokio::select! {
+                (r, _, _) = futures_select_all(accepts) => {
+                    let (sock, _) = r?;
+                    let tx = tx.clone();
+                    tasks.spawn(async move {
+                        let mut sock = sock;
+                        let hello = tokio::time::timeout(HELLO_TIMEOUT, Frame::read_hello(&mut sock)).await;
+                        if let Ok(Ok(Frame::Hello { session, index, count })) = hello {
+                            let _ = tx.send((session, index, count, sock)).await;
+                        }
+                    });
+                }
+                Some((session, index, count, sock)) = rx.recv() => {
+                    if count == 0 || index >= count || count > 64 {
+                        continue;
+                    }
+                    let slots = pending.entry(session).or_insert_with(|| (0..count).map(|_| None).collect());
+                    if slots.len() != count as usize {
+                        continue;
+                    }
+                    slots[index as usize] = Some(sock);
+                    if slots.iter().all(Option::is_some) {
+                        let socks = pending.remove(&session).expect("present").into_iter().flatten().collect();
+                        return Ok(Striped::start(socks));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first of several futures to finish (all are polled each time).
+async fn futures_select_all<F: std::future::Future + Unpin>(futs: impl Iterator<Item = F>) -> (F::Output, usize, ()) {
+    let mut futs: Vec<F> = futs.collect();
+    std::future::poll_fn(move |cx| {
+        for (i, f) in futs.iter_mut().enumerate() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready((v, i, ()));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+async fn open(local: Option<IpAddr>, remote: SocketAddr) -> io::Result<TcpStream> {
+    tokio::time::timeout(HELLO_TIMEOUT, connect_from(local, remote))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+}
+
+/// What a writer does next.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A channel over one loopback link, and its peer.
+    async fn pair() -> (Arc<Striped>, Striped) {
+        let l = StripeListener::bind(&["127.0.0.1:0".parse().unwrap()]).await.unwrap();
+        let to = l.local_addrs().unwrap()[0];
+        let route = [(None, to)];
+        let (a, b) = tokio::join!(Striped::connect(&route), l.accept());
+        (Arc::new(a.unwrap()), b.unwrap())
+    }
+
+    /// `a` sends one message its peer never takes (so never acknowledges);
+    /// frames that acknowledge it are then fed to `a` by hand.
+    async fn holding_one() -> (Arc<Striped>, Striped) {
+        let (a, b) = pair().await;
+        a.send(Bytes::from_static(b"held")).await.unwrap();
+        assert_eq!(a.shared.state.lock().unwrap().unacked.ids().collect::<Vec<_>>(), [0]);
+        (a, b)
+    }
+
+    #[tokio::test]
+    async fn acks_in_front_of_a_long_runs_header_are_applied_at_once() {
+        let (a, _b) = holding_one().await;
+        let (mut buf, mut ids) = (vec![], LinkIds::default());
+        Frame::Ack { msg: 0 }.encode(&mut buf, &mut ids);
+        // A long run's header and the start of its payload: the reader
+        // reads the rest straight, and the ack must not wait for that.
+        Frame::Run { msg: 0, msg_len: 1 << 20, offset: 0, len: 512 << 10 }.encode(&mut buf, &mut ids);
+        buf.extend_from_slice(&[1; 1000]);
+        let mut acks = vec![];
+        let applied = apply_frames(&a.shared, 0, &buf, &mut LinkIds::default(), &mut acks).unwrap();
+        assert!(applied.long.is_some() && !applied.delivered);
+        assert!(acks.is_empty() && a.shared.state.lock().unwrap().unacked.is_empty(), "the ack is applied");
+    }
+
+    #[tokio::test]
+    async fn acks_in_front_of_a_message_for_a_waiting_receiver_wait_for_its_turn() {
+        let (a, _b) = holding_one().await;
+        let waiting = {
+            let a = a.clone();
+            tokio::spawn(async move { a.recv().await })
+        };
+        while a.shared.state.lock().unwrap().receivers.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let (mut buf, mut ids) = (vec![], LinkIds::default());
+        Frame::Ack { msg: 0 }.encode(&mut buf, &mut ids);
+        Frame::Run { msg: 0, msg_len: 5, offset: 0, len: 5 }.encode(&mut buf, &mut ids);
+        buf.extend_from_slice(b"hello");
+        let mut acks = vec![];
+        let applied = apply_frames(&a.shared, 0, &buf, &mut LinkIds::default(), &mut acks).unwrap();
+        assert!(applied.delivered && applied.took == buf.len());
+        assert_eq!(acks, [0], "left for after the receiver's turn");
+        assert!(!a.shared.state.lock().unwrap().unacked.is_empty());
+        assert_eq!(waiting.await.unwrap().unwrap().as_deref(), Some(&b"hello"[..]));
+        let mut w = Woken::default();
+        apply_acks(&mut a.shared.state.lock().unwrap(), &mut acks, &mut w);
+        assert!(acks.is_empty() && a.shared.state.lock().unwrap().unacked.is_empty());
+    }
+
+    #[tokio::test]
+    async fn short_messages_in_turn_all_go_out_from_send() {
+        // What the kernel says of the link is asked after a message left,
+        // so in a ping-pong the next one never finds it stale (which would
+        // send it the writer's way, asking the kernel first).
+        let (a, b) = pair().await;
+        let echo = tokio::spawn(async move {
+            while let Some(m) = b.recv().await.unwrap() {
+                b.send(m).await.unwrap();
+            }
+            b.close().await.unwrap();
+        });
+        let msg = Bytes::from(vec![7u8; 16 << 10]);
+        for i in 0..64 {
+            {
+                let st = a.shared.state.lock().unwrap();
+                assert!(a.shared.idle_link(&st, msg.len()).is_some(), "message {i} waits for the writer");
+            }
+            a.send(msg.clone()).await.unwrap();
+            assert_eq!(a.recv().await.unwrap().map(|m| m.len()), Some(msg.len()));
+        }
+        a.close().await.unwrap();
+        assert!(a.recv().await.unwrap().is_none());
+        echo.await.unwrap();
+    }
+}
