@@ -28,12 +28,17 @@ impl Manifest {
     }
 }
 
+/// A mirror's chunk manifest is not the one its digest names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("its chunk manifest does not match the digest it reported")]
+pub struct ManifestMismatch;
+
 impl Manifest {
     /// The manifest whose chunk hashes are `hashes`, if they are the whole
     /// manifest of a `size`-byte file whose root is the one reported.
-    pub fn checked(hashes: Vec<Hash>, size: u64, digest: &FileDigest) -> Result<Manifest, String> {
+    pub fn checked(hashes: Vec<Hash>, size: u64, digest: &FileDigest) -> Result<Manifest, ManifestMismatch> {
         if hashes.len() as u64 != chunk_count(size, digest.chunk_size) || manifest::root(&hashes) != digest.manifest {
-            return Err("its chunk manifest does not match the digest it reported".into());
+            return Err(ManifestMismatch);
         }
         Ok(Manifest { chunk_size: digest.chunk_size, hashes })
     }

@@ -4,15 +4,26 @@
 use std::ffi::CStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// Why `--nic` names no address.
+#[derive(Debug, thiserror::Error)]
+pub enum NicError {
+    #[error("listing interfaces: {0}")]
+    List(std::io::Error),
+    #[error("no network interface named {0:?}")]
+    NoSuchInterface(String),
+    #[error("interface {0:?} has no usable address")]
+    NoAddress(String),
+}
+
 /// The addresses of interface `name`, IPv4 first; an error if it has none
 /// or does not exist.
-pub fn addresses(name: &str) -> Result<Vec<IpAddr>, String> {
+pub fn addresses(name: &str) -> Result<Vec<IpAddr>, NicError> {
     let mut out = vec![];
     let mut seen_iface = false;
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we only read and then free.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(format!("listing interfaces: {}", std::io::Error::last_os_error()));
+        return Err(NicError::List(std::io::Error::last_os_error()));
     }
     let mut p = head;
     while !p.is_null() {
@@ -48,8 +59,8 @@ pub fn addresses(name: &str) -> Result<Vec<IpAddr>, String> {
     unsafe { libc::freeifaddrs(head) };
     out.sort_by_key(|a| a.is_ipv6());
     match (seen_iface, out.is_empty()) {
-        (false, _) => Err(format!("no network interface named {name:?}")),
-        (true, true) => Err(format!("interface {name:?} has no usable address")),
+        (false, _) => Err(NicError::NoSuchInterface(name.to_string())),
+        (true, true) => Err(NicError::NoAddress(name.to_string())),
         (true, false) => Ok(out),
     }
 }
@@ -61,6 +72,6 @@ mod tests {
     #[test]
     fn loopback_has_127_0_0_1() {
         assert_eq!(addresses("lo").unwrap()[0], IpAddr::V4(Ipv4Addr::LOCALHOST));
-        assert!(addresses("no-such-nic0").unwrap_err().contains("no network interface"));
+        assert!(matches!(addresses("no-such-nic0"), Err(NicError::NoSuchInterface(_))));
     }
 }

@@ -1,8 +1,10 @@
 //! A connection to one mirror, up to where blocks stream: connecting
 //! (from a local address with `--bind`), the greeting (protocol, token,
 //! the server's id and block limit) and what is asked before data moves
-//! (`Stat`, the chunk manifest). `get`, `archive` and the manifest reach
-//! mirrors through it; what a mirror says wrong is a [`SessionError`].
+//! (`Stat`, the chunk manifest, a walk, a bundle definition). `get` and
+//! `archive` reach mirrors only through a [`Session`]; what a mirror says
+//! wrong is a [`SessionError`]. A second kind of producer (an HTTP mirror)
+//! is a second kind of session: the transfer above it does not change.
 
 use std::io;
 use std::net::IpAddr;
@@ -16,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::consensus::Version;
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, ManifestMismatch};
 use ddftp_proto::manifest::{chunk_count, MAX_MANIFEST_HASHES};
 use ddftp_proto::FileDigest;
 
@@ -33,8 +35,18 @@ pub enum SessionError {
     StatTimeout,
     #[error("chunk manifest: timed out")]
     ManifestTimeout,
+    #[error("chunk manifest: reply for chunk {first} out of order")]
+    ManifestOrder { first: u64 },
     #[error("chunk manifest: {0}")]
-    Manifest(String),
+    Manifest(#[from] ManifestMismatch),
+    #[error("its list: {0}")]
+    List(#[from] ddtree::list::ListError),
+    #[error("its list stopped")]
+    ListStopped,
+    #[error("no answer to the bundle definition in {0:?}")]
+    DefineTimeout(Duration),
+    #[error("it registered the list as {name}, the first mirror as {expected}")]
+    BundleName { name: String, expected: String },
     #[error("send: {0}")]
     Send(io::Error),
     #[error("receive: {0}")]
@@ -163,7 +175,7 @@ pub(crate) async fn connect(
     let manifest = if with_manifest {
         let read = read_manifest(&mut sock, &mut buf, version.size, &version.digest);
         let read = tokio::time::timeout(STAT_TIMEOUT, read).await.map_err(|_| SessionError::ManifestTimeout)?;
-        Some(read.map_err(SessionError::Manifest)?)
+        Some(read?)
     } else {
         None
     };
@@ -212,7 +224,7 @@ pub(crate) async fn fetch_manifest(
     path: &str,
     size: u64,
     digest: &FileDigest,
-) -> Result<Manifest, String> {
+) -> Result<Manifest, SessionError> {
     let n = chunk_count(size, digest.chunk_size);
     let mut out = BytesMut::new();
     let mut first = 0;
@@ -221,7 +233,7 @@ pub(crate) async fn fetch_manifest(
         Request::Manifest { path: path.to_string(), first, count }.encode(&mut out);
         first += u64::from(count);
     }
-    sock.write_all(&out).await.map_err(|e| format!("send: {e}"))?;
+    sock.write_all(&out).await.map_err(SessionError::Send)?;
     read_manifest(sock, &mut BytesMut::with_capacity(64 * 1024), size, digest).await
 }
 
@@ -232,17 +244,105 @@ pub(crate) async fn read_manifest(
     buf: &mut BytesMut,
     size: u64,
     digest: &FileDigest,
-) -> Result<Manifest, String> {
+) -> Result<Manifest, SessionError> {
     let n = chunk_count(size, digest.chunk_size);
     let mut hashes = Vec::with_capacity(n as usize);
     while (hashes.len() as u64) < n {
-        match read_reply(sock, buf).await.map_err(|e| e.to_string())? {
+        match read_reply(sock, buf).await? {
             Reply::Manifest { first, hashes: part } if first == hashes.len() as u64 && !part.is_empty() => {
                 hashes.extend_from_slice(&part)
             }
-            Reply::Manifest { first, .. } => return Err(format!("manifest reply for chunk {first} out of order")),
-            other => return Err(unexpected(other).to_string()),
+            Reply::Manifest { first, .. } => return Err(SessionError::ManifestOrder { first }),
+            other => return Err(unexpected(other)),
         }
     }
-    Manifest::checked(hashes, size, digest)
+    Ok(Manifest::checked(hashes, size, digest)?)
+}
+
+/// What a walk could not read: (path, why).
+pub(crate) type WalkErrors = Vec<(String, String)>;
+
+/// Entries a walk hands over at a time.
+const WALK_BATCH: usize = 4096;
+
+/// How long a mirror may take to register a bundle definition.
+const DEFINE_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Session {
+    /// Connects along `route` and greets (no `Stat`).
+    pub(crate) async fn open(route: &Route, token: Option<&[u8]>) -> Result<Session, SessionError> {
+        Ok(connect(route, None, token).await?.0)
+    }
+
+    /// Asks the mirror to walk `src`, handing its entries to `out` a batch
+    /// at a time as the walk goes (the list is unpacked and read on a
+    /// thread); `began` is set once some of the list has come. What the
+    /// walk could not read comes back (the list holds the rest).
+    pub(crate) async fn walk(
+        &mut self,
+        src: &str,
+        out: tokio::sync::mpsc::Sender<Vec<ddtree::list::Entry>>,
+        began: &mut bool,
+    ) -> Result<WalkErrors, SessionError> {
+        use ddftp_proto::packed::{self, MAX_LIST};
+        let mut req = BytesMut::new();
+        Request::Walk { path: src.to_string() }.encode(&mut req);
+        self.sock.write_all(&req).await.map_err(SessionError::Send)?;
+        let (feed, unpacked) = packed::unpacker(MAX_LIST);
+        let reader = tokio::task::spawn_blocking(move || {
+            let name = std::path::Path::new("the mirror's list");
+            ddtree::list::ddftp::read_batches(unpacked, name, WALK_BATCH, |b| out.blocking_send(b).is_ok())
+        });
+        let mut buf = BytesMut::new();
+        let mut told = vec![];
+        let errors = loop {
+            match read_reply(&mut self.sock, &mut buf).await {
+                Ok(Reply::WalkError { path, message }) => told.push((path, message)),
+                Ok(Reply::ListData { data }) => {
+                    *began = true;
+                    if !feed.piece(data.to_vec()) {
+                        break None;
+                    }
+                }
+                Ok(Reply::ListEnd { errors }) => break Some(Ok(errors)),
+                Ok(other) => break Some(Err(unexpected(other))),
+                Err(e) => break Some(Err(e)),
+            }
+        };
+        drop(feed);
+        let read = reader.await.map_err(|e| SessionError::Receive(io::Error::other(e)))?;
+        match errors {
+            Some(Ok(errors)) => {
+                read?;
+                if errors > told.len() as u64 {
+                    let more = errors - told.len() as u64;
+                    told.push((src.to_string(), format!("and {more} more entries below it could not be read")));
+                }
+                Ok(told)
+            }
+            Some(Err(e)) => Err(e),
+            // The list could not be read (the reader says why).
+            None => read.map_err(SessionError::from).and(Err(SessionError::ListStopped)),
+        }
+    }
+
+    /// Registers a bundle (`def`: its packed list) and returns its name.
+    pub(crate) async fn define_bundle(&mut self, def: &[u8]) -> Result<String, SessionError> {
+        use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
+        let mut out = BytesMut::with_capacity(def.len() + def.len() / MAX_BUNDLE_CHUNK * 8 + 64);
+        for piece in def.chunks(MAX_BUNDLE_CHUNK) {
+            Request::Bundle { data: bytes::Bytes::copy_from_slice(piece) }.encode(&mut out);
+        }
+        Request::BundleEnd.encode(&mut out);
+        // A refusal may come while the definition is still going out: its
+        // reply is read either way.
+        let sent = self.sock.write_all(&out).await;
+        let mut buf = BytesMut::new();
+        match tokio::time::timeout(DEFINE_TIMEOUT, read_reply(&mut self.sock, &mut buf)).await {
+            Ok(Ok(Reply::Bundle { name, .. })) => Ok(name),
+            Ok(Ok(other)) => Err(unexpected(other)),
+            Ok(Err(e)) => Err(sent.err().map_or(e, SessionError::Send)),
+            Err(_) => Err(SessionError::DefineTimeout(DEFINE_TIMEOUT)),
+        }
+    }
 }

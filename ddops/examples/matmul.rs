@@ -171,7 +171,7 @@ fn worker(
                 let _ = out.send(Report::Stopped { worker: w, stream: s.stream, sent: s.sent });
             }
         }
-        match streams.next() {
+        match streams.step() {
             Next::Block { stream, block } => {
                 let dir = streams.running().expect("it gave a row").cursor.dir();
                 let values = m.row(block as usize);

@@ -155,7 +155,7 @@ impl SimProducer {
         // Like ddftpd, a stream at its `last` with a `Start` behind it ends
         // at once, whatever the link's rate.
         while self.streams.has_work() && self.streams.running().is_some_and(|s| s.cursor.finished()) {
-            if let Next::Stopped(s) = self.streams.next() {
+            if let Next::Stopped(s) = self.streams.step() {
                 self.outbox.push_back((now + delay, ToClient::Stopped(s)));
             }
         }
@@ -164,7 +164,7 @@ impl SimProducer {
     /// Sends one block (and any `Stopped` before it); false if it had none.
     fn send_one(&mut self, now: f64, delay: f64, corrupt: &mut bool) -> bool {
         loop {
-            match self.streams.next() {
+            match self.streams.step() {
                 Next::Block { stream, block } => {
                     let dir = self.streams.running().expect("it sent a block").cursor.dir();
                     let msg = if std::mem::take(corrupt) {

@@ -60,13 +60,22 @@ impl Packer {
     }
 }
 
+/// Why a packed list was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    #[error("a packed list that does not unpack: {0}")]
+    Corrupt(#[source] std::io::Error),
+    #[error("a packed list of more than {limit} bytes")]
+    TooLong { limit: usize },
+}
+
 /// Unpacks a list of at most `limit` bytes.
-pub fn unpack(packed: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+pub fn unpack(packed: &[u8], limit: usize) -> Result<Vec<u8>, UnpackError> {
     let mut out = Vec::new();
     let mut dec = FrameDecoder::new(packed).take(limit as u64 + 1);
-    dec.read_to_end(&mut out).map_err(|e| format!("a packed list that does not unpack: {e}"))?;
+    dec.read_to_end(&mut out).map_err(UnpackError::Corrupt)?;
     if out.len() > limit {
-        return Err(format!("a packed list of more than {limit} bytes"));
+        return Err(UnpackError::TooLong { limit });
     }
     Ok(out)
 }
@@ -214,7 +223,7 @@ mod tests {
     fn too_large_truncated_and_garbage_are_refused() {
         let l = list(1000);
         let p = pack(&l);
-        assert!(unpack(&p, l.len() - 1).unwrap_err().contains("more than"));
+        assert!(matches!(unpack(&p, l.len() - 1), Err(UnpackError::TooLong { .. })));
         assert!(unpack(&p[..p.len() / 2], l.len()).is_err());
         assert!(unpack(b"#ddftp-list 1\0", 1 << 20).is_err());
         // Megabytes of zeros pack to little: the limit, not the size of

@@ -131,7 +131,7 @@ impl<T> Streams<T> {
 
     /// Takes the next step: the running stream's next block, or its end
     /// once at its `last` with a `Start` waiting (which then runs).
-    pub fn next(&mut self) -> Next {
+    pub fn step(&mut self) -> Next {
         let Some(s) = self.running.as_mut() else { return Next::Wait };
         if let Some(block) = s.cursor.take() {
             return Next::Block { stream: s.id, block };
@@ -162,15 +162,15 @@ mod tests {
     fn a_stream_pauses_at_its_last_until_extended_or_a_start_waits() {
         let mut s = Streams::default();
         s.start(1, 0, 1, Increment, ()).unwrap();
-        assert_eq!(s.next(), Next::Block { stream: 1, block: 0 });
-        assert_eq!(s.next(), Next::Block { stream: 1, block: 1 });
-        assert_eq!(s.next(), Next::Wait);
+        assert_eq!(s.step(), Next::Block { stream: 1, block: 0 });
+        assert_eq!(s.step(), Next::Block { stream: 1, block: 1 });
+        assert_eq!(s.step(), Next::Wait);
         assert!(s.is_paused());
         s.find_mut(1).for_each(|st| st.cursor.set_last(2));
-        assert_eq!(s.next(), Next::Block { stream: 1, block: 2 });
+        assert_eq!(s.step(), Next::Block { stream: 1, block: 2 });
         // A Start behind a paused stream ends it at once.
         assert_eq!(s.start(2, 9, 8, Decrement, ()), Ok(Some(Stopped { stream: 1, sent: 3 })));
-        assert_eq!(s.next(), Next::Block { stream: 2, block: 9 });
+        assert_eq!(s.step(), Next::Block { stream: 2, block: 9 });
     }
 
     #[test]
@@ -178,9 +178,9 @@ mod tests {
         let mut s = Streams::default();
         s.start(1, 0, 0, Increment, ()).unwrap();
         s.start(2, 5, 5, Increment, ()).unwrap();
-        assert_eq!(s.next(), Next::Block { stream: 1, block: 0 });
-        assert_eq!(s.next(), Next::Stopped(Stopped { stream: 1, sent: 1 }));
-        assert_eq!(s.next(), Next::Block { stream: 2, block: 5 });
+        assert_eq!(s.step(), Next::Block { stream: 1, block: 0 });
+        assert_eq!(s.step(), Next::Stopped(Stopped { stream: 1, sent: 1 }));
+        assert_eq!(s.step(), Next::Block { stream: 2, block: 5 });
     }
 
     #[test]
@@ -189,7 +189,7 @@ mod tests {
         s.start(1, 0, 9, Increment, ()).unwrap();
         s.start(2, 20, 10, Decrement, ()).unwrap();
         assert_eq!(s.end(2), Some(Stopped { stream: 2, sent: 0 }));
-        s.next();
+        s.step();
         assert_eq!(s.end(1), Some(Stopped { stream: 1, sent: 1 }));
         assert_eq!(s.end(1), None);
         assert!(s.is_idle() && !s.is_paused());

@@ -3,6 +3,15 @@
 
 use std::net::IpAddr;
 
+/// Why an `--allow` value is not a network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    #[error("{0:?}: not an IP address or CIDR")]
+    NotAnAddress(String),
+    #[error("{0:?}: prefix must be 0-{1}")]
+    Prefix(String, u8),
+}
+
 /// A network: address and prefix length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cidr {
@@ -12,17 +21,17 @@ pub struct Cidr {
 
 impl Cidr {
     /// Parses `10.0.0.0/8`, `::1/128`, or a bare address (a single host).
-    pub fn parse(s: &str) -> Result<Cidr, String> {
+    pub fn parse(s: &str) -> Result<Cidr, CidrError> {
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
         };
-        let net: IpAddr = addr.trim().parse().map_err(|_| format!("{s:?}: not an IP address or CIDR"))?;
+        let net: IpAddr = addr.trim().parse().map_err(|_| CidrError::NotAnAddress(s.to_string()))?;
         let max = if net.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             None => max,
             Some(p) => {
-                p.parse::<u8>().ok().filter(|&p| p <= max).ok_or_else(|| format!("{s:?}: prefix must be 0-{max}"))?
+                p.parse::<u8>().ok().filter(|&p| p <= max).ok_or_else(|| CidrError::Prefix(s.to_string(), max))?
             }
         };
         Ok(Cidr { net, prefix })

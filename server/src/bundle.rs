@@ -95,14 +95,32 @@ pub struct Bundle {
     layout: Layout,
 }
 
+/// Why a bundle definition was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DefineError {
+    #[error("{0}")]
+    Unpack(#[from] ddftp_proto::packed::UnpackError),
+    #[error("{0}")]
+    List(#[from] ddtree::list::ListError),
+    #[error("{path}: {why}")]
+    Outside { path: String, why: &'static str },
+    #[error("{path}: a {kind} has no bytes to serve")]
+    NoBytes { path: String, kind: String },
+    #[error("{}: {source}", dir.display())]
+    Root { dir: std::path::PathBuf, source: std::io::Error },
+    #[error("the sizes add up past 2^64 bytes")]
+    TooLarge,
+}
+
 impl Bundle {
     /// Registers a definition (a ddftp list) whose paths stay inside `root`.
-    pub fn define(root: &Root, list: &[u8]) -> Result<Bundle, String> {
-        let entries = ddftp::read(list, Path::new("bundle definition")).map_err(|e| e.to_string())?;
+    pub fn define(root: &Root, list: &[u8]) -> Result<Bundle, DefineError> {
+        let entries = ddftp::read(list, Path::new("bundle definition"))?;
         let mut pieces = Vec::with_capacity(entries.len());
         let mut dirs: Vec<CString> = vec![];
         for e in &entries {
-            let path = below_root(&e.path).map_err(|why| format!("{}: {why}", String::from_utf8_lossy(&e.path)))?;
+            let shown = || String::from_utf8_lossy(&e.path).into_owned();
+            let path = below_root(&e.path).map_err(|why| DefineError::Outside { path: shown(), why })?;
             let path = path.as_bytes();
             let (dir, name) = match path.iter().rposition(|&c| c == b'/') {
                 Some(i) => (&path[..i], &path[i + 1..]),
@@ -115,15 +133,13 @@ impl Bundle {
             let link = match e.kind {
                 Kind::File => false,
                 Kind::Link => true,
-                other => {
-                    return Err(format!("{}: a {other:?} has no bytes to serve", String::from_utf8_lossy(&e.path)))
-                }
+                other => return Err(DefineError::NoBytes { path: shown(), kind: format!("{other:?}") }),
             };
             pieces.push(Piece { dir: dirs.len() - 1, name, link, mtime: e.mtime });
         }
         let dir = root.dir();
-        let root = open_root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let layout = Layout::new(entries.iter().map(|e| e.size)).ok_or("the sizes add up past 2^64 bytes")?;
+        let root = open_root(dir).map_err(|source| DefineError::Root { dir: dir.to_owned(), source })?;
+        let layout = Layout::new(entries.iter().map(|e| e.size)).ok_or(DefineError::TooLarge)?;
         let name = format!("{PREFIX}{}", &hex(blake3::hash(list).as_bytes())[..32]);
         let footprint = pieces.iter().map(|p| p.name.as_bytes().len() + PIECE_COST).sum::<usize>()
             + dirs.iter().map(|d| d.as_bytes().len() + PIECE_COST).sum::<usize>();

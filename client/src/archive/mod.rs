@@ -41,6 +41,7 @@ use ddftp_proto::Endpoint;
 use ddtree::list::{self, Entry, Kind};
 
 use crate::journal::journal_path;
+use crate::session::SessionError;
 use crate::store::Store;
 use crate::transfer::{self, GetSpec, Progress, TransferError, TransferReport};
 
@@ -421,7 +422,7 @@ impl<'a> Archiving<'a> {
             while let Some((ep, r)) = defs.join_next().await.map(|r| r.expect("define task")) {
                 let r = r.and_then(|n| match n == expected {
                     true => Ok(()),
-                    false => Err(format!("it registered the list as {n}, the first mirror as {expected}")),
+                    false => Err(SessionError::BundleName { name: n, expected: expected.clone() }),
                 });
                 if join_tx.send((ep, r)).is_err() {
                     return;

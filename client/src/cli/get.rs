@@ -166,7 +166,7 @@ impl GetOpt {
     fn binds(&self) -> Result<Vec<std::net::IpAddr>, String> {
         let mut binds = self.bind.clone();
         for n in &self.nic {
-            binds.push(crate::nic::addresses(n)?[0]);
+            binds.push(crate::nic::addresses(n).map_err(|e| e.to_string())?[0]);
         }
         Ok(binds)
     }

@@ -222,7 +222,7 @@ fn routes_to(spec: &GetSpec, endpoint: &Endpoint) -> Vec<Route> {
 /// Mirrors that become ready while a sealed transfer runs (an archive's,
 /// as each registers the bundle): each joins as a new producer per local
 /// address, or, with why not, is reported skipped.
-pub type Joining = mpsc::UnboundedReceiver<(Endpoint, Result<(), String>)>;
+pub type Joining = mpsc::UnboundedReceiver<(Endpoint, Result<(), SessionError>)>;
 
 /// Downloads `spec.path` from the mirrors into `spec.output`. The file
 /// appears under its name only once every byte has arrived.
@@ -535,7 +535,7 @@ async fn fetch_manifest(
     while !usable.is_empty() {
         let (m, conn) = &mut usable[0];
         let fetch = crate::session::fetch_manifest(&mut conn.sock, path, version.size, &version.digest);
-        match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or_else(|_| Err("timed out".into())) {
+        match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or(Err(SessionError::ManifestTimeout)) {
             Ok(manifest) => return Ok(manifest),
             Err(e) => {
                 let w = format!("dropping {}: chunk manifest: {e}", m.route);

@@ -71,7 +71,7 @@ impl Harness {
     /// `Start` waits behind it.
     fn close_paused(&mut self, p: ProducerId) {
         while self.queues[p].has_work() && self.queues[p].running().is_some_and(|s| s.cursor.finished()) {
-            if let Next::Stopped(e) = self.queues[p].next() {
+            if let Next::Stopped(e) = self.queues[p].step() {
                 self.s.on_stopped(p, e.stream, e.sent, self.now).expect("obedient producer");
             }
         }
@@ -83,7 +83,7 @@ impl Harness {
 
     /// Producer `p` delivers its next block.
     fn deliver(&mut self, p: ProducerId) -> u64 {
-        let Next::Block { stream: id, block: b } = self.queues[p].next() else { panic!("producer {p} has no block") };
+        let Next::Block { stream: id, block: b } = self.queues[p].step() else { panic!("producer {p} has no block") };
         self.s.on_blocks(p, id, b, 1, self.now).expect("obedient producer");
         self.got[(b - self.base) as usize] += 1;
         self.close_paused(p);

@@ -28,7 +28,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use crate::bundle::{self, Bundle, Bundles};
+use crate::bundle::{self, Bundle, Bundles, DefineError};
 use crate::digests::{Digests, Index};
 use crate::ratelimit::RateLimiter;
 use crate::root::{PathError, Root};
@@ -394,7 +394,7 @@ impl Conn {
                 let defined = tokio::task::spawn_blocking(move || {
                     let list = packed::unpack(&packed, bundle::MAX_DEFINITION);
                     drop((packed, held));
-                    let b = Bundle::define(&shared.root, &list?);
+                    let b = list.map_err(DefineError::from).and_then(|list| Bundle::define(&shared.root, &list));
                     drop(turn);
                     b
                 })
@@ -405,7 +405,9 @@ impl Conn {
                         let b = self.shared.bundles.insert(b);
                         Ok(self.reply(Reply::Bundle { name: b.name.clone(), size: b.size }).await?)
                     }
-                    Err(message) => Ok(self.reply(Reply::Error { code: ErrorCode::NotFound, message }).await?),
+                    Err(e) => {
+                        Ok(self.reply(Reply::Error { code: ErrorCode::NotFound, message: e.to_string() }).await?)
+                    }
                 }
             }
             Request::Walk { path } => self.walk(path).await,
@@ -437,7 +439,7 @@ impl Conn {
     /// Sends the running stream's next block; a stream at its `last` with a
     /// `Start` waiting ends (`Stopped`) and the waiting one takes over.
     async fn step(&mut self) -> Result<(), ConnError> {
-        let (stream, block) = match self.streams.next() {
+        let (stream, block) = match self.streams.step() {
             Next::Block { stream, block } => (stream, block),
             Next::Stopped(Stopped { stream, sent }) => return Ok(self.reply(Reply::Stopped { stream, sent }).await?),
             Next::Wait => return Ok(()),
@@ -494,15 +496,24 @@ const UNSENT_LOW_WATER: u32 = 512 * 1024;
 
 /// Whether `Start(first..last, dir)` names blocks of a `size`-byte file cut
 /// into `block_size`-byte blocks, with at least one block to send.
-pub fn check_start(size: u64, block_size: u32, first: u64, last: u64, dir: Direction) -> Result<(), String> {
+pub fn check_start(size: u64, block_size: u32, first: u64, last: u64, dir: Direction) -> Result<(), BadStart> {
     if block_size == 0 {
-        return Err("block size 0".into());
+        return Err(BadStart::ZeroBlockSize);
     }
     let blocks = size.div_ceil(u64::from(block_size));
     if first >= blocks || last >= blocks || dir.span(first, last) == 0 {
-        return Err(format!("blocks {first}..{last} are not a valid range of its {blocks} blocks"));
+        return Err(BadStart::Range { first, last, blocks });
     }
     Ok(())
+}
+
+/// Why a `Start` names no blocks of its file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadStart {
+    #[error("block size 0")]
+    ZeroBlockSize,
+    #[error("blocks {first}..{last} are not a valid range of its {blocks} blocks")]
+    Range { first: u64, last: u64, blocks: u64 },
 }
 
 fn unknown_bundle(name: &str) -> Reply {

@@ -97,10 +97,32 @@ pub fn write<'a>(mut w: impl Write, entries: impl IntoIterator<Item = &'a Entry>
     w.flush()
 }
 
+/// What is wrong with one record of a list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("no {0} field")]
+    MissingField(&'static str),
+    #[error("bad type {0:?}")]
+    BadType(String),
+    #[error("a number field is not ASCII")]
+    NotAscii,
+    #[error("bad {0}")]
+    BadNumber(&'static str),
+    #[error("mode {0:o} has bits beyond 07777")]
+    ModeBits(u32),
+    #[error("mtime has no '.'")]
+    MtimeNoDot,
+    #[error("mtime needs nine digits of nanoseconds")]
+    MtimeNanos,
+    #[error("empty path")]
+    EmptyPath,
+}
+
 /// Parses one record (without its NUL).
-pub fn parse_record(rec: &[u8]) -> Result<Entry, String> {
+pub fn parse_record(rec: &[u8]) -> Result<Entry, RecordError> {
+    use RecordError::*;
     let mut it = rec.splitn(5, |&b| b == b' ');
-    let mut field = |name: &str| it.next().ok_or_else(|| format!("no {name} field"));
+    let mut field = |name: &'static str| it.next().ok_or(MissingField(name));
     let kind = field("type")?;
     let size = field("size")?;
     let mode = field("mode")?;
@@ -110,23 +132,22 @@ pub fn parse_record(rec: &[u8]) -> Result<Entry, String> {
         [c] => Kind::from_letter(*c),
         _ => None,
     }
-    .ok_or_else(|| format!("bad type {:?}", String::from_utf8_lossy(kind)))?;
-    let text =
-        |b: &[u8]| std::str::from_utf8(b).map_err(|_| "a number field is not ASCII".to_string()).map(str::to_owned);
-    let size: u64 = text(size)?.parse().map_err(|_| "bad size".to_string())?;
-    let perm = u32::from_str_radix(&text(mode)?, 8).map_err(|_| "bad mode".to_string())?;
+    .ok_or_else(|| BadType(String::from_utf8_lossy(kind).into_owned()))?;
+    let text = |b: &[u8]| std::str::from_utf8(b).map_err(|_| NotAscii).map(str::to_owned);
+    let size: u64 = text(size)?.parse().map_err(|_| BadNumber("size"))?;
+    let perm = u32::from_str_radix(&text(mode)?, 8).map_err(|_| BadNumber("mode"))?;
     if perm > 0o7777 {
-        return Err(format!("mode {perm:o} has bits beyond 07777"));
+        return Err(ModeBits(perm));
     }
     let mtime = text(mtime)?;
-    let (sec, nsec) = mtime.split_once('.').ok_or("mtime has no '.'")?;
-    let sec: i64 = sec.parse().map_err(|_| "bad mtime seconds".to_string())?;
+    let (sec, nsec) = mtime.split_once('.').ok_or(MtimeNoDot)?;
+    let sec: i64 = sec.parse().map_err(|_| BadNumber("mtime seconds"))?;
     if nsec.len() != 9 {
-        return Err("mtime needs nine digits of nanoseconds".into());
+        return Err(MtimeNanos);
     }
-    let nsec: u32 = nsec.parse().map_err(|_| "bad mtime nanoseconds".to_string())?;
+    let nsec: u32 = nsec.parse().map_err(|_| BadNumber("mtime nanoseconds"))?;
     if path.is_empty() {
-        return Err("empty path".into());
+        return Err(EmptyPath);
     }
     Ok(Entry { path: path.to_vec(), kind, perm, size, mtime: Time { sec, nsec } })
 }
@@ -175,7 +196,7 @@ pub fn read_batches(
             let e = parse_record(&rec).map_err(|detail| ListError::Malformed {
                 path: name.to_owned(),
                 record: index,
-                detail,
+                detail: detail.to_string(),
             })?;
             entries.push(e);
             if entries.len() >= batch && !take(std::mem::take(&mut entries)) {

@@ -1,0 +1,180 @@
+//! Free producers helping: the busiest segment is cross-matched or split
+//! by contribution (the paper's Eq. 1-8), long claims taken over.
+
+use super::*;
+
+impl Scheduler {
+    pub(super) fn rebalance(&mut self, now: Instant) {
+        let ids: Vec<usize> = self.segments.keys().copied().collect();
+        for sid in ids {
+            self.grant(sid);
+        }
+        self.assign_helpers(now);
+        self.take_over(now);
+    }
+
+    /// A claim its producer is still delivering, with nothing left to hand
+    /// out around it, is ended if it holds more than twice the time grants
+    /// run ahead by and a free producer would bring what is left of it
+    /// (after `End` reaches its producer) much sooner: the rest goes back
+    /// to the gaps and the helpers take it. Such a claim was made before
+    /// the producer's rate was known (a first grant: many seconds of a slow
+    /// mirror's time), or before it slowed down, or is the smallest grant
+    /// of a slow one; the paper's grants never need this.
+    pub(super) fn take_over(&mut self, now: Instant) {
+        let free = self.candidates();
+        let fastest =
+            free.iter().filter_map(|&c| self.speed(c, now).map(|r| (c, r))).max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((helper, fast)) = fastest else { return };
+        let rtt = |p: ProducerId| self.producers[p].rtt.unwrap_or_default().as_secs_f64();
+        let slowest = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.segment.is_none() && !s.ending && !s.pending && s.producer != helper)
+            .filter_map(|(&id, s)| {
+                let (p, slow) = (s.producer, self.rate(s.producer)?);
+                // What it still delivers alone (more than twice what grants
+                // run ahead by), against what comes back after `End` and is
+                // shared with the helper.
+                let alone = s.remaining as f64 / slow;
+                let ahead = 2.0 * rtt(p) + self.cfg.lookahead.as_secs_f64();
+                let back = s.remaining as f64 - slow * rtt(p);
+                let shared = rtt(p) + rtt(helper) + back / (slow + fast);
+                let worth = alone > 2.0 * ahead && alone > 2.0 * shared;
+                (worth && back >= 1.0).then_some((id, alone))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((id, _)) = slowest {
+            let s = self.streams.get_mut(&id).expect("live");
+            s.ending = true;
+            self.stats.ends += 1;
+            self.actions.push_back(Action::End { producer: s.producer, stream: id });
+        }
+    }
+
+    /// Producers that can take new work: alive, not the edge of any segment,
+    /// and with at most one stream still finishing (its `Start` would queue
+    /// behind that one).
+    pub(super) fn candidates(&self) -> Vec<ProducerId> {
+        let mut busy = vec![0usize; self.producers.len()];
+        let mut edge = vec![false; self.producers.len()];
+        for s in self.streams.values().filter(|s| !s.finished()) {
+            busy[s.producer] += 1;
+            edge[s.producer] |= s.segment.is_some();
+        }
+        (0..self.producers.len()).filter(|&p| !self.producers[p].failed && !edge[p] && busy[p] <= 1).collect()
+    }
+
+    /// Blocks a segment's own edges will deliver within the help horizon.
+    pub(super) fn help_threshold(&self, seg: &Segment) -> u64 {
+        let mut blocks = 0.0;
+        for id in [seg.left, seg.right].into_iter().flatten() {
+            let p = self.streams[&id].producer;
+            let horizon = self.producers[p].rtt.unwrap_or_default().max(self.cfg.min_help);
+            blocks += self.rate(p).unwrap_or(0.0) * horizon.as_secs_f64();
+        }
+        blocks as u64
+    }
+
+    /// Rule 1: free producers help the segment with the most unprocessed
+    /// blocks, as long as helping pays.
+    pub(super) fn assign_helpers(&mut self, now: Instant) {
+        for _ in 0..self.producers.len() * 2 {
+            let mut cands = self.candidates();
+            if cands.is_empty() {
+                return;
+            }
+            let unprocessed = |seg: &Segment| -> u64 {
+                let edge = |id: Option<StreamId>| id.map_or(0, |id| self.streams[&id].remaining);
+                seg.hi - seg.lo + edge(seg.left) + edge(seg.right)
+            };
+            let target = self
+                .segments
+                .iter()
+                .filter(|(_, seg)| {
+                    let gap = seg.hi.saturating_sub(seg.lo);
+                    gap > 0 && (seg.left.is_none() && seg.right.is_none() || gap > self.help_threshold(seg))
+                })
+                .max_by_key(|(&sid, seg)| {
+                    (seg.left.is_none() && seg.right.is_none(), unprocessed(seg), std::cmp::Reverse(sid))
+                })
+                .map(|(&sid, _)| sid);
+            let Some(sid) = target else { return };
+            let seg = self.segments[&sid].clone();
+            // A helper pays only if its share (a grant at least) arrives
+            // before the segment's own edges would have delivered the whole
+            // gap: at the end, a slow producer given the last blocks is
+            // what the transfer waits for.
+            let edges = [seg.left, seg.right].into_iter().flatten();
+            let pair: f64 = edges.map(|id| self.speed(self.streams[&id].producer, now).unwrap_or(0.0)).sum();
+            if pair > 0.0 {
+                let gap = seg.hi.saturating_sub(seg.lo) as f64;
+                cands.retain(|&p| match self.speed(p, now) {
+                    Some(r) if r > 0.0 => {
+                        let share = (gap * r / (r + pair)).max(self.cfg.min_window as f64);
+                        share / r + self.producers[p].rtt.unwrap_or_default().as_secs_f64() < gap / pair
+                    }
+                    _ => true,
+                });
+                if cands.is_empty() {
+                    return;
+                }
+            }
+            // Faster candidates first (by contribution), ties by id.
+            cands.sort_by_key(|&p| (std::cmp::Reverse(self.producers[p].contributed), p));
+            match (seg.left, seg.right) {
+                (None, _) => self.attach(sid, Side::Left, cands[0], now),
+                (_, None) => self.attach(sid, Side::Right, cands[0], now),
+                (Some(l), Some(r)) => self.split(sid, l, r, &cands, now),
+            }
+            let ids: Vec<usize> = self.segments.keys().copied().collect();
+            for sid in ids {
+                self.grant(sid);
+            }
+        }
+    }
+
+    /// Splits a busy segment for one or two helpers (rule 2 and Eq. 1-8).
+    pub(super) fn split(&mut self, sid: usize, il: StreamId, dr: StreamId, cands: &[ProducerId], now: Instant) {
+        let seg = self.segments[&sid].clone();
+        let (sl, sr) = (&self.streams[&il], &self.streams[&dr]);
+        let (pl, pr) = (sl.producer, sr.producer);
+        // P(S_il), P(S_dr): next block each will deliver (Eq. 1).
+        let p_il = if sl.remaining > 0 { sl.next } else { seg.lo };
+        let p_dr = if sr.remaining > 0 { sr.next } else { seg.hi - 1 };
+        let unsent = (p_dr + 1).saturating_sub(p_il) as u128;
+        let c = |p: ProducerId| self.producers[p].contributed.max(1) as u128;
+        let left_busy_slower = c(pl) <= c(pr);
+        let (split, dl, ir) = if cands.len() >= 2 && seg.hi - seg.lo >= 2 {
+            // Rule 2: the slower busy producer gets the faster free one.
+            let (fast, slow) = (cands[0], cands[1]);
+            let (dl, ir) = if left_busy_slower { (fast, slow) } else { (slow, fast) };
+            let u_left = unsent * (c(pl) + c(dl)) / (c(pl) + c(dl) + c(ir) + c(pr)); // Eq. 2-3
+                                                                                     // Eq. 7-8: P(S_dl) = P(S_il) + U(left) - 1, P(S_ir) = P(S_dl) + 1.
+            let split = (p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128 - 1) as u64;
+            (split, Some(dl), Some(ir))
+        } else {
+            let h = cands[0];
+            if left_busy_slower {
+                let u_left = unsent * (c(pl) + c(h)) / (c(pl) + c(h) + c(pr));
+                ((p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128) as u64, Some(h), None)
+            } else {
+                let u_left = unsent * c(pl) / (c(pl) + c(h) + c(pr));
+                ((p_il as u128 + u_left).clamp(seg.lo as u128, seg.hi as u128 - 1) as u64, None, Some(h))
+            }
+        };
+        let right = self.add_segment(split, seg.hi);
+        let left = self.segments.get_mut(&sid).expect("live");
+        left.hi = split;
+        left.span = split - left.lo;
+        self.segments.get_mut(&sid).expect("live").right = None;
+        self.segments.get_mut(&right).expect("live").right = Some(dr);
+        self.streams.get_mut(&dr).expect("live").segment = Some(right);
+        if let Some(h) = dl {
+            self.attach(sid, Side::Right, h, now);
+        }
+        if let Some(h) = ir {
+            self.attach(right, Side::Left, h, now);
+        }
+    }
+}
