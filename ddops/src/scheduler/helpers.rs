@@ -68,7 +68,7 @@ impl Scheduler {
     /// Blocks a segment's own edges will deliver within the help horizon.
     pub(super) fn help_threshold(&self, seg: &Segment) -> u64 {
         let mut blocks = 0.0;
-        for id in [seg.left, seg.right].into_iter().flatten() {
+        for id in [seg.up, seg.down].into_iter().flatten() {
             let p = self.streams[&id].producer;
             let horizon = self.producers[p].rtt.unwrap_or_default().max(self.cfg.min_help);
             blocks += self.rate(p).unwrap_or(0.0) * horizon.as_secs_f64();
@@ -86,17 +86,17 @@ impl Scheduler {
             }
             let unprocessed = |seg: &Segment| -> u64 {
                 let edge = |id: Option<StreamId>| id.map_or(0, |id| self.streams[&id].remaining);
-                seg.hi - seg.lo + edge(seg.left) + edge(seg.right)
+                seg.hi - seg.lo + edge(seg.up) + edge(seg.down)
             };
             let target = self
                 .segments
                 .iter()
                 .filter(|(_, seg)| {
                     let gap = seg.hi.saturating_sub(seg.lo);
-                    gap > 0 && (seg.left.is_none() && seg.right.is_none() || gap > self.help_threshold(seg))
+                    gap > 0 && (seg.up.is_none() && seg.down.is_none() || gap > self.help_threshold(seg))
                 })
                 .max_by_key(|(&sid, seg)| {
-                    (seg.left.is_none() && seg.right.is_none(), unprocessed(seg), std::cmp::Reverse(sid))
+                    (seg.up.is_none() && seg.down.is_none(), unprocessed(seg), std::cmp::Reverse(sid))
                 })
                 .map(|(&sid, _)| sid);
             let Some(sid) = target else { return };
@@ -105,7 +105,7 @@ impl Scheduler {
             // before the segment's own edges would have delivered the whole
             // gap: at the end, a slow producer given the last blocks is
             // what the transfer waits for.
-            let edges = [seg.left, seg.right].into_iter().flatten();
+            let edges = [seg.up, seg.down].into_iter().flatten();
             let pair: f64 = edges.map(|id| self.speed(self.streams[&id].producer, now).unwrap_or(0.0)).sum();
             if pair > 0.0 {
                 let gap = seg.hi.saturating_sub(seg.lo) as f64;
@@ -122,9 +122,9 @@ impl Scheduler {
             }
             // Faster candidates first (by contribution), ties by id.
             cands.sort_by_key(|&p| (std::cmp::Reverse(self.producers[p].contributed), p));
-            match (seg.left, seg.right) {
-                (None, _) => self.attach(sid, Side::Left, cands[0], now),
-                (_, None) => self.attach(sid, Side::Right, cands[0], now),
+            match (seg.up, seg.down) {
+                (None, _) => self.attach(sid, Side::Lo, cands[0], now),
+                (_, None) => self.attach(sid, Side::Hi, cands[0], now),
                 (Some(l), Some(r)) => self.split(sid, l, r, &cands, now),
             }
             let ids: Vec<usize> = self.segments.keys().copied().collect();
@@ -144,37 +144,38 @@ impl Scheduler {
         let p_dr = if sr.remaining > 0 { sr.next } else { seg.hi - 1 };
         let unsent = (p_dr + 1).saturating_sub(p_il) as u128;
         let c = |p: ProducerId| self.producers[p].contributed.max(1) as u128;
-        let left_busy_slower = c(pl) <= c(pr);
+        let lower_busy_slower = c(pl) <= c(pr);
         let (split, dl, ir) = if cands.len() >= 2 && seg.hi - seg.lo >= 2 {
             // Rule 2: the slower busy producer gets the faster free one.
             let (fast, slow) = (cands[0], cands[1]);
-            let (dl, ir) = if left_busy_slower { (fast, slow) } else { (slow, fast) };
-            let u_left = unsent * (c(pl) + c(dl)) / (c(pl) + c(dl) + c(ir) + c(pr)); // Eq. 2-3
-                                                                                     // Eq. 7-8: P(S_dl) = P(S_il) + U(left) - 1, P(S_ir) = P(S_dl) + 1.
-            let split = (p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128 - 1) as u64;
+            let (dl, ir) = if lower_busy_slower { (fast, slow) } else { (slow, fast) };
+            // Eq. 2-3; Eq. 7-8 (the paper's left is our lower part):
+            // P(S_dl) = P(S_il) + U(left) - 1, P(S_ir) = P(S_dl) + 1.
+            let u_lower = unsent * (c(pl) + c(dl)) / (c(pl) + c(dl) + c(ir) + c(pr));
+            let split = (p_il as u128 + u_lower).clamp(seg.lo as u128 + 1, seg.hi as u128 - 1) as u64;
             (split, Some(dl), Some(ir))
         } else {
             let h = cands[0];
-            if left_busy_slower {
-                let u_left = unsent * (c(pl) + c(h)) / (c(pl) + c(h) + c(pr));
-                ((p_il as u128 + u_left).clamp(seg.lo as u128 + 1, seg.hi as u128) as u64, Some(h), None)
+            if lower_busy_slower {
+                let u_lower = unsent * (c(pl) + c(h)) / (c(pl) + c(h) + c(pr));
+                ((p_il as u128 + u_lower).clamp(seg.lo as u128 + 1, seg.hi as u128) as u64, Some(h), None)
             } else {
-                let u_left = unsent * c(pl) / (c(pl) + c(h) + c(pr));
-                ((p_il as u128 + u_left).clamp(seg.lo as u128, seg.hi as u128 - 1) as u64, None, Some(h))
+                let u_lower = unsent * c(pl) / (c(pl) + c(h) + c(pr));
+                ((p_il as u128 + u_lower).clamp(seg.lo as u128, seg.hi as u128 - 1) as u64, None, Some(h))
             }
         };
-        let right = self.add_segment(split, seg.hi);
-        let left = self.segments.get_mut(&sid).expect("live");
-        left.hi = split;
-        left.span = split - left.lo;
-        self.segments.get_mut(&sid).expect("live").right = None;
-        self.segments.get_mut(&right).expect("live").right = Some(dr);
-        self.streams.get_mut(&dr).expect("live").segment = Some(right);
+        let upper = self.add_segment(split, seg.hi);
+        let lower = self.segments.get_mut(&sid).expect("live");
+        lower.hi = split;
+        lower.span = split - lower.lo;
+        self.segments.get_mut(&sid).expect("live").down = None;
+        self.segments.get_mut(&upper).expect("live").down = Some(dr);
+        self.streams.get_mut(&dr).expect("live").segment = Some(upper);
         if let Some(h) = dl {
-            self.attach(sid, Side::Right, h, now);
+            self.attach(sid, Side::Hi, h, now);
         }
         if let Some(h) = ir {
-            self.attach(right, Side::Left, h, now);
+            self.attach(upper, Side::Lo, h, now);
         }
     }
 }

@@ -7,8 +7,9 @@
 //!
 //! # Model
 //! The blocks still to be handed out form *segments*: a gap of unclaimed
-//! blocks `[lo, hi)` with an incrementing producer stream on its left edge and
-//! a decrementing one on its right edge (the paper's pair). A stream *claims*
+//! blocks `[lo, hi)` with an incrementing producer stream on its low edge
+//! (`up`) and a decrementing one on its high edge (`down`): the paper's
+//! pair, its left and right. A stream *claims*
 //! blocks from its edge of the gap; the claim is the `last` bound it was sent
 //! in `Start` and then moved with `Extend`. Claims never overlap, so two
 //! producers of a pair never send the same block: they meet where their
@@ -120,8 +121,10 @@ pub struct Stats {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
-    Left,
-    Right,
+    /// The low edge: its stream goes up from `lo`.
+    Lo,
+    /// The high edge: its stream goes down from `hi`.
+    Hi,
 }
 
 #[derive(Debug)]
@@ -167,8 +170,9 @@ struct Segment {
     /// yet claims at most a quarter of it, so the deliveries can still
     /// decide who does more.
     span: u64,
-    left: Option<StreamId>,
-    right: Option<StreamId>,
+    /// The stream on the low edge (incrementing), and on the high edge.
+    up: Option<StreamId>,
+    down: Option<StreamId>,
 }
 
 #[derive(Debug, Default)]
@@ -257,9 +261,9 @@ impl Scheduler {
             let hi = lo + base + u64::from(i < extra);
             let sid = s.add_segment(lo, hi);
             let p = 2 * i as usize;
-            s.attach(sid, Side::Left, p, now);
+            s.attach(sid, Side::Lo, p, now);
             if p + 1 < producers {
-                s.attach(sid, Side::Right, p + 1, now);
+                s.attach(sid, Side::Hi, p + 1, now);
             }
             lo = hi;
         }

@@ -8,7 +8,7 @@ impl Scheduler {
     pub(super) fn add_segment(&mut self, lo: u64, hi: u64) -> usize {
         let id = self.next_segment;
         self.next_segment += 1;
-        self.segments.insert(id, Segment { lo, hi, span: hi - lo, left: None, right: None });
+        self.segments.insert(id, Segment { lo, hi, span: hi - lo, up: None, down: None });
         id
     }
 
@@ -18,8 +18,8 @@ impl Scheduler {
         self.next_stream += 1;
         let seg = self.segments.get_mut(&sid).expect("live segment");
         let (dir, next, slot) = match side {
-            Side::Left => (Direction::Increment, seg.lo, &mut seg.left),
-            Side::Right => (Direction::Decrement, seg.hi.wrapping_sub(1), &mut seg.right),
+            Side::Lo => (Direction::Increment, seg.lo, &mut seg.up),
+            Side::Hi => (Direction::Decrement, seg.hi.wrapping_sub(1), &mut seg.down),
         };
         *slot = Some(id);
         let idle = !self.streams.values().any(|s| s.producer == producer && !s.finished());
@@ -49,18 +49,18 @@ impl Scheduler {
         let s = self.streams.remove(&id).expect("live stream");
         if let Some(sid) = s.segment {
             let seg = self.segments.get_mut(&sid).expect("attached segment");
-            if seg.left == Some(id) {
-                seg.left = None;
+            if seg.up == Some(id) {
+                seg.up = None;
                 if s.remaining > 0 {
                     seg.lo = s.next;
                 }
-                Some((sid, Side::Left))
+                Some((sid, Side::Lo))
             } else {
-                seg.right = None;
+                seg.down = None;
                 if s.remaining > 0 {
                     seg.hi = s.next + 1;
                 }
-                Some((sid, Side::Right))
+                Some((sid, Side::Hi))
             }
         } else {
             if s.remaining > 0 {
@@ -100,12 +100,12 @@ impl Scheduler {
                 }
             })
         };
-        let (nl, nr) = (need(seg.left), need(seg.right));
+        let (nl, nr) = (need(seg.up), need(seg.down));
         if gap > 0 && nl + nr > 0 {
             let (gl, gr) = if nl + nr <= gap {
                 (nl, nr)
             } else {
-                match (seg.left, seg.right) {
+                match (seg.up, seg.down) {
                     (Some(l), Some(r)) => {
                         let (sl, sr) = (&self.streams[&l], &self.streams[&r]);
                         let (wl, wr) = (self.weight(sl.producer), self.weight(sr.producer));
@@ -119,10 +119,10 @@ impl Scheduler {
                     (None, None) => (0, 0),
                 }
             };
-            if let Some(l) = seg.left {
+            if let Some(l) = seg.up {
                 self.extend(sid, l, gl);
             }
-            if let Some(r) = seg.right {
+            if let Some(r) = seg.down {
                 self.extend(sid, r, gr);
             }
         }
@@ -131,7 +131,7 @@ impl Scheduler {
             // Nothing left to hand out: the edges finish their claims and are
             // free to help elsewhere. Pending edges never start.
             let seg = self.segments.remove(&sid).expect("live");
-            for id in [seg.left, seg.right].into_iter().flatten() {
+            for id in [seg.up, seg.down].into_iter().flatten() {
                 if self.streams[&id].pending {
                     self.streams.remove(&id);
                 } else {

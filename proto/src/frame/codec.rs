@@ -391,4 +391,3 @@ impl Reader {
         Ok(())
     }
 }
-

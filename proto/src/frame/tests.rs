@@ -45,9 +45,8 @@ fn reply() -> impl Strategy<Value = Reply> {
             .prop_map(|(first, hashes)| Reply::Manifest { first, hashes }),
         (any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..2048))
             .prop_map(|(stream, block, p)| Reply::Block { stream, block, payload: Bytes::from(p) }),
-        (any::<u32>(), any::<u64>(), any::<[u8; 32]>(), proptest::collection::vec(any::<u8>(), 0..2048)).prop_map(
-            |(stream, block, hash, p)| Reply::SealedBlock { stream, block, hash, payload: Bytes::from(p) }
-        ),
+        (any::<u32>(), any::<u64>(), any::<[u8; 32]>(), proptest::collection::vec(any::<u8>(), 0..2048))
+            .prop_map(|(stream, block, hash, p)| Reply::SealedBlock { stream, block, hash, payload: Bytes::from(p) }),
         (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
         (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error { code: ErrorCode::from_u16(c), message }),
         any::<[u8; 32]>().prop_map(|nonce| Reply::Challenge { nonce }),
