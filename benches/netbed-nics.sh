@@ -3,7 +3,7 @@
 # 320mbit+160mbit and 320mbit+320mbit: one TCP stream per link (iperf3, the
 # goodput the ideal is the sum of), MPTCP with two subflows (iperf3 under
 # mptcpize, the server announcing its second address), and DDNet striping
-# (stripe/examples/netbench: 4 MiB messages until the peer acknowledged the
+# (ddnet/examples/netbench: 4 MiB messages until the peer acknowledged the
 # last byte); a degraded case where link 1 drops to 40mbit 2 s in; and a
 # ping-pong (the paper's Eq. 9, 8 x size / (RTT/2)) from 1 KiB to 4 MiB,
 # striped over both links against one plain TCP stream over link 1, the
