@@ -14,6 +14,11 @@
 # Usage (root): benches/netbed-get.sh [RUNS] [CASES]
 #   CASES: comma list of static,dynamic,rtt (default all)
 #   TOOLS (env): space list (default: ddftp ddftp-noverify aria2c axel xrdcp split)
+#   OLD (env): a directory holding another build's ddftp and ddftpd (e.g. a
+#     worktree's target/release): its ddftpd also runs on every mirror
+#     (:7401) and the tool `ddftp-old` is that client against those servers,
+#     for an A/B in one run (add it to TOOLS). The tools take turns run after
+#     run, so a slow stretch of this shared VM hits them alike.
 # Writes benches/results/netbed-get-<UTC date>.{md,json}.
 set -euo pipefail
 
@@ -72,6 +77,10 @@ id xrdbench >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin xrdbench
 for i in $(seq 1 $M); do
   ip=10.77.$i.2; run=$WORK/run/m$i; mkdir -p "$run"; chmod 1777 "$run"
   "$NB" exec $BED-m$i -- "$DDFTPD" --root "$WORK/data" --listen $ip:7400 >"$run/ddftpd.log" 2>&1 &
+  if [ -n "${OLD:-}" ]; then
+    "$NB" exec $BED-m$i -- "$OLD/ddftpd" --root "$WORK/data" --listen $ip:7401 >"$run/ddftpd-old.log" 2>&1 &
+    "$NB" exec $BED-m$i -- "$DELAY" $ip:17401 $ip:7401 100 >"$run/delay-7401.log" 2>&1 &
+  fi
   nginx_conf "$run" $ip:8080 "$WORK/data" 1
   "$NB" exec $BED-m$i -- nginx -c "$run/nginx.conf"
   printf 'all.export %s\nxrd.port 1094\n' "$WORK/data" >"$run/xrd.cfg"
@@ -112,6 +121,9 @@ run_tool() {
   t0=$(now)
   case $name in
     ddftp) in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json >"$out.json" ;;
+    ddftp-old) local old=()
+      for i in $(seq 1 $M); do old+=("10.77.$i.2:$((dd + 1))"); done
+      in_client "$OLD/ddftp" get big.bin --mirrors "$(IFS=,; echo "${old[*]}")" -o "$out" -q --json >"$out.json" ;;
     ddftp-noverify) in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json \
       --no-verify >"$out.json" ;;
     aria2c) in_client aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true \
@@ -168,24 +180,28 @@ check_out() { # out tool
 ddftp_extra=()
 bench_case() { # case d(port offset) ideal [dynamic]
   local c=$1 d=$2 ideal=$3 dyn=${4:-}
-  for tool in $TOOLS; do
-    local times=()
-    for r in $(seq 1 "$RUNS"); do
+  declare -A times=()
+  for r in $(seq 1 "$RUNS"); do
+    for tool in $TOOLS; do
       N=$((N + 1)); local out=$WORK/out/o$N
       if [ -n "$dyn" ]; then
         "$NB" rate $BED m1 1 320mbit
         ( sleep 2; "$NB" rate $BED m1 1 40mbit ) &
         local rp=$!
       fi
-      times+=("$(run_tool $tool "$d" "$out")")
+      times[$tool]+="$(run_tool $tool "$d" "$out") "
       [ -n "$dyn" ] && { wait $rp || true; "$NB" rate $BED m1 1 320mbit; }
       check_out "$out" $tool
       if [[ $tool = ddftp* ]]; then ddftp_extra+=("$(python3 -c "
 import json; j = json.load(open('$out.json')); j['case'] = '$c'
-print(json.dumps({k: j[k] for k in ('case', 'seconds', 'verified', 'starts', 'extends', 'ends', 'duplicate_bytes', 'producers')}))")"); fi
+j['tool'] = '$tool'
+print(json.dumps({k: j[k] for k in ('case', 'tool', 'seconds', 'verified', 'starts', 'extends', 'ends', 'duplicate_bytes', 'producers')}))")"); fi
       rm -f "$out" "$out.json"
     done
-    record "$c" $tool "$ideal" "${times[@]}"
+  done
+  for tool in $TOOLS; do
+    # shellcheck disable=SC2086
+    record "$c" $tool "$ideal" ${times[$tool]}
   done
 }
 
@@ -236,7 +252,7 @@ with open(mdpath, "w") as f:
     for e in extra:
         shares = ", ".join(f"{p['share']*100:.1f}%" for p in e["producers"])
         v = "verified" if e["verified"] else "--no-verify"
-        f.write(f"- {e['case']} ({v}): {e['seconds']:.2f} s; shares {shares}; {e['starts']} Start, {e['extends']} Extend, "
+        f.write(f"- {e['case']} {e.get('tool', 'ddftp')} ({v}): {e['seconds']:.2f} s; shares {shares}; {e['starts']} Start, {e['extends']} Extend, "
                 f"{e['ends']} End; duplicate bytes {e['duplicate_bytes']}\n")
 print(open(mdpath).read())
 PY

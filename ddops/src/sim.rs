@@ -336,7 +336,11 @@ pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
         blocks: spec.blocks,
         makespan,
         ideal,
-        efficiency: if makespan > 0.0 { ideal / makespan } else { 1.0 },
+        efficiency: match tr.is_done() {
+            true if makespan > 0.0 => ideal / makespan,
+            true => 1.0,
+            false => 0.0,
+        },
         starts: stats.starts,
         extends: stats.extends,
         ends: stats.ends,
@@ -371,7 +375,13 @@ pub fn ideal_time(spec: &SimSpec) -> f64 {
             down[server] = speed == 0.0;
         }
     }
-    t + left / speeds.iter().sum::<f64>().max(1e-9)
+    let rate: f64 = speeds.iter().sum();
+    // No capacity left: no time would do.
+    if rate > 0.0 {
+        t + left / rate
+    } else {
+        f64::INFINITY
+    }
 }
 
 #[cfg(test)]
