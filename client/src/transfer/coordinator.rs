@@ -7,14 +7,6 @@ use ddops::transfer::{self, Event as TransferEvent, Transfer};
 use super::slot::{run_slot, Check, Event, SlotCtx};
 use super::*;
 
-/// Sleeps until `deadline`; never, without one.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The driver's state around the pure [`Transfer`]: the connections, the
 /// journal, the names for the report.
 pub(super) struct Coordinator<'a> {
@@ -191,6 +183,11 @@ pub(super) async fn run_transfer(
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
     let missing = |c: &Coordinator| size - reused_bytes - c.fetched();
+    // The transfer's next timeout (a stall); one timer, moved only when the
+    // deadline moves (not a new timer for every event).
+    let far = || tokio::time::Instant::now() + Duration::from_secs(86_400);
+    let mut timeout = std::pin::pin!(tokio::time::sleep_until(far()));
+    let mut armed: Option<Instant> = None;
     let outcome = loop {
         c.dispatch(progress);
         if c.tr.is_done() {
@@ -198,6 +195,11 @@ pub(super) async fn run_transfer(
         }
         if c.tr.is_stuck() && join_tx.is_none() {
             break Err(c.all_failed(missing(&c), size));
+        }
+        let deadline = c.tr.poll_timeout();
+        if deadline != armed {
+            timeout.as_mut().reset(deadline.map_or_else(far, Into::into));
+            armed = deadline;
         }
         let ev = tokio::select! {
             ev = ev_rx.recv() => ev,
@@ -227,7 +229,7 @@ pub(super) async fn run_transfer(
                 }
                 continue;
             }
-            _ = sleep_until(c.tr.poll_timeout()) => {
+            _ = &mut timeout, if armed.is_some() => {
                 c.tr.handle_timeout(Instant::now());
                 continue;
             }
