@@ -59,7 +59,8 @@ pub fn run(o: WalkOpt) -> Exit {
             return Exit::Local;
         }
     };
-    let (report, output) = match walk::walk(&o.path, threads, output) {
+    let opts = walk::Options { threads, on_error: Some(tell_user()), ..walk::Options::default() };
+    let (report, output) = match walk::walk_with(&o.path, &opts, output) {
         Ok(x) => x,
         Err(e) => return failed(&e),
     };
@@ -73,6 +74,13 @@ pub fn run(o: WalkOpt) -> Exit {
 
 /// Reports a failed walk: a bad root is the caller's mistake (2), a list
 /// that could not be written a local failure (4).
+/// What the walk could not read, told on stderr as it goes (it goes on).
+fn tell_user() -> walk::OnError {
+    walk::OnError(std::sync::Arc::new(|path: &[u8], why: &str| {
+        eprintln!("ddftp: walk: {}: {why}", String::from_utf8_lossy(path))
+    }))
+}
+
 fn failed(e: &walk::WalkError) -> Exit {
     report_error(e);
     match e {
@@ -164,7 +172,7 @@ fn run_mpi(o: &WalkOpt, threads: usize, to_stdout: bool) -> Exit {
             return Exit::Local;
         }
     };
-    let opts = walk::Options { threads, ..walk::Options::default() };
+    let opts = walk::Options { threads, on_error: Some(tell_user()), ..walk::Options::default() };
     let (report, output) = match mpi::walk(&session, &o.path, &opts, output) {
         Ok(x) => x,
         Err(e) => return failed(&e),

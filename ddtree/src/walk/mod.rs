@@ -136,7 +136,7 @@ pub struct Options {
     pub label: Option<Vec<u8>>,
     /// Paths neither listed nor entered (a server's index directory).
     pub skip: Vec<PathBuf>,
-    /// Told what could not be read; without it, stderr is.
+    /// Told what could not be read; without it, a `tracing` warning.
     pub on_error: Option<OnError>,
 }
 
@@ -188,7 +188,7 @@ impl Sink {
         let path = &*self.shown(path);
         match &self.on_error {
             Some(OnError(tell)) => tell(path, &why),
-            None => eprintln!("ddftp: walk: {}: {why}", String::from_utf8_lossy(path)),
+            None => tracing::warn!(path = %String::from_utf8_lossy(path), "cannot read: {why}"),
         }
     }
 
