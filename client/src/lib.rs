@@ -16,6 +16,7 @@
 pub mod archive;
 pub mod cli;
 pub mod digest;
+pub mod http;
 pub mod journal;
 pub mod manifest;
 pub mod nic;

@@ -145,6 +145,36 @@ impl<T> Streams<T> {
     }
 }
 
+/// What a producer that fetches runs of blocks at once does next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NextRun {
+    /// Fetch `count` blocks of the running stream from `first`, in `dir`.
+    Run { stream: u32, first: u64, count: u64, dir: Direction },
+    /// The running stream ended at its `last` (a `Start` waits): reply.
+    Stopped(Stopped),
+    /// Nothing to send.
+    Wait,
+}
+
+impl<T> Streams<T> {
+    /// Like [`step`](Self::step), up to `max` blocks of the running stream
+    /// at once (a producer that fetches ranges: an HTTP mirror).
+    pub fn step_run(&mut self, max: u64) -> NextRun {
+        match self.step() {
+            Next::Block { stream, block } => {
+                let s = self.running.as_mut().expect("it gave a block");
+                let mut count = 1;
+                while count < max && s.cursor.take().is_some() {
+                    count += 1;
+                }
+                NextRun::Run { stream, first: block, count, dir: s.cursor.dir() }
+            }
+            Next::Stopped(s) => NextRun::Stopped(s),
+            Next::Wait => NextRun::Wait,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +211,16 @@ mod tests {
         assert_eq!(s.step(), Next::Block { stream: 1, block: 0 });
         assert_eq!(s.step(), Next::Stopped(Stopped { stream: 1, sent: 1 }));
         assert_eq!(s.step(), Next::Block { stream: 2, block: 5 });
+    }
+
+    #[test]
+    fn runs_stop_at_the_bound_and_count_as_sent() {
+        let mut s = Streams::default();
+        s.start(1, 9, 2, Decrement, ()).unwrap();
+        assert_eq!(s.step_run(5), NextRun::Run { stream: 1, first: 9, count: 5, dir: Decrement });
+        assert_eq!(s.step_run(5), NextRun::Run { stream: 1, first: 4, count: 3, dir: Decrement });
+        assert_eq!(s.step_run(5), NextRun::Wait);
+        assert_eq!(s.end(1), Some(Stopped { stream: 1, sent: 8 }));
     }
 
     #[test]

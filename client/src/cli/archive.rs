@@ -96,7 +96,13 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
 }
 
 pub fn run(o: ArchiveOpt) -> Exit {
-    let get = match o.moving.spec(String::new(), o.dest.clone(), o.sync) {
+    let spec = o.moving.spec(String::new(), o.dest.clone(), o.sync).and_then(|g| match g.http.first() {
+        Some(url) => {
+            Err(format!("{url}: archive takes ddftpd mirrors only (an HTTP mirror serves single files: ddftp get)"))
+        }
+        None => Ok(g),
+    });
+    let get = match spec {
         Ok(g) => g,
         Err(e) => {
             report_error(&e);

@@ -145,6 +145,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     let spec = GetSpec {
         path: "demo.bin".into(),
         mirrors,
+        http: vec![],
         output: out.clone(),
         block_size: DEFAULT_BLOCK_SIZE,
         sync: false,

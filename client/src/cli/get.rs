@@ -10,7 +10,7 @@ use ddftp_proto::{parse_endpoint, Endpoint};
 use super::{report_error, runtime, Exit};
 use crate::progress::Bar;
 use crate::scheduler::Config;
-use crate::transfer::{self, GetSpec, TransferError, TransferReport};
+use crate::transfer::{self, GetSpec, Sha256Checked, TransferError, TransferReport};
 
 /// Default block size: large enough that per-block costs vanish at GB/s,
 /// small enough that the last pair meets within milliseconds on slow links.
@@ -50,10 +50,11 @@ pub struct GetOpt {
 /// The flags every command that moves data from mirrors takes.
 #[derive(Debug, Args)]
 pub struct MoveOpt {
-    /// Mirrors serving the same data: HOST[:PORT],... (port 7400 if omitted,
-    /// IPv6 in brackets).
+    /// Mirrors serving the same data: ddftpd at HOST[:PORT] (port 7400 if
+    /// omitted, IPv6 in brackets), or HTTP servers that honour Range:
+    /// http://HOST[:PORT]/DIR/ (PATH is appended) or the file's own URL.
     #[arg(long, short = 'm', value_delimiter = ',', required = true, value_parser = parse_mirror)]
-    pub mirrors: Vec<Endpoint>,
+    pub mirrors: Vec<Mirror>,
     /// Block size, e.g. 256KiB or 1MiB.
     #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
     pub block_size: u32,
@@ -84,7 +85,22 @@ impl MoveOpt {
     pub fn spec(&self, path: String, output: PathBuf, sync: bool) -> Result<GetSpec, String> {
         Ok(GetSpec {
             path,
-            mirrors: self.mirrors.clone(),
+            mirrors: self
+                .mirrors
+                .iter()
+                .filter_map(|m| match m {
+                    Mirror::Ddftpd(ep) => Some(ep.clone()),
+                    Mirror::Http(_) => None,
+                })
+                .collect(),
+            http: self
+                .mirrors
+                .iter()
+                .filter_map(|m| match m {
+                    Mirror::Http(u) => Some(u.clone()),
+                    Mirror::Ddftpd(_) => None,
+                })
+                .collect(),
             output,
             block_size: self.block_size,
             sync,
@@ -101,10 +117,22 @@ impl MoveOpt {
     }
 }
 
-pub(crate) fn parse_mirror(s: &str) -> Result<Endpoint, String> {
+/// A `--mirrors` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mirror {
+    Ddftpd(Endpoint),
+    Http(String),
+}
+
+pub(crate) fn parse_mirror(s: &str) -> Result<Mirror, String> {
+    if crate::http::is_url(s) {
+        // Checked now (the path is appended later).
+        crate::http::HttpMirror::parse(s, "f").map_err(|e| e.to_string())?;
+        return Ok(Mirror::Http(s.to_string()));
+    }
     match parse_endpoint(s) {
         Ok(ep) if ep.port == 0 => Err(format!("{s:?}: a mirror's port cannot be 0")),
-        Ok(ep) => Ok(ep),
+        Ok(ep) => Ok(Mirror::Ddftpd(ep)),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -235,13 +263,19 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
     let t = &r.transfer;
     writeln!(
         to,
-        "{} -> {}: {} in {:.2} s ({:.1} MB/s)\nsha256 {} (matches the mirrors'{})",
+        "{} -> {}: {} in {:.2} s ({:.1} MB/s)\nsha256 {} ({}{})",
         t.path,
         t.output,
         HumanBytes(t.bytes),
         t.seconds,
         r.mb_per_s,
         t.sha256.as_deref().unwrap_or("not computed"),
+        match t.sha256_checked {
+            Sha256Checked::Mirrors => "matches the mirrors'",
+            Sha256Checked::Checksum => "matches --checksum",
+            Sha256Checked::Nothing => "NOT VERIFIED: HTTP mirrors give no digest; pass --checksum sha-256=HEX",
+            Sha256Checked::Sealed => "sealed blocks",
+        },
         if t.verified { "; every block verified as it arrived" } else { "" }
     )?;
     if t.reused_bytes > 0 {

@@ -4,6 +4,7 @@
 
 use ddops::transfer::{self, Event as TransferEvent, Transfer};
 
+use super::http_slot::run_http_slot;
 use super::slot::{run_slot, Check, Event, SlotCtx};
 use super::*;
 
@@ -135,15 +136,23 @@ pub(super) async fn run_transfer(
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
     let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
-    let routes: Vec<String> = slots.iter().map(|(_, r, _)| r.to_string()).collect();
+    let routes: Vec<String> = slots.iter().map(|(_, p)| p.route()).collect();
     let mut cmds = vec![];
     let mut rtts = vec![];
-    for (slot, (_, route, conn)) in slots.into_iter().enumerate() {
+    for (slot, (_, producer)) in slots.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         cmds.push(Some(tx));
-        rtts.push(conn.rtt);
-        let mirror = route.endpoint.to_string().into();
-        tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, ev_tx.clone()));
+        match producer {
+            Producer::Ddftpd(route, conn) => {
+                rtts.push(Some(conn.rtt));
+                let mirror = route.endpoint.to_string().into();
+                tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, ev_tx.clone()));
+            }
+            Producer::Http(m) => {
+                rtts.push(None);
+                tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, ev_tx.clone()));
+            }
+        }
     }
     // Kept while mirrors may still join (and by their connecting tasks):
     // the events end only once every slot has ended and none can join.
@@ -158,7 +167,7 @@ pub(super) async fn run_transfer(
         h.advance((completed.prefix() * bs).min(size));
     }
     let mut tr = Transfer::new(completed, &owner, mirrors.len(), &cfg, now);
-    for (p, rtt) in rtts.into_iter().enumerate() {
+    for (p, rtt) in rtts.into_iter().enumerate().filter_map(|(p, r)| Some((p, r?))) {
         tr.handle_round_trip(p, rtt, now);
     }
     let mut c = Coordinator {
@@ -333,6 +342,7 @@ pub(super) async fn run_transfer(
         duplicate_bytes: stats.duplicate_blocks * bs,
         sha256: None,
         verified,
+        sha256_checked: Sha256Checked::Mirrors,
         producers,
         links,
         warnings: c.warnings.clone(),

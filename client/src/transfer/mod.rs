@@ -42,11 +42,13 @@ pub use crate::session::Route;
 use ddops::transfer::BlockRun;
 
 mod coordinator;
+mod http_slot;
 mod report;
 mod slot;
 
-pub use report::{LinkReport, ProducerReport, TransferReport};
+pub use report::{LinkReport, ProducerReport, Sha256Checked, TransferReport};
 
+use crate::http::{HttpError, HttpMirror, HttpVersion, Lane};
 use crate::session::{connect, Session, SessionError, STAT_TIMEOUT};
 use crate::store::Store;
 use coordinator::run_transfer;
@@ -166,6 +168,33 @@ pub struct GetSpec {
     /// Write here instead of a part file renamed to `output` at the end
     /// (an archive's files); the journal is still `output`'s.
     pub store: Option<Arc<dyn Store>>,
+    /// HTTP mirrors (`http://...` URLs; one ending in `/` is a directory
+    /// `path` is appended to), producers beside the ddftpd ones.
+    pub http: Vec<String>,
+}
+
+/// One producer slot's source: a greeted ddftpd connection, or an HTTP
+/// mirror (its slot opens its own connections).
+pub(super) enum Producer {
+    Ddftpd(Route, Session),
+    Http(Arc<HttpMirror>),
+}
+
+impl Producer {
+    /// For the report: the route, or the URL.
+    fn route(&self) -> String {
+        match self {
+            Producer::Ddftpd(r, _) => r.to_string(),
+            Producer::Http(m) => m.url.clone(),
+        }
+    }
+}
+
+/// Probes the HTTP mirror at `url` (for `path`).
+async fn probe_http(url: String, path: String) -> Result<(Arc<HttpMirror>, HttpVersion), (String, HttpError)> {
+    let m = Arc::new(HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?);
+    let v = Lane::new(m.clone()).probe().await.map_err(|e| (m.url.clone(), e))?;
+    Ok((m, v))
 }
 
 /// Connects to a mirror and, with `stat` (path, and whether the chunk
@@ -238,9 +267,11 @@ pub async fn get_joining(
     progress: &mut dyn Progress,
     joining: Option<&mut Joining>,
 ) -> Result<TransferReport, TransferError> {
-    if spec.mirrors.is_empty() {
+    if spec.mirrors.is_empty() && spec.http.is_empty() {
         return Err(TransferError::NoMirrors);
     }
+    let http_probes: Vec<_> =
+        spec.http.iter().map(|u| tokio::spawn(probe_http(u.clone(), spec.path.clone()))).collect();
     // The clock a user sees: from the first connection to the last byte.
     let started = Instant::now();
     let mut warnings = vec![];
@@ -261,9 +292,10 @@ pub async fn get_joining(
         })
         .collect();
     let spare_token = spec.token.clone();
-    let last = routes.last().expect("not empty").clone();
-    let mut spare = (routes.len() % 2 == 1)
-        .then(|| tokio::spawn(async move { (last.clone(), connect(&last, None, spare_token.as_deref()).await) }));
+    let mut spare =
+        routes.last().filter(|_| (routes.len() + spec.http.len()) % 2 == 1).cloned().map(|last| {
+            tokio::spawn(async move { (last.clone(), connect(&last, None, spare_token.as_deref()).await) })
+        });
     let mut usable = vec![];
     let mut failures = vec![];
     for (route, h) in routes.iter().zip(probes) {
@@ -272,7 +304,14 @@ pub async fn get_joining(
             Err(e) => failures.push(format!("  {route}: {e}")),
         }
     }
-    if usable.is_empty() {
+    let mut http = vec![];
+    for h in http_probes {
+        match h.await.expect("probe task") {
+            Ok(x) => http.push(x),
+            Err((url, e)) => failures.push(format!("  {url}: {e}")),
+        }
+    }
+    if usable.is_empty() && http.is_empty() {
         return Err(TransferError::NoUsableMirror { path: spec.path.clone(), failures });
     }
     for f in &failures {
@@ -308,7 +347,13 @@ pub async fn get_joining(
             voters.push(m);
         }
     }
-    let versions: Vec<Version> = voters.iter().map(|m| m.version).collect();
+    // Only HTTP mirrors: they vote on the size (and their dates); nothing
+    // says what the bytes must hash to unless --checksum does.
+    let http_only = voters.is_empty();
+    let versions: Vec<Version> = match http_only {
+        true => vec![http_version(&mut http, &spec.path, progress, &mut warnings)?],
+        false => voters.iter().map(|m| m.version).collect(),
+    };
     let Some((version, stale)) = consensus::majority(&versions) else {
         let versions = voters.iter().map(|m| format!("{} has {}", m.route.endpoint, m.version.describe())).collect();
         return Err(TransferError::NoMajority { path: spec.path.clone(), versions });
@@ -326,10 +371,20 @@ pub async fn get_joining(
     }
     usable.retain(|(m, _)| m.version == version);
     let size = version.size;
+    http.retain(|(m, v)| {
+        if v.size == size {
+            return true;
+        }
+        let w = format!("dropping mirror {}: its {} has {} bytes, the majority's {size}", m.url, spec.path, v.size);
+        progress.warn(&w);
+        warnings.push(w);
+        false
+    });
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
     let manifest = match early {
         _ if !spec.verify || size == 0 || spec.sealed_size.is_some() => None,
         Some(m) => Some(Arc::new(m)),
+        None if usable.is_empty() => None,
         None => Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?)),
     };
 
@@ -337,17 +392,24 @@ pub async fn get_joining(
     // on the last route when the count is odd. The probe's connection
     // becomes the slot's: no second handshake.
     let mut mirror_names: Vec<String> = vec![];
-    let mut slots: Vec<(usize, Route, Session)> = vec![];
-    for (m, conn) in usable {
-        let name = m.route.endpoint.to_string();
-        let owner = mirror_names.iter().position(|n| *n == name).unwrap_or_else(|| {
+    let mut slots: Vec<(usize, Producer)> = vec![];
+    let mut owner_of = |name: String| {
+        mirror_names.iter().position(|n| *n == name).unwrap_or_else(|| {
             mirror_names.push(name);
             mirror_names.len() - 1
-        });
-        slots.push((owner, m.route, conn));
+        })
+    };
+    for (m, conn) in usable {
+        slots.push((owner_of(m.route.endpoint.to_string()), Producer::Ddftpd(m.route, conn)));
     }
-    if slots.len() % 2 == 1 {
-        let (owner, route, _) = slots.last().expect("not empty");
+    for (m, _) in http {
+        slots.push((owner_of(m.url.clone()), Producer::Http(m)));
+    }
+    if let Some((owner, Producer::Http(m))) = slots.last().filter(|_| slots.len() % 2 == 1) {
+        let second = (*owner, Producer::Http(m.clone()));
+        slots.push(second);
+    }
+    if let Some((owner, Producer::Ddftpd(route, _))) = slots.last().filter(|_| slots.len() % 2 == 1) {
         let (owner, route) = (*owner, route.clone());
         let second = match spare.take() {
             Some(h) => match h.await.expect("connect task") {
@@ -357,7 +419,7 @@ pub async fn get_joining(
             None => connect(&route, None, spec.token.as_deref()).await,
         };
         match second {
-            Ok((s, ..)) => slots.push((owner, route, s)),
+            Ok((s, ..)) => slots.push((owner, Producer::Ddftpd(route, s))),
             Err(e) => {
                 let w = format!("{route}: second connection failed ({e}); using one stream");
                 progress.warn(&w);
@@ -368,7 +430,12 @@ pub async fn get_joining(
 
     let sealed = spec.sealed_size.is_some();
     // What a resume journal must match: a bundle's name says what it is.
-    let sha256 = if sealed { String::new() } else { hex(&version.digest.sha256) };
+    let sha256 = match (sealed, http_only) {
+        (true, _) => String::new(),
+        // What the journal must match: the HTTP mirrors' size (and date).
+        (_, true) => format!("http {size}"),
+        _ => hex(&version.digest.sha256),
+    };
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
     let out_err = |source| TransferError::Output { path: part.clone(), source, resume: Resume::Nothing };
@@ -391,7 +458,14 @@ pub async fn get_joining(
     // The largest block every mirror in use serves (told in its greeting):
     // agreed on before the journal is written, so a rerun is not bound to
     // a block size no mirror accepts.
-    let limit = slots.iter().map(|(_, _, c)| c.max_block_size).min().unwrap_or(u32::MAX);
+    let limit = slots
+        .iter()
+        .filter_map(|(_, p)| match p {
+            Producer::Ddftpd(_, c) => Some(c.max_block_size),
+            Producer::Http(_) => None,
+        })
+        .min()
+        .unwrap_or(u32::MAX);
     let block_size = match &earlier {
         Some(j) if manifest.is_some() && j.block_size % chunk_size != 0 => {
             return Err(TransferError::BlockSizeMismatch { block_size: j.block_size, chunk_size })
@@ -483,7 +557,13 @@ pub async fn get_joining(
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
     report.sha256 = got.map_err(out_err)?;
-    if let Some(got) = report.sha256.clone().filter(|g| *g != sha256) {
+    report.sha256_checked = match (sealed, http_only, &spec.checksum) {
+        (true, ..) => Sha256Checked::Sealed,
+        (_, false, _) => Sha256Checked::Mirrors,
+        (_, true, Some(_)) => Sha256Checked::Checksum,
+        (_, true, None) => Sha256Checked::Nothing,
+    };
+    if let Some(got) = report.sha256.clone().filter(|g| *g != sha256 && !http_only) {
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
         let _ = std::fs::remove_file(&part);
@@ -522,6 +602,44 @@ pub async fn get_joining(
     Ok(report)
 }
 
+/// The HTTP mirrors' version: the size a strict majority reports (those
+/// with another are dropped, with a warning); among them, a date that a
+/// strict majority shares drops the mirrors with another one.
+fn http_version(
+    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
+    path: &str,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Version, TransferError> {
+    let n = http.len();
+    let Some(size) =
+        http.iter().map(|(_, v)| v.size).find(|s| http.iter().filter(|(_, v)| v.size == *s).count() * 2 > n)
+    else {
+        let versions = http.iter().map(|(m, v)| format!("{} has {} bytes", m.url, v.size)).collect();
+        return Err(TransferError::NoMajority { path: path.to_string(), versions });
+    };
+    let same: Vec<Option<String>> =
+        http.iter().filter(|(_, v)| v.size == size).map(|(_, v)| v.last_modified.clone()).collect();
+    let date = same.iter().find(|d| d.is_some() && same.iter().filter(|e| e == d).count() * 2 > same.len()).cloned();
+    http.retain(|(m, v)| {
+        let why = if v.size != size {
+            format!("{} bytes, the majority's {size}", v.size)
+        } else if date.as_ref().is_some_and(|d| *d != v.last_modified) {
+            format!("Last-Modified {:?}, the majority's {:?}", v.last_modified, date.clone().flatten())
+        } else {
+            return true;
+        };
+        let w = format!(
+            "dropping mirror {}: its copy of {path} differs from the majority's ({why}): a stale mirror?",
+            m.url
+        );
+        progress.warn(&w);
+        warnings.push(w);
+        false
+    });
+    Ok(Version::sealed(size))
+}
+
 /// Fetches the chunk manifest from the first mirror in `usable` that serves
 /// one matching `version`; a mirror whose manifest does not match is dropped.
 async fn fetch_manifest(
@@ -555,8 +673,8 @@ struct Prepared {
     block_size: u32,
     check: Check,
     file: Arc<dyn Store>,
-    /// (mirror index, route, greeted connection) per producer slot.
-    slots: Vec<(usize, Route, Session)>,
+    /// (mirror index, source) per producer slot.
+    slots: Vec<(usize, Producer)>,
     mirrors: Vec<String>,
     completed: Completed,
     journal: Journal,

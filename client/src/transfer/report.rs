@@ -37,8 +37,24 @@ pub struct TransferReport {
     /// Every block was verified as it arrived (against the chunk manifest,
     /// or its seal).
     pub verified: bool,
+    /// What the output's SHA-256 was checked against.
+    pub sha256_checked: Sha256Checked,
     pub producers: Vec<ProducerReport>,
     /// Per route: with `--bind`, what each link carried.
     pub links: Vec<LinkReport>,
     pub warnings: Vec<String>,
+}
+
+/// What a download's SHA-256 was compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sha256Checked {
+    /// The ddftpd mirrors' reported digest.
+    Mirrors,
+    /// `--checksum` only (HTTP mirrors report none).
+    Checksum,
+    /// Nothing: HTTP mirrors only and no `--checksum`.
+    Nothing,
+    /// A bundle: none computed, its blocks are sealed.
+    Sealed,
 }

@@ -9,6 +9,7 @@ mod archive;
 mod get;
 mod hardening;
 mod hostile;
+mod http;
 mod integrity;
 mod mpi;
 mod nics;

@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 
 use rand::{RngCore, SeedableRng};
 
+pub mod nginx;
+
 /// The directory holding the workspace's binaries for this test profile.
 /// `cargo test` only rebuilds binaries of packages that have integration
 /// tests, so the binaries are brought up to date here, once per run.

@@ -1,0 +1,148 @@
+//! HTTP mirrors as producers: real nginx on 127.0.0.1, alone and beside
+//! ddftpd mirrors, and a small server for what nginx will not do wrong.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::util::nginx::{BadServer, Misbehave, Nginx};
+use crate::util::*;
+
+const SIZE: usize = 6 << 20;
+
+fn get_json(path: &str, mirrors: &str, out: &std::path::Path, extra: &[&str], expect: i32) -> serde_json::Value {
+    let mut args = vec!["get", path, "--mirrors", mirrors, "-o", out.to_str().unwrap(), "--json", "-q"];
+    args.extend_from_slice(extra);
+    json(&ddftp(&args, expect))
+}
+
+#[test]
+fn one_to_four_http_mirrors_give_the_exact_file() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big.bin"), SIZE, 1);
+    let servers: Vec<Nginx> = (0..4).map(|i| Nginx::serve(&f.root(), (i % 2 == 1).then_some("4m"))).collect();
+    for k in 1..=4 {
+        let mirrors: Vec<String> = servers[..k].iter().map(|s| s.url.clone()).collect();
+        let out = f.out(&format!("k{k}.bin"));
+        let j = get_json("big.bin", &mirrors.join(","), &out, &[], 0);
+        assert_eq!(std::fs::read(&out).unwrap(), data, "k = {k}");
+        assert_eq!(j["sha256_checked"], "nothing", "no digest from HTTP mirrors: told, not claimed");
+        assert_eq!(j["producers"].as_array().unwrap().len(), k);
+    }
+}
+
+#[test]
+fn the_url_of_the_file_itself_and_a_directory_url_both_work() {
+    let f = Fixture::new();
+    std::fs::create_dir(f.root().join("pub dir")).unwrap();
+    let data = random_file(&f.root().join("pub dir/a+b.bin"), 1 << 20, 2);
+    let s = Nginx::serve(&f.root(), None);
+    let file_url = format!("{}pub%20dir/a%2Bb.bin", s.url);
+    let dir_url = format!("{}pub%20dir/", s.url);
+    let out = f.out("o.bin");
+    get_json("a+b.bin", &format!("{file_url},{dir_url}"), &out, &[], 0);
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+}
+
+#[test]
+fn a_mixed_set_verifies_the_http_blocks_against_the_ddftpd_manifest() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big.bin"), SIZE, 3);
+    // A corrupted copy of the same size behind one nginx.
+    let bad_root = f.out("bad");
+    std::fs::create_dir(&bad_root).unwrap();
+    let mut bad = data.clone();
+    for i in (0..SIZE).step_by(100_000) {
+        bad[i] ^= 0x55;
+    }
+    std::fs::write(bad_root.join("big.bin"), &bad).unwrap();
+    let d = Mirror::start(&f.root(), &[]);
+    let good = Nginx::serve(&f.root(), Some("8m"));
+    let lying = Nginx::serve(&bad_root, None);
+    let out = f.out("o.bin");
+    let j = get_json("big.bin", &format!("{},{},{}", d.addr, good.url, lying.url), &out, &[], 0);
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    assert_eq!(j["sha256_checked"], "mirrors");
+    assert_eq!(j["verified"], true);
+    let warnings = j["warnings"].to_string();
+    assert!(warnings.contains("failed verification") && warnings.contains(&lying.url), "{warnings}");
+}
+
+#[test]
+fn checksum_mismatch_fails_with_exit_3_and_a_match_is_reported() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big.bin"), 1 << 20, 4);
+    let s = Nginx::serve(&f.root(), None);
+    let out = f.out("o.bin");
+    let zeros = format!("sha-256={}", "0".repeat(64));
+    let j = get_json("big.bin", &s.url, &out, &["--checksum", &zeros], 3);
+    assert!(j["error"].as_str().unwrap().contains("SHA-256"), "{j}");
+    assert!(!out.exists());
+    let right = format!("sha-256={}", sha256_hex(&data));
+    let j = get_json("big.bin", &s.url, &out, &["--checksum", &right], 0);
+    assert_eq!(j["sha256_checked"], "checksum");
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+}
+
+#[test]
+fn a_missing_file_is_named_with_the_status() {
+    let f = Fixture::new();
+    let s = Nginx::serve(&f.root(), None);
+    let out = ddftp(&["get", "nothere.bin", "--mirrors", &s.url, "-o", f.out("o").to_str().unwrap()], 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("404") && err.contains("nothere.bin"), "{err}");
+}
+
+#[test]
+fn a_server_that_misbehaves_mid_download_is_dropped_and_the_others_finish() {
+    for how in [
+        Misbehave::IgnoreRange,
+        Misbehave::ShortBody,
+        Misbehave::NotSatisfiable,
+        Misbehave::Unavailable,
+        Misbehave::SizeChanged,
+    ] {
+        let f = Fixture::new();
+        let data = Arc::new(random_file(&f.root().join("f.bin"), SIZE, 5));
+        let good = Nginx::serve(&f.root(), Some("8m"));
+        let bad = BadServer::start(data.clone(), how);
+        let out = f.out("o.bin");
+        let j = get_json("f.bin", &format!("{},{}", good.url, bad.url), &out, &[], 0);
+        assert_eq!(std::fs::read(&out).unwrap(), *data, "{how:?}");
+        let warnings = j["warnings"].to_string();
+        assert!(warnings.contains(&bad.url), "{how:?}: {warnings}");
+    }
+}
+
+#[test]
+fn a_server_that_ignores_range_from_the_start_is_skipped_with_why() {
+    let f = Fixture::new();
+    let data = Arc::new(random_file(&f.root().join("f.bin"), 1 << 20, 6));
+    // Its very first answer (the probe) is already a 200.
+    let bad = BadServer::start(data.clone(), Misbehave::IgnoreRange);
+    let _warm = std::net::TcpStream::connect(bad.url.trim_start_matches("http://").split('/').next().unwrap());
+    std::thread::sleep(Duration::from_millis(50));
+    let out = ddftp(&["get", "f.bin", "--mirrors", &bad.url, "-o", f.out("o").to_str().unwrap()], 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ignores Range"), "{err}");
+}
+
+#[test]
+fn an_http_download_killed_mid_way_resumes() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big.bin"), 32 << 20, 7);
+    // 1 MB/s a connection: six connections (a virtual pair, three each)
+    // take ~5 s; each asks for 2 MiB at a time.
+    let s = Nginx::serve(&f.root(), Some("1m"));
+    let out = f.out("o.bin");
+    let mut child = std::process::Command::new(bin("ddftp"))
+        .args(["get", "big.bin", "--mirrors", &s.url, "-o", out.to_str().unwrap(), "-q"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(3000));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!out.exists());
+    let j = get_json("big.bin", &s.url, &out, &[], 0);
+    assert!(j["reused_bytes"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+}
