@@ -13,7 +13,8 @@
 #
 # Usage (root): benches/netbed-get.sh [RUNS] [CASES]
 #   CASES: comma list of static,dynamic,rtt (default all)
-#   TOOLS (env): space list (default: ddftp ddftp-noverify aria2c axel xrdcp split)
+#   TOOLS (env): space list (default: ddftp ddftp-noverify aria2c axel xrdcp split;
+#     also ddftp-http: ddftp from the nginx mirrors the anchors use)
 #   OLD (env): a directory holding another build's ddftp and ddftpd (e.g. a
 #     worktree's target/release): its ddftpd also runs on every mirror
 #     (:7401) and the tool `ddftp-old` is that client against those servers,
@@ -124,6 +125,10 @@ run_tool() {
     ddftp-old) local old=()
       for i in $(seq 1 $M); do old+=("10.77.$i.2:$((dd + 1))"); done
       in_client "$OLD/ddftp" get big.bin --mirrors "$(IFS=,; echo "${old[*]}")" -o "$out" -q --json >"$out.json" ;;
+    ddftp-http) # the same nginx mirrors the anchors use
+      local hm=()
+      for i in $(seq 1 $M); do hm+=("http://10.77.$i.2:$http/"); done
+      in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${hm[*]}")" -o "$out" -q --json >"$out.json" ;;
     ddftp-noverify) in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json \
       --no-verify >"$out.json" ;;
     aria2c) in_client aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true \

@@ -110,6 +110,8 @@ fn encode_path(p: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpVersion {
     pub size: u64,
+    /// The probe's round trip on an open connection.
+    pub rtt: Duration,
     pub etag: Option<String>,
     pub last_modified: Option<String>,
 }
@@ -165,7 +167,10 @@ impl Lane {
     /// What the mirror says of its file: its size (from a one-byte range,
     /// which also shows it honours `Range`), `ETag` and `Last-Modified`.
     pub async fn probe(&mut self) -> Result<HttpVersion, HttpError> {
+        self.connect().await?;
+        let asked = std::time::Instant::now();
         let resp = self.ask(0, 0).await?;
+        let rtt = asked.elapsed();
         let text = |h: &HeaderMap, n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
         let (etag, last_modified) = (text(resp.headers(), header::ETAG), text(resp.headers(), header::LAST_MODIFIED));
         let size = match resp.status() {
@@ -192,7 +197,7 @@ impl Lane {
             }
         };
         drain(resp, 1).await?;
-        Ok(HttpVersion { size, etag, last_modified })
+        Ok(HttpVersion { size, rtt, etag, last_modified })
     }
 
     /// Bytes `a..=b` of a file of `size` bytes, checked: `206`, that range

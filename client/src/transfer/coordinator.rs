@@ -144,12 +144,12 @@ pub(super) async fn run_transfer(
         cmds.push(Some(tx));
         match producer {
             Producer::Ddftpd(route, conn) => {
-                rtts.push(Some(conn.rtt));
+                rtts.push(conn.rtt);
                 let mirror = route.endpoint.to_string().into();
                 tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, ev_tx.clone()));
             }
-            Producer::Http(m) => {
-                rtts.push(None);
+            Producer::Http(m, rtt) => {
+                rtts.push(rtt);
                 tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, ev_tx.clone()));
             }
         }
@@ -167,7 +167,7 @@ pub(super) async fn run_transfer(
         h.advance((completed.prefix() * bs).min(size));
     }
     let mut tr = Transfer::new(completed, &owner, mirrors.len(), &cfg, now);
-    for (p, rtt) in rtts.into_iter().enumerate().filter_map(|(p, r)| Some((p, r?))) {
+    for (p, rtt) in rtts.into_iter().enumerate() {
         tr.handle_round_trip(p, rtt, now);
     }
     let mut c = Coordinator {

@@ -177,7 +177,8 @@ pub struct GetSpec {
 /// mirror (its slot opens its own connections).
 pub(super) enum Producer {
     Ddftpd(Route, Session),
-    Http(Arc<HttpMirror>),
+    /// An HTTP mirror, and the round trip its probe took.
+    Http(Arc<HttpMirror>, Duration),
 }
 
 impl Producer {
@@ -185,7 +186,7 @@ impl Producer {
     fn route(&self) -> String {
         match self {
             Producer::Ddftpd(r, _) => r.to_string(),
-            Producer::Http(m) => m.url.clone(),
+            Producer::Http(m, _) => m.url.clone(),
         }
     }
 }
@@ -402,11 +403,11 @@ pub async fn get_joining(
     for (m, conn) in usable {
         slots.push((owner_of(m.route.endpoint.to_string()), Producer::Ddftpd(m.route, conn)));
     }
-    for (m, _) in http {
-        slots.push((owner_of(m.url.clone()), Producer::Http(m)));
+    for (m, v) in http {
+        slots.push((owner_of(m.url.clone()), Producer::Http(m, v.rtt)));
     }
-    if let Some((owner, Producer::Http(m))) = slots.last().filter(|_| slots.len() % 2 == 1) {
-        let second = (*owner, Producer::Http(m.clone()));
+    if let Some((owner, Producer::Http(m, rtt))) = slots.last().filter(|_| slots.len() % 2 == 1) {
+        let second = (*owner, Producer::Http(m.clone(), *rtt));
         slots.push(second);
     }
     if let Some((owner, Producer::Ddftpd(route, _))) = slots.last().filter(|_| slots.len() % 2 == 1) {
@@ -462,7 +463,7 @@ pub async fn get_joining(
         .iter()
         .filter_map(|(_, p)| match p {
             Producer::Ddftpd(_, c) => Some(c.max_block_size),
-            Producer::Http(_) => None,
+            Producer::Http(..) => None,
         })
         .min()
         .unwrap_or(u32::MAX);
