@@ -155,46 +155,46 @@ impl Lane {
             .expect("a valid request");
         let sender = self.connect().await?;
         sender.ready().await?;
-        match tokio::time::timeout(TIMEOUT, sender.send_request(req)).await {
-            Ok(r) => Ok(r?),
-            Err(_) => {
-                self.sender = None;
-                Err(HttpError::Timeout)
-            }
+        tokio::time::timeout(TIMEOUT, sender.send_request(req))
+            .await
+            .map_err(|_| HttpError::Timeout)?
+            .map_err(Into::into)
+    }
+
+    /// `r`, and a connection that failed is not used again (it may hold the
+    /// rest of a reply we will not read).
+    fn settle<T>(&mut self, r: Result<T, HttpError>) -> Result<T, HttpError> {
+        if r.is_err() {
+            self.sender = None;
         }
+        r
     }
 
     /// What the mirror says of its file: its size (from a one-byte range,
     /// which also shows it honours `Range`), `ETag` and `Last-Modified`.
     pub async fn probe(&mut self) -> Result<HttpVersion, HttpError> {
+        let r = self.probe_once().await;
+        self.settle(r)
+    }
+
+    async fn probe_once(&mut self) -> Result<HttpVersion, HttpError> {
         self.connect().await?;
         let asked = std::time::Instant::now();
         let resp = self.ask(0, 0).await?;
         let rtt = asked.elapsed();
-        let text = |h: &HeaderMap, n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let (etag, last_modified) = (text(resp.headers(), header::ETAG), text(resp.headers(), header::LAST_MODIFIED));
+        let text = |n: header::HeaderName| resp.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let (etag, last_modified) = (text(header::ETAG), text(header::LAST_MODIFIED));
         let size = match resp.status() {
-            StatusCode::PARTIAL_CONTENT => {
-                let (_, _, total) = content_range(resp.headers()).ok_or_else(|| HttpError::WrongRange {
-                    asked: "0-0".into(),
-                    got: text(resp.headers(), header::CONTENT_RANGE).unwrap_or_default(),
-                })?;
-                total
-            }
+            StatusCode::PARTIAL_CONTENT => match content_range(resp.headers()) {
+                Some((_, _, total)) => total,
+                None => {
+                    let got = text(header::CONTENT_RANGE).unwrap_or_default();
+                    return Err(HttpError::WrongRange { asked: "0-0".into(), got });
+                }
+            },
             // An empty file has no byte 0.
-            StatusCode::RANGE_NOT_SATISFIABLE
-                if text(resp.headers(), header::CONTENT_RANGE).as_deref() == Some("bytes */0") =>
-            {
-                0
-            }
-            StatusCode::OK => {
-                self.sender = None;
-                return Err(HttpError::IgnoresRange);
-            }
-            s => {
-                self.sender = None;
-                return Err(HttpError::Status(s));
-            }
+            StatusCode::RANGE_NOT_SATISFIABLE if text(header::CONTENT_RANGE).as_deref() == Some("bytes */0") => 0,
+            s => return Err(unexpected(s)),
         };
         drain(resp, 1).await?;
         Ok(HttpVersion { size, rtt, etag, last_modified })
@@ -203,43 +203,38 @@ impl Lane {
     /// Bytes `a..=b` of a file of `size` bytes, checked: `206`, that range
     /// of that size, exactly that many bytes.
     pub async fn fetch(&mut self, a: u64, b: u64, size: u64) -> Result<Bytes, HttpError> {
+        let r = self.fetch_once(a, b, size).await;
+        self.settle(r)
+    }
+
+    async fn fetch_once(&mut self, a: u64, b: u64, size: u64) -> Result<Bytes, HttpError> {
         let resp = self.ask(a, b).await?;
-        match resp.status() {
-            StatusCode::PARTIAL_CONTENT => {}
-            StatusCode::OK => {
-                // Never read a whole file we did not ask for.
-                self.sender = None;
-                return Err(HttpError::IgnoresRange);
-            }
-            s => {
-                self.sender = None;
-                return Err(HttpError::Status(s));
-            }
+        if resp.status() != StatusCode::PARTIAL_CONTENT {
+            return Err(unexpected(resp.status()));
         }
         match content_range(resp.headers()) {
             Some((x, y, total)) if (x, y) == (a, b) && total == size => {}
-            Some((_, _, total)) if total != size => {
-                self.sender = None;
-                return Err(HttpError::Changed { was: size, now: total });
-            }
+            Some((_, _, total)) if total != size => return Err(HttpError::Changed { was: size, now: total }),
             _ => {
-                self.sender = None;
                 let got = resp.headers().get(header::CONTENT_RANGE).and_then(|v| v.to_str().ok()).unwrap_or("none");
                 return Err(HttpError::WrongRange { asked: format!("{a}-{b}"), got: got.to_string() });
             }
         }
         let want = b - a + 1;
-        match drain(resp, want).await {
-            Ok(body) if body.len() as u64 == want => Ok(body),
-            Ok(body) => {
-                self.sender = None;
-                Err(HttpError::ShortBody { want, got: body.len() as u64 })
-            }
-            Err(e) => {
-                self.sender = None;
-                Err(e)
-            }
+        let body = drain(resp, want).await?;
+        match body.len() as u64 {
+            got if got == want => Ok(body),
+            got => Err(HttpError::ShortBody { want, got }),
         }
+    }
+}
+
+/// A status other than the one asked for. A 200 is a whole file we did
+/// not ask for: never read.
+fn unexpected(s: StatusCode) -> HttpError {
+    match s {
+        StatusCode::OK => HttpError::IgnoresRange,
+        s => HttpError::Status(s),
     }
 }
 

@@ -35,17 +35,21 @@ use tokio::sync::mpsc;
 
 use crate::consensus::{self, Version};
 use crate::digest::{Completed, PrefixHasher};
-use crate::journal::{journal_path, Journal, JournalError};
+use crate::journal::{journal_path, Journal};
 use crate::manifest::Manifest;
 use crate::scheduler::{Action, Config, ProducerId, StreamId};
 pub use crate::session::Route;
 use ddops::transfer::BlockRun;
 
 mod coordinator;
+mod error;
 mod http_slot;
+mod producer;
 mod report;
 mod slot;
 
+pub use error::{Resume, TransferError};
+use producer::{http_version, probe_http, Producer};
 pub use report::{LinkReport, ProducerReport, Sha256Checked, TransferReport};
 
 use crate::http::{HttpError, HttpMirror, HttpVersion, Lane};
@@ -53,65 +57,6 @@ use crate::session::{connect, Session, SessionError, STAT_TIMEOUT};
 use crate::store::Store;
 use coordinator::run_transfer;
 use slot::Check;
-
-/// What a rerun of the same command would do after a failure: told only
-/// where it is true.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Resume {
-    /// The data and its journal are kept; the same command fetches only
-    /// what is missing.
-    Kept,
-    /// Kept too, but the cause (permissions, a full disk) must be fixed first.
-    KeptOnceFixed,
-    /// Every mirror's copy failed verification: the file changed on them
-    /// (or is damaged); a rerun only helps once they agree again.
-    Changed,
-    /// Nothing was kept that a rerun could use.
-    Nothing,
-}
-
-impl std::fmt::Display for Resume {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Resume::Kept => "\nthe data received so far is kept: run the same command again to fetch only what is missing",
-            Resume::KeptOnceFixed => "\nthe data received so far is kept: once that is fixed, run the same command again to fetch only what is missing",
-            Resume::Changed => "\nevery mirror sent blocks that fail verification: the file changed on the mirrors or their copies are damaged; once they agree again, rerun with --restart",
-            Resume::Nothing => "",
-        })
-    }
-}
-
-/// What went wrong with a transfer, with enough context to act on.
-#[derive(Debug, thiserror::Error)]
-pub enum TransferError {
-    #[error("no mirror given")]
-    NoMirrors,
-    #[error("no mirror could serve {path}:\n{}", .failures.join("\n"))]
-    NoUsableMirror { path: String, failures: Vec<String> },
-    #[error("mirrors disagree on {path} and no majority says which copy is right: {}", .versions.join("; "))]
-    NoMajority { path: String, versions: Vec<String> },
-    #[error(
-        "{path}: SHA-256 of the download is {got}, but the mirrors reported {expected}; the download was discarded"
-    )]
-    DigestMismatch { path: String, expected: String, got: String },
-    #[error("resume journal block size {block_size} is not a multiple of the mirrors' chunk size {chunk_size}; rerun with --restart")]
-    BlockSizeMismatch { block_size: u32, chunk_size: u32 },
-    #[error("resume journal block size {block_size} is over the mirrors' limit {limit}; rerun with --restart")]
-    BlockSizeOverLimit { block_size: u32, limit: u32 },
-    #[error("cannot write {}: {source}{resume}", .path.display())]
-    Output { path: PathBuf, source: io::Error, resume: Resume },
-    #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}{resume}", .errors.join("\n"))]
-    AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String>, resume: Resume },
-    #[error(transparent)]
-    Journal(#[from] JournalError),
-    #[error("{path}: SHA-256 is {got}, but {expected} was expected; the download was discarded (are the mirrors serving another version?)")]
-    ChecksumMismatch { path: String, expected: String, got: String },
-    #[error("{} needs {} and its file system has less room; nothing more was fetched", .path.display(), ddftp_proto::units::HumanBytes(*.size))]
-    NoSpace { path: PathBuf, size: u64 },
-    #[error("interrupted with {missing} of {total} bytes still missing{}", Resume::Kept)]
-    Interrupted { missing: u64, total: u64 },
-}
 
 /// One route to a mirror as the consumer sees it.
 #[derive(Debug, Clone)]
@@ -171,31 +116,6 @@ pub struct GetSpec {
     /// HTTP mirrors (`http://...` URLs; one ending in `/` is a directory
     /// `path` is appended to), producers beside the ddftpd ones.
     pub http: Vec<String>,
-}
-
-/// One producer slot's source: a greeted ddftpd connection, or an HTTP
-/// mirror (its slot opens its own connections).
-pub(super) enum Producer {
-    Ddftpd(Route, Session),
-    /// An HTTP mirror, and the round trip its probe took.
-    Http(Arc<HttpMirror>, Duration),
-}
-
-impl Producer {
-    /// For the report: the route, or the URL.
-    fn route(&self) -> String {
-        match self {
-            Producer::Ddftpd(r, _) => r.to_string(),
-            Producer::Http(m, _) => m.url.clone(),
-        }
-    }
-}
-
-/// Probes the HTTP mirror at `url` (for `path`).
-async fn probe_http(url: String, path: String) -> Result<(Arc<HttpMirror>, HttpVersion), (String, HttpError)> {
-    let m = Arc::new(HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?);
-    let v = Lane::new(m.clone()).probe().await.map_err(|e| (m.url.clone(), e))?;
-    Ok((m, v))
 }
 
 /// Connects to a mirror and, with `stat` (path, and whether the chunk
@@ -601,44 +521,6 @@ pub async fn get_joining(
     std::fs::rename(&part, &spec.output).map_err(put)?;
     let _ = Journal::remove(&jpath);
     Ok(report)
-}
-
-/// The HTTP mirrors' version: the size a strict majority reports (those
-/// with another are dropped, with a warning); among them, a date that a
-/// strict majority shares drops the mirrors with another one.
-fn http_version(
-    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
-    path: &str,
-    progress: &mut dyn Progress,
-    warnings: &mut Vec<String>,
-) -> Result<Version, TransferError> {
-    let n = http.len();
-    let Some(size) =
-        http.iter().map(|(_, v)| v.size).find(|s| http.iter().filter(|(_, v)| v.size == *s).count() * 2 > n)
-    else {
-        let versions = http.iter().map(|(m, v)| format!("{} has {} bytes", m.url, v.size)).collect();
-        return Err(TransferError::NoMajority { path: path.to_string(), versions });
-    };
-    let same: Vec<Option<String>> =
-        http.iter().filter(|(_, v)| v.size == size).map(|(_, v)| v.last_modified.clone()).collect();
-    let date = same.iter().find(|d| d.is_some() && same.iter().filter(|e| e == d).count() * 2 > same.len()).cloned();
-    http.retain(|(m, v)| {
-        let why = if v.size != size {
-            format!("{} bytes, the majority's {size}", v.size)
-        } else if date.as_ref().is_some_and(|d| *d != v.last_modified) {
-            format!("Last-Modified {:?}, the majority's {:?}", v.last_modified, date.clone().flatten())
-        } else {
-            return true;
-        };
-        let w = format!(
-            "dropping mirror {}: its copy of {path} differs from the majority's ({why}): a stale mirror?",
-            m.url
-        );
-        progress.warn(&w);
-        warnings.push(w);
-        false
-    });
-    Ok(Version::sealed(size))
 }
 
 /// Fetches the chunk manifest from the first mirror in `usable` that serves

@@ -1,0 +1,65 @@
+//! What went wrong with a transfer, and what a rerun would do.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::journal::JournalError;
+
+/// What a rerun of the same command would do after a failure: told only
+/// where it is true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resume {
+    /// The data and its journal are kept; the same command fetches only
+    /// what is missing.
+    Kept,
+    /// Kept too, but the cause (permissions, a full disk) must be fixed first.
+    KeptOnceFixed,
+    /// Every mirror's copy failed verification: the file changed on them
+    /// (or is damaged); a rerun only helps once they agree again.
+    Changed,
+    /// Nothing was kept that a rerun could use.
+    Nothing,
+}
+
+impl std::fmt::Display for Resume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Resume::Kept => "\nthe data received so far is kept: run the same command again to fetch only what is missing",
+            Resume::KeptOnceFixed => "\nthe data received so far is kept: once that is fixed, run the same command again to fetch only what is missing",
+            Resume::Changed => "\nevery mirror sent blocks that fail verification: the file changed on the mirrors or their copies are damaged; once they agree again, rerun with --restart",
+            Resume::Nothing => "",
+        })
+    }
+}
+
+/// What went wrong with a transfer, with enough context to act on.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error("no mirror given")]
+    NoMirrors,
+    #[error("no mirror could serve {path}:\n{}", .failures.join("\n"))]
+    NoUsableMirror { path: String, failures: Vec<String> },
+    #[error("mirrors disagree on {path} and no majority says which copy is right: {}", .versions.join("; "))]
+    NoMajority { path: String, versions: Vec<String> },
+    #[error(
+        "{path}: SHA-256 of the download is {got}, but the mirrors reported {expected}; the download was discarded"
+    )]
+    DigestMismatch { path: String, expected: String, got: String },
+    #[error("resume journal block size {block_size} is not a multiple of the mirrors' chunk size {chunk_size}; rerun with --restart")]
+    BlockSizeMismatch { block_size: u32, chunk_size: u32 },
+    #[error("resume journal block size {block_size} is over the mirrors' limit {limit}; rerun with --restart")]
+    BlockSizeOverLimit { block_size: u32, limit: u32 },
+    #[error("cannot write {}: {source}{resume}", .path.display())]
+    Output { path: PathBuf, source: io::Error, resume: Resume },
+    #[error("every mirror failed with {missing} of {total} bytes still missing; last errors:\n{}{resume}", .errors.join("\n"))]
+    AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String>, resume: Resume },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("{path}: SHA-256 is {got}, but {expected} was expected; the download was discarded (are the mirrors serving another version?)")]
+    ChecksumMismatch { path: String, expected: String, got: String },
+    #[error("{} needs {} and its file system has less room; nothing more was fetched", .path.display(), ddftp_proto::units::HumanBytes(*.size))]
+    NoSpace { path: PathBuf, size: u64 },
+    #[error("interrupted with {missing} of {total} bytes still missing{}", Resume::Kept)]
+    Interrupted { missing: u64, total: u64 },
+}

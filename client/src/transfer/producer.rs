@@ -1,0 +1,70 @@
+//! The producers a transfer starts with: greeted ddftpd connections and
+//! HTTP mirrors, and how HTTP mirrors agree on what the file is.
+
+use super::*;
+
+/// One producer slot's source: a greeted ddftpd connection, or an HTTP
+/// mirror (its slot opens its own connections).
+pub(super) enum Producer {
+    Ddftpd(Route, Session),
+    /// An HTTP mirror, and the round trip its probe took.
+    Http(Arc<HttpMirror>, Duration),
+}
+
+impl Producer {
+    /// For the report: the route, or the URL.
+    pub(super) fn route(&self) -> String {
+        match self {
+            Producer::Ddftpd(r, _) => r.to_string(),
+            Producer::Http(m, _) => m.url.clone(),
+        }
+    }
+}
+
+/// Probes the HTTP mirror at `url` (for `path`).
+pub(super) async fn probe_http(
+    url: String,
+    path: String,
+) -> Result<(Arc<HttpMirror>, HttpVersion), (String, HttpError)> {
+    let m = Arc::new(HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?);
+    let v = Lane::new(m.clone()).probe().await.map_err(|e| (m.url.clone(), e))?;
+    Ok((m, v))
+}
+
+/// The HTTP mirrors' version: the size a strict majority reports (those
+/// with another are dropped, with a warning); among them, a date that a
+/// strict majority shares drops the mirrors with another one.
+pub(super) fn http_version(
+    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
+    path: &str,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Version, TransferError> {
+    let n = http.len();
+    let Some(size) =
+        http.iter().map(|(_, v)| v.size).find(|s| http.iter().filter(|(_, v)| v.size == *s).count() * 2 > n)
+    else {
+        let versions = http.iter().map(|(m, v)| format!("{} has {} bytes", m.url, v.size)).collect();
+        return Err(TransferError::NoMajority { path: path.to_string(), versions });
+    };
+    let same: Vec<Option<String>> =
+        http.iter().filter(|(_, v)| v.size == size).map(|(_, v)| v.last_modified.clone()).collect();
+    let date = same.iter().find(|d| d.is_some() && same.iter().filter(|e| e == d).count() * 2 > same.len()).cloned();
+    http.retain(|(m, v)| {
+        let why = if v.size != size {
+            format!("{} bytes, the majority's {size}", v.size)
+        } else if date.as_ref().is_some_and(|d| *d != v.last_modified) {
+            format!("Last-Modified {:?}, the majority's {:?}", v.last_modified, date.clone().flatten())
+        } else {
+            return true;
+        };
+        let w = format!(
+            "dropping mirror {}: its copy of {path} differs from the majority's ({why}): a stale mirror?",
+            m.url
+        );
+        progress.warn(&w);
+        warnings.push(w);
+        false
+    });
+    Ok(Version::sealed(size))
+}
