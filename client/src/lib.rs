@@ -14,11 +14,13 @@
 //! - [`archive`]: a tree as one bundle through the same engine (`archive`).
 //! - [`cli`]: one module per subcommand; `src/bin/ddftp.rs` only dispatches.
 pub mod archive;
+pub mod checksum;
 pub mod cli;
 pub mod digest;
 pub mod http;
 pub mod journal;
 pub mod manifest;
+pub mod metalink;
 pub mod nic;
 pub mod progress;
 pub mod session;

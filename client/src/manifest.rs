@@ -11,10 +11,37 @@ use ddftp_proto::manifest::{self, chunk_count, Hash};
 use ddftp_proto::FileDigest;
 
 /// The chunk hashes of one version of a file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
     pub chunk_size: u32,
     pub hashes: Vec<Hash>,
+    pub kind: ChunkHash,
+}
+
+/// What a chunk's hash is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkHash {
+    /// ddftpd's manifest: BLAKE3.
+    Blake3,
+    /// A Metalink's pieces.
+    Sha256,
+    /// A Metalink's pieces (older ones); the hash is padded to 32 bytes.
+    Sha1,
+}
+
+impl ChunkHash {
+    fn of(self, data: &[u8]) -> Hash {
+        use sha2::Digest;
+        match self {
+            ChunkHash::Blake3 => manifest::chunk_hash(data),
+            ChunkHash::Sha256 => sha2::Sha256::digest(data).into(),
+            ChunkHash::Sha1 => {
+                let mut h = [0u8; 32];
+                h[..20].copy_from_slice(&sha1::Sha1::digest(data));
+                h
+            }
+        }
+    }
 }
 
 impl Manifest {
@@ -23,7 +50,7 @@ impl Manifest {
     pub fn verify(&self, offset: u64, payload: &[u8]) -> bool {
         let first = offset / u64::from(self.chunk_size);
         payload.chunks(self.chunk_size as usize).enumerate().all(|(i, c)| {
-            usize::try_from(first + i as u64).ok().and_then(|k| self.hashes.get(k)) == Some(&manifest::chunk_hash(c))
+            usize::try_from(first + i as u64).ok().and_then(|k| self.hashes.get(k)) == Some(&self.kind.of(c))
         })
     }
 }
@@ -40,7 +67,7 @@ impl Manifest {
         if hashes.len() as u64 != chunk_count(size, digest.chunk_size) || manifest::root(&hashes) != digest.manifest {
             return Err(ManifestMismatch);
         }
-        Ok(Manifest { chunk_size: digest.chunk_size, hashes })
+        Ok(Manifest { chunk_size: digest.chunk_size, hashes, kind: ChunkHash::Blake3 })
     }
 }
 
@@ -52,7 +79,7 @@ mod tests {
     fn verifies_every_chunk_of_a_block() {
         let cs = 1024u32;
         let data: Vec<u8> = (0..5000u32).map(|i| (i / 1024 + i * 7) as u8).collect();
-        let m = Manifest { chunk_size: cs, hashes: data.chunks(cs as usize).map(manifest::chunk_hash).collect() };
+        let m = Manifest { chunk_size: cs, hashes: data.chunks(cs as usize).map(manifest::chunk_hash).collect(), kind: ChunkHash::Blake3 };
         assert!(m.verify(0, &data[..2048]));
         assert!(m.verify(4096, &data[4096..]));
         assert!(!m.verify(1024, &data[..1024]), "right bytes at the wrong place");

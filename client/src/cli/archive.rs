@@ -100,6 +100,7 @@ pub fn run(o: ArchiveOpt) -> Exit {
         Some(url) => {
             Err(format!("{url}: archive takes ddftpd mirrors only (an HTTP mirror serves single files: ddftp get)"))
         }
+        None if g.mirrors.is_empty() => Err("no mirrors: give --mirrors A,B,...".into()),
         None => Ok(g),
     });
     let get = match spec {

@@ -158,6 +158,9 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         scheduler: Config::default(),
         store: None,
         sealed_size: None,
+        ca_file: None,
+        checksum_url: None,
+        metalink: None,
     };
     let mut progress =
         SlowDownHalfWay { inner: Bar::new(!opt.quiet), total: 0, server: &servers[0], started: None, slowed_at: None };

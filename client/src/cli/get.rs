@@ -1,4 +1,5 @@
-//! `ddftp get PATH --mirrors A,B,... [-o OUT]`: one file from k mirrors.
+//! `ddftp get PATH --mirrors A,B,... [-o OUT]`, `ddftp get URL URL...`,
+//! `ddftp get --metalink F.meta4`: one file from k mirrors.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ use ddftp_proto::{parse_endpoint, Endpoint};
 use super::{report_error, runtime, Exit};
 use crate::progress::Bar;
 use crate::scheduler::Config;
+use crate::metalink::{self, MetalinkFile};
 use crate::transfer::{self, GetSpec, Sha256Checked, TransferError, TransferReport};
 
 /// Default block size: large enough that per-block costs vanish at GB/s,
@@ -19,8 +21,23 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 256 * 1024;
 /// Download one file from several mirrors at once (Dual-Direction Operations).
 #[derive(Debug, Args)]
 pub struct GetOpt {
-    /// Path of the file on the mirrors, relative to their --root.
-    pub path: String,
+    /// Path of the file on the mirrors (relative to their --root, or to a
+    /// directory URL); or, without --mirrors, the file's URLs on several
+    /// HTTP(S) servers (aria2 style).
+    #[arg(value_name = "PATH | URL...")]
+    pub path: Vec<String>,
+    /// A Metalink 4 file (.meta4, RFC 5854): the mirrors, size, SHA-256 and
+    /// piece hashes come from it; every piece is verified as it arrives.
+    #[arg(long, value_name = "FILE")]
+    pub metalink: Option<PathBuf>,
+    /// A SHA256SUMS-style listing (`HEX  NAME` lines) that gives the file's
+    /// SHA-256; a mismatch discards the download and exits with 3.
+    #[arg(long, value_name = "URL")]
+    pub checksum_url: Option<String>,
+    /// A private CA's certificate(s) (PEM) that HTTPS mirrors may be signed
+    /// by, trusted besides the system's.
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
     /// Where to write the file (default: its name, in the current directory).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -53,7 +70,7 @@ pub struct MoveOpt {
     /// Mirrors serving the same data: ddftpd at HOST[:PORT] (port 7400 if
     /// omitted, IPv6 in brackets), or HTTP servers that honour Range:
     /// http://HOST[:PORT]/DIR/ (PATH is appended) or the file's own URL.
-    #[arg(long, short = 'm', value_delimiter = ',', required = true, value_parser = parse_mirror)]
+    #[arg(long, short = 'm', value_delimiter = ',', value_parser = parse_mirror)]
     pub mirrors: Vec<Mirror>,
     /// Block size, e.g. 256KiB or 1MiB.
     #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
@@ -113,6 +130,9 @@ impl MoveOpt {
             scheduler: Config::default(),
             store: None,
             sealed_size: None,
+            ca_file: None,
+            checksum_url: None,
+            metalink: None,
         })
     }
 }
@@ -147,6 +167,26 @@ pub(crate) fn read_token(path: &Path) -> Result<std::sync::Arc<[u8]>, String> {
         return Err(format!("token file {} is empty", path.display()));
     }
     Ok(t.into())
+}
+
+/// `%XX` escapes decoded (a URL's last segment as a file name).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn parse_checksum(s: &str) -> Result<String, String> {
@@ -200,22 +240,73 @@ impl GetOpt {
     }
 
     pub fn spec(&self) -> Result<GetSpec, String> {
+        let (path, urls, metalink) = self.what()?;
         let output = match &self.output {
             Some(o) => o.clone(),
             None => {
-                let name = Path::new(&self.path)
-                    .file_name()
-                    .ok_or_else(|| format!("{:?} names no file; give -o OUT", self.path))?;
+                let name =
+                    Path::new(&path).file_name().ok_or_else(|| format!("{path:?} names no file; give -o OUT"))?;
                 PathBuf::from(name)
             }
         };
         check_output(&output)?;
-        Ok(GetSpec {
+        if let Some(u) = &self.checksum_url {
+            crate::http::HttpMirror::parse(u, "").map_err(|e| format!("--checksum-url: {e}"))?;
+        }
+        let mut spec = GetSpec {
             restart: self.restart,
             checksum: self.checksum.clone(),
             binds: self.binds()?,
-            ..self.moving.spec(self.path.clone(), output, self.sync)?
-        })
+            ca_file: self.ca_file.clone(),
+            checksum_url: self.checksum_url.clone(),
+            metalink,
+            ..self.moving.spec(path, output, self.sync)?
+        };
+        spec.http.splice(0..0, urls);
+        if spec.mirrors.is_empty() && spec.http.is_empty() {
+            return Err("no mirrors: give --mirrors A,B,..., the file's URLs, or --metalink F.meta4".into());
+        }
+        Ok(spec)
+    }
+
+    /// The file asked for, URLs of it given as arguments (or in the
+    /// Metalink), and the Metalink's description of it.
+    fn what(&self) -> Result<(String, Vec<String>, Option<MetalinkFile>), String> {
+        if let Some(f) = &self.metalink {
+            let shown = f.display();
+            let xml = std::fs::read_to_string(f).map_err(|e| format!("--metalink {shown}: {e}"))?;
+            let files = metalink::parse(&xml).map_err(|e| format!("--metalink {shown}: {e}"))?;
+            let file = match (&self.path[..], &files[..]) {
+                ([], [one]) => one.clone(),
+                ([name], _) => files.iter().find(|m| m.name == *name).cloned().ok_or_else(|| {
+                    format!("--metalink {shown} lists no file {name:?}")
+                })?,
+                ([], _) => {
+                    let names: Vec<&str> = files.iter().map(|m| m.name.as_str()).collect();
+                    return Err(format!("--metalink {shown} lists {} files; name one: {}", files.len(), names.join(", ")));
+                }
+                _ => return Err("with --metalink, name at most one file (of those it lists)".into()),
+            };
+            for u in &file.urls {
+                parse_mirror(u).map_err(|e| format!("--metalink {shown}: {e}"))?;
+            }
+            return Ok((file.name.clone(), file.urls.clone(), Some(file)));
+        }
+        match &self.path[..] {
+            [] => Err("name the file: ddftp get PATH --mirrors A,B,... (or its URLs, or --metalink F.meta4)".into()),
+            [one] if !crate::http::is_url(one) => Ok((one.clone(), vec![], None)),
+            urls => {
+                for u in urls {
+                    match parse_mirror(u) {
+                        Ok(Mirror::Http(_)) if !u.ends_with('/') => {}
+                        Ok(_) => return Err(format!("{u:?}: with several arguments, each is the file's own URL")),
+                        Err(e) => return Err(e),
+                    }
+                }
+                let name = urls[0].split(['?', '#']).next().unwrap_or("").rsplit('/').next().unwrap_or("");
+                Ok((percent_decode(name), urls.to_vec(), None))
+            }
+        }
     }
 }
 
@@ -271,10 +362,11 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
         r.mb_per_s,
         t.sha256.as_deref().unwrap_or("not computed"),
         match t.sha256_checked {
-            Sha256Checked::Mirrors => "matches the mirrors'",
-            Sha256Checked::Checksum => "matches --checksum",
-            Sha256Checked::Nothing => "NOT VERIFIED: HTTP mirrors give no digest; pass --checksum sha-256=HEX",
-            Sha256Checked::Sealed => "sealed blocks",
+            Sha256Checked::Nothing => {
+                "NOT VERIFIED: HTTP mirrors gave no digest; pass --checksum sha-256=HEX or --checksum-url URL".into()
+            }
+            Sha256Checked::Sealed => "sealed blocks".into(),
+            c => format!("matches {}", c.source()),
         },
         if t.verified { "; every block verified as it arrived" } else { "" }
     )?;
@@ -308,12 +400,13 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
 /// Exit code for a failed transfer.
 pub fn exit_for(e: &TransferError) -> Exit {
     match e {
-        TransferError::NoMirrors => Exit::Usage,
+        TransferError::NoMirrors | TransferError::CaFile(_) => Exit::Usage,
         TransferError::NoMajority { .. }
         | TransferError::Journal(_)
         | TransferError::BlockSizeMismatch { .. }
         | TransferError::BlockSizeOverLimit { .. }
         | TransferError::ChecksumMismatch { .. }
+        | TransferError::NoChecksum { .. }
         | TransferError::DigestMismatch { .. } => Exit::Integrity,
         TransferError::Interrupted { .. } => Exit::Interrupted,
         TransferError::Output { .. } | TransferError::NoSpace { .. } => Exit::Local,

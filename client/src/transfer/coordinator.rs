@@ -89,7 +89,7 @@ impl Coordinator<'_> {
             Event::Failed { slot, error } => self.tr.handle_failed(slot, error, now),
             Event::Corrupt { slot, block } => self.tr.handle_corrupt(slot, block, now),
             Event::Local(e) => return Err(e),
-            Event::Joined { .. } => unreachable!("joins are handled by the transfer loop"),
+            Event::Joined { .. } | Event::Warn(_) => unreachable!("handled by the transfer loop"),
         }
         Ok(())
     }
@@ -275,6 +275,11 @@ pub(super) async fn run_transfer(
                         c.warnings.push(w);
                     }
                 }
+                continue;
+            }
+            Event::Warn(w) => {
+                progress.warn(&w);
+                c.warnings.push(w);
                 continue;
             }
             ev => ev,

@@ -56,8 +56,12 @@ pub enum TransferError {
     AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String>, resume: Resume },
     #[error(transparent)]
     Journal(#[from] JournalError),
-    #[error("{path}: SHA-256 is {got}, but {expected} was expected; the download was discarded (are the mirrors serving another version?)")]
-    ChecksumMismatch { path: String, expected: String, got: String },
+    #[error("{path}: SHA-256 is {got}, but {from} says {expected}; the download was discarded (are the mirrors serving another version?)")]
+    ChecksumMismatch { path: String, expected: String, got: String, from: String },
+    #[error("the checksum to check {path} against: {why}")]
+    NoChecksum { path: String, why: String },
+    #[error(transparent)]
+    CaFile(#[from] crate::http::tls::CaFileError),
     #[error("{} needs {} and its file system has less room; nothing more was fetched", .path.display(), ddftp_proto::units::HumanBytes(*.size))]
     NoSpace { path: PathBuf, size: u64 },
     #[error("interrupted with {missing} of {total} bytes still missing{}", Resume::Kept)]

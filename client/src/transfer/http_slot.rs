@@ -3,31 +3,78 @@
 //! fetched a run at a time with `Range` requests on a few keep-alive
 //! connections (the next runs asked for while one arrives, so the link
 //! does not idle a round trip between ranges; a decrementing stream's runs
-//! come from the high end of its claim down). Runs are delivered in stream
-//! order; each block is checked (against the manifest when a ddftpd mirror
-//! gave one) before one `pwrite` puts the run in place.
+//! come from the high end of its claim down).
+//!
+//! Every connection's body goes to the file as it arrives, a block at a
+//! time, each block checked first (against the manifest or the Metalink
+//! pieces when there are some): memory is a block per connection, however
+//! long the runs. Runs are reported in stream order: an incrementing
+//! run's blocks as they land (a long run is one long stream, as from
+//! ddftpd), a decrementing run's once it is whole (its highest block, the
+//! stream's next, comes last).
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
 use ddftp_proto::streams::{NextRun, Stopped, Streams};
 use ddftp_proto::Direction;
 use tokio::task::JoinHandle;
 
 use super::slot::{Check, Event, SlotCtx};
 use super::*;
-use crate::http::{HttpError, HttpMirror, Lane};
+use crate::http::{Fail, HttpMirror, Lane};
 
-/// Bytes one `Range` request asks for at most.
-const RUN_BYTES: u64 = 2 << 20;
+/// Bytes one `Range` request asks for at most, incrementing: long, as its
+/// blocks are reported as they come.
+const INCREMENT_RUN: u64 = 16 << 20;
+/// Decrementing: reported only once whole, so short enough to keep a
+/// slow mirror's reports well inside the stall timeout.
+const DECREMENT_RUN: u64 = 2 << 20;
 /// Requests in flight per producer (each on a connection of its own):
-/// 8 MiB, a 320 Mbit/s path's 200 ms round trip.
-pub(super) const LANES: usize = 4;
+/// with decrementing runs, 12 MiB, above a 320 Mbit/s path's 200 ms
+/// round trip, so one connection waiting for its reply leaves enough to
+/// the others.
+pub(super) const LANES: usize = 6;
+/// Attempts at a run whose failure may pass (a 503, a cut connection).
+const TRIES: u32 = 3;
 
-type Fetched = (Lane, Result<Bytes, HttpError>);
+/// From a connection's task to its slot.
+enum LaneMsg {
+    /// This many blocks of run `id` are in the file, counted from its low end.
+    Placed { id: u64, blocks: u64 },
+    Done { id: u64, lane: Lane, result: Result<(), Fail<Unplaced>> },
+}
+
+/// Why a block was not placed: it fails verification, or the write failed.
+enum Unplaced {
+    Corrupt(u64),
+    Local(io::Error),
+}
+
+struct Run {
+    id: u64,
+    stream: StreamId,
+    first: u64,
+    count: u64,
+    dir: Direction,
+    /// Blocks in the file, from the run's low end.
+    placed: u64,
+    /// Blocks reported (an incrementing run's are reported as placed).
+    reported: u64,
+    tries: u32,
+    task: JoinHandle<()>,
+}
+
+impl Run {
+    fn lo(&self) -> u64 {
+        match self.dir {
+            Direction::Increment => self.first,
+            Direction::Decrement => self.first + 1 - self.count,
+        }
+    }
+}
 
 enum Pending {
-    Run { stream: StreamId, first: u64, count: u64, dir: Direction, task: JoinHandle<Fetched> },
+    Run(Run),
     Stopped(Stopped),
 }
 
@@ -37,8 +84,8 @@ struct InFlight(VecDeque<Pending>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         for p in &self.0 {
-            if let Pending::Run { task, .. } = p {
-                task.abort();
+            if let Pending::Run(r) = p {
+                r.task.abort();
             }
         }
     }
@@ -52,27 +99,35 @@ pub(super) async fn run_http_slot(
     events: mpsc::Sender<Event>,
 ) {
     let bs = u64::from(ctx.block_size);
-    let max = (RUN_BYTES / bs).max(1);
     let mut streams: Streams<()> = Streams::default();
     let mut free: Vec<Lane> = (0..LANES).map(|_| Lane::new(mirror.clone())).collect();
     let mut inflight = InFlight(VecDeque::new());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut next_id = 0u64;
     loop {
         // Ask for what the running stream may send, on every free connection.
         while let Some(lane) = free.pop() {
-            match streams.step_run(max) {
+            let max = |dir| match dir {
+                Direction::Increment => (INCREMENT_RUN / bs).max(1),
+                Direction::Decrement => (DECREMENT_RUN / bs).max(1),
+            };
+            let dir = streams.running().map_or(Direction::Increment, |s| s.cursor.dir());
+            match streams.step_run(max(dir)) {
                 NextRun::Run { stream, first, count, dir } => {
-                    let lo = match dir {
-                        Direction::Increment => first,
-                        Direction::Decrement => first + 1 - count,
+                    next_id += 1;
+                    let mut run = Run {
+                        id: next_id,
+                        stream,
+                        first,
+                        count,
+                        dir,
+                        placed: 0,
+                        reported: 0,
+                        tries: 0,
+                        task: tokio::spawn(async {}),
                     };
-                    let (a, b) = (lo * bs, ((lo + count) * bs).min(ctx.size) - 1);
-                    let size = ctx.size;
-                    let mut lane = lane;
-                    let task = tokio::spawn(async move {
-                        let r = lane.fetch(a, b, size).await;
-                        (lane, r)
-                    });
-                    inflight.0.push_back(Pending::Run { stream, first, count, dir, task });
+                    run.task = spawn_fetch(&run, lane, &ctx, tx.clone(), None);
+                    inflight.0.push_back(Pending::Run(run));
                 }
                 NextRun::Stopped(s) => {
                     inflight.0.push_back(Pending::Stopped(s));
@@ -84,13 +139,40 @@ pub(super) async fn run_http_slot(
                 }
             }
         }
-        // Stops are told once the runs before them are.
-        while let Some(Pending::Stopped(s)) = inflight.0.front() {
-            let (stream, sent) = (s.stream, s.sent);
-            inflight.0.pop_front();
-            let _ = events.send(Event::Stopped { slot, stream, sent }).await;
+        // Report, in stream order, what has landed; stops once the runs
+        // before them are reported.
+        while let Some(p) = inflight.0.front_mut() {
+            match p {
+                Pending::Stopped(s) => {
+                    let (stream, sent) = (s.stream, s.sent);
+                    inflight.0.pop_front();
+                    let _ = events.send(Event::Stopped { slot, stream, sent }).await;
+                }
+                Pending::Run(r) => {
+                    let ready = match r.dir {
+                        Direction::Increment => r.placed,
+                        Direction::Decrement if r.placed == r.count => r.count,
+                        Direction::Decrement => 0,
+                    };
+                    if ready > r.reported {
+                        let first = match r.dir {
+                            Direction::Increment => r.first + r.reported,
+                            Direction::Decrement => r.first,
+                        };
+                        let n = ready - r.reported;
+                        let (lo, _) = (BlockRun { stream: r.stream, first, count: n, bytes: 0, dir: r.dir }).bounds();
+                        let bytes = ((lo + n) * bs).min(ctx.size) - lo * bs;
+                        r.reported = ready;
+                        let run = BlockRun { stream: r.stream, first, count: n, bytes, dir: r.dir };
+                        let _ = events.send(Event::Blocks { slot, run }).await;
+                    }
+                    if r.reported < r.count {
+                        break;
+                    }
+                    inflight.0.pop_front();
+                }
+            }
         }
-        let front = inflight.0.front_mut();
         tokio::select! {
             cmd = cmds.recv() => {
                 let Some(cmd) = cmd else { return };
@@ -112,46 +194,96 @@ pub(super) async fn run_http_slot(
                     inflight.0.push_back(Pending::Stopped(s));
                 }
             }
-            done = async { match front { Some(Pending::Run { task, .. }) => task.await, _ => std::future::pending().await } } => {
-                let Some(Pending::Run { stream, first, count, dir, .. }) = inflight.0.pop_front() else { unreachable!() };
-                let (lane, body) = match done {
-                    Ok(x) => x,
-                    Err(e) => {
-                        let _ = events.send(Event::Failed { slot, error: format!("fetch task: {e}") }).await;
+            msg = rx.recv() => {
+                let msg = msg.expect("the slot holds a sender");
+                let Some(run) = inflight.0.iter_mut().find_map(|p| match p {
+                    Pending::Run(r) if r.id == msg.id() => Some(r),
+                    _ => None,
+                }) else {
+                    // A run reported whole as its last block landed: its
+                    // connection is free again.
+                    if let LaneMsg::Done { lane, .. } = msg {
+                        free.push(lane);
+                    }
+                    continue;
+                };
+                match msg {
+                    LaneMsg::Placed { blocks, .. } => run.placed = blocks,
+                    LaneMsg::Done { result: Ok(()), lane, .. } => {
+                        run.placed = run.count;
+                        free.push(lane);
+                    }
+                    LaneMsg::Done { result: Err(Fail::Place(why)), .. } => {
+                        let ev = match why {
+                            Unplaced::Corrupt(block) => Event::Corrupt { slot, block },
+                            Unplaced::Local(e) => Event::Local(e),
+                        };
+                        let _ = events.send(ev).await;
                         return;
                     }
-                };
-                free.push(lane);
-                let body = match body {
-                    Ok(b) => b,
-                    Err(e) => {
-                        let _ = events.send(Event::Failed { slot, error: format!("{}: {e}", mirror.url) }).await;
-                        return;
+                    LaneMsg::Done { result: Err(Fail::Http(e)), lane, .. } => {
+                        run.tries += 1;
+                        if !e.is_transient() || run.tries >= TRIES {
+                            let _ = events.send(Event::Failed { slot, error: format!("{}: {e}", mirror.url) }).await;
+                            return;
+                        }
+                        let wait = Duration::from_secs(u64::from(run.tries));
+                        let msg = format!("{}: {e}; asking again in {} s", mirror.url, wait.as_secs());
+                        let _ = events.send(Event::Warn(msg)).await;
+                        run.task = spawn_fetch(run, lane, &ctx, tx.clone(), Some(wait));
                     }
-                };
-                let run = BlockRun { stream, first, count, bytes: body.len() as u64, dir };
-                if let Some(ev) = place(slot, &ctx, run, &body) {
-                    let _ = events.send(ev).await;
-                    return;
                 }
-                let _ = events.send(Event::Blocks { slot, run }).await;
             }
         }
     }
 }
 
-/// Checks every block of a fetched run and writes the run in one `pwrite`;
-/// what ends the slot if that fails.
-fn place(slot: ProducerId, ctx: &SlotCtx, run: BlockRun, body: &[u8]) -> Option<Event> {
-    let (lo, _) = run.bounds();
-    let bs = u64::from(ctx.block_size);
-    if let Check::Manifest(m) = &ctx.check {
-        for (i, block) in body.chunks(bs as usize).enumerate() {
-            let b = lo + i as u64;
-            if !m.verify(b * bs, block) {
-                return Some(Event::Corrupt { slot, block: b });
-            }
+impl LaneMsg {
+    fn id(&self) -> u64 {
+        match self {
+            LaneMsg::Placed { id, .. } | LaneMsg::Done { id, .. } => *id,
         }
     }
-    ctx.file.write_all_at(body, lo * bs).err().map(Event::Local)
+}
+
+/// Fetches what of `run` is not in the file yet on `lane` (after `wait`),
+/// each block checked and written as it comes.
+fn spawn_fetch(
+    run: &Run,
+    mut lane: Lane,
+    ctx: &Arc<SlotCtx>,
+    tx: mpsc::UnboundedSender<LaneMsg>,
+    wait: Option<Duration>,
+) -> JoinHandle<()> {
+    let bs = u64::from(ctx.block_size);
+    let (id, lo, placed) = (run.id, run.lo(), run.placed);
+    let (a, b) = ((lo + placed) * bs, ((lo + run.count) * bs).min(ctx.size) - 1);
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        if let Some(w) = wait {
+            tokio::time::sleep(w).await;
+        }
+        let mut blocks = placed;
+        let result = lane
+            .fetch((a, b), ctx.size, bs as usize, |at, block| {
+                place(&ctx, at / bs, block)?;
+                blocks += 1;
+                let _ = tx.send(LaneMsg::Placed { id, blocks });
+                Ok(())
+            })
+            .await;
+        let _ = tx.send(LaneMsg::Done { id, lane, result });
+    })
+}
+
+/// Checks block `b` and writes it in place; what ends the slot if either
+/// fails.
+fn place(ctx: &SlotCtx, b: u64, block: &[u8]) -> Result<(), Unplaced> {
+    let bs = u64::from(ctx.block_size);
+    if let Check::Manifest(m) = &ctx.check {
+        if !m.verify(b * bs, block) {
+            return Err(Unplaced::Corrupt(b));
+        }
+    }
+    ctx.file.write_all_at(block, b * bs).map_err(Unplaced::Local)
 }

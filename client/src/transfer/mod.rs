@@ -37,12 +37,14 @@ use crate::consensus::{self, Version};
 use crate::digest::{Completed, PrefixHasher};
 use crate::journal::{journal_path, Journal};
 use crate::manifest::Manifest;
+use crate::metalink::MetalinkFile;
 use crate::scheduler::{Action, Config, ProducerId, StreamId};
 pub use crate::session::Route;
 use ddops::transfer::BlockRun;
 
 mod coordinator;
 mod error;
+mod expected;
 mod http_slot;
 mod producer;
 mod report;
@@ -113,9 +115,17 @@ pub struct GetSpec {
     /// Write here instead of a part file renamed to `output` at the end
     /// (an archive's files); the journal is still `output`'s.
     pub store: Option<Arc<dyn Store>>,
-    /// HTTP mirrors (`http://...` URLs; one ending in `/` is a directory
-    /// `path` is appended to), producers beside the ddftpd ones.
+    /// HTTP mirrors (`http(s)://...` URLs; one ending in `/` is a
+    /// directory `path` is appended to), producers beside the ddftpd ones.
     pub http: Vec<String>,
+    /// A private CA (PEM) HTTPS mirrors may be signed by, besides the
+    /// system's.
+    pub ca_file: Option<PathBuf>,
+    /// A `SHA256SUMS`-style listing that names the file's SHA-256.
+    pub checksum_url: Option<String>,
+    /// The file as a Metalink describes it: size, hash, piece hashes (its
+    /// URLs are in `http`).
+    pub metalink: Option<MetalinkFile>,
 }
 
 /// Connects to a mirror and, with `stat` (path, and whether the chunk
@@ -191,8 +201,16 @@ pub async fn get_joining(
     if spec.mirrors.is_empty() && spec.http.is_empty() {
         return Err(TransferError::NoMirrors);
     }
-    let http_probes: Vec<_> =
-        spec.http.iter().map(|u| tokio::spawn(probe_http(u.clone(), spec.path.clone()))).collect();
+    let https = spec.http.iter().chain(&spec.checksum_url).any(|u| u.starts_with("https://"));
+    let tls = match https {
+        true => Some(crate::http::tls::connector(spec.ca_file.as_deref())?),
+        false => None,
+    };
+    let http_probes: Vec<_> = spec
+        .http
+        .iter()
+        .map(|u| tokio::spawn(probe_http(u.clone(), spec.path.clone(), tls.clone())))
+        .collect();
     // The clock a user sees: from the first connection to the last byte.
     let started = Instant::now();
     let mut warnings = vec![];
@@ -260,6 +278,13 @@ pub async fn get_joining(
             true
         }
     });
+    let expected = expected::published(spec, &mut http, tls, progress, &mut warnings).await?;
+    if let Some(e) = &expected {
+        expected::drop_other_copies(e, &mut usable, &spec.path, progress, &mut warnings);
+    }
+    if usable.is_empty() && http.is_empty() {
+        return Err(TransferError::NoUsableMirror { path: spec.path.clone(), failures: warnings.clone() });
+    }
     // Only mirrors of the version a majority reports serve blocks. Each
     // mirror votes once, however many routes reach it.
     let mut voters: Vec<&MirrorInfo> = vec![];
@@ -272,7 +297,10 @@ pub async fn get_joining(
     // says what the bytes must hash to unless --checksum does.
     let http_only = voters.is_empty();
     let versions: Vec<Version> = match http_only {
-        true => vec![http_version(&mut http, &spec.path, progress, &mut warnings)?],
+        true => {
+            let known = spec.metalink.as_ref().and_then(|m| m.size);
+            vec![http_version(&mut http, &spec.path, known, progress, &mut warnings)?]
+        }
         false => voters.iter().map(|m| m.version).collect(),
     };
     let Some((version, stale)) = consensus::majority(&versions) else {
@@ -302,10 +330,12 @@ pub async fn get_joining(
         false
     });
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
+    let pieces = spec.metalink.as_ref().and_then(|m| m.pieces.clone()).filter(|_| http_only);
     let manifest = match early {
         _ if !spec.verify || size == 0 || spec.sealed_size.is_some() => None,
         Some(m) => Some(Arc::new(m)),
-        None if usable.is_empty() => None,
+        // HTTP mirrors only: a Metalink's piece hashes verify the blocks.
+        None if usable.is_empty() => pieces.map(Arc::new),
         None => Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?)),
     };
 
@@ -375,7 +405,7 @@ pub async fn get_joining(
         }
         None => None,
     };
-    let chunk_size = version.digest.chunk_size;
+    let chunk_size = manifest.as_ref().map_or(version.digest.chunk_size, |m| m.chunk_size);
     // The largest block every mirror in use serves (told in its greeting):
     // agreed on before the journal is written, so a rerun is not bound to
     // a block size no mirror accepts.
@@ -478,10 +508,10 @@ pub async fn get_joining(
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
     report.sha256 = got.map_err(out_err)?;
-    report.sha256_checked = match (sealed, http_only, &spec.checksum) {
+    report.sha256_checked = match (sealed, http_only, &expected) {
         (true, ..) => Sha256Checked::Sealed,
-        (_, false, _) => Sha256Checked::Mirrors,
-        (_, true, Some(_)) => Sha256Checked::Checksum,
+        (_, _, Some(e)) => e.from,
+        (_, false, None) => Sha256Checked::Mirrors,
         (_, true, None) => Sha256Checked::Nothing,
     };
     if let Some(got) = report.sha256.clone().filter(|g| *g != sha256 && !http_only) {
@@ -491,15 +521,16 @@ pub async fn get_joining(
         let _ = Journal::remove(&jpath);
         return Err(TransferError::DigestMismatch { path: spec.path.clone(), expected: sha256, got });
     }
-    if let Some(expected) = spec.checksum.as_ref().filter(|e| report.sha256.as_ref() != Some(*e)) {
+    if let Some(e) = expected.as_ref().filter(|e| report.sha256.as_ref() != Some(&e.sha256)) {
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
         let _ = std::fs::remove_file(&part);
         let _ = Journal::remove(&jpath);
         return Err(TransferError::ChecksumMismatch {
             path: spec.path.clone(),
-            expected: expected.clone(),
+            expected: e.sha256.clone(),
             got: report.sha256.unwrap_or_else(|| "not computed (a bundle)".into()),
+            from: e.from.source().to_string(),
         });
     }
     if spec.sync {

@@ -1,6 +1,8 @@
 //! The producers a transfer starts with: greeted ddftpd connections and
 //! HTTP mirrors, and how HTTP mirrors agree on what the file is.
 
+use tokio_rustls::TlsConnector;
+
 use super::*;
 
 /// One producer slot's source: a greeted ddftpd connection, or an HTTP
@@ -21,29 +23,33 @@ impl Producer {
     }
 }
 
-/// Probes the HTTP mirror at `url` (for `path`).
+/// Probes the HTTP mirror at `url` (for `path`); `tls` for an https one.
 pub(super) async fn probe_http(
     url: String,
     path: String,
+    tls: Option<TlsConnector>,
 ) -> Result<(Arc<HttpMirror>, HttpVersion), (String, HttpError)> {
-    let m = Arc::new(HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?);
-    let v = Lane::new(m.clone()).probe().await.map_err(|e| (m.url.clone(), e))?;
-    Ok((m, v))
+    let mut m = HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?;
+    m.tls = tls;
+    let shown = m.url.clone();
+    Lane::probe(Arc::new(m)).await.map_err(|e| (shown, e))
 }
 
-/// The HTTP mirrors' version: the size a strict majority reports (those
-/// with another are dropped, with a warning); among them, a date that a
+/// The HTTP mirrors' version: the size `known` (a Metalink's) or else the
+/// one a strict majority reports (those with another are dropped, with a
+/// warning); among them, a date that a
 /// strict majority shares drops the mirrors with another one.
 pub(super) fn http_version(
     http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
     path: &str,
+    known: Option<u64>,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<Version, TransferError> {
     let n = http.len();
-    let Some(size) =
-        http.iter().map(|(_, v)| v.size).find(|s| http.iter().filter(|(_, v)| v.size == *s).count() * 2 > n)
-    else {
+    let majority =
+        || http.iter().map(|(_, v)| v.size).find(|s| http.iter().filter(|(_, v)| v.size == *s).count() * 2 > n);
+    let Some(size) = known.or_else(majority) else {
         let versions = http.iter().map(|(m, v)| format!("{} has {} bytes", m.url, v.size)).collect();
         return Err(TransferError::NoMajority { path: path.to_string(), versions });
     };

@@ -51,10 +51,31 @@ pub struct TransferReport {
 pub enum Sha256Checked {
     /// The ddftpd mirrors' reported digest.
     Mirrors,
-    /// `--checksum` only (HTTP mirrors report none).
+    /// `--checksum`.
     Checksum,
+    /// The Metalink's whole-file hash.
+    Metalink,
+    /// The `--checksum-url` listing's.
+    ChecksumUrl,
+    /// The HTTP mirrors' `Repr-Digest`/`Digest` header.
+    DigestHeader,
     /// Nothing: HTTP mirrors only and no `--checksum`.
     Nothing,
     /// A bundle: none computed, its blocks are sealed.
     Sealed,
+}
+
+impl Sha256Checked {
+    /// Where the expected SHA-256 came from, in words.
+    pub fn source(self) -> &'static str {
+        match self {
+            Sha256Checked::Mirrors => "the mirrors' digest",
+            Sha256Checked::Checksum => "--checksum",
+            Sha256Checked::Metalink => "the Metalink file",
+            Sha256Checked::ChecksumUrl => "the --checksum-url listing",
+            Sha256Checked::DigestHeader => "the servers' Repr-Digest/Digest header",
+            Sha256Checked::Nothing => "nothing",
+            Sha256Checked::Sealed => "the blocks' seals",
+        }
+    }
 }

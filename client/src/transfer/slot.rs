@@ -28,6 +28,8 @@ pub(super) enum Event {
     },
     /// Writing the output failed: the whole transfer stops.
     Local(io::Error),
+    /// Worth telling the user (a request asked again).
+    Warn(String),
     /// A connection to a mirror joining the transfer, or why not.
     Joined {
         route: Route,

@@ -1,0 +1,301 @@
+//! One keep-alive connection to a mirror (TCP, or TLS over it): the probe
+//! before data moves, and checked range fetches whose bodies are handed
+//! over a block at a time as they arrive (memory: one block per lane).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+
+use super::{content_range, HttpError, HttpMirror, TIMEOUT};
+use crate::checksum;
+
+/// Redirects followed from a mirror's URL before it counts as broken.
+const MAX_REDIRECTS: usize = 5;
+
+/// What a mirror says of its file before data moves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpVersion {
+    pub size: u64,
+    /// The probe's round trip on an open connection.
+    pub rtt: Duration,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+    /// The whole file's SHA-256 (hex), from `Repr-Digest` or `Digest`.
+    pub sha256: Option<String>,
+}
+
+/// Why a fetch ended early: the mirror, or what the caller did with a block.
+#[derive(Debug)]
+pub enum Fail<E> {
+    Http(HttpError),
+    Place(E),
+}
+
+/// One keep-alive connection to a mirror.
+pub struct Lane {
+    mirror: Arc<HttpMirror>,
+    sender: Option<SendRequest<Empty<Bytes>>>,
+}
+
+impl Lane {
+    pub fn new(mirror: Arc<HttpMirror>) -> Lane {
+        Lane { mirror, sender: None }
+    }
+
+    async fn connect(&mut self) -> Result<&mut SendRequest<Empty<Bytes>>, HttpError> {
+        if self.sender.as_ref().is_some_and(|s| !s.is_closed()) {
+            return Ok(self.sender.as_mut().expect("checked"));
+        }
+        let m = self.mirror.clone();
+        let fut = async {
+            let host = m.host.trim_start_matches('[').trim_end_matches(']');
+            let sock = TcpStream::connect((host, m.port)).await.map_err(HttpError::Connect)?;
+            sock.set_nodelay(true).map_err(HttpError::Connect)?;
+            if !m.https {
+                let (sender, conn) = http1::handshake(TokioIo::new(sock)).await?;
+                tokio::spawn(conn);
+                return Ok::<_, HttpError>(sender);
+            }
+            let tls = m.tls.as_ref().ok_or_else(|| HttpError::BadUrl(m.url.clone(), "https without TLS set up"))?;
+            let name = ServerName::try_from(host.to_string())
+                .map_err(|_| HttpError::BadUrl(m.url.clone(), "not a host name TLS can check"))?;
+            let stream = tls.connect(name, sock).await.map_err(HttpError::Tls)?;
+            let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(conn);
+            Ok(sender)
+        };
+        let sender = tokio::time::timeout(TIMEOUT, fut).await.map_err(|_| HttpError::Timeout)??;
+        Ok(self.sender.insert(sender))
+    }
+
+    /// Sends `GET` (with `Range: bytes=a-b`); the reply's status and headers.
+    async fn ask(&mut self, range: Option<(u64, u64)>) -> Result<Response<Incoming>, HttpError> {
+        let mut req = Request::get(&self.mirror.target)
+            .header(header::HOST, self.mirror.host_header())
+            .header(header::USER_AGENT, concat!("ddftp/", env!("CARGO_PKG_VERSION")))
+            .header("want-repr-digest", "sha-256=10");
+        if let Some((a, b)) = range {
+            req = req.header(header::RANGE, format!("bytes={a}-{b}"));
+        }
+        let req = req.body(Empty::new()).expect("a valid request");
+        let sender = self.connect().await?;
+        sender.ready().await?;
+        tokio::time::timeout(TIMEOUT, sender.send_request(req))
+            .await
+            .map_err(|_| HttpError::Timeout)?
+            .map_err(Into::into)
+    }
+
+    /// `r`, and a connection that failed is not used again (it may hold the
+    /// rest of a reply we will not read).
+    fn settle<T, E>(&mut self, r: Result<T, E>) -> Result<T, E> {
+        if r.is_err() {
+            self.sender = None;
+        }
+        r
+    }
+
+    /// What the mirror says of its file: its size (from a one-byte range,
+    /// which also shows it honours `Range`), `ETag`, `Last-Modified` and a
+    /// digest if it sends one. Redirects are followed (a few); the mirror
+    /// returned is where they led.
+    pub async fn probe(mirror: Arc<HttpMirror>) -> Result<(Arc<HttpMirror>, HttpVersion), HttpError> {
+        let mut lane = Lane::new(mirror);
+        for _ in 0..=MAX_REDIRECTS {
+            let r = lane.probe_once().await;
+            match lane.settle(r)? {
+                Ok(v) => return Ok((lane.mirror, v)),
+                Err(next) => lane = Lane::new(Arc::new(next)),
+            }
+        }
+        Err(HttpError::Redirect(format!("more than {MAX_REDIRECTS} redirects")))
+    }
+
+    /// The version, or where a redirect leads.
+    async fn probe_once(&mut self) -> Result<Result<HttpVersion, HttpMirror>, HttpError> {
+        self.connect().await?;
+        let asked = Instant::now();
+        let resp = self.ask(Some((0, 0))).await?;
+        let rtt = asked.elapsed();
+        let h = resp.headers();
+        let text = |n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
+        if resp.status().is_redirection() {
+            let Some(to) = text(header::LOCATION) else {
+                return Err(HttpError::Status(resp.status()));
+            };
+            return Ok(Err(self.mirror.redirected(&to)?));
+        }
+        let (etag, last_modified) = (text(header::ETAG), text(header::LAST_MODIFIED));
+        let sha256 = checksum::digest_header(h);
+        let size = match resp.status() {
+            StatusCode::PARTIAL_CONTENT => match content_range(h) {
+                Some((_, _, total)) => total,
+                None => {
+                    let got = text(header::CONTENT_RANGE).unwrap_or_default();
+                    return Err(HttpError::WrongRange { asked: "0-0".into(), got });
+                }
+            },
+            // An empty file has no byte 0.
+            StatusCode::RANGE_NOT_SATISFIABLE if text(header::CONTENT_RANGE).as_deref() == Some("bytes */0") => 0,
+            s => return Err(unexpected(s)),
+        };
+        let mut body = resp.into_body();
+        let mut got = 0u64;
+        while let Some(f) = next_frame(&mut body).await? {
+            got += f.len() as u64;
+            if got > 1 {
+                return Err(HttpError::ShortBody { want: 1, got });
+            }
+        }
+        Ok(Ok(HttpVersion { size, rtt, etag, last_modified, sha256 }))
+    }
+
+    /// A small file whole (a checksum listing): `200`, at most `limit`
+    /// bytes; redirects followed.
+    pub async fn get_small(mirror: Arc<HttpMirror>, limit: usize) -> Result<Bytes, HttpError> {
+        let mut lane = Lane::new(mirror);
+        for _ in 0..=MAX_REDIRECTS {
+            let resp = lane.ask(None).await?;
+            if resp.status().is_redirection() {
+                let to = resp.headers().get(header::LOCATION).and_then(|v| v.to_str().ok());
+                let to = to.ok_or(HttpError::Status(resp.status()))?;
+                lane = Lane::new(Arc::new(lane.mirror.redirected(to)?));
+                continue;
+            }
+            if resp.status() != StatusCode::OK {
+                return Err(HttpError::Status(resp.status()));
+            }
+            let mut body = resp.into_body();
+            let mut out = BytesMut::new();
+            while let Some(f) = next_frame(&mut body).await? {
+                if out.len() + f.len() > limit {
+                    return Err(HttpError::ShortBody { want: limit as u64, got: (out.len() + f.len()) as u64 });
+                }
+                out.extend_from_slice(&f);
+            }
+            return Ok(out.freeze());
+        }
+        Err(HttpError::Redirect(format!("more than {MAX_REDIRECTS} redirects")))
+    }
+
+    /// Bytes `a..=b` of a file of `size` bytes, checked (`206`, that range
+    /// of that size, exactly that many bytes) and handed to `place` a block
+    /// (`bs` bytes; the file's last may be shorter) at a time as they
+    /// arrive, with the block's offset. `a` is a block boundary.
+    pub async fn fetch<E>(
+        &mut self,
+        (a, b): (u64, u64),
+        size: u64,
+        bs: usize,
+        place: impl FnMut(u64, &[u8]) -> Result<(), E>,
+    ) -> Result<(), Fail<E>> {
+        let r = self.fetch_once(a, b, size, bs, place).await;
+        self.settle(r)
+    }
+
+    async fn fetch_once<E>(
+        &mut self,
+        a: u64,
+        b: u64,
+        size: u64,
+        bs: usize,
+        mut place: impl FnMut(u64, &[u8]) -> Result<(), E>,
+    ) -> Result<(), Fail<E>> {
+        let resp = self.ask(Some((a, b))).await.map_err(Fail::Http)?;
+        check_range(&resp, a, b, size).map_err(Fail::Http)?;
+        let want = b - a + 1;
+        let mut body = resp.into_body();
+        let mut block = BytesMut::new();
+        let mut at = a;
+        let end = b + 1;
+        while let Some(mut f) = next_frame(&mut body).await.map_err(|e| short(e, want, at - a))? {
+            if (at - a) + (block.len() + f.len()) as u64 > want {
+                return Err(Fail::Http(HttpError::ShortBody { want, got: want + 1 }));
+            }
+            while !f.is_empty() {
+                let full = ((end - at) as usize).min(bs);
+                if block.is_empty() && f.len() >= full {
+                    // A whole block in one piece: no copy.
+                    let whole = f.split_to(full);
+                    place(at, &whole).map_err(Fail::Place)?;
+                    at += full as u64;
+                    continue;
+                }
+                let take = (full - block.len()).min(f.len());
+                block.extend_from_slice(&f.split_to(take));
+                if block.len() == full {
+                    place(at, &block).map_err(Fail::Place)?;
+                    at += full as u64;
+                    block.clear();
+                }
+            }
+        }
+        match at - a + block.len() as u64 {
+            got if got == want => Ok(()),
+            got => Err(Fail::Http(HttpError::ShortBody { want, got })),
+        }
+    }
+}
+
+/// A body that ended in an error part way: how far it got.
+fn short<E>(e: HttpError, want: u64, got: u64) -> Fail<E> {
+    match e {
+        HttpError::Http(h) if h.is_incomplete_message() => Fail::Http(HttpError::ShortBody { want, got }),
+        e => Fail::Http(e),
+    }
+}
+
+/// The reply to `bytes=a-b` of a `size`-byte file: 206 with exactly that
+/// `Content-Range` (and `Content-Length`, if given).
+fn check_range(resp: &Response<Incoming>, a: u64, b: u64, size: u64) -> Result<(), HttpError> {
+    if resp.status() != StatusCode::PARTIAL_CONTENT {
+        return Err(unexpected(resp.status()));
+    }
+    let h = resp.headers();
+    match content_range(h) {
+        Some((x, y, total)) if (x, y) == (a, b) && total == size => {}
+        Some((_, _, total)) if total != size => return Err(HttpError::Changed { was: size, now: total }),
+        _ => {
+            let got = h.get(header::CONTENT_RANGE).and_then(|v| v.to_str().ok()).unwrap_or("none");
+            return Err(HttpError::WrongRange { asked: format!("{a}-{b}"), got: got.to_string() });
+        }
+    }
+    let length = h.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    match length {
+        Some(n) if n != b - a + 1 => Err(HttpError::ShortBody { want: b - a + 1, got: n }),
+        _ => Ok(()),
+    }
+}
+
+/// The body's next data, with a timeout for each piece.
+async fn next_frame(body: &mut Incoming) -> Result<Option<Bytes>, HttpError> {
+    loop {
+        let frame = tokio::time::timeout(TIMEOUT, body.frame()).await.map_err(|_| HttpError::Timeout)?;
+        match frame {
+            None => return Ok(None),
+            Some(f) => {
+                if let Ok(data) = f?.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// A status other than the one asked for. A 200 is a whole file we did
+/// not ask for: never read.
+fn unexpected(s: StatusCode) -> HttpError {
+    match s {
+        StatusCode::OK => HttpError::IgnoresRange,
+        s => HttpError::Status(s),
+    }
+}

@@ -1,0 +1,222 @@
+//! HTTP(S) mirrors as producers: any server that honours `Range`. A
+//! mirror is a URL; a producer of it fetches runs of blocks with `Range`
+//! requests on a few keep-alive connections of its own (so the link does
+//! not idle between ranges), and every reply is checked before a byte is
+//! used: `206`, the `Content-Range` asked for, of the size agreed on, and
+//! exactly that many bytes.
+//!
+//! hyper 1 (its low-level `client::conn`): we choose the connections,
+//! how many and when, which a pooled client hides; rustls for TLS ([`tls`]).
+
+use std::time::Duration;
+
+use hyper::header::{self, HeaderMap};
+use hyper::StatusCode;
+use tokio_rustls::TlsConnector;
+
+mod lane;
+pub mod tls;
+
+pub use lane::{Fail, HttpVersion, Lane};
+
+/// How long connecting, each reply's head and each piece of a body may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One HTTP(S) mirror of the file: where to send `GET`s.
+#[derive(Clone)]
+pub struct HttpMirror {
+    /// As the user gave it (with PATH appended to a directory URL), or
+    /// where a redirect led.
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    /// The request target: the URL's path (and query), percent-encoded.
+    pub target: String,
+    pub https: bool,
+    /// For an `https` mirror: the connector (roots and `--ca-file`).
+    pub tls: Option<TlsConnector>,
+}
+
+impl std::fmt::Debug for HttpMirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+/// What goes wrong with an HTTP mirror.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{0:?}: {1}")]
+    BadUrl(String, &'static str),
+    #[error("connect: {0}")]
+    Connect(std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(std::io::Error),
+    #[error("timed out")]
+    Timeout,
+    #[error("{0}")]
+    Http(#[from] hyper::Error),
+    #[error("HTTP {0}")]
+    Status(StatusCode),
+    #[error("redirect: {0}")]
+    Redirect(String),
+    #[error("it ignores Range requests (answered 200 with the whole file)")]
+    IgnoresRange,
+    #[error("asked for bytes {asked}, it answered Content-Range {got:?}")]
+    WrongRange { asked: String, got: String },
+    #[error("the file's size is now {now}, not {was}: it changed")]
+    Changed { was: u64, now: u64 },
+    #[error("asked for {want} bytes, it sent {got}")]
+    ShortBody { want: u64, got: u64 },
+}
+
+impl HttpError {
+    /// Whether asking again may work: a server error of the moment, or a
+    /// connection lost, cut or timed out. A wrong answer is never retried.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            HttpError::Status(s) => matches!(s.as_u16(), 500 | 502 | 503 | 504 | 429),
+            HttpError::Connect(_) | HttpError::Timeout | HttpError::Http(_) | HttpError::ShortBody { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+impl HttpMirror {
+    /// `http(s)://host[:port]/path`; one ending in `/` is a directory, and
+    /// `path` (the file asked for) is appended to it.
+    pub fn parse(url: &str, path: &str) -> Result<HttpMirror, HttpError> {
+        let bad = |why| HttpError::BadUrl(url.to_string(), why);
+        let (https, rest) = match url.split_once("://") {
+            Some(("http", rest)) => (false, rest),
+            Some(("https", rest)) => (true, rest),
+            _ => return Err(bad("not an http:// or https:// URL")),
+        };
+        let (authority, target) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err(bad("no host (or user info, which is not supported)"));
+        }
+        let default = if https { 443 } else { 80 };
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+                (h.to_string(), p.parse().map_err(|_| bad("bad port"))?)
+            }
+            _ => (authority.to_string(), default),
+        };
+        let (target, url) = if target.ends_with('/') {
+            let enc = encode_path(path.trim_start_matches('/'));
+            (format!("{target}{enc}"), format!("{url}{}", path.trim_start_matches('/')))
+        } else {
+            (encode_target(target), url.to_string())
+        };
+        Ok(HttpMirror { url, host, port, target, https, tls: None })
+    }
+
+    /// Where a redirect's `Location` leads from here: the same file (a
+    /// `Location` is never a directory to append to), never from `https`
+    /// down to `http`.
+    pub fn redirected(&self, location: &str) -> Result<HttpMirror, HttpError> {
+        let mut next = if location.starts_with('/') && !location.starts_with("//") {
+            HttpMirror { url: format!("{}{location}", self.origin()), target: encode_target(location), ..self.clone() }
+        } else if is_url(location) {
+            let mut m = HttpMirror::parse(location.trim_end_matches('/'), "")?;
+            m.tls = self.tls.clone();
+            m
+        } else {
+            return Err(HttpError::Redirect(format!("to {location:?}, which is not an absolute URL or path")));
+        };
+        if self.https && !next.https {
+            return Err(HttpError::Redirect(format!("from https down to {}: refused", next.url)));
+        }
+        next.tls = self.tls.clone();
+        Ok(next)
+    }
+
+    fn origin(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.host_header())
+    }
+
+    fn host_header(&self) -> String {
+        match (self.https, self.port) {
+            (false, 80) | (true, 443) => self.host.clone(),
+            _ => format!("{}:{}", self.host, self.port),
+        }
+    }
+}
+
+/// A target as given, with what may not appear in one percent-encoded
+/// (spaces and other bytes outside the URL set; `%` stays, as already
+/// encoded).
+fn encode_target(t: &str) -> String {
+    let mut out = String::with_capacity(t.len());
+    for &b in t.as_bytes() {
+        match b {
+            b'!'..=b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// Percent-encodes a path for a request target, keeping `/`.
+fn encode_path(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    for &b in p.as_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `Content-Range: bytes A-B/TOTAL`.
+pub(crate) fn content_range(h: &HeaderMap) -> Option<(u64, u64, u64)> {
+    let v = h.get(header::CONTENT_RANGE)?.to_str().ok()?;
+    let (range, total) = v.strip_prefix("bytes ")?.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    Some((a.trim().parse().ok()?, b.trim().parse().ok()?, total.trim().parse().ok()?))
+}
+
+/// Whether a `--mirrors` entry is a URL rather than `host[:port]`.
+pub fn is_url(s: &str) -> bool {
+    s.starts_with("http://") || s.starts_with("https://")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_a_file_or_a_directory() {
+        let m = HttpMirror::parse("http://example.org:8080/pub/", "a dir/f+1.iso").unwrap();
+        assert_eq!((m.host.as_str(), m.port), ("example.org", 8080));
+        assert_eq!(m.target, "/pub/a%20dir/f%2B1.iso");
+        assert_eq!(m.url, "http://example.org:8080/pub/a dir/f+1.iso");
+        let m = HttpMirror::parse("http://example.org/x/f.iso", "ignored").unwrap();
+        assert_eq!((m.port, m.target.as_str()), (80, "/x/f.iso"));
+        let r = m.redirected("/y/g%20h.iso").unwrap();
+        assert_eq!((r.url.as_str(), r.target.as_str()), ("http://example.org/y/g%20h.iso", "/y/g%20h.iso"));
+        let r = m.redirected("https://other.org:8443/z").unwrap();
+        assert!(r.https && r.port == 8443 && r.target == "/z");
+        assert!(r.redirected("http://example.org/x").is_err(), "no downgrade from https");
+        assert!(m.redirected("relative/path").is_err());
+        assert!(HttpMirror::parse("ftp://x/", "f").is_err());
+        let m = HttpMirror::parse("https://example.org/d/", "f").unwrap();
+        assert!(m.https && m.port == 443 && m.target == "/d/f");
+        assert!(HttpMirror::parse("http:///f", "f").is_err());
+    }
+
+    #[test]
+    fn content_range_is_read_exactly() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_RANGE, "bytes 10-19/100".parse().unwrap());
+        assert_eq!(content_range(&h), Some((10, 19, 100)));
+        h.insert(header::CONTENT_RANGE, "bytes */100".parse().unwrap());
+        assert_eq!(content_range(&h), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! Metalink 4 (RFC 5854, `.meta4`): a file's mirrors, size, whole-file
+//! hash and piece hashes, read with quick-xml (a streaming reader: no DOM,
+//! no entity expansion beyond XML's five).
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+use crate::checksum::is_sha256_hex;
+use crate::manifest::{ChunkHash, Manifest};
+
+/// One `<file>` of a Metalink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetalinkFile {
+    pub name: String,
+    pub size: Option<u64>,
+    /// The whole file's SHA-256 (lowercase hex).
+    pub sha256: Option<String>,
+    /// Piece hashes, checked like a chunk manifest.
+    pub pieces: Option<Manifest>,
+    /// `http(s)` URLs, most preferred first (by `priority`).
+    pub urls: Vec<String>,
+    /// What is in it that ddftp does not use (other URL schemes, piece
+    /// hashes of a kind it does not check), for a warning.
+    pub unused: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetalinkError {
+    #[error("not well-formed XML: {0}")]
+    Xml(#[from] quick_xml::Error),
+    #[error("bad attribute: {0}")]
+    Attr(#[from] quick_xml::events::attributes::AttrError),
+    #[error("not a Metalink 4 document (RFC 5854, .meta4): the root is <{0}>")]
+    NotMetalink(String),
+    #[error("<file name={0:?}>: {1}")]
+    Bad(String, String),
+    #[error("it lists no file")]
+    NoFile,
+}
+
+#[derive(Default)]
+struct Building {
+    file: Option<MetalinkFile>,
+    urls: Vec<(u32, String)>,
+    piece_len: Option<u64>,
+    piece_kind: Option<ChunkHash>,
+    piece_hashes: Vec<[u8; 32]>,
+    in_pieces: bool,
+    hash_type: Option<String>,
+    url_priority: u32,
+}
+
+/// The files a Metalink 4 document lists.
+pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
+    let mut r = Reader::from_str(xml);
+    r.config_mut().trim_text(true);
+    let mut files = vec![];
+    let mut b = Building::default();
+    let mut path: Vec<String> = vec![];
+    loop {
+        match r.read_event()? {
+            Event::Start(e) => {
+                let name = local(&e);
+                if path.is_empty() && name != "metalink" {
+                    return Err(MetalinkError::NotMetalink(name));
+                }
+                start(&mut b, &name, &e)?;
+                path.push(name);
+            }
+            Event::Empty(e) => {
+                let name = local(&e);
+                if path.is_empty() {
+                    return Err(MetalinkError::NotMetalink(name));
+                }
+            }
+            Event::Text(t) => {
+                let text = t.unescape()?.trim().to_string();
+                let Some(file) = b.file.as_mut() else { continue };
+                let bad = |why: String| MetalinkError::Bad(file.name.clone(), why);
+                match path.last().map(String::as_str) {
+                    Some("size") => file.size = Some(text.parse().map_err(|_| bad(format!("size {text:?}")))?),
+                    Some("hash") if b.in_pieces => {
+                        b.piece_hashes.push(piece_hash(&text, b.piece_kind).ok_or_else(|| bad(format!("piece hash {text:?}")))?)
+                    }
+                    Some("hash") if b.hash_type.as_deref() == Some("sha-256") => {
+                        if !is_sha256_hex(&text) {
+                            return Err(bad(format!("sha-256 {text:?} is not 64 hex digits")));
+                        }
+                        file.sha256 = Some(text.to_ascii_lowercase());
+                    }
+                    Some("url") if text.starts_with("http://") || text.starts_with("https://") => {
+                        b.urls.push((b.url_priority, text))
+                    }
+                    Some("url") => file.unused.push(format!("URL {text} (only http and https are used)")),
+                    _ => {}
+                }
+            }
+            Event::End(_) => {
+                let name = path.pop().unwrap_or_default();
+                match name.as_str() {
+                    "pieces" => b.in_pieces = false,
+                    "file" => files.push(finish(&mut b)?),
+                    _ => {}
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    if files.is_empty() {
+        return Err(MetalinkError::NoFile);
+    }
+    Ok(files)
+}
+
+fn local(e: &BytesStart) -> String {
+    String::from_utf8_lossy(e.local_name().as_ref()).into_owned()
+}
+
+fn attr(e: &BytesStart, key: &str) -> Result<Option<String>, MetalinkError> {
+    for a in e.attributes() {
+        let a = a?;
+        if a.key.local_name().as_ref() == key.as_bytes() {
+            return Ok(Some(a.unescape_value()?.into_owned()));
+        }
+    }
+    Ok(None)
+}
+
+fn start(b: &mut Building, name: &str, e: &BytesStart) -> Result<(), MetalinkError> {
+    match name {
+        "file" => {
+            let name = attr(e, "name")?.unwrap_or_default();
+            *b = Building::default();
+            b.file = Some(MetalinkFile {
+                name,
+                size: None,
+                sha256: None,
+                pieces: None,
+                urls: vec![],
+                unused: vec![],
+            });
+        }
+        "hash" => b.hash_type = attr(e, "type")?.map(|t| t.to_ascii_lowercase()),
+        "url" => b.url_priority = attr(e, "priority")?.and_then(|p| p.parse().ok()).unwrap_or(u32::MAX),
+        "pieces" => {
+            let bad = |why: String| MetalinkError::Bad(b.file.as_ref().map_or(String::new(), |f| f.name.clone()), why);
+            let len = attr(e, "length")?.unwrap_or_default();
+            b.piece_len = Some(len.parse().ok().filter(|&l: &u64| l > 0 && l <= 1 << 30).ok_or_else(|| bad(format!("piece length {len:?}")))?);
+            b.in_pieces = true;
+            b.piece_kind = match attr(e, "type")?.map(|t| t.to_ascii_lowercase()).as_deref() {
+                Some("sha-256") => Some(ChunkHash::Sha256),
+                Some("sha-1") => Some(ChunkHash::Sha1),
+                other => {
+                    if let Some(f) = b.file.as_mut() {
+                        f.unused.push(format!("piece hashes of type {other:?} (sha-256 and sha-1 are checked)"));
+                    }
+                    None
+                }
+            };
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A piece hash of `kind` in hex, padded to 32 bytes (a SHA-1 has 20).
+fn piece_hash(hex: &str, kind: Option<ChunkHash>) -> Option<[u8; 32]> {
+    let len = match kind? {
+        ChunkHash::Sha256 => 32,
+        ChunkHash::Sha1 => 20,
+        ChunkHash::Blake3 => return None,
+    };
+    if hex.len() != 2 * len {
+        return None;
+    }
+    let mut h = [0u8; 32];
+    for (i, out) in h.iter_mut().take(len).enumerate() {
+        *out = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(h)
+}
+
+fn finish(b: &mut Building) -> Result<MetalinkFile, MetalinkError> {
+    let mut file = b.file.take().ok_or(MetalinkError::NoFile)?;
+    let bad = |why: String| MetalinkError::Bad(file.name.clone(), why);
+    if file.name.is_empty() || file.name.split('/').any(|c| c == ".." || c.is_empty()) {
+        return Err(bad("a file name must be relative, without empty or .. components".into()));
+    }
+    b.urls.sort_by_key(|(p, _)| *p);
+    file.urls = b.urls.drain(..).map(|(_, u)| u).collect();
+    if let (Some(len), Some(kind)) = (b.piece_len, b.piece_kind) {
+        let size = file.size.ok_or_else(|| bad("piece hashes without a <size>".into()))?;
+        let want = size.div_ceil(len);
+        if b.piece_hashes.len() as u64 != want {
+            return Err(bad(format!("{} piece hashes, a {size}-byte file in pieces of {len} has {want}", b.piece_hashes.len())));
+        }
+        let chunk_size = u32::try_from(len).map_err(|_| bad(format!("piece length {len}")))?;
+        file.pieces = Some(Manifest { chunk_size, hashes: std::mem::take(&mut b.piece_hashes), kind });
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_meta4_gives_urls_by_priority_size_hash_and_pieces() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<metalink xmlns="urn:ietf:params:xml:ns:metalink">
+  <file name="example.ext">
+    <size>5</size>
+    <hash type="sha-256">2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824</hash>
+    <pieces length="4" type="sha-256">
+      <hash>88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589</hash>
+      <hash>3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea</hash>
+    </pieces>
+    <url priority="2">http://b.example/example.ext</url>
+    <url priority="1">https://a.example/example.ext</url>
+    <url>ftp://c.example/example.ext</url>
+    <metaurl mediatype="torrent">http://example.com/example.ext.torrent</metaurl>
+  </file>
+</metalink>"#;
+        let f = &parse(xml).unwrap()[0];
+        assert_eq!(f.name, "example.ext");
+        assert_eq!(f.size, Some(5));
+        assert_eq!(f.sha256.as_deref(), Some("2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"));
+        assert_eq!(f.urls, ["https://a.example/example.ext", "http://b.example/example.ext"]);
+        assert_eq!(f.unused.len(), 1);
+        let p = f.pieces.as_ref().unwrap();
+        assert!(p.verify(0, b"abcd") && p.verify(4, b"e") && !p.verify(0, b"abce"));
+    }
+
+    #[test]
+    fn wrong_documents_are_refused_with_why() {
+        assert!(matches!(parse("<html></html>"), Err(MetalinkError::NotMetalink(_))));
+        assert!(parse("<metalink><file name=\"../x\"><size>1</size></file></metalink>").is_err());
+        let short = r#"<metalink><file name="x"><size>9</size><pieces length="4" type="sha-256">
+            <hash>88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589</hash></pieces></file></metalink>"#;
+        assert!(parse(short).unwrap_err().to_string().contains("1 piece hashes"));
+        assert!(matches!(parse("<metalink></metalink>"), Err(MetalinkError::NoFile)));
+    }
+}

@@ -1,0 +1,88 @@
+//! The SHA-256 a download must have, when something other than ddftpd
+//! mirrors says so: `--checksum`, a Metalink's hash, a `--checksum-url`
+//! listing, or the HTTP mirrors' `Repr-Digest`/`Digest` headers (the first
+//! of these there is). ddftpd mirrors whose copy has another SHA-256 are
+//! not used, nor HTTP mirrors whose header names another.
+
+use tokio_rustls::TlsConnector;
+
+use super::*;
+use crate::checksum;
+
+/// Listings larger than this are not a `SHA256SUMS`.
+const MAX_LISTING: usize = 16 << 20;
+
+/// The SHA-256 expected, and what said so.
+pub(super) struct Expected {
+    pub(super) sha256: String,
+    pub(super) from: Sha256Checked,
+}
+
+/// What the download's SHA-256 must be, if anything says.
+pub(super) async fn published(
+    spec: &GetSpec,
+    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
+    tls: Option<TlsConnector>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Expected>, TransferError> {
+    let said = |sha256: String, from| Ok(Some(Expected { sha256, from }));
+    if let Some(c) = &spec.checksum {
+        return said(c.clone(), Sha256Checked::Checksum);
+    }
+    if let Some(c) = spec.metalink.as_ref().and_then(|m| m.sha256.clone()) {
+        return said(c, Sha256Checked::Metalink);
+    }
+    if let Some(url) = &spec.checksum_url {
+        let no = |why: String| TransferError::NoChecksum { path: spec.path.clone(), why };
+        let mut m = HttpMirror::parse(url, "").map_err(|e| no(e.to_string()))?;
+        m.tls = tls;
+        let listing = Lane::get_small(Arc::new(m), MAX_LISTING).await.map_err(|e| no(format!("{url}: {e}")))?;
+        let listing = String::from_utf8_lossy(&listing);
+        return match checksum::from_sums(&listing, &spec.path) {
+            Some(c) => said(c, Sha256Checked::ChecksumUrl),
+            None => Err(no(format!("{url} lists no SHA-256 for {}", spec.path))),
+        };
+    }
+    // The digest most HTTP mirrors send; those sending another are dropped.
+    let digests: Vec<&String> = http.iter().filter_map(|(_, v)| v.sha256.as_ref()).collect();
+    let Some(top) = digests.iter().max_by_key(|d| digests.iter().filter(|e| e == d).count()).map(|d| (*d).clone())
+    else {
+        return Ok(None);
+    };
+    http.retain(|(m, v)| match &v.sha256 {
+        Some(d) if *d != top => {
+            let w = format!("dropping mirror {}: its Repr-Digest SHA-256 {d} is not the majority's {top}", m.url);
+            progress.warn(&w);
+            warnings.push(w);
+            false
+        }
+        _ => true,
+    });
+    said(top, Sha256Checked::DigestHeader)
+}
+
+/// Drops the ddftpd mirrors whose copy is not the one `expected` names.
+pub(super) fn drop_other_copies(
+    expected: &Expected,
+    usable: &mut Vec<(MirrorInfo, Session)>,
+    path: &str,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) {
+    usable.retain(|(m, _)| {
+        let theirs = hex(&m.version.digest.sha256);
+        if theirs == expected.sha256 {
+            return true;
+        }
+        let w = format!(
+            "dropping mirror {}: its copy of {path} has SHA-256 {theirs}, not the {} that {} says",
+            m.route,
+            expected.sha256,
+            expected.from.source()
+        );
+        progress.warn(&w);
+        warnings.push(w);
+        false
+    });
+}
