@@ -82,7 +82,10 @@ mod tests {
     #[test]
     fn digest_headers_give_the_files_sha256() {
         let mut h = HeaderMap::new();
-        h.insert("repr-digest", "sha-512=:AAAA:, sha-256=:LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=:".parse().unwrap());
+        h.insert(
+            "repr-digest",
+            "sha-512=:AAAA:, sha-256=:LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=:".parse().unwrap(),
+        );
         assert_eq!(digest_header(&h).as_deref(), Some(HELLO));
         let mut h = HeaderMap::new();
         h.insert("digest", "SHA-256=LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=".parse().unwrap());

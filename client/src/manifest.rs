@@ -79,7 +79,11 @@ mod tests {
     fn verifies_every_chunk_of_a_block() {
         let cs = 1024u32;
         let data: Vec<u8> = (0..5000u32).map(|i| (i / 1024 + i * 7) as u8).collect();
-        let m = Manifest { chunk_size: cs, hashes: data.chunks(cs as usize).map(manifest::chunk_hash).collect(), kind: ChunkHash::Blake3 };
+        let m = Manifest {
+            chunk_size: cs,
+            hashes: data.chunks(cs as usize).map(manifest::chunk_hash).collect(),
+            kind: ChunkHash::Blake3,
+        };
         assert!(m.verify(0, &data[..2048]));
         assert!(m.verify(4096, &data[4096..]));
         assert!(!m.verify(1024, &data[..1024]), "right bytes at the wrong place");

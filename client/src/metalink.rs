@@ -79,9 +79,9 @@ pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
                 let bad = |why: String| MetalinkError::Bad(file.name.clone(), why);
                 match path.last().map(String::as_str) {
                     Some("size") => file.size = Some(text.parse().map_err(|_| bad(format!("size {text:?}")))?),
-                    Some("hash") if b.in_pieces => {
-                        b.piece_hashes.push(piece_hash(&text, b.piece_kind).ok_or_else(|| bad(format!("piece hash {text:?}")))?)
-                    }
+                    Some("hash") if b.in_pieces => b
+                        .piece_hashes
+                        .push(piece_hash(&text, b.piece_kind).ok_or_else(|| bad(format!("piece hash {text:?}")))?),
                     Some("hash") if b.hash_type.as_deref() == Some("sha-256") => {
                         if !is_sha256_hex(&text) {
                             return Err(bad(format!("sha-256 {text:?} is not 64 hex digits")));
@@ -132,21 +132,19 @@ fn start(b: &mut Building, name: &str, e: &BytesStart) -> Result<(), MetalinkErr
         "file" => {
             let name = attr(e, "name")?.unwrap_or_default();
             *b = Building::default();
-            b.file = Some(MetalinkFile {
-                name,
-                size: None,
-                sha256: None,
-                pieces: None,
-                urls: vec![],
-                unused: vec![],
-            });
+            b.file = Some(MetalinkFile { name, size: None, sha256: None, pieces: None, urls: vec![], unused: vec![] });
         }
         "hash" => b.hash_type = attr(e, "type")?.map(|t| t.to_ascii_lowercase()),
         "url" => b.url_priority = attr(e, "priority")?.and_then(|p| p.parse().ok()).unwrap_or(u32::MAX),
         "pieces" => {
             let bad = |why: String| MetalinkError::Bad(b.file.as_ref().map_or(String::new(), |f| f.name.clone()), why);
             let len = attr(e, "length")?.unwrap_or_default();
-            b.piece_len = Some(len.parse().ok().filter(|&l: &u64| l > 0 && l <= 1 << 30).ok_or_else(|| bad(format!("piece length {len:?}")))?);
+            b.piece_len = Some(
+                len.parse()
+                    .ok()
+                    .filter(|&l: &u64| l > 0 && l <= 1 << 30)
+                    .ok_or_else(|| bad(format!("piece length {len:?}")))?,
+            );
             b.in_pieces = true;
             b.piece_kind = match attr(e, "type")?.map(|t| t.to_ascii_lowercase()).as_deref() {
                 Some("sha-256") => Some(ChunkHash::Sha256),
@@ -193,7 +191,10 @@ fn finish(b: &mut Building) -> Result<MetalinkFile, MetalinkError> {
         let size = file.size.ok_or_else(|| bad("piece hashes without a <size>".into()))?;
         let want = size.div_ceil(len);
         if b.piece_hashes.len() as u64 != want {
-            return Err(bad(format!("{} piece hashes, a {size}-byte file in pieces of {len} has {want}", b.piece_hashes.len())));
+            return Err(bad(format!(
+                "{} piece hashes, a {size}-byte file in pieces of {len} has {want}",
+                b.piece_hashes.len()
+            )));
         }
         let chunk_size = u32::try_from(len).map_err(|_| bad(format!("piece length {len}")))?;
         file.pieces = Some(Manifest { chunk_size, hashes: std::mem::take(&mut b.piece_hashes), kind });

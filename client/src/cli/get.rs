@@ -9,9 +9,9 @@ use ddftp_proto::units::{parse_size, HumanBytes};
 use ddftp_proto::{parse_endpoint, Endpoint};
 
 use super::{report_error, runtime, Exit};
+use crate::metalink::{self, MetalinkFile};
 use crate::progress::Bar;
 use crate::scheduler::Config;
-use crate::metalink::{self, MetalinkFile};
 use crate::transfer::{self, GetSpec, Sha256Checked, TransferError, TransferReport};
 
 /// Default block size: large enough that per-block costs vanish at GB/s,
@@ -278,12 +278,18 @@ impl GetOpt {
             let files = metalink::parse(&xml).map_err(|e| format!("--metalink {shown}: {e}"))?;
             let file = match (&self.path[..], &files[..]) {
                 ([], [one]) => one.clone(),
-                ([name], _) => files.iter().find(|m| m.name == *name).cloned().ok_or_else(|| {
-                    format!("--metalink {shown} lists no file {name:?}")
-                })?,
+                ([name], _) => files
+                    .iter()
+                    .find(|m| m.name == *name)
+                    .cloned()
+                    .ok_or_else(|| format!("--metalink {shown} lists no file {name:?}"))?,
                 ([], _) => {
                     let names: Vec<&str> = files.iter().map(|m| m.name.as_str()).collect();
-                    return Err(format!("--metalink {shown} lists {} files; name one: {}", files.len(), names.join(", ")));
+                    return Err(format!(
+                        "--metalink {shown} lists {} files; name one: {}",
+                        files.len(),
+                        names.join(", ")
+                    ));
                 }
                 _ => return Err("with --metalink, name at most one file (of those it lists)".into()),
             };

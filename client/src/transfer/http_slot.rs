@@ -40,8 +40,15 @@ const TRIES: u32 = 3;
 /// From a connection's task to its slot.
 enum LaneMsg {
     /// This many blocks of run `id` are in the file, counted from its low end.
-    Placed { id: u64, blocks: u64 },
-    Done { id: u64, lane: Lane, result: Result<(), Fail<Unplaced>> },
+    Placed {
+        id: u64,
+        blocks: u64,
+    },
+    Done {
+        id: u64,
+        lane: Lane,
+        result: Result<(), Fail<Unplaced>>,
+    },
 }
 
 /// Why a block was not placed: it fails verification, or the write failed.

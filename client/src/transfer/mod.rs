@@ -206,11 +206,8 @@ pub async fn get_joining(
         true => Some(crate::http::tls::connector(spec.ca_file.as_deref())?),
         false => None,
     };
-    let http_probes: Vec<_> = spec
-        .http
-        .iter()
-        .map(|u| tokio::spawn(probe_http(u.clone(), spec.path.clone(), tls.clone())))
-        .collect();
+    let http_probes: Vec<_> =
+        spec.http.iter().map(|u| tokio::spawn(probe_http(u.clone(), spec.path.clone(), tls.clone()))).collect();
     // The clock a user sees: from the first connection to the last byte.
     let started = Instant::now();
     let mut warnings = vec![];

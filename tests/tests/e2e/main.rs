@@ -10,6 +10,8 @@ mod get;
 mod hardening;
 mod hostile;
 mod http;
+mod http_sources;
+mod https;
 mod integrity;
 mod mpi;
 mod nics;

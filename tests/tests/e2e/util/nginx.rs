@@ -15,10 +15,26 @@ pub struct Nginx {
     _dir: tempfile::TempDir,
 }
 
+/// A certificate and its key (PEM files) for nginx's HTTPS.
+pub struct Cert {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
 impl Nginx {
     /// Serves `root` at `http://127.0.0.1:PORT/`; `rate` (nginx's
     /// `limit_rate`, e.g. "2m") slows each response.
     pub fn serve(root: &Path, rate: Option<&str>) -> Nginx {
+        Nginx::start(root, rate, None, "")
+    }
+
+    /// The same over HTTPS with `cert`.
+    pub fn serve_tls(root: &Path, cert: &Cert) -> Nginx {
+        Nginx::start(root, None, Some(cert), "")
+    }
+
+    /// With `extra` server-level configuration (e.g. a redirect).
+    pub fn start(root: &Path, rate: Option<&str>, tls: Option<&Cert>, extra: &str) -> Nginx {
         let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -27,12 +43,19 @@ impl Nginx {
         let port = free_port();
         let d = dir.path().display();
         let limit = rate.map(|r| format!("limit_rate {r};")).unwrap_or_default();
+        let (ssl, scheme) = match tls {
+            Some(c) => (
+                format!(" ssl; ssl_certificate {}; ssl_certificate_key {};", c.cert.display(), c.key.display()),
+                "https",
+            ),
+            None => (";".to_string(), "http"),
+        };
         let conf = format!(
             "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
              events {{ worker_connections 256; }}\n\
              http {{ access_log off; sendfile on; client_body_temp_path {d}; proxy_temp_path {d};\n\
              fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-             server {{ listen 127.0.0.1:{port}; root {}; {limit} }} }}\n",
+             server {{ listen 127.0.0.1:{port}{ssl} root {}; {limit} {extra} }} }}\n",
             root.display()
         );
         std::fs::write(dir.path().join("nginx.conf"), conf).expect("write nginx.conf");
@@ -47,7 +70,7 @@ impl Nginx {
             assert!(started.elapsed() < Duration::from_secs(10), "nginx did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Nginx { child, url: format!("http://127.0.0.1:{port}/"), _dir: dir }
+        Nginx { child, url: format!("{scheme}://127.0.0.1:{port}/"), _dir: dir }
     }
 }
 
@@ -77,6 +100,12 @@ pub enum Misbehave {
     Unavailable,
     /// The file grew: `Content-Range` names another total size.
     SizeChanged,
+    /// 503 to the second request it gets (the first after the probe's), then right.
+    UnavailableOnce,
+    /// Never: every answer right, with a `Repr-Digest` of the file.
+    Never,
+    /// Every answer right, with a `Repr-Digest` of other bytes.
+    WrongDigest,
 }
 
 /// An HTTP/1.1 server of one file that answers the first range request
@@ -90,18 +119,26 @@ impl BadServer {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = l.local_addr().expect("addr").port();
         std::thread::spawn(move || {
+            let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             for (answered, conn) in l.incoming().enumerate() {
                 let Ok(mut s) = conn else { return };
-                let data = data.clone();
+                let (data, asked) = (data.clone(), asked.clone());
                 let first = answered == 0;
-                std::thread::spawn(move || serve(&mut s, &data, how, first));
+                std::thread::spawn(move || serve(&mut s, &data, how, first, &asked));
             }
         });
         BadServer { url: format!("http://127.0.0.1:{port}/f.bin") }
     }
 }
 
-fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool) {
+fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: &std::sync::atomic::AtomicUsize) {
+    use sha2::Digest;
+    let digest = match how {
+        Misbehave::Never => Some(base64(&sha2::Sha256::digest(data))),
+        Misbehave::WrongDigest => Some(base64(&sha2::Sha256::digest(b"other bytes"))),
+        _ => None,
+    };
+    let digest = digest.map(|d| format!("Repr-Digest: sha-256=:{d}:\r\n")).unwrap_or_default();
     let mut rd = BufReader::new(s.try_clone().expect("clone"));
     loop {
         let mut range = None;
@@ -120,16 +157,20 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool) {
             }
         }
         let (a, b) = range.unwrap_or((0, data.len() - 1));
+        if let Misbehave::UnavailableOnce = how {
+            good = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) != 1;
+        }
         let n = data.len();
         let head = |status: &str, extra: &str, len: usize| {
-            format!("HTTP/1.1 {status}\r\nContent-Length: {len}\r\nLast-Modified: Wed, 25 Nov 2026 00:00:00 GMT\r\n{extra}\r\n")
+            format!("HTTP/1.1 {status}\r\nContent-Length: {len}\r\nLast-Modified: Wed, 25 Nov 2026 00:00:00 GMT\r\n{digest}{extra}\r\n")
         };
         let ok = |s: &mut TcpStream| {
             let h = head("206 Partial Content", &format!("Content-Range: bytes {a}-{b}/{n}\r\n"), b - a + 1);
             s.write_all(h.as_bytes()).and_then(|_| s.write_all(&data[a..=b]))
         };
         let r = match (good, how) {
-            (true, _) => ok(s),
+            (true, _) | (_, Misbehave::Never | Misbehave::WrongDigest) => ok(s),
+            (false, Misbehave::UnavailableOnce) => s.write_all(head("503 Service Unavailable", "", 0).as_bytes()),
             (false, Misbehave::IgnoreRange) => {
                 s.write_all(head("200 OK", "", n).as_bytes()).and_then(|_| s.write_all(data))
             }
@@ -148,6 +189,88 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool) {
         if r.is_err() {
             return;
         }
-        good = false;
+        // Misbehaving once is enough for some.
+        good = matches!(how, Misbehave::UnavailableOnce | Misbehave::Never | Misbehave::WrongDigest);
     }
+}
+
+/// Standard base64 with padding.
+fn base64(b: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in b.chunks(3) {
+        let n =
+            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A private CA and a certificate it signed for 127.0.0.1 (or, with
+/// `name`, only for that DNS name), made with the openssl command in `dir`.
+pub fn test_ca(dir: &Path, name: Option<&str>) -> (std::path::PathBuf, Cert) {
+    let run = |args: &[&str]| {
+        let st = Command::new("openssl").args(args).current_dir(dir).stderr(Stdio::null()).status();
+        assert!(st.expect("openssl is needed for the HTTPS tests").success(), "openssl {args:?}");
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=ddftp test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "srv.key",
+        "-out",
+        "srv.csr",
+        "-subj",
+        "/CN=ddftp test server",
+    ]);
+    let san = match name {
+        Some(n) => format!("subjectAltName=DNS:{n}"),
+        None => "subjectAltName=IP:127.0.0.1".into(),
+    };
+    std::fs::write(dir.join("ext.cnf"), format!("{san}\n")).expect("ext.cnf");
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    (dir.join("ca.pem"), Cert { cert: dir.join("srv.pem"), key: dir.join("srv.key") })
 }

@@ -1,0 +1,123 @@
+//! How HTTP downloads are named and checked: `get URL URL`, Metalink with
+//! piece hashes, `--checksum-url`, `Repr-Digest`, redirects, a transient 503.
+
+use std::sync::Arc;
+
+use crate::util::nginx::{BadServer, Misbehave, Nginx};
+use crate::util::*;
+
+const PIECE: usize = 256 << 10;
+
+/// A Metalink 4 of `data` named `name` at `urls`, with SHA-256 pieces.
+fn meta4(name: &str, data: &[u8], urls: &[String]) -> String {
+    let pieces: String =
+        data.chunks(PIECE).map(|p| format!("<hash>{}</hash>", sha256_hex(p))).collect::<Vec<_>>().join("\n");
+    let urls: String = urls.iter().enumerate().map(|(i, u)| format!("<url priority=\"{}\">{u}</url>", i + 1)).collect();
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">\n\
+         <file name=\"{name}\"><size>{}</size><hash type=\"sha-256\">{}</hash>\n\
+         <pieces length=\"{PIECE}\" type=\"sha-256\">{pieces}</pieces>\n{urls}</file></metalink>\n",
+        data.len(),
+        sha256_hex(data)
+    )
+}
+
+#[test]
+fn the_aria2_form_takes_the_files_urls_and_names_the_output_after_them() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("a b.bin"), 3 << 20, 21);
+    let (s1, s2) = (Nginx::serve(&f.root(), None), Nginx::serve(&f.root(), Some("4m")));
+    let work = tempfile::tempdir().unwrap();
+    let urls = [format!("{}a%20b.bin", s1.url), format!("{}a%20b.bin", s2.url)];
+    let o = std::process::Command::new(bin("ddftp"))
+        .args(["get", &urls[0], &urls[1], "--json", "-q"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(work.path().join("a b.bin")).unwrap(), data);
+    // A directory URL there is refused: which file would it be?
+    ddftp(&["get", &urls[0], &s2.url], 2);
+}
+
+#[test]
+fn a_metalink_verifies_every_piece_and_a_corrupted_copy_is_caught_and_refetched() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f.iso"), 8 << 20, 22);
+    // The third mirror's copy has one flipped byte in every other piece.
+    let bad_root = tempfile::tempdir().unwrap();
+    let mut bad = data.clone();
+    for p in (0..bad.len()).step_by(2 * PIECE) {
+        bad[p + 1000] ^= 0x40;
+    }
+    std::fs::write(bad_root.path().join("f.iso"), &bad).unwrap();
+    let good = [Nginx::serve(&f.root(), Some("3m")), Nginx::serve(&f.root(), Some("3m"))];
+    let liar = Nginx::serve(bad_root.path(), None);
+    let urls = [format!("{}f.iso", liar.url), format!("{}f.iso", good[0].url), format!("{}f.iso", good[1].url)];
+    let m = f.out("f.meta4");
+    std::fs::write(&m, meta4("f.iso", &data, &urls)).unwrap();
+    let out = f.out("o.iso");
+    let j = json(&ddftp(&["get", "--metalink", m.to_str().unwrap(), "-o", out.to_str().unwrap(), "--json", "-q"], 0));
+    assert_eq!(std::fs::read(&out).unwrap(), data, "every bad piece re-fetched from the good mirrors");
+    assert_eq!(j["sha256_checked"], "metalink");
+    assert_eq!(j["verified"], true);
+    let w = j["warnings"].to_string();
+    assert!(w.contains(&urls[0]) && w.contains("verif"), "the liar is named: {w}");
+    // The Metalink's whole-file hash is checked too: a wrong one fails (3).
+    std::fs::write(&m, meta4("f.iso", &data, &urls[1..]).replace(&sha256_hex(&data), &"0".repeat(64))).unwrap();
+    let o = ddftp(&["get", "--metalink", m.to_str().unwrap(), "-o", f.out("o2").to_str().unwrap()], 3);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Metalink"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Not a Metalink: a usage error naming it.
+    std::fs::write(&m, "<html/>").unwrap();
+    let o = ddftp(&["get", "--metalink", m.to_str().unwrap()], 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Metalink 4"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_checksum_listing_or_a_repr_digest_header_checks_the_download() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f.bin"), 2 << 20, 23);
+    let sums = format!("{}  other.bin\n{}  f.bin\n", "1".repeat(64), sha256_hex(&data));
+    std::fs::write(f.root().join("SHA256SUMS"), sums).unwrap();
+    std::fs::write(f.root().join("WRONGSUMS"), format!("{}  f.bin\n", "2".repeat(64))).unwrap();
+    let s = Nginx::serve(&f.root(), None);
+    let out = f.out("o.bin");
+    let o = out.to_str().unwrap();
+    let sums_url = format!("{}SHA256SUMS", s.url);
+    let j =
+        json(&ddftp(&["get", "f.bin", "--mirrors", &s.url, "-o", o, "--checksum-url", &sums_url, "--json", "-q"], 0));
+    assert_eq!(j["sha256_checked"], "checksum_url");
+    let wrong = format!("{}WRONGSUMS", s.url);
+    ddftp(&["get", "f.bin", "--mirrors", &s.url, "-o", o, "--checksum-url", &wrong, "-q", "--restart"], 3);
+    let missing = format!("{}nothere", s.url);
+    ddftp(&["get", "f.bin", "--mirrors", &s.url, "-o", o, "--checksum-url", &missing, "-q", "--restart"], 3);
+    // A server that sends Repr-Digest: checked against it.
+    let data = Arc::new(data);
+    let honest = BadServer::start(data.clone(), Misbehave::Never);
+    let j = json(&ddftp(&["get", "f.bin", "--mirrors", &honest.url, "-o", o, "--json", "-q", "--restart"], 0));
+    assert_eq!(j["sha256_checked"], "digest_header");
+    let lying = BadServer::start(data.clone(), Misbehave::WrongDigest);
+    ddftp(&["get", "f.bin", "--mirrors", &lying.url, "-o", o, "-q", "--restart"], 3);
+}
+
+#[test]
+fn redirects_are_followed_and_a_transient_503_is_asked_again() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f.bin"), 4 << 20, 24);
+    let target = Nginx::serve(&f.root(), None);
+    let redirect =
+        format!("location = /old/f.bin {{ return 301 {}f.bin; }} location = /loop {{ return 302 /loop; }}", target.url);
+    let r = Nginx::start(&f.root(), None, None, &redirect);
+    let out = f.out("o.bin");
+    let o = out.to_str().unwrap();
+    let j = json(&ddftp(&["get", &format!("{}old/f.bin", r.url), "-o", o, "--json", "-q"], 0));
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    assert!(j["producers"][0]["mirror"].as_str().unwrap().starts_with(&target.url), "{j}");
+    let e = ddftp(&["get", &format!("{}loop", r.url), "-o", o, "-q"], 1);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("redirects"), "{}", String::from_utf8_lossy(&e.stderr));
+    // One 503: asked again, not dropped.
+    let flaky = BadServer::start(Arc::new(data.clone()), Misbehave::UnavailableOnce);
+    let j = json(&ddftp(&["get", "f.bin", "--mirrors", &flaky.url, "-o", o, "--json", "-q", "--restart"], 0));
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    assert!(j["warnings"].to_string().contains("asking again"), "{j}");
+}
