@@ -11,8 +11,13 @@
 # to show what verification costs. The data is indexed (`ddftpd index`)
 # before the servers start, as an operator would.
 #
+# HTTPS: every nginx also serves HTTPS on :8443 with a certificate from a
+# CA made for the run (the tools are given that CA); the case `https` is
+# the static case with the HTTP tools on https:// URLs.
+# ddftp's own CPU time (user + sys) and peak RSS are recorded per run.
+#
 # Usage (root): benches/netbed-get.sh [RUNS] [CASES]
-#   CASES: comma list of static,dynamic,rtt (default all)
+#   CASES: comma list of static,dynamic,rtt,https (default static,dynamic,rtt)
 #   TOOLS (env): space list (default: ddftp ddftp-noverify aria2c axel xrdcp split;
 #     also ddftp-http: ddftp from the nginx mirrors the anchors use)
 #   OLD (env): a directory holding another build's ddftp and ddftpd (e.g. a
@@ -45,7 +50,7 @@ need() {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 }
-need aria2 axel nginx-light curl xrootd-server xrootd-client iproute2 python3 procps
+need aria2 axel nginx-light curl xrootd-server xrootd-client iproute2 python3 procps openssl time
 
 cd "$TOP"
 cargo build --release -q --bins
@@ -70,6 +75,8 @@ fi
 head -c $PROBE "$WORK/data/big.bin" > "$WORK/data/probe.bin"
 SRC_SHA=$(sha256sum "$WORK/data/big.bin" | cut -d' ' -f1)
 "$DDFTPD" index "$WORK/data" >&2
+PKI=$WORK/pki
+test_pki "$PKI" $(for i in $(seq 1 $M); do echo 10.77.$i.2; done)
 TOOLS=${TOOLS:-ddftp ddftp-noverify aria2c axel xrdcp split}
 id xrdbench >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin xrdbench
 
@@ -82,12 +89,13 @@ for i in $(seq 1 $M); do
     "$NB" exec $BED-m$i -- "$OLD/ddftpd" --root "$WORK/data" --listen $ip:7401 >"$run/ddftpd-old.log" 2>&1 &
     "$NB" exec $BED-m$i -- "$DELAY" $ip:17401 $ip:7401 100 >"$run/delay-7401.log" 2>&1 &
   fi
-  nginx_conf "$run" $ip:8080 "$WORK/data" 1
+  nginx_conf "$run" $ip:8080 "$WORK/data" 1 \
+    "listen $ip:8443 ssl; ssl_certificate $PKI/srv.pem; ssl_certificate_key $PKI/srv.key;"
   "$NB" exec $BED-m$i -- nginx -c "$run/nginx.conf"
   printf 'all.export %s\nxrd.port 1094\n' "$WORK/data" >"$run/xrd.cfg"
   # xrootd will not run as root (-R drops to a user) and wants its cwd writable.
   (cd "$run" && "$NB" exec $BED-m$i -- xrootd -R xrdbench -c "$run/xrd.cfg" -n m$i -a "$run/adm" >"$run/xrootd.log" 2>&1) &
-  for p in 7400 8080 1094; do
+  for p in 7400 8080 1094 8443; do
     "$NB" exec $BED-m$i -- "$DELAY" $ip:1$p $ip:$p 100 >"$run/delay-$p.log" 2>&1 &
   done
 done
@@ -115,25 +123,29 @@ metalink() { # port -> path of a meta4 naming all mirrors
 # run_tool NAME PORTS_SUFFIX OUT: one timed download; prints seconds.
 run_tool() {
   local name=$1 d=$2 out=$3 t0 t1
-  local dd=$((7400 + d)) http=$((8080 + d)) xrd=$((1094 + d))
+  local dd=$((7400 + d)) http=$((8080 + d)) xrd=$((1094 + d)) scheme=http
+  if [ -n "${HTTPS:-}" ]; then scheme=https; http=$((8443 + d)); fi
   local urls=() mirrors=()
-  for i in $(seq 1 $M); do urls+=("http://10.77.$i.2:$http/big.bin"); mirrors+=("10.77.$i.2:$dd"); done
+  for i in $(seq 1 $M); do urls+=("$scheme://10.77.$i.2:$http/big.bin"); mirrors+=("10.77.$i.2:$dd"); done
+  # ddftp's CPU seconds (user, sys) and peak RSS (KiB).
+  local timed=(/usr/bin/time -o "$out.time" -f "%U %S %M")
   warm
   t0=$(now)
   case $name in
-    ddftp) in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json >"$out.json" ;;
+    ddftp) in_client "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json >"$out.json" ;;
     ddftp-old) local old=()
       for i in $(seq 1 $M); do old+=("10.77.$i.2:$((dd + 1))"); done
-      in_client "$OLD/ddftp" get big.bin --mirrors "$(IFS=,; echo "${old[*]}")" -o "$out" -q --json >"$out.json" ;;
+      in_client "${timed[@]}" "$OLD/ddftp" get big.bin --mirrors "$(IFS=,; echo "${old[*]}")" -o "$out" -q --json >"$out.json" ;;
     ddftp-http) # the same nginx mirrors the anchors use
       local hm=()
-      for i in $(seq 1 $M); do hm+=("http://10.77.$i.2:$http/"); done
-      in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${hm[*]}")" -o "$out" -q --json >"$out.json" ;;
-    ddftp-noverify) in_client "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json \
+      for i in $(seq 1 $M); do hm+=("$scheme://10.77.$i.2:$http/"); done
+      in_client env DDFTP_LOG=${DDFTP_LOG:-warn} XLANES=${XLANES:-6} XDEC=${XDEC:-2097152} "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${hm[*]}")" -o "$out" -q --json \
+        --ca-file "$PKI/ca.pem" >"$out.json" 2>>/tmp/ddftp-trace.log ;;
+    ddftp-noverify) in_client "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json \
       --no-verify >"$out.json" ;;
-    aria2c) in_client aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true \
+    aria2c) in_client aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true --ca-certificate="$PKI/ca.pem" \
       --dir "$(dirname "$out")" -o "$(basename "$out")" "${urls[@]}" ;;
-    axel) in_client axel -q -n 4 -o "$out" "${urls[@]}" >/dev/null ;;
+    axel) in_client env SSL_CERT_FILE="$PKI/ca.pem" axel -q -n 4 -o "$out" "${urls[@]}" >/dev/null ;;
     xrdcp) in_client xrdcp -f -s -y 4 "$(metalink $xrd)" "$out" ;;
     split) # static equal 4-way split, one curl range per mirror into one file
       local part=$((SIZE / M)) pids=()
@@ -141,7 +153,7 @@ run_tool() {
       for i in $(seq 0 $((M - 1))); do
         local a=$((i * part)) b=$(((i + 1) * part - 1))
         [ $i = $((M - 1)) ] && b=$((SIZE - 1))
-        in_client sh -c "curl -s -r $a-$b ${urls[$i]} | dd of=$out bs=1M seek=$a oflag=seek_bytes conv=notrunc status=none" &
+        in_client sh -c "curl -s --cacert $PKI/ca.pem -r $a-$b ${urls[$i]} | dd of=$out bs=1M seek=$a oflag=seek_bytes conv=notrunc status=none" &
         pids+=($!)
       done
       wait "${pids[@]}" ;;
@@ -200,8 +212,10 @@ bench_case() { # case d(port offset) ideal [dynamic]
       if [[ $tool = ddftp* ]]; then ddftp_extra+=("$(python3 -c "
 import json; j = json.load(open('$out.json')); j['case'] = '$c'
 j['tool'] = '$tool'
-print(json.dumps({k: j[k] for k in ('case', 'tool', 'seconds', 'verified', 'starts', 'extends', 'ends', 'duplicate_bytes', 'producers')}))")"); fi
-      rm -f "$out" "$out.json"
+u, s, rss = open('$out.time').read().split()[-3:]
+j['cpu_s'] = float(u) + float(s); j['max_rss_kib'] = int(rss)
+print(json.dumps({k: j[k] for k in ('case', 'tool', 'seconds', 'verified', 'starts', 'extends', 'ends', 'duplicate_bytes', 'producers', 'cpu_s', 'max_rss_kib')}))")"); fi
+      rm -f "$out" "$out.json" "$out.time"
     done
   done
   for tool in $TOOLS; do
@@ -216,6 +230,7 @@ for c in "${cases[@]}"; do
   case $c in
     static) bench_case static 0 "$IDEAL_STATIC" ;;
     rtt) bench_case rtt200ms 10000 "$(python3 -c "print($IDEAL_STATIC + 0.2)")" ;;
+    https) HTTPS=1 bench_case https-static 0 "$IDEAL_STATIC" ;;
     dynamic)
       # Capacity drops at t = 2 s from G to G - G1 + G1 * 40/320.
       bench_case dynamic 0 "$(python3 -c "
@@ -257,7 +272,8 @@ with open(mdpath, "w") as f:
     for e in extra:
         shares = ", ".join(f"{p['share']*100:.1f}%" for p in e["producers"])
         v = "verified" if e["verified"] else "--no-verify"
+        cpu = f"; CPU {e['cpu_s']:.2f} s ({e['cpu_s'] / (512 << 20) * 1e9:.2f} ns/byte), peak RSS {e['max_rss_kib'] / 1024:.0f} MiB" if 'cpu_s' in e else ""
         f.write(f"- {e['case']} {e.get('tool', 'ddftp')} ({v}): {e['seconds']:.2f} s; shares {shares}; {e['starts']} Start, {e['extends']} Extend, "
-                f"{e['ends']} End; duplicate bytes {e['duplicate_bytes']}\n")
+                f"{e['ends']} End; duplicate bytes {e['duplicate_bytes']}{cpu}\n")
 print(open(mdpath).read())
 PY

@@ -51,6 +51,17 @@ impl Lane {
         Lane { mirror, sender: None }
     }
 
+    pub fn mirror(&self) -> &Arc<HttpMirror> {
+        &self.mirror
+    }
+
+    /// Opens the connection now (a round trip, or three with TLS), so the
+    /// first request on it does not wait for that.
+    pub async fn warm(&mut self) -> Result<(), HttpError> {
+        let r = self.connect().await.map(|_| ());
+        self.settle(r)
+    }
+
     async fn connect(&mut self) -> Result<&mut SendRequest<Empty<Bytes>>, HttpError> {
         if self.sender.as_ref().is_some_and(|s| !s.is_closed()) {
             return Ok(self.sender.as_mut().expect("checked"));
@@ -106,14 +117,14 @@ impl Lane {
 
     /// What the mirror says of its file: its size (from a one-byte range,
     /// which also shows it honours `Range`), `ETag`, `Last-Modified` and a
-    /// digest if it sends one. Redirects are followed (a few); the mirror
-    /// returned is where they led.
-    pub async fn probe(mirror: Arc<HttpMirror>) -> Result<(Arc<HttpMirror>, HttpVersion), HttpError> {
+    /// digest if it sends one. Redirects are followed (a few); the lane
+    /// returned is to where they led, its connection open for the data.
+    pub async fn probe(mirror: Arc<HttpMirror>) -> Result<(Lane, HttpVersion), HttpError> {
         let mut lane = Lane::new(mirror);
         for _ in 0..=MAX_REDIRECTS {
             let r = lane.probe_once().await;
             match lane.settle(r)? {
-                Ok(v) => return Ok((lane.mirror, v)),
+                Ok(v) => return Ok((lane, v)),
                 Err(next) => lane = Lane::new(Arc::new(next)),
             }
         }

@@ -78,6 +78,7 @@ impl Coordinator<'_> {
     fn on_event(&mut self, ev: Event, now: Instant) -> Result<(), io::Error> {
         match ev {
             Event::Blocks { slot, run } => {
+                tracing::trace!(slot, bytes = run.bytes, dir = ?run.dir, "delivered");
                 self.unjournaled = true;
                 if let Some(prefix) = self.tr.handle_blocks(slot, run, now) {
                     if let Some(h) = self.hasher {
@@ -148,9 +149,9 @@ pub(super) async fn run_transfer(
                 let mirror = route.endpoint.to_string().into();
                 tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, ev_tx.clone()));
             }
-            Producer::Http(m, rtt) => {
+            Producer::Http(m, rtt, lane) => {
                 rtts.push(rtt);
-                tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, ev_tx.clone()));
+                tasks.spawn(run_http_slot(slot, m, lane, ctx.clone(), rx, ev_tx.clone()));
             }
         }
     }

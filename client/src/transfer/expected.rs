@@ -21,7 +21,7 @@ pub(super) struct Expected {
 /// What the download's SHA-256 must be, if anything says.
 pub(super) async fn published(
     spec: &GetSpec,
-    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
+    http: &mut Vec<(Lane, HttpVersion)>,
     tls: Option<TlsConnector>,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
@@ -50,9 +50,10 @@ pub(super) async fn published(
     else {
         return Ok(None);
     };
-    http.retain(|(m, v)| match &v.sha256 {
+    http.retain(|(lane, v)| match &v.sha256 {
         Some(d) if *d != top => {
-            let w = format!("dropping mirror {}: its Repr-Digest SHA-256 {d} is not the majority's {top}", m.url);
+            let url = &lane.mirror().url;
+            let w = format!("dropping mirror {url}: its Repr-Digest SHA-256 {d} is not the majority's {top}");
             progress.warn(&w);
             warnings.push(w);
             false

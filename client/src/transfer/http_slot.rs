@@ -101,22 +101,35 @@ impl Drop for InFlight {
 pub(super) async fn run_http_slot(
     slot: ProducerId,
     mirror: Arc<HttpMirror>,
+    probed: Option<Lane>,
     ctx: Arc<SlotCtx>,
     mut cmds: mpsc::UnboundedReceiver<Action>,
     events: mpsc::Sender<Event>,
 ) {
     let bs = u64::from(ctx.block_size);
     let mut streams: Streams<()> = Streams::default();
-    let mut free: Vec<Lane> = (0..LANES).map(|_| Lane::new(mirror.clone())).collect();
+    let lanes: usize = std::env::var("XLANES").ok().and_then(|v| v.parse().ok()).unwrap_or(LANES);
+    let dec: u64 = std::env::var("XDEC").ok().and_then(|v| v.parse().ok()).unwrap_or(DECREMENT_RUN);
+    // The probe's connection is ready now; the others connect at once,
+    // and join the free ones when they are (or when they failed: a
+    // request on them then connects again, and says why if it cannot).
+    let mut free: Vec<Lane> = probed.into_iter().collect();
     let mut inflight = InFlight(VecDeque::new());
     let (tx, mut rx) = mpsc::unbounded_channel();
+    for _ in free.len()..lanes {
+        let (mut lane, tx) = (Lane::new(mirror.clone()), tx.clone());
+        tokio::spawn(async move {
+            let _ = lane.warm().await;
+            let _ = tx.send(LaneMsg::Done { id: 0, lane, result: Ok(()) });
+        });
+    }
     let mut next_id = 0u64;
     loop {
         // Ask for what the running stream may send, on every free connection.
         while let Some(lane) = free.pop() {
             let max = |dir| match dir {
                 Direction::Increment => (INCREMENT_RUN / bs).max(1),
-                Direction::Decrement => (DECREMENT_RUN / bs).max(1),
+                Direction::Decrement => (dec / bs).max(1),
             };
             let dir = streams.running().map_or(Direction::Increment, |s| s.cursor.dir());
             match streams.step_run(max(dir)) {

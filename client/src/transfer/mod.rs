@@ -317,11 +317,12 @@ pub async fn get_joining(
     }
     usable.retain(|(m, _)| m.version == version);
     let size = version.size;
-    http.retain(|(m, v)| {
+    http.retain(|(lane, v)| {
         if v.size == size {
             return true;
         }
-        let w = format!("dropping mirror {}: its {} has {} bytes, the majority's {size}", m.url, spec.path, v.size);
+        let url = &lane.mirror().url;
+        let w = format!("dropping mirror {url}: its {} has {} bytes, the majority's {size}", spec.path, v.size);
         progress.warn(&w);
         warnings.push(w);
         false
@@ -350,11 +351,12 @@ pub async fn get_joining(
     for (m, conn) in usable {
         slots.push((owner_of(m.route.endpoint.to_string()), Producer::Ddftpd(m.route, conn)));
     }
-    for (m, v) in http {
-        slots.push((owner_of(m.url.clone()), Producer::Http(m, v.rtt)));
+    for (lane, v) in http {
+        let m = lane.mirror().clone();
+        slots.push((owner_of(m.url.clone()), Producer::Http(m, v.rtt, Some(lane))));
     }
-    if let Some((owner, Producer::Http(m, rtt))) = slots.last().filter(|_| slots.len() % 2 == 1) {
-        let second = (*owner, Producer::Http(m.clone(), *rtt));
+    if let Some((owner, Producer::Http(m, rtt, _))) = slots.last().filter(|_| slots.len() % 2 == 1) {
+        let second = (*owner, Producer::Http(m.clone(), *rtt, None));
         slots.push(second);
     }
     if let Some((owner, Producer::Ddftpd(route, _))) = slots.last().filter(|_| slots.len() % 2 == 1) {

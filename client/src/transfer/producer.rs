@@ -9,8 +9,9 @@ use super::*;
 /// mirror (its slot opens its own connections).
 pub(super) enum Producer {
     Ddftpd(Route, Session),
-    /// An HTTP mirror, and the round trip its probe took.
-    Http(Arc<HttpMirror>, Duration),
+    /// An HTTP mirror, the round trip its probe took, and the probe's
+    /// connection (the first producer of a mirror takes it over).
+    Http(Arc<HttpMirror>, Duration, Option<Lane>),
 }
 
 impl Producer {
@@ -18,7 +19,7 @@ impl Producer {
     pub(super) fn route(&self) -> String {
         match self {
             Producer::Ddftpd(r, _) => r.to_string(),
-            Producer::Http(m, _) => m.url.clone(),
+            Producer::Http(m, ..) => m.url.clone(),
         }
     }
 }
@@ -28,7 +29,7 @@ pub(super) async fn probe_http(
     url: String,
     path: String,
     tls: Option<TlsConnector>,
-) -> Result<(Arc<HttpMirror>, HttpVersion), (String, HttpError)> {
+) -> Result<(Lane, HttpVersion), (String, HttpError)> {
     let mut m = HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?;
     m.tls = tls;
     let shown = m.url.clone();
@@ -40,7 +41,7 @@ pub(super) async fn probe_http(
 /// warning); among them, a date that a
 /// strict majority shares drops the mirrors with another one.
 pub(super) fn http_version(
-    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
+    http: &mut Vec<(Lane, HttpVersion)>,
     path: &str,
     known: Option<u64>,
     progress: &mut dyn Progress,
@@ -50,13 +51,14 @@ pub(super) fn http_version(
     let majority =
         || http.iter().map(|(_, v)| v.size).find(|s| http.iter().filter(|(_, v)| v.size == *s).count() * 2 > n);
     let Some(size) = known.or_else(majority) else {
-        let versions = http.iter().map(|(m, v)| format!("{} has {} bytes", m.url, v.size)).collect();
+        let versions = http.iter().map(|(l, v)| format!("{} has {} bytes", l.mirror().url, v.size)).collect();
         return Err(TransferError::NoMajority { path: path.to_string(), versions });
     };
     let same: Vec<Option<String>> =
         http.iter().filter(|(_, v)| v.size == size).map(|(_, v)| v.last_modified.clone()).collect();
     let date = same.iter().find(|d| d.is_some() && same.iter().filter(|e| e == d).count() * 2 > same.len()).cloned();
-    http.retain(|(m, v)| {
+    http.retain(|(lane, v)| {
+        let m = lane.mirror();
         let why = if v.size != size {
             format!("{} bytes, the majority's {size}", v.size)
         } else if date.as_ref().is_some_and(|d| *d != v.last_modified) {
