@@ -139,8 +139,8 @@ run_tool() {
     ddftp-http) # the same nginx mirrors the anchors use
       local hm=()
       for i in $(seq 1 $M); do hm+=("$scheme://10.77.$i.2:$http/"); done
-      in_client env DDFTP_LOG=${DDFTP_LOG:-warn} XLANES=${XLANES:-6} XDEC=${XDEC:-2097152} "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${hm[*]}")" -o "$out" -q --json \
-        --ca-file "$PKI/ca.pem" >"$out.json" 2>>/tmp/ddftp-trace.log ;;
+      in_client "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${hm[*]}")" -o "$out" -q --json \
+        --ca-file "$PKI/ca.pem" >"$out.json" ;;
     ddftp-noverify) in_client "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json \
       --no-verify >"$out.json" ;;
     aria2c) in_client aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true --ca-certificate="$PKI/ca.pem" \

@@ -55,7 +55,7 @@ pub fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("DDFTP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_timer(tracing_subscriber::fmt::time::uptime()).try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {

@@ -13,6 +13,7 @@ use hyper::header;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::{content_range, HttpError, HttpMirror, TIMEOUT};
@@ -20,6 +21,27 @@ use crate::checksum;
 
 /// Redirects followed from a mirror's URL before it counts as broken.
 const MAX_REDIRECTS: usize = 5;
+
+/// A byte stream to a mirror: TCP, or TLS over it.
+pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// Connects to `m` (and does the TLS handshake for `https`).
+pub(super) async fn open(m: &HttpMirror) -> Result<Box<dyn Io>, HttpError> {
+    let fut = async {
+        let host = m.host.trim_start_matches('[').trim_end_matches(']');
+        let sock = TcpStream::connect((host, m.port)).await.map_err(HttpError::Connect)?;
+        sock.set_nodelay(true).map_err(HttpError::Connect)?;
+        if !m.https {
+            return Ok::<Box<dyn Io>, HttpError>(Box::new(sock));
+        }
+        let tls = m.tls.as_ref().ok_or_else(|| HttpError::BadUrl(m.url.clone(), "https without TLS set up"))?;
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|_| HttpError::BadUrl(m.url.clone(), "not a host name TLS can check"))?;
+        Ok(Box::new(tls.connect(name, sock).await.map_err(HttpError::Tls)?))
+    };
+    tokio::time::timeout(TIMEOUT, fut).await.map_err(|_| HttpError::Timeout)?
+}
 
 /// What a mirror says of its file before data moves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,36 +77,14 @@ impl Lane {
         &self.mirror
     }
 
-    /// Opens the connection now (a round trip, or three with TLS), so the
-    /// first request on it does not wait for that.
-    pub async fn warm(&mut self) -> Result<(), HttpError> {
-        let r = self.connect().await.map(|_| ());
-        self.settle(r)
-    }
-
     async fn connect(&mut self) -> Result<&mut SendRequest<Empty<Bytes>>, HttpError> {
         if self.sender.as_ref().is_some_and(|s| !s.is_closed()) {
             return Ok(self.sender.as_mut().expect("checked"));
         }
-        let m = self.mirror.clone();
-        let fut = async {
-            let host = m.host.trim_start_matches('[').trim_end_matches(']');
-            let sock = TcpStream::connect((host, m.port)).await.map_err(HttpError::Connect)?;
-            sock.set_nodelay(true).map_err(HttpError::Connect)?;
-            if !m.https {
-                let (sender, conn) = http1::handshake(TokioIo::new(sock)).await?;
-                tokio::spawn(conn);
-                return Ok::<_, HttpError>(sender);
-            }
-            let tls = m.tls.as_ref().ok_or_else(|| HttpError::BadUrl(m.url.clone(), "https without TLS set up"))?;
-            let name = ServerName::try_from(host.to_string())
-                .map_err(|_| HttpError::BadUrl(m.url.clone(), "not a host name TLS can check"))?;
-            let stream = tls.connect(name, sock).await.map_err(HttpError::Tls)?;
-            let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(conn);
-            Ok(sender)
-        };
-        let sender = tokio::time::timeout(TIMEOUT, fut).await.map_err(|_| HttpError::Timeout)??;
+        let io = open(&self.mirror).await?;
+        let handshake = tokio::time::timeout(TIMEOUT, http1::handshake(TokioIo::new(io)));
+        let (sender, conn) = handshake.await.map_err(|_| HttpError::Timeout)??;
+        tokio::spawn(conn);
         Ok(self.sender.insert(sender))
     }
 
@@ -197,81 +197,21 @@ impl Lane {
         }
         Err(HttpError::Redirect(format!("more than {MAX_REDIRECTS} redirects")))
     }
-
-    /// Bytes `a..=b` of a file of `size` bytes, checked (`206`, that range
-    /// of that size, exactly that many bytes) and handed to `place` a block
-    /// (`bs` bytes; the file's last may be shorter) at a time as they
-    /// arrive, with the block's offset. `a` is a block boundary.
-    pub async fn fetch<E>(
-        &mut self,
-        (a, b): (u64, u64),
-        size: u64,
-        bs: usize,
-        place: impl FnMut(u64, &[u8]) -> Result<(), E>,
-    ) -> Result<(), Fail<E>> {
-        let r = self.fetch_once(a, b, size, bs, place).await;
-        self.settle(r)
-    }
-
-    async fn fetch_once<E>(
-        &mut self,
-        a: u64,
-        b: u64,
-        size: u64,
-        bs: usize,
-        mut place: impl FnMut(u64, &[u8]) -> Result<(), E>,
-    ) -> Result<(), Fail<E>> {
-        let resp = self.ask(Some((a, b))).await.map_err(Fail::Http)?;
-        check_range(&resp, a, b, size).map_err(Fail::Http)?;
-        let want = b - a + 1;
-        let mut body = resp.into_body();
-        let mut block = BytesMut::new();
-        let mut at = a;
-        let end = b + 1;
-        while let Some(mut f) = next_frame(&mut body).await.map_err(|e| short(e, want, at - a))? {
-            if (at - a) + (block.len() + f.len()) as u64 > want {
-                return Err(Fail::Http(HttpError::ShortBody { want, got: want + 1 }));
-            }
-            while !f.is_empty() {
-                let full = ((end - at) as usize).min(bs);
-                if block.is_empty() && f.len() >= full {
-                    // A whole block in one piece: no copy.
-                    let whole = f.split_to(full);
-                    place(at, &whole).map_err(Fail::Place)?;
-                    at += full as u64;
-                    continue;
-                }
-                let take = (full - block.len()).min(f.len());
-                block.extend_from_slice(&f.split_to(take));
-                if block.len() == full {
-                    place(at, &block).map_err(Fail::Place)?;
-                    at += full as u64;
-                    block.clear();
-                }
-            }
-        }
-        match at - a + block.len() as u64 {
-            got if got == want => Ok(()),
-            got => Err(Fail::Http(HttpError::ShortBody { want, got })),
-        }
-    }
-}
-
-/// A body that ended in an error part way: how far it got.
-fn short<E>(e: HttpError, want: u64, got: u64) -> Fail<E> {
-    match e {
-        HttpError::Http(h) if h.is_incomplete_message() => Fail::Http(HttpError::ShortBody { want, got }),
-        e => Fail::Http(e),
-    }
 }
 
 /// The reply to `bytes=a-b` of a `size`-byte file: 206 with exactly that
-/// `Content-Range` (and `Content-Length`, if given).
-fn check_range(resp: &Response<Incoming>, a: u64, b: u64, size: u64) -> Result<(), HttpError> {
-    if resp.status() != StatusCode::PARTIAL_CONTENT {
-        return Err(unexpected(resp.status()));
+/// `Content-Range` (and `Content-Length`, if given): a rule for every
+/// connection kind.
+pub(super) fn check_range(
+    status: StatusCode,
+    h: &header::HeaderMap,
+    a: u64,
+    b: u64,
+    size: u64,
+) -> Result<(), HttpError> {
+    if status != StatusCode::PARTIAL_CONTENT {
+        return Err(unexpected(status));
     }
-    let h = resp.headers();
     match content_range(h) {
         Some((x, y, total)) if (x, y) == (a, b) && total == size => {}
         Some((_, _, total)) if total != size => return Err(HttpError::Changed { was: size, now: total }),

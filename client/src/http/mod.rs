@@ -15,9 +15,11 @@ use hyper::StatusCode;
 use tokio_rustls::TlsConnector;
 
 mod lane;
+mod pipe;
 pub mod tls;
 
 pub use lane::{Fail, HttpVersion, Lane};
+pub use pipe::{Got, Pipe};
 
 /// How long connecting, each reply's head and each piece of a body may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,6 +70,10 @@ pub enum HttpError {
     Changed { was: u64, now: u64 },
     #[error("asked for {want} bytes, it sent {got}")]
     ShortBody { want: u64, got: u64 },
+    #[error("the connection closed")]
+    Closed,
+    #[error("not HTTP as asked: {0}")]
+    Malformed(String),
 }
 
 impl HttpError {
@@ -76,7 +82,11 @@ impl HttpError {
     pub fn is_transient(&self) -> bool {
         match self {
             HttpError::Status(s) => matches!(s.as_u16(), 500 | 502 | 503 | 504 | 429),
-            HttpError::Connect(_) | HttpError::Timeout | HttpError::Http(_) | HttpError::ShortBody { .. } => true,
+            HttpError::Connect(_)
+            | HttpError::Timeout
+            | HttpError::Http(_)
+            | HttpError::Closed
+            | HttpError::ShortBody { .. } => true,
             _ => false,
         }
     }

@@ -149,9 +149,9 @@ pub(super) async fn run_transfer(
                 let mirror = route.endpoint.to_string().into();
                 tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, ev_tx.clone()));
             }
-            Producer::Http(m, rtt, lane) => {
+            Producer::Http(m, rtt) => {
                 rtts.push(rtt);
-                tasks.spawn(run_http_slot(slot, m, lane, ctx.clone(), rx, ev_tx.clone()));
+                tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, ev_tx.clone()));
             }
         }
     }

@@ -1,27 +1,26 @@
 //! A producer slot for an HTTP mirror: the scheduler's commands kept by
 //! ddftpd's own stream rules ([`Streams`]), the running stream's blocks
-//! fetched a run at a time with `Range` requests on a few keep-alive
-//! connections (the next runs asked for while one arrives, so the link
-//! does not idle a round trip between ranges; a decrementing stream's runs
-//! come from the high end of its claim down).
+//! fetched a run at a time with `Range` requests pipelined on one
+//! keep-alive connection ([`Pipe`]): the next runs are asked for while one
+//! arrives, so the link does not idle a round trip between ranges; a
+//! decrementing stream's runs come from the high end of its claim down.
 //!
-//! Every connection's body goes to the file as it arrives, a block at a
-//! time, each block checked first (against the manifest or the Metalink
-//! pieces when there are some): memory is a block per connection, however
-//! long the runs. Runs are reported in stream order: an incrementing
-//! run's blocks as they land (a long run is one long stream, as from
-//! ddftpd), a decrementing run's once it is whole (its highest block, the
-//! stream's next, comes last).
+//! Bodies go to the file as they arrive, a block at a time, each block
+//! checked first (against the manifest or the Metalink pieces when there
+//! are some): memory is a block or two, however long the runs. Runs are
+//! reported in stream order: an incrementing run's blocks as they land (a
+//! long run is one long stream, as from ddftpd), a decrementing run's once
+//! it is whole (its highest block, the stream's next, comes last). A lost
+//! connection loses every request on it: what has not arrived is asked
+//! again on a new one (a run whose own request failed is tried 3 times).
 
 use std::collections::VecDeque;
 
-use ddftp_proto::streams::{NextRun, Stopped, Streams};
-use ddftp_proto::Direction;
-use tokio::task::JoinHandle;
-
 use super::slot::{Check, Event, SlotCtx};
 use super::*;
-use crate::http::{Fail, HttpMirror, Lane};
+use crate::http::{Fail, Got, HttpError, HttpMirror, Pipe};
+use ddftp_proto::streams::{NextRun, Stopped, Streams};
+use ddftp_proto::Direction;
 
 /// Bytes one `Range` request asks for at most, incrementing: long, as its
 /// blocks are reported as they come.
@@ -29,27 +28,10 @@ const INCREMENT_RUN: u64 = 16 << 20;
 /// Decrementing: reported only once whole, so short enough to keep a
 /// slow mirror's reports well inside the stall timeout.
 const DECREMENT_RUN: u64 = 2 << 20;
-/// Requests in flight per producer (each on a connection of its own):
-/// with decrementing runs, 12 MiB, above a 320 Mbit/s path's 200 ms
-/// round trip, so one connection waiting for its reply leaves enough to
-/// the others.
-pub(super) const LANES: usize = 6;
+/// Requests in flight on the connection (the claim bounds them too).
+const ASKED: usize = 16;
 /// Attempts at a run whose failure may pass (a 503, a cut connection).
 const TRIES: u32 = 3;
-
-/// From a connection's task to its slot.
-enum LaneMsg {
-    /// This many blocks of run `id` are in the file, counted from its low end.
-    Placed {
-        id: u64,
-        blocks: u64,
-    },
-    Done {
-        id: u64,
-        lane: Lane,
-        result: Result<(), Fail<Unplaced>>,
-    },
-}
 
 /// Why a block was not placed: it fails verification, or the write failed.
 enum Unplaced {
@@ -58,7 +40,6 @@ enum Unplaced {
 }
 
 struct Run {
-    id: u64,
     stream: StreamId,
     first: u64,
     count: u64,
@@ -67,8 +48,11 @@ struct Run {
     placed: u64,
     /// Blocks reported (an incrementing run's are reported as placed).
     reported: u64,
+    /// `placed` when its current request was sent; none: to be sent.
+    asked_at: Option<u64>,
+    /// Its current request's id (replies to an earlier one are stale).
+    request: u64,
     tries: u32,
-    task: JoinHandle<()>,
 }
 
 impl Run {
@@ -85,87 +69,95 @@ enum Pending {
     Stopped(Stopped),
 }
 
-/// What is in flight, in stream order; dropped, its requests stop.
-struct InFlight(VecDeque<Pending>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        for p in &self.0 {
-            if let Pending::Run(r) = p {
-                r.task.abort();
-            }
-        }
-    }
-}
-
 pub(super) async fn run_http_slot(
     slot: ProducerId,
     mirror: Arc<HttpMirror>,
-    probed: Option<Lane>,
     ctx: Arc<SlotCtx>,
     mut cmds: mpsc::UnboundedReceiver<Action>,
     events: mpsc::Sender<Event>,
 ) {
     let bs = u64::from(ctx.block_size);
     let mut streams: Streams<()> = Streams::default();
-    let lanes: usize = std::env::var("XLANES").ok().and_then(|v| v.parse().ok()).unwrap_or(LANES);
-    let dec: u64 = std::env::var("XDEC").ok().and_then(|v| v.parse().ok()).unwrap_or(DECREMENT_RUN);
-    // The probe's connection is ready now; the others connect at once,
-    // and join the free ones when they are (or when they failed: a
-    // request on them then connects again, and says why if it cannot).
-    let mut free: Vec<Lane> = probed.into_iter().collect();
-    let mut inflight = InFlight(VecDeque::new());
+    let mut inflight: VecDeque<Pending> = VecDeque::new();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    for _ in free.len()..lanes {
-        let (mut lane, tx) = (Lane::new(mirror.clone()), tx.clone());
-        tokio::spawn(async move {
-            let _ = lane.warm().await;
-            let _ = tx.send(LaneMsg::Done { id: 0, lane, result: Ok(()) });
-        });
-    }
-    let mut next_id = 0u64;
+    let mut pipe: Option<Pipe> = None;
+    // No connection before this (a retry's wait).
+    let mut reconnect = tokio::time::Instant::now();
+    let (mut requests, mut failed_opens) = (0u64, 0u32);
+    let fail = |error: String| Event::Failed { slot, error };
     loop {
-        // Ask for what the running stream may send, on every free connection.
-        while let Some(lane) = free.pop() {
-            let max = |dir| match dir {
-                Direction::Increment => (INCREMENT_RUN / bs).max(1),
-                Direction::Decrement => (dec / bs).max(1),
+        // A connection (at once: the first request need not wait for it),
+        // unless waiting to try again.
+        if pipe.is_none() && tokio::time::Instant::now() >= reconnect {
+            let place = {
+                let ctx = ctx.clone();
+                move |at: u64, block: &[u8]| place(&ctx, at / bs, block)
             };
-            let dir = streams.running().map_or(Direction::Increment, |s| s.cursor.dir());
-            match streams.step_run(max(dir)) {
-                NextRun::Run { stream, first, count, dir } => {
-                    next_id += 1;
-                    let mut run = Run {
-                        id: next_id,
-                        stream,
-                        first,
-                        count,
-                        dir,
-                        placed: 0,
-                        reported: 0,
-                        tries: 0,
-                        task: tokio::spawn(async {}),
-                    };
-                    run.task = spawn_fetch(&run, lane, &ctx, tx.clone(), None);
-                    inflight.0.push_back(Pending::Run(run));
+            match Pipe::open(mirror.clone(), ctx.size, bs as usize, place, tx.clone()).await {
+                Ok(p) => (pipe, failed_opens) = (Some(p), 0),
+                Err(e) => {
+                    failed_opens += 1;
+                    if !e.is_transient() || failed_opens >= TRIES {
+                        let _ = events.send(fail(format!("{}: {e}", mirror.url))).await;
+                        return;
+                    }
+                    let _ = events.send(Event::Warn(format!("{}: {e}; connecting again in 1 s", mirror.url))).await;
+                    reconnect = tokio::time::Instant::now() + Duration::from_secs(1);
                 }
-                NextRun::Stopped(s) => {
-                    inflight.0.push_back(Pending::Stopped(s));
-                    free.push(lane);
+            }
+        }
+        if let Some(p) = pipe.as_mut() {
+            // Asked again first (in stream order), after a lost connection.
+            let mut asked = 0;
+            let mut broken = false;
+            for r in inflight.iter_mut().filter_map(|p| match p {
+                Pending::Run(r) => Some(r),
+                Pending::Stopped(_) => None,
+            }) {
+                if r.asked_at.is_none() && !broken {
+                    requests += 1;
+                    broken |= ask(p, r, requests, bs, ctx.size).await.is_err();
                 }
-                NextRun::Wait => {
-                    free.push(lane);
-                    break;
+                asked += usize::from(r.placed < r.count);
+            }
+            // Then what the running stream may send. (A request that could
+            // not be written is told by the reader, as the connection's end.)
+            while asked < ASKED && !broken {
+                let dir = streams.running().map_or(Direction::Increment, |s| s.cursor.dir());
+                let max = match dir {
+                    Direction::Increment => (INCREMENT_RUN / bs).max(1),
+                    Direction::Decrement => (DECREMENT_RUN / bs).max(1),
+                };
+                match streams.step_run(max) {
+                    NextRun::Run { stream, first, count, dir } => {
+                        let mut r = Run {
+                            stream,
+                            first,
+                            count,
+                            dir,
+                            placed: 0,
+                            reported: 0,
+                            asked_at: None,
+                            request: 0,
+                            tries: 0,
+                        };
+                        requests += 1;
+                        broken |= ask(p, &mut r, requests, bs, ctx.size).await.is_err();
+                        inflight.push_back(Pending::Run(r));
+                        asked += 1;
+                    }
+                    NextRun::Stopped(s) => inflight.push_back(Pending::Stopped(s)),
+                    NextRun::Wait => break,
                 }
             }
         }
         // Report, in stream order, what has landed; stops once the runs
         // before them are reported.
-        while let Some(p) = inflight.0.front_mut() {
+        while let Some(p) = inflight.front_mut() {
             match p {
                 Pending::Stopped(s) => {
                     let (stream, sent) = (s.stream, s.sent);
-                    inflight.0.pop_front();
+                    inflight.pop_front();
                     let _ = events.send(Event::Stopped { slot, stream, sent }).await;
                 }
                 Pending::Run(r) => {
@@ -189,10 +181,11 @@ pub(super) async fn run_http_slot(
                     if r.reported < r.count {
                         break;
                     }
-                    inflight.0.pop_front();
+                    inflight.pop_front();
                 }
             }
         }
+        let waiting = pipe.is_none();
         tokio::select! {
             cmd = cmds.recv() => {
                 let Some(cmd) = cmd else { return };
@@ -200,7 +193,7 @@ pub(super) async fn run_http_slot(
                     Action::Start { stream, first, last, dir, .. } => match streams.start(stream, first, last, dir, ()) {
                         Ok(s) => s,
                         Err(e) => {
-                            let _ = events.send(Event::Failed { slot, error: e.to_string() }).await;
+                            let _ = events.send(fail(e.to_string())).await;
                             return;
                         }
                     },
@@ -211,29 +204,21 @@ pub(super) async fn run_http_slot(
                     Action::End { stream, .. } => streams.end(stream),
                 };
                 if let Some(s) = stopped {
-                    inflight.0.push_back(Pending::Stopped(s));
+                    inflight.push_back(Pending::Stopped(s));
                 }
             }
-            msg = rx.recv() => {
-                let msg = msg.expect("the slot holds a sender");
-                let Some(run) = inflight.0.iter_mut().find_map(|p| match p {
-                    Pending::Run(r) if r.id == msg.id() => Some(r),
+            _ = tokio::time::sleep_until(reconnect), if waiting => {}
+            got = rx.recv() => {
+                let got = got.expect("the slot holds a sender");
+                let id = match &got { Got::Placed { id, .. } | Got::Done { id } | Got::Failed { id, .. } => *id };
+                let Some(run) = inflight.iter_mut().find_map(|p| match p {
+                    Pending::Run(r) if r.request == id && r.asked_at.is_some() => Some(r),
                     _ => None,
-                }) else {
-                    // A run reported whole as its last block landed: its
-                    // connection is free again.
-                    if let LaneMsg::Done { lane, .. } = msg {
-                        free.push(lane);
-                    }
-                    continue;
-                };
-                match msg {
-                    LaneMsg::Placed { blocks, .. } => run.placed = blocks,
-                    LaneMsg::Done { result: Ok(()), lane, .. } => {
-                        run.placed = run.count;
-                        free.push(lane);
-                    }
-                    LaneMsg::Done { result: Err(Fail::Place(why)), .. } => {
+                }) else { continue };
+                match got {
+                    Got::Placed { blocks, .. } => run.placed = run.asked_at.unwrap_or(0) + blocks,
+                    Got::Done { .. } => run.placed = run.count,
+                    Got::Failed { error: Fail::Place(why), .. } => {
                         let ev = match why {
                             Unplaced::Corrupt(block) => Event::Corrupt { slot, block },
                             Unplaced::Local(e) => Event::Local(e),
@@ -241,16 +226,24 @@ pub(super) async fn run_http_slot(
                         let _ = events.send(ev).await;
                         return;
                     }
-                    LaneMsg::Done { result: Err(Fail::Http(e)), lane, .. } => {
+                    Got::Failed { error: Fail::Http(e), .. } => {
                         run.tries += 1;
                         if !e.is_transient() || run.tries >= TRIES {
-                            let _ = events.send(Event::Failed { slot, error: format!("{}: {e}", mirror.url) }).await;
+                            let _ = events.send(fail(format!("{}: {e}", mirror.url))).await;
                             return;
                         }
                         let wait = Duration::from_secs(u64::from(run.tries));
                         let msg = format!("{}: {e}; asking again in {} s", mirror.url, wait.as_secs());
                         let _ = events.send(Event::Warn(msg)).await;
-                        run.task = spawn_fetch(run, lane, &ctx, tx.clone(), Some(wait));
+                        // The connection is gone with every request on it:
+                        // what has not arrived is asked again on a new one.
+                        pipe = None;
+                        reconnect = tokio::time::Instant::now() + wait;
+                        for p in inflight.iter_mut() {
+                            if let Pending::Run(r) = p {
+                                r.asked_at = None;
+                            }
+                        }
                     }
                 }
             }
@@ -258,42 +251,14 @@ pub(super) async fn run_http_slot(
     }
 }
 
-impl LaneMsg {
-    fn id(&self) -> u64 {
-        match self {
-            LaneMsg::Placed { id, .. } | LaneMsg::Done { id, .. } => *id,
-        }
+/// Asks on `p`, as request `id`, for what of `r` is not in the file yet.
+async fn ask(p: &mut Pipe, r: &mut Run, id: u64, bs: u64, size: u64) -> Result<(), HttpError> {
+    (r.asked_at, r.request) = (Some(r.placed), id);
+    if r.placed == r.count {
+        return Ok(());
     }
-}
-
-/// Fetches what of `run` is not in the file yet on `lane` (after `wait`),
-/// each block checked and written as it comes.
-fn spawn_fetch(
-    run: &Run,
-    mut lane: Lane,
-    ctx: &Arc<SlotCtx>,
-    tx: mpsc::UnboundedSender<LaneMsg>,
-    wait: Option<Duration>,
-) -> JoinHandle<()> {
-    let bs = u64::from(ctx.block_size);
-    let (id, lo, placed) = (run.id, run.lo(), run.placed);
-    let (a, b) = ((lo + placed) * bs, ((lo + run.count) * bs).min(ctx.size) - 1);
-    let ctx = ctx.clone();
-    tokio::spawn(async move {
-        if let Some(w) = wait {
-            tokio::time::sleep(w).await;
-        }
-        let mut blocks = placed;
-        let result = lane
-            .fetch((a, b), ctx.size, bs as usize, |at, block| {
-                place(&ctx, at / bs, block)?;
-                blocks += 1;
-                let _ = tx.send(LaneMsg::Placed { id, blocks });
-                Ok(())
-            })
-            .await;
-        let _ = tx.send(LaneMsg::Done { id, lane, result });
-    })
+    let lo = r.lo();
+    p.ask(id, (lo + r.placed) * bs, ((lo + r.count) * bs).min(size) - 1).await
 }
 
 /// Checks block `b` and writes it in place; what ends the slot if either

@@ -353,10 +353,10 @@ pub async fn get_joining(
     }
     for (lane, v) in http {
         let m = lane.mirror().clone();
-        slots.push((owner_of(m.url.clone()), Producer::Http(m, v.rtt, Some(lane))));
+        slots.push((owner_of(m.url.clone()), Producer::Http(m, v.rtt)));
     }
-    if let Some((owner, Producer::Http(m, rtt, _))) = slots.last().filter(|_| slots.len() % 2 == 1) {
-        let second = (*owner, Producer::Http(m.clone(), *rtt, None));
+    if let Some((owner, Producer::Http(m, rtt))) = slots.last().filter(|_| slots.len() % 2 == 1) {
+        let second = (*owner, Producer::Http(m.clone(), *rtt));
         slots.push(second);
     }
     if let Some((owner, Producer::Ddftpd(route, _))) = slots.last().filter(|_| slots.len() % 2 == 1) {

@@ -9,9 +9,8 @@ use super::*;
 /// mirror (its slot opens its own connections).
 pub(super) enum Producer {
     Ddftpd(Route, Session),
-    /// An HTTP mirror, the round trip its probe took, and the probe's
-    /// connection (the first producer of a mirror takes it over).
-    Http(Arc<HttpMirror>, Duration, Option<Lane>),
+    /// An HTTP mirror, and the round trip its probe took.
+    Http(Arc<HttpMirror>, Duration),
 }
 
 impl Producer {
