@@ -25,9 +25,20 @@ const MAX_HEAD: usize = 64 << 10;
 /// What the reader of a pipe tells: per request `id`, the blocks of its
 /// range in the file so far, then that it is done or why not.
 pub enum Got<E> {
-    Placed { id: u64, blocks: u64 },
-    Done { id: u64 },
-    Failed { id: u64, error: Fail<E> },
+    Placed {
+        id: u64,
+        blocks: u64,
+    },
+    Done {
+        id: u64,
+    },
+    Failed {
+        id: u64,
+        error: Fail<E>,
+    },
+    /// The server closes the connection after that reply (`Connection:
+    /// close`, HTTP/1.0): the requests after it go unanswered.
+    Closing,
 }
 
 /// One pipelined connection; dropped, it closes.
@@ -105,8 +116,12 @@ async fn read_replies<E, F>(
         })
         .await;
         match r {
-            Ok(()) => {
+            Ok(last) => {
                 let _ = tx.send(Got::Done { id });
+                if last {
+                    let _ = tx.send(Got::Closing);
+                    return;
+                }
             }
             Err(error) => {
                 let _ = tx.send(Got::Failed { id, error });
@@ -126,7 +141,8 @@ async fn fill(rd: &mut ReadHalf<Box<dyn Io>>, buf: &mut BytesMut, want: usize) -
     }
 }
 
-/// The reply to `bytes=a-b`, checked, its body placed a block at a time.
+/// The reply to `bytes=a-b`, checked, its body placed a block at a time;
+/// whether the server closes the connection after it.
 async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
     rd: &mut ReadHalf<Box<dyn Io>>,
     buf: &mut BytesMut,
@@ -134,8 +150,8 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
     size: u64,
     bs: usize,
     place: &mut F,
-) -> Result<(), Fail<E>> {
-    let (status, headers) = loop {
+) -> Result<bool, Fail<E>> {
+    let (status, headers, keep_alive) = loop {
         if let Some(head) = parse_head(buf).map_err(Fail::Http)? {
             break head;
         }
@@ -165,11 +181,13 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
         buf.advance(full);
         at += full as u64;
     }
-    Ok(())
+    Ok(!keep_alive)
 }
 
 /// A whole reply head at the start of `buf` (then taken off it), or none yet.
-fn parse_head(buf: &mut BytesMut) -> Result<Option<(StatusCode, HeaderMap)>, HttpError> {
+/// Whether the connection stays open after it: HTTP/1.1 without
+/// `Connection: close`.
+fn parse_head(buf: &mut BytesMut) -> Result<Option<(StatusCode, HeaderMap, bool)>, HttpError> {
     let mut slots = [httparse::EMPTY_HEADER; 64];
     let mut r = httparse::Response::new(&mut slots);
     let n = match r.parse(buf) {
@@ -184,8 +202,13 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<(StatusCode, HeaderMap)>, Htt
         let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| bad("header name"))?;
         headers.append(name, HeaderValue::from_bytes(h.value).map_err(|_| bad("header value"))?);
     }
+    let close = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))));
+    let keep_alive = r.version == Some(1) && !close;
     buf.advance(n);
-    Ok(Some((status, headers)))
+    Ok(Some((status, headers, keep_alive)))
 }
 
 #[cfg(test)]
@@ -197,9 +220,13 @@ mod tests {
         let mut b = BytesMut::from(&b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/9\r\nContent-Le"[..]);
         assert!(parse_head(&mut b).unwrap().is_none());
         b.extend_from_slice(b"ngth: 4\r\n\r\nabcdHTTP/1.1");
-        let (s, h) = parse_head(&mut b).unwrap().unwrap();
-        assert_eq!((s, h["content-length"].to_str().unwrap()), (StatusCode::PARTIAL_CONTENT, "4"));
+        let (s, h, keep) = parse_head(&mut b).unwrap().unwrap();
+        assert_eq!((s, h["content-length"].to_str().unwrap(), keep), (StatusCode::PARTIAL_CONTENT, "4", true));
         assert_eq!(&b[..], b"abcdHTTP/1.1", "the body and the next reply stay");
+        let mut old = BytesMut::from(&b"HTTP/1.0 206 Partial Content\r\n\r\n"[..]);
+        assert!(!parse_head(&mut old).unwrap().unwrap().2, "HTTP/1.0 closes");
+        let mut close = BytesMut::from(&b"HTTP/1.1 206 OK\r\nConnection: Close\r\n\r\n"[..]);
+        assert!(!parse_head(&mut close).unwrap().unwrap().2);
         let mut junk = BytesMut::from(&b"\x00\x01 not http\r\n\r\n"[..]);
         assert!(parse_head(&mut junk).is_err());
     }

@@ -1,8 +1,10 @@
 //! The SHA-256 a download must have, when something other than ddftpd
 //! mirrors says so: `--checksum`, a Metalink's hash, a `--checksum-url`
-//! listing, or the HTTP mirrors' `Repr-Digest`/`Digest` headers (the first
-//! of these there is). ddftpd mirrors whose copy has another SHA-256 are
-//! not used, nor HTTP mirrors whose header names another.
+//! listing, or (with HTTP mirrors only) their `Repr-Digest`/`Digest`
+//! headers: the first of these there is. ddftpd mirrors whose copy has
+//! another SHA-256 are not used, nor HTTP mirrors whose header names
+//! another. Beside ddftpd mirrors a header is checked against theirs
+//! instead: a server's header does not outvote them.
 
 use tokio_rustls::TlsConnector;
 
@@ -23,6 +25,7 @@ pub(super) async fn published(
     spec: &GetSpec,
     http: &mut Vec<(Lane, HttpVersion)>,
     tls: Option<TlsConnector>,
+    ddftpd: bool,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<Option<Expected>, TransferError> {
@@ -43,6 +46,9 @@ pub(super) async fn published(
             Some(c) => said(c, Sha256Checked::ChecksumUrl),
             None => Err(no(format!("{url} lists no SHA-256 for {}", spec.path))),
         };
+    }
+    if ddftpd {
+        return Ok(None);
     }
     // The digest most HTTP mirrors send; those sending another are dropped.
     let digests: Vec<&String> = http.iter().filter_map(|(_, v)| v.sha256.as_ref()).collect();

@@ -84,6 +84,9 @@ pub(super) async fn run_http_slot(
     // No connection before this (a retry's wait).
     let mut reconnect = tokio::time::Instant::now();
     let (mut requests, mut failed_opens) = (0u64, 0u32);
+    // Requests in flight at most: one, with a server that closes the
+    // connection after each reply.
+    let mut most = ASKED;
     let fail = |error: String| Event::Failed { slot, error };
     loop {
         // A connection (at once: the first request need not wait for it),
@@ -122,7 +125,7 @@ pub(super) async fn run_http_slot(
             }
             // Then what the running stream may send. (A request that could
             // not be written is told by the reader, as the connection's end.)
-            while asked < ASKED && !broken {
+            while asked < most && !broken {
                 let dir = streams.running().map_or(Direction::Increment, |s| s.cursor.dir());
                 let max = match dir {
                     Direction::Increment => (INCREMENT_RUN / bs).max(1),
@@ -210,7 +213,20 @@ pub(super) async fn run_http_slot(
             _ = tokio::time::sleep_until(reconnect), if waiting => {}
             got = rx.recv() => {
                 let got = got.expect("the slot holds a sender");
-                let id = match &got { Got::Placed { id, .. } | Got::Done { id } | Got::Failed { id, .. } => *id };
+                let id = match &got {
+                    Got::Placed { id, .. } | Got::Done { id } | Got::Failed { id, .. } => *id,
+                    Got::Closing => {
+                        // Not an error: ask the rest on a new connection,
+                        // one request at a time from now on.
+                        (pipe, most) = (None, 1);
+                        for p in inflight.iter_mut() {
+                            if let Pending::Run(r) = p {
+                                r.asked_at = r.asked_at.filter(|_| r.placed == r.count);
+                            }
+                        }
+                        continue;
+                    }
+                };
                 let Some(run) = inflight.iter_mut().find_map(|p| match p {
                     Pending::Run(r) if r.request == id && r.asked_at.is_some() => Some(r),
                     _ => None,
@@ -218,6 +234,7 @@ pub(super) async fn run_http_slot(
                 match got {
                     Got::Placed { blocks, .. } => run.placed = run.asked_at.unwrap_or(0) + blocks,
                     Got::Done { .. } => run.placed = run.count,
+                    Got::Closing => unreachable!("handled above"),
                     Got::Failed { error: Fail::Place(why), .. } => {
                         let ev = match why {
                             Unplaced::Corrupt(block) => Event::Corrupt { slot, block },

@@ -275,7 +275,8 @@ pub async fn get_joining(
             true
         }
     });
-    let expected = expected::published(spec, &mut http, tls, progress, &mut warnings).await?;
+    let ddftpd = !usable.is_empty();
+    let expected = expected::published(spec, &mut http, tls, ddftpd, progress, &mut warnings).await?;
     if let Some(e) = &expected {
         expected::drop_other_copies(e, &mut usable, &spec.path, progress, &mut warnings);
     }
@@ -317,12 +318,17 @@ pub async fn get_joining(
     }
     usable.retain(|(m, _)| m.version == version);
     let size = version.size;
+    // Beside ddftpd mirrors, an HTTP mirror's copy must be theirs: the
+    // same size, and the same SHA-256 if its headers give one.
+    let theirs = (!http_only).then(|| hex(&version.digest.sha256));
     http.retain(|(lane, v)| {
-        if v.size == size {
-            return true;
-        }
+        let why = match (&v.sha256, &theirs) {
+            _ if v.size != size => format!("{} bytes, the majority's {size}", v.size),
+            (Some(d), Some(t)) if d != t => format!("Repr-Digest SHA-256 {d}, the ddftpd mirrors' {t}"),
+            _ => return true,
+        };
         let url = &lane.mirror().url;
-        let w = format!("dropping mirror {url}: its {} has {} bytes, the majority's {size}", spec.path, v.size);
+        let w = format!("dropping mirror {url}: its {} has {why}", spec.path);
         progress.warn(&w);
         warnings.push(w);
         false

@@ -98,10 +98,18 @@ fn a_checksum_listing_or_a_repr_digest_header_checks_the_download() {
     assert_eq!(j["sha256_checked"], "digest_header");
     let lying = BadServer::start(data.clone(), Misbehave::WrongDigest);
     ddftp(&["get", "f.bin", "--mirrors", &lying.url, "-o", o, "-q", "--restart"], 3);
+    // Beside a ddftpd mirror, a header does not outvote it: the server
+    // whose Repr-Digest is not the ddftpd copy's is dropped.
+    let d = Mirror::start(&f.root(), &[]);
+    let mirrors = format!("{},{}", d.addr, lying.url);
+    let j = json(&ddftp(&["get", "f.bin", "--mirrors", &mirrors, "-o", o, "--json", "-q", "--restart"], 0));
+    assert_eq!(std::fs::read(&out).unwrap(), *data);
+    assert_eq!(j["sha256_checked"], "mirrors");
+    assert!(j["warnings"].to_string().contains("Repr-Digest"), "{j}");
 }
 
 #[test]
-fn redirects_are_followed_and_a_transient_503_is_asked_again() {
+fn redirects_are_followed_a_transient_503_is_asked_again_and_closing_servers_work() {
     let f = Fixture::new();
     let data = random_file(&f.root().join("f.bin"), 4 << 20, 24);
     let target = Nginx::serve(&f.root(), None);
@@ -120,4 +128,10 @@ fn redirects_are_followed_and_a_transient_503_is_asked_again() {
     let j = json(&ddftp(&["get", "f.bin", "--mirrors", &flaky.url, "-o", o, "--json", "-q", "--restart"], 0));
     assert_eq!(std::fs::read(&out).unwrap(), data);
     assert!(j["warnings"].to_string().contains("asking again"), "{j}");
+    // A server that closes the connection after each reply (no pipelining):
+    // one request a connection, and no warning, as nothing went wrong.
+    let closing = BadServer::start(Arc::new(data.clone()), Misbehave::OneReplyPerConnection);
+    let j = json(&ddftp(&["get", "f.bin", "--mirrors", &closing.url, "-o", o, "--json", "-q", "--restart"], 0));
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    assert_eq!(j["warnings"].as_array().unwrap().len(), 0, "{j}");
 }

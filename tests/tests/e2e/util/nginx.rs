@@ -106,6 +106,8 @@ pub enum Misbehave {
     Never,
     /// Every answer right, with a `Repr-Digest` of other bytes.
     WrongDigest,
+    /// Every answer right, then the connection closed (`Connection: close`).
+    OneReplyPerConnection,
 }
 
 /// An HTTP/1.1 server of one file that answers the first range request
@@ -169,6 +171,15 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
             s.write_all(h.as_bytes()).and_then(|_| s.write_all(&data[a..=b]))
         };
         let r = match (good, how) {
+            (_, Misbehave::OneReplyPerConnection) => {
+                let h = head(
+                    "206 Partial Content",
+                    &format!("Content-Range: bytes {a}-{b}/{n}\r\nConnection: close\r\n"),
+                    b - a + 1,
+                );
+                let _ = s.write_all(h.as_bytes()).and_then(|_| s.write_all(&data[a..=b]));
+                return;
+            }
             (true, _) | (_, Misbehave::Never | Misbehave::WrongDigest) => ok(s),
             (false, Misbehave::UnavailableOnce) => s.write_all(head("503 Service Unavailable", "", 0).as_bytes()),
             (false, Misbehave::IgnoreRange) => {
