@@ -12,6 +12,7 @@ W=$(mktemp -d /dev/shm/ddftp-rss.XXXX)
 trap 'for p in $W/m*/nginx.pid; do kill "$(cat "$p")" 2>/dev/null || true; done; rm -rf "$W"' EXIT
 cd "$TOP" && cargo build --release -q --bins
 mkdir -p "$W/data" "$W/out"
+chmod 755 "$W" "$W/data"  # nginx workers run as another user
 head -c $((2 << 30)) /dev/urandom >"$W/data/big.bin"
 test_pki "$W/pki" 127.0.0.1
 urls=() surls=()
