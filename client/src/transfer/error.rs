@@ -56,7 +56,7 @@ pub enum TransferError {
     AllMirrorsFailed { missing: u64, total: u64, errors: Vec<String>, resume: Resume },
     #[error(transparent)]
     Journal(#[from] JournalError),
-    #[error("{path}: SHA-256 is {got}, but {from} says {expected}; the download was discarded (are the mirrors serving another version?)")]
+    #[error("{path}: SHA-256 is {got}, but the one expected ({from}) is {expected}; nothing was kept (are the mirrors serving another version?)")]
     ChecksumMismatch { path: String, expected: String, got: String, from: String },
     #[error("the checksum to check {path} against: {why}")]
     NoChecksum { path: String, why: String },

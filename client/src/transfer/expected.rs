@@ -69,19 +69,22 @@ pub(super) async fn published(
     said(top, Sha256Checked::DigestHeader)
 }
 
-/// Drops the ddftpd mirrors whose copy is not the one `expected` names.
+/// Drops the ddftpd mirrors whose copy is not the one `expected` names;
+/// the SHA-256 of a copy dropped, if any was.
 pub(super) fn drop_other_copies(
     expected: &Expected,
     usable: &mut Vec<(MirrorInfo, Session)>,
     path: &str,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
-) {
+) -> Option<String> {
+    let mut other = None;
     usable.retain(|(m, _)| {
         let theirs = hex(&m.version.digest.sha256);
         if theirs == expected.sha256 {
             return true;
         }
+        other = Some(theirs.clone());
         let w = format!(
             "dropping mirror {}: its copy of {path} has SHA-256 {theirs}, not the {} that {} says",
             m.route,
@@ -92,4 +95,5 @@ pub(super) fn drop_other_copies(
         warnings.push(w);
         false
     });
+    other
 }

@@ -278,7 +278,12 @@ pub async fn get_joining(
     let ddftpd = !usable.is_empty();
     let expected = expected::published(spec, &mut http, tls, ddftpd, progress, &mut warnings).await?;
     if let Some(e) = &expected {
-        expected::drop_other_copies(e, &mut usable, &spec.path, progress, &mut warnings);
+        let other = expected::drop_other_copies(e, &mut usable, &spec.path, progress, &mut warnings);
+        if let Some(got) = other.filter(|_| usable.is_empty() && http.is_empty()) {
+            // Every mirror serves another file than the one expected.
+            let (path, expected, from) = (spec.path.clone(), e.sha256.clone(), e.from.source().to_string());
+            return Err(TransferError::ChecksumMismatch { path, expected, got, from });
+        }
     }
     if usable.is_empty() && http.is_empty() {
         return Err(TransferError::NoUsableMirror { path: spec.path.clone(), failures: warnings.clone() });
