@@ -226,62 +226,22 @@ fn base64(b: &[u8]) -> String {
 /// A private CA and a certificate it signed for 127.0.0.1 (or, with
 /// `name`, only for that DNS name), made with the openssl command in `dir`.
 pub fn test_ca(dir: &Path, name: Option<&str>) -> (std::path::PathBuf, Cert) {
-    let run = |args: &[&str]| {
-        let st = Command::new("openssl").args(args).current_dir(dir).stderr(Stdio::null()).status();
-        assert!(st.expect("openssl is needed for the HTTPS tests").success(), "openssl {args:?}");
+    let run = |args: &str, subj: Option<&str>| {
+        let mut cmd = Command::new("openssl");
+        cmd.args(args.split_whitespace()).current_dir(dir).stderr(Stdio::null());
+        if let Some(s) = subj {
+            cmd.args(["-subj", s]);
+        }
+        assert!(cmd.status().expect("openssl is needed for the HTTPS tests").success(), "openssl {args}");
     };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=ddftp test CA",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "srv.key",
-        "-out",
-        "srv.csr",
-        "-subj",
-        "/CN=ddftp test server",
-    ]);
+    let key = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
+    run(&format!("req -x509 {key} -keyout ca.key -out ca.pem -days 2"), Some("/CN=ddftp test CA"));
+    run(&format!("req {key} -keyout srv.key -out srv.csr"), Some("/CN=ddftp test server"));
     let san = match name {
         Some(n) => format!("subjectAltName=DNS:{n}"),
         None => "subjectAltName=IP:127.0.0.1".into(),
     };
     std::fs::write(dir.join("ext.cnf"), format!("{san}\n")).expect("ext.cnf");
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "srv.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "srv.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
+    run("x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext.cnf", None);
     (dir.join("ca.pem"), Cert { cert: dir.join("srv.pem"), key: dir.join("srv.key") })
 }
