@@ -150,8 +150,9 @@ impl Journal {
         }
         if self.sha256 != sha256 {
             return Err(mismatch(format!(
-                "the file changed on the mirrors since: its SHA-256 was {}, now {sha256}",
-                self.sha256
+                "the file changed on the mirrors since: it was {}, now {}",
+                described(&self.sha256),
+                described(sha256)
             )));
         }
         let Some(part) = part else { return Ok(()) };
@@ -205,6 +206,15 @@ impl Journal {
     pub fn done_bytes(&self) -> u64 {
         let bs = u64::from(self.block_size);
         self.done.iter().map(|&(a, b)| ((b + 1) * bs).min(self.size) - a * bs).sum()
+    }
+}
+
+/// A journal's file identity in words: a SHA-256 (hex), or what HTTP
+/// mirrors said of the file.
+fn described(id: &str) -> String {
+    match id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        true => format!("SHA-256 {id}"),
+        false => id.to_string(),
     }
 }
 

@@ -362,6 +362,7 @@ pub async fn get_joining(
     for (m, conn) in usable {
         slots.push((owner_of(m.route.endpoint.to_string()), Producer::Ddftpd(m.route, conn)));
     }
+    let http_date = http.iter().find_map(|(_, v)| v.last_modified.clone());
     for (lane, v) in http {
         let m = lane.mirror().clone();
         slots.push((owner_of(m.url.clone()), Producer::Http(m, v.rtt)));
@@ -393,8 +394,14 @@ pub async fn get_joining(
     // What a resume journal must match: a bundle's name says what it is.
     let sha256 = match (sealed, http_only) {
         (true, _) => String::new(),
-        // What the journal must match: the HTTP mirrors' size (and date).
-        (_, true) => format!("http {size}"),
+        // What the journal must match, from HTTP mirrors: the expected
+        // SHA-256, else the size and date they agreed on (a file replaced
+        // by one of the same size is not resumed into).
+        (_, true) => match (&expected, &http_date) {
+            (Some(e), _) => e.sha256.clone(),
+            (None, Some(d)) => format!("HTTP: {size} bytes, Last-Modified {d}"),
+            (None, None) => format!("HTTP: {size} bytes"),
+        },
         _ => hex(&version.digest.sha256),
     };
     let part = part_path(&spec.output);

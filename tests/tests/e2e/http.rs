@@ -146,3 +146,28 @@ fn an_http_download_killed_mid_way_resumes() {
     assert!(j["reused_bytes"].as_u64().unwrap() > 0, "{j}");
     assert_eq!(std::fs::read(&out).unwrap(), data);
 }
+
+#[test]
+fn a_file_replaced_on_the_server_is_not_resumed_into() {
+    let f = Fixture::new();
+    let path = f.root().join("big.bin");
+    random_file(&path, 32 << 20, 8);
+    let s = Nginx::serve(&f.root(), Some("1m"));
+    let out = f.out("o.bin");
+    let mut child = std::process::Command::new(bin("ddftp"))
+        .args(["get", "big.bin", "--mirrors", &s.url, "-o", out.to_str().unwrap(), "-q"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Same size, other bytes, a later Last-Modified.
+    std::thread::sleep(Duration::from_millis(1100));
+    let new = random_file(&path, 32 << 20, 9);
+    let o = ddftp(&["get", "big.bin", "--mirrors", &s.url, "-o", out.to_str().unwrap()], 3);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("changed") && err.contains("--restart"), "{err}");
+    let fast = Nginx::serve(&f.root(), None);
+    get_json("big.bin", &fast.url, &out, &["--restart"], 0);
+    assert_eq!(std::fs::read(&out).unwrap(), new);
+}
