@@ -30,7 +30,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 pub(super) async fn open(m: &HttpMirror) -> Result<Box<dyn Io>, HttpError> {
     let fut = async {
         let host = m.host.trim_start_matches('[').trim_end_matches(']');
-        let sock = TcpStream::connect((host, m.port)).await.map_err(HttpError::Connect)?;
+        let sock = match &m.proxy {
+            None => TcpStream::connect((host, m.port)).await.map_err(HttpError::Connect)?,
+            Some(p) if m.https => {
+                let mut sock = p.connect().await?;
+                p.tunnel(&mut sock, &format!("{}:{}", m.host, m.port)).await?;
+                sock
+            }
+            Some(p) => p.connect().await?,
+        };
         sock.set_nodelay(true).map_err(HttpError::Connect)?;
         if !m.https {
             return Ok::<Box<dyn Io>, HttpError>(Box::new(sock));
@@ -90,7 +98,7 @@ impl Lane {
 
     /// Sends `GET` (with `Range: bytes=a-b`); the reply's status and headers.
     async fn ask(&mut self, range: Option<(u64, u64)>) -> Result<Response<Incoming>, HttpError> {
-        let mut req = Request::get(&self.mirror.target)
+        let mut req = Request::get(self.mirror.request_target())
             .header(header::HOST, self.mirror.host_header())
             .header(header::USER_AGENT, concat!("ddftp/", env!("CARGO_PKG_VERSION")))
             .header("want-repr-digest", "sha-256=10");

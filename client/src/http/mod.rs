@@ -16,6 +16,7 @@ use tokio_rustls::TlsConnector;
 
 mod lane;
 mod pipe;
+pub mod proxy;
 pub mod tls;
 
 pub use lane::{Fail, HttpVersion, Lane};
@@ -37,6 +38,8 @@ pub struct HttpMirror {
     pub https: bool,
     /// For an `https` mirror: the connector (roots and `--ca-file`).
     pub tls: Option<TlsConnector>,
+    /// The proxy the environment names for it (`https_proxy`, ...).
+    pub proxy: Option<proxy::Proxy>,
 }
 
 impl std::fmt::Debug for HttpMirror {
@@ -62,6 +65,8 @@ pub enum HttpError {
     Status(StatusCode),
     #[error("redirect: {0}")]
     Redirect(String),
+    #[error("proxy: {0}")]
+    Proxy(String),
     #[error("it ignores Range requests (answered 200 with the whole file)")]
     IgnoresRange,
     #[error("asked for bytes {asked}, it answered Content-Range {got:?}")]
@@ -122,7 +127,8 @@ impl HttpMirror {
         } else {
             (encode_target(target), url.to_string())
         };
-        Ok(HttpMirror { url, host, port, target, https, tls: None })
+        let proxy = proxy::from_env(https, &host)?;
+        Ok(HttpMirror { url, host, port, target, https, tls: None, proxy })
     }
 
     /// Where a redirect's `Location` leads from here: the same file (a
@@ -148,6 +154,15 @@ impl HttpMirror {
     fn origin(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };
         format!("{scheme}://{}", self.host_header())
+    }
+
+    /// What a request names: the path, or through an `http_proxy` the
+    /// whole URL (an https mirror's proxy is a tunnel, and sees no request).
+    fn request_target(&self) -> String {
+        match (&self.proxy, self.https) {
+            (Some(_), false) => format!("{}{}", self.origin(), self.target),
+            _ => self.target.clone(),
+        }
     }
 
     fn host_header(&self) -> String {

@@ -82,7 +82,7 @@ impl Pipe {
         let m = &self.mirror;
         let req = format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\nRange: bytes={a}-{b}\r\nUser-Agent: ddftp/{}\r\n\r\n",
-            m.target,
+            m.request_target(),
             m.host_header(),
             env!("CARGO_PKG_VERSION")
         );

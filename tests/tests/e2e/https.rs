@@ -1,6 +1,7 @@
 //! HTTPS mirrors: real nginx with a certificate from a CA made in the test.
 
 use crate::util::nginx::{test_ca, Nginx};
+use crate::util::proxy::Proxy;
 use crate::util::*;
 
 #[test]
@@ -56,4 +57,35 @@ fn a_certificate_that_does_not_verify_is_fatal_with_the_reason() {
     // A CA file that is not one is a usage error, before anything moves.
     let o = ddftp(&["get", "f.bin", "--mirrors", &s.url, "-o", out.to_str().unwrap(), "--ca-file", "/etc/hostname"], 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("CA file"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn mirrors_are_reached_through_the_environments_proxies_unless_no_proxy_says() {
+    let f = Fixture::new();
+    let pki = tempfile::tempdir().unwrap();
+    let (ca, cert) = test_ca(pki.path(), None);
+    let data = random_file(&f.root().join("f.bin"), 3 << 20, 13);
+    let (secure, plain) = (Nginx::serve_tls(&f.root(), &cert), Nginx::serve(&f.root(), None));
+    let proxy = Proxy::start();
+    let out = f.out("o.bin");
+    let run = |no_proxy: &str| {
+        let mirrors = format!("{},{}", secure.url, plain.url);
+        let o = std::process::Command::new(bin("ddftp"))
+            .args(["get", "f.bin", "--mirrors", &mirrors, "-o", out.to_str().unwrap(), "-q", "--restart"])
+            .args(["--ca-file", ca.to_str().unwrap()])
+            .env("https_proxy", &proxy.url)
+            .env("http_proxy", &proxy.url)
+            .env("no_proxy", no_proxy)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(std::fs::read(&out).unwrap(), data);
+    };
+    // CONNECT for https (TLS end to end, the CA still checked), the
+    // absolute URL for http.
+    run("");
+    let through = proxy.carried();
+    assert!(through >= 4, "both mirrors' probes and producers went through it: {through}");
+    run("localhost,127.0.0.1");
+    assert_eq!(proxy.carried(), through, "no_proxy: straight to the mirrors");
 }

@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use rand::{RngCore, SeedableRng};
 
 pub mod nginx;
+pub mod proxy;
 
 /// The directory holding the workspace's binaries for this test profile.
 /// `cargo test` only rebuilds binaries of packages that have integration
@@ -119,7 +120,12 @@ pub fn random_file(path: &Path, size: usize, seed: u64) -> Vec<u8> {
 /// Runs `ddftp ARGS` and returns its output; `expect` says which exit code
 /// the test needs, and a mismatch prints everything about the run.
 pub fn ddftp(args: &[&str], expect: i32) -> Output {
-    let out = Command::new(bin("ddftp")).args(args).stdin(Stdio::null()).output().expect("run ddftp");
+    let mut cmd = Command::new(bin("ddftp"));
+    // The servers are on 127.0.0.1: a proxy of the machine's is not for them.
+    for v in ["http_proxy", "https_proxy", "HTTPS_PROXY"] {
+        cmd.env_remove(v);
+    }
+    let out = cmd.args(args).stdin(Stdio::null()).output().expect("run ddftp");
     if out.status.code() != Some(expect) {
         panic!(
             "ddftp {args:?}: exit {:?}, expected {expect}\n--- stdout\n{}\n--- stderr\n{}",
