@@ -126,6 +126,17 @@ fn a_server_that_ignores_range_from_the_start_is_skipped_with_why() {
     assert!(err.contains("ignores Range"), "{err}");
 }
 
+/// Starts `get big.bin` from `url` into `out` and SIGKILLs it 1.5 s in.
+fn killed_early(url: &str, out: &std::path::Path) {
+    let mut child = std::process::Command::new(bin("ddftp"))
+        .args(["get", "big.bin", "--mirrors", url, "-o", out.to_str().unwrap(), "-q"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[test]
 fn an_http_download_killed_mid_way_resumes() {
     let f = Fixture::new();
@@ -134,13 +145,7 @@ fn an_http_download_killed_mid_way_resumes() {
     // with a few requests each: several seconds, killed early.
     let s = Nginx::serve(&f.root(), Some("1m"));
     let out = f.out("o.bin");
-    let mut child = std::process::Command::new(bin("ddftp"))
-        .args(["get", "big.bin", "--mirrors", &s.url, "-o", out.to_str().unwrap(), "-q"])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    killed_early(&s.url, &out);
     assert!(!out.exists());
     let j = get_json("big.bin", &s.url, &out, &[], 0);
     assert!(j["reused_bytes"].as_u64().unwrap() > 0, "{j}");
@@ -154,13 +159,7 @@ fn a_file_replaced_on_the_server_is_not_resumed_into() {
     random_file(&path, 32 << 20, 8);
     let s = Nginx::serve(&f.root(), Some("1m"));
     let out = f.out("o.bin");
-    let mut child = std::process::Command::new(bin("ddftp"))
-        .args(["get", "big.bin", "--mirrors", &s.url, "-o", out.to_str().unwrap(), "-q"])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    killed_early(&s.url, &out);
     // Same size, other bytes, a later Last-Modified.
     std::thread::sleep(Duration::from_millis(1100));
     let new = random_file(&path, 32 << 20, 9);
