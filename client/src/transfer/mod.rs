@@ -51,7 +51,7 @@ mod report;
 mod slot;
 
 pub use error::{Resume, TransferError};
-use producer::{http_version, probe_http, Producer};
+use producer::{fetch_manifest, http_version, probe, probe_http, routes_to, Producer};
 pub use report::{LinkReport, ProducerReport, Sha256Checked, TransferReport};
 
 use crate::http::{HttpError, HttpMirror, HttpVersion, Lane};
@@ -128,25 +128,6 @@ pub struct GetSpec {
     pub metalink: Option<MetalinkFile>,
 }
 
-/// Connects to a mirror and, with `stat` (path, and whether the chunk
-/// manifest should come too), asks for the file's size and digests; a
-/// sealed bundle's size is known (`sealed_size`) and nothing is asked.
-async fn probe(
-    route: Route,
-    stat: Option<(String, bool)>,
-    token: Option<Arc<[u8]>>,
-    sealed_size: Option<u64>,
-) -> Result<(MirrorInfo, Session), SessionError> {
-    let ask = stat.as_ref().map(|(p, m)| (p.as_str(), *m));
-    let (conn, version, manifest) = connect(&route, ask, token.as_deref()).await?;
-    let version = match (version, sealed_size) {
-        (Some(v), _) => v,
-        (None, Some(size)) => Version::sealed(size),
-        (None, None) => unreachable!("a probe without stat is for a sealed bundle"),
-    };
-    Ok((MirrorInfo { route, version, manifest }, conn))
-}
-
 /// What kind of file `m` is, in words.
 pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
@@ -168,15 +149,6 @@ pub fn part_path(output: &Path) -> PathBuf {
     let mut name = output.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".ddftp-part");
     output.with_file_name(name)
-}
-
-/// The routes to `endpoint`: one from each local address (`--bind`), or
-/// one from wherever the OS routes.
-fn routes_to(spec: &GetSpec, endpoint: &Endpoint) -> Vec<Route> {
-    match spec.binds.is_empty() {
-        true => vec![Route { endpoint: endpoint.clone(), local: None }],
-        false => spec.binds.iter().map(|&l| Route { endpoint: endpoint.clone(), local: Some(l) }).collect(),
-    }
 }
 
 /// Mirrors that become ready while a sealed transfer runs (an archive's,
@@ -569,33 +541,6 @@ pub async fn get_joining(
     std::fs::rename(&part, &spec.output).map_err(put)?;
     let _ = Journal::remove(&jpath);
     Ok(report)
-}
-
-/// Fetches the chunk manifest from the first mirror in `usable` that serves
-/// one matching `version`; a mirror whose manifest does not match is dropped.
-async fn fetch_manifest(
-    path: &str,
-    version: &Version,
-    usable: &mut Vec<(MirrorInfo, Session)>,
-    progress: &mut dyn Progress,
-    warnings: &mut Vec<String>,
-) -> Result<Manifest, TransferError> {
-    let mut failures = vec![];
-    while !usable.is_empty() {
-        let (m, conn) = &mut usable[0];
-        let fetch = crate::session::fetch_manifest(&mut conn.sock, path, version.size, &version.digest);
-        match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or(Err(SessionError::ManifestTimeout)) {
-            Ok(manifest) => return Ok(manifest),
-            Err(e) => {
-                let w = format!("dropping {}: chunk manifest: {e}", m.route);
-                progress.warn(&w);
-                warnings.push(w.clone());
-                failures.push(w);
-                usable.remove(0);
-            }
-        }
-    }
-    Err(TransferError::NoUsableMirror { path: path.to_string(), failures })
 }
 
 /// Everything a transfer starts from.

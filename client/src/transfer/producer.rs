@@ -1,5 +1,6 @@
-//! The producers a transfer starts with: greeted ddftpd connections and
-//! HTTP mirrors, and how HTTP mirrors agree on what the file is.
+//! The producers a transfer starts with: greeted ddftpd connections (and
+//! the chunk manifest from one of them) and HTTP mirrors, and how HTTP
+//! mirrors agree on what the file is.
 
 use tokio_rustls::TlsConnector;
 
@@ -74,4 +75,59 @@ pub(super) fn http_version(
         false
     });
     Ok(Version::sealed(size))
+}
+
+/// Connects to a mirror and, with `stat` (path, and whether the chunk
+/// manifest should come too), asks for the file's size and digests; a
+/// sealed bundle's size is known (`sealed_size`) and nothing is asked.
+pub(super) async fn probe(
+    route: Route,
+    stat: Option<(String, bool)>,
+    token: Option<Arc<[u8]>>,
+    sealed_size: Option<u64>,
+) -> Result<(MirrorInfo, Session), SessionError> {
+    let ask = stat.as_ref().map(|(p, m)| (p.as_str(), *m));
+    let (conn, version, manifest) = connect(&route, ask, token.as_deref()).await?;
+    let version = match (version, sealed_size) {
+        (Some(v), _) => v,
+        (None, Some(size)) => Version::sealed(size),
+        (None, None) => unreachable!("a probe without stat is for a sealed bundle"),
+    };
+    Ok((MirrorInfo { route, version, manifest }, conn))
+}
+
+/// The routes to `endpoint`: one from each local address (`--bind`), or
+/// one from wherever the OS routes.
+pub(super) fn routes_to(spec: &GetSpec, endpoint: &Endpoint) -> Vec<Route> {
+    match spec.binds.is_empty() {
+        true => vec![Route { endpoint: endpoint.clone(), local: None }],
+        false => spec.binds.iter().map(|&l| Route { endpoint: endpoint.clone(), local: Some(l) }).collect(),
+    }
+}
+
+/// Fetches the chunk manifest from the first mirror in `usable` that serves
+/// one matching `version`; a mirror whose manifest does not match is dropped.
+pub(super) async fn fetch_manifest(
+    path: &str,
+    version: &Version,
+    usable: &mut Vec<(MirrorInfo, Session)>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Manifest, TransferError> {
+    let mut failures = vec![];
+    while !usable.is_empty() {
+        let (m, conn) = &mut usable[0];
+        let fetch = crate::session::fetch_manifest(&mut conn.sock, path, version.size, &version.digest);
+        match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or(Err(SessionError::ManifestTimeout)) {
+            Ok(manifest) => return Ok(manifest),
+            Err(e) => {
+                let w = format!("dropping {}: chunk manifest: {e}", m.route);
+                progress.warn(&w);
+                warnings.push(w.clone());
+                failures.push(w);
+                usable.remove(0);
+            }
+        }
+    }
+    Err(TransferError::NoUsableMirror { path: path.to_string(), failures })
 }
