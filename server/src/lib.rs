@@ -24,6 +24,8 @@ pub mod bundle;
 pub mod connection;
 pub mod digests;
 pub mod indexer;
+pub mod per_client;
+pub mod privileges;
 pub mod ratelimit;
 pub mod root;
 pub mod server;

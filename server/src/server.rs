@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use crate::access::{self, Cidr};
 use crate::connection::{self, Shared};
 use crate::digests::{Index, INDEX_DIR_NAME};
+use crate::per_client::PerClient;
 use crate::ratelimit::RateLimiter;
 use crate::root::Root;
 use ddftp_proto::ErrorCode;
@@ -24,6 +25,8 @@ pub struct ServerConfig {
     pub rate_limit: Option<u64>,
     pub follow_symlinks: bool,
     pub max_connections: usize,
+    /// The most connections one client address may have open.
+    pub max_per_client: usize,
     pub idle_timeout: Duration,
     pub max_block_size: u32,
     /// Log (`tracing`, warn level) one line per failed connection.
@@ -42,6 +45,7 @@ impl Default for ServerConfig {
             rate_limit: None,
             follow_symlinks: false,
             max_connections: 1024,
+            max_per_client: DEFAULT_PER_CLIENT,
             idle_timeout: Duration::from_secs(300),
             max_block_size: 16 << 20,
             log_errors: true,
@@ -57,6 +61,7 @@ impl Default for ServerConfig {
 pub struct Server {
     shared: Arc<Shared>,
     max_connections: usize,
+    per_client: Arc<PerClient>,
     log_errors: bool,
     allow: Arc<[Cidr]>,
 }
@@ -80,6 +85,7 @@ impl Server {
                 walks: Arc::new(Semaphore::new(WALKS)),
             }),
             max_connections: cfg.max_connections,
+            per_client: PerClient::new(cfg.max_per_client),
             log_errors: cfg.log_errors,
             allow: cfg.allow.clone().into(),
         })
@@ -152,6 +158,19 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
             conns.spawn(refusal(sock, ErrorCode::Busy, why));
             continue;
         };
+        let Some(held) = server.per_client.admit(peer.ip()) else {
+            let max = server.per_client.max();
+            if log {
+                tracing::warn!(%peer, "refused (it has {max} connections open: --max-per-client)");
+            }
+            drop(permit);
+            let why = format!(
+                "{} has {max} connections open here already, the most one address may (--max-per-client); try again later",
+                peer.ip()
+            );
+            conns.spawn(refusal(sock, ErrorCode::Busy, why));
+            continue;
+        };
         if !access::allowed(&server.allow, peer.ip()) {
             if log {
                 tracing::warn!(%peer, "refused (not in --allow)");
@@ -166,10 +185,15 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
                     tracing::warn!(%peer, "{e}");
                 }
             }
-            drop(permit);
+            drop((permit, held));
         });
     }
 }
+
+/// Connections one client address may have open by default: far more than
+/// a `get` or `archive` opens (two per mirror and local address), far
+/// fewer than the whole server's.
+pub const DEFAULT_PER_CLIENT: usize = 64;
 
 /// Walks a server runs at once (each on threads of its own).
 const WALKS: usize = 2;

@@ -41,6 +41,13 @@ struct Opt {
     /// Most connections open at once.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Most connections one client address may have open at once.
+    #[arg(long, default_value_t = ddftpd::server::DEFAULT_PER_CLIENT, value_name = "N")]
+    max_per_client: usize,
+    /// Run as this user (and its groups) once the listeners are bound and
+    /// the root is open: start as root to bind a low port, serve as nobody.
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
     /// Only clients from this network may connect: CIDR like 10.0.0.0/8 or
     /// an address (repeatable; default: everyone).
     #[arg(long, value_name = "CIDR", value_parser = Cidr::parse)]
@@ -136,6 +143,7 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
         rate_limit: opt.rate_limit,
         follow_symlinks: opt.follow_symlinks,
         max_connections: opt.max_connections.max(1),
+        max_per_client: opt.max_per_client.max(1),
         idle_timeout: Duration::from_secs(opt.idle_timeout.max(1)),
         allow: opt.allow,
         token,
@@ -150,6 +158,10 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
         // Scripts and tests read the real port (useful with port 0) from here.
         println!("ddftpd listening on {}", l.local_addr()?);
         listeners.push(l);
+    }
+    if let Some(user) = &opt.user {
+        ddftpd::privileges::become_user(user).with_context(|| format!("--user {user}"))?;
+        tracing::info!(user, "running as {user}");
     }
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -17,4 +17,5 @@ mod mpi;
 mod nics;
 mod pipe;
 mod resume;
+mod server_limits;
 mod walk;
