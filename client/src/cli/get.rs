@@ -100,24 +100,17 @@ impl MoveOpt {
     /// A transfer of `path` into `output` with these flags (no resume reset,
     /// no published checksum, no local binds: the caller sets those it has).
     pub fn spec(&self, path: String, output: PathBuf, sync: bool) -> Result<GetSpec, String> {
+        let (mut mirrors, mut http) = (vec![], vec![]);
+        for m in &self.mirrors {
+            match m {
+                Mirror::Ddftpd(ep) => mirrors.push(ep.clone()),
+                Mirror::Http(u) => http.push(u.clone()),
+            }
+        }
         Ok(GetSpec {
             path,
-            mirrors: self
-                .mirrors
-                .iter()
-                .filter_map(|m| match m {
-                    Mirror::Ddftpd(ep) => Some(ep.clone()),
-                    Mirror::Http(_) => None,
-                })
-                .collect(),
-            http: self
-                .mirrors
-                .iter()
-                .filter_map(|m| match m {
-                    Mirror::Http(u) => Some(u.clone()),
-                    Mirror::Ddftpd(_) => None,
-                })
-                .collect(),
+            mirrors,
+            http,
             output,
             block_size: self.block_size,
             sync,
@@ -196,7 +189,7 @@ fn parse_checksum(s: &str) -> Result<String, String> {
     if !matches!(algo.to_ascii_lowercase().as_str(), "sha-256" | "sha256") {
         return Err(format!("{algo:?}: only sha-256 is supported"));
     }
-    if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+    if !crate::checksum::is_sha256_hex(hex) {
         return Err(format!("{hex:?}: a SHA-256 is 64 hexadecimal digits"));
     }
     Ok(hex.to_ascii_lowercase())

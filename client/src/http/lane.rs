@@ -1,6 +1,8 @@
-//! One keep-alive connection to a mirror (TCP, or TLS over it): the probe
-//! before data moves, and checked range fetches whose bodies are handed
-//! over a block at a time as they arrive (memory: one block per lane).
+//! Connections to a mirror (TCP, or TLS over it, through a proxy if the
+//! environment names one), and what hyper asks on them before data moves:
+//! the probe, and a small file whole (a checksum listing); redirects
+//! followed. The rule every range reply is checked by is here too; the
+//! data itself comes through [`super::Pipe`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,14 +65,7 @@ pub struct HttpVersion {
     pub sha256: Option<String>,
 }
 
-/// Why a fetch ended early: the mirror, or what the caller did with a block.
-#[derive(Debug)]
-pub enum Fail<E> {
-    Http(HttpError),
-    Place(E),
-}
-
-/// One keep-alive connection to a mirror.
+/// A connection to a mirror for the requests before data moves.
 pub struct Lane {
     mirror: Arc<HttpMirror>,
     sender: Option<SendRequest<Empty<Bytes>>>,
@@ -79,10 +74,6 @@ pub struct Lane {
 impl Lane {
     pub fn new(mirror: Arc<HttpMirror>) -> Lane {
         Lane { mirror, sender: None }
-    }
-
-    pub fn mirror(&self) -> &Arc<HttpMirror> {
-        &self.mirror
     }
 
     async fn connect(&mut self) -> Result<&mut SendRequest<Empty<Bytes>>, HttpError> {
@@ -114,45 +105,36 @@ impl Lane {
             .map_err(Into::into)
     }
 
-    /// `r`, and a connection that failed is not used again (it may hold the
-    /// rest of a reply we will not read).
-    fn settle<T, E>(&mut self, r: Result<T, E>) -> Result<T, E> {
-        if r.is_err() {
-            self.sender = None;
-        }
-        r
-    }
-
-    /// What the mirror says of its file: its size (from a one-byte range,
-    /// which also shows it honours `Range`), `ETag`, `Last-Modified` and a
-    /// digest if it sends one. Redirects are followed (a few); the lane
-    /// returned is to where they led, its connection open for the data.
-    pub async fn probe(mirror: Arc<HttpMirror>) -> Result<(Lane, HttpVersion), HttpError> {
+    /// Asks `mirror` (with `range`), following redirects (a few): the
+    /// reply, the lane it came on and the round trip of its request.
+    async fn follow(
+        mirror: Arc<HttpMirror>,
+        range: Option<(u64, u64)>,
+    ) -> Result<(Lane, Response<Incoming>, Duration), HttpError> {
         let mut lane = Lane::new(mirror);
         for _ in 0..=MAX_REDIRECTS {
-            let r = lane.probe_once().await;
-            match lane.settle(r)? {
-                Ok(v) => return Ok((lane, v)),
-                Err(next) => lane = Lane::new(Arc::new(next)),
+            // Connected first: the round trip is the request's alone.
+            lane.connect().await?;
+            let asked = Instant::now();
+            let resp = lane.ask(range).await?;
+            let rtt = asked.elapsed();
+            if !resp.status().is_redirection() {
+                return Ok((lane, resp, rtt));
             }
+            let to = resp.headers().get(header::LOCATION).and_then(|v| v.to_str().ok());
+            let to = to.ok_or(HttpError::Status(resp.status()))?;
+            lane = Lane::new(Arc::new(lane.mirror.redirected(to)?));
         }
         Err(HttpError::Redirect(format!("more than {MAX_REDIRECTS} redirects")))
     }
 
-    /// The version, or where a redirect leads.
-    async fn probe_once(&mut self) -> Result<Result<HttpVersion, HttpMirror>, HttpError> {
-        self.connect().await?;
-        let asked = Instant::now();
-        let resp = self.ask(Some((0, 0))).await?;
-        let rtt = asked.elapsed();
+    /// What the mirror says of its file: its size (from a one-byte range,
+    /// which also shows it honours `Range`), `ETag`, `Last-Modified` and a
+    /// digest if it sends one; and the mirror redirects led to.
+    pub async fn probe(mirror: Arc<HttpMirror>) -> Result<(Arc<HttpMirror>, HttpVersion), HttpError> {
+        let (lane, resp, rtt) = Lane::follow(mirror, Some((0, 0))).await?;
         let h = resp.headers();
         let text = |n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
-        if resp.status().is_redirection() {
-            let Some(to) = text(header::LOCATION) else {
-                return Err(HttpError::Status(resp.status()));
-            };
-            return Ok(Err(self.mirror.redirected(&to)?));
-        }
         let (etag, last_modified) = (text(header::ETAG), text(header::LAST_MODIFIED));
         let sha256 = checksum::digest_header(h);
         let size = match resp.status() {
@@ -167,44 +149,32 @@ impl Lane {
             StatusCode::RANGE_NOT_SATISFIABLE if text(header::CONTENT_RANGE).as_deref() == Some("bytes */0") => 0,
             s => return Err(unexpected(s)),
         };
-        let mut body = resp.into_body();
-        let mut got = 0u64;
-        while let Some(f) = next_frame(&mut body).await? {
-            got += f.len() as u64;
-            if got > 1 {
-                return Err(HttpError::ShortBody { want: 1, got });
-            }
-        }
-        Ok(Ok(HttpVersion { size, rtt, etag, last_modified, sha256 }))
+        read_body(resp, 1).await?;
+        Ok((lane.mirror, HttpVersion { size, rtt, etag, last_modified, sha256 }))
     }
 
     /// A small file whole (a checksum listing): `200`, at most `limit`
     /// bytes; redirects followed.
     pub async fn get_small(mirror: Arc<HttpMirror>, limit: usize) -> Result<Bytes, HttpError> {
-        let mut lane = Lane::new(mirror);
-        for _ in 0..=MAX_REDIRECTS {
-            let resp = lane.ask(None).await?;
-            if resp.status().is_redirection() {
-                let to = resp.headers().get(header::LOCATION).and_then(|v| v.to_str().ok());
-                let to = to.ok_or(HttpError::Status(resp.status()))?;
-                lane = Lane::new(Arc::new(lane.mirror.redirected(to)?));
-                continue;
-            }
-            if resp.status() != StatusCode::OK {
-                return Err(HttpError::Status(resp.status()));
-            }
-            let mut body = resp.into_body();
-            let mut out = BytesMut::new();
-            while let Some(f) = next_frame(&mut body).await? {
-                if out.len() + f.len() > limit {
-                    return Err(HttpError::ShortBody { want: limit as u64, got: (out.len() + f.len()) as u64 });
-                }
-                out.extend_from_slice(&f);
-            }
-            return Ok(out.freeze());
+        let (_, resp, _) = Lane::follow(mirror, None).await?;
+        if resp.status() != StatusCode::OK {
+            return Err(HttpError::Status(resp.status()));
         }
-        Err(HttpError::Redirect(format!("more than {MAX_REDIRECTS} redirects")))
+        read_body(resp, limit).await
     }
+}
+
+/// A reply's body, at most `limit` bytes (more is an error, not a read).
+async fn read_body(resp: Response<Incoming>, limit: usize) -> Result<Bytes, HttpError> {
+    let mut body = resp.into_body();
+    let mut out = BytesMut::new();
+    while let Some(f) = next_frame(&mut body).await? {
+        if out.len() + f.len() > limit {
+            return Err(HttpError::ShortBody { want: limit as u64, got: (out.len() + f.len()) as u64 });
+        }
+        out.extend_from_slice(&f);
+    }
+    Ok(out.freeze())
 }
 
 /// The reply to `bytes=a-b` of a `size`-byte file: 206 with exactly that

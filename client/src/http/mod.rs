@@ -19,8 +19,8 @@ mod pipe;
 pub mod proxy;
 pub mod tls;
 
-pub use lane::{Fail, HttpVersion, Lane};
-pub use pipe::{Got, Pipe};
+pub use lane::{HttpVersion, Lane};
+pub use pipe::{Fail, Got, Pipe};
 
 /// How long connecting, each reply's head and each piece of a body may take.
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -17,10 +17,17 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::lane::{check_range, open, Io};
-use super::{Fail, HttpError, HttpMirror, TIMEOUT};
+use super::{HttpError, HttpMirror, TIMEOUT};
 
 /// A reply's head larger than this is not one.
 const MAX_HEAD: usize = 64 << 10;
+
+/// Why a request ended early: the mirror, or what the caller did with a block.
+#[derive(Debug)]
+pub enum Fail<E> {
+    Http(HttpError),
+    Place(E),
+}
 
 /// What the reader of a pipe tells: per request `id`, the blocks of its
 /// range in the file so far, then that it is done or why not.

@@ -23,7 +23,7 @@ pub(super) struct Expected {
 /// What the download's SHA-256 must be, if anything says.
 pub(super) async fn published(
     spec: &GetSpec,
-    http: &mut Vec<(Lane, HttpVersion)>,
+    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
     tls: Option<TlsConnector>,
     ddftpd: bool,
     progress: &mut dyn Progress,
@@ -56,9 +56,9 @@ pub(super) async fn published(
     else {
         return Ok(None);
     };
-    http.retain(|(lane, v)| match &v.sha256 {
+    http.retain(|(m, v)| match &v.sha256 {
         Some(d) if *d != top => {
-            let url = &lane.mirror().url;
+            let url = &m.url;
             let w = format!("dropping mirror {url}: its Repr-Digest SHA-256 {d} is not the majority's {top}");
             progress.warn(&w);
             warnings.push(w);

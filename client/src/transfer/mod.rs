@@ -298,13 +298,13 @@ pub async fn get_joining(
     // Beside ddftpd mirrors, an HTTP mirror's copy must be theirs: the
     // same size, and the same SHA-256 if its headers give one.
     let theirs = (!http_only).then(|| hex(&version.digest.sha256));
-    http.retain(|(lane, v)| {
+    http.retain(|(m, v)| {
         let why = match (&v.sha256, &theirs) {
             _ if v.size != size => format!("{} bytes, the majority's {size}", v.size),
             (Some(d), Some(t)) if d != t => format!("Repr-Digest SHA-256 {d}, the ddftpd mirrors' {t}"),
             _ => return true,
         };
-        let url = &lane.mirror().url;
+        let url = &m.url;
         let w = format!("dropping mirror {url}: its {} has {why}", spec.path);
         progress.warn(&w);
         warnings.push(w);
@@ -335,8 +335,7 @@ pub async fn get_joining(
         slots.push((owner_of(m.route.endpoint.to_string()), Producer::Ddftpd(m.route, conn)));
     }
     let http_date = http.iter().find_map(|(_, v)| v.last_modified.clone());
-    for (lane, v) in http {
-        let m = lane.mirror().clone();
+    for (m, v) in http {
         slots.push((owner_of(m.url.clone()), Producer::Http(m, v.rtt)));
     }
     if let Some((owner, Producer::Http(m, rtt))) = slots.last().filter(|_| slots.len() % 2 == 1) {

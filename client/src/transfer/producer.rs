@@ -29,7 +29,7 @@ pub(super) async fn probe_http(
     url: String,
     path: String,
     tls: Option<TlsConnector>,
-) -> Result<(Lane, HttpVersion), (String, HttpError)> {
+) -> Result<(Arc<HttpMirror>, HttpVersion), (String, HttpError)> {
     let mut m = HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?;
     m.tls = tls;
     let shown = m.url.clone();
@@ -41,7 +41,7 @@ pub(super) async fn probe_http(
 /// warning); among them, a date that a
 /// strict majority shares drops the mirrors with another one.
 pub(super) fn http_version(
-    http: &mut Vec<(Lane, HttpVersion)>,
+    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
     path: &str,
     known: Option<u64>,
     progress: &mut dyn Progress,
@@ -51,14 +51,13 @@ pub(super) fn http_version(
     let majority =
         || http.iter().map(|(_, v)| v.size).find(|s| http.iter().filter(|(_, v)| v.size == *s).count() * 2 > n);
     let Some(size) = known.or_else(majority) else {
-        let versions = http.iter().map(|(l, v)| format!("{} has {} bytes", l.mirror().url, v.size)).collect();
+        let versions = http.iter().map(|(m, v)| format!("{} has {} bytes", m.url, v.size)).collect();
         return Err(TransferError::NoMajority { path: path.to_string(), versions });
     };
     let same: Vec<Option<String>> =
         http.iter().filter(|(_, v)| v.size == size).map(|(_, v)| v.last_modified.clone()).collect();
     let date = same.iter().find(|d| d.is_some() && same.iter().filter(|e| e == d).count() * 2 > same.len()).cloned();
-    http.retain(|(lane, v)| {
-        let m = lane.mirror();
+    http.retain(|(m, v)| {
         let why = if v.size != size {
             format!("{} bytes, the majority's {size}", v.size)
         } else if date.as_ref().is_some_and(|d| *d != v.last_modified) {
