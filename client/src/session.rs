@@ -14,7 +14,8 @@ use bytes::BytesMut;
 use ddftp_proto::auth;
 use ddftp_proto::frame::{PROTOCOL_VERSION, SERVER_ID_LEN};
 use ddftp_proto::{Endpoint, ErrorCode, ProtoError, Reply, Request};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use ddnet::tls::{Stream, TlsConnector};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::consensus::Version;
@@ -29,6 +30,10 @@ pub enum SessionError {
     Connect(io::Error),
     #[error("connect: timed out")]
     ConnectTimeout,
+    /// The TLS handshake failed: a certificate that does not verify, a
+    /// peer that does not speak TLS, our certificate refused.
+    #[error("{0}")]
+    Tls(String),
     #[error("no reply (timed out)")]
     NoReply,
     #[error("no answer to stat (timed out)")]
@@ -72,6 +77,52 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// the file reads it whole first (`ddftpd index` avoids the wait).
 pub(crate) const STAT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How a ddftps mirror is reached: the one TLS client configuration of a
+/// command (`--ca-file`, `--cert`, `--key`).
+#[derive(Clone)]
+pub struct Secure(pub TlsConnector);
+
+impl PartialEq for Secure {
+    fn eq(&self, other: &Secure) -> bool {
+        std::sync::Arc::ptr_eq(self.0.config(), other.0.config())
+    }
+}
+
+impl Eq for Secure {}
+
+impl std::fmt::Debug for Secure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secure")
+    }
+}
+
+/// A ddftpd mirror: its address and, for `ddftps://`, its TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub endpoint: Endpoint,
+    pub tls: Option<Secure>,
+}
+
+impl Peer {
+    pub fn plain(endpoint: Endpoint) -> Peer {
+        Peer { endpoint, tls: None }
+    }
+
+    /// The route to it from wherever the OS routes, or from `local`.
+    pub fn route(&self, local: Option<IpAddr>) -> Route {
+        Route { endpoint: self.endpoint.clone(), local, tls: self.tls.clone() }
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.tls {
+            Some(_) => write!(f, "ddftps://{}", self.endpoint),
+            None => write!(f, "{}", self.endpoint),
+        }
+    }
+}
+
 /// One way to reach a mirror: from a local address (`--bind`), or from
 /// wherever the OS routes. Every route is a producer of its own, so a
 /// mirror reached over two NICs is two producers, one per link.
@@ -79,10 +130,14 @@ pub(crate) const STAT_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct Route {
     pub endpoint: Endpoint,
     pub local: Option<IpAddr>,
+    pub tls: Option<Secure>,
 }
 
 impl std::fmt::Display for Route {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.tls.is_some() {
+            f.write_str("ddftps://")?;
+        }
         match self.local {
             Some(l) => write!(f, "{} via {l}", self.endpoint),
             None => write!(f, "{}", self.endpoint),
@@ -93,7 +148,7 @@ impl std::fmt::Display for Route {
 /// A greeted connection to one mirror (a producer), the round trip its
 /// greeting took and what the greeting said. Blocks then stream on `sock`.
 pub(crate) struct Session {
-    pub sock: TcpStream,
+    pub sock: Stream,
     pub rtt: Duration,
     /// The server's identity from its greeting: one server reached under
     /// two names has one.
@@ -118,7 +173,12 @@ pub(crate) async fn connect(
     let fut = async {
         let sock = open_socket(route).await.map_err(SessionError::Connect)?;
         sock.set_nodelay(true).map_err(SessionError::Connect)?;
-        Ok::<_, SessionError>(sock)
+        match &route.tls {
+            None => Ok::<_, SessionError>(Stream::Plain(sock)),
+            Some(Secure(tls)) => Stream::connect(tls, &route.endpoint.host, sock)
+                .await
+                .map_err(|e| SessionError::Tls(ddnet::tls::explain(&e))),
+        }
     };
     let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| SessionError::ConnectTimeout)??;
     let stat_req = |out: &mut BytesMut| {
@@ -133,7 +193,7 @@ pub(crate) async fn connect(
         if token.is_none() {
             stat_req(&mut out);
         }
-        sock.write_all(&out).await.map_err(SessionError::Send)?;
+        send(&mut sock, &out).await?;
         let sent = Instant::now();
         let mut buf = BytesMut::with_capacity(256);
         let mut reply = read_reply(&mut sock, &mut buf).await?;
@@ -143,11 +203,11 @@ pub(crate) async fn connect(
             if let Reply::Challenge { nonce } = reply {
                 Request::Auth { mac: auth::respond(token, &nonce) }.encode(&mut out);
                 stat_req(&mut out);
-                sock.write_all(&out).await.map_err(SessionError::Send)?;
+                send(&mut sock, &out).await?;
                 reply = read_reply(&mut sock, &mut buf).await?;
             } else {
                 stat_req(&mut out);
-                sock.write_all(&out).await.map_err(SessionError::Send)?;
+                send(&mut sock, &out).await?;
             }
         } else if let Reply::Challenge { .. } = reply {
             return Err(SessionError::TokenRequired);
@@ -196,13 +256,29 @@ async fn open_socket(route: &Route) -> io::Result<TcpStream> {
     ddnet::sys::connect_from(Some(local), remote).await
 }
 
+/// Writes all of `out` and flushes it (TLS holds its last record until then).
+pub(crate) async fn send(sock: &mut (impl AsyncWrite + Unpin), out: &[u8]) -> Result<(), SessionError> {
+    sock.write_all(out).await.map_err(|e| tls_or(e, SessionError::Send))?;
+    sock.flush().await.map_err(|e| tls_or(e, SessionError::Send))
+}
+
+/// An i/o error that is TLS's (in TLS 1.3 a server refuses a client's
+/// certificate after the client's side of the handshake is done, so it
+/// shows on the first read) as [`SessionError::Tls`], else as `other`.
+fn tls_or(e: io::Error, other: fn(io::Error) -> SessionError) -> SessionError {
+    match e.get_ref().is_some_and(|i| i.is::<ddnet::tls::rustls::Error>()) {
+        true => SessionError::Tls(ddnet::tls::explain(&e)),
+        false => other(e),
+    }
+}
+
 /// The next reply on `sock` (`buf` holds what was read past the last one).
-pub(crate) async fn read_reply(sock: &mut TcpStream, buf: &mut BytesMut) -> Result<Reply, SessionError> {
+pub(crate) async fn read_reply(sock: &mut (impl AsyncRead + Unpin), buf: &mut BytesMut) -> Result<Reply, SessionError> {
     loop {
         if let Some(r) = Reply::decode(buf).map_err(SessionError::Protocol)? {
             return Ok(r);
         }
-        if sock.read_buf(buf).await.map_err(SessionError::Receive)? == 0 {
+        if sock.read_buf(buf).await.map_err(|e| tls_or(e, SessionError::Receive))? == 0 {
             return Err(SessionError::Closed);
         }
     }
@@ -220,7 +296,7 @@ pub(crate) fn unexpected(r: Reply) -> SessionError {
 /// Asks for the whole manifest of `path` on a greeted connection (every
 /// range request at once: one round trip) and checks it against `digest`.
 pub(crate) async fn fetch_manifest(
-    sock: &mut TcpStream,
+    sock: &mut Stream,
     path: &str,
     size: u64,
     digest: &FileDigest,
@@ -233,14 +309,14 @@ pub(crate) async fn fetch_manifest(
         Request::Manifest { path: path.to_string(), first, count }.encode(&mut out);
         first += u64::from(count);
     }
-    sock.write_all(&out).await.map_err(SessionError::Send)?;
+    send(sock, &out).await?;
     read_manifest(sock, &mut BytesMut::with_capacity(64 * 1024), size, digest).await
 }
 
 /// Reads the `Manifest` replies of a whole manifest (asked for by `fetch`,
 /// or by a `Stat` with `manifest`) and checks them against `digest`.
 pub(crate) async fn read_manifest(
-    sock: &mut TcpStream,
+    sock: &mut Stream,
     buf: &mut BytesMut,
     size: u64,
     digest: &FileDigest,
@@ -287,7 +363,7 @@ impl Session {
         use ddftp_proto::packed::{self, MAX_LIST};
         let mut req = BytesMut::new();
         Request::Walk { path: src.to_string() }.encode(&mut req);
-        self.sock.write_all(&req).await.map_err(SessionError::Send)?;
+        send(&mut self.sock, &req).await?;
         let (feed, unpacked) = packed::unpacker(MAX_LIST);
         let reader = tokio::task::spawn_blocking(move || {
             let name = std::path::Path::new("the mirror's list");
@@ -336,12 +412,12 @@ impl Session {
         Request::BundleEnd.encode(&mut out);
         // A refusal may come while the definition is still going out: its
         // reply is read either way.
-        let sent = self.sock.write_all(&out).await;
+        let sent = send(&mut self.sock, &out).await;
         let mut buf = BytesMut::new();
         match tokio::time::timeout(DEFINE_TIMEOUT, read_reply(&mut self.sock, &mut buf)).await {
             Ok(Ok(Reply::Bundle { name, .. })) => Ok(name),
             Ok(Ok(other)) => Err(unexpected(other)),
-            Ok(Err(e)) => Err(sent.err().map_or(e, SessionError::Send)),
+            Ok(Err(e)) => Err(sent.err().unwrap_or(e)),
             Err(_) => Err(SessionError::DefineTimeout(DEFINE_TIMEOUT)),
         }
     }

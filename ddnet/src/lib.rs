@@ -34,11 +34,14 @@
 //! - [`endpoint`]: links, writers, readers, reassembly, acks.
 //! - [`stream`]: the byte-stream adapters.
 //! - [`sys`]: the socket calls tokio does not wrap (ddftpd and ddftp use them too).
+//! - [`tls`]: TLS configs and a plain-or-TLS stream (ddftpd and ddftp use them too).
 
+mod der;
 pub mod endpoint;
 pub mod plan;
 pub mod stream;
 pub mod sys;
+pub mod tls;
 pub mod wire;
 
 pub use endpoint::{Stats, StripeListener, Striped};

@@ -189,6 +189,12 @@ impl Frame {
             K_ACK => 1 + 8,
             K_CLOSE => 1 + 8 + 8,
             K_DELIVERED => 1 + 4 + 8 + 8,
+            // A TLS alert or handshake record: the peer expects TLS.
+            k @ (0x15 | 0x16) => {
+                return Err(bad(&format!(
+                    "unknown frame kind {k}: the peer speaks TLS (use --tls, or a plaintext receiver)"
+                )))
+            }
             k => return Err(bad(&format!("unknown frame kind {k}"))),
         };
         let Some(b) = buf.get(1..head) else { return Ok(None) };

@@ -17,6 +17,8 @@
 //! - [`bundle`]: many files served as one range (`ddftp archive`).
 //! - [`connection`]: one client connection: handshake, stat, streams.
 //! - [`socket`]: `sendfile`, `MSG_MORE` and `TCP_NOTSENT_LOWAT`.
+//! - [`tls`]: a TLS listener's handshake (`--tls-cert`, `--client-ca`).
+//! - [`per_client`], [`privileges`]: `--max-per-client`, `--user`.
 //! - [`server`]: accepts connections, caps their number, stops on a signal.
 
 pub mod access;
@@ -30,6 +32,7 @@ pub mod ratelimit;
 pub mod root;
 pub mod server;
 pub mod socket;
+pub mod tls;
 
 pub use server::{serve, Server, ServerConfig};
 

@@ -17,6 +17,7 @@ use crate::digests::{Index, INDEX_DIR_NAME};
 use crate::per_client::PerClient;
 use crate::ratelimit::RateLimiter;
 use crate::root::Root;
+use crate::tls::{self, Tls};
 use ddftp_proto::ErrorCode;
 
 /// How a server behaves.
@@ -37,6 +38,8 @@ pub struct ServerConfig {
     pub token: Option<Vec<u8>>,
     /// Where file digests are kept (default: `ROOT/.ddftpd-index`).
     pub index_dir: Option<PathBuf>,
+    /// Speak TLS only, with this certificate (and client CA).
+    pub tls: Option<Tls>,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +55,7 @@ impl Default for ServerConfig {
             allow: vec![],
             token: None,
             index_dir: None,
+            tls: None,
         }
     }
 }
@@ -64,6 +68,7 @@ pub struct Server {
     per_client: Arc<PerClient>,
     log_errors: bool,
     allow: Arc<[Cidr]>,
+    tls: Option<Tls>,
 }
 
 impl Server {
@@ -88,6 +93,7 @@ impl Server {
             per_client: PerClient::new(cfg.max_per_client),
             log_errors: cfg.log_errors,
             allow: cfg.allow.clone().into(),
+            tls: cfg.tls.clone(),
         })
     }
 
@@ -138,11 +144,16 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
         while conns.try_join_next().is_some() {}
         let shared = server.shared.clone();
         let log = server.log_errors;
+        let tls = server.tls.clone();
+        // A TLS client is refused inside TLS: it could read nothing else.
         let refusal = |sock, code, message: String| {
             let turn = refusals.clone().try_acquire_owned();
+            let tls = tls.clone();
             async move {
                 if let Ok(turn) = turn {
-                    let _ = connection::refuse(sock, code, message).await;
+                    if let Ok(s) = tls::accept(sock, tls.as_ref(), peer).await {
+                        let _ = connection::refuse(s, code, message).await;
+                    }
                     drop(turn);
                 }
             }
@@ -180,7 +191,8 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
             continue;
         }
         conns.spawn(async move {
-            if let Err(e) = connection::handle(sock, shared).await {
+            let conn = async { connection::handle(tls::accept(sock, tls.as_ref(), peer).await?, shared).await };
+            if let Err(e) = conn.await {
                 if log {
                     tracing::warn!(%peer, "{e}");
                 }

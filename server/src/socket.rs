@@ -6,14 +6,19 @@
 //! - A block goes out as its 17-byte header (`send` with `MSG_MORE`, so it
 //!   shares a segment with the payload) and then `sendfile` from the page
 //!   cache: no copy through user space and no block buffer per connection.
+//! - Over TLS the bytes must pass through the encryption in user space:
+//!   a block is read in pieces of [`COPY_PIECE`] into one buffer per
+//!   connection and written through rustls (the kernel here may have no
+//!   `tls` module to offload it to; see docs/tls.md).
 
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
-use tokio::io::{AsyncWriteExt, Interest};
-use tokio::net::tcp::OwnedWriteHalf;
+use ddnet::tls::WriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 pub use ddnet::sys::limit_unsent;
@@ -26,10 +31,56 @@ fn check(n: isize) -> io::Result<usize> {
     }
 }
 
+/// What a TLS connection reads of a block at a time.
+pub const COPY_PIECE: usize = 256 * 1024;
+
 /// Sends `header` then `len` bytes of `file` from `offset`, waiting for the
-/// socket as needed. A file that shrank under us is an error (the frame's
-/// promised length cannot be met, so the connection must close).
+/// socket as needed: with `sendfile` on a plain connection, through `buf`
+/// and rustls on a TLS one. A file that shrank under us is an error (the
+/// frame's promised length cannot be met, so the connection must close).
 pub async fn send_block(
+    wr: &mut WriteHalf,
+    header: &[u8],
+    file: &File,
+    offset: u64,
+    len: usize,
+    idle: Duration,
+    buf: &mut Vec<u8>,
+) -> io::Result<()> {
+    let WriteHalf::Plain(w) = wr else { return copy_block(wr, header, file, offset, len, idle, buf).await };
+    sendfile_block(w.as_ref(), header, file, offset, len, idle).await
+}
+
+async fn copy_block(
+    wr: &mut WriteHalf,
+    header: &[u8],
+    file: &File,
+    offset: u64,
+    len: usize,
+    idle: Duration,
+    buf: &mut Vec<u8>,
+) -> io::Result<()> {
+    write_within(wr, header, idle).await?;
+    buf.resize(COPY_PIECE.min(len), 0);
+    let end = offset + len as u64;
+    let mut at = offset;
+    while at < end {
+        let want = ((end - at) as usize).min(buf.len());
+        let got = file.read_at(&mut buf[..want], at)?;
+        if got == 0 {
+            return Err(shrank());
+        }
+        write_within(wr, &buf[..got], idle).await?;
+        at += got as u64;
+    }
+    flush_within(wr, idle).await
+}
+
+fn shrank() -> io::Error {
+    io::Error::other("file shrank while being served")
+}
+
+async fn sendfile_block(
     sock: &TcpStream,
     header: &[u8],
     file: &File,
@@ -59,7 +110,7 @@ pub async fn send_block(
         let r =
             sock.try_io(Interest::WRITABLE, || check(unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, want) }));
         match r {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being served")),
+            Ok(0) => return Err(shrank()),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(sock, idle).await?,
             Err(e) => return Err(e),
@@ -80,8 +131,18 @@ pub fn not_reading(idle: Duration) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, format!("the client accepted no data for {:.0} s", idle.as_secs_f64()))
 }
 
-/// Writes all of `buf`; a client that accepts nothing for `idle` is an error.
-pub async fn write_all_within(wr: &mut OwnedWriteHalf, buf: &[u8], idle: Duration) -> io::Result<()> {
+/// Writes all of `buf` and flushes it (TLS holds its last record until
+/// then); a client that accepts nothing for `idle` is an error.
+pub async fn write_all_within(wr: &mut WriteHalf, buf: &[u8], idle: Duration) -> io::Result<()> {
+    write_within(wr, buf, idle).await?;
+    flush_within(wr, idle).await
+}
+
+async fn flush_within(wr: &mut (impl AsyncWrite + Unpin), idle: Duration) -> io::Result<()> {
+    tokio::time::timeout(idle, wr.flush()).await.unwrap_or_else(|_| Err(not_reading(idle)))
+}
+
+async fn write_within(wr: &mut (impl AsyncWrite + Unpin), buf: &[u8], idle: Duration) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
         match tokio::time::timeout(idle, wr.write(&buf[done..])).await {

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ddftp_proto::{Endpoint, ErrorCode};
+use ddftp_proto::ErrorCode;
 use ddtree::list::{self, Entry};
 
 use super::{ArchiveError, ArchiveSpec};
 pub(super) use crate::session::WalkErrors;
-use crate::session::{Route, Session, SessionError};
+use crate::session::{Peer, Session, SessionError};
 
 /// The list: from `--list` (with `--strip`), or walked by the first mirror
 /// that answers, and what that walk could not read. A walk that could not
@@ -33,7 +33,7 @@ pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<(Vec<Entry>, WalkEr
         }
         return Ok((entries, vec![]));
     }
-    let mut failures = vec![];
+    let (mut failures, mut untrusted) = (vec![], false);
     let mut partial: Option<(Vec<Entry>, WalkErrors)> = None;
     for ep in &spec.get.mirrors {
         match walk_on(ep, &spec.src, spec.get.token.as_deref()).await {
@@ -44,15 +44,18 @@ pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<(Vec<Entry>, WalkEr
                     partial = Some((entries, errors));
                 }
             }
-            Err(e) => failures.push(format!("  {ep}: {e}")),
+            Err(e) => {
+                untrusted |= matches!(e, SessionError::Tls(_));
+                failures.push(format!("  {ep}: {e}"))
+            }
         }
     }
-    partial.ok_or(ArchiveError::Walk { src: spec.src.clone(), failures })
+    partial.ok_or(ArchiveError::Walk { src: spec.src.clone(), failures, untrusted })
 }
 
 /// Asks one mirror to walk `src`.
 pub(super) async fn walk_on(
-    ep: &Endpoint,
+    ep: &Peer,
     src: &str,
     token: Option<&[u8]>,
 ) -> Result<(Vec<Entry>, WalkErrors), SessionError> {
@@ -73,22 +76,22 @@ pub(super) async fn walk_on(
 /// Asks one mirror to walk `src`, handing its entries to `out` a batch at
 /// a time as the walk goes; `began` is set once some of the list has come.
 pub(super) async fn walk_stream(
-    ep: &Endpoint,
+    ep: &Peer,
     src: &str,
     token: Option<&[u8]>,
     out: tokio::sync::mpsc::Sender<Vec<Entry>>,
     began: &mut bool,
 ) -> Result<WalkErrors, SessionError> {
-    let route = Route { endpoint: ep.clone(), local: None };
+    let route = ep.route(None);
     Session::open(&route, token).await?.walk(src, out, began).await
 }
 
 /// Defines the bundle on one mirror (`def`: the packed list); its name, or
 /// why not. A mirror busy taking in other definitions is asked again, for
 /// up to [`BUSY_WAIT`].
-pub(super) async fn define_on(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -> Result<String, SessionError> {
+pub(super) async fn define_on(ep: &Peer, def: &[u8], token: Option<&[u8]>) -> Result<String, SessionError> {
     let started = std::time::Instant::now();
-    let route = Route { endpoint: ep.clone(), local: None };
+    let route = ep.route(None);
     loop {
         let r = async { Session::open(&route, token).await?.define_bundle(def).await }.await;
         match r {
@@ -104,14 +107,14 @@ pub(super) async fn define_on(ep: &Endpoint, def: &[u8], token: Option<&[u8]>) -
 const BUSY_WAIT: Duration = Duration::from_secs(60);
 
 /// The mirrors registering a bundle, each answering with its name for it.
-pub(super) type Defining = tokio::task::JoinSet<(Endpoint, Result<String, SessionError>)>;
+pub(super) type Defining = tokio::task::JoinSet<(Peer, Result<String, SessionError>)>;
 
 /// Asks every mirror to register the bundle defined by `def` (if there is
 /// anything to move); each task answers with its mirror.
 pub(super) fn define_everywhere(
     spec: &ArchiveSpec,
     def: Option<Vec<u8>>,
-) -> tokio::task::JoinSet<(Endpoint, Result<String, SessionError>)> {
+) -> tokio::task::JoinSet<(Peer, Result<String, SessionError>)> {
     let mut set = tokio::task::JoinSet::new();
     let Some(def) = def else { return set };
     let def: Arc<[u8]> = def.into();

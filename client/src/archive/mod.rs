@@ -37,13 +37,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ddftp_proto::Endpoint;
 use ddtree::list::{self, Entry, Kind};
 
 use crate::journal::journal_path;
 use crate::session::SessionError;
 use crate::store::Store;
-use crate::transfer::{self, GetSpec, Progress, TransferError, TransferReport};
+use crate::transfer::{self, GetSpec, Peer, Progress, TransferError, TransferReport};
 
 use dirs::{still_changing, Dirs};
 use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
@@ -83,7 +82,12 @@ pub enum ArchiveError {
     #[error(transparent)]
     List(#[from] list::ListError),
     #[error("listing {src} on the mirrors failed:\n{}", failures.join("\n"))]
-    Walk { src: String, failures: Vec<String> },
+    Walk {
+        src: String,
+        failures: Vec<String>,
+        /// Some mirror failed its TLS handshake.
+        untrusted: bool,
+    },
     #[error("{path}: {why}")]
     BadEntry { path: String, why: String },
     #[error("no mirror can serve the files to move:\n{}", failures.join("\n"))]
@@ -479,7 +483,7 @@ impl<'a> Archiving<'a> {
         // say so; what none can read is told, not written.
         let unread = store.unread();
         let said: HashSet<&str> = unread.iter().flat_map(|(_, u)| u.mirrors.iter().map(String::as_str)).collect();
-        let others: Vec<Endpoint> =
+        let others: Vec<Peer> =
             spec.get.mirrors.iter().filter(|m| !said.contains(m.to_string().as_str())).cloned().collect();
         if !unread.is_empty() && !others.is_empty() {
             let again: Vec<&Item> = unread.iter().map(|(i, _)| todo[*i]).collect();

@@ -82,7 +82,7 @@ impl Archiving<'_> {
         let unreadable = &AtomicBool::new(false);
         let mut phases = Phases::default();
         let walk = async move {
-            let mut failures = vec![];
+            let (mut failures, mut untrusted) = (vec![], false);
             for ep in &spec.get.mirrors {
                 let mut began = false;
                 match walk_stream(ep, self.src, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
@@ -94,7 +94,10 @@ impl Archiving<'_> {
                         failures.push(format!("  {ep}: {} entries could not be read", errors.len()));
                         unreadable.store(true, Ordering::Release);
                     }
-                    Err(e) => failures.push(format!("  {ep}: {e}")),
+                    Err(e) => {
+                        untrusted |= matches!(e, SessionError::Tls(_));
+                        failures.push(format!("  {ep}: {e}"))
+                    }
                 }
                 // Another mirror is asked only if this one sent nothing:
                 // what it did send may be moving already.
@@ -103,7 +106,7 @@ impl Archiving<'_> {
                     break;
                 }
             }
-            Err(ArchiveError::Walk { src: self.src.to_string(), failures })
+            Err(ArchiveError::Walk { src: self.src.to_string(), failures, untrusted })
         };
         // Entries into parts; directories kept for the end.
         let split = async move {

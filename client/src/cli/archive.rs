@@ -41,6 +41,7 @@ pub struct ArchiveOpt {
 fn exit_for_archive(e: &ArchiveError) -> Exit {
     match e {
         ArchiveError::List(_) | ArchiveError::BadEntry { .. } => Exit::Usage,
+        ArchiveError::Walk { untrusted: true, .. } => Exit::Tls,
         ArchiveError::Walk { .. } | ArchiveError::NoBundle { .. } => Exit::Transfer,
         ArchiveError::Local { .. } => Exit::Local,
         ArchiveError::Transfer(t) => exit_for(t),

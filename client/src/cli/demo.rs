@@ -18,7 +18,7 @@ use super::get::{fetch, print_summary, DEFAULT_BLOCK_SIZE};
 use super::{report_error, runtime, Exit};
 use crate::progress::Bar;
 use crate::scheduler::Config;
-use crate::transfer::{GetSpec, Progress};
+use crate::transfer::{GetSpec, Peer, Progress};
 
 /// See DDOps at work: 4 local mirrors of different speeds, one slowing down.
 #[derive(Debug, Args)]
@@ -127,7 +127,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         let server = Server::new(&root, &cfg)?;
         let l = TcpListener::bind("127.0.0.1:0").await?;
         let addr = l.local_addr()?;
-        mirrors.push(Endpoint { host: addr.ip().to_string(), port: addr.port() });
+        mirrors.push(Peer::plain(Endpoint { host: addr.ip().to_string(), port: addr.port() }));
         let mut stop = stop_tx.subscribe();
         tokio::spawn(server.clone().run(vec![l], async move {
             let _ = stop.recv().await;

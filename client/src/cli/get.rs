@@ -12,7 +12,8 @@ use super::{report_error, runtime, Exit};
 use crate::metalink::{self, MetalinkFile};
 use crate::progress::Bar;
 use crate::scheduler::Config;
-use crate::transfer::{self, GetSpec, Sha256Checked, TransferError, TransferReport};
+use crate::session::Secure;
+use crate::transfer::{self, GetSpec, Peer, Sha256Checked, TransferError, TransferReport};
 
 /// Default block size: large enough that per-block costs vanish at GB/s,
 /// small enough that the last pair meets within milliseconds on slow links.
@@ -34,10 +35,6 @@ pub struct GetOpt {
     /// SHA-256; a mismatch discards the download and exits with 3.
     #[arg(long, value_name = "URL")]
     pub checksum_url: Option<String>,
-    /// A private CA's certificate(s) (PEM) that HTTPS mirrors may be signed
-    /// by, trusted besides the system's.
-    #[arg(long, value_name = "PEM")]
-    pub ca_file: Option<PathBuf>,
     /// Where to write the file (default: its name, in the current directory).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -68,10 +65,25 @@ pub struct GetOpt {
 #[derive(Debug, Args)]
 pub struct MoveOpt {
     /// Mirrors serving the same data: ddftpd at HOST[:PORT] (port 7400 if
-    /// omitted, IPv6 in brackets), or HTTP servers that honour Range:
-    /// http://HOST[:PORT]/DIR/ (PATH is appended) or the file's own URL.
+    /// omitted, IPv6 in brackets), ddftpd over TLS at ddftps://HOST[:PORT],
+    /// or HTTP servers that honour Range: http://HOST[:PORT]/DIR/ (PATH is
+    /// appended) or the file's own URL.
     #[arg(long, short = 'm', value_delimiter = ',', value_parser = parse_mirror)]
     pub mirrors: Vec<Mirror>,
+    /// Reach every ddftpd mirror over TLS, as if each were ddftps://.
+    #[arg(long)]
+    pub tls: bool,
+    /// A private CA's certificate(s) (PEM) that TLS mirrors (ddftps://,
+    /// https://) may be signed by, trusted besides the system's.
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+    /// Our certificate chain (PEM), for mirrors that require client
+    /// certificates (ddftpd --client-ca); needs --key.
+    #[arg(long, value_name = "CERT.pem", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(long, value_name = "KEY.pem", requires = "cert")]
+    pub key: Option<PathBuf>,
     /// Block size, e.g. 256KiB or 1MiB.
     #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
     pub block_size: u32,
@@ -100,10 +112,14 @@ impl MoveOpt {
     /// A transfer of `path` into `output` with these flags (no resume reset,
     /// no published checksum, no local binds: the caller sets those it has).
     pub fn spec(&self, path: String, output: PathBuf, sync: bool) -> Result<GetSpec, String> {
+        let tls = self.tls_connector()?;
         let (mut mirrors, mut http) = (vec![], vec![]);
         for m in &self.mirrors {
             match m {
-                Mirror::Ddftpd(ep) => mirrors.push(ep.clone()),
+                Mirror::Ddftpd(ep, secure) => {
+                    let tls = (*secure || self.tls).then(|| tls.clone().expect("built when a mirror needs it"));
+                    mirrors.push(Peer { endpoint: ep.clone(), tls })
+                }
                 Mirror::Http(u) => http.push(u.clone()),
             }
         }
@@ -123,17 +139,34 @@ impl MoveOpt {
             scheduler: Config::default(),
             store: None,
             sealed_size: None,
-            ca_file: None,
+            ca_file: self.ca_file.clone(),
             checksum_url: None,
             metalink: None,
         })
     }
 }
 
-/// A `--mirrors` entry.
+impl MoveOpt {
+    /// The TLS client configuration, when some ddftpd mirror is reached
+    /// over TLS (ddftps:// or --tls).
+    fn tls_connector(&self) -> Result<Option<Secure>, String> {
+        let any = self.mirrors.iter().any(|m| matches!(m, Mirror::Ddftpd(_, true)));
+        if !(any || self.tls) {
+            if self.cert.is_some() {
+                return Err("--cert is for TLS mirrors: give them as ddftps://HOST[:PORT], or add --tls".into());
+            }
+            return Ok(None);
+        }
+        let identity = self.cert.as_deref().zip(self.key.as_deref());
+        let opt = ddnet::tls::ClientTls { ca_file: self.ca_file.as_deref(), identity };
+        Ok(Some(Secure(ddnet::tls::client_config(&opt).map_err(|e| e.to_string())?)))
+    }
+}
+
+/// A `--mirrors` entry: a ddftpd (over TLS or not) or an HTTP(S) URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mirror {
-    Ddftpd(Endpoint),
+    Ddftpd(Endpoint, bool),
     Http(String),
 }
 
@@ -143,9 +176,17 @@ pub(crate) fn parse_mirror(s: &str) -> Result<Mirror, String> {
         crate::http::HttpMirror::parse(s, "f").map_err(|e| e.to_string())?;
         return Ok(Mirror::Http(s.to_string()));
     }
-    match parse_endpoint(s) {
+    let (addr, tls) = match (s.strip_prefix("ddftps://"), s.strip_prefix("ddftp://")) {
+        (Some(a), _) => (a.trim_end_matches('/'), true),
+        (_, Some(a)) => (a.trim_end_matches('/'), false),
+        _ if s.contains("://") => {
+            return Err(format!("{s:?}: a mirror is HOST[:PORT], ddftps://HOST[:PORT] or an http(s):// URL"))
+        }
+        _ => (s, false),
+    };
+    match parse_endpoint(addr) {
         Ok(ep) if ep.port == 0 => Err(format!("{s:?}: a mirror's port cannot be 0")),
-        Ok(ep) => Ok(Mirror::Ddftpd(ep)),
+        Ok(ep) => Ok(Mirror::Ddftpd(ep, tls)),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -250,7 +291,6 @@ impl GetOpt {
             restart: self.restart,
             checksum: self.checksum.clone(),
             binds: self.binds()?,
-            ca_file: self.ca_file.clone(),
             checksum_url: self.checksum_url.clone(),
             metalink,
             ..self.moving.spec(path, output, self.sync)?
@@ -408,6 +448,7 @@ pub fn exit_for(e: &TransferError) -> Exit {
         | TransferError::NoChecksum { .. }
         | TransferError::DigestMismatch { .. } => Exit::Integrity,
         TransferError::Interrupted { .. } => Exit::Interrupted,
+        TransferError::Untrusted { .. } => Exit::Tls,
         TransferError::Output { .. } | TransferError::NoSpace { .. } => Exit::Local,
         TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => Exit::Transfer,
     }

@@ -28,6 +28,9 @@ pub enum Exit {
     /// Some entries could not be copied (each named, with why); all the
     /// others were.
     Partial = 5,
+    /// No mirror could be used and some failed their TLS handshake (a
+    /// certificate that does not verify, a plaintext peer, ours refused).
+    Tls = 6,
     /// Interrupted (Ctrl-C); resumable.
     Interrupted = 130,
 }

@@ -4,6 +4,7 @@
 //! `ddftp recv --listen A:P,B:P | tar x`.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,6 +24,20 @@ pub struct SendOpt {
     /// Local address for each link, in the same order (default: the OS picks).
     #[arg(long, value_delimiter = ',', value_name = "ADDR,...")]
     pub bind: Vec<IpAddr>,
+    /// Every link over TLS 1.3 (the receiver runs with --tls-cert); each
+    /// link's certificate must name the host given for it in --links.
+    #[arg(long)]
+    pub tls: bool,
+    /// A private CA's certificate(s) (PEM) the receiver's certificate may
+    /// be signed by, trusted besides the system's.
+    #[arg(long, value_name = "PEM", requires = "tls")]
+    pub ca_file: Option<PathBuf>,
+    /// Our certificate chain (PEM), for a receiver started with --client-ca.
+    #[arg(long, value_name = "CERT.pem", requires_all = ["key", "tls"])]
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(long, value_name = "KEY.pem", requires = "cert")]
+    pub key: Option<PathBuf>,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -34,9 +49,24 @@ pub struct RecvOpt {
     /// Addresses to listen on, one per link: ADDR:PORT,ADDR:PORT,...
     #[arg(long, value_delimiter = ',', required = true, value_name = "ADDR:PORT,...")]
     pub listen: Vec<SocketAddr>,
+    /// Every link over TLS 1.3 with this certificate chain (PEM); needs
+    /// --tls-key. The sender adds --tls.
+    #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "KEY.pem", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require the sender's certificate, signed by this CA (PEM).
+    #[arg(long, value_name = "CA.pem", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+/// The host of a `--links` entry: the name its certificate must carry.
+fn link_host(spec: &str) -> String {
+    ddftp_proto::parse_endpoint(spec).map_or_else(|_| spec.to_string(), |ep| ep.host)
 }
 
 async fn resolve(spec: &str) -> Result<SocketAddr, String> {
@@ -153,8 +183,25 @@ pub fn run_send(opt: SendOpt) -> Exit {
                 }
             }
         }
+        let tls = match &opt.tls {
+            false => None,
+            true => {
+                let identity = opt.cert.as_deref().zip(opt.key.as_deref());
+                let client = ddnet::tls::ClientTls { ca_file: opt.ca_file.as_deref(), identity };
+                match ddnet::tls::client_config(&client) {
+                    Ok(connector) => {
+                        let names = opt.links.iter().map(|l| link_host(l)).collect();
+                        Some(ddnet::endpoint::ClientSide { connector, names })
+                    }
+                    Err(e) => {
+                        report_error(&e);
+                        return Exit::Usage;
+                    }
+                }
+            }
+        };
         let started = Instant::now();
-        let ch = match Striped::connect(&routes).await {
+        let ch = match Striped::connect_with(&routes, tls.as_ref()).await {
             Ok(c) => Arc::new(c),
             Err(e) => {
                 report_error(&e);
@@ -197,7 +244,18 @@ pub fn run_recv(opt: RecvOpt) -> Exit {
         }
     };
     rt.block_on(async {
+        let tls = match (&opt.tls_cert, &opt.tls_key) {
+            (Some(cert), Some(key)) => match ddnet::tls::server_config(cert, key, opt.client_ca.as_deref()) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    report_error(&e);
+                    return Exit::Usage;
+                }
+            },
+            _ => None,
+        };
         let l = match StripeListener::bind(&opt.listen).await {
+            Ok(l) if tls.is_some() => l.with_tls(tls.expect("checked")),
             Ok(l) => l,
             Err(e) => {
                 report_error(&e);

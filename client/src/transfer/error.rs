@@ -40,6 +40,8 @@ pub enum TransferError {
     NoMirrors,
     #[error("no mirror could serve {path}:\n{}", .failures.join("\n"))]
     NoUsableMirror { path: String, failures: Vec<String> },
+    #[error("no mirror could serve {path}, and TLS is why (nothing was moved):\n{}", .failures.join("\n"))]
+    Untrusted { path: String, failures: Vec<String> },
     #[error("mirrors disagree on {path} and no majority says which copy is right: {}", .versions.join("; "))]
     NoMajority { path: String, versions: Vec<String> },
     #[error(

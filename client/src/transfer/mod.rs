@@ -23,14 +23,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use crate::session::Peer;
 use bytes::BytesMut;
 use ddftp_proto::frame::{self, SERVER_ID_LEN};
 use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, Endpoint, Reply, Request};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use std::net::IpAddr;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::consensus::{self, Version};
@@ -86,7 +86,7 @@ pub trait Progress: Send {
 #[derive(Debug, Clone)]
 pub struct GetSpec {
     pub path: String,
-    pub mirrors: Vec<Endpoint>,
+    pub mirrors: Vec<Peer>,
     pub output: PathBuf,
     pub block_size: u32,
     /// fsync the output before it is renamed into place.
@@ -154,7 +154,7 @@ pub fn part_path(output: &Path) -> PathBuf {
 /// Mirrors that become ready while a sealed transfer runs (an archive's,
 /// as each registers the bundle): each joins as a new producer per local
 /// address, or, with why not, is reported skipped.
-pub type Joining = mpsc::UnboundedReceiver<(Endpoint, Result<(), SessionError>)>;
+pub type Joining = mpsc::UnboundedReceiver<(Peer, Result<(), SessionError>)>;
 
 /// Downloads `spec.path` from the mirrors into `spec.output`. The file
 /// appears under its name only once every byte has arrived.
@@ -206,21 +206,34 @@ pub async fn get_joining(
         });
     let mut usable = vec![];
     let mut failures = vec![];
+    // Some mirror failed its TLS handshake (a certificate that does not
+    // verify, say): if none is left, that is what the user must fix.
+    let mut untrusted = false;
     for (route, h) in routes.iter().zip(probes) {
         match h.await.expect("probe task") {
             Ok(x) => usable.push(x),
-            Err(e) => failures.push(format!("  {route}: {e}")),
+            Err(e) => {
+                untrusted |= matches!(e, SessionError::Tls(_));
+                failures.push(format!("  {route}: {e}"))
+            }
         }
     }
     let mut http = vec![];
     for h in http_probes {
         match h.await.expect("probe task") {
             Ok(x) => http.push(x),
-            Err((url, e)) => failures.push(format!("  {url}: {e}")),
+            Err((url, e)) => {
+                untrusted |= matches!(e, crate::http::HttpError::Tls(_));
+                failures.push(format!("  {url}: {e}"))
+            }
         }
     }
     if usable.is_empty() && http.is_empty() {
-        return Err(TransferError::NoUsableMirror { path: spec.path.clone(), failures });
+        let path = spec.path.clone();
+        return Err(match untrusted {
+            true => TransferError::Untrusted { path, failures },
+            false => TransferError::NoUsableMirror { path, failures },
+        });
     }
     for f in &failures {
         let w = format!("skipping {}", f.trim_start());

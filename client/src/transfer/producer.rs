@@ -97,10 +97,10 @@ pub(super) async fn probe(
 
 /// The routes to `endpoint`: one from each local address (`--bind`), or
 /// one from wherever the OS routes.
-pub(super) fn routes_to(spec: &GetSpec, endpoint: &Endpoint) -> Vec<Route> {
+pub(super) fn routes_to(spec: &GetSpec, peer: &Peer) -> Vec<Route> {
     match spec.binds.is_empty() {
-        true => vec![Route { endpoint: endpoint.clone(), local: None }],
-        false => spec.binds.iter().map(|&l| Route { endpoint: endpoint.clone(), local: Some(l) }).collect(),
+        true => vec![peer.route(None)],
+        false => spec.binds.iter().map(|&l| peer.route(Some(l))).collect(),
     }
 }
 

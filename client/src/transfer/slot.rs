@@ -65,7 +65,7 @@ pub(super) enum Check {
 pub(super) async fn run_slot(
     slot: ProducerId,
     mirror: Arc<str>,
-    sock: TcpStream,
+    sock: ddnet::tls::Stream,
     ctx: Arc<SlotCtx>,
     mut cmds: mpsc::UnboundedReceiver<Action>,
     events: mpsc::Sender<Event>,
@@ -94,7 +94,7 @@ pub(super) async fn run_slot(
                     }
                     Action::End { stream, .. } => Request::End { stream }.encode(&mut out),
                 }
-                if let Err(e) = wr.write_all(&out).await {
+                if let Err(e) = crate::session::send(&mut wr, &out).await {
                     let _ = events.send(fail(format!("send: {e}"))).await;
                     return;
                 }

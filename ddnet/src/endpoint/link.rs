@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncReadExt, Interest};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+
+use super::secure::{self, LinkReader, LinkWriter};
 
 use super::state::*;
 use super::Shared;
@@ -149,8 +150,8 @@ impl LinkOut {
     /// Asks the kernel how far the peer has acknowledged (`acked_seen`)
     /// and feeds the meter: `None` if the kernel would not say, else the
     /// rate sample taken, if any.
-    pub(super) fn look(&mut self, wr: &OwnedWriteHalf) -> Option<Option<f64>> {
-        let (acked, busy_us) = tcp_progress(wr.as_ref())?;
+    pub(super) fn look(&mut self, wr: &LinkWriter) -> Option<Option<f64>> {
+        let (acked, busy_us) = tcp_progress(wr.sock())?;
         self.acked_seen = acked;
         Some(self.meter.sample(acked, busy_us))
     }
@@ -166,10 +167,14 @@ impl LinkOut {
 
     /// Writes the unsent frame to `wr` without waiting: true once all of
     /// it is.
-    pub(super) fn try_flush(&mut self, wr: &OwnedWriteHalf) -> io::Result<bool> {
+    pub(super) fn try_flush(&mut self, wr: &LinkWriter) -> io::Result<bool> {
         let Some(u) = &mut self.unsent else { return Ok(true) };
+        if let Some(tls) = &wr.tls {
+            return secure::try_flush(wr.sock(), tls, u);
+        }
+        let sock = wr.sock();
         while !u.is_written() {
-            match wr.as_ref().try_io(Interest::WRITABLE, || send_parts(wr.as_ref(), &u.slices())) {
+            match sock.try_io(Interest::WRITABLE, || send_parts(sock, &u.slices())) {
                 Ok(n) => u.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
@@ -262,7 +267,7 @@ pub(super) async fn write_link(link: LinkId, shared: Arc<Shared>) {
             Step::Wrote => {}
             Step::Full => {
                 // The frame stays unsent; whoever holds `out` next goes on.
-                if let Err(e) = shared.wr[link].writable().await {
+                if let Err(e) = shared.wr[link].sock().writable().await {
                     let mut out = shared.out[link].lock().expect("out");
                     if shared.finish(link, &mut out, Err(e)).is_none() {
                         break;
@@ -322,9 +327,9 @@ pub(super) fn write_step(link: LinkId, out: &mut LinkOut, shared: &Shared) -> St
 
 /// Closes a link's sending side (the peer reads its end); the socket
 /// stays open for reading.
-pub(super) fn shut_write(wr: &OwnedWriteHalf) {
+pub(super) fn shut_write(wr: &LinkWriter) {
     // SAFETY: shutdown on a socket this endpoint owns.
-    unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(wr.as_ref()), libc::SHUT_WR) };
+    unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(wr.sock()), libc::SHUT_WR) };
 }
 
 /// What a batch of frames asks of the other tasks.
@@ -509,7 +514,7 @@ impl std::fmt::Display for LinkEnd {
 /// answers at once has its reply out sooner, and what the reader does
 /// then overlaps the peer's work. A long run is read past the buffer,
 /// straight into a payload buffer of its own.
-pub(super) async fn read_link(link: LinkId, mut rd: OwnedReadHalf, shared: Arc<Shared>) {
+pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shared>) {
     // What the socket gave; frames from `at` on are not applied yet.
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut at = 0;

@@ -28,7 +28,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 
@@ -37,7 +36,11 @@ use crate::sys::{connect_from, limit_unsent, tcp_progress};
 use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
 
 mod link;
+mod secure;
 mod state;
+
+pub use secure::ClientSide;
+use secure::{LinkReader, LinkWriter, Tls};
 
 use link::*;
 use state::*;
@@ -55,7 +58,7 @@ struct Shared {
     state: Mutex<State>,
     /// Each link's socket, sending side: written by whoever holds the
     /// link's `out`.
-    wr: Vec<OwnedWriteHalf>,
+    wr: Vec<LinkWriter>,
     /// Each link's sending state, held only while writing without waiting
     /// (the writer waits for a full socket with it let go).
     out: Vec<Mutex<LinkOut>>,
@@ -225,25 +228,51 @@ impl Striped {
     /// OS picks). Links that cannot connect are left out; at least one
     /// must connect.
     pub async fn connect(routes: &[(Option<IpAddr>, SocketAddr)]) -> io::Result<Striped> {
+        Striped::connect_with(routes, None).await
+    }
+
+    /// [`Striped::connect`], every link over TLS with `tls` when given (a
+    /// link whose handshake fails is left out, like one that cannot
+    /// connect, and the error says why).
+    pub async fn connect_with(
+        routes: &[(Option<IpAddr>, SocketAddr)],
+        tls: Option<&ClientSide>,
+    ) -> io::Result<Striped> {
         let mut socks = vec![];
         let mut last_err = None;
-        for &(local, remote) in routes {
+        for (route, &(local, remote)) in routes.iter().enumerate() {
             match open(local, remote).await {
-                Ok(s) => socks.push(s),
+                Ok(s) => socks.push((s, remote, route)),
                 Err(e) => last_err = Some(io::Error::new(e.kind(), format!("{remote}: {e}"))),
             }
         }
-        if socks.is_empty() {
-            return Err(last_err.unwrap_or_else(|| broken("no route given")));
-        }
         let session: u64 = rand::random();
         let count = socks.len() as u32;
-        for (i, s) in socks.iter_mut().enumerate() {
+        let mut links = vec![];
+        for (i, (mut s, remote, route)) in socks.into_iter().enumerate() {
             let mut hello = vec![];
             Frame::Hello { session, index: i as u32, count }.encode(&mut hello, &mut LinkIds::default());
-            s.write_all(&hello).await?;
+            match tls {
+                None => {
+                    s.write_all(&hello).await?;
+                    links.push((s, None));
+                }
+                Some(side) => {
+                    let name = side.names.get(route).cloned().unwrap_or_else(|| remote.ip().to_string());
+                    let shake = tokio::time::timeout(HELLO_TIMEOUT, secure::connect(&side.connector, &name, s, &hello));
+                    match shake.await.unwrap_or_else(|_| Err(io::Error::other("TLS handshake timed out"))) {
+                        Ok((s, t)) => links.push((s, Some(t))),
+                        Err(e) => last_err = Some(io::Error::new(e.kind(), format!("{remote}: {e}"))),
+                    }
+                }
+            }
         }
-        Ok(Striped::start(socks))
+        // Every link announced the count: one that failed its handshake
+        // would leave the receiver waiting for it.
+        if links.len() != count as usize || links.is_empty() {
+            return Err(last_err.unwrap_or_else(|| broken("no route given")));
+        }
+        Ok(Striped::start(links))
     }
 
     /// Links in use when the channel started.
@@ -287,17 +316,20 @@ impl Striped {
         Stats { alive, lost, sent, resent, rates }
     }
 
-    fn start(socks: Vec<TcpStream>) -> Striped {
+    fn start(socks: Vec<(TcpStream, Option<Tls>)>) -> Striped {
         let n = socks.len();
         let (mut readers, mut writers, mut out) = (vec![], vec![], vec![]);
-        for s in socks {
+        for (s, tls) in socks {
             let _ = s.set_nodelay(true);
             let _ = limit_unsent(&s, UNSENT_LOW_WATER);
             let meter =
                 tcp_progress(&s).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
             let (rd, wr) = s.into_split();
-            readers.push(rd);
-            writers.push(wr);
+            readers.push(match &tls {
+                None => LinkReader::Plain(rd),
+                Some(t) => LinkReader::Tls(secure::Reader { rd, tls: t.clone() }),
+            });
+            writers.push(LinkWriter { wr, tls });
             let acked_seen = meter.acked;
             out.push(Mutex::new(LinkOut {
                 unsent: None,
@@ -458,6 +490,7 @@ impl Drop for Striped {
 /// Accepts striped channels on one or more addresses.
 pub struct StripeListener {
     listeners: Vec<TcpListener>,
+    tls: Option<crate::tls::TlsAcceptor>,
 }
 
 impl StripeListener {
@@ -466,7 +499,14 @@ impl StripeListener {
         for a in addrs {
             listeners.push(TcpListener::bind(a).await.map_err(|e| io::Error::new(e.kind(), format!("{a}: {e}")))?);
         }
-        Ok(StripeListener { listeners })
+        Ok(StripeListener { listeners, tls: None })
+    }
+
+    /// Every link must then come over TLS (a TLS 1.3 handshake with this
+    /// acceptor before its Hello); others are dropped.
+    pub fn with_tls(mut self, acceptor: crate::tls::TlsAcceptor) -> StripeListener {
+        self.tls = Some(acceptor);
+        self
     }
 
     /// The bound addresses (with the real ports when 0 was asked).
@@ -478,20 +518,31 @@ impl StripeListener {
     /// (on any of the addresses). Connections that do not greet properly
     /// are dropped.
     pub async fn accept(&self) -> io::Result<Striped> {
-        let (tx, mut rx) = mpsc::channel::<(u64, u32, u32, TcpStream)>(64);
+        type Link = (TcpStream, Option<Tls>);
+        let (tx, mut rx) = mpsc::channel::<(u64, u32, u32, Link)>(64);
         let mut tasks = tokio::task::JoinSet::new();
-        let mut pending: HashMap<u64, Vec<Option<TcpStream>>> = HashMap::new();
+        let mut pending: HashMap<u64, Vec<Option<Link>>> = HashMap::new();
         loop {
             let accepts = self.listeners.iter().map(|l| Box::pin(l.accept()));
             tokio::select! {
                 (r, _, _) = futures_select_all(accepts) => {
-                    let (sock, _) = r?;
+                    let (sock, peer) = r?;
                     let tx = tx.clone();
+                    let tls = self.tls.clone();
                     tasks.spawn(async move {
-                        let mut sock = sock;
-                        let hello = tokio::time::timeout(HELLO_TIMEOUT, Frame::read_hello(&mut sock)).await;
-                        if let Ok(Ok(Frame::Hello { session, index, count })) = hello {
-                            let _ = tx.send((session, index, count, sock)).await;
+                        let greet = async {
+                            let mut sock = sock;
+                            match &tls {
+                                None => Ok((Frame::read_hello(&mut sock).await?, (sock, None))),
+                                Some(a) => secure::accept(a, sock).await.map(|(f, s, t)| (f, (s, Some(t)))),
+                            }
+                        };
+                        match tokio::time::timeout(HELLO_TIMEOUT, greet).await {
+                            Ok(Ok((Frame::Hello { session, index, count }, link))) => {
+                                let _ = tx.send((session, index, count, link)).await;
+                            }
+                            Ok(Err(e)) => tracing::warn!(%peer, "link refused: {e}"),
+                            Ok(Ok(_)) | Err(_) => tracing::warn!(%peer, "link refused: no Hello"),
                         }
                     });
                 }

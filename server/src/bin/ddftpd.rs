@@ -56,6 +56,17 @@ struct Opt {
     /// the token never crosses the network).
     #[arg(long, value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// Speak TLS 1.3 only, with this certificate chain (PEM); needs
+    /// --tls-key. Clients connect with ddftps://HOST:PORT or --tls.
+    #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "KEY.pem", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM): mutual TLS. The
+    /// subject of each client's certificate is logged.
+    #[arg(long, value_name = "CA.pem", requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
     /// Close a connection that sends nothing for this many seconds while idle.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     idle_timeout: u64,
@@ -139,6 +150,10 @@ fn index(dir: &std::path::Path, index: Option<PathBuf>, jobs: Option<usize>) -> 
 async fn run(opt: Opt) -> anyhow::Result<()> {
     let root = opt.root.expect("clap requires --root without a subcommand");
     let token = opt.token_file.as_deref().map(read_token).transpose()?;
+    let tls = match (&opt.tls_cert, &opt.tls_key) {
+        (Some(cert), Some(key)) => Some(ddftpd::tls::Tls::new(cert, key, opt.client_ca.as_deref())?),
+        _ => None,
+    };
     let cfg = ServerConfig {
         rate_limit: opt.rate_limit,
         follow_symlinks: opt.follow_symlinks,
@@ -148,6 +163,7 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
         allow: opt.allow,
         token,
         index_dir: opt.index,
+        tls,
         ..ServerConfig::default()
     };
     let server = Server::new(&root, &cfg).with_context(|| format!("cannot serve {}", root.display()))?;
@@ -158,6 +174,10 @@ async fn run(opt: Opt) -> anyhow::Result<()> {
         // Scripts and tests read the real port (useful with port 0) from here.
         println!("ddftpd listening on {}", l.local_addr()?);
         listeners.push(l);
+    }
+    if opt.tls_cert.is_some() {
+        let mutual = if opt.client_ca.is_some() { ", client certificates required" } else { "" };
+        tracing::info!("TLS 1.3 only{mutual}");
     }
     if let Some(user) = &opt.user {
         ddftpd::privileges::become_user(user).with_context(|| format!("--user {user}"))?;

@@ -23,9 +23,8 @@ use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
 use ddftp_proto::packed;
 use ddftp_proto::streams::{Next, Stopped, Streams};
 use ddftp_proto::{Direction, ErrorCode, ProtoError, Reply, Request};
+use ddnet::tls::{ReadHalf, Stream, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::bundle::{self, Bundle, Bundles, DefineError};
@@ -74,6 +73,10 @@ pub enum ConnError {
     Refused(String),
     #[error("idle for {0:?}, closed")]
     Idle(Duration),
+    #[error("a TLS client on this plaintext listener: start ddftpd with --tls-cert and --tls-key for it, or connect without TLS")]
+    TlsOnPlain,
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// What a stream reads its blocks from.
@@ -92,8 +95,10 @@ struct Active {
 
 struct Conn {
     shared: Arc<Shared>,
-    wr: OwnedWriteHalf,
+    wr: WriteHalf,
     out: BytesMut,
+    /// Where a TLS connection reads a block's pieces before encrypting them.
+    copy: Vec<u8>,
     greeted: bool,
     /// The nonce of a `Challenge` sent, until `Auth` answers it.
     challenge: Option<[u8; NONCE_LEN]>,
@@ -108,9 +113,9 @@ struct Conn {
 }
 
 /// Serves one connection until the client leaves or breaks the protocol.
-pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnError> {
-    sock.set_nodelay(true)?;
-    socket::limit_unsent(&sock, UNSENT_LOW_WATER)?;
+pub async fn handle(sock: Stream, shared: Arc<Shared>) -> Result<(), ConnError> {
+    sock.tcp().set_nodelay(true)?;
+    socket::limit_unsent(sock.tcp(), UNSENT_LOW_WATER)?;
     let (rd, wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel(64);
     let reader = tokio::spawn(read_requests(rd, tx));
@@ -118,6 +123,7 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
         shared,
         wr,
         out: BytesMut::new(),
+        copy: Vec::new(),
         greeted: false,
         challenge: None,
         streams: Streams::default(),
@@ -127,7 +133,14 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
     };
     let result = match c.run(&mut rx).await {
         // The client went away: an ordinary end, not an error.
-        Err(ConnError::Io(e)) if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) => {
+        // (Over TLS, one that did not say close_notify: every frame is
+        // whole or refused, so nothing can be cut short unnoticed.)
+        Err(ConnError::Io(e))
+            if matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+            ) =>
+        {
             Ok(())
         }
         r => r,
@@ -142,21 +155,28 @@ pub async fn handle(sock: TcpStream, shared: Arc<Shared>) -> Result<(), ConnErro
 
 /// Answers a connection that is not welcome with one error and closes it
 /// (giving up on a client that does not take it within a second).
-pub async fn refuse(mut sock: TcpStream, code: ErrorCode, message: String) -> io::Result<()> {
+pub async fn refuse(mut sock: Stream, code: ErrorCode, message: String) -> io::Result<()> {
     let mut out = BytesMut::new();
     Reply::Error { code, message }.encode(&mut out);
     let send = async {
         sock.write_all(&out).await?;
+        sock.flush().await?;
         sock.shutdown().await
     };
     tokio::time::timeout(Duration::from_secs(1), send).await.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
 }
 
-async fn read_requests(mut rd: OwnedReadHalf, tx: mpsc::Sender<Result<Request, ConnError>>) {
+async fn read_requests(mut rd: ReadHalf, tx: mpsc::Sender<Result<Request, ConnError>>) {
     let mut buf = BytesMut::with_capacity(8 * 1024);
+    let mut first = true;
     loop {
         match Request::decode(&mut buf) {
+            Err(_) if first && buf.first() == Some(&ddnet::tls::HANDSHAKE_RECORD) => {
+                let _ = tx.send(Err(ConnError::TlsOnPlain)).await;
+                return;
+            }
             Ok(Some(req)) => {
+                first = false;
                 if tx.send(Ok(req)).await.is_err() {
                     return;
                 }
@@ -453,7 +473,8 @@ impl Conn {
                 let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
                 put_block_header(&mut header, stream, block, len);
                 self.shared.limiter.acquire(header.len() + len).await;
-                socket::send_block(self.wr.as_ref(), &header, &file, offset, len, self.shared.idle_timeout).await?
+                let idle = self.shared.idle_timeout;
+                socket::send_block(&mut self.wr, &header, &file, offset, len, idle, &mut self.copy).await?
             }
             Source::Bundle(b) => {
                 // Many small files a block: read them into one buffer off

@@ -18,4 +18,5 @@ mod nics;
 mod pipe;
 mod resume;
 mod server_limits;
+mod tls;
 mod walk;

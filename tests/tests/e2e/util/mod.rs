@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use rand::{RngCore, SeedableRng};
 
 pub mod nginx;
+pub mod pki;
 pub mod proxy;
 
 /// The directory holding the workspace's binaries for this test profile.
