@@ -24,7 +24,11 @@ test_pki() {
   local dir=$1; shift
   mkdir -p "$dir"
   [ -s "$dir/srv.pem" ] && return 0
-  local san; san=$(printf 'IP:%s,' "$@"); san=${san%,}
+  # Each address also as a DNS name: XRootD's client checks a host only
+  # against DNS names (rustls, curl and aria2 use the IP entries).
+  local san="" a
+  for a in "$@"; do san+="IP:$a,DNS:$a,"; done
+  san=${san%,}
   (cd "$dir" &&
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 30 \
       -subj "/CN=ddftp bench CA" 2>/dev/null &&

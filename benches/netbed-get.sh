@@ -19,7 +19,9 @@
 # Usage (root): benches/netbed-get.sh [RUNS] [CASES]
 #   CASES: comma list of static,dynamic,rtt,https (default static,dynamic,rtt)
 #   TOOLS (env): space list (default: ddftp ddftp-noverify aria2c axel xrdcp split;
-#     also ddftp-http: ddftp from the nginx mirrors the anchors use)
+#     also ddftp-http: ddftp from the nginx mirrors the anchors use;
+#     ddftp-tls: ddftp from ddftpd over TLS, ddftps:// on :7443;
+#     xrdcp-tls: xrdcp over roots:// from xrootd with TLS on :1095)
 #   OLD (env): a directory holding another build's ddftp and ddftpd (e.g. a
 #     worktree's target/release): its ddftpd also runs on every mirror
 #     (:7401) and the tool `ddftp-old` is that client against those servers,
@@ -77,14 +79,20 @@ SRC_SHA=$(sha256sum "$WORK/data/big.bin" | cut -d' ' -f1)
 "$DDFTPD" index "$WORK/data" >&2
 PKI=$WORK/pki
 test_pki "$PKI" $(for i in $(seq 1 $M); do echo 10.77.$i.2; done)
+# The CA as an OpenSSL hashed directory, for XRootD's client and servers.
+mkdir -p "$PKI/certs" && cp "$PKI/ca.pem" "$PKI/certs/" && openssl rehash "$PKI/certs" && chmod -R a+rX "$PKI/certs"
+chmod a+x "$PKI"
 TOOLS=${TOOLS:-ddftp ddftp-noverify aria2c axel xrdcp split}
 id xrdbench >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin xrdbench
 
-# Servers on every mirror: ddftpd :7400, nginx :8080, xrootd :1094, and a
-# delayline (100 ms each way) in front of each: :17400, :18080, :11094.
+# Servers on every mirror: ddftpd :7400, ddftpd over TLS :7443, nginx :8080
+# (and HTTPS :8443), xrootd :1094, and a delayline (100 ms each way) in
+# front of each: :17400, :17443, :18080, :18443, :11094.
 for i in $(seq 1 $M); do
   ip=10.77.$i.2; run=$WORK/run/m$i; mkdir -p "$run"; chmod 1777 "$run"
   "$NB" exec $BED-m$i -- "$DDFTPD" --root "$WORK/data" --listen $ip:7400 >"$run/ddftpd.log" 2>&1 &
+  "$NB" exec $BED-m$i -- "$DDFTPD" --root "$WORK/data" --listen $ip:7443 --tls-cert "$PKI/srv.pem" \
+    --tls-key "$PKI/srv.key" >"$run/ddftpd-tls.log" 2>&1 &
   if [ -n "${OLD:-}" ]; then
     "$NB" exec $BED-m$i -- "$OLD/ddftpd" --root "$WORK/data" --listen $ip:7401 >"$run/ddftpd-old.log" 2>&1 &
     "$NB" exec $BED-m$i -- "$DELAY" $ip:17401 $ip:7401 100 >"$run/delay-7401.log" 2>&1 &
@@ -95,7 +103,14 @@ for i in $(seq 1 $M); do
   printf 'all.export %s\nxrd.port 1094\n' "$WORK/data" >"$run/xrd.cfg"
   # xrootd will not run as root (-R drops to a user) and wants its cwd writable.
   (cd "$run" && "$NB" exec $BED-m$i -- xrootd -R xrdbench -c "$run/xrd.cfg" -n m$i -a "$run/adm" >"$run/xrootd.log" 2>&1) &
-  for p in 7400 8080 1094 8443; do
+  # XRootD over TLS (roots://, everything encrypted) on :1095 with the
+  # run's certificate; its key must be readable by the user xrootd runs as.
+  mkdir -p "$run/tls" && cp "$PKI/srv.pem" "$PKI/srv.key" "$run/tls/" && chown -R xrdbench "$run/tls"
+  printf 'all.export %s\nxrd.port 1095\nxrd.tls %s %s\nxrd.tlsca certdir %s\nxrootd.tls all\n' "$WORK/data" \
+    "$run/tls/srv.pem" "$run/tls/srv.key" "$PKI/certs" >"$run/xrd-tls.cfg"
+  (cd "$run" && "$NB" exec $BED-m$i -- xrootd -R xrdbench -c "$run/xrd-tls.cfg" -n m${i}tls -a "$run/adm-tls" \
+    >"$run/xrootd-tls.log" 2>&1) &
+  for p in 7400 7443 8080 1094 1095 8443; do
     "$NB" exec $BED-m$i -- "$DELAY" $ip:1$p $ip:$p 100 >"$run/delay-$p.log" 2>&1 &
   done
 done
@@ -108,13 +123,13 @@ N=0
 # in_client CMD...: run in the client host.
 in_client() { "$NB" exec $BED-c -- "$@"; }
 
-metalink() { # port -> path of a meta4 naming all mirrors
-  local f=$WORK/run/big-$1.meta4
+metalink() { # port [scheme] -> path of a meta4 naming all mirrors
+  local f=$WORK/run/big-$1.meta4 scheme=${2:-root}
   {
     echo '<?xml version="1.0" encoding="UTF-8"?>'
     echo '<metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="big.bin">'
     echo "<size>$SIZE</size>"
-    for i in $(seq 1 $M); do echo "<url priority=\"$i\">root://10.77.$i.2:$1/$WORK/data/big.bin</url>"; done
+    for i in $(seq 1 $M); do echo "<url priority=\"$i\">$scheme://10.77.$i.2:$1/$WORK/data/big.bin</url>"; done
     echo '</file></metalink>'
   } >"$f"
   echo "$f"
@@ -141,6 +156,11 @@ run_tool() {
       for i in $(seq 1 $M); do hm+=("$scheme://10.77.$i.2:$http/"); done
       in_client "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${hm[*]}")" -o "$out" -q --json \
         --ca-file "$PKI/ca.pem" >"$out.json" ;;
+    ddftp-tls) # ddftpd over TLS (:7443, the run's CA)
+      local tm=()
+      for i in $(seq 1 $M); do tm+=("ddftps://10.77.$i.2:$((7443 + d))"); done
+      in_client "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${tm[*]}")" -o "$out" -q --json \
+        --ca-file "$PKI/ca.pem" >"$out.json" ;;
     ddftp-noverify) in_client "${timed[@]}" "$DDFTP" get big.bin --mirrors "$(IFS=,; echo "${mirrors[*]}")" -o "$out" -q --json \
       --no-verify >"$out.json" ;;
     aria2c) in_client aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true --ca-certificate="$PKI/ca.pem" \
@@ -149,6 +169,7 @@ run_tool() {
     # IP addresses netbed's mirrors have: over HTTPS it runs --insecure.
     axel) in_client env SSL_CERT_FILE="$PKI/ca.pem" axel -q -n 4 ${HTTPS:+--insecure} -o "$out" "${urls[@]}" >/dev/null ;;
     xrdcp) in_client xrdcp -f -s -y 4 "$(metalink $xrd)" "$out" ;;
+    xrdcp-tls) in_client env X509_CERT_DIR="$PKI/certs" xrdcp -f -s -y 4 "$(metalink $((xrd + 1)) roots)" "$out" ;;
     split) # static equal 4-way split, one curl range per mirror into one file
       local part=$((SIZE / M)) pids=()
       : >"$out"
