@@ -124,14 +124,29 @@ fn bind_over_two_netbed_nics() {
 /// used, near the links' goodput.
 #[test]
 fn send_of_a_file_over_two_netbed_nics() {
+    send_over_two_netbed_nics(false);
+}
+
+/// The same over TLS (each link its own handshake; the receiver's
+/// certificate names both addresses).
+#[test]
+fn send_over_tls_on_two_netbed_nics() {
+    send_over_two_netbed_nics(true);
+}
+
+fn send_over_two_netbed_nics(tls: bool) {
     if !netbed_usable() {
-        eprintln!("SKIPPED send_of_a_file_over_two_netbed_nics: needs root and a working netbed");
+        eprintln!("SKIPPED send over two netbed nics (tls: {tls}): needs root and a working netbed");
         return;
     }
     let f = Fixture::new();
+    let pki = crate::util::pki::Pki::new(f.dir.path(), "netbed CA");
+    let srv = pki.issue("receiver", "IP:10.78.1.2,IP:10.78.2.2", false);
+    let recv_tls: Vec<&str> = if tls { vec!["--tls-cert", srv.cert(), "--tls-key", srv.key()] } else { vec![] };
+    let send_tls: Vec<&str> = if tls { vec!["--tls", "--ca-file", pki.ca()] } else { vec![] };
     let input = f.out("in");
     let data = random_file(&input, 64 << 20, 33);
-    let bed = Bed(format!("dp{}", std::process::id() % 100_000));
+    let bed = Bed(format!("dp{}{}", std::process::id() % 100_000, if tls { "t" } else { "" }));
     let up = Command::new(netbed()).args(["up", &bed.0, "--nics", "320mbit,160mbit"]).output().unwrap();
     assert!(up.status.success(), "netbed up: {}", String::from_utf8_lossy(&up.stderr));
     let out = f.out("out");
@@ -139,6 +154,7 @@ fn send_of_a_file_over_two_netbed_nics() {
         .args(["exec", &format!("{}-s", bed.0), "--"])
         .arg(bin("ddftp"))
         .args(["recv", "--listen", "10.78.1.2:7600,10.78.2.2:7600", "-q"])
+        .args(&recv_tls)
         .stdout(std::fs::File::create(&out).unwrap())
         .spawn()
         .unwrap();
@@ -148,6 +164,7 @@ fn send_of_a_file_over_two_netbed_nics() {
         .args(["exec", &format!("{}-c", bed.0), "--"])
         .arg(bin("ddftp"))
         .args(["send", "--links", "10.78.1.2:7600,10.78.2.2:7600"])
+        .args(&send_tls)
         .stdin(std::fs::File::open(&input).unwrap())
         .output()
         .unwrap();
