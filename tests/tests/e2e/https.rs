@@ -32,8 +32,8 @@ fn a_certificate_that_does_not_verify_is_fatal_with_the_reason() {
     random_file(&f.root().join("f.bin"), 1 << 20, 12);
     let s = Nginx::serve_tls(&f.root(), &cert);
     let out = f.out("o.bin");
-    // Not trusted: no --ca-file.
-    let o = ddftp(&["get", "f.bin", "--mirrors", &s.url, "-o", out.to_str().unwrap()], 1);
+    // Not trusted: no --ca-file. Exit 6: TLS is why nothing could be used.
+    let o = ddftp(&["get", "f.bin", "--mirrors", &s.url, "-o", out.to_str().unwrap()], 6);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("TLS") && err.contains("UnknownIssuer"), "{err}");
     assert!(!out.exists());
@@ -43,7 +43,7 @@ fn a_certificate_that_does_not_verify_is_fatal_with_the_reason() {
     let s2 = Nginx::serve_tls(&f.root(), &cert2);
     let o = ddftp(
         &["get", "f.bin", "--mirrors", &s2.url, "-o", out.to_str().unwrap(), "--ca-file", ca2.to_str().unwrap()],
-        1,
+        6,
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("not valid for name"), "{err}");
@@ -51,7 +51,7 @@ fn a_certificate_that_does_not_verify_is_fatal_with_the_reason() {
     let plain = Nginx::serve(&f.root(), None);
     let url = plain.url.replace("http://", "https://");
     let o =
-        ddftp(&["get", "f.bin", "--mirrors", &url, "-o", out.to_str().unwrap(), "--ca-file", ca.to_str().unwrap()], 1);
+        ddftp(&["get", "f.bin", "--mirrors", &url, "-o", out.to_str().unwrap(), "--ca-file", ca.to_str().unwrap()], 6);
     assert!(String::from_utf8_lossy(&o.stderr).contains("TLS"), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!out.exists());
     // A CA file that is not one is a usage error, before anything moves.
