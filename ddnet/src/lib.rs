@@ -7,7 +7,9 @@
 //! pair per link, [`StripeListener::accept`] on the other side, then
 //! [`Striped::send`] / [`Striped::recv`] in both directions and
 //! [`Striped::close`] when done. [`StripedWriter`] and [`StripedReader`]
-//! turn a channel into a byte stream (AsyncWrite / AsyncRead).
+//! turn a channel into a byte stream (AsyncWrite / AsyncRead). Over TLS:
+//! [`Striped::connect_with`] and [`StripeListener::with_tls`] ([`tls`]
+//! makes the configurations).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {

@@ -99,6 +99,11 @@ fn certificates_that_do_not_verify_are_refused() {
     // One good mirror among bad ones: the bad are skipped, named, the copy made.
     let o = get(&f, &format!("{},{}", ddftps(&good), ddftps(&expired)), &["--ca-file", pki.ca()], 0);
     assert!(stderr(&o).contains("Expired"), "the skipped mirror is named: {}", stderr(&o));
+    // The archive's walk is refused the same way, with the same exit.
+    std::fs::create_dir(f.root().join("d")).unwrap();
+    let dest = f.dir.path().join("copy");
+    let o = ddftp(&["archive", "d", "-d", dest.to_str().unwrap(), "-m", &ddftps(&good), "-q"], 6);
+    assert!(stderr(&o).contains("UnknownIssuer"), "{}", stderr(&o));
     // The server kept serving.
     get(&f, &ddftps(&good), &["--ca-file", pki.ca()], 0);
 }
