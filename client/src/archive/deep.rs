@@ -102,7 +102,7 @@ pub(super) fn remove_any(path: &Path) -> io::Result<()> {
 }
 
 /// The names in directory `path`.
-fn read_dir(path: &Path) -> io::Result<Vec<PathBuf>> {
+pub(super) fn read_dir(path: &Path) -> io::Result<Vec<PathBuf>> {
     if path.as_os_str().len() <= SHORT {
         return std::fs::read_dir(path)?.map(|e| e.map(|e| PathBuf::from(e.file_name()))).collect();
     }

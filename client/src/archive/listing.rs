@@ -85,6 +85,14 @@ pub(super) fn is_done(dest: &Path, e: &Entry) -> bool {
     e.kind == Kind::File && deep::symlink_metadata(dest).is_ok_and(|m| is_finished_file(&m, e.size, e.perm, e.mtime))
 }
 
+/// Sets the mode of a file at `dest` that is complete but for it; false
+/// if it is not such a file (or its mode cannot be set: then it moves).
+fn fix_mode(dest: &Path, e: &Entry) -> bool {
+    let Ok(m) = deep::symlink_metadata(dest) else { return false };
+    let same = is_finished_file(&m, e.size, m.mode() & 0o7777, e.mtime);
+    same && m.mode() & 0o7777 != e.perm && deep::set_mode(dest, e.perm).is_ok()
+}
+
 /// The entries to move, and what the listing holds.
 pub(super) struct Chosen<'a> {
     pub(super) todo: Vec<&'a Item>,
@@ -94,18 +102,30 @@ pub(super) struct Chosen<'a> {
     pub(super) skipped_bytes: u64,
     /// Bytes of the files in `todo`.
     pub(super) bytes: u64,
+    /// Files complete but for their mode, which was set here.
+    pub(super) modes_fixed: u64,
 }
 
 /// The files and symlinks to move: all of them into a fresh destination,
 /// else those not already complete and correct there.
 pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<'a> {
-    let mut c = Chosen { todo: vec![], files: 0, links: 0, skipped_files: 0, skipped_bytes: 0, bytes: 0 };
+    let mut c =
+        Chosen { todo: vec![], files: 0, links: 0, skipped_files: 0, skipped_bytes: 0, bytes: 0, modes_fixed: 0 };
     for it in items.iter().filter(|it| it.entry.kind != Kind::Dir) {
         if it.entry.kind == Kind::File {
             c.files += 1;
             if !fresh && is_done(&dest.join(&it.rel), &it.entry) {
                 c.skipped_files += 1;
                 c.skipped_bytes += it.entry.size;
+                continue;
+            }
+            // Same size and mtime (so verified bytes: a file gets its mtime
+            // only then), another mode: a chmod on the source. Set here;
+            // nothing to move.
+            if !fresh && fix_mode(&dest.join(&it.rel), &it.entry) {
+                c.skipped_files += 1;
+                c.skipped_bytes += it.entry.size;
+                c.modes_fixed += 1;
                 continue;
             }
             c.bytes += it.entry.size;
@@ -167,6 +187,7 @@ pub(super) fn resumed<'a>(items: &'a [Item], dest: &Path, saved: &Path, journal:
     let moving = todo.iter().filter(|it| it.entry.kind == Kind::File);
     let (moved, bytes) = moving.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
     Some(Chosen {
+        modes_fixed: 0,
         todo,
         files: all_files,
         links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,

@@ -24,10 +24,12 @@
 
 mod deep;
 mod dirs;
+pub mod filter;
 mod listing;
 mod mirrors;
 mod parts;
 mod streamed;
+pub mod sync;
 mod tree;
 
 use std::collections::HashSet;
@@ -72,6 +74,13 @@ pub struct ArchiveSpec {
     /// Bytes a part of a streamed archive waits for while the walk goes
     /// on ([`PART_BYTES`] unless a test wants many parts).
     pub part_bytes: u64,
+    /// Which entries below SRC are moved (and may be deleted).
+    pub filter: filter::Filter,
+    /// Change nothing: say what would be done ([`sync::Plan`]).
+    pub dry_run: bool,
+    /// Remove what DEST has below SRC's directories that SRC does not
+    /// (excluded entries are kept).
+    pub delete: bool,
     /// The engine's settings (`path` and `output` are set here).
     pub get: GetSpec,
 }
@@ -128,6 +137,15 @@ pub struct ArchiveReport {
     /// Bundles the files moved in: one, or in a streamed archive as many
     /// as were cut while the mirror walked.
     pub parts: u64,
+    /// Entries below SRC that a rule excluded.
+    pub excluded: u64,
+    /// Entries removed from DEST (`--delete`).
+    pub deleted: u64,
+    /// Files whose mode alone differed, set without moving them.
+    pub modes_fixed: u64,
+    /// With `--dry-run`: what a run would do (nothing was changed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<sync::Plan>,
     /// The engine's report for the range (shares per mirror, ...), if
     /// anything moved (the parts' together).
     pub transfer: Option<TransferReport>,
@@ -204,7 +222,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     }
     // A destination that is empty (or new) holds nothing to skip or replace.
     let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
-    if fresh && spec.list.is_none() {
+    if fresh && spec.list.is_none() && !spec.dry_run {
         match (Archiving::new(spec, src, started, fresh)).streamed(progress).await? {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
@@ -236,6 +254,9 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
     check_nesting(items.iter())?;
+    if spec.dry_run {
+        return run.dry_run(&items).map_err(local(&spec.dest));
+    }
     let listed = started.elapsed();
     // The mirrors register the list while the files are made ready here.
     // In a fresh destination a directory is made by the first entry
@@ -262,9 +283,10 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
             run.move_part(&chosen.todo, ready, defs, progress, &mut phases).await?
         }
     };
+    let deleted = run.delete(&items, progress)?;
     run.dirs().finish(items.iter())?;
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
-    let Chosen { files, links, skipped_files, skipped_bytes, bytes, .. } = chosen;
+    let Chosen { files, links, skipped_files, skipped_bytes, bytes, modes_fixed, .. } = chosen;
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
     let seconds = started.elapsed().as_secs_f64();
     phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
@@ -285,6 +307,10 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         setid_cleared: run.setid_cleared.load(Ordering::Relaxed),
         failed: run.take_failures(),
         parts: u64::from(transfer.is_some()),
+        excluded: run.excluded.load(Ordering::Relaxed),
+        deleted,
+        modes_fixed,
+        dry_run: None,
         transfer,
     })
 }
@@ -307,6 +333,9 @@ struct Archiving<'a> {
     setid_cleared: AtomicU64,
     /// Entries that could not be copied, and why.
     failures: std::sync::Mutex<Vec<Failure>>,
+    /// Entries a rule excluded, and the directories' verdicts so far.
+    excluded: AtomicU64,
+    excluded_dirs: std::sync::Mutex<std::collections::HashMap<PathBuf, bool>>,
 }
 
 /// A range's files made ready to move: the store they are written
@@ -338,6 +367,8 @@ impl<'a> Archiving<'a> {
             fresh,
             setid_cleared: AtomicU64::new(0),
             failures: Default::default(),
+            excluded: AtomicU64::new(0),
+            excluded_dirs: Default::default(),
         }
     }
 
@@ -365,6 +396,13 @@ impl<'a> Archiving<'a> {
     /// that is not archived is skipped with a warning.
     fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
         let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
+        let filter = &self.spec.filter;
+        if !filter.is_empty()
+            && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.excluded_dirs.lock().expect("excluded lock"))
+        {
+            self.excluded.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
         if !matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
             warn(&format!("skipping {}: a {:?} is not archived", String::from_utf8_lossy(&e.path), e.kind));
             return Ok(None);
@@ -378,6 +416,60 @@ impl<'a> Archiving<'a> {
             self.setid_cleared.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Some(Item { entry: e, rel }))
+    }
+
+    /// `--dry-run`: what a run would do, changing nothing.
+    fn dry_run(&self, items: &[Item]) -> io::Result<ArchiveReport> {
+        let extra = match self.spec.delete {
+            true => sync::extraneous(items, &self.spec.dest, &self.spec.filter).unwrap_or_default(),
+            false => vec![],
+        };
+        let plan = sync::plan(items, &self.spec.dest, &extra);
+        let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
+        let seconds = self.started.elapsed().as_secs_f64();
+        Ok(ArchiveReport {
+            src: self.src.to_string(),
+            dest: self.spec.dest.display().to_string(),
+            files: count(Kind::File),
+            dirs: count(Kind::Dir),
+            dirs_finished_early: 0,
+            links: count(Kind::Link),
+            bytes: 0,
+            skipped_files: 0,
+            skipped_bytes: 0,
+            seconds,
+            files_per_second: 0.0,
+            mb_per_second: 0.0,
+            phases: Phases::default(),
+            setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
+            failed: self.take_failures(),
+            parts: 0,
+            excluded: self.excluded.load(Ordering::Relaxed),
+            deleted: 0,
+            modes_fixed: 0,
+            dry_run: Some(plan),
+            transfer: None,
+        })
+    }
+
+    /// `--delete`: removes what DEST holds below SRC's directories that
+    /// the list does not (never what a rule excludes). Not when the list
+    /// is incomplete (a directory no mirror could read): its entries would
+    /// look gone. What cannot be removed is a failure of its own.
+    fn delete(&self, items: &[Item], progress: &mut dyn Progress) -> Result<u64, ArchiveError> {
+        if !self.spec.delete {
+            return Ok(0);
+        }
+        if !self.failures.lock().expect("failures lock").is_empty() {
+            progress.warn("not deleting anything: some of SRC could not be read, so what it holds is not known");
+            return Ok(0);
+        }
+        let extra = sync::extraneous(items, &self.spec.dest, &self.spec.filter).map_err(local(&self.spec.dest))?;
+        let failed = sync::delete(&self.spec.dest, &extra);
+        for (rel, why) in &failed {
+            self.failed(rel, format!("cannot delete: {why}"));
+        }
+        Ok((extra.len() - failed.len()) as u64)
     }
 
     /// `todo` made ready to move (the time it took counted as `prepare`).

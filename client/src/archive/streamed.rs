@@ -249,6 +249,10 @@ impl Archiving<'_> {
             setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
             failed: self.take_failures(),
             parts,
+            excluded: self.excluded.load(Ordering::Relaxed),
+            deleted: 0,
+            modes_fixed: 0,
+            dry_run: None,
             transfer,
         };
         // Freeing 100,000 entries is milliseconds nobody needs to wait for.

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ddftp::cli::{archive, demo, get, list, pipe, simulate, walk, Exit};
 
 #[derive(Debug, Parser)]
@@ -29,7 +29,8 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     ddftp::cli::init_logging(cli.verbose);
     let exit: Exit = match cli.cmd {
         Cmd::Get(o) => get::run(o),
@@ -38,7 +39,9 @@ fn main() -> ExitCode {
         Cmd::Simulate(o) => simulate::run(o),
         Cmd::Walk(o) => walk::run(o),
         Cmd::List(o) => list::run(o),
-        Cmd::Archive(o) => archive::run(o),
+        // The filter rules' order across --exclude and --include is theirs
+        // on the command line.
+        Cmd::Archive(o) => archive::run(o, matches.subcommand_matches("archive")),
         Cmd::Demo(o) => demo::run(o),
     };
     exit.into()

@@ -7,6 +7,7 @@ use ddftp_proto::units::{parse_size, HumanBytes};
 
 use super::get::{exit_for, json_failure, MoveOpt};
 use super::{report_error, runtime, Exit};
+use crate::archive::filter::{Filter, RuleSpec};
 use crate::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
 use crate::progress::Bar;
 
@@ -32,6 +33,29 @@ pub struct ArchiveOpt {
     /// fsync every file before modes and mtimes are set.
     #[arg(long)]
     pub sync: bool,
+    /// Change nothing: print what would be done, one line per entry
+    /// (rsync's --itemize-changes letters), and the totals (--json).
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Remove what DEST has below SRC's directories that SRC no longer
+    /// has (never what --exclude protects; nothing if SRC could not be
+    /// read whole).
+    #[arg(long)]
+    pub delete: bool,
+    /// Leave out entries matching this pattern (repeatable; the first
+    /// matching --exclude/--include wins): gitignore-like, `**` crosses
+    /// directories, a pattern with a `/` is anchored at SRC, a trailing `/`
+    /// matches directories only.
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
+    /// Keep entries matching this pattern even if a later --exclude would
+    /// leave them out (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub include: Vec<String>,
+    /// Rules from a file: `- PATTERN` (or a bare pattern) excludes,
+    /// `+ PATTERN` includes; `#` comments.
+    #[arg(long, value_name = "FILE")]
+    pub exclude_from: Vec<PathBuf>,
     /// Bytes of files a part waits for while the mirror still walks (the
     /// tests set it low to get many parts).
     #[arg(long, hide = true, value_parser = parse_size, default_value_t = archive::PART_BYTES)]
@@ -49,6 +73,25 @@ fn exit_for_archive(e: &ArchiveError) -> Exit {
 }
 
 fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Result<()> {
+    if let Some(p) = &r.dry_run {
+        for l in &p.lines {
+            writeln!(to, "{l}")?;
+        }
+        writeln!(
+            to,
+            "dry run, nothing changed: {} new files, {} changed ({} to move), {} modes, {} new dirs, {} dirs' times or modes, {} symlinks, {} deletions; {} excluded",
+            p.new_files,
+            p.changed_files,
+            HumanBytes(p.bytes),
+            p.mode_only,
+            p.new_dirs,
+            p.changed_dirs,
+            p.new_links,
+            p.deletions,
+            r.excluded
+        )?;
+        return Ok(());
+    }
     writeln!(
         to,
         "{} -> {}: {} files ({} moved, {} already complete), {} dirs, {} symlinks; {} moved in {:.2} s: {:.0} files/s, {:.1} MB/s",
@@ -70,6 +113,13 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         "  list {:.2} s, prepare {:.2} s, mirrors ready {:.2} s, move {:.2} s, finish {:.2} s",
         p.list, p.prepare, p.check, p.moving, p.finish
     )?;
+    if r.excluded + r.deleted + r.modes_fixed > 0 {
+        writeln!(
+            to,
+            "  {} excluded by the rules, {} deleted (--delete), {} files' modes set without moving them",
+            r.excluded, r.deleted, r.modes_fixed
+        )?;
+    }
     if !r.failed.is_empty() {
         writeln!(to, "  NOT COPIED: {} entries (everything else was):", r.failed.len())?;
         for f in &r.failed {
@@ -96,7 +146,27 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
     Ok(())
 }
 
-pub fn run(o: ArchiveOpt) -> Exit {
+/// The filter rules in command-line order (clap keeps each flag's values
+/// apart; their indices say how they interleave).
+fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
+    let mut tagged: Vec<(usize, RuleSpec)> = vec![];
+    let at = |id: &str, n: usize| -> Vec<usize> {
+        m.and_then(|m| m.indices_of(id)).map_or_else(|| (0..n).collect(), |i| i.collect())
+    };
+    for (i, p) in at("exclude", o.exclude.len()).into_iter().zip(&o.exclude) {
+        tagged.push((i, RuleSpec::Exclude(p.clone())));
+    }
+    for (i, p) in at("include", o.include.len()).into_iter().zip(&o.include) {
+        tagged.push((i, RuleSpec::Include(p.clone())));
+    }
+    for (i, p) in at("exclude_from", o.exclude_from.len()).into_iter().zip(&o.exclude_from) {
+        tagged.push((i, RuleSpec::From(p.clone())));
+    }
+    tagged.sort_by_key(|(i, _)| *i);
+    tagged.into_iter().map(|(_, r)| r).collect()
+}
+
+pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
     let spec = o.moving.spec(String::new(), o.dest.clone(), o.sync).and_then(|g| match g.http.first() {
         Some(url) => {
             Err(format!("{url}: archive takes ddftpd mirrors only (an HTTP mirror serves single files: ddftp get)"))
@@ -114,7 +184,17 @@ pub fn run(o: ArchiveOpt) -> Exit {
             return Exit::Usage;
         }
     };
+    let filter = match Filter::new(&rules(&o, matches)) {
+        Ok(f) => f,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
     let spec = ArchiveSpec {
+        filter,
+        dry_run: o.dry_run,
+        delete: o.delete,
         src: o.src.clone(),
         dest: o.dest.clone(),
         list: o.list.clone(),
@@ -134,7 +214,8 @@ pub fn run(o: ArchiveOpt) -> Exit {
         Ok(r) => {
             if o.moving.json {
                 println!("{}", serde_json::to_string(&r).expect("report serialises"));
-            } else if !o.moving.quiet {
+            } else if !o.moving.quiet || r.dry_run.is_some() {
+                // A dry run's lines are its output, --quiet or not.
                 let _ = print_summary(&r, &mut std::io::stdout());
             }
             if r.failed.is_empty() {

@@ -42,7 +42,7 @@ fn make_source(proj: &Path) {
 
 /// Everything a copy must keep, by path below `root` (the root's own
 /// mtime and mode included).
-fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, String> {
+pub(crate) fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
@@ -70,7 +70,7 @@ fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, String> {
     out
 }
 
-fn assert_same(src: &Path, dst: &Path) {
+pub(crate) fn assert_same(src: &Path, dst: &Path) {
     let (a, b) = (snapshot(src), snapshot(dst));
     if a != b {
         let show = |m: &BTreeMap<Vec<u8>, String>| -> String {

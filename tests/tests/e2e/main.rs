@@ -6,6 +6,7 @@
 mod util;
 
 mod archive;
+mod archive_sync;
 mod get;
 mod hardening;
 mod hostile;

@@ -1,0 +1,176 @@
+//! What makes an archive a sync: the changes a run would make, one line
+//! each in rsync's `--itemize-changes` letters (`--dry-run`), and the
+//! entries of DEST that SRC no longer has (`--delete`).
+//!
+//! Lines are `YXcstpoguax PATH`: `>f` a file moved (`+++++++++` new, else
+//! `s` size and `t` mtime differ), `.f...p.....` a file whose mode alone
+//! changes (set here, nothing moved), `cd+++++++++` a new directory,
+//! `.d..tp.....` one whose mtime or mode changes, `cL+++++++++` a new
+//! symlink, `*deleting   PATH` a removal (directories end in `/`).
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use ddtree::list::Kind;
+
+use super::filter::Filter;
+use super::{deep, Item};
+
+/// The changes a run would make, and their counts.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Plan {
+    pub new_files: u64,
+    /// Files moved again (size or mtime differ).
+    pub changed_files: u64,
+    /// Files whose mode alone differs (fixed without moving them).
+    pub mode_only: u64,
+    pub new_dirs: u64,
+    /// Directories whose mode or mtime will be set.
+    pub changed_dirs: u64,
+    pub new_links: u64,
+    pub deletions: u64,
+    /// Bytes of the files to move.
+    pub bytes: u64,
+    /// One line per change, in path order (deletions where their
+    /// directory is).
+    pub lines: Vec<String>,
+}
+
+fn shown(rel: &Path, dir: bool) -> String {
+    let s = rel.to_string_lossy();
+    match (s.is_empty(), dir) {
+        (true, _) => "./".into(),
+        (false, true) => format!("{s}/"),
+        (false, false) => s.into_owned(),
+    }
+}
+
+/// What a run would do to DEST for `items` (sorted by path), and, with
+/// `extra` (from [`extraneous`]), what it would delete.
+pub(super) fn plan(items: &[Item], dest: &Path, extra: &[(PathBuf, bool)]) -> Plan {
+    let mut p = Plan::default();
+    let mut lines: Vec<(PathBuf, String)> = vec![];
+    for it in items {
+        let e = &it.entry;
+        let m = deep::symlink_metadata(&dest.join(&it.rel)).ok();
+        let time_differs = |m: &std::fs::Metadata| m.mtime() != e.mtime.sec || m.mtime_nsec() as u32 != e.mtime.nsec;
+        let line = match e.kind {
+            Kind::Dir => match m.filter(|m| m.is_dir()) {
+                None => {
+                    p.new_dirs += 1;
+                    Some("cd+++++++++".to_string())
+                }
+                Some(m) => {
+                    let (t, perm) = (time_differs(&m), m.mode() & 0o7777 != e.perm);
+                    (t || perm).then(|| {
+                        p.changed_dirs += 1;
+                        format!(".d..{}{}.....", if t { 't' } else { '.' }, if perm { 'p' } else { '.' })
+                    })
+                }
+            },
+            Kind::File => match m.filter(|m| m.is_file()) {
+                None => {
+                    p.new_files += 1;
+                    p.bytes += e.size;
+                    Some(">f+++++++++".to_string())
+                }
+                Some(m) => {
+                    let (s, t, perm) = (m.size() != e.size, time_differs(&m), m.mode() & 0o7777 != e.perm);
+                    let flags = format!(
+                        "{}{}{}.....",
+                        if s { 's' } else { '.' },
+                        if t { 't' } else { '.' },
+                        if perm { 'p' } else { '.' }
+                    );
+                    if s || t {
+                        p.changed_files += 1;
+                        p.bytes += e.size;
+                        Some(format!(">f.{flags}"))
+                    } else if perm {
+                        p.mode_only += 1;
+                        Some(format!(".f.{flags}"))
+                    } else {
+                        None
+                    }
+                }
+            },
+            // A symlink's target comes with the data: one already there
+            // with the listed mtime is taken to be the same link.
+            _ => match m.filter(|m| m.file_type().is_symlink() && !time_differs(m)) {
+                Some(_) => None,
+                None => {
+                    p.new_links += 1;
+                    Some("cL+++++++++".to_string())
+                }
+            },
+        };
+        if let Some(l) = line {
+            lines.push((it.rel.clone(), format!("{l} {}", shown(&it.rel, e.kind == Kind::Dir))));
+        }
+    }
+    for (rel, dir) in extra {
+        p.deletions += 1;
+        lines.push((rel.clone(), format!("*deleting   {}", shown(rel, *dir))));
+    }
+    lines.sort_by(|a, b| a.0.cmp(&b.0));
+    p.lines = lines.into_iter().map(|(_, l)| l).collect();
+    p
+}
+
+/// Entries of DEST that the list does not hold, below the directories it
+/// does (so only what SRC covers), and that no rule excludes (excluded
+/// entries are never deleted); the bookkeeping of an archive run in DEST
+/// itself is kept. Each with whether it is a directory; a directory's
+/// contents come before it.
+pub(super) fn extraneous(items: &[Item], dest: &Path, filter: &Filter) -> std::io::Result<Vec<(PathBuf, bool)>> {
+    let listed: HashSet<&Path> = items.iter().map(|it| it.rel.as_path()).collect();
+    let mut cache = HashMap::new();
+    let mut out = vec![];
+    for d in items.iter().filter(|it| it.entry.kind == Kind::Dir) {
+        let here = dest.join(&d.rel);
+        if !deep::symlink_metadata(&here).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        for name in deep::read_dir(&here)? {
+            let rel = d.rel.join(&name);
+            if listed.contains(rel.as_path()) {
+                continue;
+            }
+            if d.rel.as_os_str().is_empty() && name.as_os_str().as_encoded_bytes().starts_with(b".ddftp-archive") {
+                continue;
+            }
+            let is_dir = deep::symlink_metadata(&dest.join(&rel)).is_ok_and(|m| m.is_dir());
+            if filter.excludes(&rel, is_dir, &mut cache) {
+                continue;
+            }
+            below(dest, &rel, is_dir, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `rel` and, for a directory, everything in it (contents first).
+fn below(dest: &Path, rel: &Path, is_dir: bool, out: &mut Vec<(PathBuf, bool)>) -> std::io::Result<()> {
+    if is_dir {
+        for name in deep::read_dir(&dest.join(rel))? {
+            let r = rel.join(name);
+            let d = deep::symlink_metadata(&dest.join(&r)).is_ok_and(|m| m.is_dir());
+            below(dest, &r, d, out)?;
+        }
+    }
+    out.push((rel.to_path_buf(), is_dir));
+    Ok(())
+}
+
+/// Removes what [`extraneous`] found; what cannot be removed is returned
+/// with why (the rest is removed).
+pub(super) fn delete(dest: &Path, extra: &[(PathBuf, bool)]) -> Vec<(PathBuf, String)> {
+    let mut failed = vec![];
+    for (rel, _) in extra {
+        if let Err(e) = deep::remove_any(&dest.join(rel)) {
+            failed.push((rel.clone(), e.to_string()));
+        }
+    }
+    failed
+}

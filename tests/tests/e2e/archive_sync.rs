@@ -1,0 +1,193 @@
+//! `ddftp archive` as a sync: `--dry-run` lists exactly the changes a run
+//! would make (checked against a hand-written list and, where rsync is
+//! installed, against `rsync -a -n -i --delete`) and changes nothing;
+//! `--delete` then makes DEST equal to SRC; filters keep entries from
+//! being moved and from being deleted.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use crate::archive::{assert_same, snapshot};
+use crate::util::*;
+
+fn touch(p: &Path, when: &str) {
+    assert!(Command::new("touch").arg("-h").arg("-d").arg(when).arg(p).status().unwrap().success());
+}
+
+/// A dry run's change lines (its last line, the totals, left out), sorted.
+fn dry_run(m: &Mirror, dst: &Path, extra: &[&str]) -> BTreeSet<String> {
+    let mut args = vec!["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-n"];
+    args.extend(extra);
+    let o = ddftp(&args, 0);
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.last().is_some_and(|l| l.starts_with("dry run, nothing changed")), "{out}");
+    lines[..lines.len() - 1].iter().map(|l| l.to_string()).collect()
+}
+
+/// What `rsync -a -n -i --delete` says of the same pair, if rsync is here.
+fn rsync_says(src: &Path, dst: &Path, extra: &[&str]) -> Option<BTreeSet<String>> {
+    let o = Command::new("rsync")
+        .args(["-a", "-n", "-i", "--delete"])
+        .args(extra)
+        .arg(format!("{}/", src.display()))
+        .arg(format!("{}/", dst.display()))
+        .output()
+        .ok()?;
+    assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
+    Some(String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect())
+}
+
+fn set(lines: &[&str]) -> BTreeSet<String> {
+    lines.iter().map(|l| l.to_string()).collect()
+}
+
+#[test]
+fn dry_run_lists_exactly_the_changes_and_delete_makes_dest_equal_to_src() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["a/b", "c", "keep"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in ["a/f1", "a/f2", "a/b/f3", "c/f4", "c/old", "top", "keep/k"].iter().enumerate() {
+        random_file(&src.join(p), 1000 + i, 80 + i as u64);
+    }
+    std::os::unix::fs::symlink("a/f1", src.join("link")).unwrap();
+    let m = Mirror::start(&f.root(), &[]);
+    let dst = f.dir.path().join("dst");
+    ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-q"], 0);
+    assert_same(&src, &dst);
+    assert!(dry_run(&m, &dst, &["--delete"]).is_empty(), "nothing to do after a copy");
+
+    // Add, delete, rename, chmod, touch, replace a file by a directory;
+    // and something in DEST that SRC never had.
+    random_file(&src.join("a/new"), 10, 90);
+    std::fs::remove_file(src.join("c/old")).unwrap();
+    std::fs::rename(src.join("a/f2"), src.join("a/f2-renamed")).unwrap();
+    std::fs::set_permissions(src.join("a/b/f3"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    touch(&src.join("c/f4"), "2020-01-01 00:00:00");
+    std::fs::remove_file(src.join("top")).unwrap();
+    std::fs::create_dir(src.join("top")).unwrap();
+    random_file(&src.join("top/inside"), 5, 91);
+    std::fs::create_dir_all(dst.join("extra/deep")).unwrap();
+    std::fs::write(dst.join("extra/deep/z"), b"z").unwrap();
+    // Directory times as the mutations left them, fixed so the expected
+    // list does not depend on the clock.
+    for d in ["", "a", "c", "top", "keep"] {
+        touch(&src.join(d), "2021-06-01 12:00:00");
+    }
+    touch(&dst.join("keep"), "2021-06-01 12:00:00");
+
+    let before = snapshot(&dst);
+    let ours = dry_run(&m, &dst, &["--delete"]);
+    assert_eq!(snapshot(&dst), before, "a dry run changes nothing");
+    let expected = set(&[
+        ".d..t...... ./",
+        ".d..t...... a/",
+        ">f+++++++++ a/new",
+        ">f+++++++++ a/f2-renamed",
+        "*deleting   a/f2",
+        ".f...p..... a/b/f3",
+        ".d..t...... c/",
+        ">f..t...... c/f4",
+        "*deleting   c/old",
+        "*deleting   extra/",
+        "*deleting   extra/deep/",
+        "*deleting   extra/deep/z",
+        "cd+++++++++ top/",
+        ">f+++++++++ top/inside",
+    ]);
+    assert_eq!(ours, expected);
+    if let Some(theirs) = rsync_says(&src, &dst, &[]) {
+        assert_eq!(ours, theirs, "rsync -a -n -i --delete says the same");
+    } else {
+        eprintln!("rsync not installed: checked against the hand-written list only");
+    }
+    // The totals, with --json.
+    let o = ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-n", "--delete", "--json"], 0);
+    let j = json(&o)["dry_run"].clone();
+    let n = |k: &str| j[k].as_u64().unwrap();
+    assert_eq!(
+        (n("new_files"), n("changed_files"), n("mode_only"), n("new_dirs"), n("changed_dirs"), n("deletions")),
+        (3, 1, 1, 1, 3, 5),
+        "{j}"
+    );
+
+    // The sync itself: DEST equals SRC again, with nothing left to do.
+    let o = ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "--delete", "--json"], 0);
+    let r = json(&o);
+    assert_eq!((r["deleted"].as_u64(), r["modes_fixed"].as_u64()), (Some(5), Some(1)), "{r}");
+    assert_same(&src, &dst);
+    assert!(dry_run(&m, &dst, &["--delete"]).is_empty());
+    if let Some(theirs) = rsync_says(&src, &dst, &[]) {
+        assert!(theirs.is_empty(), "rsync finds a difference: {theirs:?}");
+    }
+}
+
+#[test]
+fn excluded_entries_are_never_moved_nor_deleted() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["a/scratch", ".snapshot/daily", "logs/2026/11"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for p in ["a/f", "a/x.tmp", "a/keep.tmp", "a/scratch/s", ".snapshot/daily/old", "logs/2026/11/a.gz", "logs/top.gz"]
+    {
+        random_file(&src.join(p), 100, 7);
+    }
+    let rules = f.dir.path().join("rules");
+    std::fs::write(&rules, "# the snapshots\n- .snapshot\n").unwrap();
+    let dst = f.dir.path().join("dst");
+    std::fs::create_dir_all(dst.join("a/scratch")).unwrap();
+    std::fs::write(dst.join("a/scratch/mine"), b"local").unwrap();
+    std::fs::write(dst.join("a/local.tmp"), b"local").unwrap();
+    std::fs::write(dst.join("gone"), b"not in SRC").unwrap();
+    let m = Mirror::start(&f.root(), &[]);
+    let filters = [
+        "--include",
+        "keep.tmp",
+        "--exclude",
+        "*.tmp",
+        "--exclude",
+        "scratch/",
+        "--exclude-from",
+        rules.to_str().unwrap(),
+        "--exclude",
+        "logs/*/**/*.gz",
+    ];
+    let mut args = vec!["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "--delete", "--json"];
+    args.extend(filters);
+    let r = json(&ddftp(&args, 0));
+    assert_eq!(r["deleted"].as_u64(), Some(1), "only `gone`: {r}");
+    for (p, there) in [
+        ("a/f", true),
+        ("a/keep.tmp", true),
+        ("logs/top.gz", true),
+        ("a/x.tmp", false),
+        ("a/scratch/s", false),
+        (".snapshot", false),
+        ("logs/2026/11/a.gz", false),
+        ("gone", false),
+        // Excluded, so protected from --delete:
+        ("a/scratch/mine", true),
+        ("a/local.tmp", true),
+    ] {
+        assert_eq!(dst.join(p).exists(), there, "{p}");
+    }
+    assert!(r["excluded"].as_u64().unwrap() >= 4, "{r}");
+    // The same filters in rsync's hands leave nothing to do either.
+    let rs = [
+        "--include=keep.tmp",
+        "--exclude=*.tmp",
+        "--exclude=scratch/",
+        "--exclude=.snapshot",
+        "--exclude=logs/*/**/*.gz",
+    ];
+    if let Some(theirs) = rsync_says(&src, &dst, &rs) {
+        assert!(theirs.is_empty(), "rsync finds a difference: {theirs:?}");
+    }
+    // A bad pattern is a usage error, before anything moves.
+    ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "--exclude", "a["], 2);
+}
