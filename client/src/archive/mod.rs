@@ -238,6 +238,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     }
     let run = Archiving::new(spec, src, started, fresh);
     let (mut entries, unread) = fetch_list(spec).await?;
+    run.incomplete.store(!unread.is_empty(), Ordering::Relaxed);
     for (path, why) in unread {
         progress.warn(&format!("cannot copy {path}: {why}"));
         run.failures.lock().expect("failures lock").push(Failure { path, why });
@@ -336,6 +337,11 @@ struct Archiving<'a> {
     /// Entries a rule excluded, and the directories' verdicts so far.
     excluded: AtomicU64,
     excluded_dirs: std::sync::Mutex<std::collections::HashMap<PathBuf, bool>>,
+    /// Listed entries not copied (their kind): `--delete` keeps what DEST
+    /// has under their names.
+    kept: std::sync::Mutex<HashSet<PathBuf>>,
+    /// Some of SRC could not be read: what it holds is not known whole.
+    incomplete: AtomicBool,
 }
 
 /// A range's files made ready to move: the store they are written
@@ -369,6 +375,8 @@ impl<'a> Archiving<'a> {
             failures: Default::default(),
             excluded: AtomicU64::new(0),
             excluded_dirs: Default::default(),
+            kept: Default::default(),
+            incomplete: AtomicBool::new(false),
         }
     }
 
@@ -392,8 +400,9 @@ impl<'a> Archiving<'a> {
         self.spec.dest.join(".ddftp-archive.list")
     }
 
-    /// A listed entry as an item under DEST, if it is below SRC; a kind
-    /// that is not archived is skipped with a warning.
+    /// A listed entry as an item under DEST, if it is below SRC and no rule
+    /// excludes it; a kind that is not archived (FIFOs, sockets, devices)
+    /// is not copied, and counted and named as such (exit 5).
     fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
         let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
         let filter = &self.spec.filter;
@@ -404,7 +413,10 @@ impl<'a> Archiving<'a> {
             return Ok(None);
         }
         if !matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
-            warn(&format!("skipping {}: a {:?} is not archived", String::from_utf8_lossy(&e.path), e.kind));
+            let why = format!("a {:?} is not archived (only files, directories and symlinks are)", e.kind);
+            warn(&format!("not copying {}: {why}", String::from_utf8_lossy(&e.path)));
+            self.failed(&rel, why);
+            self.kept.lock().expect("kept lock").insert(rel);
             return Ok(None);
         }
         let mut e = e;
@@ -421,7 +433,10 @@ impl<'a> Archiving<'a> {
     /// `--dry-run`: what a run would do, changing nothing.
     fn dry_run(&self, items: &[Item]) -> io::Result<ArchiveReport> {
         let extra = match self.spec.delete {
-            true => sync::extraneous(items, &self.spec.dest, &self.spec.filter).unwrap_or_default(),
+            true => {
+                let kept = self.kept.lock().expect("kept lock").clone();
+                sync::extraneous(items, &self.spec.dest, &self.spec.filter, &kept).unwrap_or_default()
+            }
             false => vec![],
         };
         let plan = sync::plan(items, &self.spec.dest, &extra);
@@ -460,11 +475,13 @@ impl<'a> Archiving<'a> {
         if !self.spec.delete {
             return Ok(0);
         }
-        if !self.failures.lock().expect("failures lock").is_empty() {
+        if self.incomplete.load(Ordering::Relaxed) {
             progress.warn("not deleting anything: some of SRC could not be read, so what it holds is not known");
             return Ok(0);
         }
-        let extra = sync::extraneous(items, &self.spec.dest, &self.spec.filter).map_err(local(&self.spec.dest))?;
+        let kept = self.kept.lock().expect("kept lock").clone();
+        let extra =
+            sync::extraneous(items, &self.spec.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
         let failed = sync::delete(&self.spec.dest, &extra);
         for (rel, why) in &failed {
             self.failed(rel, format!("cannot delete: {why}"));

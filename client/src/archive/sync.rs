@@ -121,10 +121,17 @@ pub(super) fn plan(items: &[Item], dest: &Path, extra: &[(PathBuf, bool)]) -> Pl
 /// Entries of DEST that the list does not hold, below the directories it
 /// does (so only what SRC covers), and that no rule excludes (excluded
 /// entries are never deleted); the bookkeeping of an archive run in DEST
-/// itself is kept. Each with whether it is a directory; a directory's
-/// contents come before it.
-pub(super) fn extraneous(items: &[Item], dest: &Path, filter: &Filter) -> std::io::Result<Vec<(PathBuf, bool)>> {
-    let listed: HashSet<&Path> = items.iter().map(|it| it.rel.as_path()).collect();
+/// itself is kept, and so is whatever stands under the name of a listed
+/// entry that is not copied (`kept`). Each with whether it is a
+/// directory; a directory's contents come before it.
+pub(super) fn extraneous(
+    items: &[Item],
+    dest: &Path,
+    filter: &Filter,
+    kept: &HashSet<PathBuf>,
+) -> std::io::Result<Vec<(PathBuf, bool)>> {
+    let mut listed: HashSet<&Path> = items.iter().map(|it| it.rel.as_path()).collect();
+    listed.extend(kept.iter().map(PathBuf::as_path));
     let mut cache = HashMap::new();
     let mut out = vec![];
     for d in items.iter().filter(|it| it.entry.kind == Kind::Dir) {

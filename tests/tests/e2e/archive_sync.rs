@@ -191,3 +191,28 @@ fn excluded_entries_are_never_moved_nor_deleted() {
     // A bad pattern is a usage error, before anything moves.
     ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "--exclude", "a["], 2);
 }
+
+#[test]
+fn an_entry_not_copied_is_named_with_exit_5_under_dry_run_and_delete_too() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    random_file(&src.join("f"), 100, 3);
+    assert!(Command::new("mkfifo").arg(src.join("pipe")).status().unwrap().success());
+    let dst = f.dir.path().join("dst");
+    std::fs::create_dir_all(&dst).unwrap();
+    std::fs::write(dst.join("pipe"), b"what DEST had under that name").unwrap();
+    std::fs::write(dst.join("gone"), b"x").unwrap();
+    let m = Mirror::start(&f.root(), &[]);
+    let d = dst.to_str().unwrap();
+    for extra in [&["-n", "--delete"][..], &["--delete"][..]] {
+        let mut args = vec!["archive", "src", "-d", d, "-m", &m.addr];
+        args.extend(extra);
+        let o = ddftp(&args, 5);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("src/pipe") && err.contains("Fifo"), "{extra:?}: {err}");
+    }
+    assert_eq!(std::fs::read(dst.join("f")).unwrap(), std::fs::read(src.join("f")).unwrap());
+    assert!(!dst.join("gone").exists(), "the rest of the sync was done");
+    assert!(dst.join("pipe").is_file(), "what stands under the name of an entry not copied is kept");
+}
