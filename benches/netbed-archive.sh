@@ -12,11 +12,19 @@
 # tens of seconds to create and delete 100,000 files and its writeback
 # made successive runs of any tool, rsync included, 3-7x slower.
 #
-# Usage (root): benches/netbed-archive.sh [RUNS]
+# The case `resync` (not in the default list): a tree of 200,000 small
+# files copied first (untimed, by the tool itself), then 1% of its files
+# rewritten on the mirrors (new bytes, new mtime) and the tool run again
+# into that copy, timed: `ddftp archive --delete` from 2 mirrors against
+# `rsync -a --delete` from the rsync daemon on mirror 1. Each run changes
+# other files. (mpifileutils' dsync is not built here: not measured.)
+#
+# Usage (root): benches/netbed-archive.sh [RUNS] [CASES]   (CASES: whole,small,large,resync)
 # Writes benches/results/netbed-archive-<UTC date>.{md,json}.
 set -euo pipefail
 
 RUNS=${1:-3}
+CASES=${2:-whole,small,large}
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
 BED=dda
@@ -50,6 +58,12 @@ if [ ! -e "$DATA/.complete" ]; then
   python3 benches/make-tree.py "$DATA/proj/small" 100000
   for i in 1 2 3 4; do head -c $((32 << 20)) /dev/urandom > "$DATA/proj/large/l$i.bin"; done
   touch "$DATA/.complete"
+fi
+if [[ ,$CASES, = *,resync,* ]] && [ ! -e "$DATA/.resync-complete" ]; then
+  log "generating the resync tree (200,000 files)"
+  rm -rf "$DATA/resync"; mkdir -p "$DATA/resync"
+  python3 benches/make-tree.py "$DATA/resync" 200000
+  touch "$DATA/.resync-complete"
 fi
 chmod 755 "$WORK" "$DATA"
 OUT=${OUT:-/dev/shm/ddftp-archive-out}
@@ -137,10 +151,69 @@ print(json.dumps({'case': '$c', 'tool': '$tool', 'mirrors': $k, 'runs': t, 'medi
   log "$c $tool: ${times[*]}"
 }
 
+# 1% of the resync tree's files rewritten: new bytes of the same length
+# and a new mtime (seeded by the run, so each run changes other files).
+mutate() {
+  python3 - "$DATA/resync" "$1" <<'PY'
+import os, random, sys, time
+root, seed = sys.argv[1], int(sys.argv[2])
+files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+rng = random.Random(seed)
+now = time.time()
+for p in rng.sample(files, len(files) // 100):
+    n = os.path.getsize(p)
+    with open(p, "wb") as f:
+        f.write(os.urandom(n))
+    os.utime(p, (now, now + rng.random()))
+PY
+}
+resync() { # tool -> appends a result
+  local tool=$1 times=() out=$OUT
+  for r in $(seq 1 "$RUNS"); do
+    rm -rf "$out"; mkdir -p "$out"
+    case $tool in ddftp-*) mirrors_up ;; esac
+    warm resync
+    # The first copy, untimed, by the tool itself.
+    case $tool in
+      ddftp-k2) in_client "$DDFTP" archive resync --mirrors "$(mirrors 2)" --dest "$out" -q ;;
+      rsync) in_client rsync -a "rsync://10.77.1.2/data/resync/" "$out/" ;;
+    esac
+    mutate "$r$RANDOM"
+    case $tool in ddftp-*) mirrors_up ;; esac
+    warm resync
+    local t0; t0=$(now)
+    case $tool in
+      ddftp-k2) in_client "$DDFTP" archive resync --mirrors "$(mirrors 2)" --dest "$out" --delete -q ;;
+      rsync) in_client rsync -a --delete "rsync://10.77.1.2/data/resync/" "$out/" ;;
+    esac
+    local t1; t1=$(now)
+    times+=("$(python3 -c "print(f'{$t1 - $t0:.3f}')")")
+    a=$(cd "$DATA/resync" && listing)
+    b=$(cd "$out" && listing)
+    [ "$a" = "$b" ] || { log "$tool resync: the copy differs from the source"; exit 1; }
+  done
+  local files; files=$(files_of resync)
+  results+=("$(python3 -c "
+import json, statistics, sys
+t = [float(x) for x in sys.argv[1:]]
+m = statistics.median(t)
+print(json.dumps({'case': 'resync 1%', 'tool': '$tool', 'mirrors': 2 if '$tool' == 'ddftp-k2' else 1, 'runs': t,
+                  'median': m, 'bytes': 0, 'files': $files, 'files_per_s': $files / m, 'mb_per_s': 0, 'ideal': 0, 'efficiency': 0}))
+" "${times[@]}")")
+  log "resync $tool: ${times[*]}"
+}
+
 rm -rf "$OUT"
-for tool in ddftp-k2 ddftp-k4 rsync; do run whole proj $tool; done
-for tool in ddftp-k2 ddftp-k4 rsync; do run small proj/small $tool; done
-for tool in ddftp-k2 ddftp-k4 rsync; do run large proj/large $tool; done
+IFS=, read -r -a cases <<<"$CASES"
+for c in "${cases[@]}"; do
+  case $c in
+    whole) for tool in ddftp-k2 ddftp-k4 rsync; do run whole proj $tool; done ;;
+    small) for tool in ddftp-k2 ddftp-k4 rsync; do run small proj/small $tool; done ;;
+    large) for tool in ddftp-k2 ddftp-k4 rsync; do run large proj/large $tool; done ;;
+    resync) for tool in ddftp-k2 rsync; do resync $tool; done ;;
+    *) echo "unknown case $c" >&2; exit 2 ;;
+  esac
+done
 
 STAMP=$(date -u +%Y-%m-%dT%H%MZ)
 mkdir -p benches/results

@@ -45,6 +45,9 @@ impl Dirs<'_> {
             for &(_, it, now) in part {
                 let p = self.dest.join(&it.rel);
                 let done = match now {
+                    // A resync finds most directories as they should be:
+                    // one lstat instead of setting both.
+                    true if !self.fresh && is_finished_dir(&p, &it.entry) => Ok(()),
                     true => finish_entry(&p, &it.entry, self.fresh, self.umask),
                     false => super::deep::symlink_metadata(&p).map(drop),
                 };
@@ -74,6 +77,14 @@ impl Dirs<'_> {
     pub fn finish<'i>(&self, dirs: impl Iterator<Item = &'i Item>) -> Result<(), ArchiveError> {
         self.finish_except(dirs, |_| false)
     }
+}
+
+/// Whether `p` is a directory with `e`'s mode and mtime already.
+fn is_finished_dir(p: &Path, e: &ddtree::list::Entry) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    super::deep::symlink_metadata(p).is_ok_and(|m| {
+        m.is_dir() && m.mode() & 0o7777 == e.perm && m.mtime() == e.mtime.sec && m.mtime_nsec() as u32 == e.mtime.nsec
+    })
 }
 
 /// Directories that may still change while the last part (`moving`)

@@ -85,12 +85,40 @@ pub(super) fn is_done(dest: &Path, e: &Entry) -> bool {
     e.kind == Kind::File && deep::symlink_metadata(dest).is_ok_and(|m| is_finished_file(&m, e.size, e.perm, e.mtime))
 }
 
-/// Sets the mode of a file at `dest` that is complete but for it; false
-/// if it is not such a file (or its mode cannot be set: then it moves).
-fn fix_mode(dest: &Path, e: &Entry) -> bool {
-    let Ok(m) = deep::symlink_metadata(dest) else { return false };
-    let same = is_finished_file(&m, e.size, m.mode() & 0o7777, e.mtime);
-    same && m.mode() & 0o7777 != e.perm && deep::set_mode(dest, e.perm).is_ok()
+/// What DEST holds where a listed file goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// The file, complete and correct.
+    Done,
+    /// The file, but for its mode.
+    ModeOnly,
+    /// Nothing, or something else.
+    Missing,
+}
+
+/// One `lstat` of `dest`, against the listed file `e`.
+fn found(dest: &Path, e: &Entry) -> Found {
+    let Ok(m) = deep::symlink_metadata(dest) else { return Found::Missing };
+    if is_finished_file(&m, e.size, e.perm, e.mtime) {
+        Found::Done
+    } else if is_finished_file(&m, e.size, m.mode() & 0o7777, e.mtime) {
+        Found::ModeOnly
+    } else {
+        Found::Missing
+    }
+}
+
+/// `f` over `items` on one thread per core, in order.
+pub(super) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    if threads == 1 || items.len() < 4096 {
+        return items.iter().map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = items.chunks(chunk).map(|c| s.spawn(|| c.iter().map(&f).collect::<Vec<R>>())).collect();
+        parts.into_iter().flat_map(|h| h.join().expect("par_map thread")).collect()
+    })
 }
 
 /// The entries to move, and what the listing holds.
@@ -111,21 +139,27 @@ pub(super) struct Chosen<'a> {
 pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<'a> {
     let mut c =
         Chosen { todo: vec![], files: 0, links: 0, skipped_files: 0, skipped_bytes: 0, bytes: 0, modes_fixed: 0 };
-    for it in items.iter().filter(|it| it.entry.kind != Kind::Dir) {
+    let entries: Vec<&Item> = items.iter().filter(|it| it.entry.kind != Kind::Dir).collect();
+    // What DEST holds of each file: a resync of a large tree is mostly
+    // these `lstat`s, spread over the cores.
+    let found = match fresh {
+        true => vec![Found::Missing; entries.len()],
+        false => par_map(&entries, |it| match it.entry.kind {
+            Kind::File => found(&dest.join(&it.rel), &it.entry),
+            _ => Found::Missing,
+        }),
+    };
+    for (it, found) in entries.into_iter().zip(found) {
         if it.entry.kind == Kind::File {
             c.files += 1;
-            if !fresh && is_done(&dest.join(&it.rel), &it.entry) {
+            // Same size and mtime (so verified bytes: a file gets its
+            // mtime only then), another mode: a chmod on the source. Set
+            // here; nothing to move (if the mode cannot be set, it moves).
+            let mode_set = found == Found::ModeOnly && deep::set_mode(&dest.join(&it.rel), it.entry.perm).is_ok();
+            if found == Found::Done || mode_set {
                 c.skipped_files += 1;
                 c.skipped_bytes += it.entry.size;
-                continue;
-            }
-            // Same size and mtime (so verified bytes: a file gets its mtime
-            // only then), another mode: a chmod on the source. Set here;
-            // nothing to move.
-            if !fresh && fix_mode(&dest.join(&it.rel), &it.entry) {
-                c.skipped_files += 1;
-                c.skipped_bytes += it.entry.size;
-                c.modes_fixed += 1;
+                c.modes_fixed += u64::from(mode_set);
                 continue;
             }
             c.bytes += it.entry.size;
@@ -207,7 +241,13 @@ pub(super) fn make_dirs(items: &[Item], dest: &Path) -> Result<u64, ArchiveError
         dirs += 1;
         let p = dest.join(&it.rel);
         let local = |source| ArchiveError::Local { path: p.clone(), source };
-        if deep::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
+        let had = deep::symlink_metadata(&p);
+        // Already a directory its owner can write in: nothing to do (a
+        // resync of a large tree finds all of them so).
+        if had.as_ref().is_ok_and(|m| m.is_dir() && m.mode() & 0o700 == 0o700) {
+            continue;
+        }
+        if had.is_ok_and(|m| !m.is_dir()) {
             remove_any(&p).map_err(local)?;
         }
         deep::make_dir_all(&p).map_err(local)?;

@@ -130,29 +130,44 @@ pub(super) fn extraneous(
     filter: &Filter,
     kept: &HashSet<PathBuf>,
 ) -> std::io::Result<Vec<(PathBuf, bool)>> {
-    let mut listed: HashSet<&Path> = items.iter().map(|it| it.rel.as_path()).collect();
-    listed.extend(kept.iter().map(PathBuf::as_path));
-    let mut cache = HashMap::new();
-    let mut out = vec![];
-    for d in items.iter().filter(|it| it.entry.kind == Kind::Dir) {
+    use std::os::unix::ffi::OsStrExt;
+    fn bytes(p: &Path) -> &[u8] {
+        p.as_os_str().as_bytes()
+    }
+    let mut listed: HashSet<&[u8]> = items.iter().map(|it| bytes(&it.rel)).collect();
+    listed.extend(kept.iter().map(|p| bytes(p)));
+    let dirs: Vec<&Item> = items.iter().filter(|it| it.entry.kind == Kind::Dir).collect();
+    // A resync of a large tree reads every directory of DEST: spread over
+    // the cores, names looked up without a path made for each.
+    let found = super::listing::par_map(&dirs, |d| -> std::io::Result<Vec<(PathBuf, bool)>> {
         let here = dest.join(&d.rel);
         if !deep::symlink_metadata(&here).is_ok_and(|m| m.is_dir()) {
-            continue;
+            return Ok(vec![]);
         }
+        let (mut cache, mut out, mut key) = (HashMap::new(), vec![], Vec::new());
+        let top = d.rel.as_os_str().is_empty();
         for name in deep::read_dir(&here)? {
+            key.clear();
+            if !top {
+                key.extend_from_slice(bytes(&d.rel));
+                key.push(b'/');
+            }
+            key.extend_from_slice(bytes(&name));
+            if listed.contains(&key[..]) || (top && key.starts_with(b".ddftp-archive")) {
+                continue;
+            }
             let rel = d.rel.join(&name);
-            if listed.contains(rel.as_path()) {
-                continue;
-            }
-            if d.rel.as_os_str().is_empty() && name.as_os_str().as_encoded_bytes().starts_with(b".ddftp-archive") {
-                continue;
-            }
             let is_dir = deep::symlink_metadata(&dest.join(&rel)).is_ok_and(|m| m.is_dir());
             if filter.excludes(&rel, is_dir, &mut cache) {
                 continue;
             }
             below(dest, &rel, is_dir, &mut out)?;
         }
+        Ok(out)
+    });
+    let mut out = vec![];
+    for f in found {
+        out.extend(f?);
     }
     Ok(out)
 }
