@@ -158,6 +158,13 @@ pub(super) fn read_link(path: &Path) -> io::Result<PathBuf> {
     Ok(PathBuf::from(std::ffi::OsString::from_vec(buf)))
 }
 
+/// Makes a FIFO or a socket node (`kind`: `S_IFIFO`, `S_IFSOCK`) at `path`.
+pub(super) fn make_node(path: &Path, kind: libc::mode_t, perm: u32) -> io::Result<()> {
+    let at = At::new(path)?;
+    // SAFETY: a valid descriptor and C string; no device number for these.
+    check(unsafe { libc::mknodat(at.fd(), at.name.as_ptr(), kind | perm as libc::mode_t, 0) })
+}
+
 pub(super) fn symlink(target: &[u8], path: &Path) -> io::Result<()> {
     let at = At::new(path)?;
     let t = CString::new(target).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;

@@ -143,6 +143,8 @@ pub struct ArchiveReport {
     pub deleted: u64,
     /// Files whose mode alone differed, set without moving them.
     pub modes_fixed: u64,
+    /// FIFOs and sockets made (or already right).
+    pub specials: u64,
     /// With `--dry-run`: what a run would do (nothing was changed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<sync::Plan>,
@@ -284,6 +286,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
             run.move_part(&chosen.todo, ready, defs, progress, &mut phases).await?
         }
     };
+    let specials = run.make_specials();
     let deleted = run.delete(&items, progress)?;
     run.dirs().finish(items.iter())?;
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
@@ -311,6 +314,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         excluded: run.excluded.load(Ordering::Relaxed),
         deleted,
         modes_fixed,
+        specials,
         dry_run: None,
         transfer,
     })
@@ -342,6 +346,8 @@ struct Archiving<'a> {
     kept: std::sync::Mutex<HashSet<PathBuf>>,
     /// Some of SRC could not be read: what it holds is not known whole.
     incomplete: AtomicBool,
+    /// FIFOs and sockets: no bytes to move, made in place.
+    specials: std::sync::Mutex<Vec<Item>>,
 }
 
 /// A range's files made ready to move: the store they are written
@@ -377,6 +383,7 @@ impl<'a> Archiving<'a> {
             excluded_dirs: Default::default(),
             kept: Default::default(),
             incomplete: AtomicBool::new(false),
+            specials: Default::default(),
         }
     }
 
@@ -401,8 +408,9 @@ impl<'a> Archiving<'a> {
     }
 
     /// A listed entry as an item under DEST, if it is below SRC and no rule
-    /// excludes it; a kind that is not archived (FIFOs, sockets, devices)
-    /// is not copied, and counted and named as such (exit 5).
+    /// excludes it. FIFOs and sockets are kept aside, to be made in place
+    /// ([`Archiving::make_specials`]); a device node is not copied (the
+    /// list does not carry its numbers), and is counted and named (exit 5).
     fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
         let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
         let filter = &self.spec.filter;
@@ -412,8 +420,13 @@ impl<'a> Archiving<'a> {
             self.excluded.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
+        if matches!(e.kind, Kind::Fifo | Kind::Socket) {
+            self.kept.lock().expect("kept lock").insert(rel.clone());
+            self.specials.lock().expect("specials lock").push(Item { entry: e, rel });
+            return Ok(None);
+        }
         if !matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
-            let why = format!("a {:?} is not archived (only files, directories and symlinks are)", e.kind);
+            let why = format!("a {:?} device is not archived (the list does not carry its numbers)", e.kind);
             warn(&format!("not copying {}: {why}", String::from_utf8_lossy(&e.path)));
             self.failed(&rel, why);
             self.kept.lock().expect("kept lock").insert(rel);
@@ -439,7 +452,8 @@ impl<'a> Archiving<'a> {
             }
             false => vec![],
         };
-        let plan = sync::plan(items, &self.spec.dest, &extra);
+        let specials = self.specials.lock().expect("specials lock");
+        let plan = sync::plan(items, &specials, &self.spec.dest, &extra);
         let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
         let seconds = self.started.elapsed().as_secs_f64();
         Ok(ArchiveReport {
@@ -462,9 +476,27 @@ impl<'a> Archiving<'a> {
             excluded: self.excluded.load(Ordering::Relaxed),
             deleted: 0,
             modes_fixed: 0,
+            specials: 0,
             dry_run: Some(plan),
             transfer: None,
         })
+    }
+
+    /// Makes the FIFOs and sockets (with their modes and mtimes) where DEST
+    /// does not have them already; one that cannot be made is named, the
+    /// rest go on. Before directories get their times: making an entry
+    /// changes its directory's.
+    fn make_specials(&self) -> u64 {
+        let specials = std::mem::take(&mut *self.specials.lock().expect("specials lock"));
+        let mut made = 0;
+        for it in &specials {
+            let p = self.spec.dest.join(&it.rel);
+            match sync::make_special(&p, &it.entry) {
+                Ok(()) => made += 1,
+                Err(e) => self.failed(&it.rel, format!("cannot make it: {e}")),
+            }
+        }
+        made
     }
 
     /// `--delete`: removes what DEST holds below SRC's directories that

@@ -81,6 +81,7 @@ impl Archiving<'_> {
         let broke = &AtomicBool::new(false);
         let unreadable = &AtomicBool::new(false);
         let mut phases = Phases::default();
+        let mut specials = 0;
         let walk = async move {
             let (mut failures, mut untrusted) = (vec![], false);
             for ep in &spec.get.mirrors {
@@ -138,6 +139,9 @@ impl Archiving<'_> {
             let (walked, split) = tokio::join!(walk, split);
             let (dirs, mut pending, part_tx, warnings) = walked.and(split)?;
             phases.list = self.started.elapsed().as_secs_f64();
+            // Before any directory is finished: making them changes their
+            // directories' mtimes.
+            specials = self.make_specials();
             if pending.is_empty() {
                 return Ok::<_, ArchiveError>((Some(dirs), warnings));
             }
@@ -252,6 +256,7 @@ impl Archiving<'_> {
             excluded: self.excluded.load(Ordering::Relaxed),
             deleted: 0,
             modes_fixed: 0,
+            specials,
             dry_run: None,
             transfer,
         };

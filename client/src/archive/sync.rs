@@ -29,6 +29,8 @@ pub struct Plan {
     /// Directories whose mode or mtime will be set.
     pub changed_dirs: u64,
     pub new_links: u64,
+    /// FIFOs and sockets to make.
+    pub new_specials: u64,
     pub deletions: u64,
     /// Bytes of the files to move.
     pub bytes: u64,
@@ -48,9 +50,15 @@ fn shown(rel: &Path, dir: bool) -> String {
 
 /// What a run would do to DEST for `items` (sorted by path), and, with
 /// `extra` (from [`extraneous`]), what it would delete.
-pub(super) fn plan(items: &[Item], dest: &Path, extra: &[(PathBuf, bool)]) -> Plan {
+pub(super) fn plan(items: &[Item], specials: &[Item], dest: &Path, extra: &[(PathBuf, bool)]) -> Plan {
     let mut p = Plan::default();
     let mut lines: Vec<(PathBuf, String)> = vec![];
+    for it in specials {
+        if !is_special(&dest.join(&it.rel), &it.entry) {
+            p.new_specials += 1;
+            lines.push((it.rel.clone(), format!("cS+++++++++ {}", shown(&it.rel, false))));
+        }
+    }
     for it in items {
         let e = &it.entry;
         let m = deep::symlink_metadata(&dest.join(&it.rel)).ok();
@@ -116,6 +124,38 @@ pub(super) fn plan(items: &[Item], dest: &Path, extra: &[(PathBuf, bool)]) -> Pl
     lines.sort_by(|a, b| a.0.cmp(&b.0));
     p.lines = lines.into_iter().map(|(_, l)| l).collect();
     p
+}
+
+/// Whether `p` is the FIFO or socket `e` says, mode and mtime included.
+fn is_special(p: &Path, e: &ddtree::list::Entry) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    deep::symlink_metadata(p).is_ok_and(|m| {
+        let t = m.file_type();
+        let kind = match e.kind {
+            Kind::Fifo => t.is_fifo(),
+            _ => t.is_socket(),
+        };
+        kind && m.mode() & 0o7777 == e.perm && m.mtime() == e.mtime.sec && m.mtime_nsec() as u32 == e.mtime.nsec
+    })
+}
+
+/// Makes the FIFO or socket `e` at `p` (what else stands there goes),
+/// unless it is there already.
+pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry) -> std::io::Result<()> {
+    if is_special(p, e) {
+        return Ok(());
+    }
+    if deep::symlink_metadata(p).is_ok() {
+        deep::remove_any(p)?;
+    }
+    if let Some(parent) = p.parent() {
+        deep::make_dir_all(parent)?;
+    }
+    let kind = if e.kind == Kind::Fifo { libc::S_IFIFO } else { libc::S_IFSOCK };
+    deep::make_node(p, kind, e.perm)?;
+    // The umask may have taken bits off.
+    deep::set_mode(p, e.perm)?;
+    deep::set_mtime(p, e.mtime, 0)
 }
 
 /// Entries of DEST that the list does not hold, below the directories it

@@ -55,6 +55,17 @@ pub(crate) fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, String> {
             "dir".to_string()
         } else if m.file_type().is_symlink() {
             format!("link -> {:?}", std::fs::read_link(&full).unwrap())
+        } else if !m.is_file() {
+            // A FIFO, socket or device: its type (reading would block).
+            use std::os::unix::fs::FileTypeExt;
+            let t = m.file_type();
+            format!(
+                "special fifo {} socket {} char {} rdev {}",
+                t.is_fifo(),
+                t.is_socket(),
+                t.is_char_device(),
+                m.rdev()
+            )
         } else {
             format!("file {}", sha256_hex(&std::fs::read(&full).unwrap()))
         };
