@@ -277,41 +277,38 @@ macro_rules! delegate {
     };
 }
 
-impl AsyncRead for Stream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        delegate!(self, s => s.poll_read(cx, buf))
-    }
+/// `AsyncRead` for a plain-or-TLS type, by delegation.
+macro_rules! read_by_delegation {
+    ($t:ty) => {
+        impl AsyncRead for $t {
+            fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+                delegate!(self, s => s.poll_read(cx, buf))
+            }
+        }
+    };
 }
 
-impl AsyncWrite for Stream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        delegate!(self, s => s.poll_write(cx, buf))
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        delegate!(self, s => s.poll_flush(cx))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        delegate!(self, s => s.poll_shutdown(cx))
-    }
+/// `AsyncWrite` for a plain-or-TLS type, by delegation.
+macro_rules! write_by_delegation {
+    ($t:ty) => {
+        impl AsyncWrite for $t {
+            fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+                delegate!(self, s => s.poll_write(cx, buf))
+            }
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                delegate!(self, s => s.poll_flush(cx))
+            }
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                delegate!(self, s => s.poll_shutdown(cx))
+            }
+        }
+    };
 }
 
-impl AsyncRead for ReadHalf {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        delegate!(self, s => s.poll_read(cx, buf))
-    }
-}
-
-impl AsyncWrite for WriteHalf {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        delegate!(self, s => s.poll_write(cx, buf))
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        delegate!(self, s => s.poll_flush(cx))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        delegate!(self, s => s.poll_shutdown(cx))
-    }
-}
+read_by_delegation!(Stream);
+read_by_delegation!(ReadHalf);
+write_by_delegation!(Stream);
+write_by_delegation!(WriteHalf);
 
 /// The subject of a peer's first certificate (`CN=..., O=...`), for logs.
 pub fn subject(cert: &CertificateDer<'_>) -> String {

@@ -161,7 +161,13 @@ pub async fn refuse(mut sock: Stream, code: ErrorCode, message: String) -> io::R
     let send = async {
         sock.write_all(&out).await?;
         sock.flush().await?;
-        sock.shutdown().await
+        sock.shutdown().await?;
+        // What the client sent is read (and dropped) until it closes:
+        // closing with it unread would reset the connection, and the
+        // client might lose the reply before reading it.
+        let mut junk = [0u8; 4096];
+        while sock.read(&mut junk).await? > 0 {}
+        Ok(())
     };
     tokio::time::timeout(Duration::from_secs(1), send).await.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
 }

@@ -1,7 +1,6 @@
 //! `tar c | ddftp send --links ...` on one side, `ddftp recv --listen ... |
 //! tar x` on the other: the tree arrives intact over several links.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use crate::util::*;
@@ -17,20 +16,11 @@ fn tar_through_three_links() {
     let dst = f.dir.path().join("dst");
     std::fs::create_dir(&dst).unwrap();
 
-    let mut recv = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "{} recv --listen 127.0.0.1:0,127.0.0.2:0,127.0.0.3:0 | tar x -C {}",
-            bin("ddftp").display(),
-            dst.display()
-        ))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(recv.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let links = line.trim().strip_prefix("ddftp: receiving on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    let (mut recv, links, _err) = receiving(Command::new("sh").arg("-c").arg(format!(
+        "{} recv --listen 127.0.0.1:0,127.0.0.2:0,127.0.0.3:0 | tar x -C {}",
+        bin("ddftp").display(),
+        dst.display()
+    )));
     assert_eq!(links.split(',').count(), 3);
 
     let send = Command::new("sh")

@@ -171,20 +171,14 @@ fn cutting_relay(to: String, after: Option<Duration>) -> String {
 /// counts it; the data still arrives whole over the other.
 #[test]
 fn item13_a_link_lost_under_send_is_reported() {
-    use std::io::{BufRead, BufReader};
     let f = Fixture::new();
     let data = random_file(&f.out("in"), 24 << 20, 13);
     let out = f.out("out");
-    let mut recv = Command::new("sh")
-        .arg("-c")
-        .arg(format!("{} recv --listen 127.0.0.1:0,127.0.0.2:0 > {}", bin("ddftp").display(), out.display()))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(recv.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let links = line.trim().strip_prefix("ddftp: receiving on ").unwrap().to_string();
+    let (mut recv, links, mut err) = receiving(Command::new("sh").arg("-c").arg(format!(
+        "{} recv --listen 127.0.0.1:0,127.0.0.2:0 > {}",
+        bin("ddftp").display(),
+        out.display()
+    )));
     let recv_said = std::thread::spawn(move || {
         let mut rest = String::new();
         let _ = std::io::Read::read_to_string(&mut err, &mut rest);

@@ -196,3 +196,15 @@ impl Drop for SmallDisk {
         let _ = Command::new("umount").arg(&self.0).status();
     }
 }
+
+/// Starts a `ddftp recv` (`cmd`, its stderr taken here) and reads the
+/// addresses it says it receives on: the child, those addresses (for
+/// `send --links`), and the rest of its stderr.
+pub fn receiving(cmd: &mut Command) -> (Child, String, std::io::BufReader<std::process::ChildStderr>) {
+    let mut child = cmd.stderr(Stdio::piped()).spawn().expect("start ddftp recv");
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).expect("read recv's first line");
+    let links = line.trim().strip_prefix("ddftp: receiving on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    (child, links, err)
+}
