@@ -64,6 +64,54 @@ pub(super) fn open(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<Fil
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
+/// A directory kept open while the entries looked up in it share it:
+/// `fstatat` of a name in it costs the kernel one lookup, where `lstat`
+/// of a full path walks every component again (most of a resync's time).
+#[derive(Default)]
+pub(super) struct InDir {
+    dir: Option<(PathBuf, Option<File>)>,
+}
+
+/// What `lstat` says of a path: what the archive compares.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stat {
+    pub mode: u32,
+    pub size: u64,
+    pub mtime: i64,
+    pub mtime_nsec: u32,
+}
+
+impl Stat {
+    pub fn is_file(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+}
+
+impl InDir {
+    /// `lstat` of `dest/rel`: through its directory's descriptor, opened
+    /// once for every entry of that directory in a row.
+    pub(super) fn lstat(&mut self, dest: &Path, rel: &Path) -> io::Result<Stat> {
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return symlink_metadata(&dest.join(rel)).map(|m| stat_of(&m));
+        };
+        if self.dir.as_ref().is_none_or(|(p, _)| p != parent) {
+            let fd = open(&dest.join(parent), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0).ok();
+            self.dir = Some((parent.to_path_buf(), fd));
+        }
+        let Some((_, Some(dir))) = &self.dir else { return symlink_metadata(&dest.join(rel)).map(|m| stat_of(&m)) };
+        let name = CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: a valid descriptor, C string and a stat buffer to fill.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        check(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+        Ok(Stat { mode: st.st_mode, size: st.st_size as u64, mtime: st.st_mtime, mtime_nsec: st.st_mtime_nsec as u32 })
+    }
+}
+
+fn stat_of(m: &Metadata) -> Stat {
+    use std::os::unix::fs::MetadataExt;
+    Stat { mode: m.mode(), size: m.size(), mtime: m.mtime(), mtime_nsec: m.mtime_nsec() as u32 }
+}
+
 /// The metadata of `path` itself (a symlink's own).
 pub(super) fn symlink_metadata(path: &Path) -> io::Result<Metadata> {
     if path.as_os_str().len() <= SHORT {

@@ -42,12 +42,13 @@ impl Dirs<'_> {
             .collect();
         dirs.sort_unstable_by_key(|&(depth, ..)| std::cmp::Reverse(depth));
         let finish = |part: &[(usize, &Item, bool)]| -> Result<(), ArchiveError> {
+            let mut in_dir = super::deep::InDir::default();
             for &(_, it, now) in part {
                 let p = self.dest.join(&it.rel);
                 let done = match now {
                     // A resync finds most directories as they should be:
                     // one lstat instead of setting both.
-                    true if !self.fresh && is_finished_dir(&p, &it.entry) => Ok(()),
+                    true if !self.fresh && is_finished_dir(&mut in_dir, self.dest, it) => Ok(()),
                     true => finish_entry(&p, &it.entry, self.fresh, self.umask),
                     false => super::deep::symlink_metadata(&p).map(drop),
                 };
@@ -79,11 +80,14 @@ impl Dirs<'_> {
     }
 }
 
-/// Whether `p` is a directory with `e`'s mode and mtime already.
-fn is_finished_dir(p: &Path, e: &ddtree::list::Entry) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    super::deep::symlink_metadata(p).is_ok_and(|m| {
-        m.is_dir() && m.mode() & 0o7777 == e.perm && m.mtime() == e.mtime.sec && m.mtime_nsec() as u32 == e.mtime.nsec
+/// Whether `dest/it` is a directory with its listed mode and mtime already.
+fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &Path, it: &Item) -> bool {
+    let e = &it.entry;
+    in_dir.lstat(dest, &it.rel).is_ok_and(|m| {
+        m.mode & libc::S_IFMT == libc::S_IFDIR
+            && m.mode & 0o7777 == e.perm
+            && m.mtime == e.mtime.sec
+            && m.mtime_nsec == e.mtime.nsec
     })
 }
 

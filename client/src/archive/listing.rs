@@ -96,28 +96,32 @@ enum Found {
     Missing,
 }
 
-/// One `lstat` of `dest`, against the listed file `e`.
-fn found(dest: &Path, e: &Entry) -> Found {
-    let Ok(m) = deep::symlink_metadata(dest) else { return Found::Missing };
-    if is_finished_file(&m, e.size, e.perm, e.mtime) {
-        Found::Done
-    } else if is_finished_file(&m, e.size, m.mode() & 0o7777, e.mtime) {
-        Found::ModeOnly
-    } else {
-        Found::Missing
+/// What DEST's `m` is for the listed file `e`.
+fn found(m: &deep::Stat, e: &Entry) -> Found {
+    let same = m.is_file() && m.size == e.size && m.mtime == e.mtime.sec && m.mtime_nsec == e.mtime.nsec;
+    match (same, m.mode & 0o7777 == e.perm) {
+        (true, true) => Found::Done,
+        (true, false) => Found::ModeOnly,
+        (false, _) => Found::Missing,
     }
 }
 
 /// `f` over `items` on one thread per core, in order.
 pub(super) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    par_chunks(items, |c| c.iter().map(&f).collect())
+}
+
+/// `f` over `items` cut in one run per core (each keeps its own state
+/// across its run), results in order.
+pub(super) fn par_chunks<T: Sync, R: Send>(items: &[T], f: impl Fn(&[T]) -> Vec<R> + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     if threads == 1 || items.len() < 4096 {
-        return items.iter().map(&f).collect();
+        return f(items);
     }
     let chunk = items.len().div_ceil(threads);
     std::thread::scope(|s| {
-        let parts: Vec<_> = items.chunks(chunk).map(|c| s.spawn(|| c.iter().map(&f).collect::<Vec<R>>())).collect();
-        parts.into_iter().flat_map(|h| h.join().expect("par_map thread")).collect()
+        let parts: Vec<_> = items.chunks(chunk).map(|c| s.spawn(|| f(c))).collect();
+        parts.into_iter().flat_map(|h| h.join().expect("par_chunks thread")).collect()
     })
 }
 
@@ -144,9 +148,14 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<
     // these `lstat`s, spread over the cores.
     let found = match fresh {
         true => vec![Found::Missing; entries.len()],
-        false => par_map(&entries, |it| match it.entry.kind {
-            Kind::File => found(&dest.join(&it.rel), &it.entry),
-            _ => Found::Missing,
+        false => par_chunks(&entries, |run| {
+            let mut dir = deep::InDir::default();
+            run.iter()
+                .map(|it| match it.entry.kind {
+                    Kind::File => dir.lstat(dest, &it.rel).map_or(Found::Missing, |m| found(&m, &it.entry)),
+                    _ => Found::Missing,
+                })
+                .collect()
         }),
     };
     for (it, found) in entries.into_iter().zip(found) {
