@@ -357,12 +357,21 @@ impl Session {
     pub(crate) async fn walk(
         &mut self,
         src: &str,
+        rules: &[(bool, String)],
         out: tokio::sync::mpsc::Sender<Vec<ddtree::list::Entry>>,
         began: &mut bool,
     ) -> Result<WalkErrors, SessionError> {
+        use ddftp_proto::frame::{MAX_CONTROL_BODY, MAX_WALK_RULES};
         use ddftp_proto::packed::{self, MAX_LIST};
         let mut req = BytesMut::new();
-        Request::Walk { path: src.to_string() }.encode(&mut req);
+        // The mirror leaves out what the rules exclude as it walks (never
+        // reading an excluded directory); rules too many for one request
+        // are applied here only (the client filters the list either way).
+        let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 4 + src.len();
+        match !rules.is_empty() && rules.len() <= MAX_WALK_RULES && size <= MAX_CONTROL_BODY {
+            true => Request::WalkFiltered { path: src.to_string(), rules: rules.to_vec() }.encode(&mut req),
+            false => Request::Walk { path: src.to_string() }.encode(&mut req),
+        }
         send(&mut self.sock, &req).await?;
         let (feed, unpacked) = packed::unpacker(MAX_LIST);
         let reader = tokio::task::spawn_blocking(move || {

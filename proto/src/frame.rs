@@ -34,6 +34,8 @@ pub const SEALED_PREFIX_LEN: usize = BLOCK_PREFIX_LEN + HASH_LEN;
 pub const MAX_CONTROL_BODY: usize = 8 * 1024;
 /// Longest path a client may name.
 pub const MAX_PATH_LEN: usize = 4096;
+/// Rules a `WalkFiltered` may carry (all of them fit in one control frame).
+pub const MAX_WALK_RULES: usize = 256;
 /// Smallest block size a client may ask for: smaller blocks only burn syscalls.
 pub const MIN_BLOCK_SIZE: u32 = 512;
 /// Largest piece of a list in one `ListData` reply.
@@ -55,6 +57,7 @@ const K_MANIFEST: u8 = 0x07;
 const K_WALK: u8 = 0x08;
 const K_BUNDLE: u8 = 0x09;
 const K_BUNDLE_END: u8 = 0x0a;
+const K_WALK_FILTERED: u8 = 0x0b;
 const K_R_HELLO: u8 = 0x81;
 const K_R_STAT: u8 = 0x82;
 const K_R_BLOCK: u8 = 0x83;
@@ -128,6 +131,10 @@ pub enum Request {
     /// root): `ListData` replies carrying a ddftp list whose paths are
     /// relative to the root, packed ([`crate::packed`]), then `ListEnd`.
     Walk { path: String },
+    /// `Walk`, leaving out what these rules exclude (`(include, pattern)`,
+    /// in order, the first match deciding; gitignore-like patterns on
+    /// paths below `path`): an excluded directory is not read at all.
+    WalkFiltered { path: String, rules: Vec<(bool, String)> },
     /// The next piece (≤ [`MAX_BUNDLE_CHUNK`] bytes) of a bundle's
     /// definition: a ddftp list of regular files and symlinks, in order,
     /// packed ([`crate::packed`]).

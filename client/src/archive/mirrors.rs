@@ -36,7 +36,7 @@ pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<(Vec<Entry>, WalkEr
     let (mut failures, mut untrusted) = (vec![], false);
     let mut partial: Option<(Vec<Entry>, WalkErrors)> = None;
     for ep in &spec.get.mirrors {
-        match walk_on(ep, &spec.src, spec.get.token.as_deref()).await {
+        match walk_on(ep, &spec.src, &spec.filter.rules(), spec.get.token.as_deref()).await {
             Ok((entries, errors)) if errors.is_empty() => return Ok((entries, errors)),
             Ok((entries, errors)) => {
                 failures.push(format!("  {ep}: {} entries under {} could not be read", errors.len(), spec.src));
@@ -57,11 +57,12 @@ pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<(Vec<Entry>, WalkEr
 pub(super) async fn walk_on(
     ep: &Peer,
     src: &str,
+    rules: &[(bool, String)],
     token: Option<&[u8]>,
 ) -> Result<(Vec<Entry>, WalkErrors), SessionError> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
     let mut began = false;
-    let walk = walk_stream(ep, src, token, tx, &mut began);
+    let walk = walk_stream(ep, src, rules, token, tx, &mut began);
     let collect = async {
         let mut all = vec![];
         while let Some(mut batch) = rx.recv().await {
@@ -78,12 +79,13 @@ pub(super) async fn walk_on(
 pub(super) async fn walk_stream(
     ep: &Peer,
     src: &str,
+    rules: &[(bool, String)],
     token: Option<&[u8]>,
     out: tokio::sync::mpsc::Sender<Vec<Entry>>,
     began: &mut bool,
 ) -> Result<WalkErrors, SessionError> {
     let route = ep.route(None);
-    Session::open(&route, token).await?.walk(src, out, began).await
+    Session::open(&route, token).await?.walk(src, rules, out, began).await
 }
 
 /// Defines the bundle on one mirror (`def`: the packed list); its name, or

@@ -24,7 +24,7 @@
 
 mod deep;
 mod dirs;
-pub mod filter;
+pub use ddtree::filter;
 mod listing;
 mod mirrors;
 mod parts;
@@ -137,7 +137,8 @@ pub struct ArchiveReport {
     /// Bundles the files moved in: one, or in a streamed archive as many
     /// as were cut while the mirror walked.
     pub parts: u64,
-    /// Entries below SRC that a rule excluded.
+    /// Entries below SRC that a rule excluded here (a mirror given the
+    /// rules leaves its own out of the walk: they are not counted).
     pub excluded: u64,
     /// Entries removed from DEST (`--delete`).
     pub deleted: u64,

@@ -84,9 +84,10 @@ impl Archiving<'_> {
         let mut specials = 0;
         let walk = async move {
             let (mut failures, mut untrusted) = (vec![], false);
+            let rules = spec.filter.rules();
             for ep in &spec.get.mirrors {
                 let mut began = false;
-                match walk_stream(ep, self.src, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
+                match walk_stream(ep, self.src, &rules, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
                     Ok(errors) if errors.is_empty() => return Ok(()),
                     Ok(errors) => {
                         // The careful path takes it from here: another

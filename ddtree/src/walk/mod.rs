@@ -136,6 +136,9 @@ pub struct Options {
     pub label: Option<Vec<u8>>,
     /// Paths neither listed nor entered (a server's index directory).
     pub skip: Vec<PathBuf>,
+    /// Rules that leave entries out (neither listed nor entered), on
+    /// paths below the root (`--exclude` sent by a client).
+    pub prune: Option<std::sync::Arc<crate::filter::Filter>>,
     /// Told what could not be read; without it, a `tracing` warning.
     pub on_error: Option<OnError>,
 }
@@ -162,6 +165,7 @@ struct Sink {
     cut: usize,
     label: Option<Vec<u8>>,
     skip: Vec<PathBuf>,
+    prune: Option<std::sync::Arc<crate::filter::Filter>>,
     on_error: Option<OnError>,
 }
 
@@ -286,6 +290,7 @@ where
         cut: root.as_os_str().len(),
         label: opts.label.clone(),
         skip: opts.skip.clone(),
+        prune: opts.prune.clone(),
         on_error: opts.on_error.clone(),
     };
     let new_local = |_| Local {
@@ -369,6 +374,12 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
             match d.lstat(name) {
                 Ok(st) => {
                     let st = mfu::Stat::from_lstat(&st);
+                    if let Some(f) = &sink.prune {
+                        let rel = std::ffi::OsStr::from_bytes(&path[(sink.cut + 1).min(path.len())..]);
+                        if f.prunes(std::path::Path::new(rel), Kind::from_mode(st.mode) == Some(Kind::Dir)) {
+                            continue;
+                        }
+                    }
                     sink.record(l, &path, &st);
                     if Kind::from_mode(st.mode) == Some(Kind::Dir) {
                         queue.push(PathBuf::from(std::ffi::OsString::from_vec(path.clone())));

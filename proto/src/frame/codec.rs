@@ -53,6 +53,16 @@ impl Request {
                 put_header(dst, K_WALK, 2 + path.len());
                 put_str(dst, path);
             }
+            Request::WalkFiltered { path, rules } => {
+                let len = 2 + path.len() + 2 + rules.iter().map(|(_, p)| 1 + 2 + p.len()).sum::<usize>();
+                put_header(dst, K_WALK_FILTERED, len);
+                put_str(dst, path);
+                dst.put_u16(u16::try_from(rules.len()).expect("rules are capped by their senders"));
+                for (include, p) in rules {
+                    dst.put_u8(u8::from(*include));
+                    put_str(dst, p);
+                }
+            }
             Request::Bundle { data } => {
                 assert!(data.len() <= MAX_BUNDLE_CHUNK, "bundle pieces are capped");
                 put_header(dst, K_BUNDLE, data.len());
@@ -66,9 +76,8 @@ impl Request {
     /// needed, `Err` if the bytes can never be a valid request.
     pub fn decode(src: &mut BytesMut) -> Result<Option<Request>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
-            K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH | K_MANIFEST | K_WALK | K_BUNDLE_END => {
-                Some(MAX_CONTROL_BODY)
-            }
+            K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH | K_MANIFEST | K_WALK | K_WALK_FILTERED
+            | K_BUNDLE_END => Some(MAX_CONTROL_BODY),
             K_BUNDLE => Some(MAX_BUNDLE_CHUNK),
             _ => None,
         })?
@@ -124,6 +133,23 @@ impl Request {
                 Request::Manifest { path: r.path()?, first, count }
             }
             K_WALK => Request::Walk { path: r.path()? },
+            K_WALK_FILTERED => {
+                let path = r.path()?;
+                let n = r.u16()?;
+                if usize::from(n) > MAX_WALK_RULES {
+                    return Err(ProtoError::Malformed { kind, why: "too many rules" });
+                }
+                let mut rules = Vec::with_capacity(usize::from(n));
+                for _ in 0..n {
+                    let include = match r.u8()? {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(ProtoError::Malformed { kind, why: "a rule is 0 (exclude) or 1 (include)" }),
+                    };
+                    rules.push((include, r.path()?));
+                }
+                Request::WalkFiltered { path, rules }
+            }
             K_BUNDLE => {
                 let n = r.buf.len();
                 Request::Bundle { data: r.bytes(n)? }

@@ -436,7 +436,11 @@ impl Conn {
                     }
                 }
             }
-            Request::Walk { path } => self.walk(path).await,
+            Request::Walk { path } => self.walk(path, None).await,
+            Request::WalkFiltered { path, rules } => match ddtree::filter::Filter::from_rules(&rules) {
+                Ok(f) => self.walk(path, Some(Arc::new(f))).await,
+                Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await?),
+            },
         }
     }
 

@@ -8,8 +8,13 @@ const WALK_ERRORS_TOLD: usize = 500;
 
 impl Conn {
     /// Streams a walk of `path` (a directory under the root) as `ListData`
-    /// pieces, then `ListEnd`. Paths in the list are relative to the root.
-    pub(super) async fn walk(&mut self, path: String) -> Result<(), ConnError> {
+    /// pieces, then `ListEnd`. Paths in the list are relative to the root;
+    /// what `prune` excludes (paths below `path`) is neither listed nor read.
+    pub(super) async fn walk(
+        &mut self,
+        path: String,
+        prune: Option<Arc<ddtree::filter::Filter>>,
+    ) -> Result<(), ConnError> {
         let dir = match self.shared.root.resolve(&path) {
             Ok(d) if d.is_dir() => d,
             Ok(_) => {
@@ -34,6 +39,7 @@ impl Conn {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             label: Some(label),
             skip: vec![self.shared.index.dir().to_path_buf()],
+            prune,
             on_error: Some(ddtree::walk::OnError(Arc::new(move |path: &[u8], why: &str| {
                 let mut kept = told.lock().expect("walk errors lock");
                 if kept.len() < WALK_ERRORS_TOLD {

@@ -1,5 +1,7 @@
 //! `--exclude`, `--include`, `--exclude-from`: which entries below SRC an
-//! archive moves (and, with `--delete`, may remove).
+//! archive moves (and, with `--delete`, may remove). The client applies
+//! them to the list it gets; a mirror given them applies them as it walks,
+//! so an excluded directory (`.snapshot`) is never read there.
 //!
 //! Rules are tried in the order given; the first whose pattern matches
 //! decides. Patterns are gitignore-like globs on the path below SRC: `*`
@@ -29,6 +31,8 @@ struct Rule {
     include: bool,
     dir_only: bool,
     matcher: GlobMatcher,
+    /// As given (sent to a mirror as is).
+    pattern: String,
 }
 
 /// The rules, in order.
@@ -94,8 +98,29 @@ impl Filter {
             .build()
             .map_err(|e| bad(e.kind().to_string()))?
             .compile_matcher();
-        self.rules.push(Rule { include, dir_only, matcher });
+        self.rules.push(Rule { include, dir_only, matcher, pattern: pattern.to_string() });
         Ok(())
+    }
+
+    /// The rules as (include, pattern), in order: what a mirror is sent.
+    pub fn rules(&self) -> Vec<(bool, String)> {
+        self.rules.iter().map(|r| (r.include, r.pattern.clone())).collect()
+    }
+
+    /// The rules a client sent.
+    pub fn from_rules(rules: &[(bool, String)]) -> Result<Filter, FilterError> {
+        let mut f = Filter::default();
+        for (include, pattern) in rules {
+            f.push(*include, pattern)?;
+        }
+        Ok(f)
+    }
+
+    /// Whether a walk leaves `rel` out (neither listed nor entered): the
+    /// first matching rule excludes it. Only its own verdict: a walk never
+    /// gets below a directory it left out.
+    pub fn prunes(&self, rel: &Path, is_dir: bool) -> bool {
+        self.verdict(rel, is_dir) == Some(false)
     }
 
     pub fn is_empty(&self) -> bool {
