@@ -71,6 +71,12 @@ impl Progress for Bar {
         }
     }
 
+    fn status(&mut self, msg: &str) {
+        if let Some(b) = &self.bar {
+            b.set_message(format!("  {msg}"));
+        }
+    }
+
     fn finish(&mut self) {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();

@@ -10,11 +10,15 @@ use ddtree::list::{self, Entry};
 use super::{ArchiveError, ArchiveSpec};
 pub(super) use crate::session::WalkErrors;
 use crate::session::{Peer, Session, SessionError};
+use crate::transfer::Progress;
 
 /// The list: from `--list` (with `--strip`), or walked by the first mirror
 /// that answers, and what that walk could not read. A walk that could not
 /// read everything is taken only if no mirror's walk can.
-pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<(Vec<Entry>, WalkErrors), ArchiveError> {
+pub(super) async fn fetch_list(
+    spec: &ArchiveSpec,
+    progress: &mut dyn Progress,
+) -> Result<(Vec<Entry>, WalkErrors), ArchiveError> {
     if let Some(path) = &spec.list {
         let mut entries = list::read(path)?;
         if let Some(prefix) = &spec.strip {
@@ -36,7 +40,12 @@ pub(super) async fn fetch_list(spec: &ArchiveSpec) -> Result<(Vec<Entry>, WalkEr
     let (mut failures, mut untrusted) = (vec![], false);
     let mut partial: Option<(Vec<Entry>, WalkErrors)> = None;
     for ep in &spec.get.mirrors {
-        match walk_on(ep, &spec.src, &spec.filter.rules(), spec.get.token.as_deref()).await {
+        let started = std::time::Instant::now();
+        let mut tell = |n: usize| {
+            let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            progress.status(&format!("listing {} on {ep}: {n} entries ({rate:.0}/s)", spec.src));
+        };
+        match walk_on(ep, &spec.src, &spec.filter.rules(), spec.get.token.as_deref(), &mut tell).await {
             Ok((entries, errors)) if errors.is_empty() => return Ok((entries, errors)),
             Ok((entries, errors)) => {
                 failures.push(format!("  {ep}: {} entries under {} could not be read", errors.len(), spec.src));
@@ -59,6 +68,7 @@ pub(super) async fn walk_on(
     src: &str,
     rules: &[(bool, String)],
     token: Option<&[u8]>,
+    tell: &mut dyn FnMut(usize),
 ) -> Result<(Vec<Entry>, WalkErrors), SessionError> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
     let mut began = false;
@@ -67,6 +77,7 @@ pub(super) async fn walk_on(
         let mut all = vec![];
         while let Some(mut batch) = rx.recv().await {
             all.append(&mut batch);
+            tell(all.len());
         }
         all
     };

@@ -240,7 +240,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         }
     }
     let run = Archiving::new(spec, src, started, fresh);
-    let (mut entries, unread) = fetch_list(spec).await?;
+    let (mut entries, unread) = fetch_list(spec, progress).await?;
     run.incomplete.store(!unread.is_empty(), Ordering::Relaxed);
     for (path, why) in unread {
         progress.warn(&format!("cannot copy {path}: {why}"));
@@ -258,6 +258,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
     check_nesting(items.iter())?;
+    progress.status(&format!("comparing {} entries with {}", items.len(), spec.dest.display()));
     if spec.dry_run {
         return run.dry_run(&items).map_err(local(&spec.dest));
     }

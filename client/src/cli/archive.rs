@@ -210,7 +210,10 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         }
     };
     let mut bar = Bar::new(!o.moving.quiet);
-    match rt.block_on(archive::archive(&spec, &mut bar)) {
+    let result = rt.block_on(archive::archive(&spec, &mut bar));
+    // The bar (a dry run's, a failed run's) is gone before anything is printed.
+    crate::transfer::Progress::finish(&mut bar);
+    match result {
         Ok(r) => {
             if o.moving.json {
                 println!("{}", serde_json::to_string(&r).expect("report serialises"));

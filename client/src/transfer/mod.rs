@@ -80,6 +80,9 @@ pub trait Progress: Send {
     /// A mirror joined the running transfer: `per_mirror` grows by one.
     fn joined(&mut self, mirror: &str);
     fn finish(&mut self);
+    /// What a long step before the bytes move is doing (listing a tree,
+    /// comparing it with DEST), shown on a terminal.
+    fn status(&mut self, _msg: &str) {}
 }
 
 /// What a `get` needs to know.
