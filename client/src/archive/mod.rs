@@ -28,9 +28,13 @@ pub use ddtree::filter;
 mod listing;
 mod mirrors;
 mod parts;
+mod report;
 mod streamed;
 pub mod sync;
 mod tree;
+
+use report::merge_reports;
+pub use report::{ArchiveReport, Failure, Phases};
 
 use std::collections::HashSet;
 use std::io;
@@ -105,79 +109,6 @@ pub enum ArchiveError {
     Local { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Transfer(#[from] TransferError),
-}
-
-/// What an archive did.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ArchiveReport {
-    pub src: String,
-    pub dest: String,
-    /// Regular files in the list, moved or skipped.
-    pub files: u64,
-    pub dirs: u64,
-    /// Directories finished while the last part moved (every entry in
-    /// them made by then); the others were finished at the end.
-    pub dirs_finished_early: u64,
-    pub links: u64,
-    /// Bytes of regular files moved in this run.
-    pub bytes: u64,
-    /// Files skipped because they were already complete and correct.
-    pub skipped_files: u64,
-    pub skipped_bytes: u64,
-    pub seconds: f64,
-    pub files_per_second: f64,
-    pub mb_per_second: f64,
-    /// Where the time went.
-    pub phases: Phases,
-    /// Files copied without their setuid/setgid bits (owners are not kept).
-    pub setid_cleared: u64,
-    /// Entries that could not be copied (unreadable on the mirrors), with
-    /// why; everything else was. Not empty: exit code 5.
-    pub failed: Vec<Failure>,
-    /// Bundles the files moved in: one, or in a streamed archive as many
-    /// as were cut while the mirror walked.
-    pub parts: u64,
-    /// Entries below SRC that a rule excluded here (a mirror given the
-    /// rules leaves its own out of the walk: they are not counted).
-    pub excluded: u64,
-    /// Entries removed from DEST (`--delete`).
-    pub deleted: u64,
-    /// Files whose mode alone differed, set without moving them.
-    pub modes_fixed: u64,
-    /// FIFOs and sockets made (or already right).
-    pub specials: u64,
-    /// With `--dry-run`: what a run would do (nothing was changed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dry_run: Option<sync::Plan>,
-    /// The engine's report for the range (shares per mirror, ...), if
-    /// anything moved (the parts' together).
-    pub transfer: Option<TransferReport>,
-}
-
-/// An entry that could not be copied.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Failure {
-    /// Below the mirrors' root.
-    pub path: String,
-    pub why: String,
-}
-
-/// Seconds of each part of a run. They add up to the whole, except in a
-/// streamed archive, where the walk runs while the first parts move:
-/// there `list` ends when the walk does, the next three are summed over
-/// the parts, and `finish` is the rest.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Phases {
-    /// Getting the list (a mirror's walk, or reading LIST) and sorting it.
-    pub list: f64,
-    /// Directories, the check of what is already there, empty files.
-    pub prepare: f64,
-    /// Waiting for the mirrors to register the bundle (they start during `prepare`).
-    pub check: f64,
-    /// Moving the bytes.
-    pub moving: f64,
-    /// Symlinks, modes and mtimes.
-    pub finish: f64,
 }
 
 /// One listed entry, placed under the destination.
@@ -289,7 +220,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         }
     };
     let specials = run.make_specials();
-    let deleted = run.delete(&items, progress)?;
+    let deleted = run.delete_extraneous(&items, progress)?;
     run.dirs().finish(items.iter())?;
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
     let Chosen { files, links, skipped_files, skipped_bytes, bytes, modes_fixed, .. } = chosen;
@@ -443,84 +374,6 @@ impl<'a> Archiving<'a> {
             self.setid_cleared.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Some(Item { entry: e, rel }))
-    }
-
-    /// `--dry-run`: what a run would do, changing nothing.
-    fn dry_run(&self, items: &[Item]) -> io::Result<ArchiveReport> {
-        let extra = match self.spec.delete {
-            true => {
-                let kept = self.kept.lock().expect("kept lock").clone();
-                sync::extraneous(items, &self.spec.dest, &self.spec.filter, &kept).unwrap_or_default()
-            }
-            false => vec![],
-        };
-        let specials = self.specials.lock().expect("specials lock");
-        let plan = sync::plan(items, &specials, &self.spec.dest, &extra);
-        let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
-        let seconds = self.started.elapsed().as_secs_f64();
-        Ok(ArchiveReport {
-            src: self.src.to_string(),
-            dest: self.spec.dest.display().to_string(),
-            files: count(Kind::File),
-            dirs: count(Kind::Dir),
-            dirs_finished_early: 0,
-            links: count(Kind::Link),
-            bytes: 0,
-            skipped_files: 0,
-            skipped_bytes: 0,
-            seconds,
-            files_per_second: 0.0,
-            mb_per_second: 0.0,
-            phases: Phases::default(),
-            setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
-            failed: self.take_failures(),
-            parts: 0,
-            excluded: self.excluded.load(Ordering::Relaxed),
-            deleted: 0,
-            modes_fixed: 0,
-            specials: 0,
-            dry_run: Some(plan),
-            transfer: None,
-        })
-    }
-
-    /// Makes the FIFOs and sockets (with their modes and mtimes) where DEST
-    /// does not have them already; one that cannot be made is named, the
-    /// rest go on. Before directories get their times: making an entry
-    /// changes its directory's.
-    fn make_specials(&self) -> u64 {
-        let specials = std::mem::take(&mut *self.specials.lock().expect("specials lock"));
-        let mut made = 0;
-        for it in &specials {
-            let p = self.spec.dest.join(&it.rel);
-            match sync::make_special(&p, &it.entry) {
-                Ok(()) => made += 1,
-                Err(e) => self.failed(&it.rel, format!("cannot make it: {e}")),
-            }
-        }
-        made
-    }
-
-    /// `--delete`: removes what DEST holds below SRC's directories that
-    /// the list does not (never what a rule excludes). Not when the list
-    /// is incomplete (a directory no mirror could read): its entries would
-    /// look gone. What cannot be removed is a failure of its own.
-    fn delete(&self, items: &[Item], progress: &mut dyn Progress) -> Result<u64, ArchiveError> {
-        if !self.spec.delete {
-            return Ok(0);
-        }
-        if self.incomplete.load(Ordering::Relaxed) {
-            progress.warn("not deleting anything: some of SRC could not be read, so what it holds is not known");
-            return Ok(0);
-        }
-        let kept = self.kept.lock().expect("kept lock").clone();
-        let extra =
-            sync::extraneous(items, &self.spec.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
-        let failed = sync::delete(&self.spec.dest, &extra);
-        for (rel, why) in &failed {
-            self.failed(rel, format!("cannot delete: {why}"));
-        }
-        Ok((extra.len() - failed.len()) as u64)
     }
 
     /// `todo` made ready to move (the time it took counted as `prepare`).
@@ -682,52 +535,6 @@ impl<'a> Archiving<'a> {
 
     fn dirs(&self) -> Dirs<'_> {
         Dirs { dest: &self.spec.dest, fresh: self.fresh, umask: self.umask }
-    }
-}
-
-/// One report for the parts of a streamed archive: sums, and each
-/// mirror's share of all of it.
-fn merge_reports(a: Option<TransferReport>, b: Option<TransferReport>) -> Option<TransferReport> {
-    let (mut a, b) = match (a, b) {
-        (Some(a), Some(b)) => (a, b),
-        (a, b) => return a.or(b),
-    };
-    a.bytes += b.bytes;
-    a.reused_bytes += b.reused_bytes;
-    a.seconds += b.seconds;
-    a.starts += b.starts;
-    a.extends += b.extends;
-    a.ends += b.ends;
-    a.duplicate_bytes += b.duplicate_bytes;
-    a.verified &= b.verified;
-    add_up(
-        &mut a.producers,
-        b.producers,
-        |p| p.mirror.clone(),
-        |q, p| (q.blocks, q.bytes) = (q.blocks + p.blocks, q.bytes + p.bytes),
-    );
-    let total: u64 = a.producers.iter().map(|p| p.bytes).sum();
-    for p in &mut a.producers {
-        p.share = if total > 0 { p.bytes as f64 / total as f64 } else { 0.0 };
-    }
-    add_up(
-        &mut a.links,
-        b.links,
-        |l| l.route.clone(),
-        |m, l| (m.blocks, m.bytes) = (m.blocks + l.blocks, m.bytes + l.bytes),
-    );
-    a.warnings.extend(b.warnings);
-    Some(a)
-}
-
-/// Adds each of `from` to the entry of `into` with the same key, or
-/// appends it.
-fn add_up<T, K: PartialEq>(into: &mut Vec<T>, from: Vec<T>, key: impl Fn(&T) -> K, add: impl Fn(&mut T, &T)) {
-    for x in from {
-        match into.iter_mut().find(|y| key(y) == key(&x)) {
-            Some(y) => add(y, &x),
-            None => into.push(x),
-        }
     }
 }
 

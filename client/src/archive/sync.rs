@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use ddtree::list::Kind;
 
 use super::filter::Filter;
-use super::{deep, Item};
+use super::{deep, local, ArchiveError, ArchiveReport, Archiving, Item, Phases};
+use crate::transfer::Progress;
+use std::sync::atomic::Ordering;
 
 /// The changes a run would make, and their counts.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -235,4 +237,84 @@ pub(super) fn delete(dest: &Path, extra: &[(PathBuf, bool)]) -> Vec<(PathBuf, St
         }
     }
     failed
+}
+
+/// What the sync options do in a run.
+impl Archiving<'_> {
+    /// `--dry-run`: what a run would do, changing nothing.
+    pub(super) fn dry_run(&self, items: &[Item]) -> std::io::Result<ArchiveReport> {
+        let extra = match self.spec.delete {
+            true => {
+                let kept = self.kept.lock().expect("kept lock").clone();
+                extraneous(items, &self.spec.dest, &self.spec.filter, &kept)?
+            }
+            false => vec![],
+        };
+        let specials = self.specials.lock().expect("specials lock");
+        let plan = plan(items, &specials, &self.spec.dest, &extra);
+        let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
+        let seconds = self.started.elapsed().as_secs_f64();
+        Ok(ArchiveReport {
+            src: self.src.to_string(),
+            dest: self.spec.dest.display().to_string(),
+            files: count(Kind::File),
+            dirs: count(Kind::Dir),
+            dirs_finished_early: 0,
+            links: count(Kind::Link),
+            bytes: 0,
+            skipped_files: 0,
+            skipped_bytes: 0,
+            seconds,
+            files_per_second: 0.0,
+            mb_per_second: 0.0,
+            phases: Phases::default(),
+            setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
+            failed: self.take_failures(),
+            parts: 0,
+            excluded: self.excluded.load(Ordering::Relaxed),
+            deleted: 0,
+            modes_fixed: 0,
+            specials: 0,
+            dry_run: Some(plan),
+            transfer: None,
+        })
+    }
+
+    /// Makes the FIFOs and sockets (with their modes and mtimes) where DEST
+    /// does not have them already; one that cannot be made is named, the
+    /// rest go on. Before directories get their times: making an entry
+    /// changes its directory's.
+    pub(super) fn make_specials(&self) -> u64 {
+        let specials = std::mem::take(&mut *self.specials.lock().expect("specials lock"));
+        let mut made = 0;
+        for it in &specials {
+            let p = self.spec.dest.join(&it.rel);
+            match make_special(&p, &it.entry) {
+                Ok(()) => made += 1,
+                Err(e) => self.failed(&it.rel, format!("cannot make it: {e}")),
+            }
+        }
+        made
+    }
+
+    /// `--delete`: removes what DEST holds below SRC's directories that
+    /// the list does not (never what a rule excludes). Not when the list
+    /// is incomplete (a directory no mirror could read): its entries would
+    /// look gone. What cannot be removed is a failure of its own.
+    pub(super) fn delete_extraneous(&self, items: &[Item], progress: &mut dyn Progress) -> Result<u64, ArchiveError> {
+        if !self.spec.delete {
+            return Ok(0);
+        }
+        if self.incomplete.load(Ordering::Relaxed) {
+            progress.warn("not deleting anything: some of SRC could not be read, so what it holds is not known");
+            return Ok(0);
+        }
+        let kept = self.kept.lock().expect("kept lock").clone();
+        let extra = extraneous(items, &self.spec.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
+        let failed = delete(&self.spec.dest, &extra);
+        for (rel, why) in &failed {
+            self.failed(rel, format!("cannot delete: {why}"));
+        }
+        Ok((extra.len() - failed.len()) as u64)
+    }
 }
