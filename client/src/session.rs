@@ -350,14 +350,14 @@ impl Session {
         Ok(connect(route, None, token).await?.0)
     }
 
-    /// Asks the mirror to walk `src`, handing its entries to `out` a batch
+    /// Asks the mirror to walk `src` (as `ask` says), handing its entries to `out` a batch
     /// at a time as the walk goes (the list is unpacked and read on a
     /// thread); `began` is set once some of the list has come. What the
     /// walk could not read comes back (the list holds the rest).
     pub(crate) async fn walk(
         &mut self,
         src: &str,
-        rules: &[(bool, String)],
+        ask: &WalkAsk,
         out: tokio::sync::mpsc::Sender<Vec<ddtree::list::Entry>>,
         began: &mut bool,
     ) -> Result<WalkErrors, SessionError> {
@@ -367,10 +367,13 @@ impl Session {
         // The mirror leaves out what the rules exclude as it walks (never
         // reading an excluded directory); rules too many for one request
         // are applied here only (the client filters the list either way).
-        let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 4 + src.len();
-        match !rules.is_empty() && rules.len() <= MAX_WALK_RULES && size <= MAX_CONTROL_BODY {
-            true => Request::WalkFiltered { path: src.to_string(), rules: rules.to_vec() }.encode(&mut req),
-            false => Request::Walk { path: src.to_string() }.encode(&mut req),
+        let WalkAsk { rules, xattrs } = ask;
+        let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 5 + src.len();
+        let fits = rules.len() <= MAX_WALK_RULES && size <= MAX_CONTROL_BODY;
+        let rules = if fits { rules.clone() } else { vec![] };
+        match rules.is_empty() && !xattrs {
+            false => Request::WalkFiltered { path: src.to_string(), rules, xattrs: *xattrs }.encode(&mut req),
+            true => Request::Walk { path: src.to_string() }.encode(&mut req),
         }
         send(&mut self.sock, &req).await?;
         let (feed, unpacked) = packed::unpacker(MAX_LIST);
@@ -430,4 +433,13 @@ impl Session {
             Err(_) => Err(SessionError::DefineTimeout(DEFINE_TIMEOUT)),
         }
     }
+}
+
+/// What a walk asks the mirror for beyond the entries.
+#[derive(Debug, Clone, Default)]
+pub struct WalkAsk {
+    /// Filter rules the mirror applies as it walks (`(include, pattern)`).
+    pub rules: Vec<(bool, String)>,
+    /// List each entry's extended attributes.
+    pub xattrs: bool,
 }

@@ -72,9 +72,54 @@ impl Layout {
     }
 }
 
+/// For an entry moved as its data runs alone (a sparse file: see
+/// [`crate::list::Meta`]): calls `f(offset in the file, range of the
+/// caller's buffer)` for the `len` bytes from `within` of the runs put back
+/// to back.
+pub fn each_run(
+    runs: &[(u64, u64)],
+    within: u64,
+    len: usize,
+    mut f: impl FnMut(u64, Range<usize>) -> io::Result<()>,
+) -> io::Result<()> {
+    let (mut skipped, mut done) = (0u64, 0usize);
+    for &(off, run) in runs {
+        if done == len {
+            break;
+        }
+        let at = within + done as u64;
+        if at >= skipped + run {
+            skipped += run;
+            continue;
+        }
+        let inside = at - skipped;
+        let n = ((run - inside) as usize).min(len - done);
+        f(off + inside, done..done + n)?;
+        done += n;
+        skipped += run;
+    }
+    if done < len {
+        return Err(io::Error::other("bytes past the end of the data runs"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_map_packed_bytes_to_file_offsets() {
+        let runs = [(0, 4), (100, 3), (200, 5)];
+        let mut v = vec![];
+        each_run(&runs, 2, 8, |o, r| {
+            v.push((o, r));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(v, vec![(2, 0..2), (100, 2..5), (200, 5..8)]);
+        assert!(each_run(&runs, 10, 3, |_, _| Ok(())).is_err());
+    }
 
     fn spans(l: &Layout, offset: u64, len: usize) -> io::Result<Vec<(usize, u64, Range<usize>)>> {
         let mut v = vec![];

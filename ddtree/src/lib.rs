@@ -7,6 +7,7 @@
 //! - [`layout`]: entries' bytes back to back as one range (bundles).
 //! - [`list`]: file lists: ours ([`list::ddftp`]) and mpifileutils' v4
 //!   ([`list::mfu`]).
+pub mod attrs;
 pub mod filter;
 pub mod layout;
 pub mod list;

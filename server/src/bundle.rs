@@ -77,6 +77,10 @@ struct Piece {
     name: CString,
     link: bool,
     mtime: Time,
+    /// The file's listed size, and for a sparse one the data runs it
+    /// moves (the layout's bytes are the runs back to back).
+    size: u64,
+    runs: Option<Box<[(u64, u64)]>>,
 }
 
 /// A registered bundle.
@@ -135,13 +139,15 @@ impl Bundle {
                 Kind::Link => true,
                 other => return Err(DefineError::NoBytes { path: shown(), kind: format!("{other:?}") }),
             };
-            pieces.push(Piece { dir: dirs.len() - 1, name, link, mtime: e.mtime });
+            let runs = e.meta.data().filter(|_| !link).map(Box::from);
+            pieces.push(Piece { dir: dirs.len() - 1, name, link, mtime: e.mtime, size: e.size, runs });
         }
         let dir = root.dir();
         let root = open_root(dir).map_err(|source| DefineError::Root { dir: dir.to_owned(), source })?;
-        let layout = Layout::new(entries.iter().map(|e| e.size)).ok_or(DefineError::TooLarge)?;
+        let layout = Layout::new(entries.iter().map(|e| e.meta.moved_len(e.size))).ok_or(DefineError::TooLarge)?;
         let name = format!("{PREFIX}{}", &hex(blake3::hash(list).as_bytes())[..32]);
-        let footprint = pieces.iter().map(|p| p.name.as_bytes().len() + PIECE_COST).sum::<usize>()
+        let runs = |p: &Piece| p.runs.as_ref().map_or(0, |r| r.len() * 16);
+        let footprint = pieces.iter().map(|p| p.name.as_bytes().len() + PIECE_COST + runs(p)).sum::<usize>()
             + dirs.iter().map(|d| d.as_bytes().len() + PIECE_COST).sum::<usize>();
         Ok(Bundle { name, size: layout.size(), footprint, root, dirs, pieces, layout })
     }
@@ -219,10 +225,11 @@ impl Bundle {
             dst.copy_from_slice(&t[within as usize..within as usize + dst.len()]);
             return Ok(());
         }
-        if md.len() != listed {
+        if md.len() != p.size {
             return Err(io::Error::other(format!(
-                "{}: listed with {listed} bytes, this mirror's copy has {}",
+                "{}: listed with {} bytes, this mirror's copy has {}",
                 shown(),
+                p.size,
                 md.len()
             )));
         }
@@ -237,13 +244,30 @@ impl Bundle {
                 have.nsec
             )));
         }
-        f.read_exact_at(dst, within).map_err(|e| {
+        let read = match &p.runs {
+            None => f.read_exact_at(dst, within),
+            Some(runs) => ddtree::layout::each_run(runs, within, dst.len(), |at, r| f.read_exact_at(&mut dst[r], at)),
+        };
+        read.map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
                 io::Error::other(format!("{}: the file shrank", shown()))
             } else {
                 naming(e, &shown())
             }
-        })
+        })?;
+        // A file written while it was read may have given part old, part
+        // new bytes: it is not served (the client names it, and a rerun
+        // takes the new version).
+        let after = f.metadata()?;
+        if after.len() != md.len()
+            || after.mtime() != md.mtime()
+            || after.mtime_nsec() != md.mtime_nsec()
+            || after.ctime() != md.ctime()
+            || after.ctime_nsec() != md.ctime_nsec()
+        {
+            return Err(io::Error::other(CannotRead(format!("{}: changed while being read", shown()))));
+        }
+        Ok(())
     }
 }
 

@@ -79,6 +79,8 @@ pub(super) struct Stat {
     pub size: u64,
     pub mtime: i64,
     pub mtime_nsec: u32,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 impl Stat {
@@ -103,13 +105,27 @@ impl InDir {
         // SAFETY: a valid descriptor, C string and a stat buffer to fill.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         check(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
-        Ok(Stat { mode: st.st_mode, size: st.st_size as u64, mtime: st.st_mtime, mtime_nsec: st.st_mtime_nsec as u32 })
+        Ok(Stat {
+            mode: st.st_mode,
+            size: st.st_size as u64,
+            mtime: st.st_mtime,
+            mtime_nsec: st.st_mtime_nsec as u32,
+            uid: st.st_uid,
+            gid: st.st_gid,
+        })
     }
 }
 
 fn stat_of(m: &Metadata) -> Stat {
     use std::os::unix::fs::MetadataExt;
-    Stat { mode: m.mode(), size: m.size(), mtime: m.mtime(), mtime_nsec: m.mtime_nsec() as u32 }
+    Stat {
+        mode: m.mode(),
+        size: m.size(),
+        mtime: m.mtime(),
+        mtime_nsec: m.mtime_nsec() as u32,
+        uid: m.uid(),
+        gid: m.gid(),
+    }
 }
 
 /// The metadata of `path` itself (a symlink's own).
@@ -206,11 +222,36 @@ pub(super) fn read_link(path: &Path) -> io::Result<PathBuf> {
     Ok(PathBuf::from(std::ffi::OsString::from_vec(buf)))
 }
 
-/// Makes a FIFO or a socket node (`kind`: `S_IFIFO`, `S_IFSOCK`) at `path`.
-pub(super) fn make_node(path: &Path, kind: libc::mode_t, perm: u32) -> io::Result<()> {
+/// Makes a FIFO, socket or device node (`kind`: `S_IFIFO`, `S_IFSOCK`,
+/// `S_IFBLK`, `S_IFCHR`; `rdev` for a device) at `path`.
+pub(super) fn make_node(path: &Path, kind: libc::mode_t, perm: u32, rdev: u64) -> io::Result<()> {
     let at = At::new(path)?;
-    // SAFETY: a valid descriptor and C string; no device number for these.
-    check(unsafe { libc::mknodat(at.fd(), at.name.as_ptr(), kind | perm as libc::mode_t, 0) })
+    // SAFETY: a valid descriptor and C string.
+    check(unsafe { libc::mknodat(at.fd(), at.name.as_ptr(), kind | perm as libc::mode_t, rdev as libc::dev_t) })
+}
+
+/// A second name `to` for the file at `from`.
+pub(super) fn hard_link(from: &Path, to: &Path) -> io::Result<()> {
+    let (a, b) = (At::new(from)?, At::new(to)?);
+    // SAFETY: valid descriptors and C strings.
+    check(unsafe { libc::linkat(a.fd(), a.name.as_ptr(), b.fd(), b.name.as_ptr(), 0) })
+}
+
+/// Sets owner and group of `path` itself (a symlink's own).
+pub(super) fn chown(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
+    let at = At::new(path)?;
+    // SAFETY: a valid descriptor and C string.
+    check(unsafe { libc::fchownat(at.fd(), at.name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) })
+}
+
+/// `f` given a path to `path` that xattr calls take (which have no `*at`
+/// form): as it is if short, else through its open directory in /proc.
+pub(super) fn with_short_path<T>(path: &Path, f: impl FnOnce(&std::ffi::CStr) -> io::Result<T>) -> io::Result<T> {
+    let at = At::new(path)?;
+    match &at.dir {
+        None => f(&at.name),
+        Some(d) => f(&ddtree::attrs::at(d.as_raw_fd(), at.name.as_bytes())?),
+    }
 }
 
 pub(super) fn symlink(target: &[u8], path: &Path) -> io::Result<()> {

@@ -171,7 +171,7 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<
                 c.modes_fixed += u64::from(mode_set);
                 continue;
             }
-            c.bytes += it.entry.size;
+            c.bytes += it.entry.meta.moved_len(it.entry.size);
         } else {
             c.links += 1;
         }
@@ -182,10 +182,10 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<
 
 /// The bundle's definition: `todo` as a ddftp list, packed for the wire.
 pub(super) fn definition(todo: &[&Item]) -> Vec<u8> {
-    // A mirror checks each entry's kind, size and mtime as it reads it;
-    // modes are left out (zero), so the packed list reaches a slow mirror
-    // sooner.
-    packed_list(todo, |e| Entry { perm: 0, ..e.clone() })
+    // A mirror checks each entry's kind, size and mtime as it reads it,
+    // and reads a sparse file's data runs alone; modes, owners and xattrs
+    // are left out, so the packed list reaches a slow mirror sooner.
+    packed_list(todo, |e| Entry { perm: 0, meta: e.meta.for_bundle(), ..e.clone() })
 }
 
 /// The list of what this run moves, kept beside the journal so that a run
@@ -273,7 +273,14 @@ mod tests {
 
     #[test]
     fn paths_below_src_and_nesting() {
-        let e = |path: &str, kind| Entry { path: path.into(), kind, perm: 0, size: 0, mtime: Time::default() };
+        let e = |path: &str, kind| Entry {
+            path: path.into(),
+            kind,
+            perm: 0,
+            size: 0,
+            mtime: Time::default(),
+            meta: Default::default(),
+        };
         let rel = |path: &str, src: &str| {
             below_src(&e(path, Kind::File), src.as_bytes()).map(|r| r.map(|p| p.into_os_string()))
         };

@@ -9,7 +9,7 @@ use ddtree::list::{self, Entry};
 
 use super::{ArchiveError, ArchiveSpec};
 pub(super) use crate::session::WalkErrors;
-use crate::session::{Peer, Session, SessionError};
+use crate::session::{Peer, Session, SessionError, WalkAsk};
 use crate::transfer::Progress;
 
 /// The list: from `--list` (with `--strip`), or walked by the first mirror
@@ -45,7 +45,7 @@ pub(super) async fn fetch_list(
             let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-3);
             progress.status(&format!("listing {} on {ep}: {n} entries ({rate:.0}/s)", spec.src));
         };
-        match walk_on(ep, &spec.src, &spec.filter.rules(), spec.get.token.as_deref(), &mut tell).await {
+        match walk_on(ep, &spec.src, &spec.walk_ask(), spec.get.token.as_deref(), &mut tell).await {
             Ok((entries, errors)) if errors.is_empty() => return Ok((entries, errors)),
             Ok((entries, errors)) => {
                 failures.push(format!("  {ep}: {} entries under {} could not be read", errors.len(), spec.src));
@@ -66,13 +66,13 @@ pub(super) async fn fetch_list(
 pub(super) async fn walk_on(
     ep: &Peer,
     src: &str,
-    rules: &[(bool, String)],
+    ask: &WalkAsk,
     token: Option<&[u8]>,
     tell: &mut dyn FnMut(usize),
 ) -> Result<(Vec<Entry>, WalkErrors), SessionError> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
     let mut began = false;
-    let walk = walk_stream(ep, src, rules, token, tx, &mut began);
+    let walk = walk_stream(ep, src, ask, token, tx, &mut began);
     let collect = async {
         let mut all = vec![];
         while let Some(mut batch) = rx.recv().await {
@@ -90,13 +90,13 @@ pub(super) async fn walk_on(
 pub(super) async fn walk_stream(
     ep: &Peer,
     src: &str,
-    rules: &[(bool, String)],
+    ask: &WalkAsk,
     token: Option<&[u8]>,
     out: tokio::sync::mpsc::Sender<Vec<Entry>>,
     began: &mut bool,
 ) -> Result<WalkErrors, SessionError> {
     let route = ep.route(None);
-    Session::open(&route, token).await?.walk(src, rules, out, began).await
+    Session::open(&route, token).await?.walk(src, ask, out, began).await
 }
 
 /// Defines the bundle on one mirror (`def`: the packed list); its name, or

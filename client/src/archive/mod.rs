@@ -25,6 +25,7 @@
 mod deep;
 mod dirs;
 pub use ddtree::filter;
+mod keep;
 mod listing;
 mod mirrors;
 mod parts;
@@ -85,8 +86,23 @@ pub struct ArchiveSpec {
     /// Remove what DEST has below SRC's directories that SRC does not
     /// (excluded entries are kept).
     pub delete: bool,
+    /// Set owners and groups (numeric ids) and make device nodes: by
+    /// default when run as root.
+    pub owners: bool,
+    /// Extended attributes, ACLs among them (`--xattrs`).
+    pub xattrs: bool,
+    /// Compare contents (`--checksum`): a file whose size and mtime match
+    /// is moved again if its SHA-256 differs from the mirrors'.
+    pub checksum: bool,
     /// The engine's settings (`path` and `output` are set here).
     pub get: GetSpec,
+}
+
+impl ArchiveSpec {
+    /// What the mirror's walk is asked for.
+    fn walk_ask(&self) -> crate::session::WalkAsk {
+        crate::session::WalkAsk { rules: self.filter.rules(), xattrs: self.xattrs }
+    }
 }
 
 /// Why an archive failed.
@@ -185,6 +201,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
             items.push(item);
         }
     }
+    run.split_links(&mut items);
     if items.is_empty() {
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
@@ -220,8 +237,10 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         }
     };
     let specials = run.make_specials();
+    let hard_links = run.make_links();
     let deleted = run.delete_extraneous(&items, progress)?;
     run.dirs().finish(items.iter())?;
+    let attrs_set = run.keep_meta(items.iter());
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
     let Chosen { files, links, skipped_files, skipped_bytes, bytes, modes_fixed, .. } = chosen;
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
@@ -248,6 +267,8 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         deleted,
         modes_fixed,
         specials,
+        hard_links,
+        attrs_set,
         dry_run: None,
         transfer,
     })
@@ -279,8 +300,10 @@ struct Archiving<'a> {
     kept: std::sync::Mutex<HashSet<PathBuf>>,
     /// Some of SRC could not be read: what it holds is not known whole.
     incomplete: AtomicBool,
-    /// FIFOs and sockets: no bytes to move, made in place.
+    /// FIFOs, sockets, device nodes: no bytes to move, made in place.
     specials: std::sync::Mutex<Vec<Item>>,
+    /// Second names of hard-linked files, linked once the first is in place.
+    linked: std::sync::Mutex<Vec<keep::Linked>>,
 }
 
 /// A range's files made ready to move: the store they are written
@@ -317,6 +340,7 @@ impl<'a> Archiving<'a> {
             kept: Default::default(),
             incomplete: AtomicBool::new(false),
             specials: Default::default(),
+            linked: Default::default(),
         }
     }
 
@@ -341,9 +365,9 @@ impl<'a> Archiving<'a> {
     }
 
     /// A listed entry as an item under DEST, if it is below SRC and no rule
-    /// excludes it. FIFOs and sockets are kept aside, to be made in place
-    /// ([`Archiving::make_specials`]); a device node is not copied (the
-    /// list does not carry its numbers), and is counted and named (exit 5).
+    /// excludes it. FIFOs, sockets and (run as root) device nodes are kept
+    /// aside, to be made in place ([`Archiving::make_specials`]); a device
+    /// node otherwise is not copied, and is counted and named (exit 5).
     fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
         let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
         let filter = &self.spec.filter;
@@ -353,23 +377,27 @@ impl<'a> Archiving<'a> {
             self.excluded.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
-        if matches!(e.kind, Kind::Fifo | Kind::Socket) {
+        let device = matches!(e.kind, Kind::Block | Kind::Char);
+        if matches!(e.kind, Kind::Fifo | Kind::Socket) || (device && self.spec.owners && e.meta.rdev().is_some()) {
             self.kept.lock().expect("kept lock").insert(rel.clone());
             self.specials.lock().expect("specials lock").push(Item { entry: e, rel });
             return Ok(None);
         }
-        if !matches!(e.kind, Kind::File | Kind::Dir | Kind::Link) {
-            let why = format!("a {:?} device is not archived (the list does not carry its numbers)", e.kind);
+        if device {
+            let why = match e.meta.rdev() {
+                None => format!("a {:?} device, listed without its numbers", e.kind),
+                Some(_) => format!("a {:?} device is made only when run as root", e.kind),
+            };
             warn(&format!("not copying {}: {why}", String::from_utf8_lossy(&e.path)));
             self.failed(&rel, why);
             self.kept.lock().expect("kept lock").insert(rel);
             return Ok(None);
         }
         let mut e = e;
-        // Owners are not kept: a setuid or setgid file would run as
-        // whoever runs the archive (root, often), so the bits go, as
-        // `cp -p` drops them when it cannot keep the owner.
-        if e.kind == Kind::File && e.perm & 0o6000 != 0 {
+        // Owners not kept: a setuid or setgid file would run as whoever
+        // runs the archive, so the bits go, as `cp -p` drops them when it
+        // cannot keep the owner.
+        if !self.spec.owners && e.kind == Kind::File && e.perm & 0o6000 != 0 {
             e.perm &= !0o6000;
             self.setid_cleared.fetch_add(1, Ordering::Relaxed);
         }

@@ -42,8 +42,12 @@ pub struct ArchiveReport {
     pub deleted: u64,
     /// Files whose mode alone differed, set without moving them.
     pub modes_fixed: u64,
-    /// FIFOs and sockets made (or already right).
+    /// FIFOs, sockets and device nodes made (or already right).
     pub specials: u64,
+    /// Hard links made (second names of a file, linked to its first).
+    pub hard_links: u64,
+    /// Entries whose owner or extended attributes were set (without moving them).
+    pub attrs_set: u64,
     /// With `--dry-run`: what a run would do (nothing was changed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<sync::Plan>,

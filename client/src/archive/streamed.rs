@@ -84,10 +84,10 @@ impl Archiving<'_> {
         let mut specials = 0;
         let walk = async move {
             let (mut failures, mut untrusted) = (vec![], false);
-            let rules = spec.filter.rules();
+            let ask = spec.walk_ask();
             for ep in &spec.get.mirrors {
                 let mut began = false;
-                match walk_stream(ep, self.src, &rules, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
+                match walk_stream(ep, self.src, &ask, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
                     Ok(errors) if errors.is_empty() => return Ok(()),
                     Ok(errors) => {
                         // The careful path takes it from here: another
@@ -115,11 +115,15 @@ impl Archiving<'_> {
             let mut warnings = vec![];
             let mut dirs = vec![];
             let mut pending: Vec<Item> = vec![];
+            // Hard-linked files wait for the whole list: which name comes
+            // first (and moves; the others are linked to it) is known then.
+            let mut linked: Vec<Item> = vec![];
             let mut bytes = 0;
             while let Some(batch) = walk_rx.recv().await {
                 for e in batch {
                     match self.item(e, &mut |w| warnings.push(w.to_string()))? {
                         Some(it) if it.entry.kind == Kind::Dir => dirs.push(it),
+                        Some(it) if it.entry.kind == Kind::File && it.entry.meta.link().is_some() => linked.push(it),
                         Some(it) => {
                             bytes += it.entry.size;
                             pending.push(it)
@@ -134,6 +138,9 @@ impl Archiving<'_> {
                     bytes = 0;
                 }
             }
+            linked.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
+            self.split_links(&mut linked);
+            pending.append(&mut linked);
             Ok::<_, ArchiveError>((dirs, pending, part_tx, warnings))
         };
         let listing = async {
@@ -146,7 +153,10 @@ impl Archiving<'_> {
             if pending.is_empty() {
                 return Ok::<_, ArchiveError>((Some(dirs), warnings));
             }
-            let ahead = busy.fetch_add(1, Ordering::AcqRel) > 0;
+            // Hard links are made after the move, into directories not yet
+            // finished: none is finished early then.
+            let links = !self.linked.lock().expect("linked lock").is_empty();
+            let ahead = busy.fetch_add(1, Ordering::AcqRel) > 0 && !links;
             self.cut(&mut pending, &part_tx, ahead, Some(dirs)).await?;
             Ok((None, warnings))
         };
@@ -216,6 +226,7 @@ impl Archiving<'_> {
         if items().next().is_none() {
             return Err(ArchiveError::BadEntry { path: self.src.into(), why: "nothing under it on the mirror".into() });
         }
+        let hard_links = self.make_links();
         let dirs_finished_early = match finished {
             // Checked while the last part moved.
             Some(later) => {
@@ -230,8 +241,9 @@ impl Archiving<'_> {
                 0
             }
         };
+        let attrs_set = self.keep_meta(items());
         let files = items().filter(|it| it.entry.kind == Kind::File);
-        let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
+        let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.meta.moved_len(it.entry.size)));
         let seconds = self.started.elapsed().as_secs_f64();
         // The list overlaps the rest: `finish` is what came after both.
         let Phases { prepare, check, moving, .. } = spent;
@@ -258,6 +270,8 @@ impl Archiving<'_> {
             deleted: 0,
             modes_fixed: 0,
             specials,
+            hard_links,
+            attrs_set,
             dry_run: None,
             transfer,
         };

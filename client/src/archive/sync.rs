@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use ddtree::list::Kind;
 
 use super::filter::Filter;
+use super::keep::Linked;
 use super::{deep, local, ArchiveError, ArchiveReport, Archiving, Item, Phases};
 use crate::transfer::Progress;
 use std::sync::atomic::Ordering;
@@ -51,20 +52,50 @@ fn shown(rel: &Path, dir: bool) -> String {
 }
 
 /// What a run would do to DEST for `items` (sorted by path), and, with
-/// `extra` (from [`extraneous`]), what it would delete.
-pub(super) fn plan(items: &[Item], specials: &[Item], dest: &Path, extra: &[(PathBuf, bool)]) -> Plan {
+/// `extra` (from [`extraneous`]), what it would delete; `keep`: whether
+/// owners and xattrs are compared too.
+pub(super) fn plan(
+    items: &[Item],
+    specials: &[Item],
+    linked: &[Linked],
+    dest: &Path,
+    extra: &[(PathBuf, bool)],
+    keep: Keep,
+) -> Plan {
     let mut p = Plan::default();
     let mut lines: Vec<(PathBuf, String)> = vec![];
     for it in specials {
         if !is_special(&dest.join(&it.rel), &it.entry) {
             p.new_specials += 1;
-            lines.push((it.rel.clone(), format!("cS+++++++++ {}", shown(&it.rel, false))));
+            let letter = if matches!(it.entry.kind, Kind::Block | Kind::Char) { 'D' } else { 'S' };
+            lines.push((it.rel.clone(), format!("c{letter}+++++++++ {}", shown(&it.rel, false))));
+        } else if let Some(attrs) = keep.differs(&dest.join(&it.rel), &it.entry) {
+            let letter = if matches!(it.entry.kind, Kind::Block | Kind::Char) { 'D' } else { 'S' };
+            lines.push((it.rel.clone(), format!(".{letter}...{attrs} {}", shown(&it.rel, false))));
+        }
+    }
+    for l in linked {
+        let (to, from) = (dest.join(&l.item.rel), dest.join(&l.to));
+        let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| a.dev() == b.dev() && a.ino() == b.ino();
+        match (deep::symlink_metadata(&to), deep::symlink_metadata(&from)) {
+            (Ok(a), Ok(b)) if same(&a, &b) => {}
+            _ => {
+                p.new_links += 1;
+                let line = format!("hf+++++++++ {} => {}", shown(&l.item.rel, false), l.to.display());
+                lines.push((l.item.rel.clone(), line));
+            }
         }
     }
     for it in items {
         let e = &it.entry;
-        let m = deep::symlink_metadata(&dest.join(&it.rel)).ok();
+        let path = dest.join(&it.rel);
+        let m = deep::symlink_metadata(&path).ok();
         let time_differs = |m: &std::fs::Metadata| m.mtime() != e.mtime.sec || m.mtime_nsec() as u32 != e.mtime.nsec;
+        // Owner, group, xattrs: `o g . . x` (or dots), the code's last five.
+        let attrs = |m: &Option<std::fs::Metadata>| match m {
+            Some(_) => keep.differs(&path, e),
+            None => None,
+        };
         let line = match e.kind {
             Kind::Dir => match m.filter(|m| m.is_dir()) {
                 None => {
@@ -73,31 +104,34 @@ pub(super) fn plan(items: &[Item], specials: &[Item], dest: &Path, extra: &[(Pat
                 }
                 Some(m) => {
                     let (t, perm) = (time_differs(&m), m.mode() & 0o7777 != e.perm);
-                    (t || perm).then(|| {
+                    let a = attrs(&Some(m));
+                    (t || perm || a.is_some()).then(|| {
                         p.changed_dirs += 1;
-                        format!(".d..{}{}.....", if t { 't' } else { '.' }, if perm { 'p' } else { '.' })
+                        format!(".d..{}{}{}", flag(t, 't'), flag(perm, 'p'), a.unwrap_or_else(|| ".....".into()))
                     })
                 }
             },
             Kind::File => match m.filter(|m| m.is_file()) {
                 None => {
                     p.new_files += 1;
-                    p.bytes += e.size;
+                    p.bytes += e.meta.moved_len(e.size);
                     Some(">f+++++++++".to_string())
                 }
                 Some(m) => {
                     let (s, t, perm) = (m.size() != e.size, time_differs(&m), m.mode() & 0o7777 != e.perm);
+                    let a = attrs(&Some(m));
                     let flags = format!(
-                        "{}{}{}.....",
-                        if s { 's' } else { '.' },
-                        if t { 't' } else { '.' },
-                        if perm { 'p' } else { '.' }
+                        "{}{}{}{}",
+                        flag(s, 's'),
+                        flag(t, 't'),
+                        flag(perm, 'p'),
+                        a.clone().unwrap_or_else(|| ".....".into())
                     );
                     if s || t {
                         p.changed_files += 1;
-                        p.bytes += e.size;
+                        p.bytes += e.meta.moved_len(e.size);
                         Some(format!(">f.{flags}"))
-                    } else if perm {
+                    } else if perm || a.is_some() {
                         p.mode_only += 1;
                         Some(format!(".f.{flags}"))
                     } else {
@@ -108,7 +142,7 @@ pub(super) fn plan(items: &[Item], specials: &[Item], dest: &Path, extra: &[(Pat
             // A symlink's target comes with the data: one already there
             // with the listed mtime is taken to be the same link.
             _ => match m.filter(|m| m.file_type().is_symlink() && !time_differs(m)) {
-                Some(_) => None,
+                Some(m) => attrs(&Some(m)).map(|a| format!(".L....{a}")),
                 None => {
                     p.new_links += 1;
                     Some("cL+++++++++".to_string())
@@ -128,20 +162,62 @@ pub(super) fn plan(items: &[Item], specials: &[Item], dest: &Path, extra: &[(Pat
     p
 }
 
-/// Whether `p` is the FIFO or socket `e` says, mode and mtime included.
+fn flag(set: bool, c: char) -> char {
+    if set {
+        c
+    } else {
+        '.'
+    }
+}
+
+/// What a run compares beyond type, size, mode and mtime.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Keep {
+    pub owners: bool,
+    pub xattrs: bool,
+}
+
+impl Keep {
+    /// The code's last five letters (`og..x`) if `path`'s owner, group or
+    /// xattrs differ from `e`'s (those compared), else `None`.
+    fn differs(&self, path: &Path, e: &ddtree::list::Entry) -> Option<String> {
+        let m = deep::symlink_metadata(path).ok()?;
+        let (mut o, mut g) = (false, false);
+        if let Some((uid, gid)) = e.meta.owner.filter(|_| self.owners) {
+            (o, g) = (m.uid() != uid, m.gid() != gid);
+        }
+        let x = match e.meta.xattrs().filter(|_| self.xattrs) {
+            Some(want) => {
+                let have = deep::with_short_path(path, ddtree::attrs::read_xattrs).unwrap_or_default();
+                let mut want = want.to_vec();
+                let mut have = have;
+                want.sort();
+                have.sort();
+                want != have
+            }
+            None => false,
+        };
+        (o || g || x).then(|| format!("{}{}..{}", flag(o, 'o'), flag(g, 'g'), flag(x, 'x')))
+    }
+}
+
+/// Whether `p` is the FIFO, socket or device `e` says, mode and mtime included.
 fn is_special(p: &Path, e: &ddtree::list::Entry) -> bool {
     use std::os::unix::fs::FileTypeExt;
     deep::symlink_metadata(p).is_ok_and(|m| {
         let t = m.file_type();
         let kind = match e.kind {
             Kind::Fifo => t.is_fifo(),
-            _ => t.is_socket(),
+            Kind::Socket => t.is_socket(),
+            Kind::Block => t.is_block_device() && Some(m.rdev()) == e.meta.rdev(),
+            Kind::Char => t.is_char_device() && Some(m.rdev()) == e.meta.rdev(),
+            _ => false,
         };
         kind && m.mode() & 0o7777 == e.perm && m.mtime() == e.mtime.sec && m.mtime_nsec() as u32 == e.mtime.nsec
     })
 }
 
-/// Makes the FIFO or socket `e` at `p` (what else stands there goes),
+/// Makes the FIFO, socket or device node `e` at `p` (what else stands there goes),
 /// unless it is there already.
 pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry) -> std::io::Result<()> {
     if is_special(p, e) {
@@ -153,8 +229,7 @@ pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry) -> std::io::Result
     if let Some(parent) = p.parent() {
         deep::make_dir_all(parent)?;
     }
-    let kind = if e.kind == Kind::Fifo { libc::S_IFIFO } else { libc::S_IFSOCK };
-    deep::make_node(p, kind, e.perm)?;
+    deep::make_node(p, e.kind.mode_bits(), e.perm, e.meta.rdev().unwrap_or(0))?;
     // The umask may have taken bits off.
     deep::set_mode(p, e.perm)?;
     deep::set_mtime(p, e.mtime, 0)
@@ -251,7 +326,9 @@ impl Archiving<'_> {
             false => vec![],
         };
         let specials = self.specials.lock().expect("specials lock");
-        let plan = plan(items, &specials, &self.spec.dest, &extra);
+        let linked = self.linked.lock().expect("linked lock");
+        let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs };
+        let plan = plan(items, &specials, &linked, &self.spec.dest, &extra, keep);
         let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
         let seconds = self.started.elapsed().as_secs_f64();
         Ok(ArchiveReport {
@@ -275,6 +352,8 @@ impl Archiving<'_> {
             deleted: 0,
             modes_fixed: 0,
             specials: 0,
+            hard_links: 0,
+            attrs_set: 0,
             dry_run: Some(plan),
             transfer: None,
         })
@@ -285,9 +364,9 @@ impl Archiving<'_> {
     /// rest go on. Before directories get their times: making an entry
     /// changes its directory's.
     pub(super) fn make_specials(&self) -> u64 {
-        let specials = std::mem::take(&mut *self.specials.lock().expect("specials lock"));
+        let specials = self.specials.lock().expect("specials lock");
         let mut made = 0;
-        for it in &specials {
+        for it in specials.iter() {
             let p = self.spec.dest.join(&it.rel);
             match make_special(&p, &it.entry) {
                 Ok(()) => made += 1,

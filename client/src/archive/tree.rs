@@ -86,6 +86,10 @@ pub(super) struct Piece {
     /// The listed permission bits and mtime.
     perm: u32,
     mtime: Time,
+    /// The listed size, and a sparse file's data runs: the range holds
+    /// those alone, and the holes between them are never written.
+    size: u64,
+    runs: Option<Box<[(u64, u64)]>>,
 }
 
 impl TreeStore {
@@ -106,11 +110,15 @@ impl TreeStore {
                 mode: it.entry.perm | 0o200,
                 perm: it.entry.perm,
                 mtime: it.entry.mtime,
+                size: it.entry.size,
+                runs: it.entry.meta.data().filter(|_| it.entry.kind == Kind::File).map(Box::from),
             });
         }
-        let layout = Layout::new(items.iter().map(|it| it.entry.size)).ok_or_else(|| ArchiveError::BadEntry {
-            path: dest.display().to_string(),
-            why: "the listed sizes add up past 2^64 bytes".into(),
+        let layout = Layout::new(items.iter().map(|it| it.entry.meta.moved_len(it.entry.size))).ok_or_else(|| {
+            ArchiveError::BadEntry {
+                path: dest.display().to_string(),
+                why: "the listed sizes add up past 2^64 bytes".into(),
+            }
         })?;
         let finished = items.iter().map(|_| AtomicBool::new(false)).collect();
         let bad = items.iter().map(|_| AtomicBool::new(false)).collect();
@@ -177,7 +185,11 @@ impl TreeStore {
             return remove_any(&part);
         }
         match deep::symlink_metadata(&part) {
-            Ok(_) => {
+            Ok(m) => {
+                if m.len() != e.size {
+                    // A sparse file's last hole (no byte written there).
+                    deep::open(&part, libc::O_WRONLY, 0)?.set_len(e.size)?;
+                }
                 finish_entry(&part, e, self.fresh, self.umask)?;
                 deep::rename(&part, &path)
             }
@@ -212,7 +224,7 @@ impl TreeStore {
     /// run's, complete and correct.
     fn is_complete(&self, i: usize, m: &std::fs::Metadata) -> bool {
         let p = &self.pieces[i];
-        is_finished_file(m, self.layout.len_of(i), p.perm, p.mtime)
+        is_finished_file(m, p.size, p.perm, p.mtime)
     }
 
     /// Writes file `i` whole and finishes it, unless that was done already
@@ -228,11 +240,25 @@ impl TreeStore {
         }
         let dir = self.dir(p.dir, at)?;
         let f = File::from(open_fd(dir.as_raw_fd(), &p.name, libc::O_WRONLY | libc::O_CREAT, p.mode)?);
-        FileExt::write_all_at(&f, data, 0)?;
+        self.write_at(i, &f, data, 0)?;
+        if p.runs.is_some() {
+            f.set_len(p.size)?;
+        }
         if needs_chmod(p.perm, self.fresh, self.umask) {
             f.set_permissions(std::fs::Permissions::from_mode(p.perm))?;
         }
         set_mtime_fd(&f, p.mtime)
+    }
+
+    /// Bytes of file `i`'s range from `within`, where they go in the file
+    /// (a sparse file's between its holes).
+    fn write_at(&self, i: usize, f: &File, data: &[u8], within: u64) -> io::Result<()> {
+        match &self.pieces[i].runs {
+            None => FileExt::write_all_at(f, data, within),
+            Some(runs) => {
+                ddtree::layout::each_run(runs, within, data.len(), |at, r| FileExt::write_all_at(f, &data[r], at))
+            }
+        }
     }
 
     /// A piece of symlink `i`'s target; the link is made once all of it came.
@@ -363,7 +389,7 @@ impl Store for TreeStore {
             } else if within == 0 && r.len() as u64 == self.layout.len_of(i) {
                 self.write_whole(i, &buf[r], &mut at)
             } else {
-                self.file(i).and_then(|f| FileExt::write_all_at(&*f, &buf[r], within))
+                self.file(i).and_then(|f| self.write_at(i, &f, &buf[r], within))
             };
             written.map_err(|e| naming(&self.path(i))(e))
         })
@@ -379,7 +405,15 @@ impl Store for TreeStore {
                 buf[r].copy_from_slice(t.ok_or_else(|| io::Error::other("symlink target shorter than listed"))?);
                 Ok(())
             } else {
-                let read = self.file(i).and_then(|f| FileExt::read_exact_at(&*f, &mut buf[r], within));
+                let read = self.file(i).and_then(|f| match &self.pieces[i].runs {
+                    None => FileExt::read_exact_at(&*f, &mut buf[r], within),
+                    Some(runs) => {
+                        let dst = &mut buf[r];
+                        ddtree::layout::each_run(runs, within, dst.len(), |at, r| {
+                            FileExt::read_exact_at(&*f, &mut dst[r], at)
+                        })
+                    }
+                });
                 read.map_err(|e| naming(&self.path(i))(e))
             }
         })

@@ -56,6 +56,23 @@ pub struct ArchiveOpt {
     /// `+ PATTERN` includes; `#` comments.
     #[arg(long, value_name = "FILE")]
     pub exclude_from: Vec<PathBuf>,
+    /// Extended attributes and ACLs too (as `rsync -AX`): the mirror
+    /// lists them, they are set on every entry, and ones DEST has beyond
+    /// them are removed.
+    #[arg(long, short = 'X')]
+    pub xattrs: bool,
+    /// Compare contents, not size and mtime: a file of the listed size is
+    /// moved again if its SHA-256 differs from the mirrors' (each such
+    /// file read here whole, and by a mirror).
+    #[arg(long, short = 'c')]
+    pub checksum: bool,
+    /// Leave owners and groups alone (kept by default when run as root,
+    /// by number, as `rsync --numeric-ids`).
+    #[arg(long)]
+    pub no_owner: bool,
+    /// Accepted for rsync users: owners are always kept by number.
+    #[arg(long, hide = true)]
+    pub numeric_ids: bool,
     /// Bytes of files a part waits for while the mirror still walks (the
     /// tests set it low to get many parts).
     #[arg(long, hide = true, value_parser = parse_size, default_value_t = archive::PART_BYTES)]
@@ -195,6 +212,10 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         filter,
         dry_run: o.dry_run,
         delete: o.delete,
+        // SAFETY: geteuid cannot fail.
+        owners: !o.no_owner && unsafe { libc::geteuid() } == 0,
+        xattrs: o.xattrs,
+        checksum: o.checksum,
         src: o.src.clone(),
         dest: o.dest.clone(),
         list: o.list.clone(),

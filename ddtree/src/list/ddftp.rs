@@ -1,8 +1,8 @@
 //! ddftp's list format: NUL-terminated text records.
 //!
 //! ```text
-//! #ddftp-list 1\0
-//! TYPE SIZE MODE MTIME PATH\0      (one per entry)
+//! #ddftp-list 2\0
+//! TYPE SIZE MODE MTIME ATTRS PATH\0      (one per entry)
 //! ```
 //! TYPE is `find -printf %y`'s letter (`f d l b c p s`), SIZE is `st_size`
 //! in decimal, MODE the permission bits in octal (`%m`), MTIME
@@ -14,18 +14,20 @@
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
-use super::{Entry, Kind, ListError, Time};
+use super::{Entry, Kind, ListError, Meta, Time};
 
 /// The first record of every ddftp list.
-pub const MAGIC: &[u8] = b"#ddftp-list 1\0";
+pub const MAGIC: &[u8] = b"#ddftp-list 2\0";
+/// The first record of a version 1 list (no ATTRS field).
+const MAGIC_V1: &[u8] = b"#ddftp-list 1\0";
 
 /// Appends one record to `out`.
 pub fn push_record(out: &mut Vec<u8>, e: &Entry) {
-    push_fields(out, &e.path, e.kind, e.perm, e.size, e.mtime);
+    push_fields(out, &e.path, e.kind, e.perm, e.size, e.mtime, &e.meta);
 }
 
 /// Appends the record of an entry not held as an [`Entry`] (the walk's case).
-pub fn push_fields(out: &mut Vec<u8>, path: &[u8], kind: Kind, perm: u32, size: u64, mtime: Time) {
+pub fn push_fields(out: &mut Vec<u8>, path: &[u8], kind: Kind, perm: u32, size: u64, mtime: Time, meta: &Meta) {
     out.push(kind.letter());
     out.push(b' ');
     push_decimal(out, size);
@@ -50,6 +52,8 @@ pub fn push_fields(out: &mut Vec<u8>, path: &[u8], kind: Kind, perm: u32, size: 
         ns % 10,
     ];
     out.extend(digits.iter().map(|d| b'0' + *d as u8));
+    out.push(b' ');
+    meta.push(out);
     out.push(b' ');
     out.extend_from_slice(path);
     out.push(0);
@@ -116,17 +120,27 @@ pub enum RecordError {
     MtimeNanos,
     #[error("empty path")]
     EmptyPath,
+    #[error("bad attributes: {0}")]
+    BadAttrs(&'static str),
 }
 
-/// Parses one record (without its NUL).
+/// Parses one record (without its NUL) of a version 2 list.
 pub fn parse_record(rec: &[u8]) -> Result<Entry, RecordError> {
+    parse_versioned(rec, 2)
+}
+
+fn parse_versioned(rec: &[u8], version: u8) -> Result<Entry, RecordError> {
     use RecordError::*;
-    let mut it = rec.splitn(5, |&b| b == b' ');
+    let mut it = rec.splitn(if version == 1 { 5 } else { 6 }, |&b| b == b' ');
     let mut field = |name: &'static str| it.next().ok_or(MissingField(name));
     let kind = field("type")?;
     let size = field("size")?;
     let mode = field("mode")?;
     let mtime = field("mtime")?;
+    let meta = match version {
+        1 => Meta::default(),
+        _ => Meta::parse(field("attributes")?).map_err(BadAttrs)?,
+    };
     let path = field("path")?;
     let kind = match kind {
         [c] => Kind::from_letter(*c),
@@ -149,7 +163,7 @@ pub fn parse_record(rec: &[u8]) -> Result<Entry, RecordError> {
     if path.is_empty() {
         return Err(EmptyPath);
     }
-    Ok(Entry { path: path.to_vec(), kind, perm, size, mtime: Time { sec, nsec } })
+    Ok(Entry { path: path.to_vec(), kind, perm, size, mtime: Time { sec, nsec }, meta })
 }
 
 /// Reads a whole list; `name` only labels errors.
@@ -175,6 +189,7 @@ pub fn read_batches(
     let mut rec = Vec::new();
     let mut entries = Vec::new();
     let mut index = 0u64;
+    let mut version = 2;
     loop {
         rec.clear();
         let n = r.read_until(0, &mut rec).map_err(|source| ListError::Io { path: name.to_owned(), source })?;
@@ -189,11 +204,13 @@ pub fn read_batches(
         }
         rec.pop();
         if index == 0 {
-            if rec != MAGIC[..MAGIC.len() - 1] {
+            if rec == MAGIC_V1[..MAGIC_V1.len() - 1] {
+                version = 1;
+            } else if rec != MAGIC[..MAGIC.len() - 1] {
                 return Err(ListError::UnknownFormat { path: name.to_owned() });
             }
         } else {
-            let e = parse_record(&rec).map_err(|detail| ListError::Malformed {
+            let e = parse_versioned(&rec, version).map_err(|detail| ListError::Malformed {
                 path: name.to_owned(),
                 record: index,
                 detail: detail.to_string(),
@@ -219,7 +236,8 @@ mod tests {
     use super::*;
 
     fn entry(path: &[u8], kind: Kind) -> Entry {
-        Entry { path: path.to_vec(), kind, perm: 0o4755, size: 12345, mtime: Time { sec: -5, nsec: 7 } }
+        let meta = Meta { owner: Some((1, 2)), rare: None };
+        Entry { path: path.to_vec(), kind, perm: 0o4755, size: 12345, mtime: Time { sec: -5, nsec: 7 }, meta }
     }
 
     #[test]
@@ -237,9 +255,11 @@ mod tests {
         write(&mut out, &[entry(b"f", Kind::File)]).unwrap();
         out.pop();
         assert!(matches!(read(&out[..], Path::new("t")), Err(ListError::Truncated { .. })));
-        let bad = [MAGIC, b"f 1 644 1.000000000\0"].concat();
+        let v1 = [MAGIC_V1, b"f 1 644 1.000000000 a b\0"].concat();
+        assert_eq!(read(&v1[..], Path::new("t")).unwrap()[0].path, b"a b", "version 1 is read");
+        let bad = [MAGIC, b"f 1 644 1.000000000 -\0"].concat();
         assert!(matches!(read(&bad[..], Path::new("t")), Err(ListError::Malformed { record: 1, .. })));
-        let bad = [MAGIC, b"f 1 999 1.000000000 p\0"].concat();
+        let bad = [MAGIC, b"f 1 999 1.000000000 - p\0"].concat();
         assert!(matches!(read(&bad[..], Path::new("t")), Err(ListError::Malformed { .. })));
         assert!(matches!(read(&b"hello\0"[..], Path::new("t")), Err(ListError::UnknownFormat { .. })));
     }

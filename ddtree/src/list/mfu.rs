@@ -228,6 +228,7 @@ impl Record {
             perm: self.stat.mode & 0o7777,
             size: self.stat.size,
             mtime: self.stat.mtime,
+            meta: super::Meta { owner: Some((self.stat.uid, self.stat.gid)), rare: None },
         })
     }
 }

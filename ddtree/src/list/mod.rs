@@ -9,7 +9,10 @@
 //!   can read our walks.
 
 pub mod ddftp;
+pub mod meta;
 pub mod mfu;
+
+pub use meta::Meta;
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -94,6 +97,8 @@ pub struct Entry {
     /// `st_size` (for a symlink, the length of its target).
     pub size: u64,
     pub mtime: Time,
+    /// Owner, hard-link id, device numbers, data runs, xattrs ([`Meta`]).
+    pub meta: Meta,
 }
 
 impl Entry {
@@ -105,6 +110,7 @@ impl Entry {
             perm: md.mode() & 0o7777,
             size: md.size(),
             mtime: Time { sec: md.mtime(), nsec: md.mtime_nsec() as u32 },
+            meta: Meta::of(md.mode(), md.uid(), md.gid(), md.nlink(), (md.dev(), md.ino()), md.rdev()),
         })
     }
 }

@@ -44,6 +44,11 @@ impl Dir {
         Ok(n as usize)
     }
 
+    /// The descriptor (entries are named relative to it).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+
     /// lstat of the entry `name` in this directory.
     pub fn lstat(&self, name: &CStr) -> io::Result<libc::stat> {
         // SAFETY: `st` is plain data the call fills; `name` is NUL-terminated.
@@ -54,6 +59,17 @@ impl Dir {
         }
         Ok(st)
     }
+}
+
+/// `openat(at, name, flags | O_CLOEXEC)`.
+pub fn open_at(at: libc::c_int, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: a valid C string; a descriptor the call returns is ours.
+    let fd = unsafe { libc::openat(at, name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Bytes of path one `openat` is given at most (under `PATH_MAX`, 4096).

@@ -27,7 +27,19 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::list::mfu::{self, Spool};
-use crate::list::{ddftp, Kind};
+use crate::list::{ddftp, Kind, Meta};
+
+/// `lstat` of a path, as the kernel fills it.
+fn lstat_path(p: &Path) -> std::io::Result<libc::stat> {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+    // SAFETY: `st` is plain data the call fills; `c` is NUL-terminated.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::lstat(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st)
+}
 
 /// Where the records go.
 pub enum Output {
@@ -141,6 +153,8 @@ pub struct Options {
     pub prune: Option<std::sync::Arc<crate::filter::Filter>>,
     /// Told what could not be read; without it, a `tracing` warning.
     pub on_error: Option<OnError>,
+    /// List each entry's extended attributes (ACLs among them).
+    pub xattrs: bool,
 }
 
 /// Where a walk tells what it could not read: the path as it would be
@@ -167,6 +181,7 @@ struct Sink {
     skip: Vec<PathBuf>,
     prune: Option<std::sync::Arc<crate::filter::Filter>>,
     on_error: Option<OnError>,
+    xattrs: bool,
 }
 
 /// Bytes of records a worker writes out at once (the output's lock is
@@ -196,7 +211,47 @@ impl Sink {
         }
     }
 
-    fn record(&self, l: &mut Local, path: &[u8], st: &mfu::Stat) {
+    /// What a ddftp list says of an entry beyond its stat's fixed fields:
+    /// owner, hard-link id, device numbers, and (a few calls more, made
+    /// only where they can find something) a sparse file's data runs and
+    /// the xattrs asked for. `at`: the entry's directory and name. What
+    /// cannot be read of these is told, and the entry listed without it.
+    fn meta(&self, l: &mut Local, path: &[u8], st: &libc::stat, at: Option<(&dir::Dir, &CStr)>) -> Meta {
+        let mut m = Meta::of(st.st_mode, st.st_uid, st.st_gid, st.st_nlink, (st.st_dev, st.st_ino), st.st_rdev);
+        if !matches!(self.format, Format::List) {
+            return m;
+        }
+        let file = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        let (size, allocated) = (st.st_size as u64, st.st_blocks as u64 * 512);
+        let proc_path = |name: &CStr| match at {
+            Some((d, _)) => crate::attrs::at(d.fd(), name.to_bytes()),
+            None => Ok(name.to_owned()),
+        };
+        let whole = std::ffi::CString::new(path).unwrap_or_default();
+        let name = at.map_or(whole.as_c_str(), |(_, n)| n);
+        if file && size > 0 && allocated < size {
+            let fd = match at {
+                Some((d, n)) => dir::open_at(d.fd(), n, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK),
+                None => dir::open_at(libc::AT_FDCWD, &whole, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK),
+            };
+            match fd.and_then(|fd| crate::attrs::data_runs(std::os::fd::AsRawFd::as_raw_fd(&fd), size)) {
+                Ok(Some(runs)) => m.rare_mut().data = Some(runs),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(path = %String::from_utf8_lossy(path), "cannot find its holes (listed whole): {e}")
+                }
+            }
+        }
+        if self.xattrs {
+            match proc_path(name).and_then(|p| crate::attrs::read_xattrs(&p)) {
+                Ok(xs) => m.rare_mut().xattrs = Some(xs),
+                Err(e) => self.error(l, path, format!("cannot read its extended attributes: {e}")),
+            }
+        }
+        m
+    }
+
+    fn record(&self, l: &mut Local, path: &[u8], st: &mfu::Stat, meta: &Meta) {
         l.entries += 1;
         let shown = self.shown(path);
         let path = &*shown;
@@ -208,7 +263,7 @@ impl Sink {
         match self.format {
             Format::None => return,
             Format::List => {
-                ddftp::push_fields(&mut l.buf, path, kind, st.mode & 0o7777, st.size, st.mtime);
+                ddftp::push_fields(&mut l.buf, path, kind, st.mode & 0o7777, st.size, st.mtime, meta);
             }
             Format::Mfu => {
                 mfu::spool_record(&mut l.buf, &mut l.ids, path, st);
@@ -292,6 +347,7 @@ where
         skip: opts.skip.clone(),
         prune: opts.prune.clone(),
         on_error: opts.on_error.clone(),
+        xattrs: opts.xattrs,
     };
     let new_local = |_| Local {
         totals: Totals::default(),
@@ -306,7 +362,10 @@ where
     let mut top = new_local(0);
     let mut seed = Vec::new();
     if first {
-        sink.record(&mut top, root.as_os_str().as_bytes(), &mfu::Stat::from_metadata(&md));
+        let path = root.as_os_str().as_bytes();
+        let st = lstat_path(root).map_err(|source| WalkError::Root { path: root.to_owned(), source })?;
+        let meta = sink.meta(&mut top, path, &st, None);
+        sink.record(&mut top, path, &mfu::Stat::from_metadata(&md), &meta);
         if md.is_dir() {
             seed.push(root.to_owned());
         }
@@ -372,15 +431,16 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
                 continue;
             }
             match d.lstat(name) {
-                Ok(st) => {
-                    let st = mfu::Stat::from_lstat(&st);
+                Ok(raw) => {
+                    let st = mfu::Stat::from_lstat(&raw);
                     if let Some(f) = &sink.prune {
                         let rel = std::ffi::OsStr::from_bytes(&path[(sink.cut + 1).min(path.len())..]);
                         if f.prunes(std::path::Path::new(rel), Kind::from_mode(st.mode) == Some(Kind::Dir)) {
                             continue;
                         }
                     }
-                    sink.record(l, &path, &st);
+                    let meta = sink.meta(l, &path, &raw, Some((&d, name)));
+                    sink.record(l, &path, &st, &meta);
                     if Kind::from_mode(st.mode) == Some(Kind::Dir) {
                         queue.push(PathBuf::from(std::ffi::OsString::from_vec(path.clone())));
                     }

@@ -53,8 +53,8 @@ impl Request {
                 put_header(dst, K_WALK, 2 + path.len());
                 put_str(dst, path);
             }
-            Request::WalkFiltered { path, rules } => {
-                let len = 2 + path.len() + 2 + rules.iter().map(|(_, p)| 1 + 2 + p.len()).sum::<usize>();
+            Request::WalkFiltered { path, rules, xattrs } => {
+                let len = 2 + path.len() + 2 + rules.iter().map(|(_, p)| 1 + 2 + p.len()).sum::<usize>() + 1;
                 put_header(dst, K_WALK_FILTERED, len);
                 put_str(dst, path);
                 dst.put_u16(u16::try_from(rules.len()).expect("rules are capped by their senders"));
@@ -62,6 +62,7 @@ impl Request {
                     dst.put_u8(u8::from(*include));
                     put_str(dst, p);
                 }
+                dst.put_u8(u8::from(*xattrs));
             }
             Request::Bundle { data } => {
                 assert!(data.len() <= MAX_BUNDLE_CHUNK, "bundle pieces are capped");
@@ -148,7 +149,12 @@ impl Request {
                     };
                     rules.push((include, r.path()?));
                 }
-                Request::WalkFiltered { path, rules }
+                let xattrs = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(ProtoError::Malformed { kind, why: "unknown walk flags" }),
+                };
+                Request::WalkFiltered { path, rules, xattrs }
             }
             K_BUNDLE => {
                 let n = r.buf.len();

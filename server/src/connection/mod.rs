@@ -436,9 +436,10 @@ impl Conn {
                     }
                 }
             }
-            Request::Walk { path } => self.walk(path, None).await,
-            Request::WalkFiltered { path, rules } => match ddtree::filter::Filter::from_rules(&rules) {
-                Ok(f) => self.walk(path, Some(Arc::new(f))).await,
+            Request::Walk { path } => self.walk(path, None, false).await,
+            Request::WalkFiltered { path, rules, xattrs } => match ddtree::filter::Filter::from_rules(&rules) {
+                Ok(f) if f.is_empty() => self.walk(path, None, xattrs).await,
+                Ok(f) => self.walk(path, Some(Arc::new(f)), xattrs).await,
                 Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await?),
             },
         }

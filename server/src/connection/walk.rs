@@ -9,11 +9,13 @@ const WALK_ERRORS_TOLD: usize = 500;
 impl Conn {
     /// Streams a walk of `path` (a directory under the root) as `ListData`
     /// pieces, then `ListEnd`. Paths in the list are relative to the root;
-    /// what `prune` excludes (paths below `path`) is neither listed nor read.
+    /// what `prune` excludes (paths below `path`) is neither listed nor read;
+    /// with `xattrs`, entries' extended attributes are listed.
     pub(super) async fn walk(
         &mut self,
         path: String,
         prune: Option<Arc<ddtree::filter::Filter>>,
+        xattrs: bool,
     ) -> Result<(), ConnError> {
         let dir = match self.shared.root.resolve(&path) {
             Ok(d) if d.is_dir() => d,
@@ -46,6 +48,7 @@ impl Conn {
                     kept.push((String::from_utf8_lossy(path).into_owned(), why.to_string()));
                 }
             }))),
+            xattrs,
         };
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(4);
         let out = ddtree::walk::Output::List(Box::new(ChannelWriter { tx }));

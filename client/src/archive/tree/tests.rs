@@ -5,7 +5,14 @@ use ddtree::list::{Entry, Kind, Time};
 use std::path::PathBuf;
 
 fn item(path: &str, size: u64, perm: u32, sec: i64) -> Item {
-    let entry = Entry { path: path.into(), kind: Kind::File, perm, size, mtime: Time { sec, nsec: 5 } };
+    let entry = Entry {
+        path: path.into(),
+        kind: Kind::File,
+        perm,
+        size,
+        mtime: Time { sec, nsec: 5 },
+        meta: Default::default(),
+    };
     Item { entry, rel: PathBuf::from(path) }
 }
 

@@ -1,0 +1,226 @@
+//! What an entry carries beyond type, size, mode and mtime: owner, hard-link
+//! identity, device numbers, where a sparse file's data lies, extended
+//! attributes. One field of a ddftp list record (`ATTRS`), `-` when empty:
+//!
+//! ```text
+//! u=UID:GID  h=DEV:INO  r=RDEV  d=OFF+LEN/OFF+LEN...  x=NAME:VALUE/...
+//! ```
+//! comma-separated, numbers in decimal, xattr names and values in hex (any
+//! byte may appear in either). `h` is given only for a non-directory with
+//! more than one link (the entries sharing it are one file), `r` only for
+//! a device node, `d` only for a file with holes (the runs not listed are
+//! holes and never move), `x` only when the walk was asked for extended
+//! attributes (`x=` then says "none").
+
+/// The rarer attributes, boxed: most entries carry none of them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Rare {
+    /// `(st_dev, st_ino)` of a file with several names.
+    pub link: Option<(u64, u64)>,
+    /// `st_rdev` of a device node.
+    pub rdev: Option<u64>,
+    /// A sparse file's data runs `(offset, length)`, in order.
+    pub data: Option<Vec<(u64, u64)>>,
+    /// Extended attributes (ACLs among them, as `system.posix_acl_*`),
+    /// `Some` when they were read (possibly none).
+    pub xattrs: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+/// An entry's attributes beyond the record's fixed fields.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Meta {
+    /// `(uid, gid)`, when the list carries them.
+    pub owner: Option<(u32, u32)>,
+    pub rare: Option<Box<Rare>>,
+}
+
+/// Most data runs one record may list: a file fragmented past this is
+/// listed whole (its holes then move as zeros, and stay holes only if the
+/// receiving side makes them so).
+pub const MAX_RUNS: usize = 4096;
+
+impl Meta {
+    /// What `lstat` tells of an entry: owner, and a hard-link id or device
+    /// numbers where they apply (data runs and xattrs take more calls).
+    pub fn of(mode: u32, uid: u32, gid: u32, nlink: u64, id: (u64, u64), rdev: u64) -> Meta {
+        let mut m = Meta { owner: Some((uid, gid)), rare: None };
+        let kind = mode & libc::S_IFMT;
+        if nlink > 1 && kind != libc::S_IFDIR {
+            m.rare_mut().link = Some(id);
+        }
+        if kind == libc::S_IFBLK || kind == libc::S_IFCHR {
+            m.rare_mut().rdev = Some(rdev);
+        }
+        m
+    }
+
+    pub fn link(&self) -> Option<(u64, u64)> {
+        self.rare.as_ref().and_then(|r| r.link)
+    }
+
+    pub fn rdev(&self) -> Option<u64> {
+        self.rare.as_ref().and_then(|r| r.rdev)
+    }
+
+    pub fn data(&self) -> Option<&[(u64, u64)]> {
+        self.rare.as_ref().and_then(|r| r.data.as_deref())
+    }
+
+    pub fn xattrs(&self) -> Option<&[(Vec<u8>, Vec<u8>)]> {
+        self.rare.as_ref().and_then(|r| r.xattrs.as_deref())
+    }
+
+    /// What a bundle definition needs of this: a sparse file's data runs.
+    pub fn for_bundle(&self) -> Meta {
+        let data = self.data().map(<[_]>::to_vec);
+        Meta { owner: None, rare: data.map(|d| Box::new(Rare { data: Some(d), ..Rare::default() })) }
+    }
+
+    /// The rare attributes, made on first use.
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Default::default)
+    }
+
+    /// Bytes a bundle moves for an entry of `size`: its data runs, or all.
+    pub fn moved_len(&self, size: u64) -> u64 {
+        self.data().map_or(size, |d| d.iter().map(|r| r.1).sum())
+    }
+
+    /// Appends the `ATTRS` field.
+    pub fn push(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        let sep = |out: &mut Vec<u8>| {
+            if out.len() > start {
+                out.push(b',');
+            }
+        };
+        if let Some((u, g)) = self.owner {
+            sep(out);
+            out.extend_from_slice(format!("u={u}:{g}").as_bytes());
+        }
+        if let Some(r) = &self.rare {
+            if let Some((d, i)) = r.link {
+                sep(out);
+                out.extend_from_slice(format!("h={d}:{i}").as_bytes());
+            }
+            if let Some(d) = r.rdev {
+                sep(out);
+                out.extend_from_slice(format!("r={d}").as_bytes());
+            }
+            if let Some(runs) = &r.data {
+                sep(out);
+                out.extend_from_slice(b"d=");
+                for (n, (o, l)) in runs.iter().enumerate() {
+                    if n > 0 {
+                        out.push(b'/');
+                    }
+                    out.extend_from_slice(format!("{o}+{l}").as_bytes());
+                }
+            }
+            if let Some(xs) = &r.xattrs {
+                sep(out);
+                out.extend_from_slice(b"x=");
+                for (n, (k, v)) in xs.iter().enumerate() {
+                    if n > 0 {
+                        out.push(b'/');
+                    }
+                    push_hex(out, k);
+                    out.push(b':');
+                    push_hex(out, v);
+                }
+            }
+        }
+        if out.len() == start {
+            out.push(b'-');
+        }
+    }
+
+    /// Parses an `ATTRS` field.
+    pub fn parse(field: &[u8]) -> Result<Meta, &'static str> {
+        let mut m = Meta::default();
+        if field == b"-" {
+            return Ok(m);
+        }
+        let text = std::str::from_utf8(field).map_err(|_| "attributes are not ASCII")?;
+        for kv in text.split(',') {
+            let (k, v) = kv.split_once('=').ok_or("an attribute without '='")?;
+            match k {
+                "u" => m.owner = Some(pair(v, ':').ok_or("bad owner")?),
+                "h" => m.rare_mut().link = Some(pair(v, ':').ok_or("bad hard-link id")?),
+                "r" => m.rare_mut().rdev = Some(v.parse().map_err(|_| "bad device number")?),
+                "d" => {
+                    let mut runs: Vec<(u64, u64)> = vec![];
+                    for r in v.split('/').filter(|r| !r.is_empty()) {
+                        runs.push(pair(r, '+').ok_or("bad data run")?);
+                    }
+                    if runs.len() > MAX_RUNS || runs.windows(2).any(|w| w[0].0.saturating_add(w[0].1) > w[1].0) {
+                        return Err("data runs out of order or too many");
+                    }
+                    m.rare_mut().data = Some(runs);
+                }
+                "x" => {
+                    let mut xs = vec![];
+                    for x in v.split('/').filter(|x| !x.is_empty()) {
+                        let (k, v) = x.split_once(':').ok_or("bad xattr")?;
+                        xs.push((unhex(k).ok_or("bad xattr name")?, unhex(v).ok_or("bad xattr value")?));
+                    }
+                    m.rare_mut().xattrs = Some(xs);
+                }
+                // Attributes a later version adds are skipped.
+                _ => {}
+            }
+        }
+        Ok(m)
+    }
+}
+
+fn pair<A: std::str::FromStr, B: std::str::FromStr>(v: &str, sep: char) -> Option<(A, B)> {
+    let (a, b) = v.split_once(sep)?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+fn push_hex(out: &mut Vec<u8>, b: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &c in b {
+        out.push(HEX[usize::from(c >> 4)]);
+        out.push(HEX[usize::from(c & 15)]);
+    }
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attributes_round_trip() {
+        let mut m = Meta { owner: Some((0, 65534)), rare: None };
+        let r = m.rare_mut();
+        r.link = Some((2049, 77));
+        r.rdev = Some(259);
+        r.data = Some(vec![(0, 4096), (1 << 20, 8192)]);
+        r.xattrs = Some(vec![(b"user.a,b".to_vec(), vec![0, 0xff, b'/']), (b"user.empty".to_vec(), vec![])]);
+        let mut out = vec![];
+        m.push(&mut out);
+        assert!(!out.contains(&b' ') && !out.contains(&0));
+        assert_eq!(Meta::parse(&out).unwrap(), m);
+        assert_eq!(m.moved_len(5 << 20), 4096 + 8192);
+        let mut out = vec![];
+        Meta::default().push(&mut out);
+        assert_eq!(out, b"-");
+        assert_eq!(Meta::parse(b"-").unwrap(), Meta::default());
+        let mut none = Meta::default();
+        none.rare_mut().xattrs = Some(vec![]);
+        let mut out = vec![];
+        none.push(&mut out);
+        assert_eq!(Meta::parse(&out).unwrap(), none);
+        assert!(Meta::parse(b"d=10+5/12+1").is_err(), "overlapping runs");
+        assert!(Meta::parse(b"u=1").is_err());
+    }
+}
