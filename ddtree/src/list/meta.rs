@@ -88,6 +88,7 @@ impl Meta {
 
     /// Appends the `ATTRS` field.
     pub fn push(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
         let start = out.len();
         let sep = |out: &mut Vec<u8>| {
             if out.len() > start {
@@ -96,16 +97,16 @@ impl Meta {
         };
         if let Some((u, g)) = self.owner {
             sep(out);
-            out.extend_from_slice(format!("u={u}:{g}").as_bytes());
+            let _ = write!(out, "u={u}:{g}");
         }
         if let Some(r) = &self.rare {
             if let Some((d, i)) = r.link {
                 sep(out);
-                out.extend_from_slice(format!("h={d}:{i}").as_bytes());
+                let _ = write!(out, "h={d}:{i}");
             }
             if let Some(d) = r.rdev {
                 sep(out);
-                out.extend_from_slice(format!("r={d}").as_bytes());
+                let _ = write!(out, "r={d}");
             }
             if let Some(runs) = &r.data {
                 sep(out);
@@ -114,7 +115,7 @@ impl Meta {
                     if n > 0 {
                         out.push(b'/');
                     }
-                    out.extend_from_slice(format!("{o}+{l}").as_bytes());
+                    let _ = write!(out, "{o}+{l}");
                 }
             }
             if let Some(xs) = &r.xattrs {

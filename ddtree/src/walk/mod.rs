@@ -223,27 +223,25 @@ impl Sink {
         }
         let file = st.st_mode & libc::S_IFMT == libc::S_IFREG;
         let (size, allocated) = (st.st_size as u64, st.st_blocks as u64 * 512);
-        let proc_path = |name: &CStr| match at {
-            Some((d, _)) => crate::attrs::at(d.fd(), name.to_bytes()),
-            None => Ok(name.to_owned()),
-        };
-        let whole = std::ffi::CString::new(path).unwrap_or_default();
-        let name = at.map_or(whole.as_c_str(), |(_, n)| n);
+        let whole = || std::ffi::CString::new(path).unwrap_or_default();
         if file && size > 0 && allocated < size {
+            let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
             let fd = match at {
-                Some((d, n)) => dir::open_at(d.fd(), n, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK),
-                None => dir::open_at(libc::AT_FDCWD, &whole, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK),
+                Some((d, n)) => dir::open_at(d.fd(), n, flags),
+                None => dir::open_at(libc::AT_FDCWD, &whole(), flags),
             };
             match fd.and_then(|fd| crate::attrs::data_runs(std::os::fd::AsRawFd::as_raw_fd(&fd), size)) {
                 Ok(Some(runs)) => m.rare_mut().data = Some(runs),
                 Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(path = %String::from_utf8_lossy(path), "cannot find its holes (listed whole): {e}")
-                }
+                Err(e) => tracing::warn!(path = %String::from_utf8_lossy(path), "cannot find its holes (listed whole): {e}"),
             }
         }
         if self.xattrs {
-            match proc_path(name).and_then(|p| crate::attrs::read_xattrs(&p)) {
+            let p = match at {
+                Some((d, n)) => crate::attrs::at(d.fd(), n.to_bytes()),
+                None => Ok(whole()),
+            };
+            match p.and_then(|p| crate::attrs::read_xattrs(&p)) {
                 Ok(xs) => m.rare_mut().xattrs = Some(xs),
                 Err(e) => self.error(l, path, format!("cannot read its extended attributes: {e}")),
             }

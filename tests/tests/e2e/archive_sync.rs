@@ -194,7 +194,7 @@ fn excluded_entries_are_never_moved_nor_deleted() {
 }
 
 #[test]
-fn fifos_and_sockets_are_made_and_a_device_is_named_with_exit_5() {
+fn fifos_and_sockets_are_made_and_a_device_is_made_by_root_or_named_with_exit_5() {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let f = Fixture::new();
     let src = f.root().join("src");
@@ -221,8 +221,9 @@ fn fifos_and_sockets_are_made_and_a_device_is_named_with_exit_5() {
     ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "-q", "--delete"], 0);
     assert_same(&src, &dst);
 
-    // A device node: named, exit 5, under --dry-run and --delete too; the
-    // rest of the sync done, and what DEST has under its name kept.
+    // A device node not made (--no-owner: as a user would run): named,
+    // exit 5, under --dry-run and --delete too; the rest of the sync done,
+    // and what DEST has under its name kept.
     if !is_root() {
         eprintln!("SKIP the device part: mknod needs root");
         return;
@@ -231,7 +232,7 @@ fn fifos_and_sockets_are_made_and_a_device_is_named_with_exit_5() {
     std::fs::write(dst.join("null"), b"what DEST had under that name").unwrap();
     std::fs::write(dst.join("gone"), b"x").unwrap();
     for extra in [&["-n", "--delete"][..], &["--delete"][..]] {
-        let mut args = vec!["archive", "src", "-d", d, "-m", &m.addr];
+        let mut args = vec!["archive", "src", "-d", d, "-m", &m.addr, "--no-owner"];
         args.extend(extra);
         let o = ddftp(&args, 5);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -239,6 +240,14 @@ fn fifos_and_sockets_are_made_and_a_device_is_named_with_exit_5() {
     }
     assert!(!dst.join("gone").exists(), "the rest of the sync was done");
     assert!(dst.join("null").is_file(), "what stands under the name of an entry not copied is kept");
+    // Run as root (owners kept), the device is made, with its numbers.
+    touch(&dst, "2000-01-01 00:00:00");
+    touch(&src, "2000-01-01 00:00:00");
+    assert_eq!(dry_run(&m, &dst, &["--delete"]), set(&["cD+++++++++ null"]));
+    ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "-q", "--delete"], 0);
+    let n = std::fs::symlink_metadata(dst.join("null")).unwrap();
+    assert!(n.file_type().is_char_device() && n.rdev() == libc::makedev(1, 3), "{n:?}");
+    assert_same(&src, &dst);
 }
 
 /// The rules go to the mirror: it never reads an excluded directory (here

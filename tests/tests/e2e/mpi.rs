@@ -29,10 +29,10 @@ fn mpi_ddftp() -> PathBuf {
 
 /// NUL-terminated records after the header, as path → whole record.
 fn records(data: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let body = data.strip_prefix(b"#ddftp-list 1\0".as_slice()).expect("list header");
+    let body = data.strip_prefix(b"#ddftp-list 2\0".as_slice()).expect("list header");
     let mut map = BTreeMap::new();
     for rec in body.split(|&b| b == 0).filter(|r| !r.is_empty()) {
-        let path = rec.splitn(5, |&b| b == b' ').nth(4).expect("path field").to_vec();
+        let path = rec.splitn(6, |&b| b == b' ').nth(5).expect("path field").to_vec();
         assert!(map.insert(path, rec.to_vec()).is_none(), "an entry listed twice");
     }
     map

@@ -95,6 +95,19 @@ fn parse_mtime(s: &str) -> (i64, u32) {
     (sec.parse().unwrap(), digits.parse().unwrap())
 }
 
+/// The records of a ddftp list (`TYPE SIZE MODE MTIME ATTRS PATH`) as
+/// `find -printf` writes them (ATTRS left out).
+fn ddftp_records(list: &[u8]) -> Vec<u8> {
+    let body = list.strip_prefix(b"#ddftp-list 2\0".as_slice()).expect("list header");
+    let mut out = vec![];
+    for rec in body.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        let f: Vec<&[u8]> = rec.splitn(6, |&b| b == b' ').collect();
+        out.extend_from_slice(&[f[0], f[1], f[2], f[3], f[5]].join(&b' '));
+        out.push(0);
+    }
+    out
+}
+
 /// Parses NUL-terminated `TYPE SIZE MODE MTIME PATH` records.
 fn parse_records(data: &[u8]) -> BTreeMap<Vec<u8>, Fields> {
     let mut map = BTreeMap::new();
@@ -122,7 +135,7 @@ fn walk_list(root: &Path, threads: usize) -> (Output, BTreeMap<Vec<u8>, Fields>)
         &bin("ddftp"),
         &["walk".as_ref(), root.as_os_str(), "-t".as_ref(), t.as_ref(), "-o".as_ref(), "-".as_ref()],
     );
-    let list = out.stdout.strip_prefix(b"#ddftp-list 1\0".as_slice()).expect("list header").to_vec();
+    let list = ddftp_records(&out.stdout);
     (out, parse_records(&list))
 }
 
@@ -211,7 +224,7 @@ fn the_dwalk_sample_reads_back_to_its_expected_entries() {
     let want = dwalk_expected();
     assert_eq!(want.len(), 20);
     let out = list_of(&sample_dir().join("list.mfu"), 0);
-    let got = parse_records(out.stdout.strip_prefix(b"#ddftp-list 1\0".as_slice()).unwrap());
+    let got = parse_records(&ddftp_records(&out.stdout));
     if got != want {
         panic!("sample differs\n--- read\n{}--- expected\n{}", show(&got), show(&want));
     }
@@ -237,7 +250,7 @@ fn our_mfu_list_reads_back_to_what_was_walked() {
     std::fs::write(&mfu, &out.stdout).unwrap();
     assert_eq!(&out.stdout[..8], &4u64.to_be_bytes());
     let back = list_of(&mfu, 0);
-    let got = parse_records(back.stdout.strip_prefix(b"#ddftp-list 1\0".as_slice()).unwrap());
+    let got = parse_records(&ddftp_records(&back.stdout));
     assert_eq!(got, walked);
 }
 

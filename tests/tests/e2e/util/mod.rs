@@ -13,6 +13,7 @@ use rand::{RngCore, SeedableRng};
 pub mod nginx;
 pub mod pki;
 pub mod proxy;
+pub mod tree;
 
 /// The directory holding the workspace's binaries for this test profile.
 /// `cargo test` only rebuilds binaries of packages that have integration
