@@ -415,6 +415,19 @@ impl Session {
     }
 
     /// Registers a bundle (`def`: its packed list) and returns its name.
+    /// The mirror's size and digests of `path` (its SHA-256 computed on
+    /// first use, then cached by the mirror).
+    pub(crate) async fn stat(&mut self, path: &str) -> Result<(u64, FileDigest), SessionError> {
+        let mut out = BytesMut::new();
+        Request::Stat { path: path.to_string(), manifest: false }.encode(&mut out);
+        send(&mut self.sock, &out).await?;
+        let mut buf = BytesMut::new();
+        match read_reply(&mut self.sock, &mut buf).await? {
+            Reply::Stat { size, digest, .. } => Ok((size, digest)),
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub(crate) async fn define_bundle(&mut self, def: &[u8]) -> Result<String, SessionError> {
         use ddftp_proto::frame::MAX_BUNDLE_CHUNK;
         let mut out = BytesMut::with_capacity(def.len() + def.len() / MAX_BUNDLE_CHUNK * 8 + 64);

@@ -26,6 +26,7 @@ mod deep;
 mod dirs;
 pub use ddtree::filter;
 mod keep;
+mod checksum;
 mod listing;
 mod mirrors;
 mod parts;
@@ -207,8 +208,12 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     }
     check_nesting(items.iter())?;
     progress.status(&format!("comparing {} entries with {}", items.len(), spec.dest.display()));
+    let differ = match spec.checksum && !fresh {
+        true => checksum::differing(spec, &items, progress).await?,
+        false => HashSet::new(),
+    };
     if spec.dry_run {
-        return run.dry_run(&items).map_err(local(&spec.dest));
+        return run.dry_run(&items, &differ).map_err(local(&spec.dest));
     }
     let listed = started.elapsed();
     // The mirrors register the list while the files are made ready here.

@@ -119,6 +119,7 @@ pub(super) fn plan(
                 }
                 Some(m) => {
                     let (s, t, perm) = (m.size() != e.size, time_differs(&m), m.mode() & 0o7777 != e.perm);
+                    let c = keep.differ.contains(&it.rel);
                     let a = attrs(&Some(m));
                     let flags = format!(
                         "{}{}{}{}",
@@ -127,10 +128,10 @@ pub(super) fn plan(
                         flag(perm, 'p'),
                         a.clone().unwrap_or_else(|| ".....".into())
                     );
-                    if s || t {
+                    if s || t || c {
                         p.changed_files += 1;
                         p.bytes += e.meta.moved_len(e.size);
-                        Some(format!(">f.{flags}"))
+                        Some(format!(">f{}{flags}", flag(c, 'c')))
                     } else if perm || a.is_some() {
                         p.mode_only += 1;
                         Some(format!(".f.{flags}"))
@@ -172,12 +173,14 @@ fn flag(set: bool, c: char) -> char {
 
 /// What a run compares beyond type, size, mode and mtime.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Keep {
+pub(super) struct Keep<'a> {
     pub owners: bool,
     pub xattrs: bool,
+    /// Files whose content differs from the mirrors' (`--checksum`).
+    pub differ: &'a HashSet<PathBuf>,
 }
 
-impl Keep {
+impl Keep<'_> {
     /// The code's last five letters (`og..x`) if `path`'s owner, group or
     /// xattrs differ from `e`'s (those compared), else `None`.
     fn differs(&self, path: &Path, e: &ddtree::list::Entry) -> Option<String> {
@@ -317,7 +320,7 @@ pub(super) fn delete(dest: &Path, extra: &[(PathBuf, bool)]) -> Vec<(PathBuf, St
 /// What the sync options do in a run.
 impl Archiving<'_> {
     /// `--dry-run`: what a run would do, changing nothing.
-    pub(super) fn dry_run(&self, items: &[Item]) -> std::io::Result<ArchiveReport> {
+    pub(super) fn dry_run(&self, items: &[Item], differ: &HashSet<PathBuf>) -> std::io::Result<ArchiveReport> {
         let extra = match self.spec.delete {
             true => {
                 let kept = self.kept.lock().expect("kept lock").clone();
@@ -327,7 +330,7 @@ impl Archiving<'_> {
         };
         let specials = self.specials.lock().expect("specials lock");
         let linked = self.linked.lock().expect("linked lock");
-        let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs };
+        let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
         let plan = plan(items, &specials, &linked, &self.spec.dest, &extra, keep);
         let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
         let seconds = self.started.elapsed().as_secs_f64();

@@ -239,7 +239,9 @@ impl TreeStore {
             return Ok(());
         }
         let dir = self.dir(p.dir, at)?;
-        let f = File::from(open_fd(dir.as_raw_fd(), &p.name, libc::O_WRONLY | libc::O_CREAT, p.mode)?);
+        // O_TRUNC: an older, longer file under the name (a resync) keeps no tail.
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+        let f = File::from(open_fd(dir.as_raw_fd(), &p.name, flags, p.mode)?);
         self.write_at(i, &f, data, 0)?;
         if p.runs.is_some() {
             f.set_len(p.size)?;

@@ -252,3 +252,45 @@ fn an_unprivileged_user_gets_what_a_user_can_and_is_told_the_rest() {
     as_nobody(&["--delete"]);
     assert_equal(&scan(&src, look), &scan(&dst, look));
 }
+
+/// `--checksum` finds a copy whose content changed under the same size
+/// and mtime (the quick check cannot), and a file that shrank on the
+/// mirror leaves no tail of its old bytes in the copy.
+#[test]
+fn checksum_finds_changed_content_and_a_shrunk_file_keeps_no_old_tail() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir(&src).unwrap();
+    random_file(&src.join("same-size"), 3000, 30);
+    random_file(&src.join("big"), 1 << 20, 31);
+    random_file(&src.join("shrinks"), 5000, 32);
+    let m = Mirror::start(&f.root(), &[]);
+    let dst = f.out("dst");
+    let d = dst.to_str().unwrap();
+    ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "-q"], 0);
+    // Bit rot in the copy: same size, same mtime.
+    for name in ["same-size", "big"] {
+        let p = dst.join(name);
+        let when = std::fs::metadata(&p).unwrap().modified().unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, b"ROT", 1000).unwrap();
+        file.set_modified(when).unwrap();
+    }
+    let dry = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["archive", "src", "-d", d, "-m", &m.addr, "-n"];
+        args.extend(extra);
+        let out = String::from_utf8(ddftp(&args, 0).stdout).unwrap();
+        out.lines().filter(|l| !l.starts_with("dry run")).map(String::from).collect()
+    };
+    assert!(dry(&[]).is_empty(), "the quick check sees nothing");
+    assert_eq!(dry(&["--checksum"]), vec![">fc........ big", ">fc........ same-size"]);
+    ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "-q", "--checksum"], 0);
+    let look = Look { owners: is_root(), setid: true, devices: true };
+    assert_equal(&scan(&src, look), &scan(&dst, look));
+    assert!(dry(&["--checksum"]).is_empty());
+
+    random_file(&src.join("shrinks"), 700, 33);
+    ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "-q"], 0);
+    assert_eq!(std::fs::read(dst.join("shrinks")).unwrap(), std::fs::read(src.join("shrinks")).unwrap());
+    assert_equal(&scan(&src, look), &scan(&dst, look));
+}
