@@ -97,6 +97,9 @@ pub struct Bundle {
     dirs: Vec<CString>,
     pieces: Vec<Piece>,
     layout: Layout,
+    /// When it was registered: an entry changed since (its ctime says) is
+    /// being written while the archive runs, not a stale copy.
+    registered: (i64, i64),
 }
 
 /// Why a bundle definition was refused.
@@ -149,7 +152,9 @@ impl Bundle {
         let runs = |p: &Piece| p.runs.as_ref().map_or(0, |r| r.len() * 16);
         let footprint = pieces.iter().map(|p| p.name.as_bytes().len() + PIECE_COST + runs(p)).sum::<usize>()
             + dirs.iter().map(|d| d.as_bytes().len() + PIECE_COST).sum::<usize>();
-        Ok(Bundle { name, size: layout.size(), footprint, root, dirs, pieces, layout })
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let registered = (now.as_secs() as i64, i64::from(now.subsec_nanos()));
+        Ok(Bundle { name, size: layout.size(), footprint, root, dirs, pieces, layout, registered })
     }
 
     /// Fills `buf` with the range's bytes from `offset`; an entry that is
@@ -225,6 +230,19 @@ impl Bundle {
             dst.copy_from_slice(&t[within as usize..within as usize + dst.len()]);
             return Ok(());
         }
+        // Changed since the bundle was registered: a file being written
+        // now. That entry is not served (the client names it; a rerun takes
+        // it), and nothing else is held up; a copy that differed before is
+        // a stale mirror's (below).
+        let changed_since = (md.ctime(), md.ctime_nsec()) >= self.registered;
+        let differs =
+            md.len() != p.size || !same_mtime(p.mtime, Time { sec: md.mtime(), nsec: md.mtime_nsec() as u32 });
+        if differs && changed_since {
+            return Err(io::Error::other(CannotRead(format!(
+                "{}: changed on the mirror while the archive ran (run it again to copy the new version)",
+                shown()
+            ))));
+        }
         if md.len() != p.size {
             return Err(io::Error::other(format!(
                 "{}: listed with {} bytes, this mirror's copy has {}",
@@ -265,7 +283,10 @@ impl Bundle {
             || after.ctime() != md.ctime()
             || after.ctime_nsec() != md.ctime_nsec()
         {
-            return Err(io::Error::other(CannotRead(format!("{}: changed while being read", shown()))));
+            return Err(io::Error::other(CannotRead(format!(
+                "{}: changed on the mirror while it was read (run the archive again to copy the new version)",
+                shown()
+            ))));
         }
         Ok(())
     }
@@ -456,7 +477,11 @@ impl Bundles {
     pub fn insert(&self, b: Bundle) -> Arc<Bundle> {
         let mut g = self.inner.lock().expect("bundles lock");
         let Registry { map, order, held } = &mut *g;
-        if let Some(old) = map.get(&b.name) {
+        if let Some(old) = map.get_mut(&b.name) {
+            // The same list again (same footprint): registered anew, so an
+            // entry changed before now counts as a stale copy, not as one
+            // changing while it is read.
+            *old = Arc::new(b);
             return old.clone();
         }
         let b = Arc::new(b);

@@ -45,7 +45,12 @@ pub(super) async fn differing(
                 m.is_file() && m.size() == e.size && m.mtime() == e.mtime.sec && m.mtime_nsec() as u32 == e.mtime.nsec
             })
         });
-        files.iter().zip(hit).filter(|(_, h)| *h).map(|(it, _)| (it.rel.clone(), it.entry.path.clone(), it.entry.mtime)).collect()
+        files
+            .iter()
+            .zip(hit)
+            .filter(|(_, h)| *h)
+            .map(|(it, _)| (it.rel.clone(), it.entry.path.clone(), it.entry.mtime))
+            .collect()
     };
     if same.is_empty() {
         return Ok(HashSet::new());

@@ -25,8 +25,8 @@
 mod deep;
 mod dirs;
 pub use ddtree::filter;
-mod keep;
 mod checksum;
+mod keep;
 mod listing;
 mod mirrors;
 mod parts;

@@ -233,7 +233,9 @@ impl Sink {
             match fd.and_then(|fd| crate::attrs::data_runs(std::os::fd::AsRawFd::as_raw_fd(&fd), size)) {
                 Ok(Some(runs)) => m.rare_mut().data = Some(runs),
                 Ok(None) => {}
-                Err(e) => tracing::warn!(path = %String::from_utf8_lossy(path), "cannot find its holes (listed whole): {e}"),
+                Err(e) => {
+                    tracing::warn!(path = %String::from_utf8_lossy(path), "cannot find its holes (listed whole): {e}")
+                }
             }
         }
         if self.xattrs {

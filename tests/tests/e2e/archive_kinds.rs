@@ -60,9 +60,8 @@ fn awkward(src: &Path, root: bool) {
     std::fs::create_dir_all(p("plain/sub")).unwrap();
     random_file(&p("plain/big"), 3 << 20, 1);
     std::fs::write(p("plain/empty"), b"").unwrap();
-    for (i, name) in [&b"new\nline"[..], b"\xff\xfe-bytes", b"-leading-dash", b"with space", &[b'n'; 255][..]]
-        .iter()
-        .enumerate()
+    for (i, name) in
+        [&b"new\nline"[..], b"\xff\xfe-bytes", b"-leading-dash", b"with space", &[b'n'; 255][..]].iter().enumerate()
     {
         let path = src.join("names").join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -97,7 +96,9 @@ fn awkward(src: &Path, root: bool) {
         eprintln!("setfacl not installed: ACLs not in the tree");
     }
     if root {
-        for (name, kind, dev) in [("blk", libc::S_IFBLK, libc::makedev(7, 99)), ("chr", libc::S_IFCHR, libc::makedev(1, 3))] {
+        for (name, kind, dev) in
+            [("blk", libc::S_IFBLK, libc::makedev(7, 99)), ("chr", libc::S_IFCHR, libc::makedev(1, 3))]
+        {
             let path = c(p(name).as_os_str().as_encoded_bytes());
             // SAFETY: a C string.
             assert_eq!(unsafe { libc::mknod(path.as_ptr(), kind | 0o640, dev) }, 0);
@@ -293,4 +294,38 @@ fn checksum_finds_changed_content_and_a_shrunk_file_keeps_no_old_tail() {
     ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "-q"], 0);
     assert_eq!(std::fs::read(dst.join("shrinks")).unwrap(), std::fs::read(src.join("shrinks")).unwrap());
     assert_equal(&scan(&src, look), &scan(&dst, look));
+}
+
+/// A file rewritten on the mirror while the archive reads it is never
+/// written half old, half new: it is named (exit 5), everything else is
+/// copied, and a rerun copies the new version.
+#[test]
+fn a_file_changing_on_the_mirror_while_read_is_reported_and_the_rest_copied() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir(&src).unwrap();
+    random_file(&src.join("changing"), 48 << 20, 40);
+    random_file(&src.join("steady"), 1000, 41);
+    // 16 MB/s: the big file takes three seconds to read.
+    let m = Mirror::with_rate(&f.root(), "16MB");
+    let dst = f.out("dst");
+    let d = dst.to_str().unwrap();
+    let run = Command::new(bin("ddftp"))
+        .args(["archive", "src", "-d", d, "-m", &m.addr, "-q", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let file = std::fs::OpenOptions::new().write(true).open(src.join("changing")).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, b"NEW BYTES", 40 << 20).unwrap();
+    drop(file);
+    let o = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(err.contains("not copied: src/changing") && err.contains("changed on the mirror"), "{err}");
+    assert!(!dst.join("changing").exists(), "nothing half old, half new under its name");
+    assert_eq!(std::fs::read(dst.join("steady")).unwrap(), std::fs::read(src.join("steady")).unwrap());
+    ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "-q"], 0);
+    assert_eq!(std::fs::read(dst.join("changing")).unwrap(), std::fs::read(src.join("changing")).unwrap());
 }

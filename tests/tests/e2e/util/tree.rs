@@ -170,15 +170,14 @@ pub fn assert_equal(a: &BTreeMap<Vec<u8>, Seen>, b: &BTreeMap<Vec<u8>, Seen>) {
             Some(y) if y.line != x.line => {
                 diffs.push(format!("{:?}:\n  source {}\n  copy   {}", String::from_utf8_lossy(k), x.line, y.line))
             }
-            Some(y) if x.line.starts_with("type 10 ") && x.allocated < x.size && y.allocated > x.allocated => {
-                diffs.push(format!(
+            Some(y) if x.line.starts_with("type 10 ") && x.allocated < x.size && y.allocated > x.allocated => diffs
+                .push(format!(
                     "{:?}: sparse in the source ({} of {} bytes allocated), {} in the copy",
                     String::from_utf8_lossy(k),
                     x.allocated,
                     x.size,
                     y.allocated
-                ))
-            }
+                )),
             _ => {}
         }
     }
