@@ -4,12 +4,16 @@
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::transfer::Progress;
+use crate::transfer::{EntryCounts, Progress};
 
 /// A bar when stderr is a terminal and the user did not ask for quiet.
 pub struct Bar {
     bar: Option<ProgressBar>,
     mirrors: Vec<String>,
+    /// A tree's entries (an archive).
+    entries: Option<EntryCounts>,
+    /// When the command began (what a walk's rate is counted from).
+    born: std::time::Instant,
     /// Every warning shown, for a report that needs them after a failure.
     warnings: Vec<String>,
 }
@@ -26,8 +30,23 @@ impl Bar {
             );
             b
         });
-        Bar { bar, mirrors: vec![], warnings: vec![] }
+        Bar { bar, mirrors: vec![], warnings: vec![], entries: None, born: std::time::Instant::now() }
     }
+}
+
+/// `\n  1234 entries listed (walking, 5000/s); ~800 of 1000 files and links moved, ~200 to go`
+fn entries_line(c: &EntryCounts, seconds: f64) -> String {
+    let walk = match c.walking {
+        true => format!(" (walking, {:.0}/s)", c.listed as f64 / seconds.max(1e-3)),
+        false => String::new(),
+    };
+    format!(
+        "\n  {} entries listed{walk}; ~{} of {} files and links moved, ~{} to go",
+        c.listed,
+        c.moved,
+        c.to_move,
+        c.to_move.saturating_sub(c.moved)
+    )
 }
 
 impl Bar {
@@ -56,7 +75,12 @@ impl Progress for Bar {
             .zip(per_mirror)
             .map(|(m, &bytes)| format!("{m} {:.0}%", 100.0 * bytes as f64 / total))
             .collect();
-        b.set_message(format!("  shares: {}", shares.join("  ")));
+        let entries = self.entries.map(|c| entries_line(&c, self.born.elapsed().as_secs_f64()));
+        b.set_message(format!("  shares: {}{}", shares.join("  "), entries.unwrap_or_default()));
+    }
+
+    fn entries(&mut self, counts: EntryCounts) {
+        self.entries = Some(counts);
     }
 
     fn joined(&mut self, mirror: &str) {

@@ -367,12 +367,14 @@ impl Session {
         // The mirror leaves out what the rules exclude as it walks (never
         // reading an excluded directory); rules too many for one request
         // are applied here only (the client filters the list either way).
-        let WalkAsk { rules, xattrs } = ask;
+        let WalkAsk { rules, xattrs, names } = ask;
         let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 5 + src.len();
         let fits = rules.len() <= MAX_WALK_RULES && size <= MAX_CONTROL_BODY;
         let rules = if fits { rules.clone() } else { vec![] };
-        match rules.is_empty() && !xattrs {
-            false => Request::WalkFiltered { path: src.to_string(), rules, xattrs: *xattrs }.encode(&mut req),
+        match rules.is_empty() && !xattrs && !names {
+            false => {
+                Request::WalkFiltered { path: src.to_string(), rules, xattrs: *xattrs, names: *names }.encode(&mut req)
+            }
             true => Request::Walk { path: src.to_string() }.encode(&mut req),
         }
         send(&mut self.sock, &req).await?;
@@ -455,4 +457,6 @@ pub struct WalkAsk {
     pub rules: Vec<(bool, String)>,
     /// List each entry's extended attributes.
     pub xattrs: bool,
+    /// List the names of each entry's owner and group.
+    pub names: bool,
 }

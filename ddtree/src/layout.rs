@@ -31,6 +31,11 @@ impl Layout {
         self.ends.last().copied().unwrap_or(0)
     }
 
+    /// Entries whole within the first `bytes` of the range.
+    pub fn entries_within(&self, bytes: u64) -> usize {
+        self.ends.partition_point(|&end| end <= bytes)
+    }
+
     /// Bytes of entry `i`.
     pub fn len_of(&self, i: usize) -> u64 {
         self.ends[i] - self.start_of(i)

@@ -11,4 +11,5 @@ pub mod attrs;
 pub mod filter;
 pub mod layout;
 pub mod list;
+pub mod names;
 pub mod walk;

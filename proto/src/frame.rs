@@ -134,8 +134,9 @@ pub enum Request {
     /// `Walk`, leaving out what these rules exclude (`(include, pattern)`,
     /// in order, the first match deciding; gitignore-like patterns on
     /// paths below `path`): an excluded directory is not read at all.
-    /// With `xattrs`, each entry's extended attributes are listed too.
-    WalkFiltered { path: String, rules: Vec<(bool, String)>, xattrs: bool },
+    /// With `xattrs`, each entry's extended attributes are listed too;
+    /// with `names`, its owner's and group's names.
+    WalkFiltered { path: String, rules: Vec<(bool, String)>, xattrs: bool, names: bool },
     /// The next piece (≤ [`MAX_BUNDLE_CHUNK`] bytes) of a bundle's
     /// definition: a ddftp list of regular files and symlinks, in order,
     /// packed ([`crate::packed`]).

@@ -50,7 +50,7 @@ use ddtree::list::{self, Entry, Kind};
 use crate::journal::journal_path;
 use crate::session::SessionError;
 use crate::store::Store;
-use crate::transfer::{self, GetSpec, Peer, Progress, TransferError, TransferReport};
+use crate::transfer::{self, EntryCounts, GetSpec, Peer, Progress, TransferError, TransferReport};
 
 use dirs::{still_changing, Dirs};
 use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
@@ -90,6 +90,9 @@ pub struct ArchiveSpec {
     /// Set owners and groups (numeric ids) and make device nodes: by
     /// default when run as root.
     pub owners: bool,
+    /// Owners and groups by name (a name this machine knows takes its id
+    /// here; others keep their number), as rsync without `--numeric-ids`.
+    pub by_name: bool,
     /// Extended attributes, ACLs among them (`--xattrs`).
     pub xattrs: bool,
     /// Compare contents (`--checksum`): a file whose size and mtime match
@@ -102,7 +105,7 @@ pub struct ArchiveSpec {
 impl ArchiveSpec {
     /// What the mirror's walk is asked for.
     fn walk_ask(&self) -> crate::session::WalkAsk {
-        crate::session::WalkAsk { rules: self.filter.rules(), xattrs: self.xattrs }
+        crate::session::WalkAsk { rules: self.filter.rules(), xattrs: self.xattrs, names: self.owners && self.by_name }
     }
 }
 
@@ -231,6 +234,8 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         let again = resumed(&items, &spec.dest, &run.saved(), &journal_path(&run.output()));
         again.unwrap_or_else(|| choose(&items, &spec.dest, fresh))
     };
+    *run.counts.lock().expect("counts lock") =
+        EntryCounts { listed: items.len() as u64, walking: false, moved: 0, to_move: chosen.todo.len() as u64 };
     let defs = define_everywhere(spec, (!chosen.todo.is_empty()).then(|| definition(&chosen.todo)));
     let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
     phases.prepare = (started.elapsed() - listed).as_secs_f64();
@@ -309,6 +314,43 @@ struct Archiving<'a> {
     specials: std::sync::Mutex<Vec<Item>>,
     /// Second names of hard-linked files, linked once the first is in place.
     linked: std::sync::Mutex<Vec<keep::Linked>>,
+    /// Ids of the owners' and groups' names (`--by-name`).
+    names: std::sync::Mutex<ddtree::names::Names>,
+    /// Entries listed and moved so far (`moved`: in the parts done), for
+    /// the progress display.
+    counts: std::sync::Mutex<EntryCounts>,
+}
+
+/// The progress of a part's bytes, told as entries too: those whole
+/// within the bytes received (an estimate: a range fills from both ends).
+struct Counting<'p, 'l> {
+    inner: &'p mut dyn Progress,
+    layout: &'l ddtree::layout::Layout,
+    counts: &'l std::sync::Mutex<EntryCounts>,
+}
+
+impl Progress for Counting<'_, '_> {
+    fn start(&mut self, total: u64, mirrors: &[String]) {
+        self.inner.start(total, mirrors);
+    }
+    fn update(&mut self, done: u64, per_mirror: &[u64]) {
+        let mut c = *self.counts.lock().expect("counts lock");
+        c.moved += self.layout.entries_within(done) as u64;
+        self.inner.entries(c);
+        self.inner.update(done, per_mirror);
+    }
+    fn warn(&mut self, msg: &str) {
+        self.inner.warn(msg);
+    }
+    fn joined(&mut self, mirror: &str) {
+        self.inner.joined(mirror);
+    }
+    fn finish(&mut self) {
+        self.inner.finish();
+    }
+    fn status(&mut self, msg: &str) {
+        self.inner.status(msg);
+    }
 }
 
 /// A range's files made ready to move: the store they are written
@@ -346,6 +388,8 @@ impl<'a> Archiving<'a> {
             incomplete: AtomicBool::new(false),
             specials: Default::default(),
             linked: Default::default(),
+            names: Default::default(),
+            counts: Default::default(),
         }
     }
 
@@ -382,6 +426,11 @@ impl<'a> Archiving<'a> {
             self.excluded.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
+        let mut e = e;
+        if let (true, Some((user, group)), Some((uid, gid))) = (self.spec.by_name, e.meta.names(), e.meta.owner) {
+            let mut names = self.names.lock().expect("names lock");
+            e.meta.owner = Some((names.uid(user).unwrap_or(uid), names.gid(group).unwrap_or(gid)));
+        }
         let device = matches!(e.kind, Kind::Block | Kind::Char);
         if matches!(e.kind, Kind::Fifo | Kind::Socket) || (device && self.spec.owners && e.meta.rdev().is_some()) {
             self.kept.lock().expect("kept lock").insert(rel.clone());
@@ -398,7 +447,6 @@ impl<'a> Archiving<'a> {
             self.kept.lock().expect("kept lock").insert(rel);
             return Ok(None);
         }
-        let mut e = e;
         // Owners not kept: a setuid or setgid file would run as whoever
         // runs the archive, so the bits go, as `cp -p` drops them when it
         // cannot keep the owner.
@@ -475,6 +523,8 @@ impl<'a> Archiving<'a> {
             // moves this list again, and resumes it from the journal.
             let saved = self.saved();
             std::fs::write(&saved, list).map_err(local(&saved))?;
+            let mut counting = Counting { inner: progress, layout: &store.layout, counts: &self.counts };
+            let progress = &mut counting as &mut dyn Progress;
             match transfer::get_joining(&get, progress, Some(&mut joining)).await {
                 Err(e @ (TransferError::Journal(_) | TransferError::BlockSizeMismatch { .. })) => {
                     // An earlier run's journal for another list: start the range over.
@@ -487,6 +537,7 @@ impl<'a> Archiving<'a> {
             // The range is complete (its journal is gone with it).
             let _ = std::fs::remove_file(&saved);
         }
+        self.counts.lock().expect("counts lock").moved += todo.len() as u64;
         phases.moving += moving.elapsed().as_secs_f64();
         // Symlinks are made as their targets come; one this run got no
         // bytes for (its blocks were on disk from an interrupted run) must be

@@ -50,6 +50,14 @@ impl Progress for Parts<'_> {
         self.inner.joined(mirror);
     }
 
+    fn entries(&mut self, counts: crate::transfer::EntryCounts) {
+        self.inner.entries(counts);
+    }
+
+    fn status(&mut self, msg: &str) {
+        self.inner.status(msg);
+    }
+
     /// The part is done (the bar goes on: it ends with the archive).
     fn finish(&mut self) {
         self.before += self.part;

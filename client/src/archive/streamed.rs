@@ -119,17 +119,30 @@ impl Archiving<'_> {
             // first (and moves; the others are linked to it) is known then.
             let mut linked: Vec<Item> = vec![];
             let mut bytes = 0;
+            // Files and symlinks listed so far (all move: DEST is fresh).
+            let mut movable = 0u64;
             while let Some(batch) = walk_rx.recv().await {
+                let listed = batch.len() as u64;
                 for e in batch {
                     match self.item(e, &mut |w| warnings.push(w.to_string()))? {
                         Some(it) if it.entry.kind == Kind::Dir => dirs.push(it),
-                        Some(it) if it.entry.kind == Kind::File && it.entry.meta.link().is_some() => linked.push(it),
+                        Some(it) if it.entry.kind == Kind::File && it.entry.meta.link().is_some() => {
+                            movable += 1;
+                            linked.push(it)
+                        }
                         Some(it) => {
+                            movable += 1;
                             bytes += it.entry.size;
                             pending.push(it)
                         }
                         None => {}
                     }
+                }
+                {
+                    let mut c = self.counts.lock().expect("counts lock");
+                    c.listed += listed;
+                    c.walking = true;
+                    c.to_move = movable;
                 }
                 let worth = bytes >= spec.part_bytes || pending.len() >= PART_FILES;
                 if worth && busy.load(Ordering::Acquire) == 0 {
@@ -140,6 +153,12 @@ impl Archiving<'_> {
             }
             linked.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
             self.split_links(&mut linked);
+            {
+                let mut c = self.counts.lock().expect("counts lock");
+                c.walking = false;
+                // Second names of hard-linked files are linked, not moved.
+                c.to_move = movable - self.linked.lock().expect("linked lock").len() as u64;
+            }
             pending.append(&mut linked);
             Ok::<_, ArchiveError>((dirs, pending, part_tx, warnings))
         };

@@ -70,8 +70,12 @@ pub struct ArchiveOpt {
     /// by number, as `rsync --numeric-ids`).
     #[arg(long)]
     pub no_owner: bool,
-    /// Accepted for rsync users: owners are always kept by number.
-    #[arg(long, hide = true)]
+    /// Owners and groups by name, as rsync without --numeric-ids: a name
+    /// this machine knows takes its id here, others keep their number.
+    #[arg(long, conflicts_with = "numeric_ids")]
+    pub by_name: bool,
+    /// Owners and groups by number (the default; accepted for rsync users).
+    #[arg(long)]
     pub numeric_ids: bool,
     /// Bytes of files a part waits for while the mirror still walks (the
     /// tests set it low to get many parts).
@@ -146,7 +150,7 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
     if r.setid_cleared > 0 {
         writeln!(
             to,
-            "  note: {} files copied without their setuid/setgid bits (owners are not kept)",
+            "  note: {} files copied without their setuid/setgid bits (owners are kept only when run as root, without --no-owner)",
             r.setid_cleared
         )?;
     }
@@ -214,6 +218,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         delete: o.delete,
         // SAFETY: geteuid cannot fail.
         owners: !o.no_owner && unsafe { libc::geteuid() } == 0,
+        by_name: o.by_name,
         xattrs: o.xattrs,
         checksum: o.checksum,
         src: o.src.clone(),

@@ -83,6 +83,18 @@ pub trait Progress: Send {
     /// What a long step before the bytes move is doing (listing a tree,
     /// comparing it with DEST), shown on a terminal.
     fn status(&mut self, _msg: &str) {}
+    /// Where a tree's entries stand (an archive), shown beside the bytes.
+    fn entries(&mut self, _counts: EntryCounts) {}
+}
+
+/// A tree's entries so far: listed (and whether the walk still goes on),
+/// and of those to move, how many have moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryCounts {
+    pub listed: u64,
+    pub walking: bool,
+    pub moved: u64,
+    pub to_move: u64,
 }
 
 /// What a `get` needs to know.

@@ -24,6 +24,9 @@ pub struct Rare {
     /// Extended attributes (ACLs among them, as `system.posix_acl_*`),
     /// `Some` when they were read (possibly none).
     pub xattrs: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// The owner's and group's names where the walk was asked for them
+    /// (empty: the id has no name there).
+    pub names: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// An entry's attributes beyond the record's fixed fields.
@@ -64,6 +67,10 @@ impl Meta {
 
     pub fn data(&self) -> Option<&[(u64, u64)]> {
         self.rare.as_ref().and_then(|r| r.data.as_deref())
+    }
+
+    pub fn names(&self) -> Option<&(Vec<u8>, Vec<u8>)> {
+        self.rare.as_ref().and_then(|r| r.names.as_ref())
     }
 
     pub fn xattrs(&self) -> Option<&[(Vec<u8>, Vec<u8>)]> {
@@ -118,6 +125,13 @@ impl Meta {
                     let _ = write!(out, "{o}+{l}");
                 }
             }
+            if let Some((u, g)) = &r.names {
+                sep(out);
+                out.extend_from_slice(b"n=");
+                push_hex(out, u);
+                out.push(b':');
+                push_hex(out, g);
+            }
             if let Some(xs) = &r.xattrs {
                 sep(out);
                 out.extend_from_slice(b"x=");
@@ -158,6 +172,10 @@ impl Meta {
                         return Err("data runs out of order or too many");
                     }
                     m.rare_mut().data = Some(runs);
+                }
+                "n" => {
+                    let (u, g) = v.split_once(':').ok_or("bad names")?;
+                    m.rare_mut().names = Some((unhex(u).ok_or("bad user name")?, unhex(g).ok_or("bad group name")?));
                 }
                 "x" => {
                     let mut xs = vec![];
@@ -207,6 +225,7 @@ mod tests {
         r.rdev = Some(259);
         r.data = Some(vec![(0, 4096), (1 << 20, 8192)]);
         r.xattrs = Some(vec![(b"user.a,b".to_vec(), vec![0, 0xff, b'/']), (b"user.empty".to_vec(), vec![])]);
+        r.names = Some((b"root".to_vec(), vec![]));
         let mut out = vec![];
         m.push(&mut out);
         assert!(!out.contains(&b' ') && !out.contains(&0));

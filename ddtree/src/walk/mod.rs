@@ -136,6 +136,8 @@ struct Local {
     ids: mfu::Ids,
     /// Where `getdents64` puts a directory's entries.
     entries_buf: Vec<u8>,
+    /// User and group names looked up so far.
+    names: crate::names::Names,
 }
 
 /// How to walk: threads, how paths are shown, what to leave out.
@@ -153,8 +155,18 @@ pub struct Options {
     pub prune: Option<std::sync::Arc<crate::filter::Filter>>,
     /// Told what could not be read; without it, a `tracing` warning.
     pub on_error: Option<OnError>,
-    /// List each entry's extended attributes (ACLs among them).
+    /// What is listed beyond what `lstat` says.
+    pub extra: Extra,
+}
+
+/// What a ddftp list may carry beyond `lstat`'s fields, each costing
+/// calls per entry.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extra {
+    /// Each entry's extended attributes (ACLs among them).
     pub xattrs: bool,
+    /// The names of each entry's owner and group.
+    pub names: bool,
 }
 
 /// Where a walk tells what it could not read: the path as it would be
@@ -181,7 +193,7 @@ struct Sink {
     skip: Vec<PathBuf>,
     prune: Option<std::sync::Arc<crate::filter::Filter>>,
     on_error: Option<OnError>,
-    xattrs: bool,
+    extra: Extra,
 }
 
 /// Bytes of records a worker writes out at once (the output's lock is
@@ -238,7 +250,12 @@ impl Sink {
                 }
             }
         }
-        if self.xattrs {
+        if self.extra.names {
+            let user = l.names.user(st.st_uid);
+            let group = l.names.group(st.st_gid);
+            m.rare_mut().names = Some((user, group));
+        }
+        if self.extra.xattrs {
             let p = match at {
                 Some((d, n)) => crate::attrs::at(d.fd(), n.to_bytes()),
                 None => Ok(whole()),
@@ -347,7 +364,7 @@ where
         skip: opts.skip.clone(),
         prune: opts.prune.clone(),
         on_error: opts.on_error.clone(),
-        xattrs: opts.xattrs,
+        extra: opts.extra,
     };
     let new_local = |_| Local {
         totals: Totals::default(),
@@ -358,6 +375,7 @@ where
         longest: 0,
         ids: mfu::Ids::default(),
         entries_buf: Vec::new(),
+        names: Default::default(),
     };
     let mut top = new_local(0);
     let mut seed = Vec::new();

@@ -53,7 +53,7 @@ impl Request {
                 put_header(dst, K_WALK, 2 + path.len());
                 put_str(dst, path);
             }
-            Request::WalkFiltered { path, rules, xattrs } => {
+            Request::WalkFiltered { path, rules, xattrs, names } => {
                 let len = 2 + path.len() + 2 + rules.iter().map(|(_, p)| 1 + 2 + p.len()).sum::<usize>() + 1;
                 put_header(dst, K_WALK_FILTERED, len);
                 put_str(dst, path);
@@ -62,7 +62,7 @@ impl Request {
                     dst.put_u8(u8::from(*include));
                     put_str(dst, p);
                 }
-                dst.put_u8(u8::from(*xattrs));
+                dst.put_u8(u8::from(*xattrs) | u8::from(*names) << 1);
             }
             Request::Bundle { data } => {
                 assert!(data.len() <= MAX_BUNDLE_CHUNK, "bundle pieces are capped");
@@ -149,12 +149,11 @@ impl Request {
                     };
                     rules.push((include, r.path()?));
                 }
-                let xattrs = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(ProtoError::Malformed { kind, why: "unknown walk flags" }),
-                };
-                Request::WalkFiltered { path, rules, xattrs }
+                let flags = r.u8()?;
+                if flags > 3 {
+                    return Err(ProtoError::Malformed { kind, why: "unknown walk flags" });
+                }
+                Request::WalkFiltered { path, rules, xattrs: flags & 1 != 0, names: flags & 2 != 0 }
             }
             K_BUNDLE => {
                 let n = r.buf.len();

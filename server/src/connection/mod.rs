@@ -436,10 +436,10 @@ impl Conn {
                     }
                 }
             }
-            Request::Walk { path } => self.walk(path, None, false).await,
-            Request::WalkFiltered { path, rules, xattrs } => match ddtree::filter::Filter::from_rules(&rules) {
-                Ok(f) if f.is_empty() => self.walk(path, None, xattrs).await,
-                Ok(f) => self.walk(path, Some(Arc::new(f)), xattrs).await,
+            Request::Walk { path } => self.walk(path, None, Default::default()).await,
+            Request::WalkFiltered { path, rules, xattrs, names } => match ddtree::filter::Filter::from_rules(&rules) {
+                Ok(f) if f.is_empty() => self.walk(path, None, ddtree::walk::Extra { xattrs, names }).await,
+                Ok(f) => self.walk(path, Some(Arc::new(f)), ddtree::walk::Extra { xattrs, names }).await,
                 Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await?),
             },
         }

@@ -10,12 +10,12 @@ impl Conn {
     /// Streams a walk of `path` (a directory under the root) as `ListData`
     /// pieces, then `ListEnd`. Paths in the list are relative to the root;
     /// what `prune` excludes (paths below `path`) is neither listed nor read;
-    /// with `xattrs`, entries' extended attributes are listed.
+    /// `extra` says what is listed beyond stat (xattrs, owners' names).
     pub(super) async fn walk(
         &mut self,
         path: String,
         prune: Option<Arc<ddtree::filter::Filter>>,
-        xattrs: bool,
+        extra: ddtree::walk::Extra,
     ) -> Result<(), ConnError> {
         let dir = match self.shared.root.resolve(&path) {
             Ok(d) if d.is_dir() => d,
@@ -48,7 +48,7 @@ impl Conn {
                     kept.push((String::from_utf8_lossy(path).into_owned(), why.to_string()));
                 }
             }))),
-            xattrs,
+            extra,
         };
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(4);
         let out = ddtree::walk::Output::List(Box::new(ChannelWriter { tx }));

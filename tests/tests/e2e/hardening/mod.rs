@@ -209,7 +209,8 @@ fn item12_json_on_failure_and_an_honest_rerun_hint() {
     assert!(!j["warnings"].as_array().unwrap().is_empty());
 }
 
-/// Item 5: Owners are not kept, so setuid/setgid bits are not either.
+/// Item 5: where owners are not kept (not root, or `--no-owner`),
+/// setuid/setgid bits are not either; run as root, both are kept.
 #[test]
 fn item05_setuid_and_setgid_bits_are_dropped_with_a_note() {
     use std::os::unix::fs::PermissionsExt;
@@ -226,14 +227,23 @@ fn item05_setuid_and_setgid_bits_are_dropped_with_a_note() {
     }
     let a = Mirror::start(&f.root(), &[]);
     let dest = f.out("dest");
-    let res = ddftp(&["archive", "t", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap(), "--json"], 0);
+    let d = dest.to_str().unwrap();
+    let res = ddftp(&["archive", "t", "--mirrors", &a.addr, "--dest", d, "--json", "--no-owner"], 0);
     assert_eq!(json(&res)["setid_cleared"], 2);
-    let mode = |n: &str| std::fs::metadata(dest.join(n)).unwrap().permissions().mode() & 0o7777;
-    assert_eq!((mode("suid"), mode("sgid"), mode("plain")), (0o755, 0o750, 0o755));
+    let mode = |dest: &std::path::Path, n: &str| std::fs::metadata(dest.join(n)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!((mode(&dest, "suid"), mode(&dest, "sgid"), mode(&dest, "plain")), (0o755, 0o750, 0o755));
     // The human summary says so; a rerun finds the copies complete.
-    let res = ddftp(&["archive", "t", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap()], 0);
+    let res = ddftp(&["archive", "t", "--mirrors", &a.addr, "--dest", d, "--no-owner"], 0);
     let text = String::from_utf8_lossy(&res.stdout);
     assert!(text.contains("without their setuid/setgid bits"), "{text}");
+    if is_root() {
+        use std::os::unix::fs::MetadataExt;
+        let kept = f.out("kept");
+        let res = ddftp(&["archive", "t", "--mirrors", &a.addr, "--dest", kept.to_str().unwrap(), "--json"], 0);
+        assert_eq!(json(&res)["setid_cleared"], 0);
+        assert_eq!((mode(&kept, "suid"), mode(&kept, "sgid")), (0o4755, 0o2750));
+        assert_eq!(std::fs::metadata(kept.join("suid")).unwrap().uid(), 1234);
+    }
 }
 
 /// A raw connection that greets and sends `reqs`, then reads nothing.
