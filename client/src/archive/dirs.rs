@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use ddtree::list::Kind;
 
-use super::tree::{finish_entry, make_dir_all};
+use super::tree::{chown_to, finish_entry, make_dir_all};
 use super::{local, ArchiveError, Item};
 
 /// Where the directories go and how they are made.
@@ -25,6 +25,8 @@ pub(super) struct Dirs<'a> {
     pub dest: &'a Path,
     pub fresh: bool,
     pub umask: u32,
+    /// Owners and groups are set (run as root).
+    pub owners: bool,
 }
 
 impl Dirs<'_> {
@@ -41,6 +43,8 @@ impl Dirs<'_> {
             .map(|it| (it.rel.components().count(), it, !later(it)))
             .collect();
         dirs.sort_unstable_by_key(|&(depth, ..)| std::cmp::Reverse(depth));
+        // A directory an earlier run made may have any owner.
+        let owner = |it: &Item| chown_to(it.entry.meta.owner, self.owners, self.fresh);
         let finish = |part: &[(usize, &Item, bool)]| -> Result<(), ArchiveError> {
             let mut in_dir = super::deep::InDir::default();
             for &(_, it, now) in part {
@@ -48,15 +52,15 @@ impl Dirs<'_> {
                 let done = match now {
                     // A resync finds most directories as they should be:
                     // one lstat instead of setting both.
-                    true if !self.fresh && is_finished_dir(&mut in_dir, self.dest, it) => Ok(()),
-                    true => finish_entry(&p, &it.entry, self.fresh, self.umask),
+                    true if !self.fresh && is_finished_dir(&mut in_dir, self.dest, it, self.owners) => Ok(()),
+                    true => finish_entry(&p, &it.entry, self.fresh, self.umask, owner(it)),
                     false => super::deep::symlink_metadata(&p).map(drop),
                 };
                 match done {
                     Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {
                         make_dir_all(&p).map_err(local(&p))?;
                         if now {
-                            finish_entry(&p, &it.entry, self.fresh, self.umask).map_err(local(&p))?;
+                            finish_entry(&p, &it.entry, self.fresh, self.umask, owner(it)).map_err(local(&p))?;
                         }
                     }
                     r => r.map_err(local(&p))?,
@@ -80,14 +84,16 @@ impl Dirs<'_> {
     }
 }
 
-/// Whether `dest/it` is a directory with its listed mode and mtime already.
-fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &Path, it: &Item) -> bool {
+/// Whether `dest/it` is a directory with its listed mode and mtime (and,
+/// where kept, owner) already.
+fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &Path, it: &Item, owners: bool) -> bool {
     let e = &it.entry;
     in_dir.lstat(dest, &it.rel).is_ok_and(|m| {
         m.mode & libc::S_IFMT == libc::S_IFDIR
             && m.mode & 0o7777 == e.perm
             && m.mtime == e.mtime.sec
             && m.mtime_nsec == e.mtime.nsec
+            && (!owners || e.meta.owner.is_none_or(|o| o == (m.uid, m.gid)))
     })
 }
 

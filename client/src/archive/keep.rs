@@ -4,9 +4,9 @@
 //! `--xattrs` extended attributes, ACLs among them (as `system.posix_acl_*`).
 //!
 //! Links are made before directories get their times (a new name changes
-//! its directory's); owners and xattrs are set last, on every entry whose
-//! own differ: neither changes an mtime, and a chown clears a file's
-//! setuid bits, which are then set again.
+//! its directory's); xattrs are set last, on every entry whose own differ
+//! (that changes no mtime). Owners are set where each entry is made
+//! (`tree`, `dirs`, `sync`) or found complete (`listing::choose`).
 
 use std::collections::HashMap;
 use std::io;
@@ -76,12 +76,12 @@ impl Archiving<'_> {
         made
     }
 
-    /// Owners (when kept) and xattrs (with `--xattrs`) of `items` and the
-    /// specials made, set where DEST's differ; over the cores. What cannot
-    /// be set is named. Returns how many entries were changed.
+    /// Xattrs (with `--xattrs`) of `items` and the specials made, set
+    /// where DEST's differ; over the cores. What cannot be set is named.
+    /// Returns how many entries were changed. (Owners are set as each
+    /// entry is made or found complete.)
     pub(super) fn keep_meta<'i>(&self, items: impl Iterator<Item = &'i Item>) -> u64 {
-        let (owners, xattrs) = (self.spec.owners, self.spec.xattrs);
-        if !owners && !xattrs {
+        if !self.spec.xattrs {
             return 0;
         }
         let specials = self.specials.lock().expect("specials lock");
@@ -94,13 +94,11 @@ impl Archiving<'_> {
             run.iter()
                 .map(|it| {
                     let path = dest.join(&it.rel);
-                    let st = match dir.lstat(dest, &it.rel) {
-                        Ok(st) => st,
+                    if dir.lstat(dest, &it.rel).is_err() {
                         // Not there: not copied (named already).
-                        Err(_) => return Ok(false),
-                    };
-                    keep_one(&path, &it.entry, (st.uid, st.gid), owners, xattrs)
-                        .map_err(|e| (it.rel.clone(), e.to_string()))
+                        return Ok(false);
+                    }
+                    keep_xattrs(&path, &it.entry).map_err(|e| (it.rel.clone(), e.to_string()))
                 })
                 .collect::<Vec<_>>()
         });
@@ -108,40 +106,28 @@ impl Archiving<'_> {
         for r in results {
             match r {
                 Ok(c) => changed += u64::from(c),
-                Err((rel, why)) => self.failed(&rel, format!("cannot set its owner or attributes: {why}")),
+                Err((rel, why)) => self.failed(&rel, format!("cannot set its extended attributes: {why}")),
             }
         }
         changed
     }
 }
 
-/// Sets `path`'s owner and xattrs to `e`'s where they differ (`have`: its
-/// owner now). Whether anything changed.
-fn keep_one(path: &Path, e: &Entry, have: (u32, u32), owners: bool, xattrs: bool) -> io::Result<bool> {
-    let mut changed = false;
-    if let Some(want) = e.meta.owner.filter(|&w| owners && w != have) {
-        deep::chown(path, want.0, want.1)?;
-        // A chown clears setuid and setgid.
-        if e.kind == Kind::File && e.perm & 0o6000 != 0 {
+/// Sets `path`'s xattrs to `e`'s where they differ. Whether anything changed.
+fn keep_xattrs(path: &Path, e: &Entry) -> io::Result<bool> {
+    let Some(want) = e.meta.xattrs() else { return Ok(false) };
+    let set = || deep::with_short_path(path, |p| ddtree::attrs::write_xattrs(p, want));
+    match set() {
+        // Not root, and the entry is not writable (0444, a 0555
+        // directory): writable for the moment it takes.
+        Err(err) if err.raw_os_error() == Some(libc::EACCES) && e.kind != Kind::Link => {
+            deep::set_mode(path, e.perm | 0o200)?;
+            let r = set();
             deep::set_mode(path, e.perm)?;
+            r
         }
-        changed = true;
+        r => r,
     }
-    if let Some(want) = e.meta.xattrs().filter(|_| xattrs) {
-        let set = || deep::with_short_path(path, |p| ddtree::attrs::write_xattrs(p, want));
-        changed |= match set() {
-            // Not root, and the entry is not writable (0444, a 0555
-            // directory): writable for the moment it takes.
-            Err(err) if err.raw_os_error() == Some(libc::EACCES) && e.kind != Kind::Link => {
-                deep::set_mode(path, e.perm | 0o200)?;
-                let r = set();
-                deep::set_mode(path, e.perm)?;
-                r?
-            }
-            r => r?,
-        };
-    }
-    Ok(changed)
 }
 
 /// Makes `to` a hard link to `from`, replacing whatever `to` is, in one

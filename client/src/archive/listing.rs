@@ -136,29 +136,42 @@ pub(super) struct Chosen<'a> {
     pub(super) bytes: u64,
     /// Files complete but for their mode, which was set here.
     pub(super) modes_fixed: u64,
+    /// Files complete but for their owner or group, set here.
+    pub(super) owners_fixed: u64,
 }
 
 /// The files and symlinks to move: all of them into a fresh destination,
 /// else those not already complete and correct there.
-pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<'a> {
-    let mut c =
-        Chosen { todo: vec![], files: 0, links: 0, skipped_files: 0, skipped_bytes: 0, bytes: 0, modes_fixed: 0 };
+/// With `owners`, a complete file whose owner differs gets the listed one.
+pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool, owners: bool) -> Chosen<'a> {
+    let mut c = Chosen {
+        todo: vec![],
+        files: 0,
+        links: 0,
+        skipped_files: 0,
+        skipped_bytes: 0,
+        bytes: 0,
+        modes_fixed: 0,
+        owners_fixed: 0,
+    };
     let entries: Vec<&Item> = items.iter().filter(|it| it.entry.kind != Kind::Dir).collect();
     // What DEST holds of each file: a resync of a large tree is mostly
     // these `lstat`s, spread over the cores.
     let found = match fresh {
-        true => vec![Found::Missing; entries.len()],
+        true => vec![(Found::Missing, None); entries.len()],
         false => par_chunks(&entries, |run| {
             let mut dir = deep::InDir::default();
             run.iter()
                 .map(|it| match it.entry.kind {
-                    Kind::File => dir.lstat(dest, &it.rel).map_or(Found::Missing, |m| found(&m, &it.entry)),
-                    _ => Found::Missing,
+                    Kind::File => dir
+                        .lstat(dest, &it.rel)
+                        .map_or((Found::Missing, None), |m| (found(&m, &it.entry), Some((m.uid, m.gid)))),
+                    _ => (Found::Missing, None),
                 })
                 .collect()
         }),
     };
-    for (it, found) in entries.into_iter().zip(found) {
+    for (it, (found, owner)) in entries.into_iter().zip(found) {
         if it.entry.kind == Kind::File {
             c.files += 1;
             // Same size and mtime (so verified bytes: a file gets its
@@ -166,6 +179,16 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &Path, fresh: bool) -> Chosen<
             // here; nothing to move (if the mode cannot be set, it moves).
             let mode_set = found == Found::ModeOnly && deep::set_mode(&dest.join(&it.rel), it.entry.perm).is_ok();
             if found == Found::Done || mode_set {
+                // Owner too (a chown clears setuid: the mode again after).
+                if let Some(want) = it.entry.meta.owner.filter(|&w| owners && owner.is_some_and(|o| o != w)) {
+                    let p = dest.join(&it.rel);
+                    if deep::chown(&p, want.0, want.1).and_then(|()| deep::set_mode(&p, it.entry.perm)).is_err() {
+                        c.bytes += it.entry.meta.moved_len(it.entry.size);
+                        c.todo.push(it);
+                        continue;
+                    }
+                    c.owners_fixed += 1;
+                }
                 c.skipped_files += 1;
                 c.skipped_bytes += it.entry.size;
                 c.modes_fixed += u64::from(mode_set);
@@ -231,6 +254,7 @@ pub(super) fn resumed<'a>(items: &'a [Item], dest: &Path, saved: &Path, journal:
     let (moved, bytes) = moving.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.size));
     Some(Chosen {
         modes_fixed: 0,
+        owners_fixed: 0,
         todo,
         files: all_files,
         links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,

@@ -228,11 +228,11 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     // still holds.
     let chosen = if fresh {
         make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
-        choose(&items, &spec.dest, fresh)
+        choose(&items, &spec.dest, fresh, spec.owners)
     } else {
         make_dirs(&items, &spec.dest)?;
         let again = resumed(&items, &spec.dest, &run.saved(), &journal_path(&run.output()));
-        again.unwrap_or_else(|| choose(&items, &spec.dest, fresh))
+        again.unwrap_or_else(|| choose(&items, &spec.dest, fresh, spec.owners))
     };
     *run.counts.lock().expect("counts lock") =
         EntryCounts { listed: items.len() as u64, walking: false, moved: 0, to_move: chosen.todo.len() as u64 };
@@ -250,7 +250,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     let hard_links = run.make_links();
     let deleted = run.delete_extraneous(&items, progress)?;
     run.dirs().finish(items.iter())?;
-    let attrs_set = run.keep_meta(items.iter());
+    let attrs_set = run.keep_meta(items.iter()) + chosen.owners_fixed;
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
     let Chosen { files, links, skipped_files, skipped_bytes, bytes, modes_fixed, .. } = chosen;
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
@@ -362,8 +362,8 @@ struct Ready {
 }
 
 impl Ready {
-    fn new(todo: &[&Item], dest: &Path, fresh: bool, umask: u32) -> Result<Ready, ArchiveError> {
-        Ok(Ready { store: Arc::new(TreeStore::new(todo, dest, fresh, umask)?), saved: saved_list(todo) })
+    fn new(todo: &[&Item], dest: &Path, fresh: bool, umask: u32, owners: bool) -> Result<Ready, ArchiveError> {
+        Ok(Ready { store: Arc::new(TreeStore::new(todo, dest, fresh, umask, owners)?), saved: saved_list(todo) })
     }
 }
 
@@ -460,7 +460,7 @@ impl<'a> Archiving<'a> {
     /// `todo` made ready to move (the time it took counted as `prepare`).
     fn ready(&self, todo: &[&Item], phases: &mut Phases) -> Result<Ready, ArchiveError> {
         let started = Instant::now();
-        let ready = Ready::new(todo, &self.spec.dest, self.fresh, self.umask)?;
+        let ready = Ready::new(todo, &self.spec.dest, self.fresh, self.umask, self.spec.owners)?;
         phases.prepare += started.elapsed().as_secs_f64();
         Ok(ready)
     }
@@ -618,7 +618,7 @@ impl<'a> Archiving<'a> {
     }
 
     fn dirs(&self) -> Dirs<'_> {
-        Dirs { dest: &self.spec.dest, fresh: self.fresh, umask: self.umask }
+        Dirs { dest: &self.spec.dest, fresh: self.fresh, umask: self.umask, owners: self.spec.owners }
     }
 }
 

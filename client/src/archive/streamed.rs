@@ -319,10 +319,10 @@ impl Archiving<'_> {
         })
         .await;
         let defs = define_everywhere(self.spec, Some(def));
-        let (dest, fresh, umask) = (self.spec.dest.clone(), self.fresh, self.umask);
+        let (dest, fresh, umask, owners) = (self.spec.dest.clone(), self.fresh, self.umask, self.spec.owners);
         let (items, ready, readying) = blocking(move || {
             let started = Instant::now();
-            let ready = Ready::new(&items.iter().collect::<Vec<_>>(), &dest, fresh, umask);
+            let ready = Ready::new(&items.iter().collect::<Vec<_>>(), &dest, fresh, umask, owners);
             (items, ready, started.elapsed().as_secs_f64())
         })
         .await;
@@ -340,14 +340,14 @@ impl Archiving<'_> {
     /// back, and the indexes of those left.
     fn finish_early(&self, dirs: Vec<Item>, moved: Vec<Arc<Vec<Item>>>, moving: Arc<Vec<Item>>) -> FinishingEarly {
         let later = still_changing(&moving);
-        let (dest, fresh, umask) = (self.spec.dest.clone(), self.fresh, self.umask);
+        let (dest, fresh, umask, owners) = (self.spec.dest.clone(), self.fresh, self.umask, self.spec.owners);
         // Spawned now (a `blocking` future would start only when awaited).
         tokio::task::spawn_blocking(move || {
             // A walk never puts an entry below a file or a symlink; a mirror
             // that did is named (what was written stayed inside DEST).
             let all = dirs.iter().chain(moved.iter().chain([&moving]).flat_map(|p| p.iter()));
-            let done =
-                check_nesting(all).and_then(|()| Dirs { dest: &dest, fresh, umask }.finish_except(dirs.iter(), &later));
+            let done = check_nesting(all)
+                .and_then(|()| Dirs { dest: &dest, fresh, umask, owners }.finish_except(dirs.iter(), &later));
             let left = dirs.iter().enumerate().filter(|(_, d)| later(d)).map(|(i, _)| i).collect();
             (dirs, done.map(|()| left))
         })

@@ -222,8 +222,16 @@ fn is_special(p: &Path, e: &ddtree::list::Entry) -> bool {
 
 /// Makes the FIFO, socket or device node `e` at `p` (what else stands there goes),
 /// unless it is there already.
-pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry) -> std::io::Result<()> {
+pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry, owners: bool) -> std::io::Result<()> {
     if is_special(p, e) {
+        // Its owner, where kept (a chown clears setuid: the mode again).
+        if let Some((uid, gid)) = e.meta.owner.filter(|_| owners) {
+            let m = deep::symlink_metadata(p)?;
+            if (m.uid(), m.gid()) != (uid, gid) {
+                deep::chown(p, uid, gid)?;
+                deep::set_mode(p, e.perm)?;
+            }
+        }
         return Ok(());
     }
     if deep::symlink_metadata(p).is_ok() {
@@ -233,6 +241,9 @@ pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry) -> std::io::Result
         deep::make_dir_all(parent)?;
     }
     deep::make_node(p, e.kind.mode_bits(), e.perm, e.meta.rdev().unwrap_or(0))?;
+    if let Some((uid, gid)) = super::tree::chown_to(e.meta.owner, owners, true) {
+        deep::chown(p, uid, gid)?;
+    }
     // The umask may have taken bits off.
     deep::set_mode(p, e.perm)?;
     deep::set_mtime(p, e.mtime, 0)
@@ -371,7 +382,7 @@ impl Archiving<'_> {
         let mut made = 0;
         for it in specials.iter() {
             let p = self.spec.dest.join(&it.rel);
-            match make_special(&p, &it.entry) {
+            match make_special(&p, &it.entry, self.spec.owners) {
                 Ok(()) => made += 1,
                 Err(e) => self.failed(&it.rel, format!("cannot make it: {e}")),
             }

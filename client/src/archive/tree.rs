@@ -52,6 +52,8 @@ pub struct TreeStore {
     /// one that may hold old files, finished ones of an interrupted run too.
     fresh: bool,
     umask: u32,
+    /// Owners and groups are set (run as root).
+    owners: bool,
     /// Entries a mirror could not read: never written, reported.
     bad: Vec<AtomicBool>,
     /// Why each of those could not be read, and the mirrors that said so.
@@ -90,10 +92,18 @@ pub(super) struct Piece {
     /// those alone, and the holes between them are never written.
     size: u64,
     runs: Option<Box<[(u64, u64)]>>,
+    /// The listed owner and group.
+    owner: Option<(u32, u32)>,
 }
 
 impl TreeStore {
-    pub(super) fn new(items: &[&Item], dest: &Path, fresh: bool, umask: u32) -> Result<TreeStore, ArchiveError> {
+    pub(super) fn new(
+        items: &[&Item],
+        dest: &Path,
+        fresh: bool,
+        umask: u32,
+        owners: bool,
+    ) -> Result<TreeStore, ArchiveError> {
         let mut dirs: Vec<CString> = vec![];
         let mut pieces = Vec::with_capacity(items.len());
         for it in items {
@@ -112,6 +122,7 @@ impl TreeStore {
                 mtime: it.entry.mtime,
                 size: it.entry.size,
                 runs: it.entry.meta.data().filter(|_| it.entry.kind == Kind::File).map(Box::from),
+                owner: it.entry.meta.owner,
             });
         }
         let layout = Layout::new(items.iter().map(|it| it.entry.meta.moved_len(it.entry.size))).ok_or_else(|| {
@@ -131,9 +142,16 @@ impl TreeStore {
             finished,
             fresh,
             umask,
+            owners,
             bad,
             why: Mutex::default(),
         })
+    }
+
+    /// The owner piece `i` is to be given, unless it has it already (an
+    /// entry this run made is this process's).
+    fn owner(&self, i: usize) -> Option<(u32, u32)> {
+        chown_to(self.pieces[i].owner, self.owners, self.fresh)
     }
 
     /// Where piece `i` goes.
@@ -190,10 +208,13 @@ impl TreeStore {
                     // A sparse file's last hole (no byte written there).
                     deep::open(&part, libc::O_WRONLY, 0)?.set_len(e.size)?;
                 }
-                finish_entry(&part, e, self.fresh, self.umask)?;
+                // The part file is this run's.
+                finish_entry(&part, e, self.fresh, self.umask, chown_to(e.meta.owner, self.owners, true))?;
                 deep::rename(&part, &path)
             }
-            Err(_) if deep::symlink_metadata(&path).is_ok() => finish_entry(&path, e, self.fresh, self.umask),
+            Err(_) if deep::symlink_metadata(&path).is_ok() => {
+                finish_entry(&path, e, self.fresh, self.umask, self.owner(i))
+            }
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 "its bytes never came (the interrupted run that fetched them lost them): run the archive again",
@@ -246,7 +267,11 @@ impl TreeStore {
         if p.runs.is_some() {
             f.set_len(p.size)?;
         }
-        if needs_chmod(p.perm, self.fresh, self.umask) {
+        let owned = self.owner(i);
+        if let Some((uid, gid)) = owned {
+            std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+        }
+        if needs_chmod(p.perm, self.fresh, self.umask) || owned.is_some() {
             f.set_permissions(std::fs::Permissions::from_mode(p.perm))?;
         }
         set_mtime_fd(&f, p.mtime)
@@ -285,6 +310,9 @@ impl TreeStore {
             remove_any(&path)?;
         }
         in_tree(&path, self.fresh, || deep::symlink(&target.bytes, &path))?;
+        if let Some((uid, gid)) = chown_to(self.pieces[i].owner, self.owners, true) {
+            deep::chown(&path, uid, gid)?;
+        }
         set_mtime(&path, self.pieces[i].mtime, libc::AT_SYMLINK_NOFOLLOW)
     }
 
@@ -362,8 +390,12 @@ impl TreeStore {
                 let f = in_tree(&path, self.fresh, || {
                     deep::open(&path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, p.mode)
                 });
+                let owned = self.owner(i);
                 let finished = f.and_then(|f| {
-                    if needs_chmod(p.perm, self.fresh, self.umask) {
+                    if let Some((uid, gid)) = owned {
+                        std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+                    }
+                    if needs_chmod(p.perm, self.fresh, self.umask) || owned.is_some() {
                         f.set_permissions(std::fs::Permissions::from_mode(p.perm))?;
                     }
                     set_mtime_fd(&f, p.mtime)
@@ -534,10 +566,29 @@ pub(super) fn needs_chmod(perm: u32, fresh: bool, umask: u32) -> bool {
     !fresh || perm & 0o6000 != 0 || (perm | 0o200) & !umask != perm
 }
 
-/// Sets mtime and mode of a file or directory (by path: no open).
-pub(super) fn finish_entry(path: &Path, e: &Entry, fresh: bool, umask: u32) -> io::Result<()> {
+/// The owner to give an entry listed with `owner`: none where owners are
+/// not kept, or where it is `new` (made by this run, so this process's)
+/// and the owner is this process's.
+pub(super) fn chown_to(owner: Option<(u32, u32)>, owners: bool, new: bool) -> Option<(u32, u32)> {
+    // SAFETY: geteuid and getegid cannot fail.
+    let me = unsafe { (libc::geteuid(), libc::getegid()) };
+    owner.filter(|&o| owners && !(new && o == me))
+}
+
+/// Sets owner (`owner`, first: a chown clears setuid), mtime and mode of a
+/// file or directory (by path: no open).
+pub(super) fn finish_entry(
+    path: &Path,
+    e: &Entry,
+    fresh: bool,
+    umask: u32,
+    owner: Option<(u32, u32)>,
+) -> io::Result<()> {
+    if let Some((uid, gid)) = owner {
+        deep::chown(path, uid, gid)?;
+    }
     set_mtime(path, e.mtime, 0)?;
-    if e.kind == Kind::Dir || needs_chmod(e.perm, fresh, umask) {
+    if e.kind == Kind::Dir || needs_chmod(e.perm, fresh, umask) || owner.is_some() {
         deep::set_mode(path, e.perm)?;
     }
     Ok(())
