@@ -16,8 +16,11 @@
 # files copied first (untimed, by the tool itself), then 1% of its files
 # rewritten on the mirrors (new bytes, new mtime) and the tool run again
 # into that copy, timed: `ddftp archive --delete` from 2 mirrors against
-# `rsync -a --delete` from the rsync daemon on mirror 1. Each run changes
-# other files. (mpifileutils' dsync is not built here: not measured.)
+# `rsync -a --delete` from the rsync daemon on mirror 1, and, where built
+# (DSYNC, default /tmp/mfu/bin/dsync: hpc/mpifileutils with libcircle,
+# lwgrp, dtcmp), mpifileutils' `dsync --delete` with 2 MPI ranks reading
+# the mirror's tree straight from the file system, as on a shared
+# parallel file system: no network at all. Each run changes other files.
 #
 # Usage (root): benches/netbed-archive.sh [RUNS] [CASES]   (CASES: whole,small,large,resync)
 # Writes benches/results/netbed-archive-<UTC date>.{md,json}.
@@ -116,6 +119,10 @@ listing() {
   find . \( -type d -printf 'd - %m %T@ %p\n' \) -o \( ! -type d -printf '%y %s %m %T@ %p %l\n' \) | sort | md5sum
 }
 
+listing_no_dir_times() {
+  find . \( -type d -printf 'd - %m %p\n' \) -o \( ! -type d -printf '%y %s %m %T@ %p %l\n' \) | sort | md5sum
+}
+
 results=()
 run() { # case src tool -> appends a result
   local c=$1 src=$2 tool=$3 times=() out=$OUT
@@ -167,6 +174,11 @@ for p in rng.sample(files, len(files) // 100):
     os.utime(p, (now, now + rng.random()))
 PY
 }
+DSYNC=${DSYNC:-/tmp/mfu/bin/dsync}
+dsync_run() { # src dest [flags]
+  LD_LIBRARY_PATH=$(dirname "$DSYNC")/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    mpirun --allow-run-as-root --oversubscribe -np 2 "$DSYNC" -q "${@:3}" "$1" "$2" >/dev/null
+}
 resync() { # tool -> appends a result
   local tool=$1 times=() out=$OUT
   for r in $(seq 1 "$RUNS"); do
@@ -177,6 +189,7 @@ resync() { # tool -> appends a result
     case $tool in
       ddftp-k2) in_client "$DDFTP" archive resync --mirrors "$(mirrors 2)" --dest "$out" -q ;;
       rsync) in_client rsync -a "rsync://10.77.1.2/data/resync/" "$out/" ;;
+      dsync) dsync_run "$DATA/resync" "$out" ;;
     esac
     mutate "$r$RANDOM"
     case $tool in ddftp-*) mirrors_up ;; esac
@@ -185,11 +198,15 @@ resync() { # tool -> appends a result
     case $tool in
       ddftp-k2) in_client "$DDFTP" archive resync --mirrors "$(mirrors 2)" --dest "$out" --delete -q ;;
       rsync) in_client rsync -a --delete "rsync://10.77.1.2/data/resync/" "$out/" ;;
+      dsync) dsync_run "$DATA/resync" "$out" --delete ;;
     esac
     local t1; t1=$(now)
     times+=("$(python3 -c "print(f'{$t1 - $t0:.3f}')")")
-    a=$(cd "$DATA/resync" && listing)
-    b=$(cd "$out" && listing)
+    # dsync leaves a directory whose files it replaced with the time of
+    # the sync as its mtime: for it, directories' mtimes are not compared.
+    local how=listing; [ "$tool" = dsync ] && how=listing_no_dir_times
+    a=$(cd "$DATA/resync" && $how)
+    b=$(cd "$out" && $how)
     [ "$a" = "$b" ] || { log "$tool resync: the copy differs from the source"; exit 1; }
   done
   local files; files=$(files_of resync)
@@ -210,7 +227,10 @@ for c in "${cases[@]}"; do
     whole) for tool in ddftp-k2 ddftp-k4 rsync; do run whole proj $tool; done ;;
     small) for tool in ddftp-k2 ddftp-k4 rsync; do run small proj/small $tool; done ;;
     large) for tool in ddftp-k2 ddftp-k4 rsync; do run large proj/large $tool; done ;;
-    resync) for tool in ddftp-k2 rsync; do resync $tool; done ;;
+    resync)
+      tools=(ddftp-k2 rsync)
+      if [ -x "$DSYNC" ]; then tools+=(dsync); else log "dsync not built ($DSYNC): not measured"; fi
+      for tool in "${tools[@]}"; do resync "$tool"; done ;;
     *) echo "unknown case $c" >&2; exit 2 ;;
   esac
 done

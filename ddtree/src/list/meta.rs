@@ -103,8 +103,12 @@ impl Meta {
             }
         };
         if let Some((u, g)) = self.owner {
+            // Every entry has one: digits by hand, not through `fmt`.
             sep(out);
-            let _ = write!(out, "u={u}:{g}");
+            out.extend_from_slice(b"u=");
+            push_decimal(out, u);
+            out.push(b':');
+            push_decimal(out, g);
         }
         if let Some(r) = &self.rare {
             if let Some((d, i)) = r.link {
@@ -156,6 +160,15 @@ impl Meta {
         if field == b"-" {
             return Ok(m);
         }
+        // Most entries carry an owner alone: parsed without `str` splits.
+        if let Some(rest) = field.strip_prefix(b"u=") {
+            if let Some(c) = rest.iter().position(|&b| b == b':') {
+                if let (Some(u), Some(g)) = (decimal(&rest[..c]), decimal(&rest[c + 1..])) {
+                    m.owner = Some((u, g));
+                    return Ok(m);
+                }
+            }
+        }
         let text = std::str::from_utf8(field).map_err(|_| "attributes are not ASCII")?;
         for kv in text.split(',') {
             let (k, v) = kv.split_once('=').ok_or("an attribute without '='")?;
@@ -196,6 +209,35 @@ impl Meta {
 fn pair<A: std::str::FromStr, B: std::str::FromStr>(v: &str, sep: char) -> Option<(A, B)> {
     let (a, b) = v.split_once(sep)?;
     Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut v: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// A `u32` in plain decimal digits (nothing else), if it is one.
+fn decimal(b: &[u8]) -> Option<u32> {
+    if b.is_empty() || b.len() > 10 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(c - b'0');
+    }
+    u32::try_from(v).ok()
 }
 
 fn push_hex(out: &mut Vec<u8>, b: &[u8]) {
@@ -242,5 +284,7 @@ mod tests {
         assert_eq!(Meta::parse(&out).unwrap(), none);
         assert!(Meta::parse(b"d=10+5/12+1").is_err(), "overlapping runs");
         assert!(Meta::parse(b"u=1").is_err());
+        assert_eq!(Meta::parse(b"u=4294967295:0").unwrap().owner, Some((u32::MAX, 0)));
+        assert!(Meta::parse(b"u=4294967296:0").is_err());
     }
 }

@@ -224,14 +224,14 @@ fn an_unprivileged_user_gets_what_a_user_can_and_is_told_the_rest() {
     let dst = f.out("dst");
     std::fs::create_dir(&dst).unwrap();
     assert!(Command::new("chown").arg("nobody:nogroup").arg(&dst).status().unwrap().success());
+    let nobody = || {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]).arg(bin("ddftp"));
+        c.args(["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X"]);
+        c
+    };
     let as_nobody = |extra: &[&str]| {
-        let o = Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-            .arg(bin("ddftp"))
-            .args(["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "--json", "-q"])
-            .args(extra)
-            .output()
-            .unwrap();
+        let o = nobody().args(["--json", "-q"]).args(extra).output().unwrap();
         assert_eq!(o.status.code(), Some(5), "devices are not made: exit 5\n{}", String::from_utf8_lossy(&o.stderr));
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         for d in ["blk", "chr"] {
@@ -245,11 +245,20 @@ fn an_unprivileged_user_gets_what_a_user_can_and_is_told_the_rest() {
     let look = Look { owners: false, setid: false, devices: false };
     assert_equal(&scan(&src, look), &scan(&dst, look));
 
-    // A new entry in the 0555 directory reaches the copy's 0555 directory.
+    // A new entry in the 0555 directory reaches the copy's 0555 directory;
+    // a file gone from SRC goes. The dry run says so (the devices named,
+    // exit 5, there too).
     std::fs::set_permissions(src.join("ro"), std::fs::Permissions::from_mode(0o755)).unwrap();
     random_file(&src.join("ro/added"), 300, 20);
     touch(&src.join("ro"), "2023-03-03 03:03:03");
     std::fs::set_permissions(src.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::fs::remove_file(src.join("plain/empty")).unwrap();
+    touch(&src.join("plain"), "2022-02-02 02:02:02");
+    let o = nobody().args(["-n", "--delete"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(5));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: BTreeSet<&str> = out.lines().filter(|l| !l.starts_with("dry run")).collect();
+    assert_eq!(lines, [".d..t...... ro/", ">f+++++++++ ro/added", "*deleting   plain/empty"].into(), "{out}");
     as_nobody(&["--delete"]);
     assert_equal(&scan(&src, look), &scan(&dst, look));
 }
