@@ -59,7 +59,7 @@ pub fn push_fields(out: &mut Vec<u8>, path: &[u8], kind: Kind, perm: u32, size: 
     out.push(0);
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut v: u64) {
+pub(super) fn push_decimal(out: &mut Vec<u8>, mut v: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {

@@ -106,9 +106,9 @@ impl Meta {
             // Every entry has one: digits by hand, not through `fmt`.
             sep(out);
             out.extend_from_slice(b"u=");
-            push_decimal(out, u);
+            super::ddftp::push_decimal(out, u64::from(u));
             out.push(b':');
-            push_decimal(out, g);
+            super::ddftp::push_decimal(out, u64::from(g));
         }
         if let Some(r) = &self.rare {
             if let Some((d, i)) = r.link {
@@ -209,20 +209,6 @@ impl Meta {
 fn pair<A: std::str::FromStr, B: std::str::FromStr>(v: &str, sep: char) -> Option<(A, B)> {
     let (a, b) = v.split_once(sep)?;
     Some((a.parse().ok()?, b.parse().ok()?))
-}
-
-fn push_decimal(out: &mut Vec<u8>, mut v: u32) {
-    let mut buf = [0u8; 10];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
 }
 
 /// A `u32` in plain decimal digits (nothing else), if it is one.
