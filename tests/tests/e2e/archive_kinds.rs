@@ -338,3 +338,57 @@ fn a_file_changing_on_the_mirror_while_read_is_reported_and_the_rest_copied() {
     ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "-q"], 0);
     assert_eq!(std::fs::read(dst.join("changing")).unwrap(), std::fs::read(src.join("changing")).unwrap());
 }
+
+/// `--by-name`: an owner listed by name takes the id that name has here
+/// (a name unknown here keeps its number); without it, the number. The
+/// list is a walk's with its owners rewritten as a mirror with another
+/// passwd would list them (this machine has one passwd for both ends).
+#[test]
+fn owners_by_name_take_this_machine_s_ids_and_by_number_the_listed_ones() {
+    use std::os::unix::fs::MetadataExt;
+    if !is_root() {
+        eprintln!("skipped: only root sets owners");
+        return;
+    }
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir(&src).unwrap();
+    random_file(&src.join("named"), 100, 50);
+    random_file(&src.join("unknown-name"), 100, 51);
+    let m = Mirror::start(&f.root(), &[]);
+    let list = f.out("list");
+    ddftp(&["walk", src.to_str().unwrap(), "-o", list.to_str().unwrap(), "-q"], 0);
+    let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    let mut text = std::fs::read(&list).unwrap();
+    for (name, attrs) in [
+        ("named", format!("u=4242:4243,n={}:{}", hex("nobody"), hex("nogroup"))),
+        ("unknown-name", format!("u=4244:4245,n={}:{}", hex("no-such-user-here"), hex("no-such-group-here"))),
+    ] {
+        let rec_end = format!(" {}/{name}\0", src.display());
+        let at = text.windows(rec_end.len()).position(|w| w == rec_end.as_bytes()).unwrap();
+        let start = text[..at].iter().rposition(|&b| b == b' ').unwrap() + 1;
+        text.splice(start..at, attrs.bytes());
+    }
+    std::fs::write(&list, &text).unwrap();
+    let owner = |dst: &Path, n: &str| {
+        let m = std::fs::metadata(dst.join(n)).unwrap();
+        (m.uid(), m.gid())
+    };
+    let nobody = |what: &str| {
+        let o = Command::new("id").arg(what).arg("nobody").output().unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().parse::<u32>().unwrap()
+    };
+    let ngid = {
+        let o = Command::new("getent").args(["group", "nogroup"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).split(':').nth(2).unwrap().parse::<u32>().unwrap()
+    };
+    let strip = f.root().display().to_string();
+    for (flag, named, unknown) in
+        [("--by-name", (nobody("-u"), ngid), (4244, 4245)), ("--numeric-ids", (4242, 4243), (4244, 4245))]
+    {
+        let dst = f.out(flag.trim_start_matches('-'));
+        let (d, l) = (dst.to_str().unwrap(), list.to_str().unwrap());
+        ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "--list", l, "--strip", &strip, flag, "-q"], 0);
+        assert_eq!((owner(&dst, "named"), owner(&dst, "unknown-name")), (named, unknown), "{flag}");
+    }
+}
