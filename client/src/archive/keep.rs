@@ -137,8 +137,7 @@ fn link_over(from: &Path, to: &Path) -> io::Result<()> {
     let mut tmp = b".".to_vec();
     tmp.extend_from_slice(&name[..name.len().min(200)]);
     tmp.extend_from_slice(b".ddftp-link");
-    // SAFETY: bytes of an OsStr plus ASCII.
-    let tmp = to.with_file_name(unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(&tmp) });
+    let tmp = to.with_file_name(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&tmp));
     let _ = deep::remove_file(&tmp);
     if deep::symlink_metadata(to).is_ok_and(|m| m.is_dir()) {
         deep::remove_any(to)?;

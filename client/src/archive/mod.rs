@@ -55,7 +55,7 @@ use crate::transfer::{self, EntryCounts, GetSpec, Peer, Progress, TransferError,
 use dirs::{still_changing, Dirs};
 use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
 use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
-use parts::Parts;
+use parts::{Counting, Parts};
 use tree::{make_dir_all, TreeStore};
 
 /// What a part of a streamed archive waits for while the walk goes on
@@ -319,38 +319,6 @@ struct Archiving<'a> {
     /// Entries listed and moved so far (`moved`: in the parts done), for
     /// the progress display.
     counts: std::sync::Mutex<EntryCounts>,
-}
-
-/// The progress of a part's bytes, told as entries too: those whole
-/// within the bytes received (an estimate: a range fills from both ends).
-struct Counting<'p, 'l> {
-    inner: &'p mut dyn Progress,
-    layout: &'l ddtree::layout::Layout,
-    counts: &'l std::sync::Mutex<EntryCounts>,
-}
-
-impl Progress for Counting<'_, '_> {
-    fn start(&mut self, total: u64, mirrors: &[String]) {
-        self.inner.start(total, mirrors);
-    }
-    fn update(&mut self, done: u64, per_mirror: &[u64]) {
-        let mut c = *self.counts.lock().expect("counts lock");
-        c.moved += self.layout.entries_within(done) as u64;
-        self.inner.entries(c);
-        self.inner.update(done, per_mirror);
-    }
-    fn warn(&mut self, msg: &str) {
-        self.inner.warn(msg);
-    }
-    fn joined(&mut self, mirror: &str) {
-        self.inner.joined(mirror);
-    }
-    fn finish(&mut self) {
-        self.inner.finish();
-    }
-    fn status(&mut self, msg: &str) {
-        self.inner.status(msg);
-    }
 }
 
 /// A range's files made ready to move: the store they are written

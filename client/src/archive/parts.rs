@@ -1,8 +1,9 @@
 //! The progress of a streamed archive's parts as one bar: their bytes add
 //! up, and so does each mirror's share (matched by name: each part
-//! numbers its mirrors in the order they joined it).
+//! numbers its mirrors in the order they joined it); and a part's bytes
+//! told as entries moved ([`Counting`]).
 
-use crate::transfer::Progress;
+use crate::transfer::{EntryCounts, Progress};
 
 pub(super) struct Parts<'a> {
     inner: &'a mut dyn Progress,
@@ -68,6 +69,38 @@ impl Progress for Parts<'_> {
                 None => self.earlier.push((m.clone(), b)),
             }
         }
+    }
+}
+
+/// The progress of a part's bytes, told as entries too: those whole
+/// within the bytes received (an estimate: a range fills from both ends).
+pub(super) struct Counting<'p, 'l> {
+    pub(super) inner: &'p mut dyn Progress,
+    pub(super) layout: &'l ddtree::layout::Layout,
+    pub(super) counts: &'l std::sync::Mutex<EntryCounts>,
+}
+
+impl Progress for Counting<'_, '_> {
+    fn start(&mut self, total: u64, mirrors: &[String]) {
+        self.inner.start(total, mirrors);
+    }
+    fn update(&mut self, done: u64, per_mirror: &[u64]) {
+        let mut c = *self.counts.lock().expect("counts lock");
+        c.moved += self.layout.entries_within(done) as u64;
+        self.inner.entries(c);
+        self.inner.update(done, per_mirror);
+    }
+    fn warn(&mut self, msg: &str) {
+        self.inner.warn(msg);
+    }
+    fn joined(&mut self, mirror: &str) {
+        self.inner.joined(mirror);
+    }
+    fn finish(&mut self) {
+        self.inner.finish();
+    }
+    fn status(&mut self, msg: &str) {
+        self.inner.status(msg);
     }
 }
 
