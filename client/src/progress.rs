@@ -34,15 +34,16 @@ impl Bar {
     }
 }
 
-/// `\n  1234 entries listed (walking, 5000/s); ~800 of 1000 files and links moved, ~200 to go`
+/// `\n  1234 entries (2.1 GiB) listed (walking, 5000/s); ~800 of 1000 files and links moved, ~200 to go`
 fn entries_line(c: &EntryCounts, seconds: f64) -> String {
     let walk = match c.walking {
         true => format!(" (walking, {:.0}/s)", c.listed as f64 / seconds.max(1e-3)),
         false => String::new(),
     };
     format!(
-        "\n  {} entries listed{walk}; ~{} of {} files and links moved, ~{} to go",
+        "\n  {} entries ({}) listed{walk}; ~{} of {} files and links moved, ~{} to go",
         c.listed,
+        ddftp_proto::units::HumanBytes(c.listed_bytes),
         c.moved,
         c.to_move,
         c.to_move.saturating_sub(c.moved)

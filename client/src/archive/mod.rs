@@ -234,8 +234,13 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         let again = resumed(&items, &spec.dest, &run.saved(), &journal_path(&run.output()));
         again.unwrap_or_else(|| choose(&items, &spec.dest, fresh, spec.owners))
     };
-    *run.counts.lock().expect("counts lock") =
-        EntryCounts { listed: items.len() as u64, walking: false, moved: 0, to_move: chosen.todo.len() as u64 };
+    *run.counts.lock().expect("counts lock") = EntryCounts {
+        listed: items.len() as u64,
+        listed_bytes: items.iter().filter(|it| it.entry.kind == Kind::File).map(|it| it.entry.size).sum(),
+        walking: false,
+        moved: 0,
+        to_move: chosen.todo.len() as u64,
+    };
     let defs = define_everywhere(spec, (!chosen.todo.is_empty()).then(|| definition(&chosen.todo)));
     let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
     phases.prepare = (started.elapsed() - listed).as_secs_f64();

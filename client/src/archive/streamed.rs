@@ -121,6 +121,7 @@ impl Archiving<'_> {
             let mut bytes = 0;
             // Files and symlinks listed so far (all move: DEST is fresh).
             let mut movable = 0u64;
+            let mut listed_bytes = 0u64;
             while let Some(batch) = walk_rx.recv().await {
                 let listed = batch.len() as u64;
                 for e in batch {
@@ -128,10 +129,14 @@ impl Archiving<'_> {
                         Some(it) if it.entry.kind == Kind::Dir => dirs.push(it),
                         Some(it) if it.entry.kind == Kind::File && it.entry.meta.link().is_some() => {
                             movable += 1;
+                            listed_bytes += it.entry.size;
                             linked.push(it)
                         }
                         Some(it) => {
                             movable += 1;
+                            if it.entry.kind == Kind::File {
+                                listed_bytes += it.entry.size;
+                            }
                             bytes += it.entry.size;
                             pending.push(it)
                         }
@@ -141,6 +146,7 @@ impl Archiving<'_> {
                 {
                     let mut c = self.counts.lock().expect("counts lock");
                     c.listed += listed;
+                    c.listed_bytes = listed_bytes;
                     c.walking = true;
                     c.to_move = movable;
                 }

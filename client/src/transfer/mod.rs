@@ -92,6 +92,8 @@ pub trait Progress: Send {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EntryCounts {
     pub listed: u64,
+    /// Bytes of the files listed.
+    pub listed_bytes: u64,
     pub walking: bool,
     pub moved: u64,
     pub to_move: u64,
