@@ -192,6 +192,9 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     }
     let run = Archiving::new(spec, src, started, fresh);
     let (mut entries, unread) = fetch_list(spec, progress).await?;
+    if spec.xattrs && spec.list.is_some() && entries.iter().all(|e| e.meta.xattrs().is_none()) {
+        progress.warn("--xattrs: the list given carries no extended attributes (a mirror's walk does): none are set");
+    }
     run.incomplete.store(!unread.is_empty(), Ordering::Relaxed);
     for (path, why) in unread {
         progress.warn(&format!("cannot copy {path}: {why}"));
