@@ -1,7 +1,9 @@
-//! What an archive keeps besides bytes, modes and mtimes: hard links (the
-//! second and later names of a file made links to its first), owners and
-//! groups (run as root, by number, as `rsync --numeric-ids`), and with
-//! `--xattrs` extended attributes, ACLs among them (as `system.posix_acl_*`).
+//! Which listed entries an archive takes and how (filters, specials,
+//! devices, setid bits), and what it keeps besides bytes, modes and
+//! mtimes: hard links (the second and later names of a file made links to
+//! its first), owners and groups (run as root, by number, as `rsync
+//! --numeric-ids`), and with `--xattrs` extended attributes, ACLs among
+//! them (as `system.posix_acl_*`).
 //!
 //! Links are made before directories get their times (a new name changes
 //! its directory's); xattrs are set last, on every entry whose own differ
@@ -15,7 +17,10 @@ use std::path::{Path, PathBuf};
 
 use ddtree::list::{Entry, Kind};
 
-use super::{deep, listing, Archiving, Item};
+use std::sync::atomic::Ordering;
+
+use super::listing::below_src;
+use super::{deep, listing, ArchiveError, Archiving, Item};
 
 /// A hard link to make: `item`'s name, for the file first named `to`.
 pub(super) struct Linked {
@@ -24,6 +29,50 @@ pub(super) struct Linked {
 }
 
 impl Archiving<'_> {
+    /// A listed entry as an item under DEST, if it is below SRC and no rule
+    /// excludes it. FIFOs, sockets and (run as root) device nodes are kept
+    /// aside, to be made in place ([`Archiving::make_specials`]); a device
+    /// node otherwise is not copied, and is counted and named (exit 5).
+    pub(super) fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
+        let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
+        let filter = &self.spec.filter;
+        if !filter.is_empty()
+            && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.excluded_dirs.lock().expect("excluded lock"))
+        {
+            self.excluded.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        let mut e = e;
+        if let (true, Some((user, group)), Some((uid, gid))) = (self.spec.by_name, e.meta.names(), e.meta.owner) {
+            let mut names = self.names.lock().expect("names lock");
+            e.meta.owner = Some((names.uid(user).unwrap_or(uid), names.gid(group).unwrap_or(gid)));
+        }
+        let device = matches!(e.kind, Kind::Block | Kind::Char);
+        if matches!(e.kind, Kind::Fifo | Kind::Socket) || (device && self.spec.owners && e.meta.rdev().is_some()) {
+            self.kept.lock().expect("kept lock").insert(rel.clone());
+            self.specials.lock().expect("specials lock").push(Item { entry: e, rel });
+            return Ok(None);
+        }
+        if device {
+            let why = match e.meta.rdev() {
+                None => format!("a {:?} device, listed without its numbers", e.kind),
+                Some(_) => format!("a {:?} device is made only when run as root", e.kind),
+            };
+            warn(&format!("not copying {}: {why}", String::from_utf8_lossy(&e.path)));
+            self.failed(&rel, why);
+            self.kept.lock().expect("kept lock").insert(rel);
+            return Ok(None);
+        }
+        // Owners not kept: a setuid or setgid file would run as whoever
+        // runs the archive, so the bits go, as `cp -p` drops them when it
+        // cannot keep the owner.
+        if !self.spec.owners && e.kind == Kind::File && e.perm & 0o6000 != 0 {
+            e.perm &= !0o6000;
+            self.setid_cleared.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Some(Item { entry: e, rel }))
+    }
+
     /// Takes the second and later names of each hard-linked file (entries
     /// sharing a link id, in path order) out of `items` (sorted): they are
     /// never moved, but linked to the first name once it is in place

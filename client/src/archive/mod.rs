@@ -53,7 +53,7 @@ use crate::store::Store;
 use crate::transfer::{self, EntryCounts, GetSpec, Peer, Progress, TransferError, TransferReport};
 
 use dirs::{still_changing, Dirs};
-use listing::{below_src, check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
+use listing::{check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
 use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
 use parts::{Counting, Parts};
 use tree::{make_dir_all, TreeStore};
@@ -387,50 +387,6 @@ impl<'a> Archiving<'a> {
     /// The list of the range being moved, kept beside its journal.
     fn saved(&self) -> PathBuf {
         self.spec.dest.join(".ddftp-archive.list")
-    }
-
-    /// A listed entry as an item under DEST, if it is below SRC and no rule
-    /// excludes it. FIFOs, sockets and (run as root) device nodes are kept
-    /// aside, to be made in place ([`Archiving::make_specials`]); a device
-    /// node otherwise is not copied, and is counted and named (exit 5).
-    fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
-        let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
-        let filter = &self.spec.filter;
-        if !filter.is_empty()
-            && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.excluded_dirs.lock().expect("excluded lock"))
-        {
-            self.excluded.fetch_add(1, Ordering::Relaxed);
-            return Ok(None);
-        }
-        let mut e = e;
-        if let (true, Some((user, group)), Some((uid, gid))) = (self.spec.by_name, e.meta.names(), e.meta.owner) {
-            let mut names = self.names.lock().expect("names lock");
-            e.meta.owner = Some((names.uid(user).unwrap_or(uid), names.gid(group).unwrap_or(gid)));
-        }
-        let device = matches!(e.kind, Kind::Block | Kind::Char);
-        if matches!(e.kind, Kind::Fifo | Kind::Socket) || (device && self.spec.owners && e.meta.rdev().is_some()) {
-            self.kept.lock().expect("kept lock").insert(rel.clone());
-            self.specials.lock().expect("specials lock").push(Item { entry: e, rel });
-            return Ok(None);
-        }
-        if device {
-            let why = match e.meta.rdev() {
-                None => format!("a {:?} device, listed without its numbers", e.kind),
-                Some(_) => format!("a {:?} device is made only when run as root", e.kind),
-            };
-            warn(&format!("not copying {}: {why}", String::from_utf8_lossy(&e.path)));
-            self.failed(&rel, why);
-            self.kept.lock().expect("kept lock").insert(rel);
-            return Ok(None);
-        }
-        // Owners not kept: a setuid or setgid file would run as whoever
-        // runs the archive, so the bits go, as `cp -p` drops them when it
-        // cannot keep the owner.
-        if !self.spec.owners && e.kind == Kind::File && e.perm & 0o6000 != 0 {
-            e.perm &= !0o6000;
-            self.setid_cleared.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(Some(Item { entry: e, rel }))
     }
 
     /// `todo` made ready to move (the time it took counted as `prepare`).

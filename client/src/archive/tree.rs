@@ -570,8 +570,10 @@ pub(super) fn needs_chmod(perm: u32, fresh: bool, umask: u32) -> bool {
 /// not kept, or where it is `new` (made by this run, so this process's)
 /// and the owner is this process's.
 pub(super) fn chown_to(owner: Option<(u32, u32)>, owners: bool, new: bool) -> Option<(u32, u32)> {
+    // Asked once: this runs for every file written.
+    static ME: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
     // SAFETY: geteuid and getegid cannot fail.
-    let me = unsafe { (libc::geteuid(), libc::getegid()) };
+    let me = *ME.get_or_init(|| unsafe { (libc::geteuid(), libc::getegid()) });
     owner.filter(|&o| owners && !(new && o == me))
 }
 
