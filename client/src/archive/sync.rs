@@ -69,7 +69,10 @@ pub(super) fn plan(
             p.new_specials += 1;
             let letter = if matches!(it.entry.kind, Kind::Block | Kind::Char) { 'D' } else { 'S' };
             lines.push((it.rel.clone(), format!("c{letter}+++++++++ {}", shown(&it.rel, false))));
-        } else if let Some(attrs) = keep.differs(&dest.join(&it.rel), &it.entry) {
+        } else if let Some(attrs) = {
+            let p = dest.join(&it.rel);
+            deep::symlink_metadata(&p).ok().and_then(|m| keep.differs(&p, &m, &it.entry))
+        } {
             let letter = if matches!(it.entry.kind, Kind::Block | Kind::Char) { 'D' } else { 'S' };
             lines.push((it.rel.clone(), format!(".{letter}...{attrs} {}", shown(&it.rel, false))));
         }
@@ -92,10 +95,7 @@ pub(super) fn plan(
         let m = deep::symlink_metadata(&path).ok();
         let time_differs = |m: &std::fs::Metadata| m.mtime() != e.mtime.sec || m.mtime_nsec() as u32 != e.mtime.nsec;
         // Owner, group, xattrs: `o g . . x` (or dots), the code's last five.
-        let attrs = |m: &Option<std::fs::Metadata>| match m {
-            Some(_) => keep.differs(&path, e),
-            None => None,
-        };
+        let attrs = |m: &Option<std::fs::Metadata>| m.as_ref().and_then(|m| keep.differs(&path, m, e));
         let line = match e.kind {
             Kind::Dir => match m.filter(|m| m.is_dir()) {
                 None => {
@@ -181,10 +181,9 @@ pub(super) struct Keep<'a> {
 }
 
 impl Keep<'_> {
-    /// The code's last five letters (`og..x`) if `path`'s owner, group or
-    /// xattrs differ from `e`'s (those compared), else `None`.
-    fn differs(&self, path: &Path, e: &ddtree::list::Entry) -> Option<String> {
-        let m = deep::symlink_metadata(path).ok()?;
+    /// The code's last five letters (`og..x`) if `path`'s (its lstat `m`)
+    /// owner, group or xattrs differ from `e`'s (those compared), else `None`.
+    fn differs(&self, path: &Path, m: &std::fs::Metadata, e: &ddtree::list::Entry) -> Option<String> {
         let (mut o, mut g) = (false, false);
         if let Some((uid, gid)) = e.meta.owner.filter(|_| self.owners) {
             (o, g) = (m.uid() != uid, m.gid() != gid);
