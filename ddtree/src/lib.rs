@@ -4,10 +4,12 @@
 //! # Layout
 //! - [`walk`]: the parallel walk; [`walk::drqs`] spreads directories over
 //!   threads with no master and ends by Dijkstra's token.
+//! - [`beneath`]: opening below a directory, following no symlink.
 //! - [`layout`]: entries' bytes back to back as one range (bundles).
 //! - [`list`]: file lists: ours ([`list::ddftp`]) and mpifileutils' v4
 //!   ([`list::mfu`]).
 pub mod attrs;
+pub mod beneath;
 pub mod filter;
 pub mod layout;
 pub mod list;

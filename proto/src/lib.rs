@@ -17,6 +17,7 @@
 //! - [`units`]: byte sizes and rates as users type them (`40MB`, `512KiB`).
 //! - [`addr`]: `HOST[:PORT]` with the default port and bracketed IPv6.
 //! - [`packed`]: lists (walks, bundle definitions) packed with LZ4 on the wire.
+//! - [`relpath`]: the one check of a relative path below a directory.
 
 pub mod addr;
 pub mod auth;
@@ -24,6 +25,7 @@ pub mod cursor;
 pub mod frame;
 pub mod manifest;
 pub mod packed;
+pub mod relpath;
 pub mod streams;
 pub mod units;
 

@@ -384,31 +384,9 @@ enum Open {
     Dir,
 }
 
-/// Bytes of path one `openat2` is given at most (under `PATH_MAX`).
-const PIECE: usize = 4000;
-
 /// Opens `path` beneath `root` following no symlink on the way, at any
-/// depth: a path longer than one call takes is opened a piece of whole
-/// components at a time, each beneath the directory the one before opened.
+/// depth ([`ddtree::beneath`]).
 fn open_beneath(root: RawFd, path: &CString, what: Open) -> io::Result<OwnedFd> {
-    let bytes = path.as_bytes();
-    if bytes.len() <= PIECE {
-        return open_beneath_once(root, path, what);
-    }
-    let cut = bytes[..PIECE].iter().rposition(|&c| c == b'/').filter(|&i| i > 0);
-    let Some(cut) = cut else {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a path component longer than the kernel allows"));
-    };
-    let head = CString::new(&bytes[..cut]).expect("no NUL in a CString");
-    let tail = CString::new(&bytes[cut + 1..]).expect("no NUL in a CString");
-    let dir = open_beneath_once(root, &head, Open::Dir)?;
-    open_beneath(dir.as_raw_fd(), &tail, what)
-}
-
-/// Opens `path` (at most `PATH_MAX`) beneath `root` following no symlink.
-fn open_beneath_once(root: RawFd, path: &CString, what: Open) -> io::Result<OwnedFd> {
-    // SAFETY: open_how is plain data; zeroed is "no flags".
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     // Non-blocking: a FIFO (or device) where the list says a file must not
     // hang the open; it is refused once fstat says what it is.
     let flags = match what {
@@ -416,23 +394,7 @@ fn open_beneath_once(root: RawFd, path: &CString, what: Open) -> io::Result<Owne
         Open::Link => libc::O_PATH | libc::O_NOFOLLOW,
         Open::Dir => libc::O_PATH | libc::O_DIRECTORY,
     };
-    how.flags = (flags | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
-    // SAFETY: a valid directory descriptor, C string and open_how of the size given.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root,
-            path.as_ptr(),
-            &how as *const libc::open_how,
-            size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    ddtree::beneath::open(root, path.as_bytes(), flags, 0)
 }
 
 /// The target of the symlink `f` (opened with `O_PATH | O_NOFOLLOW`).
@@ -542,7 +504,7 @@ mod tests {
         for _ in 0..30 {
             // SAFETY: a valid directory descriptor and C string.
             assert_eq!(unsafe { libc::mkdirat(at.as_raw_fd(), c.as_ptr(), 0o755) }, 0);
-            at = open_beneath_once(at.as_raw_fd(), &c, Open::Dir).unwrap();
+            at = open_beneath(at.as_raw_fd(), &c, Open::Dir).unwrap();
         }
         // SAFETY: as above; the descriptor returned is ours.
         let fd = unsafe { libc::openat(at.as_raw_fd(), c"f".as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o644) };

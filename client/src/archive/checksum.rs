@@ -30,10 +30,11 @@ const PER_MIRROR: usize = 4;
 /// that makes it move.
 pub(super) async fn differing(
     spec: &ArchiveSpec,
+    dest: &deep::Dest,
     items: &[Item],
     progress: &mut dyn Progress,
 ) -> Result<HashSet<PathBuf>, ArchiveError> {
-    let dest = spec.dest.clone();
+    let dest = dest.clone();
     // Files DEST has with the listed size and mtime: what the quick check
     // would skip.
     let same: Vec<(PathBuf, Vec<u8>, Time)> = {
@@ -97,7 +98,7 @@ pub(super) async fn differing(
                 if !spec.dry_run {
                     let before = Time { sec: mtime.sec - 1, nsec: mtime.nsec };
                     let p = dest.join(rel);
-                    deep::set_mtime(&p, before, 0).map_err(local(&p))?;
+                    deep::set_mtime(&p, before).map_err(local(&p))?;
                 }
                 differ.insert(rel.clone());
             }
@@ -106,7 +107,7 @@ pub(super) async fn differing(
     Ok(differ)
 }
 
-fn hash_file(p: &std::path::Path) -> std::io::Result<[u8; 32]> {
+fn hash_file(p: &deep::Beneath) -> std::io::Result<[u8; 32]> {
     let mut f = deep::open(p, libc::O_RDONLY, 0)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];

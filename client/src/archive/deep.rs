@@ -1,48 +1,193 @@
-//! File-system calls on paths of any length.
+//! Every file-system call an archive makes on DEST, beneath DEST.
 //!
-//! The kernel takes at most `PATH_MAX` (4,096) bytes of path in one call;
-//! a tree can be deeper. Each call here splits its path into the
-//! directory and the last name: a short path goes to the `*at` call as
-//! it is (relative to the working directory, as std's calls do), a long
-//! one has its directory opened a piece at a time
-//! ([`ddtree::walk::open_deep`]) and the name made beneath it.
+//! DEST is opened once ([`Dest`]); an entry's path ([`Beneath`]) is its
+//! name below it, and every call resolves that name from DEST's
+//! descriptor with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`
+//! ([`ddtree::beneath`]), then acts on the last name with an `*at` call
+//! that does not follow it either. So no symlink, whether a mirror's
+//! list made it or a local user planted it, and no `..` ever takes a
+//! write, a chmod, a chown, a link or a delete outside DEST: the kernel
+//! refuses the path (`ELOOP`, `EXDEV`). Paths of any length work: past
+//! `PATH_MAX` the directory is opened a piece at a time.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ops::Deref;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ddtree::list::Time;
 
-/// Bytes of path handed to one call as they are.
-const SHORT: usize = 4000;
+/// DEST, opened once: the directory every entry is resolved beneath.
+#[derive(Debug, Clone)]
+pub(super) struct Dest(Arc<Root>);
 
-/// Where a path's last name is: its directory (the working directory's
-/// `AT_FDCWD` for a short path, given whole as `name`) and the name.
+#[derive(Debug)]
+struct Root {
+    path: PathBuf,
+    /// `None` where DEST does not exist (a dry run): nothing is below it.
+    fd: Option<OwnedFd>,
+}
+
+impl Dest {
+    /// Opens DEST (the user's own path, followed as given). A DEST that
+    /// does not exist is one with nothing in it.
+    pub(super) fn open(path: &Path) -> io::Result<Dest> {
+        let fd = match File::open(path) {
+            Ok(f) if f.metadata()?.is_dir() => Some(OwnedFd::from(f)),
+            Ok(_) => return Err(io::Error::new(io::ErrorKind::NotADirectory, "DEST is not a directory")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        Ok(Dest(Arc::new(Root { path: path.to_path_buf(), fd })))
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.0.path
+    }
+
+    /// Entry `rel` (a name below DEST; empty for DEST itself).
+    pub(super) fn join(&self, rel: impl AsRef<Path>) -> Beneath {
+        let rel = rel.as_ref().as_os_str().as_bytes();
+        let mut full = self.0.path.as_os_str().as_bytes().to_vec();
+        let at = if rel.is_empty() {
+            full.len()
+        } else {
+            full.push(b'/');
+            full.len()
+        };
+        full.extend_from_slice(rel);
+        Beneath { dest: self.clone(), full: PathBuf::from(std::ffi::OsString::from_vec(full)), at }
+    }
+
+    fn fd(&self) -> io::Result<RawFd> {
+        self.0.fd.as_ref().map(AsRawFd::as_raw_fd).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+}
+
+/// An entry below DEST: shown (and compared) as DEST's path joined with
+/// its name; every call resolves the name beneath DEST's descriptor.
+#[derive(Debug, Clone)]
+pub(super) struct Beneath {
+    dest: Dest,
+    full: PathBuf,
+    /// Where the name below DEST starts in `full`.
+    at: usize,
+}
+
+impl Deref for Beneath {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.full
+    }
+}
+
+impl AsRef<Path> for Beneath {
+    fn as_ref(&self) -> &Path {
+        &self.full
+    }
+}
+
+impl Beneath {
+    /// The name below DEST (empty for DEST itself).
+    pub(super) fn rel(&self) -> &[u8] {
+        &self.full.as_os_str().as_bytes()[self.at..]
+    }
+
+    /// Its directory, unless it is DEST itself.
+    pub(super) fn parent(&self) -> Option<Beneath> {
+        let rel = self.rel();
+        if rel.is_empty() {
+            return None;
+        }
+        Some(self.dest.join(OsStr::from_bytes(ddftp_proto::relpath::parent(rel))))
+    }
+
+    /// Entry `name` in this directory.
+    pub(super) fn join(&self, name: impl AsRef<Path>) -> Beneath {
+        let rel = self.rel();
+        let mut r = rel.to_vec();
+        if !r.is_empty() {
+            r.push(b'/');
+        }
+        r.extend_from_slice(name.as_ref().as_os_str().as_bytes());
+        self.dest.join(OsStr::from_bytes(&r))
+    }
+
+    /// The entry named `name` beside this one.
+    pub(super) fn with_file_name(&self, name: impl AsRef<OsStr>) -> Beneath {
+        match self.parent() {
+            Some(p) => p.join(name.as_ref()),
+            None => self.dest.join(name.as_ref()),
+        }
+    }
+}
+
+/// Where an entry's last name is: its directory, opened beneath DEST
+/// (or DEST's own descriptor), and the name.
 struct At {
     dir: Option<OwnedFd>,
+    base: RawFd,
     name: CString,
 }
 
 impl At {
-    fn new(path: &Path) -> io::Result<At> {
-        let b = path.as_os_str().as_bytes();
+    fn new(p: &Beneath) -> io::Result<At> {
+        let base = p.dest.fd()?;
+        let rel = p.rel();
         let c = |s: &[u8]| CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"));
-        if b.len() <= SHORT {
-            return Ok(At { dir: None, name: c(b)? });
+        if rel.is_empty() {
+            // DEST itself.
+            return Ok(At { dir: None, base, name: c(b".")? });
         }
-        let i = b.iter().rposition(|&ch| ch == b'/').filter(|&i| i > 0).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "a path component longer than the kernel allows")
+        ddftp_proto::relpath::check(rel).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("not a name below DEST ({e}): refused"))
         })?;
-        let dir = ddtree::walk::open_deep(libc::AT_FDCWD, &b[..i], libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)?;
-        Ok(At { dir: Some(dir), name: c(&b[i + 1..])? })
+        let (dir, name) = match rel.iter().rposition(|&ch| ch == b'/') {
+            None => (None, rel),
+            Some(i) => (Some(beneath(base, &rel[..i], libc::O_PATH | libc::O_DIRECTORY, 0)?), &rel[i + 1..]),
+        };
+        Ok(At { dir, base, name: c(name)? })
     }
 
-    fn fd(&self) -> libc::c_int {
-        self.dir.as_ref().map_or(libc::AT_FDCWD, AsRawFd::as_raw_fd)
+    fn fd(&self) -> RawFd {
+        self.dir.as_ref().map_or(self.base, AsRawFd::as_raw_fd)
     }
+}
+
+fn beneath(base: RawFd, rel: &[u8], flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    ddtree::beneath::open(base, rel, flags, mode).map_err(|e| match e.raw_os_error() {
+        Some(errno @ libc::ELOOP) => {
+            io::Error::new(e.kind(), Refused { errno, why: "a symlink on the way (not followed below DEST)" })
+        }
+        Some(errno @ libc::EXDEV) => io::Error::new(e.kind(), Refused { errno, why: "leads outside DEST (refused)" }),
+        _ => e,
+    })
+}
+
+/// A path the kernel would not resolve beneath DEST, said plainly.
+#[derive(Debug)]
+struct Refused {
+    errno: i32,
+    why: &'static str,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.why)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Whether `e` says a symlink stood on the path or at its end (and was
+/// not followed).
+pub(super) fn is_symlink(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
+        || e.get_ref().and_then(|i| i.downcast_ref::<Refused>()).is_some_and(|r| r.errno == libc::ELOOP)
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {
@@ -53,26 +198,28 @@ fn check(r: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// `openat` of `path` with `flags` (`O_CLOEXEC` added) and `mode`.
-pub(super) fn open(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<File> {
-    let at = At::new(path)?;
-    // SAFETY: a valid directory descriptor (or AT_FDCWD) and C string; the
-    // descriptor returned is ours alone.
-    let fd = unsafe { libc::openat(at.fd(), at.name.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
-    check(fd)?;
-    // SAFETY: just opened, owned by nobody else.
-    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+/// Opens `p` with `flags` (`O_NOFOLLOW` and `O_CLOEXEC` added) and `mode`:
+/// a symlink at `p` is never opened through (`ELOOP`), but opened itself
+/// with `O_PATH`.
+pub(super) fn open(p: &Beneath, flags: libc::c_int, mode: u32) -> io::Result<File> {
+    let base = p.dest.fd()?;
+    let rel = if p.rel().is_empty() { &b"."[..] } else { p.rel() };
+    if rel != b"." {
+        ddftp_proto::relpath::check(rel)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("not a name below DEST ({e})")))?;
+    }
+    Ok(File::from(beneath(base, rel, flags | libc::O_NOFOLLOW, mode)?))
 }
 
 /// A directory kept open while the entries looked up in it share it:
-/// `fstatat` of a name in it costs the kernel one lookup, where `lstat`
-/// of a full path walks every component again (most of a resync's time).
+/// `fstatat` of a name in it costs the kernel one lookup, where a path
+/// resolved from DEST walks every component again (most of a resync's time).
 #[derive(Default)]
 pub(super) struct InDir {
     dir: Option<(PathBuf, Option<File>)>,
 }
 
-/// What `lstat` says of a path: what the archive compares.
+/// What `lstat` says of an entry: what the archive compares.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Stat {
     pub mode: u32,
@@ -92,126 +239,131 @@ impl Stat {
 impl InDir {
     /// `lstat` of `dest/rel`: through its directory's descriptor, opened
     /// once for every entry of that directory in a row.
-    pub(super) fn lstat(&mut self, dest: &Path, rel: &Path) -> io::Result<Stat> {
+    pub(super) fn lstat(&mut self, dest: &Dest, rel: &Path) -> io::Result<Stat> {
         let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
-            return symlink_metadata(&dest.join(rel)).map(|m| stat_of(&m));
+            return stat_at(&dest.join(rel));
         };
         if self.dir.as_ref().is_none_or(|(p, _)| p != parent) {
-            let fd = open(&dest.join(parent), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0).ok();
+            let fd = open(&dest.join(parent), libc::O_PATH | libc::O_DIRECTORY, 0).ok();
             self.dir = Some((parent.to_path_buf(), fd));
         }
-        let Some((_, Some(dir))) = &self.dir else { return symlink_metadata(&dest.join(rel)).map(|m| stat_of(&m)) };
+        let Some((_, Some(dir))) = &self.dir else { return stat_at(&dest.join(rel)) };
         let name = CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: a valid descriptor, C string and a stat buffer to fill.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        check(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
-        Ok(Stat {
-            mode: st.st_mode,
-            size: st.st_size as u64,
-            mtime: st.st_mtime,
-            mtime_nsec: st.st_mtime_nsec as u32,
-            uid: st.st_uid,
-            gid: st.st_gid,
-        })
+        fstatat(dir.as_raw_fd(), &name)
     }
 }
 
-fn stat_of(m: &Metadata) -> Stat {
-    use std::os::unix::fs::MetadataExt;
-    Stat {
-        mode: m.mode(),
-        size: m.size(),
-        mtime: m.mtime(),
-        mtime_nsec: m.mtime_nsec() as u32,
-        uid: m.uid(),
-        gid: m.gid(),
-    }
+fn stat_at(p: &Beneath) -> io::Result<Stat> {
+    let at = At::new(p)?;
+    fstatat(at.fd(), &at.name)
 }
 
-/// The metadata of `path` itself (a symlink's own).
-pub(super) fn symlink_metadata(path: &Path) -> io::Result<Metadata> {
-    if path.as_os_str().len() <= SHORT {
-        return path.symlink_metadata();
-    }
-    open(path, libc::O_PATH | libc::O_NOFOLLOW, 0)?.metadata()
+fn fstatat(dir: RawFd, name: &CString) -> io::Result<Stat> {
+    // SAFETY: a valid descriptor, C string and a stat buffer to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(Stat {
+        mode: st.st_mode,
+        size: st.st_size as u64,
+        mtime: st.st_mtime,
+        mtime_nsec: st.st_mtime_nsec as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+    })
 }
 
-pub(super) fn rename(from: &Path, to: &Path) -> io::Result<()> {
+/// The metadata of the entry itself (a symlink's own).
+pub(super) fn symlink_metadata(p: &Beneath) -> io::Result<Metadata> {
+    open(p, libc::O_PATH, 0)?.metadata()
+}
+
+pub(super) fn rename(from: &Beneath, to: &Beneath) -> io::Result<()> {
     let (a, b) = (At::new(from)?, At::new(to)?);
     // SAFETY: valid descriptors and C strings.
     check(unsafe { libc::renameat(a.fd(), a.name.as_ptr(), b.fd(), b.name.as_ptr()) })
 }
 
-pub(super) fn remove_file(path: &Path) -> io::Result<()> {
-    let at = At::new(path)?;
+pub(super) fn remove_file(p: &Beneath) -> io::Result<()> {
+    let at = At::new(p)?;
     // SAFETY: a valid descriptor and C string.
     check(unsafe { libc::unlinkat(at.fd(), at.name.as_ptr(), 0) })
 }
 
-/// Removes whatever is at `path` (a directory with all it holds).
-pub(super) fn remove_any(path: &Path) -> io::Result<()> {
-    match symlink_metadata(path) {
+/// Removes whatever is at `p` (a directory with all it holds; a symlink
+/// itself, never what it points to).
+pub(super) fn remove_any(p: &Beneath) -> io::Result<()> {
+    match symlink_metadata(p) {
         Ok(m) if m.is_dir() => {
-            for e in read_dir(path)? {
-                remove_any(&path.join(e))?;
+            for e in read_dir(p)? {
+                remove_any(&p.join(e))?;
             }
-            let at = At::new(path)?;
+            let at = At::new(p)?;
             // SAFETY: a valid descriptor and C string.
             check(unsafe { libc::unlinkat(at.fd(), at.name.as_ptr(), libc::AT_REMOVEDIR) })
         }
-        Ok(_) => remove_file(path),
+        Ok(_) => remove_file(p),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
 }
 
-/// The names in directory `path`.
-pub(super) fn read_dir(path: &Path) -> io::Result<Vec<PathBuf>> {
-    if path.as_os_str().len() <= SHORT {
-        return std::fs::read_dir(path)?.map(|e| e.map(|e| PathBuf::from(e.file_name()))).collect();
-    }
-    let dir = open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-    // Through /proc: std reads a directory only by path, and this one's is
-    // short.
+/// The names in directory `p`.
+pub(super) fn read_dir(p: &Beneath) -> io::Result<Vec<PathBuf>> {
+    let dir = open(p, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+    // Through /proc: std reads a directory only by path; the descriptor
+    // was opened beneath DEST, and the magic link is its own.
     let proc = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     std::fs::read_dir(proc)?.map(|e| e.map(|e| PathBuf::from(e.file_name()))).collect()
 }
 
 /// A directory and its missing parents, owner-only until they are finished.
-pub(super) fn make_dir_all(path: &Path) -> io::Result<()> {
-    if path.as_os_str().len() <= SHORT {
-        return std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(path);
+pub(super) fn make_dir_all(p: &Beneath) -> io::Result<()> {
+    if p.rel().is_empty() {
+        return Ok(());
     }
-    let made = At::new(path).and_then(|at| {
+    let made = At::new(p).and_then(|at| {
         // SAFETY: a valid descriptor and C string.
         check(unsafe { libc::mkdirat(at.fd(), at.name.as_ptr(), 0o700) })
     });
     match made {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            make_dir_all(path.parent().unwrap_or(Path::new("/")))?;
-            make_dir_all(path)
+        Err(e) if e.kind() == io::ErrorKind::NotFound && p.dest.0.fd.is_some() => {
+            if let Some(parent) = p.parent() {
+                make_dir_all(&parent)?;
+            }
+            make_dir_all_once(p)
         }
         r => r,
     }
 }
 
-pub(super) fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
-    let at = At::new(path)?;
+fn make_dir_all_once(p: &Beneath) -> io::Result<()> {
+    let at = At::new(p)?;
     // SAFETY: a valid descriptor and C string.
-    check(unsafe { libc::fchmodat(at.fd(), at.name.as_ptr(), mode as libc::mode_t, 0) })
+    match check(unsafe { libc::mkdirat(at.fd(), at.name.as_ptr(), 0o700) }) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        r => r,
+    }
 }
 
-/// Sets `path`'s mtime (`flags`: `AT_SYMLINK_NOFOLLOW` for a symlink's own).
-pub(super) fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
-    let at = At::new(path)?;
+/// Sets the mode of the entry itself: a symlink at `p` is refused, never
+/// followed.
+pub(super) fn set_mode(p: &Beneath, mode: u32) -> io::Result<()> {
+    let at = At::new(p)?;
+    // SAFETY: a valid descriptor and C string.
+    check(unsafe { libc::fchmodat(at.fd(), at.name.as_ptr(), mode as libc::mode_t, libc::AT_SYMLINK_NOFOLLOW) })
+}
+
+/// Sets the entry's own mtime (a symlink's own, never its target's).
+pub(super) fn set_mtime(p: &Beneath, t: Time) -> io::Result<()> {
+    let at = At::new(p)?;
     let times = super::tree::mtime_only(t);
     // SAFETY: a valid descriptor, C string and two timespecs.
-    check(unsafe { libc::utimensat(at.fd(), at.name.as_ptr(), times.as_ptr(), flags) })
+    check(unsafe { libc::utimensat(at.fd(), at.name.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) })
 }
 
-pub(super) fn read_link(path: &Path) -> io::Result<PathBuf> {
-    let at = At::new(path)?;
+pub(super) fn read_link(p: &Beneath) -> io::Result<PathBuf> {
+    let at = At::new(p)?;
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
     // SAFETY: readlinkat writes at most buf.len() bytes into buf.
     let n = unsafe { libc::readlinkat(at.fd(), at.name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -223,40 +375,52 @@ pub(super) fn read_link(path: &Path) -> io::Result<PathBuf> {
 }
 
 /// Makes a FIFO, socket or device node (`kind`: `S_IFIFO`, `S_IFSOCK`,
-/// `S_IFBLK`, `S_IFCHR`; `rdev` for a device) at `path`.
-pub(super) fn make_node(path: &Path, kind: libc::mode_t, perm: u32, rdev: u64) -> io::Result<()> {
-    let at = At::new(path)?;
+/// `S_IFBLK`, `S_IFCHR`; `rdev` for a device) at `p`.
+pub(super) fn make_node(p: &Beneath, kind: libc::mode_t, perm: u32, rdev: u64) -> io::Result<()> {
+    let at = At::new(p)?;
     // SAFETY: a valid descriptor and C string.
     check(unsafe { libc::mknodat(at.fd(), at.name.as_ptr(), kind | perm as libc::mode_t, rdev as libc::dev_t) })
 }
 
-/// A second name `to` for the file at `from`.
-pub(super) fn hard_link(from: &Path, to: &Path) -> io::Result<()> {
+/// A second name `to` for the entry at `from` (both beneath DEST; a
+/// symlink at `from` is linked itself, not followed).
+pub(super) fn hard_link(from: &Beneath, to: &Beneath) -> io::Result<()> {
     let (a, b) = (At::new(from)?, At::new(to)?);
     // SAFETY: valid descriptors and C strings.
     check(unsafe { libc::linkat(a.fd(), a.name.as_ptr(), b.fd(), b.name.as_ptr(), 0) })
 }
 
-/// Sets owner and group of `path` itself (a symlink's own).
-pub(super) fn chown(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
-    let at = At::new(path)?;
+/// Sets owner and group of the entry itself (a symlink's own).
+pub(super) fn chown(p: &Beneath, uid: u32, gid: u32) -> io::Result<()> {
+    let at = At::new(p)?;
     // SAFETY: a valid descriptor and C string.
     check(unsafe { libc::fchownat(at.fd(), at.name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) })
 }
 
-/// `f` given a path to `path` that xattr calls take (which have no `*at`
-/// form): as it is if short, else through its open directory in /proc.
-pub(super) fn with_short_path<T>(path: &Path, f: impl FnOnce(&std::ffi::CStr) -> io::Result<T>) -> io::Result<T> {
-    let at = At::new(path)?;
-    match &at.dir {
-        None => f(&at.name),
-        Some(d) => f(&ddtree::attrs::at(d.as_raw_fd(), at.name.as_bytes())?),
-    }
+/// `f` given a path to `p` that xattr calls take (which have no `*at`
+/// form; ours are the `l*` ones, which do not follow the last name):
+/// through its directory's descriptor in /proc, opened beneath DEST.
+pub(super) fn with_short_path<T>(p: &Beneath, f: impl FnOnce(&std::ffi::CStr) -> io::Result<T>) -> io::Result<T> {
+    let at = At::new(p)?;
+    f(&ddtree::attrs::at(at.fd(), at.name.as_bytes())?)
 }
 
-pub(super) fn symlink(target: &[u8], path: &Path) -> io::Result<()> {
-    let at = At::new(path)?;
+pub(super) fn symlink(target: &[u8], p: &Beneath) -> io::Result<()> {
+    let at = At::new(p)?;
     let t = CString::new(target).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
     // SAFETY: valid C strings and descriptor.
     check(unsafe { libc::symlinkat(t.as_ptr(), at.fd(), at.name.as_ptr()) })
+}
+
+/// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`: a name in a
+/// directory already opened beneath DEST.
+pub(super) fn open_in(dir: RawFd, name: &CString, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    // SAFETY: a valid C string; a descriptor the call returns is ours.
+    let fd =
+        unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

@@ -22,7 +22,7 @@ use super::{local, ArchiveError, Item};
 /// Where the directories go and how they are made.
 #[derive(Clone, Copy)]
 pub(super) struct Dirs<'a> {
-    pub dest: &'a Path,
+    pub dest: &'a super::deep::Dest,
     pub fresh: bool,
     pub umask: u32,
     /// Owners and groups are set (run as root).
@@ -86,7 +86,7 @@ impl Dirs<'_> {
 
 /// Whether `dest/it` is a directory with its listed mode and mtime (and,
 /// where kept, owner) already.
-fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &Path, it: &Item, owners: bool) -> bool {
+fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &super::deep::Dest, it: &Item, owners: bool) -> bool {
     let e = &it.entry;
     in_dir.lstat(dest, &it.rel).is_ok_and(|m| {
         m.mode & libc::S_IFMT == libc::S_IFDIR

@@ -11,16 +11,20 @@
 //! (`tree`, `dirs`, `sync`) or found complete (`listing::choose`).
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ddtree::list::{Entry, Kind};
 
 use std::sync::atomic::Ordering;
 
+use ddtree::list::shape::Refused;
+
 use super::listing::below_src;
-use super::{deep, listing, ArchiveError, Archiving, Item};
+use super::{deep, listing, ArchiveError, Archiving, Failure, Item};
 
 /// A hard link to make: `item`'s name, for the file first named `to`.
 pub(super) struct Linked {
@@ -29,12 +33,47 @@ pub(super) struct Linked {
 }
 
 impl Archiving<'_> {
-    /// A listed entry as an item under DEST, if it is below SRC and no rule
-    /// excludes it. FIFOs, sockets and (run as root) device nodes are kept
+    /// Takes a listed entry through the list's check ([`Shape`]): those it
+    /// admits (this one, and any that waited for it as their directory)
+    /// become items in `out` ([`Archiving::item`]); those it refuses are
+    /// named and not copied, and nothing is deleted this run (a list that
+    /// is no tree says nothing sure of what SRC lacks).
+    pub(super) fn admit(&self, e: Entry, warn: &mut dyn FnMut(&str), out: &mut Vec<Item>) -> Result<(), ArchiveError> {
+        let Some(rel) = below_src(&e, self.src.as_bytes()) else { return Ok(()) };
+        let rel = rel.to_vec();
+        let (mut admitted, mut refused) = (vec![], vec![]);
+        self.shape.lock().expect("shape lock").admit(&rel, e.kind == Kind::Dir, e, &mut admitted, &mut refused);
+        self.refuse(refused, warn);
+        for e in admitted {
+            let rel = below_src(&e, self.src.as_bytes()).map(|r| PathBuf::from(OsStr::from_bytes(r)));
+            if let Some(it) = self.item(e, rel.unwrap_or_default(), warn)? {
+                out.push(it);
+            }
+        }
+        Ok(())
+    }
+
+    /// The list has ended: what still waits for a directory never listed
+    /// is refused.
+    pub(super) fn admit_end(&self, warn: &mut dyn FnMut(&str)) {
+        let refused = self.shape.lock().expect("shape lock").finish();
+        self.refuse(refused, warn);
+    }
+
+    fn refuse(&self, refused: Vec<(Entry, Refused)>, warn: &mut dyn FnMut(&str)) {
+        for (e, why) in refused {
+            let shown = String::from_utf8_lossy(&e.path).into_owned();
+            warn(&format!("not copying {shown}: {why}"));
+            self.incomplete.store(true, Ordering::Relaxed);
+            self.failures.lock().expect("failures lock").push(Failure { path: shown, why: why.to_string() });
+        }
+    }
+
+    /// An admitted entry as an item under DEST, if no rule excludes it.
+    /// FIFOs, sockets and (run as root) device nodes are kept
     /// aside, to be made in place ([`Archiving::make_specials`]); a device
     /// node otherwise is not copied, and is counted and named (exit 5).
-    pub(super) fn item(&self, e: Entry, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
-        let Some(rel) = below_src(&e, self.src.as_bytes())? else { return Ok(None) };
+    fn item(&self, e: Entry, rel: PathBuf, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
         let filter = &self.spec.filter;
         if !filter.is_empty()
             && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.excluded_dirs.lock().expect("excluded lock"))
@@ -105,7 +144,7 @@ impl Archiving<'_> {
     /// Before directories get their times.
     pub(super) fn make_links(&self) -> u64 {
         let linked = self.linked.lock().expect("linked lock");
-        let dest = &self.spec.dest;
+        let dest = &self.dest;
         let mut made = 0;
         for l in linked.iter() {
             let (to, from) = (dest.join(&l.item.rel), dest.join(&l.to));
@@ -137,7 +176,7 @@ impl Archiving<'_> {
         let mut all: Vec<&Item> = items.collect();
         all.extend(specials.iter());
         let items = all;
-        let dest = &self.spec.dest;
+        let dest = &self.dest;
         let results = listing::par_chunks(&items, |run| {
             let mut dir = deep::InDir::default();
             run.iter()
@@ -163,7 +202,7 @@ impl Archiving<'_> {
 }
 
 /// Sets `path`'s xattrs to `e`'s where they differ. Whether anything changed.
-fn keep_xattrs(path: &Path, e: &Entry) -> io::Result<bool> {
+fn keep_xattrs(path: &deep::Beneath, e: &Entry) -> io::Result<bool> {
     let Some(want) = e.meta.xattrs() else { return Ok(false) };
     let set = || deep::with_short_path(path, |p| ddtree::attrs::write_xattrs(p, want));
     match set() {
@@ -181,7 +220,7 @@ fn keep_xattrs(path: &Path, e: &Entry) -> io::Result<bool> {
 
 /// Makes `to` a hard link to `from`, replacing whatever `to` is, in one
 /// rename (no moment without `to`, unless it was a directory).
-fn link_over(from: &Path, to: &Path) -> io::Result<()> {
+fn link_over(from: &deep::Beneath, to: &deep::Beneath) -> io::Result<()> {
     let name = to.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
     let mut tmp = b".".to_vec();
     tmp.extend_from_slice(&name[..name.len().min(200)]);
@@ -192,7 +231,7 @@ fn link_over(from: &Path, to: &Path) -> io::Result<()> {
         deep::remove_any(to)?;
     }
     if let Some(parent) = to.parent() {
-        deep::make_dir_all(parent)?;
+        deep::make_dir_all(&parent)?;
     }
     deep::hard_link(from, &tmp)?;
     deep::rename(&tmp, to).inspect_err(|_| {

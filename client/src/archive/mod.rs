@@ -52,11 +52,12 @@ use crate::session::SessionError;
 use crate::store::Store;
 use crate::transfer::{self, EntryCounts, GetSpec, Peer, Progress, TransferError, TransferReport};
 
+use deep::Dest;
 use dirs::{still_changing, Dirs};
-use listing::{check_nesting, choose, definition, make_dirs, resumed, saved_list, Chosen};
+use listing::{choose, definition, make_dirs, resumed, saved_list, Chosen};
 use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
 use parts::{Counting, Parts};
-use tree::{make_dir_all, TreeStore};
+use tree::TreeStore;
 
 /// What a part of a streamed archive waits for while the walk goes on
 /// (after it, the rest is the last part): bytes worth keeping the links
@@ -176,21 +177,28 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     }
     // A destination that is empty (or new) holds nothing to skip or replace.
     let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
+    if !spec.dry_run {
+        // DEST itself is the user's path; what is below it is the mirrors'.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&spec.dest)
+            .map_err(local(&spec.dest))?;
+    }
+    let dest = Dest::open(&spec.dest).map_err(local(&spec.dest))?;
     if fresh && spec.list.is_none() && !spec.dry_run {
-        match (Archiving::new(spec, src, started, fresh)).streamed(progress).await? {
+        match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
             // into what is now not a fresh destination. A part cut short
             // then is this run's: its journal is no resume point.
             None => {
                 fresh = false;
-                let run = Archiving::new(spec, src, started, fresh);
+                let run = Archiving::new(spec, src, started, fresh, dest.clone());
                 let _ = crate::journal::Journal::remove(&journal_path(&run.output()));
                 let _ = std::fs::remove_file(run.saved());
             }
         }
     }
-    let run = Archiving::new(spec, src, started, fresh);
+    let run = Archiving::new(spec, src, started, fresh, dest.clone());
     let (mut entries, unread) = fetch_list(spec, progress).await?;
     if spec.xattrs && spec.list.is_some() && entries.iter().all(|e| e.meta.xattrs().is_none()) {
         progress.warn("--xattrs: the list given carries no extended attributes (a mirror's walk does): none are set");
@@ -200,22 +208,21 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         progress.warn(&format!("cannot copy {path}: {why}"));
         run.failures.lock().expect("failures lock").push(Failure { path, why });
     }
-    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    entries.dedup_by(|a, b| a.path == b.path);
+    // Sorted, a directory comes before what it holds; a name listed twice
+    // is refused by the list's check, not dropped unseen.
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
     let mut items = vec![];
     for e in entries {
-        if let Some(item) = run.item(e, &mut |w| progress.warn(w))? {
-            items.push(item);
-        }
+        run.admit(e, &mut |w| progress.warn(w), &mut items)?;
     }
+    run.admit_end(&mut |w| progress.warn(w));
     run.split_links(&mut items);
     if items.is_empty() {
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
-    check_nesting(items.iter())?;
     progress.status(&format!("comparing {} entries with {}", items.len(), spec.dest.display()));
     let differ = match spec.checksum && !fresh {
-        true => checksum::differing(spec, &items, progress).await?,
+        true => checksum::differing(spec, &run.dest, &items, progress).await?,
         false => HashSet::new(),
     };
     if spec.dry_run {
@@ -230,12 +237,11 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     // directory's place; an interrupted run's list is taken up again if it
     // still holds.
     let chosen = if fresh {
-        make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
-        choose(&items, &spec.dest, fresh, spec.owners)
+        choose(&items, &dest, fresh, spec.owners)
     } else {
-        make_dirs(&items, &spec.dest)?;
-        let again = resumed(&items, &spec.dest, &run.saved(), &journal_path(&run.output()));
-        again.unwrap_or_else(|| choose(&items, &spec.dest, fresh, spec.owners))
+        make_dirs(&items, &dest)?;
+        let again = resumed(&items, &dest, &run.saved(), &journal_path(&run.output()));
+        again.unwrap_or_else(|| choose(&items, &dest, fresh, spec.owners))
     };
     *run.counts.lock().expect("counts lock") = EntryCounts {
         listed: items.len() as u64,
@@ -304,6 +310,8 @@ struct Archiving<'a> {
     src: &'a str,
     umask: u32,
     started: Instant,
+    /// DEST, opened: every entry is made beneath it.
+    dest: Dest,
     /// DEST was empty (or new).
     fresh: bool,
     /// Files whose setuid/setgid bits were dropped.
@@ -316,8 +324,11 @@ struct Archiving<'a> {
     /// Listed entries not copied (their kind): `--delete` keeps what DEST
     /// has under their names.
     kept: std::sync::Mutex<HashSet<PathBuf>>,
-    /// Some of SRC could not be read: what it holds is not known whole.
+    /// Some of SRC could not be read, or the list refused entries: what
+    /// SRC holds is not known whole.
     incomplete: AtomicBool,
+    /// The list's check: names admitted so far, entries waiting for their directory.
+    shape: std::sync::Mutex<ddtree::list::shape::Shape<Entry>>,
     /// FIFOs, sockets, device nodes: no bytes to move, made in place.
     specials: std::sync::Mutex<Vec<Item>>,
     /// Second names of hard-linked files, linked once the first is in place.
@@ -338,7 +349,7 @@ struct Ready {
 }
 
 impl Ready {
-    fn new(todo: &[&Item], dest: &Path, fresh: bool, umask: u32, owners: bool) -> Result<Ready, ArchiveError> {
+    fn new(todo: &[&Item], dest: &Dest, fresh: bool, umask: u32, owners: bool) -> Result<Ready, ArchiveError> {
         Ok(Ready { store: Arc::new(TreeStore::new(todo, dest, fresh, umask, owners)?), saved: saved_list(todo) })
     }
 }
@@ -349,12 +360,13 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 impl<'a> Archiving<'a> {
-    fn new(spec: &'a ArchiveSpec, src: &'a str, started: Instant, fresh: bool) -> Archiving<'a> {
+    fn new(spec: &'a ArchiveSpec, src: &'a str, started: Instant, fresh: bool, dest: Dest) -> Archiving<'a> {
         Archiving {
             spec,
             src,
             umask: umask(),
             started,
+            dest,
             fresh,
             setid_cleared: AtomicU64::new(0),
             failures: Default::default(),
@@ -362,6 +374,7 @@ impl<'a> Archiving<'a> {
             excluded_dirs: Default::default(),
             kept: Default::default(),
             incomplete: AtomicBool::new(false),
+            shape: Default::default(),
             specials: Default::default(),
             linked: Default::default(),
             names: Default::default(),
@@ -392,7 +405,7 @@ impl<'a> Archiving<'a> {
     /// `todo` made ready to move (the time it took counted as `prepare`).
     fn ready(&self, todo: &[&Item], phases: &mut Phases) -> Result<Ready, ArchiveError> {
         let started = Instant::now();
-        let ready = Ready::new(todo, &self.spec.dest, self.fresh, self.umask, self.spec.owners)?;
+        let ready = Ready::new(todo, &self.dest, self.fresh, self.umask, self.spec.owners)?;
         phases.prepare += started.elapsed().as_secs_f64();
         Ok(ready)
     }
@@ -479,7 +492,7 @@ impl<'a> Archiving<'a> {
             .enumerate()
             .filter(|&(i, it)| it.entry.kind == Kind::Link && !store.is_finished(i) && !store.is_bad(i))
             .filter(|(_, it)| {
-                let target = deep::read_link(&spec.dest.join(&it.rel));
+                let target = deep::read_link(&self.dest.join(&it.rel));
                 !target.is_ok_and(|t| t.as_os_str().len() as u64 == it.entry.size)
             })
             .map(|(_, it)| *it)
@@ -505,7 +518,7 @@ impl<'a> Archiving<'a> {
                 said.iter().copied().collect::<Vec<_>>().join(", ")
             ));
             let sub_spec = ArchiveSpec { get: GetSpec { mirrors: others, ..spec.get.clone() }, ..spec.clone() };
-            let sub = Archiving::new(&sub_spec, self.src, self.started, self.fresh);
+            let sub = Archiving::new(&sub_spec, self.src, self.started, self.fresh, self.dest.clone());
             let defs = define_everywhere(&sub_spec, Some(definition(&again)));
             let ready = sub.ready(&again, phases)?;
             let r = Box::pin(sub.move_part(&again, ready, defs, progress, phases)).await?;
@@ -524,7 +537,7 @@ impl<'a> Archiving<'a> {
             for &(i, it) in part {
                 match store.put_in_place(i, &it.entry) {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => self.failed(&it.rel, e.to_string()),
-                    r => r.map_err(local(&spec.dest.join(&it.rel)))?,
+                    r => r.map_err(local(&self.dest.join(&it.rel)))?,
                 }
             }
             Ok(())
@@ -550,7 +563,7 @@ impl<'a> Archiving<'a> {
     }
 
     fn dirs(&self) -> Dirs<'_> {
-        Dirs { dest: &self.spec.dest, fresh: self.fresh, umask: self.umask, owners: self.spec.owners }
+        Dirs { dest: &self.dest, fresh: self.fresh, umask: self.umask, owners: self.spec.owners }
     }
 }
 

@@ -69,7 +69,6 @@ impl Archiving<'_> {
     /// of the list came and another mirror may walk it whole.
     pub(super) async fn streamed(&self, progress: &mut dyn Progress) -> Result<Option<ArchiveReport>, ArchiveError> {
         let spec = self.spec;
-        make_dir_all(&spec.dest).map_err(local(&spec.dest))?;
         let (walk_tx, mut walk_rx) = tokio::sync::mpsc::channel(16);
         let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Part>(1);
         // Parts cut and not moved yet. While a part moves (or waits to),
@@ -124,23 +123,24 @@ impl Archiving<'_> {
             let mut listed_bytes = 0u64;
             while let Some(batch) = walk_rx.recv().await {
                 let listed = batch.len() as u64;
+                let mut admitted = vec![];
                 for e in batch {
-                    match self.item(e, &mut |w| warnings.push(w.to_string()))? {
-                        Some(it) if it.entry.kind == Kind::Dir => dirs.push(it),
-                        Some(it) if it.entry.kind == Kind::File && it.entry.meta.link().is_some() => {
-                            movable += 1;
-                            listed_bytes += it.entry.size;
-                            linked.push(it)
-                        }
-                        Some(it) => {
-                            movable += 1;
-                            if it.entry.kind == Kind::File {
-                                listed_bytes += it.entry.size;
-                            }
-                            bytes += it.entry.size;
-                            pending.push(it)
-                        }
-                        None => {}
+                    self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted)?;
+                }
+                for it in admitted {
+                    if it.entry.kind == Kind::Dir {
+                        dirs.push(it);
+                        continue;
+                    }
+                    movable += 1;
+                    if it.entry.kind == Kind::File {
+                        listed_bytes += it.entry.size;
+                    }
+                    if it.entry.kind == Kind::File && it.entry.meta.link().is_some() {
+                        linked.push(it);
+                    } else {
+                        bytes += it.entry.size;
+                        pending.push(it);
                     }
                 }
                 {
@@ -157,6 +157,7 @@ impl Archiving<'_> {
                     bytes = 0;
                 }
             }
+            self.admit_end(&mut |w| warnings.push(w.to_string()));
             linked.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
             self.split_links(&mut linked);
             {
@@ -200,7 +201,7 @@ impl Archiving<'_> {
                     None => false,
                 };
                 let early = match part.dirs {
-                    Some(dirs) if created => Some(self.finish_early(dirs, moved.clone(), part.items.clone())),
+                    Some(dirs) if created => Some(self.finish_early(dirs, part.items.clone())),
                     Some(dirs) => {
                         last = Some((dirs, None));
                         None
@@ -259,9 +260,6 @@ impl Archiving<'_> {
                 (dirs.len() - later.len()) as u64
             }
             None => {
-                // A walk never puts an entry below a file or a symlink; a
-                // mirror that did is named (what was written stayed inside DEST).
-                check_nesting(items())?;
                 self.dirs().finish(dirs.iter())?;
                 0
             }
@@ -325,7 +323,7 @@ impl Archiving<'_> {
         })
         .await;
         let defs = define_everywhere(self.spec, Some(def));
-        let (dest, fresh, umask, owners) = (self.spec.dest.clone(), self.fresh, self.umask, self.spec.owners);
+        let (dest, fresh, umask, owners) = (self.dest.clone(), self.fresh, self.umask, self.spec.owners);
         let (items, ready, readying) = blocking(move || {
             let started = Instant::now();
             let ready = Ready::new(&items.iter().collect::<Vec<_>>(), &dest, fresh, umask, owners);
@@ -340,20 +338,15 @@ impl Archiving<'_> {
     }
 
     /// The last part (`moving`) has all its files (created ahead): on a
-    /// thread while it moves, the whole list (`dirs`, the parts `moved`
-    /// before it and its own) is checked for nesting, and `dirs` finished
-    /// but those the part may still change (`still_changing`). Gives `dirs`
-    /// back, and the indexes of those left.
-    fn finish_early(&self, dirs: Vec<Item>, moved: Vec<Arc<Vec<Item>>>, moving: Arc<Vec<Item>>) -> FinishingEarly {
+    /// thread while it moves, `dirs` are finished but those the part may
+    /// still change (`still_changing`). Gives `dirs` back, and the indexes
+    /// of those left.
+    fn finish_early(&self, dirs: Vec<Item>, moving: Arc<Vec<Item>>) -> FinishingEarly {
         let later = still_changing(&moving);
-        let (dest, fresh, umask, owners) = (self.spec.dest.clone(), self.fresh, self.umask, self.spec.owners);
+        let (dest, fresh, umask, owners) = (self.dest.clone(), self.fresh, self.umask, self.spec.owners);
         // Spawned now (a `blocking` future would start only when awaited).
         tokio::task::spawn_blocking(move || {
-            // A walk never puts an entry below a file or a symlink; a mirror
-            // that did is named (what was written stayed inside DEST).
-            let all = dirs.iter().chain(moved.iter().chain([&moving]).flat_map(|p| p.iter()));
-            let done = check_nesting(all)
-                .and_then(|()| Dirs { dest: &dest, fresh, umask, owners }.finish_except(dirs.iter(), &later));
+            let done = Dirs { dest: &dest, fresh, umask, owners }.finish_except(dirs.iter(), &later);
             let left = dirs.iter().enumerate().filter(|(_, d)| later(d)).map(|(i, _)| i).collect();
             (dirs, done.map(|()| left))
         })

@@ -58,7 +58,7 @@ pub(super) fn plan(
     items: &[Item],
     specials: &[Item],
     linked: &[Linked],
-    dest: &Path,
+    dest: &deep::Dest,
     extra: &[(PathBuf, bool)],
     keep: Keep,
 ) -> Plan {
@@ -183,7 +183,7 @@ pub(super) struct Keep<'a> {
 impl Keep<'_> {
     /// The code's last five letters (`og..x`) if `path`'s (its lstat `m`)
     /// owner, group or xattrs differ from `e`'s (those compared), else `None`.
-    fn differs(&self, path: &Path, m: &std::fs::Metadata, e: &ddtree::list::Entry) -> Option<String> {
+    fn differs(&self, path: &deep::Beneath, m: &std::fs::Metadata, e: &ddtree::list::Entry) -> Option<String> {
         let (mut o, mut g) = (false, false);
         if let Some((uid, gid)) = e.meta.owner.filter(|_| self.owners) {
             (o, g) = (m.uid() != uid, m.gid() != gid);
@@ -204,7 +204,7 @@ impl Keep<'_> {
 }
 
 /// Whether `p` is the FIFO, socket or device `e` says, mode and mtime included.
-fn is_special(p: &Path, e: &ddtree::list::Entry) -> bool {
+fn is_special(p: &deep::Beneath, e: &ddtree::list::Entry) -> bool {
     use std::os::unix::fs::FileTypeExt;
     deep::symlink_metadata(p).is_ok_and(|m| {
         let t = m.file_type();
@@ -221,7 +221,7 @@ fn is_special(p: &Path, e: &ddtree::list::Entry) -> bool {
 
 /// Makes the FIFO, socket or device node `e` at `p` (what else stands there goes),
 /// unless it is there already.
-pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry, owners: bool) -> std::io::Result<()> {
+pub(super) fn make_special(p: &deep::Beneath, e: &ddtree::list::Entry, owners: bool) -> std::io::Result<()> {
     if is_special(p, e) {
         // Its owner, where kept (a chown clears setuid: the mode again).
         if let Some((uid, gid)) = e.meta.owner.filter(|_| owners) {
@@ -237,7 +237,7 @@ pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry, owners: bool) -> s
         deep::remove_any(p)?;
     }
     if let Some(parent) = p.parent() {
-        deep::make_dir_all(parent)?;
+        deep::make_dir_all(&parent)?;
     }
     deep::make_node(p, e.kind.mode_bits(), e.perm, e.meta.rdev().unwrap_or(0))?;
     if let Some((uid, gid)) = super::tree::chown_to(e.meta.owner, owners, true) {
@@ -245,7 +245,7 @@ pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry, owners: bool) -> s
     }
     // The umask may have taken bits off.
     deep::set_mode(p, e.perm)?;
-    deep::set_mtime(p, e.mtime, 0)
+    deep::set_mtime(p, e.mtime)
 }
 
 /// Entries of DEST that the list does not hold, below the directories it
@@ -256,7 +256,7 @@ pub(super) fn make_special(p: &Path, e: &ddtree::list::Entry, owners: bool) -> s
 /// directory; a directory's contents come before it.
 pub(super) fn extraneous(
     items: &[Item],
-    dest: &Path,
+    dest: &deep::Dest,
     filter: &Filter,
     kept: &HashSet<PathBuf>,
 ) -> std::io::Result<Vec<(PathBuf, bool)>> {
@@ -303,7 +303,7 @@ pub(super) fn extraneous(
 }
 
 /// `rel` and, for a directory, everything in it (contents first).
-fn below(dest: &Path, rel: &Path, is_dir: bool, out: &mut Vec<(PathBuf, bool)>) -> std::io::Result<()> {
+fn below(dest: &deep::Dest, rel: &Path, is_dir: bool, out: &mut Vec<(PathBuf, bool)>) -> std::io::Result<()> {
     if is_dir {
         for name in deep::read_dir(&dest.join(rel))? {
             let r = rel.join(name);
@@ -317,7 +317,7 @@ fn below(dest: &Path, rel: &Path, is_dir: bool, out: &mut Vec<(PathBuf, bool)>) 
 
 /// Removes what [`extraneous`] found; what cannot be removed is returned
 /// with why (the rest is removed).
-pub(super) fn delete(dest: &Path, extra: &[(PathBuf, bool)]) -> Vec<(PathBuf, String)> {
+pub(super) fn delete(dest: &deep::Dest, extra: &[(PathBuf, bool)]) -> Vec<(PathBuf, String)> {
     let mut failed = vec![];
     for (rel, _) in extra {
         if let Err(e) = deep::remove_any(&dest.join(rel)) {
@@ -334,14 +334,14 @@ impl Archiving<'_> {
         let extra = match self.spec.delete {
             true => {
                 let kept = self.kept.lock().expect("kept lock").clone();
-                extraneous(items, &self.spec.dest, &self.spec.filter, &kept)?
+                extraneous(items, &self.dest, &self.spec.filter, &kept)?
             }
             false => vec![],
         };
         let specials = self.specials.lock().expect("specials lock");
         let linked = self.linked.lock().expect("linked lock");
         let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
-        let plan = plan(items, &specials, &linked, &self.spec.dest, &extra, keep);
+        let plan = plan(items, &specials, &linked, &self.dest, &extra, keep);
         let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
         let seconds = self.started.elapsed().as_secs_f64();
         Ok(ArchiveReport {
@@ -380,7 +380,7 @@ impl Archiving<'_> {
         let specials = self.specials.lock().expect("specials lock");
         let mut made = 0;
         for it in specials.iter() {
-            let p = self.spec.dest.join(&it.rel);
+            let p = self.dest.join(&it.rel);
             match make_special(&p, &it.entry, self.spec.owners) {
                 Ok(()) => made += 1,
                 Err(e) => self.failed(&it.rel, format!("cannot make it: {e}")),
@@ -402,8 +402,8 @@ impl Archiving<'_> {
             return Ok(0);
         }
         let kept = self.kept.lock().expect("kept lock").clone();
-        let extra = extraneous(items, &self.spec.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
-        let failed = delete(&self.spec.dest, &extra);
+        let extra = extraneous(items, &self.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
+        let failed = delete(&self.dest, &extra);
         for (rel, why) in &failed {
             self.failed(rel, format!("cannot delete: {why}"));
         }

@@ -6,10 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -38,7 +38,7 @@ const OPEN_FILES: usize = 64;
 pub struct TreeStore {
     pieces: Vec<Piece>,
     /// The pieces' directories (one per run of pieces sharing one).
-    dirs: Vec<CString>,
+    dirs: Vec<deep::Beneath>,
     pub(super) layout: Layout,
     /// Open files, by piece index (a few at a time).
     open: Mutex<HashMap<usize, Arc<File>>>,
@@ -99,19 +99,19 @@ pub(super) struct Piece {
 impl TreeStore {
     pub(super) fn new(
         items: &[&Item],
-        dest: &Path,
+        dest: &deep::Dest,
         fresh: bool,
         umask: u32,
         owners: bool,
     ) -> Result<TreeStore, ArchiveError> {
-        let mut dirs: Vec<CString> = vec![];
+        let mut dirs: Vec<deep::Beneath> = vec![];
         let mut pieces = Vec::with_capacity(items.len());
         for it in items {
             let bad = |why: &str| ArchiveError::BadEntry { path: it.rel.display().to_string(), why: why.into() };
             let name = it.rel.file_name().ok_or_else(|| bad("no file name"))?;
-            let dir = dest.join(it.rel.parent().unwrap_or(Path::new("")));
-            if dirs.last().is_none_or(|d| d.as_bytes() != dir.as_os_str().as_bytes()) {
-                dirs.push(CString::new(dir.into_os_string().into_vec()).map_err(|_| bad("NUL byte"))?);
+            let dir = it.rel.parent().unwrap_or(Path::new(""));
+            if dirs.last().is_none_or(|d| d.rel() != dir.as_os_str().as_bytes()) {
+                dirs.push(dest.join(dir));
             }
             pieces.push(Piece {
                 dir: dirs.len() - 1,
@@ -127,7 +127,7 @@ impl TreeStore {
         }
         let layout = Layout::new(items.iter().map(|it| it.entry.meta.moved_len(it.entry.size))).ok_or_else(|| {
             ArchiveError::BadEntry {
-                path: dest.display().to_string(),
+                path: dest.path().display().to_string(),
                 why: "the listed sizes add up past 2^64 bytes".into(),
             }
         })?;
@@ -155,16 +155,16 @@ impl TreeStore {
     }
 
     /// Where piece `i` goes.
-    fn path(&self, i: usize) -> PathBuf {
+    fn path(&self, i: usize) -> deep::Beneath {
         let p = &self.pieces[i];
-        Path::new(OsStr::from_bytes(self.dirs[p.dir].as_bytes())).join(OsStr::from_bytes(p.name.as_bytes()))
+        self.dirs[p.dir].join(OsStr::from_bytes(p.name.as_bytes()))
     }
 
     /// Where file `i` is written while its bytes come in pieces: beside
     /// it, under a name of its own, so that its own name never holds
     /// anything but its whole, verified bytes. The same name in every run,
     /// so a resumed range finds what the journal says is there.
-    pub(super) fn part_path(&self, i: usize) -> PathBuf {
+    pub(super) fn part_path(&self, i: usize) -> deep::Beneath {
         let p = &self.pieces[i];
         let name = p.name.as_bytes();
         let mut part = b".".to_vec();
@@ -174,7 +174,7 @@ impl TreeStore {
             part.extend_from_slice(&ddftp_proto::manifest::hex(&ddftp_proto::frame::seal(name)).as_bytes()[..24]);
         }
         part.extend_from_slice(b".ddftp-part");
-        Path::new(OsStr::from_bytes(self.dirs[p.dir].as_bytes())).join(OsStr::from_bytes(&part))
+        self.dirs[p.dir].join(OsStr::from_bytes(&part))
     }
 
     /// Whether a mirror could not read entry `i` (and no other sent it whole).
@@ -227,7 +227,6 @@ impl TreeStore {
     fn dir<'a>(&self, dir: usize, at: &'a mut Option<(usize, OwnedFd)>) -> io::Result<&'a OwnedFd> {
         if at.as_ref().is_none_or(|(d, _)| *d != dir) {
             let path = &self.dirs[dir];
-            let path = Path::new(OsStr::from_bytes(path.as_bytes()));
             let open = || deep::open(path, libc::O_PATH | libc::O_DIRECTORY, 0).map(OwnedFd::from);
             let fd = match open() {
                 Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {
@@ -262,7 +261,7 @@ impl TreeStore {
         let dir = self.dir(p.dir, at)?;
         // O_TRUNC: an older, longer file under the name (a resync) keeps no tail.
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
-        let f = File::from(open_fd(dir.as_raw_fd(), &p.name, flags, p.mode)?);
+        let f = File::from(deep::open_in(dir.as_raw_fd(), &p.name, flags, p.mode)?);
         self.write_at(i, &f, data, 0)?;
         if p.runs.is_some() {
             f.set_len(p.size)?;
@@ -313,7 +312,7 @@ impl TreeStore {
         if let Some((uid, gid)) = chown_to(self.pieces[i].owner, self.owners, true) {
             deep::chown(&path, uid, gid)?;
         }
-        set_mtime(&path, self.pieces[i].mtime, libc::AT_SYMLINK_NOFOLLOW)
+        deep::set_mtime(&path, self.pieces[i].mtime)
     }
 
     /// Whether file or symlink `i` was finished as it was written.
@@ -330,9 +329,18 @@ impl TreeStore {
             open.clear();
         }
         let path = self.part_path(i);
-        let f = Arc::new(in_tree(&path, self.fresh, || {
-            deep::open(&path, libc::O_RDWR | libc::O_CREAT, self.pieces[i].mode)
-        })?);
+        let create =
+            || in_tree(&path, self.fresh, || deep::open(&path, libc::O_RDWR | libc::O_CREAT, self.pieces[i].mode));
+        let f = match create() {
+            // The part file's name is this archive's own: a symlink there
+            // was planted (never followed); it goes, and the part is made.
+            Err(e) if deep::is_symlink(&e) => {
+                deep::remove_file(&path)?;
+                create()?
+            }
+            r => r?,
+        };
+        let f = Arc::new(f);
         open.insert(i, f.clone());
         Ok(f)
     }
@@ -376,7 +384,7 @@ impl TreeStore {
                 continue;
             }
             let path = self.path(i);
-            let local = |source| ArchiveError::Local { path: path.clone(), source };
+            let local = |source| ArchiveError::Local { path: path.to_path_buf(), source };
             if !self.fresh {
                 match deep::symlink_metadata(&path) {
                     Ok(m) if self.is_complete(i, &m) => continue,
@@ -489,25 +497,14 @@ fn naming(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
     move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
-/// `openat(at, name, flags | O_CLOEXEC, mode)`.
-fn open_fd(at: libc::c_int, name: &CString, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
-    // SAFETY: a valid C string; a descriptor the call returns is ours.
-    let fd = unsafe { libc::openat(at, name.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// Makes entry `path` with `make`; in a fresh destination, whose
 /// directories are made by the first entry written into them, the missing
 /// ones on its path first.
-fn in_tree<T>(path: &Path, fresh: bool, make: impl Fn() -> io::Result<T>) -> io::Result<T> {
+fn in_tree<T>(path: &deep::Beneath, fresh: bool, make: impl Fn() -> io::Result<T>) -> io::Result<T> {
     match make() {
         Err(e) if fresh && e.kind() == io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
-                make_dir_all(dir)?;
+                make_dir_all(&dir)?;
             }
             make()
         }
@@ -516,11 +513,11 @@ fn in_tree<T>(path: &Path, fresh: bool, make: impl Fn() -> io::Result<T>) -> io:
 }
 
 /// A directory and its missing parents, owner-only until they are finished.
-pub(super) fn make_dir_all(p: &Path) -> io::Result<()> {
+pub(super) fn make_dir_all(p: &deep::Beneath) -> io::Result<()> {
     deep::make_dir_all(p)
 }
 
-pub(super) fn remove_any(p: &Path) -> io::Result<()> {
+pub(super) fn remove_any(p: &deep::Beneath) -> io::Result<()> {
     deep::remove_any(p)
 }
 
@@ -532,11 +529,6 @@ pub(super) fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtim
         && m.mode() & 0o7777 == perm
         && m.mtime() == mtime.sec
         && m.mtime_nsec() as u32 == mtime.nsec
-}
-
-/// Sets a path's mtime (`flags`: `AT_SYMLINK_NOFOLLOW` for a symlink's own).
-fn set_mtime(path: &Path, t: Time, flags: libc::c_int) -> io::Result<()> {
-    deep::set_mtime(path, t, flags)
 }
 
 /// Sets an open file's mtime.
@@ -580,7 +572,7 @@ pub(super) fn chown_to(owner: Option<(u32, u32)>, owners: bool, new: bool) -> Op
 /// Sets owner (`owner`, first: a chown clears setuid), mtime and mode of a
 /// file or directory (by path: no open).
 pub(super) fn finish_entry(
-    path: &Path,
+    path: &deep::Beneath,
     e: &Entry,
     fresh: bool,
     umask: u32,
@@ -589,7 +581,7 @@ pub(super) fn finish_entry(
     if let Some((uid, gid)) = owner {
         deep::chown(path, uid, gid)?;
     }
-    set_mtime(path, e.mtime, 0)?;
+    deep::set_mtime(path, e.mtime)?;
     if e.kind == Kind::Dir || needs_chmod(e.perm, fresh, umask) || owner.is_some() {
         deep::set_mode(path, e.perm)?;
     }

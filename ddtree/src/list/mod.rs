@@ -11,6 +11,7 @@
 pub mod ddftp;
 pub mod meta;
 pub mod mfu;
+pub mod shape;
 
 pub use meta::Meta;
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::archive::deep::Dest;
 use crate::archive::listing::is_done;
 use crate::archive::Item;
 use ddtree::list::{Entry, Kind, Time};
@@ -19,8 +20,8 @@ fn item(path: &str, size: u64, perm: u32, sec: i64) -> Item {
 /// The two `items` hold their bytes of "abcde" and are finished.
 fn assert_written(dir: &Path, items: &[Item]) {
     for (it, want) in items.iter().zip([&b"abc"[..], b"de"]) {
-        let p = dir.join(&it.rel);
-        assert_eq!(std::fs::read(&p).unwrap(), want);
+        let p = Dest::open(dir).unwrap().join(&it.rel);
+        assert_eq!(std::fs::read(&*p).unwrap(), want);
         assert!(is_done(&p, &it.entry), "{p:?} not finished");
     }
 }
@@ -30,14 +31,14 @@ fn whole_files_are_finished_as_written_and_once() {
     let dir = tempfile::tempdir().unwrap();
     let items = [item("a", 3, 0o640, 1_000_000_000), item("b", 2, 0o444, 1_100_000_000)];
     let refs: Vec<&Item> = items.iter().collect();
-    let store = TreeStore::new(&refs, dir.path(), true, 0o022, false).unwrap();
+    let store = TreeStore::new(&refs, &Dest::open(dir.path()).unwrap(), true, 0o022, false).unwrap();
     store.create().unwrap();
     store.write_all_at(b"abcde", 0).unwrap();
     assert_written(dir.path(), &items);
     assert!(store.is_finished(0) && store.is_finished(1));
     // The same bytes again (a pair's overlap): dropped, mtime kept.
     store.write_all_at(b"abcde", 0).unwrap();
-    assert!(is_done(&dir.path().join("a"), &items[0].entry));
+    assert!(is_done(&Dest::open(dir.path()).unwrap().join("a"), &items[0].entry));
 }
 
 #[test]
@@ -45,7 +46,7 @@ fn ahead_only_directories_are_made_and_no_name_holds_a_partial_file() {
     let dir = tempfile::tempdir().unwrap();
     let items = [item("a", 3, 0o640, 1_000_000_000), item("sub/b", 2, 0o444, 1_100_000_000)];
     let refs: Vec<&Item> = items.iter().collect();
-    let store = TreeStore::new(&refs, dir.path(), true, 0o022, false).unwrap();
+    let store = TreeStore::new(&refs, &Dest::open(dir.path()).unwrap(), true, 0o022, false).unwrap();
     store.create_ahead(&AtomicBool::new(false)).unwrap();
     assert!(dir.path().join("sub").is_dir());
     assert!(!dir.path().join("a").exists() && !dir.path().join("sub/b").exists());
@@ -59,8 +60,14 @@ fn ahead_only_directories_are_made_and_no_name_holds_a_partial_file() {
     assert!(!store.part_path(0).exists());
     // Stopped before it began, or not a fresh destination: nothing made.
     let other = tempfile::tempdir().unwrap();
-    TreeStore::new(&refs, other.path(), true, 0o022, false).unwrap().create_ahead(&AtomicBool::new(true)).unwrap();
-    TreeStore::new(&refs, other.path(), false, 0o022, false).unwrap().create_ahead(&AtomicBool::new(false)).unwrap();
+    TreeStore::new(&refs, &Dest::open(other.path()).unwrap(), true, 0o022, false)
+        .unwrap()
+        .create_ahead(&AtomicBool::new(true))
+        .unwrap();
+    TreeStore::new(&refs, &Dest::open(other.path()).unwrap(), false, 0o022, false)
+        .unwrap()
+        .create_ahead(&AtomicBool::new(false))
+        .unwrap();
     assert_eq!(std::fs::read_dir(other.path()).unwrap().count(), 0);
 }
 
@@ -69,12 +76,12 @@ fn an_unreadable_entry_is_never_written() {
     let dir = tempfile::tempdir().unwrap();
     let items = [item("a", 3, 0o640, 1_000_000_000), item("b", 2, 0o444, 1_100_000_000)];
     let refs: Vec<&Item> = items.iter().collect();
-    let store = TreeStore::new(&refs, dir.path(), true, 0o022, false).unwrap();
+    let store = TreeStore::new(&refs, &Dest::open(dir.path()).unwrap(), true, 0o022, false).unwrap();
     store.unreadable(0, "a: Permission denied", "m1").unwrap();
     assert!(store.unreadable(2, "no such entry", "m1").is_err());
     store.write_all_at(b"\0\0\0de", 0).unwrap();
     assert!(!dir.path().join("a").exists());
-    assert!(is_done(&dir.path().join("b"), &items[1].entry));
+    assert!(is_done(&Dest::open(dir.path()).unwrap().join("b"), &items[1].entry));
     let unread = store.unread();
     assert_eq!((unread.len(), unread[0].0, unread[0].1.mirrors.clone()), (1, 0, vec!["m1".to_string()]));
 }
@@ -84,17 +91,20 @@ fn a_resumed_run_leaves_files_an_interrupted_one_finished() {
     let dir = tempfile::tempdir().unwrap();
     let items = [item("a", 3, 0o444, 1_000_000_000), item("b", 3, 0o644, 1_000_000_000)];
     let refs: Vec<&Item> = items.iter().collect();
-    TreeStore::new(&refs, dir.path(), true, 0o022, false).unwrap().write_all_at(b"abc", 0).unwrap();
+    TreeStore::new(&refs, &Dest::open(dir.path()).unwrap(), true, 0o022, false)
+        .unwrap()
+        .write_all_at(b"abc", 0)
+        .unwrap();
     // Same size, mode and mtime: complete, so not written again (the
     // other bytes prove it), though read-only.
     std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::write(dir.path().join("a"), b"xyz").unwrap();
     std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o444)).unwrap();
-    set_mtime(&dir.path().join("a"), items[0].entry.mtime, 0).unwrap();
-    let again = TreeStore::new(&refs, dir.path(), false, 0o022, false).unwrap();
+    deep::set_mtime(&Dest::open(dir.path()).unwrap().join("a"), items[0].entry.mtime).unwrap();
+    let again = TreeStore::new(&refs, &Dest::open(dir.path()).unwrap(), false, 0o022, false).unwrap();
     again.create().unwrap();
     again.write_all_at(b"abcdef", 0).unwrap();
     assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), b"xyz");
     assert_eq!(std::fs::read(dir.path().join("b")).unwrap(), b"def");
-    assert!(is_done(&dir.path().join("b"), &items[1].entry));
+    assert!(is_done(&Dest::open(dir.path()).unwrap().join("b"), &items[1].entry));
 }

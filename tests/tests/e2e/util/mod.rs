@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use rand::{RngCore, SeedableRng};
 
+pub mod fake_mirror;
 pub mod nginx;
 pub mod pki;
 pub mod proxy;

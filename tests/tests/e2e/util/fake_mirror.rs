@@ -1,0 +1,211 @@
+//! A scripted `ddftpd` that serves any list and any bytes: a hostile
+//! mirror for the archive's hardening tests. It speaks the protocol
+//! through the proto crate's own codec (so it is what a real server says
+//! on the wire), on 127.0.0.1, one thread a connection, until dropped.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use ddftp_proto::frame::{seal, PROTOCOL_VERSION};
+use ddftp_proto::packed::{self, Packer};
+use ddftp_proto::{Direction, Reply, Request};
+
+/// What the fake mirror serves.
+#[derive(Clone, Default)]
+pub struct Script {
+    /// The walk's records (list format 2, without the header or NULs), in
+    /// batches sent apart, with a pause before each batch after the first.
+    pub walk: Vec<Vec<Vec<u8>>>,
+    pub pause: Duration,
+    /// The bytes of each path's range (a file's data, a symlink's target);
+    /// a path not here serves `x` bytes of its listed size.
+    pub content: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Script {
+    /// One batch of `records` (`T SIZE MODE MTIME ATTRS PATH`), `content` by path.
+    pub fn new(records: &[&[u8]], content: &[(&[u8], &[u8])]) -> Script {
+        Script {
+            walk: vec![records.iter().map(|r| r.to_vec()).collect()],
+            pause: Duration::ZERO,
+            content: content.iter().map(|(p, c)| (p.to_vec(), c.to_vec())).collect(),
+        }
+    }
+}
+
+/// The fake mirror, listening until dropped.
+pub struct FakeMirror {
+    pub addr: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl FakeMirror {
+    pub fn start(script: Script) -> FakeMirror {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind fake mirror");
+        let addr = l.local_addr().unwrap().to_string();
+        l.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let script = Arc::new(script);
+        let bundles: Bundles = Arc::default();
+        std::thread::spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                match l.accept() {
+                    Ok((c, _)) => {
+                        let (s, b) = (script.clone(), bundles.clone());
+                        std::thread::spawn(move || {
+                            c.set_nonblocking(false).unwrap();
+                            let _ = serve(c, &s, &b);
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        FakeMirror { addr, stop }
+    }
+}
+
+impl Drop for FakeMirror {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+fn send(c: &mut TcpStream, r: Reply) -> std::io::Result<()> {
+    let mut b = BytesMut::new();
+    r.encode(&mut b);
+    c.write_all(&b)
+}
+
+/// Bundles registered, by number (`b0`, `b1`, ...), for every connection.
+type Bundles = Arc<std::sync::Mutex<Vec<Arc<Vec<u8>>>>>;
+
+fn serve(mut c: TcpStream, script: &Script, bundles: &Bundles) -> std::io::Result<()> {
+    let mut buf = BytesMut::new();
+    let mut def = Vec::new();
+    let mut running: Option<(Stream, Arc<Vec<u8>>)> = None;
+    loop {
+        let req = loop {
+            match Request::decode(&mut buf) {
+                Ok(Some(r)) => break r,
+                Ok(None) => {}
+                Err(_) => return Ok(()),
+            }
+            let mut chunk = [0u8; 65536];
+            let n = c.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        match req {
+            Request::Hello { .. } => {
+                let server_id = rand::random();
+                send(&mut c, Reply::Hello { version: PROTOCOL_VERSION, server_id, max_block_size: 1 << 20 })?;
+            }
+            Request::Walk { .. } | Request::WalkFiltered { .. } => {
+                let mut p = Packer::new();
+                for (i, batch) in script.walk.iter().enumerate() {
+                    if i > 0 {
+                        std::thread::sleep(script.pause);
+                    }
+                    let mut list = if i == 0 { b"#ddftp-list 2\0".to_vec() } else { vec![] };
+                    for r in batch {
+                        list.extend_from_slice(r);
+                        list.push(0);
+                    }
+                    p.write(&list);
+                    p.flush();
+                    send(&mut c, Reply::ListData { data: Bytes::from(p.take()) })?;
+                }
+                send(&mut c, Reply::ListData { data: Bytes::from(p.finish()) })?;
+                send(&mut c, Reply::ListEnd { errors: 0 })?;
+            }
+            Request::Bundle { data } => def.extend_from_slice(&data),
+            Request::BundleEnd => {
+                let list = packed::unpack(&std::mem::take(&mut def), 1 << 30).expect("a bundle definition");
+                let mut range = vec![];
+                for rec in list.split(|&b| b == 0).skip(1).filter(|r| !r.is_empty()) {
+                    let fields: Vec<&[u8]> = rec.splitn(6, |&b| b == b' ').collect();
+                    let size: usize = std::str::from_utf8(fields[1]).unwrap().parse().unwrap();
+                    match script.content.get(fields[5]) {
+                        Some(c) => range.extend_from_slice(c),
+                        None => range.extend(std::iter::repeat_n(b'x', size)),
+                    }
+                }
+                let name = {
+                    let mut all = bundles.lock().unwrap();
+                    all.push(Arc::new(range));
+                    format!("b{}", all.len() - 1)
+                };
+                let size = bundles.lock().unwrap().last().unwrap().len() as u64;
+                send(&mut c, Reply::Bundle { name, size })?;
+            }
+            Request::Start { stream, path, block_size, first, last, dir } => {
+                if let Some((old, _)) = running.take() {
+                    send(&mut c, Reply::Stopped { stream: old.id, sent: old.sent })?;
+                }
+                let n = path.strip_prefix('b').and_then(|n| n.parse::<usize>().ok());
+                match n.and_then(|n| bundles.lock().unwrap().get(n).cloned()) {
+                    Some(data) => {
+                        let mut s = Stream { id: stream, bs: block_size as u64, next: Some(first), last, dir, sent: 0 };
+                        s.pump(&mut c, &data)?;
+                        running = Some((s, data));
+                    }
+                    None => send(&mut c, Reply::Error { code: ddftp_proto::ErrorCode::NotFound, message: path })?,
+                }
+            }
+            Request::Extend { stream, last } => {
+                if let Some((s, data)) = running.as_mut().filter(|(s, _)| s.id == stream) {
+                    s.last = last;
+                    s.pump(&mut c, data)?;
+                }
+            }
+            Request::End { stream } => {
+                let sent = running.take().filter(|(s, _)| s.id == stream).map_or(0, |(s, _)| s.sent);
+                send(&mut c, Reply::Stopped { stream, sent })?;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The stream being sent: blocks from `next` towards `last`.
+struct Stream {
+    id: u32,
+    bs: u64,
+    next: Option<u64>,
+    last: u64,
+    dir: Direction,
+    sent: u64,
+}
+
+impl Stream {
+    fn pump(&mut self, c: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
+        while let Some(b) = self.next {
+            let ahead = match self.dir {
+                Direction::Increment => b <= self.last,
+                Direction::Decrement => b >= self.last,
+            };
+            if !ahead {
+                break;
+            }
+            let from = (b * self.bs).min(data.len() as u64) as usize;
+            let to = ((b + 1) * self.bs).min(data.len() as u64) as usize;
+            let payload = Bytes::copy_from_slice(&data[from..to]);
+            send(c, Reply::SealedBlock { stream: self.id, block: b, hash: seal(&payload), payload })?;
+            self.sent += 1;
+            self.next = match self.dir {
+                Direction::Increment => Some(b + 1),
+                Direction::Decrement => b.checked_sub(1),
+            };
+        }
+        Ok(())
+    }
+}
