@@ -96,7 +96,13 @@ impl Lane {
         if let Some((a, b)) = range {
             req = req.header(header::RANGE, format!("bytes={a}-{b}"));
         }
-        let req = req.body(Empty::new()).expect("a valid request");
+        // A target the builder still refuses (longer than a URI may be):
+        // this mirror is dropped with why, never the download.
+        let req = req.body(Empty::new()).map_err(|_| {
+            let mut shown: String = self.mirror.request_target().chars().take(200).collect();
+            shown.push_str("...");
+            HttpError::BadUrl(shown, "cannot be asked for (too long, or bytes a request may not hold)")
+        })?;
         let sender = self.connect().await?;
         sender.ready().await?;
         tokio::time::timeout(TIMEOUT, sender.send_request(req))

@@ -173,13 +173,15 @@ impl HttpMirror {
     }
 }
 
-/// A target as given, with what may not appear in one percent-encoded
-/// (spaces and other bytes outside the URL set; `%` stays, as already
-/// encoded).
+/// A target as given (by the user, a Metalink or a redirect), with what
+/// may not appear in one percent-encoded: spaces, bytes outside the URL
+/// set and those RFC 3986 leaves out (`"<>\^`{|}`), which the request
+/// builder refuses; `%` stays, as already encoded.
 fn encode_target(t: &str) -> String {
     let mut out = String::with_capacity(t.len());
     for &b in t.as_bytes() {
         match b {
+            b'"' | b'<' | b'>' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}' => out.push_str(&format!("%{b:02X}")),
             b'!'..=b'~' => out.push(b as char),
             _ => out.push_str(&format!("%{b:02X}")),
         }

@@ -170,3 +170,21 @@ fn a_file_replaced_on_the_server_is_not_resumed_into() {
     get_json("big.bin", &fast.url, &out, &["--restart"], 0);
     assert_eq!(std::fs::read(&out).unwrap(), new);
 }
+
+#[test]
+fn a_redirect_to_a_target_no_request_may_hold_drops_that_mirror_not_the_download() {
+    let f = Fixture::new();
+    let data = Arc::new(random_file(&f.root().join("f.bin"), 1 << 20, 3));
+    let good = Nginx::serve(&f.root(), None);
+    for how in [Misbehave::RedirectOdd, Misbehave::RedirectLong] {
+        let bad = BadServer::start(data.clone(), how);
+        let out = f.out(&format!("{how:?}.bin"));
+        // The bad one listed first and last: either way no panic (exit
+        // 101), the good one delivers, and the output is exact.
+        for mirrors in [format!("{},{}", bad.url, good.url), format!("{},{}", good.url, bad.url)] {
+            let _ = std::fs::remove_file(&out);
+            get_json("f.bin", &mirrors, &out, &[], 0);
+            assert_eq!(std::fs::read(&out).unwrap(), *data, "{how:?}");
+        }
+    }
+}

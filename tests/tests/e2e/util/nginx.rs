@@ -108,6 +108,11 @@ pub enum Misbehave {
     WrongDigest,
     /// Every answer right, then the connection closed (`Connection: close`).
     OneReplyPerConnection,
+    /// Every answer a 302 to a target with bytes no request may hold as
+    /// they are (`<`, `>`, a backtick, `"`).
+    RedirectOdd,
+    /// Every answer a 302 to a 70,000-byte target.
+    RedirectLong,
 }
 
 /// An HTTP/1.1 server of one file that answers the first range request
@@ -159,6 +164,18 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
             }
         }
         let (a, b) = range.unwrap_or((0, data.len() - 1));
+        let location = match how {
+            Misbehave::RedirectOdd => Some("/a<b>c`d\"e".to_string()),
+            Misbehave::RedirectLong => Some(format!("/{}", "a".repeat(70_000))),
+            _ => None,
+        };
+        if let Some(l) = location {
+            let reply = format!("HTTP/1.1 302 Found\r\nLocation: {l}\r\nContent-Length: 0\r\n\r\n");
+            if s.write_all(reply.as_bytes()).is_err() {
+                return;
+            }
+            continue;
+        }
         if let Misbehave::UnavailableOnce = how {
             good = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) != 1;
         }
@@ -180,7 +197,11 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
                 let _ = s.write_all(h.as_bytes()).and_then(|_| s.write_all(&data[a..=b]));
                 return;
             }
-            (true, _) | (_, Misbehave::Never | Misbehave::WrongDigest) => ok(s),
+            // The redirecting kinds answered above.
+            (true, _)
+            | (_, Misbehave::Never | Misbehave::WrongDigest | Misbehave::RedirectOdd | Misbehave::RedirectLong) => {
+                ok(s)
+            }
             (false, Misbehave::UnavailableOnce) => s.write_all(head("503 Service Unavailable", "", 0).as_bytes()),
             (false, Misbehave::IgnoreRange) => {
                 s.write_all(head("200 OK", "", n).as_bytes()).and_then(|_| s.write_all(data))
