@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use ddtree::list::shape::Refused;
 
 use super::listing::below_src;
-use super::{deep, listing, ArchiveError, Archiving, Failure, Item};
+use super::{deep, listing, Archiving, Failure, Item};
 
 /// A hard link to make: `item`'s name, for the file first named `to`.
 pub(super) struct Linked {
@@ -38,19 +38,14 @@ impl Archiving<'_> {
     /// become items in `out` ([`Archiving::item`]); those it refuses are
     /// named and not copied, and nothing is deleted this run (a list that
     /// is no tree says nothing sure of what SRC lacks).
-    pub(super) fn admit(&self, e: Entry, warn: &mut dyn FnMut(&str), out: &mut Vec<Item>) -> Result<(), ArchiveError> {
-        let Some(rel) = below_src(&e, self.src.as_bytes()) else { return Ok(()) };
-        let rel = rel.to_vec();
+    pub(super) fn admit(&self, e: Entry, warn: &mut dyn FnMut(&str), out: &mut Vec<Item>) {
+        let Some(rel) = below_src(&e, self.src.as_bytes()) else { return };
+        let (name, rel) = (rel.to_vec(), PathBuf::from(OsStr::from_bytes(rel)));
         let (mut admitted, mut refused) = (vec![], vec![]);
-        self.shape.lock().expect("shape lock").admit(&rel, e.kind == Kind::Dir, e, &mut admitted, &mut refused);
+        let is_dir = e.kind == Kind::Dir;
+        self.shape.lock().expect("shape lock").admit(&name, is_dir, (rel, e), &mut admitted, &mut refused);
         self.refuse(refused, warn);
-        for e in admitted {
-            let rel = below_src(&e, self.src.as_bytes()).map(|r| PathBuf::from(OsStr::from_bytes(r)));
-            if let Some(it) = self.item(e, rel.unwrap_or_default(), warn)? {
-                out.push(it);
-            }
-        }
-        Ok(())
+        out.extend(admitted.into_iter().filter_map(|(rel, e)| self.item(e, rel, warn)));
     }
 
     /// The list has ended: what still waits for a directory never listed
@@ -60,8 +55,8 @@ impl Archiving<'_> {
         self.refuse(refused, warn);
     }
 
-    fn refuse(&self, refused: Vec<(Entry, Refused)>, warn: &mut dyn FnMut(&str)) {
-        for (e, why) in refused {
+    fn refuse(&self, refused: Vec<((PathBuf, Entry), Refused)>, warn: &mut dyn FnMut(&str)) {
+        for ((_, e), why) in refused {
             let shown = String::from_utf8_lossy(&e.path).into_owned();
             warn(&format!("not copying {shown}: {why}"));
             self.incomplete.store(true, Ordering::Relaxed);
@@ -73,13 +68,13 @@ impl Archiving<'_> {
     /// FIFOs, sockets and (run as root) device nodes are kept
     /// aside, to be made in place ([`Archiving::make_specials`]); a device
     /// node otherwise is not copied, and is counted and named (exit 5).
-    fn item(&self, e: Entry, rel: PathBuf, warn: &mut dyn FnMut(&str)) -> Result<Option<Item>, ArchiveError> {
+    fn item(&self, e: Entry, rel: PathBuf, warn: &mut dyn FnMut(&str)) -> Option<Item> {
         let filter = &self.spec.filter;
         if !filter.is_empty()
             && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.excluded_dirs.lock().expect("excluded lock"))
         {
             self.excluded.fetch_add(1, Ordering::Relaxed);
-            return Ok(None);
+            return None;
         }
         let mut e = e;
         if let (true, Some((user, group)), Some((uid, gid))) = (self.spec.by_name, e.meta.names(), e.meta.owner) {
@@ -90,7 +85,7 @@ impl Archiving<'_> {
         if matches!(e.kind, Kind::Fifo | Kind::Socket) || (device && self.spec.owners && e.meta.rdev().is_some()) {
             self.kept.lock().expect("kept lock").insert(rel.clone());
             self.specials.lock().expect("specials lock").push(Item { entry: e, rel });
-            return Ok(None);
+            return None;
         }
         if device {
             let why = match e.meta.rdev() {
@@ -100,7 +95,7 @@ impl Archiving<'_> {
             warn(&format!("not copying {}: {why}", String::from_utf8_lossy(&e.path)));
             self.failed(&rel, why);
             self.kept.lock().expect("kept lock").insert(rel);
-            return Ok(None);
+            return None;
         }
         // Owners not kept: a setuid or setgid file would run as whoever
         // runs the archive, so the bits go, as `cp -p` drops them when it
@@ -109,7 +104,7 @@ impl Archiving<'_> {
             e.perm &= !0o6000;
             self.setid_cleared.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(Some(Item { entry: e, rel }))
+        Some(Item { entry: e, rel })
     }
 
     /// Takes the second and later names of each hard-linked file (entries

@@ -213,7 +213,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let mut items = vec![];
     for e in entries {
-        run.admit(e, &mut |w| progress.warn(w), &mut items)?;
+        run.admit(e, &mut |w| progress.warn(w), &mut items);
     }
     run.admit_end(&mut |w| progress.warn(w));
     run.split_links(&mut items);
@@ -328,7 +328,7 @@ struct Archiving<'a> {
     /// SRC holds is not known whole.
     incomplete: AtomicBool,
     /// The list's check: names admitted so far, entries waiting for their directory.
-    shape: std::sync::Mutex<ddtree::list::shape::Shape<Entry>>,
+    shape: std::sync::Mutex<ddtree::list::shape::Shape<(PathBuf, Entry)>>,
     /// FIFOs, sockets, device nodes: no bytes to move, made in place.
     specials: std::sync::Mutex<Vec<Item>>,
     /// Second names of hard-linked files, linked once the first is in place.

@@ -125,7 +125,7 @@ impl Archiving<'_> {
                 let listed = batch.len() as u64;
                 let mut admitted = vec![];
                 for e in batch {
-                    self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted)?;
+                    self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted);
                 }
                 for it in admitted {
                     if it.entry.kind == Kind::Dir {
