@@ -13,7 +13,7 @@
 //! has another). Anything else is refused with the reason.
 
 use std::ffi::CString;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -26,14 +26,12 @@ const VERSION: u32 = 2;
 
 /// The journal for an output file.
 pub fn journal_path(output: &Path) -> PathBuf {
-    let mut name = output.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".ddftp-journal");
-    output.with_file_name(name)
+    ddtree::scratch::beside(output, "", ".ddftp-journal")
 }
 
 /// The spare a journal is written into before it takes the journal's name.
 fn spare_path(journal: &Path) -> PathBuf {
-    journal.with_extension("ddftp-journal-tmp")
+    ddtree::scratch::beside(journal, "", "-tmp")
 }
 
 /// Reserves `len` bytes of `f` on its file system (`fallocate`; where the
@@ -109,7 +107,7 @@ impl Journal {
 
     /// Reads a journal; `Ok(None)` if there is none.
     pub fn load(file: &Path) -> Result<Option<Journal>, JournalError> {
-        let text = match std::fs::read(file) {
+        let text = match ddtree::scratch::read(file) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(JournalError::Io { file: file.into(), source }),
@@ -156,7 +154,8 @@ impl Journal {
             )));
         }
         let Some(part) = part else { return Ok(()) };
-        match std::fs::metadata(part) {
+        match std::fs::symlink_metadata(part) {
+            Ok(m) if !m.is_file() => Err(mismatch(format!("{} is not a regular file", part.display()))),
             Ok(m) if m.len() == size => Ok(()),
             Ok(m) => Err(mismatch(format!("{} has {} bytes, expected {size}", part.display(), m.len()))),
             Err(e) => Err(mismatch(format!("{}: {e}", part.display()))),
@@ -177,7 +176,9 @@ impl Journal {
         let sealed = Sealed { journal: self.clone(), sha256: seal_hash(self) };
         let mut body = serde_json::to_vec(&sealed).expect("journal serialises");
         let tmp = spare_path(file);
-        let f = OpenOptions::new().write(true).create(true).truncate(false).open(&tmp)?;
+        // The spare keeps its reserved space from save to save; one that is
+        // not a plain file of ours (a planted symlink) is made anew.
+        let f = ddtree::scratch::reopen_or_create(&tmp)?;
         let have = f.metadata()?.len() as usize;
         let len = if body.len() <= have { have } else { (2 * body.len()).next_multiple_of(4096) };
         if len > have {

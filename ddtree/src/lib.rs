@@ -6,6 +6,7 @@
 //!   threads with no master and ends by Dijkstra's token.
 //! - [`beneath`]: opening below a directory, following no symlink.
 //! - [`layout`]: entries' bytes back to back as one range (bundles).
+//! - [`scratch`]: files written beside their final name, never through a symlink.
 //! - [`list`]: file lists: ours ([`list::ddftp`]) and mpifileutils' v4
 //!   ([`list::mfu`]).
 pub mod attrs;
@@ -14,4 +15,5 @@ pub mod filter;
 pub mod layout;
 pub mod list;
 pub mod names;
+pub mod scratch;
 pub mod walk;

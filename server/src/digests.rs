@@ -232,11 +232,9 @@ pub fn load_or_compute(dir: &Path, file: &File, key: &Key) -> io::Result<(Digest
 
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+    let landing = ddtree::scratch::Landing::new(path);
+    landing.create()?.write_all(bytes)?;
+    landing.land()
 }
 
 #[cfg(test)]

@@ -217,10 +217,7 @@ fn keep_xattrs(path: &deep::Beneath, e: &Entry) -> io::Result<bool> {
 /// rename (no moment without `to`, unless it was a directory).
 fn link_over(from: &deep::Beneath, to: &deep::Beneath) -> io::Result<()> {
     let name = to.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
-    let mut tmp = b".".to_vec();
-    tmp.extend_from_slice(&name[..name.len().min(200)]);
-    tmp.extend_from_slice(b".ddftp-link");
-    let tmp = to.with_file_name(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&tmp));
+    let tmp = to.with_file_name(OsStr::from_bytes(&ddtree::scratch::side_name(name, ".", ".ddftp-link")));
     let _ = deep::remove_file(&tmp);
     if deep::symlink_metadata(to).is_ok_and(|m| m.is_dir()) {
         deep::remove_any(to)?;

@@ -166,14 +166,7 @@ impl TreeStore {
     /// so a resumed range finds what the journal says is there.
     pub(super) fn part_path(&self, i: usize) -> deep::Beneath {
         let p = &self.pieces[i];
-        let name = p.name.as_bytes();
-        let mut part = b".".to_vec();
-        if name.len() <= 200 {
-            part.extend_from_slice(name);
-        } else {
-            part.extend_from_slice(&ddftp_proto::manifest::hex(&ddftp_proto::frame::seal(name)).as_bytes()[..24]);
-        }
-        part.extend_from_slice(b".ddftp-part");
+        let part = ddtree::scratch::side_name(p.name.as_bytes(), ".", ".ddftp-part");
         self.dirs[p.dir].join(OsStr::from_bytes(&part))
     }
 

@@ -1,5 +1,6 @@
 //! `ddftp walk PATH`: the parallel tree walk, its totals and its list.
 
+use ddtree::scratch::Landing;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -101,45 +102,6 @@ fn finish(output: Output, landing: Option<Landing>) -> std::io::Result<()> {
     landing.map_or(Ok(()), Landing::land)
 }
 
-/// A list file written under a temporary name beside LIST and renamed to
-/// it only once whole: a walk that fails (a full disk) leaves no
-/// truncated list that would read as a smaller tree, and an older LIST
-/// stays as it was.
-struct Landing {
-    tmp: PathBuf,
-    path: PathBuf,
-    landed: bool,
-}
-
-impl Landing {
-    fn new(path: &Path) -> Landing {
-        let mut name = std::ffi::OsString::from(".");
-        name.push(path.file_name().unwrap_or(path.as_os_str()));
-        name.push(".ddftp-tmp");
-        Landing { tmp: path.with_file_name(name), path: path.to_owned(), landed: false }
-    }
-
-    fn create(&self) -> std::io::Result<std::fs::File> {
-        std::fs::File::create(&self.tmp)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))
-    }
-
-    fn land(mut self) -> std::io::Result<()> {
-        std::fs::rename(&self.tmp, &self.path)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))?;
-        self.landed = true;
-        Ok(())
-    }
-}
-
-impl Drop for Landing {
-    fn drop(&mut self) {
-        if !self.landed {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
 /// `mpirun -n N ddftp walk`: H-DRQS across the ranks; rank r writes its
 /// part of the list to `LIST.r` (with one rank, to LIST), rank 0 prints.
 #[cfg(feature = "mpi")]
@@ -217,7 +179,7 @@ fn open_output(format: ListFormat, path: Option<&Path>, to_stdout: bool) -> std:
             (Output::List(Box::new(f)), Some(landing))
         }
         (ListFormat::Mfu, landing) => {
-            let dir = match landing.as_ref().and_then(|l| l.path.parent()) {
+            let dir = match landing.as_ref().and_then(|l| l.path().parent()) {
                 Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
                 Some(_) => PathBuf::from("."),
                 None => std::env::temp_dir(),

@@ -17,7 +17,6 @@
 //! task, `coordinator` the loop around the scheduler.
 
 use std::collections::VecDeque;
-use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -163,9 +162,7 @@ pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
 
 /// The temporary name the data is written under until it is complete.
 pub fn part_path(output: &Path) -> PathBuf {
-    let mut name = output.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".ddftp-part");
-    output.with_file_name(name)
+    ddtree::scratch::beside(output, "", ".ddftp-part")
 }
 
 /// Mirrors that become ready while a sealed transfer runs (an archive's,
@@ -465,13 +462,16 @@ pub async fn get_joining(
         progress.warn(&w);
         warnings.push(w);
     }
-    // Read access too: the hasher reads the data back as it completes.
-    let mut open = OpenOptions::new();
-    open.read(true).write(true).create(true).truncate(earlier.is_none());
     let file: Arc<dyn Store> = match &spec.store {
         Some(store) => store.clone(),
         None => {
-            let f = open.open(&part).map_err(out_err)?;
+            // Read-write (the hasher reads the data back as it completes),
+            // never through a symlink or into another name's file.
+            let f = match earlier {
+                None => ddtree::scratch::create(&part),
+                Some(_) => ddtree::scratch::reopen(&part),
+            };
+            let f = f.map_err(out_err)?;
             // The whole file's space, before a byte moves: a disk that
             // cannot hold it fails now, not half way.
             if let Err(e) = crate::journal::reserve(&f, size) {
