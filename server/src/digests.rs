@@ -219,7 +219,7 @@ impl Index {
 /// Reads the index file for `key`, or computes the digests and writes one.
 pub fn load_or_compute(dir: &Path, file: &File, key: &Key) -> io::Result<(Digests, Source)> {
     let path = dir.join(key.file_name());
-    if let Ok(b) = std::fs::read(&path) {
+    if let Ok(b) = ddtree::scratch::read(&path) {
         if let Some(d) = Digests::decode(&b, key) {
             return Ok((d, Source::IndexFile));
         }

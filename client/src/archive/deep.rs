@@ -307,6 +307,33 @@ pub(super) fn remove_any(p: &Beneath) -> io::Result<()> {
     }
 }
 
+/// Whether a directory stands at `p`, where an entry that is no
+/// directory is to be made, and may go: an empty one may; a non-empty one
+/// only with `delete` (the user's `--delete`: without it a plain run never
+/// deletes what a directory holds, as rsync without `--force`), else the
+/// error says so. `Ok(false)`: no directory there.
+pub(super) fn dir_may_go(p: &Beneath, delete: bool) -> io::Result<bool> {
+    match symlink_metadata(p) {
+        Ok(m) if m.is_dir() => match delete || read_dir(p)?.is_empty() {
+            true => Ok(true),
+            false => Err(io::Error::new(
+                io::ErrorKind::DirectoryNotEmpty,
+                "a non-empty directory stands in its place: replaced only with --delete",
+            )),
+        },
+        _ => Ok(false),
+    }
+}
+
+/// Clears the way for an entry that is no directory: a directory at `p`
+/// goes if [`dir_may_go`]. Anything else is left for the caller to replace.
+pub(super) fn clear_dir(p: &Beneath, delete: bool) -> io::Result<()> {
+    match dir_may_go(p, delete)? {
+        true => remove_any(p),
+        false => Ok(()),
+    }
+}
+
 /// The names in directory `p`.
 pub(super) fn read_dir(p: &Beneath) -> io::Result<Vec<PathBuf>> {
     let dir = open(p, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;

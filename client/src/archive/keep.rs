@@ -151,7 +151,7 @@ impl Archiving<'_> {
                 Ok(m) if m.dev() == first.dev() && m.ino() == first.ino() => continue,
                 _ => {}
             }
-            match link_over(&from, &to) {
+            match link_over(&from, &to, self.spec.delete) {
                 Ok(()) => made += 1,
                 Err(e) => self.failed(&l.item.rel, format!("cannot link it to {}: {e}", l.to.display())),
             }
@@ -215,13 +215,11 @@ fn keep_xattrs(path: &deep::Beneath, e: &Entry) -> io::Result<bool> {
 
 /// Makes `to` a hard link to `from`, replacing whatever `to` is, in one
 /// rename (no moment without `to`, unless it was a directory).
-fn link_over(from: &deep::Beneath, to: &deep::Beneath) -> io::Result<()> {
+fn link_over(from: &deep::Beneath, to: &deep::Beneath, delete: bool) -> io::Result<()> {
     let name = to.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
     let tmp = to.with_file_name(OsStr::from_bytes(&ddtree::scratch::side_name(name, ".", ".ddftp-link")));
     let _ = deep::remove_file(&tmp);
-    if deep::symlink_metadata(to).is_ok_and(|m| m.is_dir()) {
-        deep::remove_any(to)?;
-    }
+    deep::clear_dir(to, delete)?;
     if let Some(parent) = to.parent() {
         deep::make_dir_all(&parent)?;
     }

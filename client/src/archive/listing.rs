@@ -38,12 +38,17 @@ enum Found {
     Done,
     /// The file, but for its mode.
     ModeOnly,
+    /// A directory (it must go, or the entry cannot be made).
+    Dir,
     /// Nothing, or something else.
     Missing,
 }
 
 /// What DEST's `m` is for the listed file `e`.
 fn found(m: &deep::Stat, e: &Entry) -> Found {
+    if m.mode & libc::S_IFMT == libc::S_IFDIR {
+        return Found::Dir;
+    }
     let same = m.is_file() && m.size == e.size && m.mtime == e.mtime.sec && m.mtime_nsec == e.mtime.nsec;
     match (same, m.mode & 0o7777 == e.perm) {
         (true, true) => Found::Done,
@@ -84,6 +89,8 @@ pub(super) struct Chosen<'a> {
     pub(super) modes_fixed: u64,
     /// Files complete but for their owner or group, set here.
     pub(super) owners_fixed: u64,
+    /// Entries of `todo` whose name holds a directory in DEST.
+    pub(super) dirs_in_way: Vec<&'a Item>,
 }
 
 /// The files and symlinks to move: all of them into a fresh destination,
@@ -99,6 +106,7 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owne
         bytes: 0,
         modes_fixed: 0,
         owners_fixed: 0,
+        dirs_in_way: vec![],
     };
     let entries: Vec<&Item> = items.iter().filter(|it| it.entry.kind != Kind::Dir).collect();
     // What DEST holds of each file: a resync of a large tree is mostly
@@ -108,16 +116,17 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owne
         false => par_chunks(&entries, |run| {
             let mut dir = deep::InDir::default();
             run.iter()
-                .map(|it| match it.entry.kind {
-                    Kind::File => dir
-                        .lstat(dest, &it.rel)
-                        .map_or((Found::Missing, None), |m| (found(&m, &it.entry), Some((m.uid, m.gid)))),
-                    _ => (Found::Missing, None),
+                .map(|it| {
+                    dir.lstat(dest, &it.rel)
+                        .map_or((Found::Missing, None), |m| (found(&m, &it.entry), Some((m.uid, m.gid))))
                 })
                 .collect()
         }),
     };
     for (it, (found, owner)) in entries.into_iter().zip(found) {
+        if found == Found::Dir {
+            c.dirs_in_way.push(it);
+        }
         if it.entry.kind == Kind::File {
             c.files += 1;
             // Same size and mtime (so verified bytes: a file gets its
@@ -181,7 +190,7 @@ pub(super) fn resumed<'a>(items: &'a [Item], dest: &deep::Dest, saved: &Path, jo
     if !journal.exists() {
         return None;
     }
-    let list = packed::unpack(&std::fs::read(saved).ok()?, MAX_LIST).ok()?;
+    let list = packed::unpack(&ddtree::scratch::read(saved).ok()?, MAX_LIST).ok()?;
     let entries = ddftp::read(&list[..], saved).ok()?;
     let listed: HashMap<&[u8], &Item> =
         items.iter().filter(|it| it.entry.kind != Kind::Dir).map(|it| (it.entry.path.as_slice(), it)).collect();
@@ -201,6 +210,8 @@ pub(super) fn resumed<'a>(items: &'a [Item], dest: &deep::Dest, saved: &Path, jo
     Some(Chosen {
         modes_fixed: 0,
         owners_fixed: 0,
+        // The interrupted run made way for these already.
+        dirs_in_way: vec![],
         todo,
         files: all_files,
         links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,

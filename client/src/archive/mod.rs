@@ -241,7 +241,9 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     } else {
         make_dirs(&items, &dest)?;
         let again = resumed(&items, &dest, &run.saved(), &journal_path(&run.output()));
-        again.unwrap_or_else(|| choose(&items, &dest, fresh, spec.owners))
+        let mut chosen = again.unwrap_or_else(|| choose(&items, &dest, fresh, spec.owners));
+        run.make_way(&mut chosen, progress);
+        chosen
     };
     *run.counts.lock().expect("counts lock") = EntryCounts {
         listed: items.len() as u64,
@@ -467,7 +469,9 @@ impl<'a> Archiving<'a> {
             // Kept until the range is complete: a rerun after an interruption
             // moves this list again, and resumes it from the journal.
             let saved = self.saved();
-            std::fs::write(&saved, list).map_err(local(&saved))?;
+            ddtree::scratch::create(&saved)
+                .and_then(|mut f| io::Write::write_all(&mut f, &list))
+                .map_err(local(&saved))?;
             let mut counting = Counting { inner: progress, layout: &store.layout, counts: &self.counts };
             let progress = &mut counting as &mut dyn Progress;
             match transfer::get_joining(&get, progress, Some(&mut joining)).await {

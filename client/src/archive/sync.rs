@@ -52,7 +52,8 @@ fn shown(rel: &Path, dir: bool) -> String {
 }
 
 /// What a run would do to DEST for `items` (sorted by path), and, with
-/// `extra` (from [`extraneous`]), what it would delete; `keep`: whether
+/// `extra` (from [`extraneous`]), what it would delete, leaving out
+/// `blocked` (what it would refuse to replace); `keep`: whether
 /// owners and xattrs are compared too.
 pub(super) fn plan(
     items: &[Item],
@@ -60,10 +61,14 @@ pub(super) fn plan(
     linked: &[Linked],
     dest: &deep::Dest,
     extra: &[(PathBuf, bool)],
+    blocked: &HashSet<PathBuf>,
     keep: Keep,
 ) -> Plan {
     let mut p = Plan::default();
     let mut lines: Vec<(PathBuf, String)> = vec![];
+    let specials = specials.iter().filter(|it| !blocked.contains(&it.rel));
+    let linked = linked.iter().filter(|l| !blocked.contains(&l.item.rel));
+    let items = items.iter().filter(|it| !blocked.contains(&it.rel));
     for it in specials {
         if !is_special(&dest.join(&it.rel), &it.entry) {
             p.new_specials += 1;
@@ -221,7 +226,12 @@ fn is_special(p: &deep::Beneath, e: &ddtree::list::Entry) -> bool {
 
 /// Makes the FIFO, socket or device node `e` at `p` (what else stands there goes),
 /// unless it is there already.
-pub(super) fn make_special(p: &deep::Beneath, e: &ddtree::list::Entry, owners: bool) -> std::io::Result<()> {
+pub(super) fn make_special(
+    p: &deep::Beneath,
+    e: &ddtree::list::Entry,
+    owners: bool,
+    delete: bool,
+) -> std::io::Result<()> {
     if is_special(p, e) {
         // Its owner, where kept (a chown clears setuid: the mode again).
         if let Some((uid, gid)) = e.meta.owner.filter(|_| owners) {
@@ -233,8 +243,10 @@ pub(super) fn make_special(p: &deep::Beneath, e: &ddtree::list::Entry, owners: b
         }
         return Ok(());
     }
-    if deep::symlink_metadata(p).is_ok() {
-        deep::remove_any(p)?;
+    deep::clear_dir(p, delete)?;
+    match deep::remove_file(p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
     }
     if let Some(parent) = p.parent() {
         deep::make_dir_all(&parent)?;
@@ -291,7 +303,7 @@ pub(super) fn extraneous(
             if filter.excludes(&rel, is_dir, &mut cache) {
                 continue;
             }
-            below(dest, &rel, is_dir, &mut out)?;
+            below(dest, &rel, is_dir, filter, &mut cache, &mut out)?;
         }
         Ok(out)
     });
@@ -302,17 +314,34 @@ pub(super) fn extraneous(
     Ok(out)
 }
 
-/// `rel` and, for a directory, everything in it (contents first).
-fn below(dest: &deep::Dest, rel: &Path, is_dir: bool, out: &mut Vec<(PathBuf, bool)>) -> std::io::Result<()> {
+/// `rel` and, for a directory, everything in it (contents first) that no
+/// rule excludes. A directory that holds an excluded entry stays, with
+/// it (as rsync keeps it: "cannot delete non-empty directory"). Whether
+/// all of `rel` goes.
+fn below(
+    dest: &deep::Dest,
+    rel: &Path,
+    is_dir: bool,
+    filter: &Filter,
+    cache: &mut HashMap<PathBuf, bool>,
+    out: &mut Vec<(PathBuf, bool)>,
+) -> std::io::Result<bool> {
+    let mut whole = true;
     if is_dir {
         for name in deep::read_dir(&dest.join(rel))? {
             let r = rel.join(name);
             let d = deep::symlink_metadata(&dest.join(&r)).is_ok_and(|m| m.is_dir());
-            below(dest, &r, d, out)?;
+            if !filter.is_empty() && filter.excludes(&r, d, cache) {
+                whole = false;
+                continue;
+            }
+            whole &= below(dest, &r, d, filter, cache, out)?;
         }
     }
-    out.push((rel.to_path_buf(), is_dir));
-    Ok(())
+    if whole {
+        out.push((rel.to_path_buf(), is_dir));
+    }
+    Ok(whole)
 }
 
 /// Removes what [`extraneous`] found; what cannot be removed is returned
@@ -340,8 +369,17 @@ impl Archiving<'_> {
         };
         let specials = self.specials.lock().expect("specials lock");
         let linked = self.linked.lock().expect("linked lock");
+        // What the run would refuse to replace is named now, as the run names it.
+        let mut blocked = HashSet::new();
+        let others = items.iter().chain(specials.iter()).chain(linked.iter().map(|l| &l.item));
+        for it in others.filter(|it| it.entry.kind != Kind::Dir) {
+            if let Err(e) = deep::dir_may_go(&self.dest.join(&it.rel), self.spec.delete) {
+                self.failed(&it.rel, e.to_string());
+                blocked.insert(it.rel.clone());
+            }
+        }
         let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
-        let plan = plan(items, &specials, &linked, &self.dest, &extra, keep);
+        let plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
         let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
         let seconds = self.started.elapsed().as_secs_f64();
         Ok(ArchiveReport {
@@ -381,12 +419,36 @@ impl Archiving<'_> {
         let mut made = 0;
         for it in specials.iter() {
             let p = self.dest.join(&it.rel);
-            match make_special(&p, &it.entry, self.spec.owners) {
+            match make_special(&p, &it.entry, self.spec.owners, self.spec.delete) {
                 Ok(()) => made += 1,
                 Err(e) => self.failed(&it.rel, format!("cannot make it: {e}")),
             }
         }
         made
+    }
+
+    /// Clears the directories that stand where `chosen` makes a file or a
+    /// symlink ([`deep::clear_dir`]); an entry whose directory may not go
+    /// is taken out of the move, named and kept (exit 5).
+    pub(super) fn make_way(&self, chosen: &mut super::listing::Chosen<'_>, progress: &mut dyn Progress) {
+        let mut blocked = HashSet::new();
+        for it in std::mem::take(&mut chosen.dirs_in_way) {
+            if let Err(e) = deep::clear_dir(&self.dest.join(&it.rel), self.spec.delete) {
+                progress.warn(&format!("not copying {}: {e}", Path::new(self.src).join(&it.rel).display()));
+                self.failed(&it.rel, e.to_string());
+                self.kept.lock().expect("kept lock").insert(it.rel.clone());
+                blocked.insert(it.rel.as_path());
+            }
+        }
+        let mut bytes = 0;
+        chosen.todo.retain(|it| {
+            let kept = !blocked.contains(it.rel.as_path());
+            if !kept && it.entry.kind == Kind::File {
+                bytes += it.entry.meta.moved_len(it.entry.size);
+            }
+            kept
+        });
+        chosen.bytes -= bytes;
     }
 
     /// `--delete`: removes what DEST holds below SRC's directories that

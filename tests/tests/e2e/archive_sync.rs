@@ -278,3 +278,94 @@ fn the_mirror_does_not_walk_an_excluded_directory() {
     assert!(dst.join("f").exists() && !dst.join(".snapshot").exists());
     std::fs::set_permissions(src.join(".snapshot"), std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// rsync's exit code and stdout lines for `rsync -a EXTRA SRC/ DST/`.
+fn rsync_run(src: &Path, dst: &Path, extra: &[&str]) -> (i32, BTreeSet<String>) {
+    let o = Command::new("rsync")
+        .arg("-a")
+        .args(extra)
+        .arg(format!("{}/", src.display()))
+        .arg(format!("{}/", dst.display()))
+        .output()
+        .expect("rsync (CI installs it)");
+    (o.status.code().unwrap(), String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect())
+}
+
+#[test]
+fn delete_keeps_excluded_entries_and_the_directories_holding_them_as_rsync_does() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("a"), b"a").unwrap();
+    let dst = f.dir.path().join("dst");
+    let theirs = f.dir.path().join("theirs");
+    for d in [&dst, &theirs] {
+        std::fs::create_dir_all(d.join("keepdir")).unwrap();
+        std::fs::write(d.join("keepdir/k.o"), b"k").unwrap();
+        std::fs::write(d.join("keepdir/q"), b"q").unwrap();
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    // The dry run says what rsync's says: q goes, k.o and keepdir stay.
+    let ours = dry_run(&m, &dst, &["--delete", "--exclude", "*.o"]);
+    assert!(ours.contains("*deleting   keepdir/q"), "{ours:?}");
+    assert!(!ours.iter().any(|l| l.contains("k.o") || l.ends_with("keepdir/")), "{ours:?}");
+    let (code, rs) = rsync_run(&src, &theirs, &["-n", "-i", "--delete", "--exclude=*.o"]);
+    assert_eq!(code, 0);
+    let rs: BTreeSet<String> = rs.into_iter().filter(|l| l.starts_with("*deleting")).collect();
+    let del: BTreeSet<String> = ours.into_iter().filter(|l| l.starts_with("*deleting")).collect();
+    assert_eq!(del, rs);
+    // The run, and rsync's on its copy: the same tree, exit 0 both.
+    let args = ["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "--delete", "--exclude", "*.o"];
+    ddftp(&args, 0);
+    assert_eq!(rsync_run(&src, &theirs, &["--delete", "--exclude=*.o"]).0, 0);
+    for d in [&dst, &theirs] {
+        assert!(d.join("keepdir/k.o").exists() && !d.join("keepdir/q").exists(), "{}", d.display());
+    }
+    // (rsync's note that it keeps keepdir is no difference.)
+    let (_, left) = rsync_run(&src, &dst, &["-n", "-i", "--delete", "--exclude=*.o"]);
+    let left: Vec<&String> = left.iter().filter(|l| !l.starts_with("cannot delete non-empty directory")).collect();
+    assert!(left.is_empty(), "rsync finds a difference: {left:?}");
+}
+
+#[test]
+fn a_plain_run_never_empties_a_directory_to_make_a_file_or_symlink_only_delete_does() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::os::unix::fs::symlink("nowhere", src.join("dang")).unwrap();
+    std::fs::write(src.join("file"), b"f").unwrap();
+    std::fs::write(src.join("ok"), b"ok").unwrap();
+    let dst = f.dir.path().join("dst");
+    let theirs = f.dir.path().join("theirs");
+    for d in [&dst, &theirs] {
+        std::fs::create_dir_all(d.join("dang/sub")).unwrap();
+        std::fs::write(d.join("dang/sub/g"), b"g").unwrap();
+        std::fs::create_dir_all(d.join("file/x")).unwrap();
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    let args = ["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr];
+    // The dry run says what the run will refuse (rsync -n: 23).
+    let mut dry = args.to_vec();
+    dry.push("-n");
+    let err = String::from_utf8(ddftp(&dry, 5).stderr).unwrap();
+    assert!(err.contains("src/dang") && err.contains("--delete"), "{err}");
+    assert_eq!(rsync_run(&src, &theirs, &["-n"]).0, 23);
+    let out = ddftp(&args, 5);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("src/dang") && err.contains("src/file") && err.contains("--delete"), "{err}");
+    // rsync refuses the same (23), and both keep what the directories hold.
+    assert_eq!(rsync_run(&src, &theirs, &[]).0, 23);
+    for d in [&dst, &theirs] {
+        assert!(d.join("dang/sub/g").exists() && d.join("file/x").is_dir(), "{}", d.display());
+        assert_eq!(std::fs::read(d.join("ok")).unwrap(), b"ok");
+    }
+    // With --delete, both replace them.
+    let mut del = args.to_vec();
+    del.push("--delete");
+    ddftp(&del, 0);
+    assert_eq!(rsync_run(&src, &theirs, &["--delete"]).0, 0);
+    assert_eq!(std::fs::read_link(dst.join("dang")).unwrap(), Path::new("nowhere"));
+    assert_eq!(std::fs::read(dst.join("file")).unwrap(), b"f");
+    let (_, left) = rsync_run(&src, &dst, &["-n", "-i", "--delete"]);
+    assert!(left.is_empty(), "rsync finds a difference: {left:?}");
+}
