@@ -79,6 +79,8 @@ pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
                 let bad = |why: String| MetalinkError::Bad(file.name.clone(), why);
                 match path.last().map(String::as_str) {
                     Some("size") => file.size = Some(text.parse().map_err(|_| bad(format!("size {text:?}")))?),
+                    // Pieces of a kind not checked (md5): told in `unused`, skipped.
+                    Some("hash") if b.in_pieces && b.piece_kind.is_none() => {}
                     Some("hash") if b.in_pieces => b
                         .piece_hashes
                         .push(piece_hash(&text, b.piece_kind).ok_or_else(|| bad(format!("piece hash {text:?}")))?),
@@ -182,8 +184,8 @@ fn piece_hash(hex: &str, kind: Option<ChunkHash>) -> Option<[u8; 32]> {
 fn finish(b: &mut Building) -> Result<MetalinkFile, MetalinkError> {
     let mut file = b.file.take().ok_or(MetalinkError::NoFile)?;
     let bad = |why: String| MetalinkError::Bad(file.name.clone(), why);
-    if file.name.is_empty() || file.name.split('/').any(|c| c == ".." || c.is_empty()) {
-        return Err(bad("a file name must be relative, without empty or .. components".into()));
+    if let Err(e) = ddftp_proto::relpath::check(file.name.as_bytes()) {
+        return Err(bad(format!("a file name must be a plain relative path: {e}")));
     }
     b.urls.sort_by_key(|(p, _)| *p);
     file.urls = b.urls.drain(..).map(|(_, u)| u).collect();
@@ -241,5 +243,16 @@ mod tests {
             <hash>88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589</hash></pieces></file></metalink>"#;
         assert!(parse(short).unwrap_err().to_string().contains("1 piece hashes"));
         assert!(matches!(parse("<metalink></metalink>"), Err(MetalinkError::NoFile)));
+    }
+
+    #[test]
+    fn piece_hashes_of_a_kind_not_checked_are_skipped_and_told() {
+        let md5 = r#"<metalink><file name="x"><size>9</size><pieces length="4" type="md5">
+            <hash>0cc175b9c0f1b6a831c399e269772661</hash><hash>0cc175b9c0f1b6a831c399e269772661</hash>
+            <hash>0cc175b9c0f1b6a831c399e269772661</hash></pieces>
+            <url>http://a.example/x</url></file></metalink>"#;
+        let f = &parse(md5).unwrap()[0];
+        assert!(f.pieces.is_none());
+        assert!(f.unused.iter().any(|u| u.contains("md5")), "{:?}", f.unused);
     }
 }

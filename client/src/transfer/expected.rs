@@ -51,10 +51,12 @@ pub(super) async fn published(
         return Ok(None);
     }
     // The digest most HTTP mirrors send; those sending another are dropped.
-    let digests: Vec<&String> = http.iter().filter_map(|(_, v)| v.sha256.as_ref()).collect();
-    let Some(top) = digests.iter().max_by_key(|d| digests.iter().filter(|e| e == d).count()).map(|d| (*d).clone())
-    else {
-        return Ok(None);
+    // A tie decides nothing (the order mirrors are named in must not): the
+    // download stops before a byte moves.
+    let top = match digest_vote(http.iter().filter_map(|(m, v)| Some((m.url.as_str(), v.sha256.as_deref()?)))) {
+        Vote::None => return Ok(None),
+        Vote::Tie(versions) => return Err(TransferError::NoMajority { path: spec.path.clone(), versions }),
+        Vote::Top(top) => top,
     };
     http.retain(|(m, v)| match &v.sha256 {
         Some(d) if *d != top => {
@@ -67,6 +69,40 @@ pub(super) async fn published(
         _ => true,
     });
     said(top, Sha256Checked::DigestHeader)
+}
+
+/// What the mirrors' digest headers say together.
+#[derive(Debug, PartialEq, Eq)]
+enum Vote {
+    /// None sent one.
+    None,
+    /// The digest more of them sent than any other.
+    Top(String),
+    /// Two or more digests sent by as many mirrors each: who sent which.
+    Tie(Vec<String>),
+}
+
+/// The vote over `(mirror, digest)` pairs.
+fn digest_vote<'a>(said: impl Iterator<Item = (&'a str, &'a str)>) -> Vote {
+    let said: Vec<(&str, &str)> = said.collect();
+    let mut counts: Vec<(&str, usize)> = vec![];
+    for &(_, d) in &said {
+        match counts.iter_mut().find(|(e, _)| *e == d) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((d, 1)),
+        }
+    }
+    let Some(most) = counts.iter().map(|&(_, n)| n).max() else { return Vote::None };
+    let top: Vec<&str> = counts.iter().filter(|&&(_, n)| n == most).map(|&(d, _)| d).collect();
+    match top[..] {
+        [one] => Vote::Top(one.to_string()),
+        _ => Vote::Tie(
+            said.iter()
+                .filter(|(_, d)| top.contains(d))
+                .map(|(m, d)| format!("{m}: Repr-Digest SHA-256 {d}"))
+                .collect(),
+        ),
+    }
 }
 
 /// Drops the ddftpd mirrors whose copy is not the one `expected` names;
@@ -96,4 +132,22 @@ pub(super) fn drop_other_copies(
         false
     });
     other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tie_decides_nothing_whatever_the_order() {
+        assert_eq!(digest_vote([].into_iter()), Vote::None);
+        assert_eq!(digest_vote([("a", "x"), ("b", "x"), ("c", "y")].into_iter()), Vote::Top("x".into()));
+        for order in [[("a", "x"), ("b", "y")], [("b", "y"), ("a", "x")]] {
+            match digest_vote(order.into_iter()) {
+                Vote::Tie(v) => assert_eq!(v.len(), 2),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(digest_vote([("a", "x"), ("b", "y"), ("c", "x"), ("d", "y")].into_iter()), Vote::Tie(_)));
+    }
 }

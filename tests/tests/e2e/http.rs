@@ -188,3 +188,17 @@ fn a_redirect_to_a_target_no_request_may_hold_drops_that_mirror_not_the_download
         }
     }
 }
+
+#[test]
+fn a_repr_digest_tie_exits_3_before_a_byte_moves_whichever_mirror_is_named_first() {
+    let f = Fixture::new();
+    let data = Arc::new(random_file(&f.root().join("f.bin"), 4 << 20, 5));
+    let honest = BadServer::start(data.clone(), Misbehave::Never);
+    let liar = BadServer::start(data.clone(), Misbehave::WrongDigest);
+    for mirrors in [format!("{},{}", honest.url, liar.url), format!("{},{}", liar.url, honest.url)] {
+        let out = f.out("f.bin");
+        let j = get_json("f.bin", &mirrors, &out, &[], 3);
+        assert!(j["error"].as_str().unwrap().contains("no majority"), "{j}");
+        assert!(!out.exists() && !f.out("f.bin.ddftp-part").exists(), "nothing written: {j}");
+    }
+}
