@@ -32,6 +32,7 @@ pub mod ratelimit;
 pub mod root;
 pub mod server;
 pub mod socket;
+pub mod throttle;
 pub mod tls;
 
 pub use server::{serve, Server, ServerConfig};

@@ -82,6 +82,7 @@ impl Server {
                 limiter: RateLimiter::new(cfg.rate_limit),
                 idle_timeout: cfg.idle_timeout,
                 token: cfg.token.clone(),
+                failed_proofs: Default::default(),
                 max_block_size: cfg.max_block_size,
                 server_id: rand::random(),
                 bundles: Default::default(),

@@ -45,6 +45,8 @@ pub struct Shared {
     pub idle_timeout: Duration,
     /// Shared token clients must prove they know (`--token-file`).
     pub token: Option<Vec<u8>>,
+    /// Wrong proofs of it, per client address.
+    pub failed_proofs: crate::throttle::Throttle,
     /// Largest block a client may ask for: bounds what one block costs the
     /// client (its receive buffer) and how long one block delays an `End`.
     pub max_block_size: u32,
@@ -102,6 +104,8 @@ struct Conn {
     greeted: bool,
     /// The nonce of a `Challenge` sent, until `Auth` answers it.
     challenge: Option<[u8; NONCE_LEN]>,
+    /// The client's address (failed token proofs are throttled by it).
+    peer: Option<std::net::IpAddr>,
     /// One running stream, one `Start` waiting ([`Streams`]' rules).
     streams: Streams<Active>,
     /// Last file opened, so a new `Start` on the same path costs no open.
@@ -116,6 +120,7 @@ struct Conn {
 pub async fn handle(sock: Stream, shared: Arc<Shared>) -> Result<(), ConnError> {
     sock.tcp().set_nodelay(true)?;
     socket::limit_unsent(sock.tcp(), UNSENT_LOW_WATER)?;
+    let peer = sock.tcp().peer_addr().ok().map(|a| a.ip());
     let (rd, wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel(64);
     let reader = tokio::spawn(read_requests(rd, tx));
@@ -126,6 +131,7 @@ pub async fn handle(sock: Stream, shared: Arc<Shared>) -> Result<(), ConnError> 
         copy: Vec::new(),
         greeted: false,
         challenge: None,
+        peer,
         streams: Streams::default(),
         open: None,
         upload: Vec::new(),
@@ -207,18 +213,13 @@ impl Conn {
     async fn run(&mut self, rx: &mut mpsc::Receiver<Result<Request, ConnError>>) -> Result<(), ConnError> {
         loop {
             // Nothing to send: no stream, or one paused at its `last` with no
-            // `Start` waiting behind it. Wait for the client.
-            let paused = self.streams.is_paused();
+            // `Start` waiting behind it. Wait for the client, as long as
+            // `--idle-timeout` at most: a client that stops (frozen, gone
+            // without a word) must not hold its slot, whether it has a
+            // stream waiting for a grant or none.
             if self.streams.is_idle() {
-                // A paused stream is a producer waiting for its next Start,
-                // maybe for long: only connections with no stream time out
-                // (paused ones are bounded by --max-connections).
                 let idle = self.shared.idle_timeout;
-                let req = if paused {
-                    rx.recv().await
-                } else {
-                    tokio::time::timeout(idle, rx.recv()).await.map_err(|_| ConnError::Idle(idle))?
-                };
+                let req = tokio::time::timeout(idle, rx.recv()).await.map_err(|_| ConnError::Idle(idle))?;
                 match req {
                     None => return Ok(()),
                     Some(req) => self.on_request(req?).await?,
@@ -261,12 +262,27 @@ impl Conn {
     async fn on_request(&mut self, req: Request) -> Result<(), ConnError> {
         if let Some(nonce) = self.challenge.take() {
             let token = self.shared.token.as_deref().expect("challenged only with a token");
+            let (throttle, now) = (&self.shared.failed_proofs, std::time::Instant::now());
+            if let (Some(ip), Request::Auth { .. }) = (self.peer, &req) {
+                if let Err(wait) = throttle.check(ip, now) {
+                    let why = format!("too many wrong tokens from {ip}: try again in {:.1} s", wait.as_secs_f64());
+                    return self.refuse(ErrorCode::Busy, why).await;
+                }
+            }
             return match req {
                 Request::Auth { mac } if auth::verify(token, &nonce, &mac) => {
+                    if let Some(ip) = self.peer {
+                        throttle.succeeded(ip);
+                    }
                     self.greeted = true;
                     Ok(self.reply(self.hello()).await?)
                 }
-                Request::Auth { .. } => self.refuse(ErrorCode::Forbidden, "wrong token".into()).await,
+                Request::Auth { .. } => {
+                    if let Some(ip) = self.peer {
+                        throttle.failed(ip, now);
+                    }
+                    self.refuse(ErrorCode::Forbidden, "wrong token".into()).await
+                }
                 _ => self.refuse(ErrorCode::Forbidden, "this server needs a token: answer its challenge".into()).await,
             };
         }

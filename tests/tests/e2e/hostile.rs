@@ -486,3 +486,42 @@ fn bundles_and_walks_stay_inside_the_root() {
     assert!(text.contains(" ./d/ok\0") && text.contains(" ./outside-dir\0"), "{text:?}");
     assert!(!text.contains("secret") && !text.contains(".ddftpd-index"), "{text:?}");
 }
+
+/// Hardening II, item 10: guesses at a token are throttled per address.
+/// Twenty wrong proofs as fast as the connections go: only the first few
+/// are checked (each puts the address in a penalty twice as long as the
+/// last); the others are told to wait, unchecked. The right token still
+/// works once the penalty has passed.
+#[test]
+fn wrong_token_proofs_are_throttled_per_address() {
+    let f = Fixture::new();
+    random_file(&f.root().join("f"), 1000, 26);
+    let good = f.dir.path().join("token");
+    std::fs::write(&good, "a-long-random-token-0123456789\n").unwrap();
+    let m = Mirror::start(&f.root(), &["--token-file", good.to_str().unwrap()]);
+    let (mut checked, mut held) = (0, 0);
+    let started = Instant::now();
+    for _ in 0..20 {
+        let mut r = Raw::connect(&m.addr);
+        r.send(&[Request::Hello { version: PROTOCOL_VERSION }]);
+        let Some(Reply::Challenge { .. }) = r.reply() else { panic!("no challenge") };
+        r.send(&[Request::Auth { mac: [7; ddftp_proto::auth::MAC_LEN] }]);
+        match r.reply() {
+            Some(Reply::Error { message, .. }) if message.contains("too many wrong tokens") => held += 1,
+            Some(Reply::Error { message, .. }) if message.contains("wrong token") => checked += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(checked <= 6 && held >= 14, "{checked} proofs checked, {held} held back");
+    std::thread::sleep(Duration::from_secs(2));
+    let o = f.out("f");
+    let args =
+        ["get", "f", "--mirrors", &m.addr, "-o", o.to_str().unwrap(), "-q", "--token-file", good.to_str().unwrap()];
+    // The penalty may still run a little: asked again until it has.
+    let t = Instant::now();
+    while std::process::Command::new(bin("ddftp")).args(args).status().unwrap().code() != Some(0) {
+        assert!(t.elapsed() < Duration::from_secs(60), "the right token never got through");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}

@@ -63,3 +63,38 @@ fn user_drops_root_after_binding_and_still_serves() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-user-x"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// Hardening II, item 8: eight clients that start a download from a
+/// `--max-connections 8 --idle-timeout 3` server and are then frozen
+/// (SIGSTOP) hold its slots only until the idle timeout: their streams wait
+/// for a grant that never comes, and that wait ends like any other. A
+/// normal client is served soon after, while they are still frozen.
+#[test]
+fn frozen_clients_give_their_slots_back_after_the_idle_timeout() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f.bin"), 64 << 20, 32);
+    let m = Mirror::start(&f.root(), &["--max-connections", "8", "--idle-timeout", "3", "--rate-limit", "40MB"]);
+    let frozen: Vec<std::process::Child> = (0..8)
+        .map(|i| {
+            let o = f.out(&format!("frozen{i}"));
+            std::process::Command::new(bin("ddftp"))
+                .args(["get", "f.bin", "--mirrors", &m.addr, "-o", o.to_str().unwrap(), "-q"])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    for c in &frozen {
+        assert!(std::process::Command::new("kill").args(["-STOP", &c.id().to_string()]).status().unwrap().success());
+    }
+    // Idle timeout, and a margin for the server to notice.
+    std::thread::sleep(Duration::from_secs(6));
+    let o = f.out("normal");
+    ddftp(&["get", "f.bin", "--mirrors", &m.addr, "-o", o.to_str().unwrap(), "-q"], 0);
+    assert!(std::fs::read(&o).unwrap() == data);
+    for mut c in frozen {
+        let _ = std::process::Command::new("kill").args(["-KILL", &c.id().to_string()]).status();
+        let _ = c.wait();
+    }
+}
