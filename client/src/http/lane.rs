@@ -95,6 +95,9 @@ impl Lane {
             .header("want-repr-digest", "sha-256=10");
         if let Some((a, b)) = range {
             req = req.header(header::RANGE, format!("bytes={a}-{b}"));
+            if let Some(v) = &self.mirror.if_range {
+                req = req.header(header::IF_RANGE, v.as_str());
+            }
         }
         // A target the builder still refuses (longer than a URI may be):
         // this mirror is dropped with why, never the download.
@@ -143,6 +146,7 @@ impl Lane {
         let text = |n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
         let (etag, last_modified) = (text(header::ETAG), text(header::LAST_MODIFIED));
         let sha256 = checksum::digest_header(h);
+        check_coding(h)?;
         let size = match resp.status() {
             StatusCode::PARTIAL_CONTENT => match content_range(h) {
                 Some((_, _, total)) => total,
@@ -196,6 +200,7 @@ pub(super) fn check_range(
     if status != StatusCode::PARTIAL_CONTENT {
         return Err(unexpected(status));
     }
+    check_coding(h)?;
     match content_range(h) {
         Some((x, y, total)) if (x, y) == (a, b) && total == size => {}
         Some((_, _, total)) if total != size => return Err(HttpError::Changed { was: size, now: total }),
@@ -209,6 +214,25 @@ pub(super) fn check_range(
         Some(n) if n != b - a + 1 => Err(HttpError::ShortBody { want: b - a + 1, got: n }),
         _ => Ok(()),
     }
+}
+
+/// A reply whose body is not the file's bytes as they are: encoded
+/// (`Content-Encoding`: gzip bytes of the range are not the range), or
+/// framed two ways at once (`Transfer-Encoding` with `Content-Length`,
+/// which a reader taking the length would write the chunk framing of as
+/// data, and which smuggles one reply into another).
+fn check_coding(h: &header::HeaderMap) -> Result<(), HttpError> {
+    let coding = h.get(header::CONTENT_ENCODING).map(|v| String::from_utf8_lossy(v.as_bytes()).to_string());
+    if let Some(c) = coding.filter(|c| !c.trim().eq_ignore_ascii_case("identity")) {
+        return Err(HttpError::Malformed(format!(
+            "its reply is encoded (Content-Encoding: {c}): not the file's bytes"
+        )));
+    }
+    if h.contains_key(header::TRANSFER_ENCODING) && h.contains_key(header::CONTENT_LENGTH) {
+        let why = "a reply with both Transfer-Encoding and Content-Length (its framing is ambiguous)";
+        return Err(HttpError::Malformed(why.to_string()));
+    }
+    Ok(())
 }
 
 /// The body's next data, with a timeout for each piece.

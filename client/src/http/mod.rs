@@ -40,6 +40,10 @@ pub struct HttpMirror {
     pub tls: Option<TlsConnector>,
     /// The proxy the environment names for it (`https_proxy`, ...).
     pub proxy: Option<proxy::Proxy>,
+    /// The version agreed at the probe (a strong `ETag`, else
+    /// `Last-Modified`), sent as `If-Range`: a file replaced since answers
+    /// 200 whole, which is never read, instead of the new file's bytes.
+    pub if_range: Option<String>,
 }
 
 impl std::fmt::Debug for HttpMirror {
@@ -128,7 +132,7 @@ impl HttpMirror {
             (encode_target(target), url.to_string())
         };
         let proxy = proxy::from_env(https, &host)?;
-        Ok(HttpMirror { url, host, port, target, https, tls: None, proxy })
+        Ok(HttpMirror { url, host, port, target, https, tls: None, proxy, if_range: None })
     }
 
     /// Where a redirect's `Location` leads from here: the same file (a
@@ -149,6 +153,16 @@ impl HttpMirror {
         }
         next.tls = self.tls.clone();
         Ok(next)
+    }
+
+    /// This mirror with its requests bound to `v`, the version its probe
+    /// found ([`HttpMirror::if_range`]). A weak `ETag` cannot be used in
+    /// `If-Range`; a validator that is not plain visible ASCII is not sent.
+    pub fn pinned(&self, v: &lane::HttpVersion) -> HttpMirror {
+        let strong = v.etag.clone().filter(|e| e.starts_with('"'));
+        let if_range =
+            strong.or_else(|| v.last_modified.clone()).filter(|t| t.bytes().all(|b| (b' '..=b'~').contains(&b)));
+        HttpMirror { if_range, ..self.clone() }
     }
 
     fn origin(&self) -> String {

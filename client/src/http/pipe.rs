@@ -87,8 +87,9 @@ impl Pipe {
     /// the file); the reply is reported as request `id`.
     pub async fn ask(&mut self, id: u64, a: u64, b: u64) -> Result<(), HttpError> {
         let m = &self.mirror;
+        let if_range = m.if_range.as_ref().map(|v| format!("If-Range: {v}\r\n")).unwrap_or_default();
         let req = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\nRange: bytes={a}-{b}\r\nUser-Agent: ddftp/{}\r\n\r\n",
+            "GET {} HTTP/1.1\r\nHost: {}\r\nRange: bytes={a}-{b}\r\n{if_range}User-Agent: ddftp/{}\r\n\r\n",
             m.request_target(),
             m.host_header(),
             env!("CARGO_PKG_VERSION")

@@ -363,7 +363,7 @@ pub async fn get_joining(
     }
     let http_date = http.iter().find_map(|(_, v)| v.last_modified.clone());
     for (m, v) in http {
-        slots.push((owner_of(m.url.clone()), Producer::Http(m, v.rtt)));
+        slots.push((owner_of(m.url.clone()), Producer::Http(Arc::new(m.pinned(&v)), v.rtt)));
     }
     if let Some((owner, Producer::Http(m, rtt))) = slots.last().filter(|_| slots.len() % 2 == 1) {
         let second = (*owner, Producer::Http(m.clone(), *rtt));

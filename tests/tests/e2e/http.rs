@@ -202,3 +202,22 @@ fn a_repr_digest_tie_exits_3_before_a_byte_moves_whichever_mirror_is_named_first
         assert!(!out.exists() && !f.out("f.bin.ddftp-part").exists(), "nothing written: {j}");
     }
 }
+
+/// Hardening II, item 7: a reply whose body is not the file's bytes as
+/// they are (chunked framing with a Content-Length, gzip) drops that
+/// mirror; a file replaced at the same size mid-download is not mixed
+/// into the output (If-Range). None of these downloads has a digest to
+/// catch it: each used to end silently wrong.
+#[test]
+fn replies_that_are_not_the_files_bytes_drop_their_mirror_and_nothing_is_mixed() {
+    let f = Fixture::new();
+    let data = Arc::new(random_file(&f.root().join("f.bin"), 8 << 20, 6));
+    for how in [Misbehave::TeAndCl, Misbehave::Gzip, Misbehave::Replaced] {
+        let good = BadServer::start(data.clone(), Misbehave::Plain);
+        let bad = BadServer::start(data.clone(), how);
+        let out = f.out(&format!("{how:?}.bin"));
+        let j = get_json("f.bin", &format!("{},{}", bad.url, good.url), &out, &[], 0);
+        assert!(std::fs::read(&out).unwrap() == *data, "{how:?}: the output is not the file: {j}");
+        assert!(j.to_string().contains(&bad.url), "{how:?}: the bad mirror is not named: {j}");
+    }
+}

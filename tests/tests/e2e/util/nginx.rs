@@ -113,6 +113,17 @@ pub enum Misbehave {
     RedirectOdd,
     /// Every answer a 302 to a 70,000-byte target.
     RedirectLong,
+    /// Every answer right, no digest.
+    Plain,
+    /// Range replies (not the probe's) in chunked framing with a
+    /// `Content-Length` too (the framing cut to that length).
+    TeAndCl,
+    /// Range replies (not the probe's) saying `Content-Encoding: gzip`.
+    Gzip,
+    /// From the third request on, other bytes of the same size under a
+    /// new `Last-Modified`; an `If-Range` naming the old one gets 200 and
+    /// the whole new file (as nginx answers).
+    Replaced,
 }
 
 /// An HTTP/1.1 server of one file that answers the first range request
@@ -138,6 +149,58 @@ impl BadServer {
     }
 }
 
+/// The whole reply of the misbehaving kinds that answer every request
+/// their own way (`None`: answered as usual).
+fn misbehaving(
+    how: Misbehave,
+    data: &[u8],
+    (a, b): (usize, usize),
+    if_range: Option<&str>,
+    asked: &std::sync::atomic::AtomicUsize,
+) -> Option<Vec<u8>> {
+    let n = data.len();
+    let probe = (a, b) == (0, 0);
+    let lm = "Wed, 25 Nov 2026 00:00:00 GMT";
+    let range = |lm: &str, extra: &str, body: &[u8], len: usize| {
+        let mut r = format!(
+            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {a}-{b}/{n}\r\nContent-Length: {len}\r\nLast-Modified: {lm}\r\n{extra}\r\n"
+        )
+        .into_bytes();
+        r.extend_from_slice(body);
+        r
+    };
+    match how {
+        Misbehave::TeAndCl if !probe => {
+            let mut chunked = format!("{:x}\r\n", b - a + 1).into_bytes();
+            chunked.extend_from_slice(&data[a..=b]);
+            chunked.extend_from_slice(b"\r\n0\r\n\r\n");
+            chunked.truncate(b - a + 1);
+            Some(range(lm, "Transfer-Encoding: chunked\r\n", &chunked, b - a + 1))
+        }
+        Misbehave::Gzip if !probe => {
+            // Encoded bytes are not the range's (here: of the same length).
+            let encoded: Vec<u8> = data[a..=b].iter().map(|x| x ^ 0xaa).collect();
+            Some(range(lm, "Content-Encoding: gzip\r\n", &encoded, b - a + 1))
+        }
+        Misbehave::Replaced => {
+            let new = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 2;
+            if !new {
+                return Some(range(lm, "", &data[a..=b], b - a + 1));
+            }
+            let alt: Vec<u8> = data.iter().map(|x| x ^ 0x55).collect();
+            let lm2 = "Thu, 26 Nov 2026 00:00:00 GMT";
+            if if_range.is_some_and(|v| v != lm2) {
+                let mut r =
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nLast-Modified: {lm2}\r\n\r\n").into_bytes();
+                r.extend_from_slice(&alt);
+                return Some(r);
+            }
+            Some(range(lm2, "", &alt[a..=b], b - a + 1))
+        }
+        _ => None,
+    }
+}
+
 fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: &std::sync::atomic::AtomicUsize) {
     use sha2::Digest;
     let digest = match how {
@@ -149,6 +212,7 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
     let mut rd = BufReader::new(s.try_clone().expect("clone"));
     loop {
         let mut range = None;
+        let mut if_range = None;
         let mut line = String::new();
         loop {
             line.clear();
@@ -158,12 +222,21 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
             if line == "\r\n" {
                 break;
             }
+            if let Some(v) = line.strip_prefix("If-Range: ").or_else(|| line.strip_prefix("if-range: ")) {
+                if_range = Some(v.trim().to_string());
+            }
             if let Some(r) = line.to_ascii_lowercase().strip_prefix("range: bytes=") {
                 let (a, b) = r.trim().split_once('-').expect("a-b");
                 range = Some((a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap()));
             }
         }
         let (a, b) = range.unwrap_or((0, data.len() - 1));
+        if let Some(reply) = misbehaving(how, data, (a, b), if_range.as_deref(), asked) {
+            if s.write_all(&reply).is_err() {
+                return;
+            }
+            continue;
+        }
         let location = match how {
             Misbehave::RedirectOdd => Some("/a<b>c`d\"e".to_string()),
             Misbehave::RedirectLong => Some(format!("/{}", "a".repeat(70_000))),
@@ -197,11 +270,19 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
                 let _ = s.write_all(h.as_bytes()).and_then(|_| s.write_all(&data[a..=b]));
                 return;
             }
-            // The redirecting kinds answered above.
+            // The kinds answered above, or answering right.
             (true, _)
-            | (_, Misbehave::Never | Misbehave::WrongDigest | Misbehave::RedirectOdd | Misbehave::RedirectLong) => {
-                ok(s)
-            }
+            | (
+                _,
+                Misbehave::Never
+                | Misbehave::WrongDigest
+                | Misbehave::RedirectOdd
+                | Misbehave::RedirectLong
+                | Misbehave::Plain
+                | Misbehave::TeAndCl
+                | Misbehave::Gzip
+                | Misbehave::Replaced,
+            ) => ok(s),
             (false, Misbehave::UnavailableOnce) => s.write_all(head("503 Service Unavailable", "", 0).as_bytes()),
             (false, Misbehave::IgnoreRange) => {
                 s.write_all(head("200 OK", "", n).as_bytes()).and_then(|_| s.write_all(data))
