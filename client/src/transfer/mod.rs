@@ -45,6 +45,7 @@ mod coordinator;
 mod error;
 mod expected;
 mod http_slot;
+mod probing;
 mod producer;
 mod report;
 mod slot;
@@ -160,6 +161,12 @@ pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// A probe's answer, by its mirror's place in the list.
+enum Probed {
+    Ddftpd(usize, Result<(MirrorInfo, Session), SessionError>),
+    Http(usize, Result<(Arc<HttpMirror>, HttpVersion), (String, crate::http::HttpError)>),
+}
+
 /// The temporary name the data is written under until it is complete.
 pub fn part_path(output: &Path) -> PathBuf {
     ddtree::scratch::beside(output, "", ".ddftp-part")
@@ -192,8 +199,13 @@ pub async fn get_joining(
         true => Some(crate::http::tls::connector(spec.ca_file.as_deref())?),
         false => None,
     };
-    let http_probes: Vec<_> =
-        spec.http.iter().map(|u| tokio::spawn(probe_http(u.clone(), spec.path.clone(), tls.clone()))).collect();
+    // Every probe at once, HTTP and ddftpd alike, in one set.
+    let probing_since = Instant::now();
+    let mut probing = tokio::task::JoinSet::new();
+    for (i, u) in spec.http.iter().enumerate() {
+        let (u, path, tls) = (u.clone(), spec.path.clone(), tls.clone());
+        probing.spawn(async move { Probed::Http(i, probe_http(u, path, tls).await) });
+    }
     // The clock a user sees: from the first connection to the last byte.
     let started = Instant::now();
     let mut warnings = vec![];
@@ -205,41 +217,78 @@ pub async fn get_joining(
     // The first route also sends the chunk manifest right behind its Stat,
     // so verification costs no extra round trip when that mirror agrees
     // with the majority (the usual case).
-    let probes: Vec<_> = routes
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let stat = spec.sealed_size.is_none().then(|| (spec.path.clone(), spec.verify && i == 0));
-            tokio::spawn(probe(r.clone(), stat, spec.token.clone(), spec.sealed_size))
-        })
-        .collect();
+    for (i, r) in routes.iter().enumerate() {
+        let stat = spec.sealed_size.is_none().then(|| (spec.path.clone(), spec.verify && i == 0));
+        let (r, token, sealed) = (r.clone(), spec.token.clone(), spec.sealed_size);
+        probing.spawn(async move { Probed::Ddftpd(i, probe(r, stat, token, sealed).await) });
+    }
     let spare_token = spec.token.clone();
     let mut spare =
         routes.last().filter(|_| (routes.len() + spec.http.len()) % 2 == 1).cloned().map(|last| {
             tokio::spawn(async move { (last.clone(), connect(&last, None, spare_token.as_deref()).await) })
         });
+    // The answers, until the deadline one answer sets ([`probing`]).
+    let mut ddftpd_probed: Vec<Option<_>> = routes.iter().map(|_| None).collect();
+    let mut http_probed: Vec<Option<_>> = spec.http.iter().map(|_| None).collect();
+    let (mut first, mut grace) = (None, None);
+    loop {
+        let next = match probing::deadline(probing_since, first) {
+            None => probing.join_next().await,
+            Some(d) => {
+                grace = Some(d.saturating_duration_since(probing_since));
+                match tokio::time::timeout_at(d.into(), probing.join_next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                }
+            }
+        };
+        let Some(done) = next else { break };
+        match done.expect("probe task") {
+            Probed::Ddftpd(i, r) => {
+                if r.is_ok() {
+                    first.get_or_insert_with(Instant::now);
+                }
+                ddftpd_probed[i] = Some(r);
+            }
+            Probed::Http(i, r) => {
+                if r.is_ok() {
+                    first.get_or_insert_with(Instant::now);
+                }
+                http_probed[i] = Some(r);
+            }
+        }
+    }
+    probing.abort_all();
+    let late = |g: Option<Duration>| {
+        format!(
+            "no answer within {:.1} s, while others had answered: starting without it",
+            g.unwrap_or_default().as_secs_f64()
+        )
+    };
     let mut usable = vec![];
     let mut failures = vec![];
     // Some mirror failed its TLS handshake (a certificate that does not
     // verify, say): if none is left, that is what the user must fix.
     let mut untrusted = false;
-    for (route, h) in routes.iter().zip(probes) {
-        match h.await.expect("probe task") {
-            Ok(x) => usable.push(x),
-            Err(e) => {
+    for (route, got) in routes.iter().zip(ddftpd_probed) {
+        match got {
+            Some(Ok(x)) => usable.push(x),
+            Some(Err(e)) => {
                 untrusted |= matches!(e, SessionError::Tls(_));
                 failures.push(format!("  {route}: {e}"))
             }
+            None => failures.push(format!("  {route}: {}", late(grace))),
         }
     }
     let mut http = vec![];
-    for h in http_probes {
-        match h.await.expect("probe task") {
-            Ok(x) => http.push(x),
-            Err((url, e)) => {
+    for (url, got) in spec.http.iter().zip(http_probed) {
+        match got {
+            Some(Ok(x)) => http.push(x),
+            Some(Err((url, e))) => {
                 untrusted |= matches!(e, crate::http::HttpError::Tls(_));
                 failures.push(format!("  {url}: {e}"))
             }
+            None => failures.push(format!("  {url}: {}", late(grace))),
         }
     }
     if usable.is_empty() && http.is_empty() {

@@ -221,3 +221,21 @@ fn replies_that_are_not_the_files_bytes_drop_their_mirror_and_nothing_is_mixed()
         assert!(j.to_string().contains(&bad.url), "{how:?}: the bad mirror is not named: {j}");
     }
 }
+
+/// Hardening II, item 6: one mirror whose every redirect takes 20 s does
+/// not hold the start: the others answered, the download starts with them
+/// within the grace, and the slow one is named.
+#[test]
+fn a_slow_mirror_does_not_hold_the_start_of_the_others() {
+    let f = Fixture::new();
+    let data = Arc::new(random_file(&f.root().join("f.bin"), 2 << 20, 7));
+    let good = BadServer::start(data.clone(), Misbehave::Plain);
+    let slow = BadServer::start(data.clone(), Misbehave::SlowRedirect);
+    let out = f.out("f.bin");
+    bin_dir(); // built before the clock starts
+    let t = std::time::Instant::now();
+    let j = get_json("f.bin", &format!("{},{}", slow.url, good.url), &out, &[], 0);
+    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}: {j}", t.elapsed());
+    assert!(std::fs::read(&out).unwrap() == *data);
+    assert!(j.to_string().contains(&slow.url) && j.to_string().contains("no answer within"), "{j}");
+}

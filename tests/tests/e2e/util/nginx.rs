@@ -124,6 +124,8 @@ pub enum Misbehave {
     /// new `Last-Modified`; an `If-Range` naming the old one gets 200 and
     /// the whole new file (as nginx answers).
     Replaced,
+    /// Every answer a redirect to the same file, each after 20 s.
+    SlowRedirect,
 }
 
 /// An HTTP/1.1 server of one file that answers the first range request
@@ -176,6 +178,10 @@ fn misbehaving(
             chunked.extend_from_slice(b"\r\n0\r\n\r\n");
             chunked.truncate(b - a + 1);
             Some(range(lm, "Transfer-Encoding: chunked\r\n", &chunked, b - a + 1))
+        }
+        Misbehave::SlowRedirect => {
+            std::thread::sleep(std::time::Duration::from_secs(20));
+            Some(b"HTTP/1.1 302 Found\r\nLocation: /f.bin\r\nContent-Length: 0\r\n\r\n".to_vec())
         }
         Misbehave::Gzip if !probe => {
             // Encoded bytes are not the range's (here: of the same length).
@@ -281,7 +287,8 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
                 | Misbehave::Plain
                 | Misbehave::TeAndCl
                 | Misbehave::Gzip
-                | Misbehave::Replaced,
+                | Misbehave::Replaced
+                | Misbehave::SlowRedirect,
             ) => ok(s),
             (false, Misbehave::UnavailableOnce) => s.write_all(head("503 Service Unavailable", "", 0).as_bytes()),
             (false, Misbehave::IgnoreRange) => {
