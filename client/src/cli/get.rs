@@ -278,9 +278,13 @@ impl GetOpt {
         let output = match &self.output {
             Some(o) => o.clone(),
             None => {
+                // Its last name, which must be one a file can have here (a
+                // URL's `%00` decodes to a NUL).
                 let name =
-                    Path::new(&path).file_name().ok_or_else(|| format!("{path:?} names no file; give -o OUT"))?;
-                PathBuf::from(name)
+                    Path::new(&path).file_name().filter(|n| ddftp_proto::relpath::check(n.as_encoded_bytes()).is_ok());
+                PathBuf::from(
+                    name.ok_or_else(|| format!("{path:?} names no file that can be written here; give -o OUT"))?,
+                )
             }
         };
         check_output(&output)?;
@@ -338,6 +342,12 @@ impl GetOpt {
                 for u in urls {
                     match parse_mirror(u) {
                         Ok(Mirror::Http(_)) if !u.ends_with('/') => {}
+                        Ok(_) if urls.len() == 1 => {
+                            return Err(format!(
+                                "{u:?} is a directory URL, which names no file: give the file's own URL, \
+                                 or the file's path with it as a mirror (ddftp get PATH --mirrors {u})"
+                            ))
+                        }
                         Ok(_) => return Err(format!("{u:?}: with several arguments, each is the file's own URL")),
                         Err(e) => return Err(e),
                     }

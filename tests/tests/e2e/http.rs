@@ -239,3 +239,20 @@ fn a_slow_mirror_does_not_hold_the_start_of_the_others() {
     assert!(std::fs::read(&out).unwrap() == *data);
     assert!(j.to_string().contains(&slow.url) && j.to_string().contains("no answer within"), "{j}");
 }
+
+/// Hardening II, item 10: a URL whose last name decodes to one no file
+/// can have (`%00`) is a usage error naming the fix (-o), not a journal
+/// error; one directory URL alone is told it names no file. Both before
+/// anything connects.
+#[test]
+fn urls_that_name_no_file_are_usage_errors_with_the_way_out() {
+    let f = Fixture::new();
+    let dir = f.dir.path().to_str().unwrap().to_string();
+    let o = ddftp(&["get", "http://127.0.0.1:9/a%00b"], 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give -o OUT"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ddftp(&["get", "http://127.0.0.1:9/pub/"], 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("directory URL") && err.contains("--mirrors http://127.0.0.1:9/pub/"), "{err}");
+    assert!(!err.contains("several"), "{err}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "nothing written but the fixture's root");
+}
