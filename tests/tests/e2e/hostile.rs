@@ -234,11 +234,15 @@ fn token_is_proved_not_sent() {
     assert_eq!(r.errors_until_closed(), vec![ErrorCode::Forbidden]);
 }
 
+/// A stream paused at its `last` waits for its client's next grant
+/// within `--idle-timeout` and resumes; past it, the client is taken as
+/// gone (frozen, say) and the connection closed like any idle one, so it
+/// holds no slot (Hardening II, item 8).
 #[test]
-fn a_paused_stream_outlives_the_idle_timeout_and_resumes() {
+fn a_paused_stream_resumes_within_the_idle_timeout_and_is_closed_after_it() {
     let f = Fixture::new();
     random_file(&f.root().join("f"), 4096, 26);
-    let m = Mirror::start(&f.root(), &["--idle-timeout", "1"]);
+    let m = Mirror::start(&f.root(), &["--idle-timeout", "2"]);
     let mut r = Raw::greeted(&m.addr);
     r.send(&[Request::Start {
         stream: 9,
@@ -249,7 +253,7 @@ fn a_paused_stream_outlives_the_idle_timeout_and_resumes() {
         dir: Direction::Increment,
     }]);
     assert!(matches!(r.reply(), Some(Reply::Block { stream: 9, block: 0, .. })));
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(1000));
     r.send(&[Request::Extend { stream: 9, last: 1 }]);
     assert!(matches!(r.reply(), Some(Reply::Block { stream: 9, block: 1, .. })));
     r.send(&[Request::End { stream: 9 }]);
@@ -272,6 +276,23 @@ fn a_paused_stream_outlives_the_idle_timeout_and_resumes() {
     }
     r.send(&[Request::Stat { path: "f".into(), manifest: false }]);
     assert!(matches!(r.reply(), Some(Reply::Stat { size: 4096, .. })));
+    // Paused again, and the client says nothing past the timeout: closed.
+    r.send(&[Request::Start {
+        stream: 11,
+        path: "f".into(),
+        block_size: 1024,
+        first: 0,
+        last: 0,
+        dir: Direction::Increment,
+    }]);
+    assert!(matches!(r.reply(), Some(Reply::Block { stream: 11, block: 0, .. })));
+    let t = Instant::now();
+    r.errors_until_closed();
+    assert!(t.elapsed() < Duration::from_secs(8), "a paused stream held its connection for {:?}", t.elapsed());
+    // And the server serves the next client.
+    let mut again = Raw::greeted(&m.addr);
+    again.send(&[Request::Stat { path: "f".into(), manifest: false }]);
+    assert!(matches!(again.reply(), Some(Reply::Stat { size: 4096, .. })));
 }
 
 /// A producer reassigned twice in a row: two `Start`s arrive together
