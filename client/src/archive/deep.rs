@@ -336,11 +336,8 @@ pub(super) fn clear_dir(p: &Beneath, delete: bool) -> io::Result<()> {
 
 /// The names in directory `p`.
 pub(super) fn read_dir(p: &Beneath) -> io::Result<Vec<PathBuf>> {
-    let dir = open(p, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-    // Through /proc: std reads a directory only by path; the descriptor
-    // was opened beneath DEST, and the magic link is its own.
-    let proc = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
-    std::fs::read_dir(proc)?.map(|e| e.map(|e| PathBuf::from(e.file_name()))).collect()
+    let dir = ddtree::walk::Dir::from_fd(OwnedFd::from(open(p, libc::O_RDONLY | libc::O_DIRECTORY, 0)?));
+    Ok(dir.read_names()?.into_iter().map(|n| PathBuf::from(std::ffi::OsString::from_vec(n))).collect())
 }
 
 /// A directory and its missing parents, owner-only until they are finished.

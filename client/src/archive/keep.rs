@@ -26,6 +26,10 @@ use ddtree::list::shape::Refused;
 use super::listing::below_src;
 use super::{deep, listing, Archiving, Failure, Item};
 
+/// Entries the list's check admitted, before they become items: kept
+/// by the caller from one entry to the next (no allocation each).
+pub(super) type Admitted = Vec<(PathBuf, Entry)>;
+
 /// A hard link to make: `item`'s name, for the file first named `to`.
 pub(super) struct Linked {
     pub item: Item,
@@ -38,14 +42,14 @@ impl Archiving<'_> {
     /// become items in `out` ([`Archiving::item`]); those it refuses are
     /// named and not copied, and nothing is deleted this run (a list that
     /// is no tree says nothing sure of what SRC lacks).
-    pub(super) fn admit(&self, e: Entry, warn: &mut dyn FnMut(&str), out: &mut Vec<Item>) {
+    pub(super) fn admit(&self, e: Entry, warn: &mut dyn FnMut(&str), out: &mut Vec<Item>, scratch: &mut Admitted) {
         let Some(rel) = below_src(&e, self.src.as_bytes()) else { return };
-        let (name, rel) = (rel.to_vec(), PathBuf::from(OsStr::from_bytes(rel)));
-        let (mut admitted, mut refused) = (vec![], vec![]);
+        let (key, rel): (Box<[u8]>, _) = (rel.into(), PathBuf::from(OsStr::from_bytes(rel)));
         let is_dir = e.kind == Kind::Dir;
-        self.shape.lock().expect("shape lock").admit(&name, is_dir, (rel, e), &mut admitted, &mut refused);
+        let mut refused = vec![];
+        self.shape.lock().expect("shape lock").admit(key, is_dir, (rel, e), scratch, &mut refused);
         self.refuse(refused, warn);
-        out.extend(admitted.into_iter().filter_map(|(rel, e)| self.item(e, rel, warn)));
+        out.extend(scratch.drain(..).filter_map(|(rel, e)| self.item(e, rel, warn)));
     }
 
     /// The list has ended: what still waits for a directory never listed

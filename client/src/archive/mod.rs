@@ -209,11 +209,12 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         run.failures.lock().expect("failures lock").push(Failure { path, why });
     }
     // Sorted, a directory comes before what it holds; a name listed twice
-    // is refused by the list's check, not dropped unseen.
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut items = vec![];
+    // is refused by the list's check (one of them), not dropped unseen.
+    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    *run.shape.lock().expect("shape lock") = ddtree::list::shape::Shape::with_capacity(entries.len());
+    let (mut items, mut admitted) = (Vec::with_capacity(entries.len()), vec![]);
     for e in entries {
-        run.admit(e, &mut |w| progress.warn(w), &mut items);
+        run.admit(e, &mut |w| progress.warn(w), &mut items, &mut admitted);
     }
     run.admit_end(&mut |w| progress.warn(w));
     run.split_links(&mut items);

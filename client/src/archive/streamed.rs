@@ -121,11 +121,12 @@ impl Archiving<'_> {
             // Files and symlinks listed so far (all move: DEST is fresh).
             let mut movable = 0u64;
             let mut listed_bytes = 0u64;
+            let mut scratch = vec![];
             while let Some(batch) = walk_rx.recv().await {
                 let listed = batch.len() as u64;
                 let mut admitted = vec![];
                 for e in batch {
-                    self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted);
+                    self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted, &mut scratch);
                 }
                 for it in admitted {
                     if it.entry.kind == Kind::Dir {

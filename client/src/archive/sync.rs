@@ -283,12 +283,21 @@ pub(super) fn extraneous(
     // the cores, names looked up without a path made for each.
     let found = super::listing::par_map(&dirs, |d| -> std::io::Result<Vec<(PathBuf, bool)>> {
         let here = dest.join(&d.rel);
-        if !deep::symlink_metadata(&here).is_ok_and(|m| m.is_dir()) {
-            return Ok(vec![]);
-        }
+        // Not a directory (or not there): nothing below it to delete.
+        let names = match deep::read_dir(&here) {
+            Ok(n) => n,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ENOTDIR)
+                    || deep::is_symlink(&e) =>
+            {
+                return Ok(vec![]);
+            }
+            Err(e) => return Err(e),
+        };
         let (mut cache, mut out, mut key) = (HashMap::new(), vec![], Vec::new());
         let top = d.rel.as_os_str().is_empty();
-        for name in deep::read_dir(&here)? {
+        for name in names {
             key.clear();
             if !top {
                 key.extend_from_slice(bytes(&d.rel));

@@ -40,6 +40,9 @@ pub struct Shape<T> {
     known: HashMap<Box<[u8]>, bool>,
     /// The root (SRC itself, the empty name) was listed.
     root_listed: bool,
+    /// The directory admitted last: a walk's entries mostly follow their
+    /// directory, so most parents are this one (no lookup).
+    last_dir: Option<Box<[u8]>>,
     waiting: HashMap<Box<[u8]>, Vec<Waiting<T>>>,
 }
 
@@ -48,15 +51,21 @@ type Waiting<T> = (Box<[u8]>, bool, T);
 
 impl<T> Default for Shape<T> {
     fn default() -> Self {
-        Shape { known: HashMap::new(), root_listed: false, waiting: HashMap::new() }
+        Shape { known: HashMap::new(), root_listed: false, last_dir: None, waiting: HashMap::new() }
     }
 }
 
 impl<T> Shape<T> {
+    /// A check with room for `n` names (a whole list's: no rehashing).
+    pub fn with_capacity(n: usize) -> Shape<T> {
+        Shape { known: HashMap::with_capacity(n), ..Shape::default() }
+    }
+
     /// Takes entry `rel` (below SRC; empty for SRC itself), a directory or
     /// not: admitted entries (it, and any that waited for it) go to `out`,
     /// refused ones to `refused`; one whose directory has not come yet waits.
-    pub fn admit(&mut self, rel: &[u8], is_dir: bool, item: T, out: &mut Vec<T>, refused: &mut Vec<(T, Refused)>) {
+    /// (`rel` is owned: it becomes the key the name is remembered by.)
+    pub fn admit(&mut self, rel: Box<[u8]>, is_dir: bool, item: T, out: &mut Vec<T>, refused: &mut Vec<(T, Refused)>) {
         if rel.is_empty() {
             match (self.root_listed, is_dir) {
                 (true, _) => refused.push((item, Refused::Twice)),
@@ -68,59 +77,71 @@ impl<T> Shape<T> {
             }
             return;
         }
-        if let Err(e) = relpath::check(rel) {
+        if let Err(e) = relpath::check(&rel) {
             refused.push((item, e.into()));
             return;
         }
-        if self.known.contains_key(rel) {
-            refused.push((item, Refused::Twice));
-            return;
-        }
-        let parent = relpath::parent(rel);
+        // (A name known already has its directory known: it is refused as
+        // given twice where it would be taken.)
+        let parent = relpath::parent(&rel);
         match self.kind_of(parent) {
             Some(true) => {}
             Some(false) => {
-                refused.push((item, Refused::BelowNonDir(parent.to_vec())));
+                let parent = parent.to_vec();
+                refused.push((item, Refused::BelowNonDir(parent)));
                 return;
             }
             None => {
                 let w = self.waiting.entry(parent.into()).or_default();
                 // One name waiting twice is refused when it would be admitted.
-                w.push((rel.into(), is_dir, item));
+                w.push((rel, is_dir, item));
                 return;
             }
         }
-        self.take(rel.into(), is_dir, item, out, refused);
+        self.take(rel, is_dir, item, out, refused);
     }
 
     /// Whether `name` is a known directory (`Some(true)`), known as
     /// something else, or not known yet. DEST itself is a directory.
     fn kind_of(&self, name: &[u8]) -> Option<bool> {
-        if name.is_empty() {
+        if name.is_empty() || self.last_dir.as_deref() == Some(name) {
             return Some(true);
         }
         self.known.get(name).copied()
     }
 
-    /// Admits `rel` (its directory is known to be one) and, if it is a
-    /// directory, the entries that waited for it; below anything else
-    /// they are refused.
+    /// Admits `rel` (its directory is known to be one, its name not yet)
+    /// and, if it is a directory, the entries that waited for it; below
+    /// anything else they are refused.
     fn take(&mut self, rel: Box<[u8]>, is_dir: bool, item: T, out: &mut Vec<T>, refused: &mut Vec<(T, Refused)>) {
-        let mut todo = vec![(rel, is_dir, item)];
-        while let Some((rel, is_dir, item)) = todo.pop() {
-            if self.known.contains_key(&rel) {
+        use std::collections::hash_map::Entry;
+        // A walk's list brings most directories before what they hold:
+        // nothing waits for them, and a file needs its name no more.
+        let waiting = !self.waiting.is_empty();
+        let name = (waiting || is_dir).then(|| rel.clone());
+        match self.known.entry(rel) {
+            Entry::Occupied(_) => {
                 refused.push((item, Refused::Twice));
-                continue;
+                return;
             }
-            out.push(item);
-            let below = self.waiting.remove(&rel);
-            self.known.insert(rel.clone(), is_dir);
-            for (name, d, it) in below.into_iter().flatten() {
-                match is_dir {
-                    true => todo.push((name, d, it)),
-                    false => refused.push((it, Refused::BelowNonDir(rel.to_vec()))),
-                }
+            Entry::Vacant(v) => {
+                v.insert(is_dir);
             }
+        }
+        out.push(item);
+        let Some(name) = name else { return };
+        let below = match waiting {
+            true => self.waiting.remove(&name),
+            false => None,
+        };
+        for (child, d, it) in below.into_iter().flatten() {
+            match is_dir {
+                true => self.take(child, d, it, out, refused),
+                false => refused.push((it, Refused::BelowNonDir(name.to_vec()))),
+            }
+        }
+        if is_dir {
+            self.last_dir = Some(name);
         }
     }
 
@@ -146,7 +167,7 @@ mod tests {
         let mut s = Shape::default();
         let (mut out, mut refused) = (vec![], vec![]);
         for &(p, d) in list {
-            s.admit(p.as_bytes(), d, p.to_string(), &mut out, &mut refused);
+            s.admit(p.as_bytes().into(), d, p.to_string(), &mut out, &mut refused);
         }
         refused.extend(s.finish());
         (out, refused)
@@ -197,7 +218,7 @@ mod tests {
             let mut s = Shape::default();
             let (mut out, mut refused) = (vec![], vec![]);
             for (i, (p, d)) in list.iter().enumerate() {
-                s.admit(p.as_bytes(), *d, i, &mut out, &mut refused);
+                s.admit(p.as_bytes().into(), *d, i, &mut out, &mut refused);
             }
             refused.extend(s.finish().into_iter());
             prop_assert_eq!(out.len() + refused.len(), list.len());

@@ -44,6 +44,22 @@ impl Dir {
         Ok(n as usize)
     }
 
+    /// A directory already open (for reading) as `fd`.
+    pub fn from_fd(fd: OwnedFd) -> Dir {
+        Dir { fd }
+    }
+
+    /// Every name in it (`.` and `..` left out), read to the end.
+    pub fn read_names(&self) -> io::Result<Vec<Vec<u8>>> {
+        let (mut buf, mut out) = (vec![0u8; READ_SIZE], vec![]);
+        loop {
+            match self.read(&mut buf)? {
+                0 => return Ok(out),
+                n => out.extend(names(&buf[..n]).map(|c| c.to_bytes().to_vec())),
+            }
+        }
+    }
+
     /// The descriptor (entries are named relative to it).
     pub fn fd(&self) -> std::os::fd::RawFd {
         self.fd.as_raw_fd()

@@ -12,7 +12,7 @@
 //! memory stays bounded (workers' queues hold directories, not entries).
 
 mod dir;
-pub use dir::open_deep;
+pub use dir::{open_deep, Dir};
 pub mod drqs;
 #[cfg(feature = "mpi")]
 pub mod mpi;
