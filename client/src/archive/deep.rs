@@ -370,6 +370,19 @@ fn make_dir_all_once(p: &Beneath) -> io::Result<()> {
     }
 }
 
+/// Makes directory `name` (owner-only until it is finished) in `dir`, a
+/// directory opened beneath DEST, and opens it (`O_PATH`; one there
+/// already is taken, a symlink refused).
+pub(super) fn make_dir_in(dir: RawFd, name: &OsStr) -> io::Result<OwnedFd> {
+    let name = CString::new(name.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+    // SAFETY: a valid descriptor and C string.
+    match check(unsafe { libc::mkdirat(dir, name.as_ptr(), 0o700) }) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    open_in(dir, &name, libc::O_PATH | libc::O_DIRECTORY, 0)
+}
+
 /// Sets the mode of the entry itself: a symlink at `p` is refused, never
 /// followed.
 pub(super) fn set_mode(p: &Beneath, mode: u32) -> io::Result<()> {

@@ -217,20 +217,40 @@ impl TreeStore {
 
     /// Directory `dir`, through `at` (which holds the last one opened);
     /// in a fresh destination made first if it is not there yet.
-    fn dir<'a>(&self, dir: usize, at: &'a mut Option<(usize, OwnedFd)>) -> io::Result<&'a OwnedFd> {
-        if at.as_ref().is_none_or(|(d, _)| *d != dir) {
+    fn dir<'a>(&self, dir: usize, at: &'a mut Opened) -> io::Result<&'a OwnedFd> {
+        if at.dir.as_ref().is_none_or(|(d, _)| *d != dir) {
             let path = &self.dirs[dir];
             let open = || deep::open(path, libc::O_PATH | libc::O_DIRECTORY, 0).map(OwnedFd::from);
             let fd = match open() {
-                Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => {
-                    make_dir_all(path)?;
-                    open()?
+                Err(e) if self.fresh && e.kind() == io::ErrorKind::NotFound => self.make_dir(path, &mut at.parent)?,
+                r => r?,
+            };
+            at.dir = Some((dir, fd));
+        }
+        Ok(&at.dir.as_ref().expect("just set").1)
+    }
+
+    /// Makes directory `path` (and its missing parents) in a fresh
+    /// destination, and opens it. Its parent is kept in `parent`: pieces
+    /// come sorted, so the next directory made is most often its sibling,
+    /// made in the same descriptor by name.
+    fn make_dir(&self, path: &deep::Beneath, parent: &mut Option<(Vec<u8>, OwnedFd)>) -> io::Result<OwnedFd> {
+        let (Some(up), Some(name)) = (path.parent(), path.file_name()) else {
+            make_dir_all(path)?;
+            return deep::open(path, libc::O_PATH | libc::O_DIRECTORY, 0).map(OwnedFd::from);
+        };
+        if parent.as_ref().is_none_or(|(rel, _)| rel[..] != *up.rel()) {
+            let fd = match deep::open(&up, libc::O_PATH | libc::O_DIRECTORY, 0) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    make_dir_all(&up)?;
+                    deep::open(&up, libc::O_PATH | libc::O_DIRECTORY, 0)?
                 }
                 r => r?,
             };
-            *at = Some((dir, fd));
+            *parent = Some((up.rel().to_vec(), OwnedFd::from(fd)));
         }
-        Ok(&at.as_ref().expect("just set").1)
+        let (_, fd) = parent.as_ref().expect("just set");
+        deep::make_dir_in(fd.as_raw_fd(), name)
     }
 
     /// Whether `m` (of piece `i`'s path) is the finished file: an earlier
@@ -243,7 +263,7 @@ impl TreeStore {
     /// Writes file `i` whole and finishes it, unless that was done already
     /// (by this run, or an interrupted one whose list this run resumes);
     /// `at` holds the directory opened last.
-    fn write_whole(&self, i: usize, data: &[u8], at: &mut Option<(usize, OwnedFd)>) -> io::Result<()> {
+    fn write_whole(&self, i: usize, data: &[u8], at: &mut Opened) -> io::Result<()> {
         if self.bad[i].load(Ordering::Acquire) || self.finished[i].swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -356,7 +376,7 @@ impl TreeStore {
     }
 
     fn create_range(&self, range: std::ops::Range<usize>, stop: &AtomicBool) -> io::Result<bool> {
-        let mut at = None;
+        let mut at = Opened::default();
         for i in range {
             if stop.load(Ordering::Acquire) {
                 return Ok(false);
@@ -409,11 +429,19 @@ impl TreeStore {
     }
 }
 
+/// The directories a run of writes holds open: the one written into
+/// last, and the parent the last one made was made in.
+#[derive(Default)]
+pub(super) struct Opened {
+    dir: Option<(usize, OwnedFd)>,
+    parent: Option<(Vec<u8>, OwnedFd)>,
+}
+
 /// The engine reports a store's errors against the destination: each
 /// names the file it happened to.
 impl Store for TreeStore {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let mut at = None;
+        let mut at = Opened::default();
         self.layout.each(offset, buf.len(), |i, within, r| {
             if self.bad[i].load(Ordering::Acquire) {
                 // A mirror could not read it: these are not its bytes.
@@ -563,7 +591,10 @@ pub(super) fn chown_to(owner: Option<(u32, u32)>, owners: bool, new: bool) -> Op
 }
 
 /// Sets owner (`owner`, first: a chown clears setuid), mtime and mode of a
-/// file or directory (by path: no open).
+/// file or directory: through one descriptor opened beneath DEST, so its
+/// path is looked up once, not once a call; by name (never following a
+/// symlink) where it cannot be opened for reading (a 0333 directory, as
+/// its owner).
 pub(super) fn finish_entry(
     path: &deep::Beneath,
     e: &Entry,
@@ -571,14 +602,31 @@ pub(super) fn finish_entry(
     umask: u32,
     owner: Option<(u32, u32)>,
 ) -> io::Result<()> {
-    if let Some((uid, gid)) = owner {
-        deep::chown(path, uid, gid)?;
+    let mode = (e.kind == Kind::Dir || needs_chmod(e.perm, fresh, umask) || owner.is_some()).then_some(e.perm);
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+    match deep::open(path, flags, 0) {
+        Ok(f) => {
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+            }
+            set_mtime_fd(&f, e.mtime)?;
+            if let Some(m) = mode {
+                f.set_permissions(std::fs::Permissions::from_mode(m))?;
+            }
+            Ok(())
+        }
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => {
+            if let Some((uid, gid)) = owner {
+                deep::chown(path, uid, gid)?;
+            }
+            deep::set_mtime(path, e.mtime)?;
+            match mode {
+                Some(m) => deep::set_mode(path, m),
+                None => Ok(()),
+            }
+        }
+        Err(err) => Err(err),
     }
-    deep::set_mtime(path, e.mtime)?;
-    if e.kind == Kind::Dir || needs_chmod(e.perm, fresh, umask) || owner.is_some() {
-        deep::set_mode(path, e.perm)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
