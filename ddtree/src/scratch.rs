@@ -69,20 +69,8 @@ pub fn create(path: &Path) -> io::Result<File> {
 /// download's part file), read-write: never a symlink, and a plain file
 /// with no other name (a hard link would write into someone else's).
 pub fn reopen(path: &Path) -> io::Result<File> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => not_ours("a symlink"),
-            _ => e,
-        })?;
-    let m = f.metadata()?;
-    if !m.is_file() {
-        return Err(not_ours("not a regular file"));
-    }
-    if m.nlink() != 1 {
+    let f = open_file(path, true)?;
+    if f.metadata()?.nlink() != 1 {
         return Err(not_ours("a file with other names (hard links)"));
     }
     Ok(f)
@@ -98,8 +86,17 @@ pub fn reopen_or_create(path: &Path) -> io::Result<File> {
 
 /// The bytes of the file at `path`, never read through a symlink.
 pub fn read(path: &Path) -> io::Result<Vec<u8>> {
-    let mut f = std::fs::OpenOptions::new()
+    let mut v = vec![];
+    io::Read::read_to_end(&mut open_file(path, false)?, &mut v)?;
+    Ok(v)
+}
+
+/// The regular file at `path` (read-only, or read-write with `write`),
+/// never opened through a symlink, nor a FIFO or device waited on.
+fn open_file(path: &Path, write: bool) -> io::Result<File> {
+    let f = std::fs::OpenOptions::new()
         .read(true)
+        .write(write)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
@@ -109,9 +106,7 @@ pub fn read(path: &Path) -> io::Result<Vec<u8>> {
     if !f.metadata()?.is_file() {
         return Err(not_ours("not a regular file"));
     }
-    let mut v = vec![];
-    io::Read::read_to_end(&mut f, &mut v)?;
-    Ok(v)
+    Ok(f)
 }
 
 fn not_ours(what: &str) -> io::Error {
