@@ -44,7 +44,78 @@ impl ChunkHash {
     }
 }
 
+/// A chunk hash computed a buffer at a time (a piece larger than a block
+/// is read back from the file in bounded pieces).
+enum Running {
+    Blake3(Box<blake3::Hasher>),
+    Sha256(sha2::Sha256),
+    Sha1(sha1::Sha1),
+}
+
+impl Running {
+    fn new(kind: ChunkHash) -> Running {
+        use sha2::Digest;
+        match kind {
+            ChunkHash::Blake3 => Running::Blake3(Box::default()),
+            ChunkHash::Sha256 => Running::Sha256(sha2::Sha256::new()),
+            ChunkHash::Sha1 => Running::Sha1(sha1::Sha1::new()),
+        }
+    }
+
+    fn update(&mut self, data: &[u8]) {
+        use sha2::Digest;
+        match self {
+            Running::Blake3(h) => {
+                h.update(data);
+            }
+            Running::Sha256(h) => h.update(data),
+            Running::Sha1(h) => h.update(data),
+        }
+    }
+
+    fn finish(self) -> Hash {
+        use sha2::Digest;
+        match self {
+            Running::Blake3(h) => h.finalize().into(),
+            Running::Sha256(h) => h.finalize().into(),
+            Running::Sha1(h) => {
+                let mut out = [0u8; 32];
+                out[..20].copy_from_slice(&h.finalize());
+                out
+            }
+        }
+    }
+}
+
+/// Bytes read at a time when a whole chunk is checked from the file.
+const READ_BACK: usize = 1 << 20;
+
 impl Manifest {
+    /// Whether chunk `index` of a `size`-byte file, read through `read`
+    /// (`read(buf, offset)` fills `buf` from the file at `offset`), has the
+    /// content the manifest says; memory is [`READ_BACK`] bytes whatever
+    /// the chunk size.
+    pub fn verify_chunk(
+        &self,
+        index: u64,
+        size: u64,
+        mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<()>,
+    ) -> std::io::Result<bool> {
+        let Some(want) = usize::try_from(index).ok().and_then(|i| self.hashes.get(i)) else { return Ok(false) };
+        let start = index * u64::from(self.chunk_size);
+        let end = (start + u64::from(self.chunk_size)).min(size);
+        let mut h = Running::new(self.kind);
+        let mut buf = vec![0u8; READ_BACK.min(self.chunk_size as usize)];
+        let mut at = start;
+        while at < end {
+            let n = (end - at).min(buf.len() as u64) as usize;
+            read(&mut buf[..n], at)?;
+            h.update(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(h.finish() == *want)
+    }
+
     /// Whether `payload`, the block at byte `offset`, has the content the
     /// manifest says. `offset` is a multiple of the chunk size.
     pub fn verify(&self, offset: u64, payload: &[u8]) -> bool {
@@ -91,5 +162,28 @@ mod tests {
         bad[1500] ^= 1;
         assert!(!m.verify(2048, &bad), "a flipped bit in the second chunk of a block");
         assert!(!m.verify(8192, &data[..10]), "past the end");
+    }
+
+    #[test]
+    fn a_chunk_read_back_in_pieces_hashes_as_one() {
+        let data: Vec<u8> = (0..(3 << 20) + 77u32).map(|i| (i % 251) as u8).collect();
+        for kind in [ChunkHash::Blake3, ChunkHash::Sha256, ChunkHash::Sha1] {
+            let cs = 2u32 << 20;
+            let m = Manifest { chunk_size: cs, hashes: data.chunks(cs as usize).map(|c| kind.of(c)).collect(), kind };
+            let size = data.len() as u64;
+            let read = |buf: &mut [u8], at: u64| {
+                buf.copy_from_slice(&data[at as usize..at as usize + buf.len()]);
+                Ok(())
+            };
+            assert!(m.verify_chunk(0, size, read).unwrap() && m.verify_chunk(1, size, read).unwrap());
+            assert!(!m.verify_chunk(2, size, read).unwrap(), "no such chunk");
+            let mut bad = data.clone();
+            bad[(2 << 20) + 5] ^= 1;
+            let read_bad = |buf: &mut [u8], at: u64| {
+                buf.copy_from_slice(&bad[at as usize..at as usize + buf.len()]);
+                Ok(())
+            };
+            assert!(m.verify_chunk(0, size, read_bad).unwrap() && !m.verify_chunk(1, size, read_bad).unwrap());
+        }
     }
 }

@@ -38,6 +38,10 @@ pub enum SessionError {
     NoReply,
     #[error("no answer to stat (timed out)")]
     StatTimeout,
+    #[error(
+        "its digest of a {size}-byte file has chunks of {got} bytes; ddftpd cuts such a file into chunks of {want}"
+    )]
+    ChunkSize { size: u64, got: u32, want: u32 },
     #[error("chunk manifest: timed out")]
     ManifestTimeout,
     #[error("chunk manifest: reply for chunk {first} out of order")]
@@ -228,7 +232,7 @@ pub(crate) async fn connect(
     };
     let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
         Err(_) => return Err(SessionError::StatTimeout),
-        Ok(Ok(Reply::Stat { size, digest, .. })) => Version { size, digest },
+        Ok(Ok(Reply::Stat { size, digest, .. })) => Version { size, digest: checked_digest(size, digest)? },
         Ok(Ok(other)) => return Err(unexpected(other)),
         Ok(Err(e)) => return Err(e),
     };
@@ -290,6 +294,17 @@ pub(crate) fn unexpected(r: Reply) -> SessionError {
     match r {
         Reply::Error { code, message } => SessionError::Refused { code, message },
         other => SessionError::Unexpected(format!("{other:?}")),
+    }
+}
+
+/// A `Stat`'s digest, if its chunk size is the one every ddftpd uses for
+/// that size (a chunk size of 0, or of 1 byte over a terabyte, would be a
+/// division by zero or a manifest of that many hashes).
+fn checked_digest(size: u64, digest: FileDigest) -> Result<FileDigest, SessionError> {
+    let want = ddftp_proto::manifest::chunk_size(size);
+    match digest.chunk_size == want {
+        true => Ok(digest),
+        false => Err(SessionError::ChunkSize { size, got: digest.chunk_size, want }),
     }
 }
 
@@ -425,7 +440,7 @@ impl Session {
         send(&mut self.sock, &out).await?;
         let mut buf = BytesMut::new();
         match read_reply(&mut self.sock, &mut buf).await? {
-            Reply::Stat { size, digest, .. } => Ok((size, digest)),
+            Reply::Stat { size, digest, .. } => Ok((size, checked_digest(size, digest)?)),
             other => Err(unexpected(other)),
         }
     }

@@ -36,6 +36,20 @@ impl Completed {
         (self.prefix > before).then_some(self.prefix)
     }
 
+    /// Unmarks blocks `lo..=hi` (they turned out wrong: a piece spanning
+    /// them failed verification); the prefix shrinks to `lo` if it held them.
+    pub fn unmark(&mut self, lo: u64, hi: u64) {
+        for b in lo..=hi.min(self.blocks.saturating_sub(1)) {
+            self.bits[(b / 64) as usize] &= !(1 << (b % 64));
+        }
+        self.prefix = self.prefix.min(lo);
+    }
+
+    /// Whether every block of `lo..=hi` has arrived.
+    pub fn holds(&self, lo: u64, hi: u64) -> bool {
+        (lo..=hi.min(self.blocks.saturating_sub(1))).all(|b| self.bits[(b / 64) as usize] & (1 << (b % 64)) != 0)
+    }
+
     /// Blocks in the range.
     pub fn len(&self) -> u64 {
         self.blocks
@@ -117,6 +131,12 @@ mod tests {
         c.mark(299, 299);
         assert_eq!(c.ranges(), vec![(0, 9), (20, 29), (64, 130), (299, 299)]);
         assert_eq!(c.missing(), vec![10..20, 30..64, 131..299]);
+        c.unmark(5, 25);
+        assert_eq!(c.prefix(), 5);
+        assert_eq!(c.ranges(), vec![(0, 4), (26, 29), (64, 130), (299, 299)]);
+        assert!(c.holds(26, 29) && !c.holds(25, 26));
+        c.mark(5, 25);
+        assert_eq!(c.prefix(), 30);
         let empty = Completed::new(5);
         assert_eq!(empty.missing(), vec![0..5]);
         let mut full = Completed::new(5);

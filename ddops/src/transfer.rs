@@ -113,6 +113,8 @@ pub enum DropReason {
     Corrupt { item: u64 },
     /// Another producer of its mirror sent an item that failed verification.
     MirrorCorrupt { on: ProducerId },
+    /// Its mirror sent every item of a range that failed verification.
+    RangeCorrupt { first: u64, last: u64 },
 }
 
 impl fmt::Display for DropReason {
@@ -126,6 +128,10 @@ impl fmt::Display for DropReason {
                 "block {item} failed verification (corrupt or changed data); it is fetched again from another mirror"
             ),
             DropReason::MirrorCorrupt { on } => write!(f, "its mirror sent a corrupt block on stream {on}"),
+            DropReason::RangeCorrupt { first, last } => write!(
+                f,
+                "blocks {first}-{last}, all from it, failed verification as one piece; they are fetched again from another mirror"
+            ),
         }
     }
 }
@@ -254,6 +260,25 @@ impl Transfer {
                 self.drop_producer(p, DropReason::MirrorCorrupt { on: producer }, now);
             }
         }
+    }
+
+    /// Items `lo..=hi`, all delivered, failed a check that spans them (a
+    /// piece larger than an item, verified once whole): they are fetched
+    /// again. `culprit`, when every one of them came from one mirror, is
+    /// that mirror: its producers go, as for [`handle_corrupt`](Self::handle_corrupt).
+    pub fn handle_bad_range(&mut self, lo: u64, hi: u64, culprit: Option<MirrorId>, now: Instant) {
+        self.settle(now);
+        self.completed.unmark(lo, hi);
+        self.sched.reopen(lo..hi + 1, now);
+        if let Some(mirror) = culprit {
+            self.corrupt[mirror] = true;
+            for p in 0..self.producers.len() {
+                if self.producers[p].mirror == mirror {
+                    self.drop_producer(p, DropReason::RangeCorrupt { first: lo, last: hi }, now);
+                }
+            }
+        }
+        self.settle(now);
     }
 
     /// A mirror that was not known when the transfer began.

@@ -456,7 +456,9 @@ pub fn exit_for(e: &TransferError) -> Exit {
         | TransferError::BlockSizeOverLimit { .. }
         | TransferError::ChecksumMismatch { .. }
         | TransferError::NoChecksum { .. }
-        | TransferError::DigestMismatch { .. } => Exit::Integrity,
+        | TransferError::DigestMismatch { .. }
+        | TransferError::PieceKeepsFailing { .. }
+        | TransferError::UnconfirmedDigest(_) => Exit::Integrity,
         TransferError::Interrupted { .. } => Exit::Interrupted,
         TransferError::Untrusted { .. } => Exit::Tls,
         TransferError::Output { .. } | TransferError::NoSpace { .. } => Exit::Local,

@@ -5,6 +5,7 @@
 use ddops::transfer::{self, Event as TransferEvent, Transfer};
 
 use super::http_slot::run_http_slot;
+use super::pieces::{Checked, Pieces};
 use super::slot::{run_slot, Check, Event, SlotCtx};
 use super::*;
 
@@ -19,6 +20,8 @@ pub(super) struct Coordinator<'a> {
     /// Blocks completed since the journal was last written.
     unjournaled: bool,
     hasher: Option<&'a PrefixHasher>,
+    /// Pieces larger than a block, checked once whole.
+    pieces: Option<Pieces>,
     block_size: u64,
     size: u64,
     /// Command channel per slot; `None` once the slot is dropped.
@@ -80,9 +83,18 @@ impl Coordinator<'_> {
             Event::Blocks { slot, run } => {
                 tracing::trace!(slot, bytes = run.bytes, dir = ?run.dir, "delivered");
                 self.unjournaled = true;
-                if let Some(prefix) = self.tr.handle_blocks(slot, run, now) {
-                    if let Some(h) = self.hasher {
-                        h.advance((prefix * self.block_size).min(self.size));
+                let grew = self.tr.handle_blocks(slot, run, now);
+                match &mut self.pieces {
+                    // The running SHA-256 reads only what its pieces vouch for.
+                    Some(p) if !self.tr.is_dropped(slot) => {
+                        let (lo, hi) = run.bounds();
+                        p.arrived(lo, hi, Some(self.tr.producer_mirror(slot)), self.tr.completed());
+                    }
+                    Some(_) => {}
+                    None => {
+                        if let (Some(prefix), Some(h)) = (grew, self.hasher) {
+                            h.advance((prefix * self.block_size).min(self.size));
+                        }
                     }
                 }
             }
@@ -91,6 +103,39 @@ impl Coordinator<'_> {
             Event::Corrupt { slot, block } => self.tr.handle_corrupt(slot, block, now),
             Event::Local(e) => return Err(e),
             Event::Joined { .. } | Event::Warn(_) => unreachable!("handled by the transfer loop"),
+        }
+        Ok(())
+    }
+
+    /// Piece `piece`'s check said `ok`: the hash may read further, or its
+    /// blocks are fetched again.
+    fn on_checked(
+        &mut self,
+        piece: u64,
+        ok: bool,
+        path: &str,
+        now: Instant,
+        progress: &mut dyn Progress,
+    ) -> Result<(), TransferError> {
+        let Some(p) = &mut self.pieces else { return Ok(()) };
+        match p.checked(piece, ok, path)? {
+            Checked::Good(Some(bytes)) => {
+                if let Some(h) = self.hasher {
+                    h.advance(bytes);
+                }
+            }
+            Checked::Good(None) => {}
+            Checked::Bad { lo, hi, culprit } => {
+                if culprit.is_none() {
+                    let w = format!(
+                        "piece {piece} of {path} (blocks {lo}-{hi}, from several mirrors) failed verification; fetching it again"
+                    );
+                    progress.warn(&w);
+                    self.warnings.push(w);
+                }
+                self.tr.handle_bad_range(lo, hi, culprit, now);
+                self.unjournaled = true;
+            }
         }
         Ok(())
     }
@@ -130,9 +175,20 @@ pub(super) async fn run_transfer(
     hasher: Option<&PrefixHasher>,
     mut joining: Option<&mut Joining>,
 ) -> Result<TransferReport, TransferError> {
-    let Prepared { size, block_size, check, file, slots, mirrors, completed, journal, jpath, reused_bytes } = plan;
+    let Prepared { size, block_size, check, pieces, file, slots, mirrors, completed, journal, jpath, reused_bytes } =
+        plan;
     let bs = u64::from(block_size);
-    let verified = !matches!(check, Check::Nothing);
+    let verified = !matches!(check, Check::Nothing) || pieces.is_some();
+    let mut pieces =
+        match pieces {
+            Some(m) => Some(Pieces::new(m, block_size, size, file.clone()).map_err(|source| {
+                TransferError::Output { path: part_path(&spec.output), source, resume: Resume::Kept }
+            })?),
+            None => None,
+        };
+    if let Some(p) = &mut pieces {
+        p.check_whole(&completed);
+    }
     let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, check });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
@@ -164,7 +220,7 @@ pub(super) async fn run_transfer(
     let now = Instant::now();
     let cfg =
         transfer::Config { scheduler: spec.scheduler.clone(), item_bytes: Some(bs), stall_timeout: spec.stall_timeout };
-    if let Some(h) = hasher {
+    if let Some(h) = hasher.filter(|_| pieces.is_none()) {
         h.advance((completed.prefix() * bs).min(size));
     }
     let mut tr = Transfer::new(completed, &owner, mirrors.len(), &cfg, now);
@@ -179,6 +235,7 @@ pub(super) async fn run_transfer(
         sync: spec.sync,
         unjournaled: false,
         hasher,
+        pieces,
         block_size: bs,
         size,
         cmds,
@@ -200,7 +257,7 @@ pub(super) async fn run_transfer(
     let mut armed: Option<Instant> = None;
     let outcome = loop {
         c.dispatch(progress);
-        if c.tr.is_done() {
+        if c.tr.is_done() && c.pieces.as_ref().is_none_or(Pieces::idle) {
             break Ok(());
         }
         if c.tr.is_stuck() && join_tx.is_none() {
@@ -236,6 +293,20 @@ pub(super) async fn run_transfer(
                             join_tx = None;
                         }
                     }
+                }
+                continue;
+            }
+            (piece, ok) = async { c.pieces.as_mut().expect("checked").next().await },
+                if c.pieces.as_ref().is_some_and(|p| !p.idle()) =>
+            {
+                let ok = match ok {
+                    Ok(ok) => ok,
+                    Err(source) => {
+                        break Err(TransferError::Output { path: part_path(&spec.output), source, resume: Resume::KeptOnceFixed })
+                    }
+                };
+                if let Err(e) = c.on_checked(piece, ok, &spec.path, Instant::now(), progress) {
+                    break Err(e);
                 }
                 continue;
             }

@@ -48,7 +48,7 @@ pub enum TransferError {
         "{path}: SHA-256 of the download is {got}, but the mirrors reported {expected}; the download was discarded"
     )]
     DigestMismatch { path: String, expected: String, got: String },
-    #[error("resume journal block size {block_size} is not a multiple of the mirrors' chunk size {chunk_size}; rerun with --restart")]
+    #[error("resume journal block size {block_size} does not fit the verification chunk size {chunk_size}; rerun with --restart")]
     BlockSizeMismatch { block_size: u32, chunk_size: u32 },
     #[error("resume journal block size {block_size} is over the mirrors' limit {limit}; rerun with --restart")]
     BlockSizeOverLimit { block_size: u32, limit: u32 },
@@ -60,12 +60,47 @@ pub enum TransferError {
     Journal(#[from] JournalError),
     #[error("{path}: SHA-256 is {got}, but the one expected ({from}) is {expected}; nothing was kept (are the mirrors serving another version?)")]
     ChecksumMismatch { path: String, expected: String, got: String, from: String },
+    #[error("{0}")]
+    UnconfirmedDigest(Box<Unconfirmed>),
     #[error("the checksum to check {path} against: {why}")]
     NoChecksum { path: String, why: String },
     #[error(transparent)]
     CaFile(#[from] crate::http::tls::CaFileError),
     #[error("{} needs {} and its file system has less room; nothing more was fetched", .path.display(), ddftp_proto::units::HumanBytes(*.size))]
     NoSpace { path: PathBuf, size: u64 },
+    #[error("{path}: piece {piece} failed verification {tries} times, each time from blocks of several mirrors; the data received so far is kept, but one of the mirrors sends wrong data: rerun without it, or with --restart once they agree")]
+    PieceKeepsFailing { path: String, piece: u64, tries: u32 },
     #[error("interrupted with {missing} of {total} bytes still missing{}", Resume::Kept)]
     Interrupted { missing: u64, total: u64 },
+}
+
+/// A download that does not match the digest only some mirrors sent.
+#[derive(Debug)]
+pub struct Unconfirmed {
+    pub path: String,
+    pub expected: String,
+    pub got: String,
+    /// The mirrors that sent the digest.
+    pub senders: String,
+    /// Where the data is kept, or why it could not be.
+    pub kept: Result<PathBuf, String>,
+}
+
+impl std::fmt::Display for Unconfirmed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Unconfirmed { path, expected, got, senders, kept } = self;
+        write!(
+            f,
+            "{path}: SHA-256 is {got}, but the Repr-Digest of {senders} says {expected}, and no other mirror sent one: \
+             either that header or some mirror's bytes are wrong; "
+        )?;
+        match kept {
+            Ok(p) => write!(
+                f,
+                "the data is kept at {} (check it against a published checksum, or rerun without that mirror)",
+                p.display()
+            ),
+            Err(e) => write!(f, "the data could not be kept ({e})"),
+        }
+    }
 }

@@ -18,6 +18,10 @@ const MAX_LISTING: usize = 16 << 20;
 pub(super) struct Expected {
     pub(super) sha256: String,
     pub(super) from: Sha256Checked,
+    /// The mirrors that sent this digest, when others in use sent none:
+    /// nothing confirms it, so a download that does not match it is kept
+    /// aside for the user to judge rather than thrown away.
+    pub(super) unconfirmed: Option<Vec<String>>,
 }
 
 /// What the download's SHA-256 must be, if anything says.
@@ -29,7 +33,7 @@ pub(super) async fn published(
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<Option<Expected>, TransferError> {
-    let said = |sha256: String, from| Ok(Some(Expected { sha256, from }));
+    let said = |sha256: String, from| Ok(Some(Expected { sha256, from, unconfirmed: None }));
     if let Some(c) = &spec.checksum {
         return said(c.clone(), Sha256Checked::Checksum);
     }
@@ -68,7 +72,9 @@ pub(super) async fn published(
         }
         _ => true,
     });
-    said(top, Sha256Checked::DigestHeader)
+    let senders: Vec<String> = http.iter().filter(|(_, v)| v.sha256.is_some()).map(|(m, _)| m.url.clone()).collect();
+    let unconfirmed = (senders.len() < http.len()).then_some(senders);
+    Ok(Some(Expected { sha256: top, from: Sha256Checked::DigestHeader, unconfirmed }))
 }
 
 /// What the mirrors' digest headers say together.

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 pub use crate::session::Peer;
 use bytes::BytesMut;
 use ddftp_proto::frame::{self, SERVER_ID_LEN};
-use ddftp_proto::manifest::hex;
+use ddftp_proto::manifest::{hex, MAX_CHUNK};
 use ddftp_proto::{Cursor, Endpoint, Reply, Request};
 use tokio::io::AsyncReadExt;
 
@@ -45,12 +45,13 @@ mod coordinator;
 mod error;
 mod expected;
 mod http_slot;
+mod pieces;
 mod probing;
 mod producer;
 mod report;
 mod slot;
 
-pub use error::{Resume, TransferError};
+pub use error::{Resume, TransferError, Unconfirmed};
 use producer::{fetch_manifest, http_version, probe, probe_http, routes_to, Producer};
 pub use report::{LinkReport, ProducerReport, Sha256Checked, TransferReport};
 
@@ -481,14 +482,32 @@ pub async fn get_joining(
         })
         .min()
         .unwrap_or(u32::MAX);
+    // Pieces larger than a block may be: each is then checked once whole
+    // (a Metalink's 256 MiB pieces must not make 256 MiB blocks).
+    let mut manifest = manifest;
+    let pieces_over = manifest.as_ref().is_some_and(|m| m.chunk_size > MAX_CHUNK);
+    let fits = |b: u32| if pieces_over { chunk_size.is_multiple_of(b) } else { b.is_multiple_of(chunk_size) };
     let block_size = match &earlier {
-        Some(j) if manifest.is_some() && j.block_size % chunk_size != 0 => {
+        Some(j) if manifest.is_some() && !fits(j.block_size) => {
             return Err(TransferError::BlockSizeMismatch { block_size: j.block_size, chunk_size })
         }
         Some(j) if j.block_size > limit => {
             return Err(TransferError::BlockSizeOverLimit { block_size: j.block_size, limit })
         }
         Some(j) => j.block_size,
+        None if pieces_over => match piece_divisor(chunk_size, spec.block_size.min(limit).min(MAX_CHUNK)) {
+            Some(b) => b,
+            None => {
+                let w = format!(
+                    "not checking {}'s pieces as they arrive: their length {chunk_size} has no divisor usable as a block size",
+                    spec.path
+                );
+                progress.warn(&w);
+                warnings.push(w);
+                manifest = None;
+                spec.block_size.min(limit)
+            }
+        },
         // Each block is verified on its own: it must be whole chunks.
         None if manifest.is_some() => {
             let want = spec.block_size.div_ceil(chunk_size) * chunk_size;
@@ -499,9 +518,12 @@ pub async fn get_joining(
         }
         None => spec.block_size.min(limit),
     };
+    let pieces_over = pieces_over && manifest.is_some();
     if block_size != spec.block_size {
         let why = if earlier.is_some() {
             "the interrupted run's block size"
+        } else if pieces_over {
+            "a whole number of blocks in each verified piece"
         } else if block_size < spec.block_size {
             "the largest the mirrors serve"
         } else {
@@ -552,15 +574,22 @@ pub async fn get_joining(
     // A bundle's blocks are each checked against their seal; a SHA-256 of
     // the range would read 100,000 files back, and match nothing.
     let hasher = if sealed { None } else { Some(PrefixHasher::spawn(file.clone(), size).map_err(out_err)?) };
-    let check = match manifest {
-        Some(m) => Check::Manifest(m),
-        None if sealed && spec.verify => Check::Sealed,
-        None => Check::Nothing,
+    let (check, pieces) = match manifest {
+        Some(m) if pieces_over => (Check::Nothing, Some(m)),
+        m => (
+            match m {
+                Some(m) => Check::Manifest(m),
+                None if sealed && spec.verify => Check::Sealed,
+                None => Check::Nothing,
+            },
+            None,
+        ),
     };
     let plan = Prepared {
         size,
         block_size,
         check,
+        pieces,
         file: file.clone(),
         slots,
         mirrors: mirror_names,
@@ -589,6 +618,18 @@ pub async fn get_joining(
         return Err(TransferError::DigestMismatch { path: spec.path.clone(), expected: sha256, got });
     }
     if let Some(e) = expected.as_ref().filter(|e| report.sha256.as_ref() != Some(&e.sha256)) {
+        let got = report.sha256.clone().unwrap_or_default();
+        if let Some(senders) = &e.unconfirmed {
+            // One side is wrong, and nothing says which: the header, or
+            // some mirror's bytes. The bytes stay, under a name no one
+            // mistakes for the file.
+            drop(file);
+            let kept = ddtree::scratch::beside(&spec.output, "", ".ddftp-unverified");
+            let kept = std::fs::rename(&part, &kept).map(|()| kept).map_err(|e| e.to_string());
+            let _ = Journal::remove(&jpath);
+            let (path, expected, senders) = (spec.path.clone(), e.sha256.clone(), senders.join(", "));
+            return Err(TransferError::UnconfirmedDigest(Box::new(Unconfirmed { path, expected, got, senders, kept })));
+        }
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
         let _ = std::fs::remove_file(&part);
@@ -626,6 +667,8 @@ struct Prepared {
     size: u64,
     block_size: u32,
     check: Check,
+    /// Pieces larger than a block, checked once whole.
+    pieces: Option<Arc<Manifest>>,
     file: Arc<dyn Store>,
     /// (mirror index, source) per producer slot.
     slots: Vec<(usize, Producer)>,
@@ -634,4 +677,39 @@ struct Prepared {
     journal: Journal,
     jpath: PathBuf,
     reused_bytes: u64,
+}
+
+/// Blocks smaller than this would cost more in messages than they save.
+const SMALLEST_PIECE_BLOCK: u32 = 64 << 10;
+
+/// The largest block size at most `most` (and at least
+/// [`SMALLEST_PIECE_BLOCK`]) that divides a piece of `piece` bytes.
+fn piece_divisor(piece: u32, most: u32) -> Option<u32> {
+    let mut best = None;
+    let mut d = 1u32;
+    while u64::from(d) * u64::from(d) <= u64::from(piece) {
+        if piece.is_multiple_of(d) {
+            for c in [d, piece / d] {
+                if c <= most && best.is_none_or(|b| c > b) {
+                    best = Some(c);
+                }
+            }
+        }
+        d += 1;
+    }
+    best.filter(|&b| b >= SMALLEST_PIECE_BLOCK)
+}
+
+#[cfg(test)]
+mod piece_tests {
+    use super::piece_divisor;
+
+    #[test]
+    fn blocks_divide_large_pieces() {
+        assert_eq!(piece_divisor(256 << 20, 256 << 10), Some(256 << 10));
+        assert_eq!(piece_divisor(300 << 20, 16 << 20), Some(15 << 20));
+        assert_eq!(piece_divisor(3 * (256 << 20), 16 << 20), Some(16 << 20));
+        // A prime length has no usable divisor.
+        assert_eq!(piece_divisor(2_147_483_647, 16 << 20), None);
+    }
 }

@@ -362,6 +362,18 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Blocks `blocks`, delivered before, must be fetched again (a piece
+    /// spanning them failed verification once whole): they become a gap
+    /// of their own, helped by the free producers like any other.
+    pub fn reopen(&mut self, blocks: Range<u64>, now: Instant) {
+        if blocks.end <= blocks.start {
+            return;
+        }
+        self.total += blocks.end - blocks.start;
+        self.add_segment(blocks.start, blocks.end);
+        self.rebalance(now);
+    }
+
     /// A producer joins a running transfer (a mirror that became ready
     /// after the others started): it is free, so it helps at once by the
     /// same rules as a pair whose segment ran out. Returns its id, the next

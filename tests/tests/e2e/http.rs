@@ -203,6 +203,23 @@ fn a_repr_digest_tie_exits_3_before_a_byte_moves_whichever_mirror_is_named_first
     }
 }
 
+/// Hardening II, item 4: one mirror's digest, the others silent: a
+/// download that does not match it is kept aside (not thrown away after
+/// every byte moved), named for what it is, and the header's sender named.
+#[test]
+fn a_lone_digest_the_download_does_not_match_keeps_the_data_aside() {
+    let f = Fixture::new();
+    let data = Arc::new(random_file(&f.root().join("f.bin"), 4 << 20, 5));
+    let liar = BadServer::start(data.clone(), Misbehave::WrongDigest);
+    let silent = BadServer::start(data.clone(), Misbehave::Plain);
+    let out = f.out("f.bin");
+    let j = get_json("f.bin", &format!("{},{}", liar.url, silent.url), &out, &[], 3);
+    let e = j["error"].as_str().unwrap();
+    assert!(e.contains(&liar.url) && e.contains("kept at"), "{j}");
+    assert!(!out.exists() && !f.out("f.bin.ddftp-part").exists(), "{j}");
+    assert!(std::fs::read(f.out("f.bin.ddftp-unverified")).unwrap() == *data, "the bytes are kept: {j}");
+}
+
 /// Hardening II, item 7: a reply whose body is not the file's bytes as
 /// they are (chunked framing with a Content-Length, gzip) drops that
 /// mirror; a file replaced at the same size mid-download is not mixed

@@ -10,13 +10,18 @@ const PIECE: usize = 256 << 10;
 
 /// A Metalink 4 of `data` named `name` at `urls`, with SHA-256 pieces.
 fn meta4(name: &str, data: &[u8], urls: &[String]) -> String {
+    meta4_in(name, data, urls, PIECE)
+}
+
+/// The same with pieces of `piece` bytes.
+fn meta4_in(name: &str, data: &[u8], urls: &[String], piece: usize) -> String {
     let pieces: String =
-        data.chunks(PIECE).map(|p| format!("<hash>{}</hash>", sha256_hex(p))).collect::<Vec<_>>().join("\n");
+        data.chunks(piece).map(|p| format!("<hash>{}</hash>", sha256_hex(p))).collect::<Vec<_>>().join("\n");
     let urls: String = urls.iter().enumerate().map(|(i, u)| format!("<url priority=\"{}\">{u}</url>", i + 1)).collect();
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">\n\
          <file name=\"{name}\"><size>{}</size><hash type=\"sha-256\">{}</hash>\n\
-         <pieces length=\"{PIECE}\" type=\"sha-256\">{pieces}</pieces>\n{urls}</file></metalink>\n",
+         <pieces length=\"{piece}\" type=\"sha-256\">{pieces}</pieces>\n{urls}</file></metalink>\n",
         data.len(),
         sha256_hex(data)
     )
@@ -71,6 +76,77 @@ fn a_metalink_verifies_every_piece_and_a_corrupted_copy_is_caught_and_refetched(
     std::fs::write(&m, "<html/>").unwrap();
     let o = ddftp(&["get", "--metalink", m.to_str().unwrap()], 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("Metalink 4"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Runs `ddftp ARGS` to its end; its exit code, output and the most memory
+/// it held (VmHWM, read until it exits).
+fn ddftp_peak(args: &[&str]) -> (Option<i32>, String, String, u64) {
+    let mut child = std::process::Command::new(bin("ddftp"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = [
+        std::thread::spawn(move || std::io::read_to_string(&mut out).unwrap()),
+        std::thread::spawn(move || std::io::read_to_string(&mut err).unwrap()),
+    ];
+    let mut peak_kib = 0;
+    while child.try_wait().unwrap().is_none() {
+        if let Ok(s) = std::fs::read_to_string(&status) {
+            if let Some(l) = s.lines().find(|l| l.starts_with("VmHWM:")) {
+                peak_kib = l.split_whitespace().nth(1).unwrap().parse().unwrap();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let code = child.wait().unwrap().code();
+    let [o, e] = readers.map(|r| r.join().unwrap());
+    (code, o, e, peak_kib * 1024)
+}
+
+#[test]
+fn pieces_larger_than_a_block_cost_no_memory_and_a_bad_one_is_fetched_again() {
+    const BIG: usize = 64 << 20;
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big.iso"), 2 * BIG + (8 << 20), 23);
+    let good = Nginx::serve(&f.root(), None);
+    let bad_root = tempfile::tempdir().unwrap();
+    let mut bad = data.clone();
+    for p in (0..bad.len()).step_by(BIG) {
+        bad[p + 4321] ^= 0x08;
+    }
+    std::fs::write(bad_root.path().join("big.iso"), &bad).unwrap();
+    drop(bad);
+    let liar = Nginx::serve(bad_root.path(), None);
+    let m = f.out("big.meta4");
+    let out = f.out("big.out");
+    let args = ["get", "--metalink", m.to_str().unwrap(), "-o", out.to_str().unwrap(), "--json", "-q"];
+
+    // Two honest mirrors: blocks stay small whatever the pieces are.
+    let urls = [format!("{}big.iso", good.url), format!("{}big.iso", good.url)];
+    std::fs::write(&m, meta4_in("big.iso", &data, &urls, BIG)).unwrap();
+    let (code, stdout, stderr, peak) = ddftp_peak(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(std::fs::read(&out).unwrap() == data);
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(j["block_size"].as_u64().unwrap() <= 16 << 20, "{j}");
+    assert_eq!(j["verified"], true);
+    assert!(peak < 48 << 20, "{} MiB resident for 64 MiB pieces", peak >> 20);
+
+    // A mirror whose every piece has a flipped byte: its pieces fail once
+    // whole and are fetched again from the honest one.
+    std::fs::remove_file(&out).unwrap();
+    let urls = [format!("{}big.iso", liar.url), format!("{}big.iso", good.url)];
+    std::fs::write(&m, meta4_in("big.iso", &data, &urls, BIG)).unwrap();
+    let (code, stdout, stderr, _) = ddftp_peak(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(std::fs::read(&out).unwrap() == data, "every bad piece fetched again");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let w = j["warnings"].to_string();
+    assert!(w.contains(&urls[0]) && w.contains("failed verification"), "the liar is named: {w}");
 }
 
 #[test]

@@ -70,8 +70,7 @@ fn link(path: &str, target: &Path) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
 /// Runs `ddftp archive src` from a mirror serving `records` (with
 /// `content`) into `dest` with `extra` flags; the exit code.
 fn run(dest: &Path, records: Vec<Vec<u8>>, content: Vec<(Vec<u8>, Vec<u8>)>, extra: &[&str]) -> (i32, String) {
-    let script =
-        Script { walk: vec![records], pause: std::time::Duration::ZERO, content: content.into_iter().collect() };
+    let script = Script { walk: vec![records], content: content.into_iter().collect(), ..Script::default() };
     run_script(dest, script, extra)
 }
 
@@ -139,6 +138,7 @@ fn a_setuid_file_behind_a_symlink_after_a_streamed_part_stays_out() {
         content: [(lp, lt), (b"src/big".to_vec(), b"X".to_vec()), (b"src/a/pwned".to_vec(), pay.to_vec())]
             .into_iter()
             .collect(),
+        stat: None,
     };
     let (code, err) = run_script(&c.dest(), script, &[]);
     assert_eq!(code, 5, "{err}");
@@ -349,5 +349,21 @@ mod random_lists {
             prop_assert!([0, 5].contains(&code), "second run: exit {} {}", code, err);
             prop_assert_eq!(state(&c.outside()), before);
         }
+    }
+}
+
+/// A ddftpd whose `Stat` gives a chunk size no ddftpd uses (0: a division
+/// by zero; 1 byte of a terabyte: a manifest of 2^40 hashes) is refused,
+/// with why; the download does not crash.
+#[test]
+fn a_stat_with_a_chunk_size_no_ddftpd_uses_is_refused_not_a_crash() {
+    for (size, chunk_size) in [(1u64 << 20, 0u32), (1 << 40, 1)] {
+        let digest = ddftp_proto::FileDigest { chunk_size, sha256: [7; 32], manifest: [9; 32] };
+        let m = FakeMirror::start(Script { stat: Some((size, digest)), ..Script::default() });
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("f");
+        let o = ddftp(&["get", "f", "--mirrors", &m.addr, "-o", out.to_str().unwrap()], 1);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(&format!("chunks of {chunk_size} bytes")), "{err}");
     }
 }

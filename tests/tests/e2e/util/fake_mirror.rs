@@ -25,6 +25,8 @@ pub struct Script {
     /// The bytes of each path's range (a file's data, a symlink's target);
     /// a path not here serves `x` bytes of its listed size.
     pub content: HashMap<Vec<u8>, Vec<u8>>,
+    /// What a `Stat` of any path answers (size, digest); none: not found.
+    pub stat: Option<(u64, ddftp_proto::FileDigest)>,
 }
 
 impl Script {
@@ -34,6 +36,7 @@ impl Script {
             walk: vec![records.iter().map(|r| r.to_vec()).collect()],
             pause: Duration::ZERO,
             content: content.iter().map(|(p, c)| (p.to_vec(), c.to_vec())).collect(),
+            stat: None,
         }
     }
 }
@@ -127,6 +130,12 @@ fn serve(mut c: TcpStream, script: &Script, bundles: &Bundles) -> std::io::Resul
                 send(&mut c, Reply::ListData { data: Bytes::from(p.finish()) })?;
                 send(&mut c, Reply::ListEnd { errors: 0 })?;
             }
+            Request::Stat { path, .. } => match &script.stat {
+                Some((size, digest)) => {
+                    send(&mut c, Reply::Stat { size: *size, mtime_secs: 0, mtime_nanos: 0, digest: *digest })?
+                }
+                None => send(&mut c, Reply::Error { code: ddftp_proto::ErrorCode::NotFound, message: path })?,
+            },
             Request::Bundle { data } => def.extend_from_slice(&data),
             Request::BundleEnd => {
                 let list = packed::unpack(&std::mem::take(&mut def), 1 << 30).expect("a bundle definition");

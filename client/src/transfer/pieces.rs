@@ -1,0 +1,177 @@
+//! Verification of pieces larger than a block. A Metalink may give piece
+//! hashes over any length (256 MiB, 1 GiB); a block that large would be
+//! that much memory in every slot. Blocks stay small, and a piece is
+//! checked once all its blocks are in the file, read back a buffer at a
+//! time on one thread. A piece that fails is fetched again: its blocks are
+//! taken out of the completed set (and so out of the journal), and the
+//! mirror that sent all of it, if one did, is dropped as corrupt.
+//!
+//! The running SHA-256 reads only verified pieces: a piece fetched again
+//! is hashed once, as it finally is.
+
+use std::collections::HashMap;
+use std::sync::mpsc as std_mpsc;
+
+use ddops::completed::Completed;
+
+use super::*;
+
+/// A piece that fails this often (fetched again each time, from mirrors
+/// that each sent only part of it) ends the download.
+const MAX_TRIES: u32 = 4;
+
+/// No mirror is known for a block (it came from an earlier run).
+const NOBODY: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Some block is missing, or it failed and is being fetched again.
+    Open,
+    Checking,
+    Good,
+}
+
+/// What a finished check means for the transfer.
+pub(super) enum Checked {
+    /// The piece is good; the verified prefix is now this many bytes (if it grew).
+    Good(Option<u64>),
+    /// Blocks `lo..=hi` must be fetched again; `culprit` sent all of them.
+    Bad { lo: u64, hi: u64, culprit: Option<usize> },
+}
+
+/// The pieces of one download and their checks.
+pub(super) struct Pieces {
+    manifest: Arc<Manifest>,
+    /// Blocks in a piece.
+    per: u64,
+    blocks: u64,
+    size: u64,
+    state: Vec<State>,
+    /// Pieces `0..good` are all good.
+    good: u64,
+    /// The mirror that sent each block.
+    sender: Vec<u32>,
+    tries: HashMap<u64, u32>,
+    checking: usize,
+    to_checker: Option<std_mpsc::Sender<u64>>,
+    results: mpsc::UnboundedReceiver<(u64, io::Result<bool>)>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Pieces {
+    /// Checks for `manifest`'s pieces (each a whole number of `block_size`
+    /// blocks) over `file`.
+    pub(super) fn new(manifest: Arc<Manifest>, block_size: u32, size: u64, file: Arc<dyn Store>) -> io::Result<Pieces> {
+        let per = u64::from(manifest.chunk_size / block_size);
+        let blocks = size.div_ceil(u64::from(block_size));
+        let count = manifest.hashes.len();
+        let (to_checker, jobs) = std_mpsc::channel::<u64>();
+        let (done, results) = mpsc::unbounded_channel();
+        let m = manifest.clone();
+        let worker = std::thread::Builder::new().name("ddftp-pieces".into()).spawn(move || {
+            for piece in jobs {
+                let ok = m.verify_chunk(piece, size, |buf, at| file.read_exact_at(buf, at));
+                if done.send((piece, ok)).is_err() {
+                    return;
+                }
+            }
+        })?;
+        Ok(Pieces {
+            manifest,
+            per,
+            blocks,
+            size,
+            state: vec![State::Open; count],
+            good: 0,
+            sender: vec![NOBODY; blocks as usize],
+            tries: HashMap::new(),
+            checking: 0,
+            to_checker: Some(to_checker),
+            results,
+            worker: Some(worker),
+        })
+    }
+
+    /// Blocks of piece `p`, inclusive.
+    fn span(&self, p: u64) -> (u64, u64) {
+        (p * self.per, ((p + 1) * self.per).min(self.blocks) - 1)
+    }
+
+    /// Blocks `lo..=hi` arrived from `mirror` (`None`: an earlier run's);
+    /// every piece they make whole is checked.
+    pub(super) fn arrived(&mut self, lo: u64, hi: u64, mirror: Option<usize>, completed: &Completed) {
+        if self.blocks == 0 {
+            return;
+        }
+        let hi = hi.min(self.blocks - 1);
+        let who = mirror.map_or(NOBODY, |m| m as u32);
+        for b in lo..=hi {
+            self.sender[b as usize] = who;
+        }
+        for p in lo / self.per..=hi / self.per {
+            let (a, z) = self.span(p);
+            if self.state[p as usize] == State::Open && completed.holds(a, z) {
+                self.state[p as usize] = State::Checking;
+                self.checking += 1;
+                if let Some(tx) = &self.to_checker {
+                    let _ = tx.send(p);
+                }
+            }
+        }
+    }
+
+    /// Every piece already whole (a resumed download's) is checked.
+    pub(super) fn check_whole(&mut self, completed: &Completed) {
+        for (a, b) in completed.ranges() {
+            self.arrived(a, b, None, completed);
+        }
+    }
+
+    /// No check is under way.
+    pub(super) fn idle(&self) -> bool {
+        self.checking == 0
+    }
+
+    /// The next check to finish (waits forever when none is under way).
+    pub(super) async fn next(&mut self) -> (u64, io::Result<bool>) {
+        match self.checking {
+            0 => std::future::pending().await,
+            _ => self.results.recv().await.unwrap_or((u64::MAX, Err(io::Error::other("the piece checker stopped")))),
+        }
+    }
+
+    /// What piece `p`'s check (`ok`) means.
+    pub(super) fn checked(&mut self, p: u64, ok: bool, path: &str) -> Result<Checked, TransferError> {
+        self.checking -= 1;
+        if ok {
+            self.state[p as usize] = State::Good;
+            let before = self.good;
+            while self.state.get(self.good as usize) == Some(&State::Good) {
+                self.good += 1;
+            }
+            let bytes = (self.good * u64::from(self.manifest.chunk_size)).min(self.size);
+            return Ok(Checked::Good((self.good > before).then_some(bytes)));
+        }
+        self.state[p as usize] = State::Open;
+        let tries = self.tries.entry(p).or_default();
+        *tries += 1;
+        if *tries >= MAX_TRIES {
+            return Err(TransferError::PieceKeepsFailing { path: path.to_string(), piece: p, tries: *tries });
+        }
+        let (lo, hi) = self.span(p);
+        let first = self.sender[lo as usize];
+        let one = self.sender[lo as usize..=hi as usize].iter().all(|&s| s == first) && first != NOBODY;
+        Ok(Checked::Bad { lo, hi, culprit: one.then_some(first as usize) })
+    }
+}
+
+impl Drop for Pieces {
+    fn drop(&mut self) {
+        // The checker ends once its queue closes (after the check it is in).
+        self.to_checker = None;
+        self.results.close();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
