@@ -23,6 +23,7 @@ pub mod manifest;
 pub mod metalink;
 pub mod nic;
 pub mod progress;
+pub mod retry;
 pub mod session;
 pub mod store;
 pub mod transfer;

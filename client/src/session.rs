@@ -75,8 +75,36 @@ pub enum SessionError {
     Unexpected(String),
 }
 
+impl SessionError {
+    /// Whether asking again may work: the mirror was down, cut off, slow
+    /// or busy. A wrong answer, a refusal on principle or a certificate is
+    /// never retried.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SessionError::Refused { code, .. } => *code == ErrorCode::Busy,
+            SessionError::Connect(_)
+            | SessionError::ConnectTimeout
+            | SessionError::NoReply
+            | SessionError::StatTimeout
+            | SessionError::ManifestTimeout
+            | SessionError::Send(_)
+            | SessionError::Receive(_)
+            | SessionError::Closed => true,
+            _ => false,
+        }
+    }
+
+    /// How long the mirror asked us to wait (a busy one says).
+    pub fn wait_hint(&self) -> Option<Duration> {
+        match self {
+            SessionError::Refused { code: ErrorCode::Busy, message } => ddftp_proto::busy::wait(message),
+            _ => None,
+        }
+    }
+}
+
 /// How long to wait for a mirror to accept and answer the handshake.
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a mirror may take to answer `Stat`: one that has not indexed
 /// the file reads it whole first (`ddftpd index` avoids the wait).
 pub(crate) const STAT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -174,6 +202,16 @@ pub(crate) async fn connect(
     stat: Option<(&str, bool)>,
     token: Option<&[u8]>,
 ) -> Result<Probed, SessionError> {
+    connect_within(route, stat, token, CONNECT_TIMEOUT).await
+}
+
+/// [`connect`], with `within` to accept the connection and greet.
+pub(crate) async fn connect_within(
+    route: &Route,
+    stat: Option<(&str, bool)>,
+    token: Option<&[u8]>,
+    within: Duration,
+) -> Result<Probed, SessionError> {
     let fut = async {
         let sock = open_socket(route).await.map_err(SessionError::Connect)?;
         sock.set_nodelay(true).map_err(SessionError::Connect)?;
@@ -184,7 +222,7 @@ pub(crate) async fn connect(
                 .map_err(|e| SessionError::Tls(ddnet::tls::explain(&e))),
         }
     };
-    let mut sock = tokio::time::timeout(CONNECT_TIMEOUT, fut).await.map_err(|_| SessionError::ConnectTimeout)??;
+    let mut sock = tokio::time::timeout(within, fut).await.map_err(|_| SessionError::ConnectTimeout)??;
     let stat_req = |out: &mut BytesMut| {
         if let Some((path, manifest)) = stat {
             Request::Stat { path: path.to_string(), manifest }.encode(out);
@@ -226,7 +264,7 @@ pub(crate) async fn connect(
         Ok((buf, rtt, hello))
     };
     let (mut buf, rtt, (server_id, max_block_size)) =
-        tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.map_err(|_| SessionError::NoReply)??;
+        tokio::time::timeout(within, exchange).await.map_err(|_| SessionError::NoReply)??;
     let Some((_, with_manifest)) = stat else {
         return Ok((Session { sock, rtt, server_id, max_block_size }, None, None));
     };

@@ -21,6 +21,7 @@
 
 pub mod addr;
 pub mod auth;
+pub mod busy;
 pub mod cursor;
 pub mod frame;
 pub mod manifest;

@@ -71,6 +71,10 @@ pub struct Server {
     tls: Option<Tls>,
 }
 
+/// How long a client refused for lack of a free connection is asked to
+/// wait: connections end all the time, and a retry is one round trip.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Server {
     pub fn new(root: &Path, cfg: &ServerConfig) -> io::Result<Server> {
         let root = Root::new(root, cfg.follow_symlinks)?;
@@ -163,9 +167,12 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
             if log {
                 tracing::warn!(%peer, "refused (busy: {} connections)", server.max_connections);
             }
-            let why = format!(
-                "server busy: it serves at most {} connections at once (--max-connections); try again later",
-                server.max_connections
+            let why = ddftp_proto::busy::message(
+                &format!(
+                    "server busy: it serves at most {} connections at once (--max-connections)",
+                    server.max_connections
+                ),
+                BUSY_WAIT,
             );
             conns.spawn(refusal(sock, ErrorCode::Busy, why));
             continue;
@@ -176,9 +183,12 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
                 tracing::warn!(%peer, "refused (it has {max} connections open: --max-per-client)");
             }
             drop(permit);
-            let why = format!(
-                "{} has {max} connections open here already, the most one address may (--max-per-client); try again later",
-                peer.ip()
+            let why = ddftp_proto::busy::message(
+                &format!(
+                    "{} has {max} connections open here already, the most one address may (--max-per-client)",
+                    peer.ip()
+                ),
+                BUSY_WAIT,
             );
             conns.spawn(refusal(sock, ErrorCode::Busy, why));
             continue;

@@ -161,6 +161,8 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         ca_file: None,
         checksum_url: None,
         metalink: None,
+        retry: crate::retry::RetryPolicy::default(),
+        connect_timeout: crate::session::CONNECT_TIMEOUT,
     };
     let mut progress =
         SlowDownHalfWay { inner: Bar::new(!opt.quiet), total: 0, server: &servers[0], started: None, slowed_at: None };

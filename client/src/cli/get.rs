@@ -97,6 +97,20 @@ pub struct MoveOpt {
     /// the others take over its range.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub stall_timeout: f64,
+    /// Ask a mirror that failed, stalled, was busy or did not answer this
+    /// many times more (waits doubling from --retry-wait, at most 30 s);
+    /// when it answers with the same file it rejoins the transfer. With
+    /// every mirror gone, the download waits through these retries
+    /// before it gives up. 0: never.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub retries: u32,
+    /// The wait before the first retry of a mirror.
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub retry_wait: f64,
+    /// How long a mirror has to accept the connection and greet; the
+    /// download starts with those that did, a late one joins when it answers.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub connect_timeout: f64,
     /// Shared token for mirrors started with --token-file (proved by
     /// challenge-response; it never crosses the network).
     #[arg(long, value_name = "PATH")]
@@ -142,6 +156,11 @@ impl MoveOpt {
             ca_file: self.ca_file.clone(),
             checksum_url: None,
             metalink: None,
+            retry: crate::retry::RetryPolicy {
+                retries: self.retries,
+                first_wait: std::time::Duration::from_secs_f64(self.retry_wait),
+            },
+            connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout),
         })
     }
 }

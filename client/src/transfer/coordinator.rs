@@ -6,8 +6,10 @@ use ddops::transfer::{self, Event as TransferEvent, Transfer};
 
 use super::http_slot::run_http_slot;
 use super::pieces::{Checked, Pieces};
+use super::rejoin::{Source, Wanted};
 use super::slot::{run_slot, Check, Event, SlotCtx};
 use super::*;
+use ddops::transfer::DropReason;
 
 /// The driver's state around the pure [`Transfer`]: the connections, the
 /// journal, the names for the report.
@@ -26,6 +28,13 @@ pub(super) struct Coordinator<'a> {
     size: u64,
     /// Command channel per slot; `None` once the slot is dropped.
     cmds: Vec<Option<mpsc::UnboundedSender<Action>>>,
+    /// How each slot reaches its mirror (to ask it again).
+    sources: Vec<Source>,
+    /// Routes being asked again, not yet back.
+    retrying: std::collections::HashSet<String>,
+    wanted: Arc<Wanted>,
+    /// For the retries' answers.
+    events: mpsc::Sender<Event>,
     mirrors: Vec<String>,
     /// Each slot's route, for the report.
     routes: Vec<String>,
@@ -54,7 +63,31 @@ impl Coordinator<'_> {
             progress.warn(&w);
             self.errors.push(w.clone());
             self.warnings.push(w);
+            // A mirror that was lost (not one that lied) is asked again.
+            if matches!(why, DropReason::Failed(_) | DropReason::Stalled(_)) {
+                self.ask_again(self.sources[producer].clone());
+            }
         }
+    }
+
+    /// Asks `source` again under the retry policy, unless it is asked
+    /// already or still has a producer in the transfer.
+    pub(super) fn ask_again(&mut self, source: Source) {
+        let route = source.route();
+        let live = (0..self.tr.producers()).any(|p| !self.tr.is_dropped(p) && self.sources[p].route() == route);
+        if live || self.wanted.policy.retries == 0 || !self.retrying.insert(route) {
+            return;
+        }
+        let (wanted, events) = (self.wanted.clone(), self.events.clone());
+        tokio::spawn(async move {
+            let answer = super::rejoin::retry(source, wanted, events.clone()).await;
+            let _ = events.send(answer).await;
+        });
+    }
+
+    /// Every retry has ended and no mirror may join: nothing more can come.
+    fn nothing_coming(&self) -> bool {
+        self.retrying.is_empty()
     }
 
     /// The error once no producer is left: a rerun helps unless every
@@ -140,14 +173,14 @@ impl Coordinator<'_> {
         Ok(())
     }
 
-    /// A mirror joined over `route`: a new producer, and its slot.
+    /// A producer of `source`'s mirror joins: a new producer, and its slot.
     fn join(
         &mut self,
-        route: &Route,
+        source: &Source,
         now: Instant,
         progress: &mut dyn Progress,
     ) -> (ProducerId, mpsc::UnboundedReceiver<Action>) {
-        let name = route.endpoint.to_string();
+        let name = source.mirror();
         let mirror = self.mirrors.iter().position(|m| *m == name).unwrap_or_else(|| {
             progress.joined(&name);
             self.mirrors.push(name);
@@ -156,13 +189,36 @@ impl Coordinator<'_> {
         let slot = self.tr.handle_join(mirror, now);
         let (tx, rx) = mpsc::unbounded_channel();
         self.cmds.push(Some(tx));
-        self.routes.push(route.to_string());
+        self.routes.push(source.route());
+        self.sources.push(source.clone());
         (slot, rx)
     }
 
     /// Bytes delivered by the mirrors in this run.
     fn fetched(&self) -> u64 {
         self.tr.mirror_bytes().iter().sum()
+    }
+}
+
+/// Starts `producer`'s slot task; its round trip so far.
+fn spawn_slot(
+    tasks: &mut tokio::task::JoinSet<()>,
+    slot: ProducerId,
+    producer: Producer,
+    ctx: &Arc<SlotCtx>,
+    rx: mpsc::UnboundedReceiver<Action>,
+    events: mpsc::Sender<Event>,
+) -> Duration {
+    match producer {
+        Producer::Ddftpd(route, conn) => {
+            let mirror = route.endpoint.to_string().into();
+            tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, events));
+            conn.rtt
+        }
+        Producer::Http(m, rtt) => {
+            tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, events));
+            rtt
+        }
     }
 }
 
@@ -175,8 +231,21 @@ pub(super) async fn run_transfer(
     hasher: Option<&PrefixHasher>,
     mut joining: Option<&mut Joining>,
 ) -> Result<TransferReport, TransferError> {
-    let Prepared { size, block_size, check, pieces, file, slots, mirrors, completed, journal, jpath, reused_bytes } =
-        plan;
+    let Prepared {
+        size,
+        block_size,
+        check,
+        pieces,
+        file,
+        slots,
+        mirrors,
+        completed,
+        journal,
+        jpath,
+        reused_bytes,
+        wanted,
+        later,
+    } = plan;
     let bs = u64::from(block_size);
     let verified = !matches!(check, Check::Nothing) || pieces.is_some();
     let mut pieces =
@@ -194,29 +263,18 @@ pub(super) async fn run_transfer(
     let mut tasks = tokio::task::JoinSet::new();
     let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
     let routes: Vec<String> = slots.iter().map(|(_, p)| p.route()).collect();
+    let sources: Vec<Source> = slots.iter().map(|(_, p)| p.source()).collect();
     let mut cmds = vec![];
     let mut rtts = vec![];
+    let first_joined = slots.len();
     for (slot, (_, producer)) in slots.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         cmds.push(Some(tx));
-        match producer {
-            Producer::Ddftpd(route, conn) => {
-                rtts.push(conn.rtt);
-                let mirror = route.endpoint.to_string().into();
-                tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, ev_tx.clone()));
-            }
-            Producer::Http(m, rtt) => {
-                rtts.push(rtt);
-                tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, ev_tx.clone()));
-            }
-        }
+        rtts.push(spawn_slot(&mut tasks, slot, producer, &ctx, rx, ev_tx.clone()));
     }
-    // Kept while mirrors may still join (and by their connecting tasks):
-    // the events end only once every slot has ended and none can join.
+    // Mirrors may still join (an archive's, as each registers the bundle).
     let mut join_open = joining.is_some();
-    let mut join_tx = join_open.then(|| ev_tx.clone());
     let mut connecting = 0usize;
-    drop(ev_tx);
     let now = Instant::now();
     let cfg =
         transfer::Config { scheduler: spec.scheduler.clone(), item_bytes: Some(bs), stall_timeout: spec.stall_timeout };
@@ -239,11 +297,20 @@ pub(super) async fn run_transfer(
         block_size: bs,
         size,
         cmds,
+        sources,
+        retrying: Default::default(),
+        wanted,
+        events: ev_tx,
         routes,
         mirrors,
         errors: vec![],
         warnings,
     };
+    // Mirrors that did not answer at the start are asked again, and join
+    // when they answer.
+    for source in later {
+        c.ask_again(source);
+    }
     progress.start(size, &c.mirrors);
     progress.update(reused_bytes, c.tr.mirror_bytes());
     let mut last_draw = Instant::now();
@@ -260,7 +327,7 @@ pub(super) async fn run_transfer(
         if c.tr.is_done() && c.pieces.as_ref().is_none_or(Pieces::idle) {
             break Ok(());
         }
-        if c.tr.is_stuck() && join_tx.is_none() {
+        if c.tr.is_stuck() && !join_open && connecting == 0 && c.nothing_coming() {
             break Err(c.all_failed(missing(&c), size));
         }
         let deadline = c.tr.poll_timeout();
@@ -271,28 +338,24 @@ pub(super) async fn run_transfer(
         let ev = tokio::select! {
             ev = ev_rx.recv() => ev,
             j = async { joining.as_mut().expect("while joins are open").recv().await }, if join_open => {
-                match (j, &join_tx) {
-                    (Some((endpoint, Ok(()))), Some(tx)) => {
+                match j {
+                    Some((endpoint, Ok(()))) => {
                         for route in routes_to(spec, &endpoint) {
-                            let (tx, token) = (tx.clone(), spec.token.clone());
+                            let (tx, token) = (c.events.clone(), spec.token.clone());
                             connecting += 1;
                             tokio::spawn(async move {
-                                let conn = connect(&route, None, token.as_deref()).await.map(|(c, ..)| c);
-                                let _ = tx.send(Event::Joined { route, conn }).await;
+                                let conn = connect(&route, None, token.as_deref()).await;
+                                let got = conn.map(|(s, ..)| Producer::Ddftpd(route.clone(), s)).map_err(|e| e.to_string());
+                                let _ = tx.send(Event::Joined { source: Source::Ddftpd(route), got }).await;
                             });
                         }
                     }
-                    (Some((endpoint, Err(why))), _) => {
+                    Some((endpoint, Err(why))) => {
                         let w = format!("skipping {endpoint}: {why}");
                         progress.warn(&w);
                         c.warnings.push(w);
                     }
-                    _ => {
-                        join_open = false;
-                        if connecting == 0 {
-                            join_tx = None;
-                        }
-                    }
+                    None => join_open = false,
                 }
                 continue;
             }
@@ -328,21 +391,21 @@ pub(super) async fn run_transfer(
         };
         let now = Instant::now();
         let ev = match ev {
-            Event::Joined { route, conn } => {
-                connecting -= 1;
-                let tx = join_tx.clone().expect("kept while a connection is under way");
-                if !join_open && connecting == 0 {
-                    join_tx = None;
+            Event::Joined { source, got } => {
+                if !c.retrying.remove(&source.route()) {
+                    connecting -= 1;
                 }
-                match conn {
-                    Ok(conn) => {
-                        let (slot, rx) = c.join(&route, now, progress);
-                        c.tr.handle_round_trip(slot, conn.rtt, now);
-                        let mirror = route.endpoint.to_string().into();
-                        tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, tx));
+                match got {
+                    Ok(producer) => {
+                        let (slot, rx) = c.join(&source, now, progress);
+                        let rtt = spawn_slot(&mut tasks, slot, producer, &ctx, rx, c.events.clone());
+                        c.tr.handle_round_trip(slot, rtt, now);
+                        let w = format!("{}: back; it rejoins the transfer", source.route());
+                        progress.warn(&w);
+                        c.warnings.push(w);
                     }
                     Err(why) => {
-                        let w = format!("skipping {route}: {why}");
+                        let w = format!("skipping {}: {why}", source.route());
                         progress.warn(&w);
                         c.warnings.push(w);
                     }
@@ -393,6 +456,10 @@ pub(super) async fn run_transfer(
                 .map(|s| c.tr.producer_delivered(s).0)
                 .sum(),
             bytes: mirror_bytes[m],
+            joined_bytes: (first_joined..c.tr.producers())
+                .filter(|&s| c.tr.producer_mirror(s) == m)
+                .map(|s| c.tr.producer_delivered(s).1)
+                .sum(),
             share: if total > 0 { mirror_bytes[m] as f64 / total as f64 } else { 0.0 },
         })
         .collect();

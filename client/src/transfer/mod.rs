@@ -48,6 +48,7 @@ mod http_slot;
 mod pieces;
 mod probing;
 mod producer;
+mod rejoin;
 mod report;
 mod slot;
 
@@ -56,6 +57,7 @@ use producer::{fetch_manifest, http_version, probe, probe_http, routes_to, Produ
 pub use report::{LinkReport, ProducerReport, Sha256Checked, TransferReport};
 
 use crate::http::{HttpError, HttpMirror, HttpVersion, Lane};
+use crate::retry::RetryPolicy;
 use crate::session::{connect, Session, SessionError, STAT_TIMEOUT};
 use crate::store::Store;
 use coordinator::run_transfer;
@@ -144,6 +146,11 @@ pub struct GetSpec {
     /// The file as a Metalink describes it: size, hash, piece hashes (its
     /// URLs are in `http`).
     pub metalink: Option<MetalinkFile>,
+    /// How a mirror that failed, stalled, was busy or did not answer is
+    /// asked again (and rejoins the running transfer).
+    pub retry: RetryPolicy,
+    /// How long a mirror has to accept a connection and greet.
+    pub connect_timeout: Duration,
 }
 
 /// What kind of file `m` is, in words.
@@ -166,6 +173,134 @@ pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
 enum Probed {
     Ddftpd(usize, Result<(MirrorInfo, Session), SessionError>),
     Http(usize, Result<(Arc<HttpMirror>, HttpVersion), (String, crate::http::HttpError)>),
+}
+
+/// What one round of probes found.
+struct Round {
+    usable: Vec<(MirrorInfo, Session)>,
+    http: Vec<(Arc<HttpMirror>, HttpVersion)>,
+    /// Why each other mirror is not used, a line each.
+    failures: Vec<String>,
+    /// ddftpd routes that may answer later (down, silent, busy): asked
+    /// again once the transfer runs, and joining it when they answer.
+    later: Vec<rejoin::Source>,
+    /// Some failure may pass (a mirror down, silent, busy, a 503).
+    transient: bool,
+    /// How long busy mirrors asked us to wait.
+    hints: Vec<Duration>,
+    /// Some mirror failed its TLS handshake.
+    untrusted: bool,
+    /// The virtual pair's second connection, under way.
+    spare: Option<tokio::task::JoinHandle<(Route, Result<crate::session::Probed, SessionError>)>>,
+}
+
+/// Probes every mirror at once, HTTP and ddftpd alike: their answers
+/// until the deadline the first answer sets ([`probing`]).
+async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls::TlsConnector>) -> Round {
+    let probing_since = Instant::now();
+    let mut probing = tokio::task::JoinSet::new();
+    for (i, u) in spec.http.iter().enumerate() {
+        let (u, path, tls) = (u.clone(), spec.path.clone(), tls.clone());
+        probing.spawn(async move { Probed::Http(i, probe_http(u, path, tls).await) });
+    }
+    // The first route also sends the chunk manifest right behind its Stat,
+    // so verification costs no extra round trip when that mirror agrees
+    // with the majority (the usual case).
+    for (i, r) in routes.iter().enumerate() {
+        let stat = spec.sealed_size.is_none().then(|| (spec.path.clone(), spec.verify && i == 0));
+        let (r, token, sealed, within) = (r.clone(), spec.token.clone(), spec.sealed_size, spec.connect_timeout);
+        probing.spawn(async move { Probed::Ddftpd(i, probe(r, stat, token, sealed, within).await) });
+    }
+    // With an odd count the last route will also carry a virtual pair's
+    // second stream: open that connection at the same time.
+    let spare_token = spec.token.clone();
+    let spare =
+        routes.last().filter(|_| (routes.len() + spec.http.len()) % 2 == 1).cloned().map(|last| {
+            tokio::spawn(async move { (last.clone(), connect(&last, None, spare_token.as_deref()).await) })
+        });
+    let mut ddftpd_probed: Vec<Option<_>> = routes.iter().map(|_| None).collect();
+    let mut http_probed: Vec<Option<_>> = spec.http.iter().map(|_| None).collect();
+    let (mut first, mut grace) = (None, None);
+    loop {
+        let next = match probing::deadline(probing_since, first, spec.connect_timeout) {
+            None => probing.join_next().await,
+            Some(d) => {
+                grace = Some(d.saturating_duration_since(probing_since));
+                match tokio::time::timeout_at(d.into(), probing.join_next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                }
+            }
+        };
+        let Some(done) = next else { break };
+        match done.expect("probe task") {
+            Probed::Ddftpd(i, r) => {
+                if r.is_ok() {
+                    first.get_or_insert_with(Instant::now);
+                }
+                ddftpd_probed[i] = Some(r);
+            }
+            Probed::Http(i, r) => {
+                if r.is_ok() {
+                    first.get_or_insert_with(Instant::now);
+                }
+                http_probed[i] = Some(r);
+            }
+        }
+    }
+    probing.abort_all();
+    let late = |g: Option<Duration>| {
+        format!(
+            "no answer within {:.1} s, while others had answered: starting without it",
+            g.unwrap_or_default().as_secs_f64()
+        )
+    };
+    let mut r = Round {
+        usable: vec![],
+        http: vec![],
+        failures: vec![],
+        later: vec![],
+        transient: false,
+        hints: vec![],
+        untrusted: false,
+        spare,
+    };
+    for (route, got) in routes.iter().zip(ddftpd_probed) {
+        match got {
+            Some(Ok(x)) => r.usable.push(x),
+            Some(Err(e)) => {
+                r.untrusted |= matches!(e, SessionError::Tls(_));
+                if e.is_transient() {
+                    r.transient = true;
+                    r.hints.extend(e.wait_hint());
+                    r.later.push(rejoin::Source::Ddftpd(route.clone()));
+                }
+                r.failures.push(format!("  {route}: {e}"))
+            }
+            None => {
+                r.transient = true;
+                r.later.push(rejoin::Source::Ddftpd(route.clone()));
+                r.failures.push(format!("  {route}: {}", late(grace)))
+            }
+        }
+    }
+    for (url, got) in spec.http.iter().zip(http_probed) {
+        match got {
+            Some(Ok(x)) => r.http.push(x),
+            Some(Err((url, e))) => {
+                r.untrusted |= matches!(e, crate::http::HttpError::Tls(_));
+                r.transient |= e.is_transient();
+                r.failures.push(format!("  {url}: {e}"))
+            }
+            None => r.failures.push(format!("  {url}: {}", late(grace))),
+        }
+    }
+    if r.usable.is_empty() && r.http.is_empty() {
+        if let Some(s) = r.spare.take() {
+            s.abort();
+        }
+    }
+    r
 }
 
 /// The temporary name the data is written under until it is complete.
@@ -200,105 +335,40 @@ pub async fn get_joining(
         true => Some(crate::http::tls::connector(spec.ca_file.as_deref())?),
         false => None,
     };
-    // Every probe at once, HTTP and ddftpd alike, in one set.
-    let probing_since = Instant::now();
-    let mut probing = tokio::task::JoinSet::new();
-    for (i, u) in spec.http.iter().enumerate() {
-        let (u, path, tls) = (u.clone(), spec.path.clone(), tls.clone());
-        probing.spawn(async move { Probed::Http(i, probe_http(u, path, tls).await) });
-    }
     // The clock a user sees: from the first connection to the last byte.
     let started = Instant::now();
     let mut warnings = vec![];
-    // Every (mirror, local address) pair is a route and a producer. Ask
-    // along every route at once; keep those that answer. With an odd count
-    // the last route will also carry a virtual pair's second stream: open
-    // that connection at the same time.
+    // Every (mirror, local address) pair is a route and a producer.
     let routes: Vec<Route> = spec.mirrors.iter().flat_map(|ep| routes_to(spec, ep)).collect();
-    // The first route also sends the chunk manifest right behind its Stat,
-    // so verification costs no extra round trip when that mirror agrees
-    // with the majority (the usual case).
-    for (i, r) in routes.iter().enumerate() {
-        let stat = spec.sealed_size.is_none().then(|| (spec.path.clone(), spec.verify && i == 0));
-        let (r, token, sealed) = (r.clone(), spec.token.clone(), spec.sealed_size);
-        probing.spawn(async move { Probed::Ddftpd(i, probe(r, stat, token, sealed).await) });
-    }
-    let spare_token = spec.token.clone();
-    let mut spare =
-        routes.last().filter(|_| (routes.len() + spec.http.len()) % 2 == 1).cloned().map(|last| {
-            tokio::spawn(async move { (last.clone(), connect(&last, None, spare_token.as_deref()).await) })
-        });
-    // The answers, until the deadline one answer sets ([`probing`]).
-    let mut ddftpd_probed: Vec<Option<_>> = routes.iter().map(|_| None).collect();
-    let mut http_probed: Vec<Option<_>> = spec.http.iter().map(|_| None).collect();
-    let (mut first, mut grace) = (None, None);
-    loop {
-        let next = match probing::deadline(probing_since, first) {
-            None => probing.join_next().await,
-            Some(d) => {
-                grace = Some(d.saturating_duration_since(probing_since));
-                match tokio::time::timeout_at(d.into(), probing.join_next()).await {
-                    Ok(next) => next,
-                    Err(_) => break,
-                }
-            }
+    // With no mirror answering (all down, busy or silent), the probes are
+    // made again under the retry policy before the download gives up.
+    let mut asked = crate::retry::Retrying::default();
+    let Round { mut usable, mut http, failures, later, mut spare, .. } = loop {
+        let round = probe_round(spec, &routes, &tls).await;
+        if !round.usable.is_empty() || !round.http.is_empty() {
+            break round;
+        }
+        let hint = round.hints.iter().copied().max();
+        let wait = if round.transient { asked.next(&spec.retry, hint) } else { None };
+        let Some(wait) = wait else {
+            let (path, failures) = (spec.path.clone(), round.failures);
+            return Err(match round.untrusted {
+                true => TransferError::Untrusted { path, failures },
+                false => TransferError::NoUsableMirror { path, failures },
+            });
         };
-        let Some(done) = next else { break };
-        match done.expect("probe task") {
-            Probed::Ddftpd(i, r) => {
-                if r.is_ok() {
-                    first.get_or_insert_with(Instant::now);
-                }
-                ddftpd_probed[i] = Some(r);
-            }
-            Probed::Http(i, r) => {
-                if r.is_ok() {
-                    first.get_or_insert_with(Instant::now);
-                }
-                http_probed[i] = Some(r);
-            }
-        }
-    }
-    probing.abort_all();
-    let late = |g: Option<Duration>| {
-        format!(
-            "no answer within {:.1} s, while others had answered: starting without it",
-            g.unwrap_or_default().as_secs_f64()
-        )
+        let w = format!(
+            "no mirror could serve {} yet:\n{}\nasking again in {:.1} s (retry {} of {})",
+            spec.path,
+            round.failures.join("\n"),
+            wait.as_secs_f64(),
+            asked.tries,
+            spec.retry.retries
+        );
+        progress.warn(&w);
+        warnings.push(w);
+        tokio::time::sleep(wait).await;
     };
-    let mut usable = vec![];
-    let mut failures = vec![];
-    // Some mirror failed its TLS handshake (a certificate that does not
-    // verify, say): if none is left, that is what the user must fix.
-    let mut untrusted = false;
-    for (route, got) in routes.iter().zip(ddftpd_probed) {
-        match got {
-            Some(Ok(x)) => usable.push(x),
-            Some(Err(e)) => {
-                untrusted |= matches!(e, SessionError::Tls(_));
-                failures.push(format!("  {route}: {e}"))
-            }
-            None => failures.push(format!("  {route}: {}", late(grace))),
-        }
-    }
-    let mut http = vec![];
-    for (url, got) in spec.http.iter().zip(http_probed) {
-        match got {
-            Some(Ok(x)) => http.push(x),
-            Some(Err((url, e))) => {
-                untrusted |= matches!(e, crate::http::HttpError::Tls(_));
-                failures.push(format!("  {url}: {e}"))
-            }
-            None => failures.push(format!("  {url}: {}", late(grace))),
-        }
-    }
-    if usable.is_empty() && http.is_empty() {
-        let path = spec.path.clone();
-        return Err(match untrusted {
-            true => TransferError::Untrusted { path, failures },
-            false => TransferError::NoUsableMirror { path, failures },
-        });
-    }
     for f in &failures {
         let w = format!("skipping {}", f.trim_start());
         progress.warn(&w);
@@ -597,6 +667,15 @@ pub async fn get_joining(
         journal,
         jpath: jpath.clone(),
         reused_bytes,
+        wanted: Arc::new(rejoin::Wanted {
+            path: spec.path.clone(),
+            version: (!sealed && !http_only).then_some(version),
+            size,
+            token: spec.token.clone(),
+            policy: spec.retry,
+            connect_timeout: spec.connect_timeout,
+        }),
+        later,
     };
     let joining = joining.filter(|_| spec.sealed_size.is_some());
     let result = run_transfer(spec, plan, progress, &mut warnings, started, hasher.as_ref(), joining).await;
@@ -677,6 +756,10 @@ struct Prepared {
     journal: Journal,
     jpath: PathBuf,
     reused_bytes: u64,
+    /// What a mirror asked again must serve.
+    wanted: Arc<rejoin::Wanted>,
+    /// Mirrors to ask again from the start (they did not answer in time).
+    later: Vec<rejoin::Source>,
 }
 
 /// Blocks smaller than this would cost more in messages than they save.

@@ -15,6 +15,14 @@ pub(super) enum Producer {
 }
 
 impl Producer {
+    /// How to reach it again.
+    pub(super) fn source(&self) -> super::rejoin::Source {
+        match self {
+            Producer::Ddftpd(r, _) => super::rejoin::Source::Ddftpd(r.clone()),
+            Producer::Http(m, ..) => super::rejoin::Source::Http(m.clone()),
+        }
+    }
+
     /// For the report: the route, or the URL.
     pub(super) fn route(&self) -> String {
         match self {
@@ -84,9 +92,10 @@ pub(super) async fn probe(
     stat: Option<(String, bool)>,
     token: Option<Arc<[u8]>>,
     sealed_size: Option<u64>,
+    within: Duration,
 ) -> Result<(MirrorInfo, Session), SessionError> {
     let ask = stat.as_ref().map(|(p, m)| (p.as_str(), *m));
-    let (conn, version, manifest) = connect(&route, ask, token.as_deref()).await?;
+    let (conn, version, manifest) = crate::session::connect_within(&route, ask, token.as_deref(), within).await?;
     let version = match (version, sealed_size) {
         (Some(v), _) => v,
         (None, Some(size)) => Version::sealed(size),

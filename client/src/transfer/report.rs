@@ -7,6 +7,9 @@ pub struct ProducerReport {
     pub blocks: u64,
     pub bytes: u64,
     pub share: f64,
+    /// Of `bytes`, those its producers that joined while the transfer ran
+    /// delivered (a late mirror, or one back after a failure).
+    pub joined_bytes: u64,
 }
 
 /// Per route (mirror and local address).

@@ -30,10 +30,11 @@ pub(super) enum Event {
     Local(io::Error),
     /// Worth telling the user (a request asked again).
     Warn(String),
-    /// A connection to a mirror joining the transfer, or why not.
+    /// A producer of a mirror joining the transfer (a late one, or one
+    /// asked again), or why not.
     Joined {
-        route: Route,
-        conn: Result<Session, SessionError>,
+        source: super::rejoin::Source,
+        got: Result<Producer, String>,
     },
 }
 

@@ -265,7 +265,7 @@ impl Conn {
             let (throttle, now) = (&self.shared.failed_proofs, std::time::Instant::now());
             if let (Some(ip), Request::Auth { .. }) = (self.peer, &req) {
                 if let Err(wait) = throttle.check(ip, now) {
-                    let why = format!("too many wrong tokens from {ip}: try again in {:.1} s", wait.as_secs_f64());
+                    let why = ddftp_proto::busy::message(&format!("too many wrong tokens from {ip}"), wait);
                     return self.refuse(ErrorCode::Busy, why).await;
                 }
             }
@@ -416,7 +416,10 @@ impl Conn {
                 // Every connection's uploads share one budget: refused, not
                 // waited for, when it is spent (a definition is retried).
                 let Ok(more) = self.shared.uploads.clone().try_acquire_many_owned(data.len() as u32) else {
-                    let msg = "the server is taking in other bundle definitions; try again shortly".to_string();
+                    let msg = ddftp_proto::busy::message(
+                        "the server is taking in other bundle definitions",
+                        std::time::Duration::from_millis(500),
+                    );
                     return self.refuse(ErrorCode::Busy, msg).await;
                 };
                 match &mut self.upload_permits {

@@ -19,6 +19,7 @@ mod mpi;
 mod nics;
 mod pipe;
 mod resume;
+mod retry;
 mod server_limits;
 mod tls;
 mod walk;

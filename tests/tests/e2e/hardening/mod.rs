@@ -328,7 +328,7 @@ fn item09_bundle_uploads_share_a_bounded_budget() {
         })
         .collect();
     let replies: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    let busy = replies.iter().filter(|r| r.contains("try again shortly")).count();
+    let busy = replies.iter().filter(|r| r.contains("(retry in 0.5 s)")).count();
     assert!(busy >= 6, "{busy} of 8 uploads were told the server is busy");
     let rss = peak_rss(a.child.id());
     assert!(rss < 120 << 20, "ddftpd peaked at {} MiB", rss >> 20);

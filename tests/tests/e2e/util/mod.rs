@@ -72,11 +72,20 @@ impl Mirror {
         Mirror::spawn_with(Command::new(bin("ddftpd")), root, extra, stderr)
     }
 
-    fn spawn_with(mut cmd: Command, root: &Path, extra: &[&str], stderr: Stdio) -> Mirror {
+    /// A server listening at `addr` (a restart on the port of one killed).
+    pub fn at(root: &Path, addr: &str, extra: &[&str]) -> Mirror {
+        Mirror::spawn_listening(Command::new(bin("ddftpd")), root, addr, extra, Stdio::inherit())
+    }
+
+    fn spawn_with(cmd: Command, root: &Path, extra: &[&str], stderr: Stdio) -> Mirror {
+        Mirror::spawn_listening(cmd, root, "127.0.0.1:0", extra, stderr)
+    }
+
+    fn spawn_listening(mut cmd: Command, root: &Path, listen: &str, extra: &[&str], stderr: Stdio) -> Mirror {
         let mut child = cmd
             .arg("--root")
             .arg(root)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(stderr)

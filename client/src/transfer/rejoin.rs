@@ -1,0 +1,134 @@
+//! Mirrors asked again. A producer whose connection failed or stalled, or
+//! a mirror that did not answer its probe (down, silent, busy), is tried
+//! again under the one retry policy ([`crate::retry`]); when it answers
+//! with the same file it becomes a new producer of the running transfer
+//! (`Transfer::handle_join`, as a late mirror). A mirror whose data failed
+//! verification, or that now serves another version, is not asked again.
+//!
+//! "The same file": for ddftpd the version every mirror agreed on (size,
+//! SHA-256, manifest root; a restarted ddftpd has a new server id, so the
+//! id cannot say it); for HTTP the same size and the validator
+//! (`ETag`/`Last-Modified`) its requests are pinned to.
+
+use super::slot::Event;
+use super::*;
+use crate::retry::Retrying;
+
+/// How to reach a mirror again.
+#[derive(Clone, Debug)]
+pub(super) enum Source {
+    Ddftpd(Route),
+    /// The mirror as its requests were pinned at the start.
+    Http(Arc<HttpMirror>),
+}
+
+impl Source {
+    /// Its mirror's name (the report's and the scheduler's).
+    pub(super) fn mirror(&self) -> String {
+        match self {
+            Source::Ddftpd(r) => r.endpoint.to_string(),
+            Source::Http(m) => m.url.clone(),
+        }
+    }
+
+    /// This route's name (a mirror may have one per local address).
+    pub(super) fn route(&self) -> String {
+        match self {
+            Source::Ddftpd(r) => r.to_string(),
+            Source::Http(m) => m.url.clone(),
+        }
+    }
+}
+
+/// What a mirror must serve to rejoin, and how to ask.
+#[derive(Debug)]
+pub(super) struct Wanted {
+    pub(super) path: String,
+    /// The version agreed on; `None` for a sealed bundle (no `Stat`).
+    pub(super) version: Option<Version>,
+    pub(super) size: u64,
+    pub(super) token: Option<Arc<[u8]>>,
+    pub(super) policy: RetryPolicy,
+    pub(super) connect_timeout: Duration,
+}
+
+/// Why one try failed, and whether another may help.
+struct Failed {
+    why: String,
+    again: bool,
+    hint: Option<Duration>,
+}
+
+/// Tries `source` until it serves the wanted file again or the budget is
+/// spent; each wait is told through `events`. The answer is a `Joined`.
+pub(super) async fn retry(source: Source, wanted: Arc<Wanted>, events: mpsc::Sender<Event>) -> Event {
+    let mut state = Retrying::default();
+    let (mut hint, mut last) = (None, String::from("no answer"));
+    while let Some(wait) = state.next(&wanted.policy, hint) {
+        let w = format!(
+            "{}: asking again in {:.1} s (retry {} of {})",
+            source.route(),
+            wait.as_secs_f64(),
+            state.tries,
+            wanted.policy.retries
+        );
+        let _ = events.send(Event::Warn(w)).await;
+        tokio::time::sleep(wait).await;
+        match attempt(&source, &wanted).await {
+            Ok(producer) => return Event::Joined { source, got: Ok(producer) },
+            Err(f) => {
+                last = f.why;
+                hint = f.hint;
+                if !f.again {
+                    break;
+                }
+            }
+        }
+    }
+    let why = format!("not used again after {} retries: {last}", state.tries.min(wanted.policy.retries));
+    Event::Joined { source, got: Err(why) }
+}
+
+/// One try: a producer on a fresh connection, if it serves the same file.
+async fn attempt(source: &Source, wanted: &Wanted) -> Result<Producer, Failed> {
+    match source {
+        Source::Ddftpd(route) => {
+            let stat = wanted.version.as_ref().map(|_| (wanted.path.as_str(), false));
+            let token = wanted.token.as_deref();
+            let (conn, version, _) =
+                crate::session::connect_within(route, stat, token, wanted.connect_timeout)
+                    .await
+                    .map_err(|e| Failed { why: e.to_string(), again: e.is_transient(), hint: e.wait_hint() })?;
+            match (&wanted.version, version) {
+                (Some(want), Some(got)) if got != *want => Err(Failed {
+                    why: format!("it now serves another version of {} ({} bytes)", wanted.path, got.size),
+                    again: false,
+                    hint: None,
+                }),
+                _ => Ok(Producer::Ddftpd(route.clone(), conn)),
+            }
+        }
+        Source::Http(m) => {
+            let fresh = HttpMirror { if_range: None, ..(**m).clone() };
+            let (_, v) = Lane::probe(Arc::new(fresh)).await.map_err(|e| Failed {
+                why: e.to_string(),
+                again: e.is_transient(),
+                hint: None,
+            })?;
+            let same = v.size == wanted.size && m.pinned(&v).if_range == m.if_range;
+            match same {
+                true => Ok(Producer::Http(m.clone(), v.rtt)),
+                false => Err(Failed {
+                    why: format!(
+                        "its {} changed ({} bytes, validator {:?})",
+                        wanted.path,
+                        v.size,
+                        m.pinned(&v).if_range
+                    ),
+                    again: false,
+                    hint: None,
+                }),
+            }
+        }
+    }
+}
