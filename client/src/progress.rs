@@ -1,5 +1,6 @@
 //! What the user sees while bytes move: an indicatif bar on a terminal
-//! (bytes, rate, ETA and each mirror's share so far), nothing otherwise.
+//! (bytes, rate, ETA and each mirror's share so far); on a stderr that is
+//! not a terminal (cron, CI, a batch job's log), one line at an interval.
 //! Warnings always go to stderr, above the bar.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -16,11 +17,28 @@ pub struct Bar {
     born: std::time::Instant,
     /// Every warning shown, for a report that needs them after a failure.
     warnings: Vec<String>,
+    /// Lines for a log, when stderr is not a terminal.
+    log: Option<LogLines>,
+}
+
+/// One progress line every `every`, for a stderr that is not a terminal.
+struct LogLines {
+    every: std::time::Duration,
+    total: u64,
+    /// When, and at how many bytes, the last line was written (or the start).
+    last: (std::time::Instant, u64),
 }
 
 impl Bar {
-    pub fn new(visible: bool) -> Bar {
-        let bar = (visible && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
+    /// A bar on a terminal; elsewhere a line every `log_every` (if visible).
+    pub fn new(visible: bool, log_every: std::time::Duration) -> Bar {
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let log = (visible && !terminal).then(|| LogLines {
+            every: log_every,
+            total: 0,
+            last: (std::time::Instant::now(), 0),
+        });
+        let bar = (visible && terminal).then(|| {
             let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(10));
             b.set_style(
                 ProgressStyle::with_template(
@@ -30,8 +48,24 @@ impl Bar {
             );
             b
         });
-        Bar { bar, mirrors: vec![], warnings: vec![], entries: None, born: std::time::Instant::now() }
+        Bar { bar, mirrors: vec![], warnings: vec![], entries: None, born: std::time::Instant::now(), log }
     }
+}
+
+/// `ddftp: 1.50 GiB of 4.00 GiB (37.5%), 112.0 MiB/s, ETA 23 s; mirrors: a 60%, b 40%`
+fn log_line(done: u64, total: u64, rate: f64, shares: &str) -> String {
+    use ddftp_proto::units::HumanBytes;
+    let pct = if total > 0 { 100.0 * done as f64 / total as f64 } else { 100.0 };
+    let eta = match rate > 0.0 {
+        true => format!("{:.0} s", total.saturating_sub(done) as f64 / rate),
+        false => "unknown".into(),
+    };
+    format!(
+        "ddftp: {} of {} ({pct:.1}%), {}/s, ETA {eta}; mirrors: {shares}",
+        HumanBytes(done),
+        HumanBytes(total),
+        HumanBytes(rate as u64)
+    )
 }
 
 /// `\n  1234 entries (2.1 GiB) listed (walking, 5000/s); ~800 of 1000 files and links moved, ~200 to go`
@@ -60,6 +94,10 @@ impl Bar {
 impl Progress for Bar {
     fn start(&mut self, total: u64, mirrors: &[String]) {
         self.mirrors = mirrors.to_vec();
+        if let Some(l) = &mut self.log {
+            l.total = total;
+            l.last = (std::time::Instant::now(), 0);
+        }
         if let Some(b) = &self.bar {
             b.set_length(total);
             b.reset_elapsed();
@@ -67,17 +105,29 @@ impl Progress for Bar {
     }
 
     fn update(&mut self, done: u64, per_mirror: &[u64]) {
+        let total = done.max(1) as f64;
+        let shares = || -> Vec<String> {
+            self.mirrors
+                .iter()
+                .zip(per_mirror)
+                .map(|(m, &bytes)| format!("{m} {:.0}%", 100.0 * bytes as f64 / total))
+                .collect()
+        };
+        let entries = || self.entries.map(|c| entries_line(&c, self.born.elapsed().as_secs_f64()));
+        if let Some(l) = &self.log {
+            let now = std::time::Instant::now();
+            let (at, was) = l.last;
+            if now.duration_since(at) >= l.every {
+                let rate = done.saturating_sub(was) as f64 / now.duration_since(at).as_secs_f64();
+                let line = log_line(done, l.total, rate, &shares().join(", "));
+                eprintln!("{line}{}", entries().unwrap_or_default());
+                self.log.as_mut().expect("checked").last = (now, done);
+            }
+            return;
+        }
         let Some(b) = &self.bar else { return };
         b.set_position(done);
-        let total = done.max(1) as f64;
-        let shares: Vec<String> = self
-            .mirrors
-            .iter()
-            .zip(per_mirror)
-            .map(|(m, &bytes)| format!("{m} {:.0}%", 100.0 * bytes as f64 / total))
-            .collect();
-        let entries = self.entries.map(|c| entries_line(&c, self.born.elapsed().as_secs_f64()));
-        b.set_message(format!("  shares: {}{}", shares.join("  "), entries.unwrap_or_default()));
+        b.set_message(format!("  shares: {}{}", shares().join("  "), entries().unwrap_or_default()));
     }
 
     fn entries(&mut self, counts: EntryCounts) {
@@ -106,5 +156,15 @@ impl Progress for Bar {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_log_line_says_bytes_percent_rate_eta_and_mirrors() {
+        let l = super::log_line(1 << 30, 4 << 30, 100.0 * 1048576.0, "a 60%, b 40%");
+        assert_eq!(l, "ddftp: 1.00 GiB of 4.00 GiB (25.0%), 100.00 MiB/s, ETA 31 s; mirrors: a 60%, b 40%");
+        assert!(super::log_line(0, 10, 0.0, "").contains("ETA unknown"));
     }
 }

@@ -9,7 +9,6 @@ use super::get::{exit_for, json_failure, MoveOpt};
 use super::{report_error, runtime, Exit};
 use crate::archive::filter::{Filter, RuleSpec};
 use crate::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
-use crate::progress::Bar;
 
 /// Copy a tree from several mirrors at once: the files as one range, moved
 /// from both ends by pairs of mirrors; directories, symlinks, modes, mtimes.
@@ -235,7 +234,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
             return Exit::Local;
         }
     };
-    let mut bar = Bar::new(!o.moving.quiet);
+    let mut bar = o.moving.bar();
     let result = rt.block_on(archive::archive(&spec, &mut bar));
     // The bar (a dry run's, a failed run's) is gone before anything is printed.
     crate::transfer::Progress::finish(&mut bar);

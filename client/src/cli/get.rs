@@ -93,6 +93,10 @@ pub struct MoveOpt {
     /// No progress bar and no human summary (errors and warnings still go to stderr).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// When stderr is not a terminal (a log, cron, CI), one progress line
+    /// (bytes, percent, rate, ETA, mirrors) every this many seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub progress_interval: f64,
     /// Drop a mirror that owes data and sends nothing for this many seconds;
     /// the others take over its range.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
@@ -166,6 +170,11 @@ impl MoveOpt {
 }
 
 impl MoveOpt {
+    /// What shows progress: a bar on a terminal, lines in a log.
+    pub fn bar(&self) -> Bar {
+        Bar::new(!self.quiet, std::time::Duration::from_secs_f64(self.progress_interval))
+    }
+
     /// The TLS client configuration, when some ddftpd mirror is reached
     /// over TLS (ddftps:// or --tls).
     fn tls_connector(&self) -> Result<Option<Secure>, String> {
@@ -529,7 +538,7 @@ pub fn run(opt: GetOpt) -> Exit {
             return Exit::Local;
         }
     };
-    let mut bar = Bar::new(!opt.moving.quiet);
+    let mut bar = opt.moving.bar();
     match rt.block_on(fetch(&spec, &mut bar)) {
         Ok(r) => {
             if opt.moving.json {

@@ -244,3 +244,21 @@ fn published_checksum_is_enforced() {
     assert!(!o2.exists() && !f.out("f2.ddftp-part").exists() && !f.out("f2.ddftp-journal").exists());
     ddftp(&["get", "f", "--mirrors", &a.addr, "--checksum", "md5=abc"], 2);
 }
+
+/// A stderr that is not a terminal (a log) gets one progress line at each
+/// interval: bytes, percent, rate, ETA, mirrors; `--quiet` gets none.
+#[test]
+fn a_log_gets_progress_lines_at_the_interval() {
+    let f = Fixture::new();
+    random_file(&f.root().join("f"), 12 << 20, 46);
+    let a = Mirror::with_rate(&f.root(), "4MB");
+    let out = f.out("f");
+    let o = ddftp(&["get", "f", "-m", &a.addr, "-o", out.to_str().unwrap(), "--progress-interval", "0.5"], 0);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("ddftp: ") && l.contains("%), ")).collect();
+    assert!(lines.len() >= 4, "{err}");
+    assert!(lines.iter().all(|l| l.contains(" of 12.00 MiB (") && l.contains("/s, ETA ") && l.contains(&a.addr)), "{err}");
+    std::fs::remove_file(&out).unwrap();
+    let o = ddftp(&["get", "f", "-m", &a.addr, "-o", out.to_str().unwrap(), "--progress-interval", "0.5", "-q"], 0);
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+}
