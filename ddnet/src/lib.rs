@@ -41,6 +41,7 @@
 mod der;
 pub mod endpoint;
 pub mod plan;
+pub mod ratelimit;
 pub mod stream;
 pub mod sys;
 pub mod tls;

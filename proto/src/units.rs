@@ -14,6 +14,15 @@ pub struct SizeError {
 }
 
 /// Parses a byte count such as `40MB`, `512KiB`, `1.5G` or `4096`.
+/// A rate in bytes a second (`20MB`, `16MiB/s`), above 0.
+pub fn parse_rate(input: &str) -> Result<u64, String> {
+    match parse_size(input) {
+        Ok(0) => Err(format!("{input:?}: a rate must be above 0")),
+        Ok(r) => Ok(r),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 pub fn parse_size(input: &str) -> Result<u64, SizeError> {
     let err = |why| SizeError { input: input.to_string(), why };
     let s = input.trim();

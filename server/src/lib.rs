@@ -28,7 +28,7 @@ pub mod digests;
 pub mod indexer;
 pub mod per_client;
 pub mod privileges;
-pub mod ratelimit;
+pub use ddnet::ratelimit;
 pub mod root;
 pub mod server;
 pub mod socket;

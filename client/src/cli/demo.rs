@@ -163,9 +163,15 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         metalink: None,
         retry: crate::retry::RetryPolicy::default(),
         connect_timeout: crate::session::CONNECT_TIMEOUT,
+        limit_rate: None,
     };
-    let mut progress =
-        SlowDownHalfWay { inner: Bar::new(!opt.quiet, std::time::Duration::from_secs(10)), total: 0, server: &servers[0], started: None, slowed_at: None };
+    let mut progress = SlowDownHalfWay {
+        inner: Bar::new(!opt.quiet, std::time::Duration::from_secs(10)),
+        total: 0,
+        server: &servers[0],
+        started: None,
+        slowed_at: None,
+    };
     let result = fetch(&spec, &mut progress).await;
     let end = progress.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
     let slowed_at = progress.slowed_at.unwrap_or(end);

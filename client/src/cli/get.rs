@@ -108,6 +108,10 @@ pub struct MoveOpt {
     /// before it gives up. 0: never.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub retries: u32,
+    /// The most bytes a second to take from all mirrors together, e.g.
+    /// 20MB (decimal) or 16MiB; each mirror keeps its share of it.
+    #[arg(long, value_name = "RATE", value_parser = ddftp_proto::units::parse_rate)]
+    pub limit_rate: Option<u64>,
     /// The wait before the first retry of a mirror.
     #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub retry_wait: f64,
@@ -165,6 +169,7 @@ impl MoveOpt {
                 first_wait: std::time::Duration::from_secs_f64(self.retry_wait),
             },
             connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout),
+            limit_rate: self.limit_rate,
         })
     }
 }

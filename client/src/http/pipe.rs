@@ -7,6 +7,7 @@
 //! as the probe's connection ([`check_range`]) and its body handed over a
 //! block at a time as it arrives, straight from the receive buffer.
 
+use ddnet::ratelimit::RateLimiter;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
@@ -72,6 +73,7 @@ impl Pipe {
         bs: usize,
         place: F,
         tx: mpsc::UnboundedSender<Got<E>>,
+        cap: Option<Arc<RateLimiter>>,
     ) -> Result<Pipe, HttpError>
     where
         E: Send + 'static,
@@ -79,7 +81,7 @@ impl Pipe {
     {
         let (rd, wr) = tokio::io::split(open(&mirror).await?);
         let (asked, asks) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(read_replies(rd, asks, size, bs, place, tx));
+        let reader = tokio::spawn(read_replies(rd, asks, size, bs, place, tx, cap));
         Ok(Pipe { wr, asked, reader, mirror })
     }
 
@@ -109,6 +111,7 @@ async fn read_replies<E, F>(
     bs: usize,
     mut place: F,
     tx: mpsc::UnboundedSender<Got<E>>,
+    cap: Option<Arc<RateLimiter>>,
 ) where
     E: Send,
     F: FnMut(u64, &[u8]) -> Result<(), E> + Send,
@@ -116,7 +119,7 @@ async fn read_replies<E, F>(
     let mut buf = BytesMut::with_capacity(2 * bs.max(64 << 10));
     while let Some((id, a, b)) = asks.recv().await {
         let mut blocks = 0;
-        let r = read_reply(&mut rd, &mut buf, (a, b), size, bs, &mut |at, block: &[u8]| {
+        let r = read_reply(&mut rd, &mut buf, (a, b), size, bs, cap.as_deref(), &mut |at, block: &[u8]| {
             place(at, block)?;
             blocks += 1;
             let _ = tx.send(Got::Placed { id, blocks });
@@ -157,6 +160,7 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
     (a, b): (u64, u64),
     size: u64,
     bs: usize,
+    cap: Option<&RateLimiter>,
     place: &mut F,
 ) -> Result<bool, Fail<E>> {
     let (status, headers, keep_alive) = loop {
@@ -188,6 +192,10 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
         place(at, &buf[..full]).map_err(Fail::Place)?;
         buf.advance(full);
         at += full as u64;
+        // `--limit-rate`: the next read waits for the budget.
+        if let Some(cap) = cap {
+            cap.acquire(full).await;
+        }
     }
     Ok(!keep_alive)
 }

@@ -258,7 +258,8 @@ pub(super) async fn run_transfer(
     if let Some(p) = &mut pieces {
         p.check_whole(&completed);
     }
-    let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, check });
+    let cap = spec.limit_rate.map(|r| Arc::new(ddnet::ratelimit::RateLimiter::new(Some(r))));
+    let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, check, cap });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
     let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();

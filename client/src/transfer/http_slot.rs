@@ -96,7 +96,7 @@ pub(super) async fn run_http_slot(
                 let ctx = ctx.clone();
                 move |at: u64, block: &[u8]| place(&ctx, at / bs, block)
             };
-            match Pipe::open(mirror.clone(), ctx.size, bs as usize, place, tx.clone()).await {
+            match Pipe::open(mirror.clone(), ctx.size, bs as usize, place, tx.clone(), ctx.cap.clone()).await {
                 Ok(p) => (pipe, failed_opens) = (Some(p), 0),
                 Err(e) => {
                     failed_opens += 1;

@@ -151,6 +151,8 @@ pub struct GetSpec {
     pub retry: RetryPolicy,
     /// How long a mirror has to accept a connection and greet.
     pub connect_timeout: Duration,
+    /// The most bytes a second over all mirrors together (`--limit-rate`).
+    pub limit_rate: Option<u64>,
 }
 
 /// What kind of file `m` is, in words.

@@ -51,6 +51,8 @@ pub(super) struct SlotCtx {
     pub(super) size: u64,
     /// What every block is checked against before it is written.
     pub(super) check: Check,
+    /// `--limit-rate`: every slot takes what it receives from it.
+    pub(super) cap: Option<Arc<ddnet::ratelimit::RateLimiter>>,
 }
 
 /// How a transfer's blocks are checked before they are written.
@@ -104,7 +106,12 @@ pub(super) async fn run_slot(
                 match n {
                     Ok(0) => { let _ = events.send(fail("connection closed by the server".into())).await; return; }
                     Err(e) => { let _ = events.send(fail(format!("receive: {e}"))).await; return; }
-                    Ok(_) => {}
+                    Ok(n) => {
+                        // `--limit-rate`: the next read waits for the budget.
+                        if let Some(cap) = &ctx.cap {
+                            cap.acquire(n).await;
+                        }
+                    }
                 }
                 if let Err(ev) = drain_frames(slot, &mirror, &ctx, &mut inbuf, &mut expect, &events).await {
                     let _ = events.send(ev).await;

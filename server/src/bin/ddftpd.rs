@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use ddftp_proto::units::parse_size;
 use ddftp_proto::{parse_endpoint, DEFAULT_PORT};
 use ddftpd::access::Cidr;
 use ddftpd::{Server, ServerConfig};
@@ -33,7 +32,7 @@ struct Opt {
     #[arg(long = "listen", value_name = "ADDR:PORT")]
     listen: Vec<String>,
     /// Cap on the total send rate, in bytes per second: 40MB, 512KiB, 1.5G.
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = ddftp_proto::units::parse_rate)]
     rate_limit: Option<u64>,
     /// Follow symlinks that stay inside the root (others are always refused).
     #[arg(long)]
@@ -86,14 +85,6 @@ enum Command {
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
     },
-}
-
-fn parse_rate(s: &str) -> Result<u64, String> {
-    match parse_size(s) {
-        Ok(0) => Err("rate must be above 0".into()),
-        Ok(r) => Ok(r),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 async fn bind(spec: &str) -> anyhow::Result<TcpListener> {

@@ -257,7 +257,10 @@ fn a_log_gets_progress_lines_at_the_interval() {
     let err = String::from_utf8_lossy(&o.stderr);
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("ddftp: ") && l.contains("%), ")).collect();
     assert!(lines.len() >= 4, "{err}");
-    assert!(lines.iter().all(|l| l.contains(" of 12.00 MiB (") && l.contains("/s, ETA ") && l.contains(&a.addr)), "{err}");
+    assert!(
+        lines.iter().all(|l| l.contains(" of 12.00 MiB (") && l.contains("/s, ETA ") && l.contains(&a.addr)),
+        "{err}"
+    );
     std::fs::remove_file(&out).unwrap();
     let o = ddftp(&["get", "f", "-m", &a.addr, "-o", out.to_str().unwrap(), "--progress-interval", "0.5", "-q"], 0);
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -160,3 +160,19 @@ fn with_no_retries_a_dead_mirror_fails_at_once() {
     assert_eq!(code, Some(1), "{j}");
     assert!(t.elapsed() < Duration::from_secs(2));
 }
+
+/// `--limit-rate` caps the total over all mirrors.
+#[test]
+fn limit_rate_holds_the_total_over_three_mirrors() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 60_000_000, 47);
+    assert!(Command::new(bin("ddftpd")).arg("index").arg(f.root()).status().unwrap().success());
+    let ms: Vec<Mirror> = (0..3).map(|_| Mirror::start(&f.root(), &[])).collect();
+    let out = f.out("f");
+    let (code, j, err) =
+        finish(spawn_get(&mirrors_arg(&ms.iter().collect::<Vec<_>>()), &out, &["--limit-rate", "20MB"]));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(std::fs::read(&out).unwrap() == data);
+    let rate = 60e6 / j["seconds"].as_f64().unwrap();
+    assert!((rate - 20e6).abs() < 0.05 * 20e6, "{:.2} MB/s against a cap of 20 MB/s", rate / 1e6);
+}

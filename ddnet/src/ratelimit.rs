@@ -1,7 +1,9 @@
-//! One token bucket for the whole server (`--rate-limit`): operators cap
-//! what ddftpd takes from a shared link, and tests make mirrors of different
-//! speeds on one machine. The rate can change while running (the demo slows
-//! a mirror down half way).
+//! One token bucket for a whole process: ddftpd's `--rate-limit` (operators
+//! cap what it takes from a shared link; tests make mirrors of different
+//! speeds on one machine) and `ddftp`'s `--limit-rate` (the total over all
+//! mirrors: every producer takes from it as its blocks arrive, so a slow
+//! mirror keeps its pace and the fast ones are held back). The rate can
+//! change while running (the demo slows a mirror down half way).
 
 use std::sync::Mutex;
 use std::time::Duration;
