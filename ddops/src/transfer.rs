@@ -206,6 +206,12 @@ impl Transfer {
         self.sched.on_round_trip(producer, rtt, now);
     }
 
+    /// `producer` can only send on from where it is (see
+    /// [`Scheduler::set_forward_only`]).
+    pub fn set_forward_only(&mut self, producer: ProducerId) {
+        self.sched.set_forward_only(producer);
+    }
+
     /// A run of items arrived (verified) from `producer`; returns the new
     /// complete prefix if it grew.
     pub fn handle_blocks(&mut self, producer: ProducerId, run: BlockRun, now: Instant) -> Option<u64> {

@@ -63,6 +63,8 @@ pub struct HttpVersion {
     pub last_modified: Option<String>,
     /// The whole file's SHA-256 (hex), from `Repr-Digest` or `Digest`.
     pub sha256: Option<String>,
+    /// It honours `Range`; if not, it sends the whole file from byte 0.
+    pub ranges: bool,
 }
 
 /// A connection to a mirror for the requests before data moves.
@@ -157,12 +159,53 @@ impl Lane {
             },
             // An empty file has no byte 0.
             StatusCode::RANGE_NOT_SATISFIABLE if text(header::CONTENT_RANGE).as_deref() == Some("bytes */0") => 0,
+            // It ignores Range: the whole file, of the length it says (a
+            // body of no stated length cannot be scheduled). Not read here.
+            StatusCode::OK => match content_length(h) {
+                Some(size) => {
+                    let v = HttpVersion { size, rtt, etag, last_modified, sha256, ranges: false };
+                    return Ok((lane.mirror, v));
+                }
+                None => return Err(HttpError::IgnoresRange),
+            },
             s => return Err(unexpected(s)),
         };
         read_body(resp, 1).await?;
-        Ok((lane.mirror, HttpVersion { size, rtt, etag, last_modified, sha256 }))
+        Ok((lane.mirror, HttpVersion { size, rtt, etag, last_modified, sha256, ranges: true }))
     }
 
+    /// The whole file from a server that ignores `Range`: its body, once
+    /// the reply says it is the `size` bytes of the file as they are.
+    pub async fn whole(mirror: Arc<HttpMirror>, size: u64) -> Result<WholeBody, HttpError> {
+        let (_, resp, _) = Lane::follow(mirror, None).await?;
+        if resp.status() != StatusCode::OK {
+            return Err(HttpError::Status(resp.status()));
+        }
+        check_coding(resp.headers())?;
+        match content_length(resp.headers()) {
+            Some(n) if n == size => Ok(WholeBody(resp.into_body())),
+            Some(n) => Err(HttpError::Changed { was: size, now: n }),
+            None => Err(HttpError::IgnoresRange),
+        }
+    }
+}
+
+/// The body of [`Lane::whole`].
+pub struct WholeBody(Incoming);
+
+impl WholeBody {
+    /// Its next bytes; `None` at its end.
+    pub async fn next(&mut self) -> Result<Option<Bytes>, HttpError> {
+        next_frame(&mut self.0).await
+    }
+}
+
+/// A reply's `Content-Length`.
+fn content_length(h: &header::HeaderMap) -> Option<u64> {
+    h.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+}
+
+impl Lane {
     /// A small file whole (a checksum listing): `200`, at most `limit`
     /// bytes; redirects followed.
     pub async fn get_small(mirror: Arc<HttpMirror>, limit: usize) -> Result<Bytes, HttpError> {
@@ -209,8 +252,7 @@ pub(super) fn check_range(
             return Err(HttpError::WrongRange { asked: format!("{a}-{b}"), got: got.to_string() });
         }
     }
-    let length = h.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    match length {
+    match content_length(h) {
         Some(n) if n != b - a + 1 => Err(HttpError::ShortBody { want: b - a + 1, got: n }),
         _ => Ok(()),
     }

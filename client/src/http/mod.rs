@@ -19,7 +19,7 @@ mod pipe;
 pub mod proxy;
 pub mod tls;
 
-pub use lane::{HttpVersion, Lane};
+pub use lane::{HttpVersion, Lane, WholeBody};
 pub use pipe::{Fail, Got, Pipe};
 
 /// How long connecting, each reply's head and each piece of a body may take.
@@ -44,6 +44,9 @@ pub struct HttpMirror {
     /// `Last-Modified`), sent as `If-Range`: a file replaced since answers
     /// 200 whole, which is never read, instead of the new file's bytes.
     pub if_range: Option<String>,
+    /// It ignores `Range` (its probe got the whole file, 200): it can only
+    /// send one body from byte 0, as an increment-only producer.
+    pub whole_only: bool,
 }
 
 impl std::fmt::Debug for HttpMirror {
@@ -132,7 +135,7 @@ impl HttpMirror {
             (encode_target(target), url.to_string())
         };
         let proxy = proxy::from_env(https, &host)?;
-        Ok(HttpMirror { url, host, port, target, https, tls: None, proxy, if_range: None })
+        Ok(HttpMirror { url, host, port, target, https, tls: None, proxy, if_range: None, whole_only: false })
     }
 
     /// Where a redirect's `Location` leads from here: the same file (a
@@ -162,7 +165,7 @@ impl HttpMirror {
         let strong = v.etag.clone().filter(|e| e.starts_with('"'));
         let if_range =
             strong.or_else(|| v.last_modified.clone()).filter(|t| t.bytes().all(|b| (b' '..=b'~').contains(&b)));
-        HttpMirror { if_range, ..self.clone() }
+        HttpMirror { if_range, whole_only: !v.ranges, ..self.clone() }
     }
 
     fn origin(&self) -> String {

@@ -73,6 +73,10 @@ impl Coordinator<'_> {
     /// Asks `source` again under the retry policy, unless it is asked
     /// already or still has a producer in the transfer.
     pub(super) fn ask_again(&mut self, source: Source) {
+        // A server that ignores Range can only start over from byte 0.
+        if matches!(&source, Source::Http(m) if m.whole_only) {
+            return;
+        }
         let route = source.route();
         let live = (0..self.tr.producers()).any(|p| !self.tr.is_dropped(p) && self.sources[p].route() == route);
         if live || self.wanted.policy.retries == 0 || !self.retrying.insert(route) {
@@ -215,6 +219,10 @@ fn spawn_slot(
             tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, events));
             conn.rtt
         }
+        Producer::Http(m, rtt) if m.whole_only => {
+            tasks.spawn(super::whole_slot::run_whole_slot(slot, m, ctx.clone(), rx, events));
+            rtt
+        }
         Producer::Http(m, rtt) => {
             tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, events));
             rtt
@@ -268,6 +276,7 @@ pub(super) async fn run_transfer(
     let mut cmds = vec![];
     let mut rtts = vec![];
     let first_joined = slots.len();
+    let forward_only: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].1.whole_only()).collect();
     for (slot, (_, producer)) in slots.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         cmds.push(Some(tx));
@@ -283,6 +292,9 @@ pub(super) async fn run_transfer(
         h.advance((completed.prefix() * bs).min(size));
     }
     let mut tr = Transfer::new(completed, &owner, mirrors.len(), &cfg, now);
+    for p in forward_only {
+        tr.set_forward_only(p);
+    }
     for (p, rtt) in rtts.into_iter().enumerate() {
         tr.handle_round_trip(p, rtt, now);
     }

@@ -34,7 +34,7 @@ const ASKED: usize = 16;
 const TRIES: u32 = 3;
 
 /// Why a block was not placed: it fails verification, or the write failed.
-enum Unplaced {
+pub(super) enum Unplaced {
     Corrupt(u64),
     Local(io::Error),
 }
@@ -280,7 +280,7 @@ async fn ask(p: &mut Pipe, r: &mut Run, id: u64, bs: u64, size: u64) -> Result<(
 
 /// Checks block `b` and writes it in place; what ends the slot if either
 /// fails.
-fn place(ctx: &SlotCtx, b: u64, block: &[u8]) -> Result<(), Unplaced> {
+pub(super) fn place(ctx: &SlotCtx, b: u64, block: &[u8]) -> Result<(), Unplaced> {
     let bs = u64::from(ctx.block_size);
     if let Check::Manifest(m) = &ctx.check {
         if !m.verify(b * bs, block) {

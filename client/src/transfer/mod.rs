@@ -51,6 +51,7 @@ mod producer;
 mod rejoin;
 mod report;
 mod slot;
+mod whole_slot;
 
 pub use error::{Resume, TransferError, Unconfirmed};
 use producer::{fetch_manifest, http_version, probe, probe_http, routes_to, Producer};
@@ -471,7 +472,10 @@ pub async fn get_joining(
 
     // Producer slots: one per route, plus the virtual pair's second stream
     // on the last route when the count is odd. The probe's connection
-    // becomes the slot's: no second handshake.
+    // becomes the slot's: no second handshake. A server that ignores Range
+    // comes first: the low edge of the partition at block 0, the only
+    // place it can send from; a second such server would only read what
+    // the first sends, and is not used.
     let mut mirror_names: Vec<String> = vec![];
     let mut slots: Vec<(usize, Producer)> = vec![];
     let mut owner_of = |name: String| {
@@ -480,6 +484,25 @@ pub async fn get_joining(
             mirror_names.len() - 1
         })
     };
+    http.sort_by_key(|(_, v)| v.ranges);
+    let mut whole = 0;
+    http.retain(|(m, v)| {
+        whole += usize::from(!v.ranges);
+        if whole > 1 && !v.ranges {
+            let w = format!("not using {}: it ignores Range, as does another mirror in use", m.url);
+            progress.warn(&w);
+            warnings.push(w);
+            return false;
+        }
+        true
+    });
+    if let Some((m, _)) = http.first().filter(|(_, v)| !v.ranges) {
+        let w = format!("{} ignores Range: it sends the file from its start, the others meet it", m.url);
+        progress.warn(&w);
+        warnings.push(w);
+        let (m, v) = http.remove(0);
+        slots.push((owner_of(m.url.clone()), Producer::Http(Arc::new(m.pinned(&v)), v.rtt)));
+    }
     for (m, conn) in usable {
         slots.push((owner_of(m.route.endpoint.to_string()), Producer::Ddftpd(m.route, conn)));
     }
@@ -487,7 +510,8 @@ pub async fn get_joining(
     for (m, v) in http {
         slots.push((owner_of(m.url.clone()), Producer::Http(Arc::new(m.pinned(&v)), v.rtt)));
     }
-    if let Some((owner, Producer::Http(m, rtt))) = slots.last().filter(|_| slots.len() % 2 == 1) {
+    if let Some((owner, Producer::Http(m, rtt))) = slots.last().filter(|(_, p)| slots.len() % 2 == 1 && !p.whole_only())
+    {
         let second = (*owner, Producer::Http(m.clone(), *rtt));
         slots.push(second);
     }
@@ -536,6 +560,17 @@ pub async fn get_joining(
         }
     }
     let earlier = match Journal::load(&jpath)? {
+        // A server that ignores Range alone cannot send what is missing
+        // in the middle: the download starts over.
+        Some(_) if slots.iter().all(|(_, p)| p.whole_only()) => {
+            let w = format!(
+                "{}: its only mirror ignores Range, so the interrupted run's data cannot be resumed; starting over",
+                spec.path
+            );
+            progress.warn(&w);
+            warnings.push(w);
+            None
+        }
         Some(j) => {
             j.check(&jpath, &spec.path, size, &sha256, spec.store.is_none().then_some(part.as_path()))?;
             Some(j)

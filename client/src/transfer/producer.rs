@@ -23,6 +23,11 @@ impl Producer {
         }
     }
 
+    /// A server that ignores Range: it can only send from the start.
+    pub(super) fn whole_only(&self) -> bool {
+        matches!(self, Producer::Http(m, _) if m.whole_only)
+    }
+
     /// For the report: the route, or the URL.
     pub(super) fn route(&self) -> String {
         match self {

@@ -62,7 +62,8 @@ impl Scheduler {
             busy[s.producer] += 1;
             edge[s.producer] |= s.segment.is_some();
         }
-        (0..self.producers.len()).filter(|&p| !self.producers[p].failed && !edge[p] && busy[p] <= 1).collect()
+        let free = |p: usize| !self.producers[p].failed && !self.producers[p].forward_only && !edge[p] && busy[p] <= 1;
+        (0..self.producers.len()).filter(|&p| free(p)).collect()
     }
 
     /// Blocks a segment's own edges will deliver within the help horizon.

@@ -178,6 +178,9 @@ struct Segment {
 #[derive(Debug, Default)]
 struct Producer {
     failed: bool,
+    /// It can only send on from where it is (a server that ignores
+    /// `Range`: one body from byte 0): it never helps elsewhere.
+    forward_only: bool,
     /// Grant size while the rate is unknown; doubles whenever a stream ran
     /// dry before its `Extend` arrived (slow start).
     window: u64,
@@ -382,6 +385,14 @@ impl Scheduler {
         self.producers.push(Producer { window: self.cfg.initial_window, ..Producer::default() });
         self.rebalance(now);
         self.producers.len() - 1
+    }
+
+    /// `producer` can only send on from where it is (its first claim is
+    /// the low edge of the partition at block 0): it is never sent to help
+    /// another segment, nor given a decrementing edge. Give such producers
+    /// the first slots.
+    pub fn set_forward_only(&mut self, producer: ProducerId) {
+        self.producers[producer].forward_only = true;
     }
 
     /// `producer`'s round trip was measured outside the transfer (its

@@ -502,3 +502,32 @@ fn a_mirror_that_slows_down_to_a_crawl_is_taken_over() {
     assert!(r.ends >= 1 && r.duplicate_blocks == 0, "{r:?}");
     assert!(r.efficiency > 0.95, "{r:?}");
 }
+
+#[test]
+fn a_forward_only_producer_keeps_to_its_edge_and_never_helps() {
+    let t0 = Instant::now();
+    let cfg = Config { initial_window: 8, ..Config::default() };
+    let mut s = Scheduler::new(0..100, 2, cfg, t0);
+    s.set_forward_only(0);
+    let a: Vec<Action> = std::iter::from_fn(|| s.poll_action()).collect();
+    let dirs: Vec<(ProducerId, Direction)> = a
+        .iter()
+        .filter_map(|a| match *a {
+            Action::Start { producer, dir, first, .. } => {
+                if producer == 0 {
+                    assert_eq!(first, 0, "it starts at block 0");
+                }
+                Some((producer, dir))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(dirs.contains(&(0, Direction::Increment)) && dirs.contains(&(1, Direction::Decrement)));
+    // Producer 1 fails: producer 0 does not jump to its range.
+    s.on_failed(1, t0);
+    let after: Vec<Action> = std::iter::from_fn(|| s.poll_action()).collect();
+    assert!(
+        !after.iter().any(|a| matches!(a, Action::Start { producer: 0, .. })),
+        "a forward-only producer was sent elsewhere: {after:?}"
+    );
+}

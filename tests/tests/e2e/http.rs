@@ -113,19 +113,6 @@ fn a_server_that_misbehaves_mid_download_is_dropped_and_the_others_finish() {
     }
 }
 
-#[test]
-fn a_server_that_ignores_range_from_the_start_is_skipped_with_why() {
-    let f = Fixture::new();
-    let data = Arc::new(random_file(&f.root().join("f.bin"), 1 << 20, 6));
-    // Its very first answer (the probe) is already a 200.
-    let bad = BadServer::start(data.clone(), Misbehave::IgnoreRange);
-    let _warm = std::net::TcpStream::connect(bad.url.trim_start_matches("http://").split('/').next().unwrap());
-    std::thread::sleep(Duration::from_millis(50));
-    let out = ddftp(&["get", "f.bin", "--mirrors", &bad.url, "-o", f.out("o").to_str().unwrap()], 1);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("ignores Range"), "{err}");
-}
-
 /// Starts `get big.bin` from `url` into `out` and SIGKILLs it 1.5 s in.
 fn killed_early(url: &str, out: &std::path::Path) {
     let mut child = std::process::Command::new(bin("ddftp"))

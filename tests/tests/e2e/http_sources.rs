@@ -211,3 +211,32 @@ fn redirects_are_followed_a_transient_503_is_asked_again_and_closing_servers_wor
     assert_eq!(std::fs::read(&out).unwrap(), data);
     assert_eq!(j["warnings"].as_array().unwrap().len(), 0, "{j}");
 }
+
+/// A server that ignores Range (nginx with `max_ranges 0`) is an
+/// increment-only producer: alone a plain download; beside a Range
+/// server they meet, each sending its part.
+#[test]
+fn a_server_that_ignores_range_sends_from_the_start_alone_or_beside_others() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f.bin"), 24 << 20, 48);
+    let plain = Nginx::start(&f.root(), Some("6m"), None, "max_ranges 0;");
+    let ranged = Nginx::start(&f.root(), Some("6m"), None, "");
+    let out = f.out("alone.bin");
+    let url = |n: &Nginx| format!("{}f.bin", n.url);
+    let args = |urls: &[String], out: &std::path::Path| {
+        let mut a: Vec<String> = vec!["get".into()];
+        a.extend(urls.iter().cloned());
+        a.extend(["-o".into(), out.to_str().unwrap().into(), "--json".into(), "-q".into()]);
+        a
+    };
+    let run = |a: Vec<String>| json(&ddftp(&a.iter().map(String::as_str).collect::<Vec<_>>(), 0));
+    let j = run(args(&[url(&plain)], &out));
+    assert!(std::fs::read(&out).unwrap() == data, "{j}");
+    let out = f.out("both.bin");
+    let j = run(args(&[url(&plain), url(&ranged)], &out));
+    assert!(std::fs::read(&out).unwrap() == data, "{j}");
+    // nginx paces each request, and the Range server's are many: it is
+    // the faster; the other still sends from the start until they meet.
+    let bytes: Vec<u64> = j["producers"].as_array().unwrap().iter().map(|p| p["bytes"].as_u64().unwrap()).collect();
+    assert!(bytes.len() == 2 && bytes.iter().all(|&b| b >= 1 << 20), "both send their part: {j}");
+}
