@@ -42,8 +42,20 @@ pub struct PrefixHasher {
     handle: JoinHandle<io::Result<String>>,
 }
 
+/// Where the bytes the hasher reads go next, in order (`-o -`: standard
+/// output, and the reorder window freed behind them).
+pub trait Sink: Send {
+    /// `data` is the file's next bytes, ending at byte `end`.
+    fn put(&mut self, data: &[u8], end: u64) -> io::Result<()>;
+}
+
 impl PrefixHasher {
     pub fn spawn(file: Arc<dyn Store>, size: u64) -> io::Result<PrefixHasher> {
+        PrefixHasher::spawn_into(file, size, None)
+    }
+
+    /// [`spawn`](Self::spawn), each piece hashed then handed to `sink`.
+    pub fn spawn_into(file: Arc<dyn Store>, size: u64, mut sink: Option<Box<dyn Sink>>) -> io::Result<PrefixHasher> {
         let (tx, rx) = mpsc::channel::<u64>();
         let handle = std::thread::Builder::new().name("ddftp-hash".into()).spawn(move || {
             let mut h = Sha256::new();
@@ -55,6 +67,9 @@ impl PrefixHasher {
                     file.read_exact_at(&mut buf[..n], hashed)?;
                     h.update(&buf[..n]);
                     hashed += n as u64;
+                    if let Some(s) = &mut sink {
+                        s.put(&buf[..n], hashed)?;
+                    }
                 }
                 if hashed >= size {
                     return Ok(format!("{:x}", h.finalize()));

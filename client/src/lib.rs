@@ -25,6 +25,7 @@ pub mod nic;
 pub mod progress;
 pub mod retry;
 pub mod session;
+pub mod stdout;
 pub mod store;
 pub mod transfer;
 

@@ -99,19 +99,44 @@ impl Manifest {
         &self,
         index: u64,
         size: u64,
+        read: impl FnMut(&mut [u8], u64) -> std::io::Result<()>,
+    ) -> std::io::Result<bool> {
+        self.verify_chunk_by(index, size, None, read)
+    }
+
+    /// [`verify_chunk`](Self::verify_chunk); with `blocks` (a block size
+    /// dividing the chunk's), also each block's BLAKE3 pushed there: which
+    /// blocks differ between a bad copy and a good one.
+    pub fn verify_chunk_by(
+        &self,
+        index: u64,
+        size: u64,
+        mut blocks: Option<(u32, &mut Vec<Hash>)>,
         mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<()>,
     ) -> std::io::Result<bool> {
         let Some(want) = usize::try_from(index).ok().and_then(|i| self.hashes.get(i)) else { return Ok(false) };
         let start = index * u64::from(self.chunk_size);
         let end = (start + u64::from(self.chunk_size)).min(size);
         let mut h = Running::new(self.kind);
-        let mut buf = vec![0u8; READ_BACK.min(self.chunk_size as usize)];
+        let step = match &blocks {
+            Some((bs, _)) => (*bs as usize).min(READ_BACK),
+            None => READ_BACK,
+        };
+        let mut buf = vec![0u8; step.min(self.chunk_size as usize)];
+        let mut block = blake3::Hasher::new();
         let mut at = start;
         while at < end {
             let n = (end - at).min(buf.len() as u64) as usize;
             read(&mut buf[..n], at)?;
             h.update(&buf[..n]);
             at += n as u64;
+            if let Some((bs, out)) = &mut blocks {
+                block.update(&buf[..n]);
+                if (at - start) % u64::from(*bs) == 0 || at == end {
+                    out.push(block.finalize().into());
+                    block.reset();
+                }
+            }
         }
         Ok(h.finish() == *want)
     }

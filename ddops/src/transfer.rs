@@ -130,7 +130,7 @@ impl fmt::Display for DropReason {
             DropReason::MirrorCorrupt { on } => write!(f, "its mirror sent a corrupt block on stream {on}"),
             DropReason::RangeCorrupt { first, last } => write!(
                 f,
-                "blocks {first}-{last}, all from it, failed verification as one piece; they are fetched again from another mirror"
+                "blocks {first}-{last} it sent failed verification as one piece; they are fetched again from another mirror"
             ),
         }
     }
@@ -165,6 +165,9 @@ pub struct Transfer {
     corrupt: Vec<bool>,
     stall_timeout: Duration,
     events: VecDeque<Event>,
+    /// Items `0..limit` may be handed out (a sliding window); the rest
+    /// wait for `handle_window`.
+    limit: u64,
 }
 
 impl Transfer {
@@ -191,7 +194,44 @@ impl Transfer {
             corrupt: vec![false; mirrors],
             stall_timeout: cfg.stall_timeout,
             events: VecDeque::new(),
+            limit: u64::MAX,
         }
+    }
+
+    /// A fresh transfer of items `0..items` of which only `0..window` are
+    /// handed out until [`handle_window`](Self::handle_window) moves the
+    /// limit: output written in order with bounded memory (`-o -`). The
+    /// pairs work inside the window as over a whole file.
+    pub fn windowed(
+        items: u64,
+        window: u64,
+        producers: &[MirrorId],
+        mirrors: usize,
+        cfg: &Config,
+        now: Instant,
+    ) -> Self {
+        let first = window.min(items);
+        let mut t = Transfer::new(Completed::new(first), producers, mirrors, cfg, now);
+        t.completed = Completed::new(items);
+        t.limit = first;
+        t
+    }
+
+    /// Items below `limit` may now be handed out (it never moves back).
+    pub fn handle_window(&mut self, limit: u64, now: Instant) {
+        let limit = limit.min(self.completed.len());
+        if limit <= self.limit {
+            return;
+        }
+        self.settle(now);
+        self.sched.reopen(self.limit..limit, now);
+        self.limit = limit;
+        self.settle(now);
+    }
+
+    /// Items `0..window_limit()` have been handed out or may be.
+    pub fn window_limit(&self) -> u64 {
+        self.limit.min(self.completed.len())
     }
 
     /// A fresh transfer of items `0..items`.
@@ -277,14 +317,20 @@ impl Transfer {
         self.completed.unmark(lo, hi);
         self.sched.reopen(lo..hi + 1, now);
         if let Some(mirror) = culprit {
-            self.corrupt[mirror] = true;
-            for p in 0..self.producers.len() {
-                if self.producers[p].mirror == mirror {
-                    self.drop_producer(p, DropReason::RangeCorrupt { first: lo, last: hi }, now);
-                }
-            }
+            self.handle_bad_sender(mirror, lo, hi, now);
         }
         self.settle(now);
+    }
+
+    /// `mirror` sent items of `lo..=hi` that proved wrong (found once the
+    /// range was fetched again and checked): every producer of it goes.
+    pub fn handle_bad_sender(&mut self, mirror: MirrorId, lo: u64, hi: u64, now: Instant) {
+        self.corrupt[mirror] = true;
+        for p in 0..self.producers.len() {
+            if self.producers[p].mirror == mirror {
+                self.drop_producer(p, DropReason::RangeCorrupt { first: lo, last: hi }, now);
+            }
+        }
     }
 
     /// A mirror that was not known when the transfer began.
@@ -341,12 +387,12 @@ impl Transfer {
     }
 
     pub fn is_done(&self) -> bool {
-        self.sched.is_done()
+        self.sched.is_done() && self.window_limit() == self.completed.len()
     }
 
     /// Items remain and every producer is dropped.
     pub fn is_stuck(&self) -> bool {
-        self.sched.is_stuck()
+        self.sched.is_stuck() || (!self.is_done() && self.producers.iter().all(|p| p.dropped))
     }
 
     /// Every mirror that took part sent data that failed verification: a

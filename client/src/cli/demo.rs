@@ -164,6 +164,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         retry: crate::retry::RetryPolicy::default(),
         connect_timeout: crate::session::CONNECT_TIMEOUT,
         limit_rate: None,
+        stdout: None,
     };
     let mut progress = SlowDownHalfWay {
         inner: Bar::new(!opt.quiet, std::time::Duration::from_secs(10)),

@@ -35,9 +35,15 @@ pub struct GetOpt {
     /// SHA-256; a mismatch discards the download and exits with 3.
     #[arg(long, value_name = "URL")]
     pub checksum_url: Option<String>,
-    /// Where to write the file (default: its name, in the current directory).
+    /// Where to write the file (default: its name, in the current
+    /// directory); `-` writes it in order to standard output (nothing on
+    /// disk, no resume; the report and progress go to stderr).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+    /// With `-o -`: the most bytes held to put blocks back in order
+    /// (the mirrors work inside a window this large that slides forward).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_window)]
+    pub window: u64,
     #[command(flatten)]
     pub moving: MoveOpt,
     /// fsync the file before it is put in place.
@@ -170,6 +176,7 @@ impl MoveOpt {
             },
             connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout),
             limit_rate: self.limit_rate,
+            stdout: None,
         })
     }
 }
@@ -276,6 +283,14 @@ pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_window(s: &str) -> Result<u64, String> {
+    match parse_size(s) {
+        Ok(v) if v >= 1 << 20 => Ok(v),
+        Ok(_) => Err(format!("{s:?}: the window must be at least 1MiB")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 pub(crate) fn parse_block_size(s: &str) -> Result<u32, String> {
     let v = parse_size(s).map_err(|e| e.to_string())?;
     if v < u64::from(MIN_BLOCK_SIZE) || v > u64::from(MAX_BLOCK_SIZE) {
@@ -320,7 +335,13 @@ impl GetOpt {
                 )
             }
         };
-        check_output(&output)?;
+        let to_stdout = output.as_os_str() == "-";
+        if to_stdout && self.restart {
+            return Err("-o - keeps nothing to resume from: --restart has nothing to discard".into());
+        }
+        if !to_stdout {
+            check_output(&output)?;
+        }
         if let Some(u) = &self.checksum_url {
             crate::http::HttpMirror::parse(u, "").map_err(|e| format!("--checksum-url: {e}"))?;
         }
@@ -330,6 +351,7 @@ impl GetOpt {
             binds: self.binds()?,
             checksum_url: self.checksum_url.clone(),
             metalink,
+            stdout: to_stdout.then_some(self.window),
             ..self.moving.spec(path, output, self.sync)?
         };
         spec.http.splice(0..0, urls);
@@ -491,7 +513,8 @@ pub fn exit_for(e: &TransferError) -> Exit {
         | TransferError::NoChecksum { .. }
         | TransferError::DigestMismatch { .. }
         | TransferError::PieceKeepsFailing { .. }
-        | TransferError::UnconfirmedDigest(_) => Exit::Integrity,
+        | TransferError::UnconfirmedDigest(_)
+        | TransferError::WrittenOut { .. } => Exit::Integrity,
         TransferError::Interrupted { .. } => Exit::Interrupted,
         TransferError::Untrusted { .. } => Exit::Tls,
         TransferError::Output { .. } | TransferError::NoSpace { .. } => Exit::Local,
@@ -544,15 +567,23 @@ pub fn run(opt: GetOpt) -> Exit {
         }
     };
     let mut bar = opt.moving.bar();
+    // With `-o -` standard output is the file's: the report goes to stderr.
+    let report = |text: &str| match spec.stdout {
+        Some(_) => eprintln!("{text}"),
+        None => println!("{text}"),
+    };
     match rt.block_on(fetch(&spec, &mut bar)) {
         Ok(r) => {
             if opt.moving.json {
-                println!("{}", serde_json::to_string(&r).expect("report serialises"));
-                if !opt.moving.quiet {
+                report(&serde_json::to_string(&r).expect("report serialises"));
+                if !opt.moving.quiet && spec.stdout.is_none() {
                     let _ = print_summary(&r, &mut std::io::stderr());
                 }
             } else if !opt.moving.quiet {
-                let _ = print_summary(&r, &mut std::io::stdout());
+                let _ = match spec.stdout {
+                    Some(_) => print_summary(&r, &mut std::io::stderr()),
+                    None => print_summary(&r, &mut std::io::stdout()),
+                };
             }
             Exit::Ok
         }
@@ -560,7 +591,7 @@ pub fn run(opt: GetOpt) -> Exit {
             report_error(&e);
             let exit = exit_for(&e);
             if opt.moving.json {
-                println!("{}", json_failure(&e, exit, known(bar.warnings(), Some(&e))));
+                report(&json_failure(&e, exit, known(bar.warnings(), Some(&e))).to_string());
             }
             exit
         }

@@ -24,6 +24,8 @@ pub(super) struct Coordinator<'a> {
     hasher: Option<&'a PrefixHasher>,
     /// Pieces larger than a block, checked once whole.
     pieces: Option<Pieces>,
+    /// `-o -`: the reorder window (no journal then).
+    ring: Option<Arc<crate::stdout::Ring>>,
     block_size: u64,
     size: u64,
     /// Command channel per slot; `None` once the slot is dropped.
@@ -89,6 +91,22 @@ impl Coordinator<'_> {
         });
     }
 
+    /// `-o -`: hands out the blocks the written-out bytes made room for
+    /// (a quarter of the window at a time, not a segment per block).
+    fn slide(&mut self, now: Instant) -> io::Result<()> {
+        let Some(r) = &self.ring else { return Ok(()) };
+        if r.broken() {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "standard output was closed"));
+        }
+        let room = r.written() / self.block_size + r.blocks();
+        let step = (r.blocks() / 4).max(1);
+        let total = self.tr.completed().len();
+        if room >= self.tr.window_limit() + step || (room >= total && self.tr.window_limit() < total) {
+            self.tr.handle_window(room, now);
+        }
+        Ok(())
+    }
+
     /// Every retry has ended and no mirror may join: nothing more can come.
     fn nothing_coming(&self) -> bool {
         self.retrying.is_empty()
@@ -103,7 +121,7 @@ impl Coordinator<'_> {
 
     /// Records the completed blocks in the journal (data first with `--sync`).
     fn write_journal(&mut self) -> io::Result<()> {
-        if !self.unjournaled {
+        if !self.unjournaled || self.ring.is_some() {
             return Ok(());
         }
         if self.sync {
@@ -149,19 +167,23 @@ impl Coordinator<'_> {
     fn on_checked(
         &mut self,
         piece: u64,
-        ok: bool,
+        (ok, hashes): (bool, Vec<ddftp_proto::manifest::Hash>),
         path: &str,
         now: Instant,
         progress: &mut dyn Progress,
     ) -> Result<(), TransferError> {
         let Some(p) = &mut self.pieces else { return Ok(()) };
-        match p.checked(piece, ok, path)? {
-            Checked::Good(Some(bytes)) => {
-                if let Some(h) = self.hasher {
+        match p.checked(piece, ok, hashes, path)? {
+            Checked::Good { prefix, liars } => {
+                if let (Some(bytes), Some(h)) = (prefix, self.hasher) {
                     h.advance(bytes);
                 }
+                // Blocks that were wrong when the piece failed: their
+                // senders lied.
+                for (mirror, lo, hi) in liars {
+                    self.tr.handle_bad_sender(mirror, lo, hi, now);
+                }
             }
-            Checked::Good(None) => {}
             Checked::Bad { lo, hi, culprit } => {
                 if culprit.is_none() {
                     let w = format!(
@@ -253,6 +275,7 @@ pub(super) async fn run_transfer(
         reused_bytes,
         wanted,
         later,
+        ring,
     } = plan;
     let bs = u64::from(block_size);
     let verified = !matches!(check, Check::Nothing) || pieces.is_some();
@@ -291,7 +314,11 @@ pub(super) async fn run_transfer(
     if let Some(h) = hasher.filter(|_| pieces.is_none()) {
         h.advance((completed.prefix() * bs).min(size));
     }
-    let mut tr = Transfer::new(completed, &owner, mirrors.len(), &cfg, now);
+    let mut tr = match &ring {
+        // `-o -`: no block past what is written out plus the window.
+        Some(r) => Transfer::windowed(completed.len(), r.blocks(), &owner, mirrors.len(), &cfg, now),
+        None => Transfer::new(completed, &owner, mirrors.len(), &cfg, now),
+    };
     for p in forward_only {
         tr.set_forward_only(p);
     }
@@ -307,6 +334,7 @@ pub(super) async fn run_transfer(
         unjournaled: false,
         hasher,
         pieces,
+        ring,
         block_size: bs,
         size,
         cmds,
@@ -383,6 +411,12 @@ pub(super) async fn run_transfer(
                 };
                 if let Err(e) = c.on_checked(piece, ok, &spec.path, Instant::now(), progress) {
                     break Err(e);
+                }
+                continue;
+            }
+            _ = async { c.ring.as_ref().expect("checked").moved.notified().await }, if c.ring.is_some() => {
+                if let Err(source) = c.slide(Instant::now()) {
+                    break Err(TransferError::Output { path: "standard output".into(), source, resume: Resume::Nothing });
                 }
                 continue;
             }

@@ -62,6 +62,8 @@ pub enum TransferError {
     ChecksumMismatch { path: String, expected: String, got: String, from: String },
     #[error("{0}")]
     UnconfirmedDigest(Box<Unconfirmed>),
+    #[error("{path}: SHA-256 is {got}, not the {expected} expected, and its bytes have already gone to standard output: whatever read them must discard them")]
+    WrittenOut { path: String, expected: String, got: String },
     #[error("the checksum to check {path} against: {why}")]
     NoChecksum { path: String, why: String },
     #[error(transparent)]

@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -154,6 +155,9 @@ pub struct GetSpec {
     pub connect_timeout: Duration,
     /// The most bytes a second over all mirrors together (`--limit-rate`).
     pub limit_rate: Option<u64>,
+    /// Write the file in order to standard output (`-o -`) through a
+    /// reorder window of this many bytes: no part file, no journal.
+    pub stdout: Option<u64>,
 }
 
 /// What kind of file `m` is, in words.
@@ -551,7 +555,8 @@ pub async fn get_joining(
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
     let out_err = |source| TransferError::Output { path: part.clone(), source, resume: Resume::Nothing };
-    if spec.restart {
+    let to_stdout = spec.stdout.is_some();
+    if spec.restart && !to_stdout {
         for f in [&part, &jpath] {
             match std::fs::remove_file(f) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(out_err(e)),
@@ -559,7 +564,7 @@ pub async fn get_joining(
             }
         }
     }
-    let earlier = match Journal::load(&jpath)? {
+    let earlier = match if to_stdout { None } else { Journal::load(&jpath)? } {
         // A server that ignores Range alone cannot send what is missing
         // in the middle: the download starts over.
         Some(_) if slots.iter().all(|(_, p)| p.whole_only()) => {
@@ -625,6 +630,17 @@ pub async fn get_joining(
         }
         None => spec.block_size.min(limit),
     };
+    if pieces_over && to_stdout && manifest.is_some() {
+        // A piece is checked once whole, and by then its first blocks may
+        // be written out: only the whole file's hash is checked.
+        let w = format!(
+            "not checking {}'s pieces of {chunk_size} bytes with -o - (blocks are written out before a piece is whole); the whole file's SHA-256 is still checked",
+            spec.path
+        );
+        progress.warn(&w);
+        warnings.push(w);
+        manifest = None;
+    }
     let pieces_over = pieces_over && manifest.is_some();
     if block_size != spec.block_size {
         let why = if earlier.is_some() {
@@ -640,9 +656,11 @@ pub async fn get_joining(
         progress.warn(&w);
         warnings.push(w);
     }
-    let file: Arc<dyn Store> = match &spec.store {
-        Some(store) => store.clone(),
-        None => {
+    let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
+    let file: Arc<dyn Store> = match (&spec.store, &ring) {
+        (_, Some(ring)) => ring.clone(),
+        (Some(store), None) => store.clone(),
+        (None, None) => {
             // Read-write (the hasher reads the data back as it completes),
             // never through a symlink or into another name's file.
             let f = match earlier {
@@ -673,14 +691,26 @@ pub async fn get_joining(
     }
     journal.done = completed.ranges();
     let reused_bytes = journal.done_bytes();
-    journal.save(&jpath, spec.sync).map_err(|source| TransferError::Output {
-        path: jpath.clone(),
-        source,
-        resume: Resume::Nothing,
-    })?;
+    if !to_stdout {
+        journal.save(&jpath, spec.sync).map_err(|source| TransferError::Output {
+            path: jpath.clone(),
+            source,
+            resume: Resume::Nothing,
+        })?;
+    }
     // A bundle's blocks are each checked against their seal; a SHA-256 of
     // the range would read 100,000 files back, and match nothing.
-    let hasher = if sealed { None } else { Some(PrefixHasher::spawn(file.clone(), size).map_err(out_err)?) };
+    let sink = match &ring {
+        Some(r) => {
+            let out = std::io::stdout().as_fd().try_clone_to_owned().map_err(out_err)?;
+            Some(Box::new(r.sink(Box::new(std::fs::File::from(out)))) as Box<dyn crate::digest::Sink>)
+        }
+        None => None,
+    };
+    let hasher = match sealed {
+        true => None,
+        false => Some(PrefixHasher::spawn_into(file.clone(), size, sink).map_err(out_err)?),
+    };
     let (check, pieces) = match manifest {
         Some(m) if pieces_over => (Check::Nothing, Some(m)),
         m => (
@@ -704,6 +734,7 @@ pub async fn get_joining(
         journal,
         jpath: jpath.clone(),
         reused_bytes,
+        ring: ring.clone(),
         wanted: Arc::new(rejoin::Wanted {
             path: spec.path.clone(),
             version: (!sealed && !http_only).then_some(version),
@@ -726,6 +757,15 @@ pub async fn get_joining(
         (_, false, None) => Sha256Checked::Mirrors,
         (_, true, None) => Sha256Checked::Nothing,
     };
+    if to_stdout {
+        let want = expected.as_ref().map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| sha256.clone()));
+        if let (Some(want), Some(got)) = (want, report.sha256.clone()) {
+            if want != got {
+                return Err(TransferError::WrittenOut { path: spec.path.clone(), expected: want, got });
+            }
+        }
+        return Ok(report);
+    }
     if let Some(got) = report.sha256.clone().filter(|g| *g != sha256 && !http_only) {
         // Some block is wrong and nothing says which: nothing is worth keeping.
         drop(file);
@@ -797,6 +837,8 @@ struct Prepared {
     wanted: Arc<rejoin::Wanted>,
     /// Mirrors to ask again from the start (they did not answer in time).
     later: Vec<rejoin::Source>,
+    /// `-o -`: the reorder window the blocks land in.
+    ring: Option<Arc<crate::stdout::Ring>>,
 }
 
 /// Blocks smaller than this would cost more in messages than they save.

@@ -12,7 +12,11 @@
 use std::collections::HashMap;
 use std::sync::mpsc as std_mpsc;
 
+use ddftp_proto::manifest::Hash;
 use ddops::completed::Completed;
+
+/// A piece checked: whether it is good, and its blocks' hashes if asked.
+type CheckResult = (u64, io::Result<(bool, Vec<Hash>)>);
 
 use super::*;
 
@@ -33,8 +37,10 @@ enum State {
 
 /// What a finished check means for the transfer.
 pub(super) enum Checked {
-    /// The piece is good; the verified prefix is now this many bytes (if it grew).
-    Good(Option<u64>),
+    /// The piece is good; the verified prefix is now this many bytes (if it
+    /// grew). A piece that failed before, from several mirrors, shows which
+    /// blocks were wrong then: the mirrors that sent them (`liars`).
+    Good { prefix: Option<u64>, liars: Vec<(usize, u64, u64)> },
     /// Blocks `lo..=hi` must be fetched again; `culprit` sent all of them.
     Bad { lo: u64, hi: u64, culprit: Option<usize> },
 }
@@ -52,9 +58,12 @@ pub(super) struct Pieces {
     /// The mirror that sent each block.
     sender: Vec<u32>,
     tries: HashMap<u64, u32>,
+    /// A piece that failed with blocks from several mirrors: each block's
+    /// sender and hash then, to find the wrong ones once it is good.
+    suspects: HashMap<u64, Vec<(u32, Hash)>>,
     checking: usize,
-    to_checker: Option<std_mpsc::Sender<u64>>,
-    results: mpsc::UnboundedReceiver<(u64, io::Result<bool>)>,
+    to_checker: Option<std_mpsc::Sender<(u64, bool)>>,
+    results: mpsc::UnboundedReceiver<CheckResult>,
     worker: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -65,13 +74,15 @@ impl Pieces {
         let per = u64::from(manifest.chunk_size / block_size);
         let blocks = size.div_ceil(u64::from(block_size));
         let count = manifest.hashes.len();
-        let (to_checker, jobs) = std_mpsc::channel::<u64>();
+        let (to_checker, jobs) = std_mpsc::channel::<(u64, bool)>();
         let (done, results) = mpsc::unbounded_channel();
         let m = manifest.clone();
         let worker = std::thread::Builder::new().name("ddftp-pieces".into()).spawn(move || {
-            for piece in jobs {
-                let ok = m.verify_chunk(piece, size, |buf, at| file.read_exact_at(buf, at));
-                if done.send((piece, ok)).is_err() {
+            for (piece, by_block) in jobs {
+                let mut hashes = vec![];
+                let blocks = by_block.then_some((block_size, &mut hashes));
+                let ok = m.verify_chunk_by(piece, size, blocks, |buf, at| file.read_exact_at(buf, at));
+                if done.send((piece, ok.map(|ok| (ok, hashes)))).is_err() {
                     return;
                 }
             }
@@ -85,6 +96,7 @@ impl Pieces {
             good: 0,
             sender: vec![NOBODY; blocks as usize],
             tries: HashMap::new(),
+            suspects: HashMap::new(),
             checking: 0,
             to_checker: Some(to_checker),
             results,
@@ -113,8 +125,13 @@ impl Pieces {
             if self.state[p as usize] == State::Open && completed.holds(a, z) {
                 self.state[p as usize] = State::Checking;
                 self.checking += 1;
+                // Blocks from several mirrors, or failed before: each
+                // block's hash too, to tell which was wrong.
+                let first = self.sender[a as usize];
+                let mixed = self.sender[a as usize..=z as usize].iter().any(|&s| s != first);
+                let by_block = mixed || self.suspects.contains_key(&p);
                 if let Some(tx) = &self.to_checker {
-                    let _ = tx.send(p);
+                    let _ = tx.send((p, by_block));
                 }
             }
         }
@@ -133,16 +150,23 @@ impl Pieces {
     }
 
     /// The next check to finish (waits forever when none is under way).
-    pub(super) async fn next(&mut self) -> (u64, io::Result<bool>) {
+    pub(super) async fn next(&mut self) -> CheckResult {
         match self.checking {
             0 => std::future::pending().await,
             _ => self.results.recv().await.unwrap_or((u64::MAX, Err(io::Error::other("the piece checker stopped")))),
         }
     }
 
-    /// What piece `p`'s check (`ok`) means.
-    pub(super) fn checked(&mut self, p: u64, ok: bool, path: &str) -> Result<Checked, TransferError> {
+    /// What piece `p`'s check (`ok`, and its blocks' hashes if asked) means.
+    pub(super) fn checked(
+        &mut self,
+        p: u64,
+        ok: bool,
+        hashes: Vec<Hash>,
+        path: &str,
+    ) -> Result<Checked, TransferError> {
         self.checking -= 1;
+        let (lo, hi) = self.span(p);
         if ok {
             self.state[p as usize] = State::Good;
             let before = self.good;
@@ -150,7 +174,19 @@ impl Pieces {
                 self.good += 1;
             }
             let bytes = (self.good * u64::from(self.manifest.chunk_size)).min(self.size);
-            return Ok(Checked::Good((self.good > before).then_some(bytes)));
+            // Blocks whose bytes were other than now came from a liar.
+            let mut liars: Vec<(usize, u64, u64)> = vec![];
+            for (i, ((who, then), now)) in self.suspects.remove(&p).unwrap_or_default().iter().zip(&hashes).enumerate()
+            {
+                if then != now && *who != NOBODY {
+                    let b = lo + i as u64;
+                    match liars.iter_mut().find(|l| l.0 == *who as usize) {
+                        Some(l) => l.2 = b,
+                        None => liars.push((*who as usize, b, b)),
+                    }
+                }
+            }
+            return Ok(Checked::Good { prefix: (self.good > before).then_some(bytes), liars });
         }
         self.state[p as usize] = State::Open;
         let tries = self.tries.entry(p).or_default();
@@ -158,9 +194,12 @@ impl Pieces {
         if *tries >= MAX_TRIES {
             return Err(TransferError::PieceKeepsFailing { path: path.to_string(), piece: p, tries: *tries });
         }
-        let (lo, hi) = self.span(p);
         let first = self.sender[lo as usize];
         let one = self.sender[lo as usize..=hi as usize].iter().all(|&s| s == first) && first != NOBODY;
+        if !one && hashes.len() as u64 == hi - lo + 1 {
+            let senders = self.sender[lo as usize..=hi as usize].iter().copied();
+            self.suspects.insert(p, senders.zip(hashes).collect());
+        }
         Ok(Checked::Bad { lo, hi, culprit: one.then_some(first as usize) })
     }
 }

@@ -172,3 +172,62 @@ fn a_range_failing_as_one_piece_is_fetched_again_and_its_only_sender_dropped() {
     deliver_all(&mut t, t0);
     assert!(t.is_done() && t.stats().duplicate_blocks == 0);
 }
+
+#[test]
+fn a_windowed_transfer_hands_out_nothing_past_its_window() {
+    let t0 = Instant::now();
+    let mut t = Transfer::windowed(100, 20, &[0, 1], 2, &cfg(), t0);
+    let beyond = |a: &[Action], lim: u64| {
+        a.iter().any(|a| match *a {
+            Action::Start { first, last, .. } => first.max(last) >= lim,
+            Action::Extend { last, .. } => last >= lim,
+            Action::End { .. } => false,
+        })
+    };
+    let mut limit = 20;
+    for _ in 0..10 {
+        let mut all = vec![];
+        let mut streams = std::collections::HashMap::new();
+        // Deliver everything asked for, checking the limit.
+        loop {
+            let a = actions(&mut t);
+            if a.is_empty() {
+                break;
+            }
+            assert!(!beyond(&a, limit), "past {limit}: {a:?}");
+            all.extend(a.clone());
+            for a in a {
+                match a {
+                    Action::Start { producer, stream, first, last, dir } => {
+                        streams.insert(stream, (producer, first, last, dir));
+                    }
+                    Action::Extend { stream, last, .. } => streams.get_mut(&stream).unwrap().2 = last,
+                    Action::End { producer, stream } => t.handle_stopped(producer, stream, 0, t0),
+                }
+            }
+            let ids: Vec<_> = streams.keys().copied().collect();
+            for id in ids {
+                let (p, next, last, dir) = streams[&id];
+                let count = match dir {
+                    Direction::Increment if next <= last => last - next + 1,
+                    Direction::Decrement if next >= last && next != u64::MAX => next - last + 1,
+                    _ => continue,
+                };
+                t.handle_blocks(p, BlockRun { stream: id, first: next, count, bytes: count, dir }, t0);
+                let after = match dir {
+                    Direction::Increment => next + count,
+                    Direction::Decrement => next.wrapping_sub(count),
+                };
+                streams.get_mut(&id).unwrap().1 = after;
+            }
+        }
+        assert_eq!(t.completed().prefix(), limit, "the window is filled, no more");
+        if limit == 100 {
+            break;
+        }
+        assert!(!t.is_done());
+        limit = (limit + 20).min(100);
+        t.handle_window(limit, t0);
+    }
+    assert!(t.is_done() && t.stats().duplicate_blocks == 0);
+}

@@ -87,24 +87,19 @@ fn ddftp_peak(args: &[&str]) -> (Option<i32>, String, String, u64) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let status = format!("/proc/{}/status", child.id());
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let readers = [
         std::thread::spawn(move || std::io::read_to_string(&mut out).unwrap()),
         std::thread::spawn(move || std::io::read_to_string(&mut err).unwrap()),
     ];
-    let mut peak_kib = 0;
+    let mut peak = 0;
     while child.try_wait().unwrap().is_none() {
-        if let Ok(s) = std::fs::read_to_string(&status) {
-            if let Some(l) = s.lines().find(|l| l.starts_with("VmHWM:")) {
-                peak_kib = l.split_whitespace().nth(1).unwrap().parse().unwrap();
-            }
-        }
+        peak = peak.max(peak_memory(child.id()));
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let code = child.wait().unwrap().code();
     let [o, e] = readers.map(|r| r.join().unwrap());
-    (code, o, e, peak_kib * 1024)
+    (code, o, e, peak)
 }
 
 #[test]

@@ -21,5 +21,6 @@ mod pipe;
 mod resume;
 mod retry;
 mod server_limits;
+mod stdout;
 mod tls;
 mod walk;

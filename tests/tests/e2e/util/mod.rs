@@ -219,3 +219,13 @@ pub fn receiving(cmd: &mut Command) -> (Child, String, std::io::BufReader<std::p
     let links = line.trim().strip_prefix("ddftp: receiving on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
     (child, links, err)
 }
+
+/// The most memory process `pid` has held so far (VmHWM), in bytes; 0
+/// once it is gone.
+pub fn peak_memory(pid: u32) -> u64 {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return 0 };
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
