@@ -132,7 +132,7 @@ impl Manifest {
             at += n as u64;
             if let Some((bs, out)) = &mut blocks {
                 block.update(&buf[..n]);
-                if (at - start) % u64::from(*bs) == 0 || at == end {
+                if (at - start).is_multiple_of(u64::from(*bs)) || at == end {
                     out.push(block.finalize().into());
                     block.reset();
                 }
