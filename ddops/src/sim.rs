@@ -8,7 +8,8 @@
 //! changes at given times. Servers keep their streams by ddftpd's own rules
 //! ([`Streams`]). Faults: a server that fails (its connections drop), one
 //! that stalls (stays connected, sends nothing), one that sends a block that
-//! fails verification.
+//! fails verification; and a server that comes back (a producer of it
+//! joins the running transfer).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -45,6 +46,10 @@ pub enum FaultKind {
     Stall,
     /// Its next block fails verification.
     Corrupt,
+    /// It answers again (a restarted server, a link back up): a new
+    /// producer of it joins the running transfer, as `ddftp get`'s retries
+    /// make one.
+    Rejoin,
 }
 
 /// At `at` seconds, `kind` happens to server `server`.
@@ -200,7 +205,7 @@ struct ServerState {
 /// every block is in, nothing can finish it, or a generous limit passes.
 pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
     let at = |t: f64| origin + Duration::from_secs_f64(t);
-    let owner: Vec<usize> =
+    let mut owner: Vec<usize> =
         spec.servers.iter().enumerate().flat_map(|(i, s)| std::iter::repeat_n(i, s.streams)).collect();
     let mut servers: Vec<ServerState> = spec
         .servers
@@ -231,7 +236,8 @@ pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
     let total_speed: f64 = servers.iter().map(|s| s.speed).sum();
     let stall = spec.config.stall_timeout.as_secs_f64();
     let limit = 1e4 * (spec.blocks as f64 / total_speed.max(1e-9) + delay + 1.0) + 10.0 * stall;
-    while !tr.is_done() && !tr.is_stuck() && t < limit {
+    let rejoins = |f: &VecDeque<Fault>| f.iter().any(|f| f.kind == FaultKind::Rejoin);
+    while !tr.is_done() && (!tr.is_stuck() || rejoins(&faults)) && t < limit {
         while changes.front().is_some_and(|c| c.at <= t) {
             let c = changes.pop_front().expect("front");
             servers[c.server].speed = c.speed;
@@ -241,6 +247,13 @@ pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
             match f.kind {
                 FaultKind::Fail | FaultKind::Stall => servers[f.server].down = true,
                 FaultKind::Corrupt => servers[f.server].corrupt_next = true,
+                FaultKind::Rejoin => {
+                    servers[f.server].down = false;
+                    owner.push(f.server);
+                    prods.push(SimProducer::default());
+                    let p = tr.handle_join(f.server, at(t));
+                    debug_assert_eq!(p + 1, prods.len());
+                }
             }
             if f.kind == FaultKind::Fail {
                 // Its connections drop: the consumer sees it a one-way
@@ -356,29 +369,42 @@ pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
 /// Time for the total capacity (with its changes and faults) to reach
 /// `blocks`.
 pub fn ideal_time(spec: &SimSpec) -> f64 {
-    let mut speeds: Vec<f64> = spec.servers.iter().map(|s| s.speed).collect();
-    let mut steps: Vec<(f64, usize, f64)> = spec.changes.iter().map(|c| (c.at, c.server, c.speed)).collect();
-    steps.extend(spec.faults.iter().map(|f| (f.at, f.server, 0.0)));
+    // What each server is set to run at, and whether it is up: a server
+    // that is down counts nothing until it rejoins.
+    let mut set: Vec<f64> = spec.servers.iter().map(|s| s.speed).collect();
+    let mut up = vec![true; set.len()];
+    #[derive(Clone, Copy)]
+    enum Step {
+        Speed(f64),
+        Down,
+        Up,
+    }
+    let mut steps: Vec<(f64, usize, Step)> =
+        spec.changes.iter().map(|c| (c.at, c.server, Step::Speed(c.speed))).collect();
+    steps.extend(
+        spec.faults.iter().map(|f| (f.at, f.server, if f.kind == FaultKind::Rejoin { Step::Up } else { Step::Down })),
+    );
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut down = vec![false; speeds.len()];
+    let rate = |set: &[f64], up: &[bool]| set.iter().zip(up).filter(|(_, &u)| u).map(|(s, _)| s).sum::<f64>();
     let (mut t, mut left) = (0.0, spec.blocks as f64);
-    for (when, server, speed) in steps {
-        let rate: f64 = speeds.iter().sum();
+    for (when, server, step) in steps {
+        let r = rate(&set, &up);
         let span = (when - t).max(0.0);
-        if rate * span >= left {
+        if r * span >= left {
             break;
         }
-        left -= rate * span;
+        left -= r * span;
         t = when.max(t);
-        if !down[server] {
-            speeds[server] = speed;
-            down[server] = speed == 0.0;
+        match step {
+            Step::Speed(v) => set[server] = v,
+            Step::Down => up[server] = false,
+            Step::Up => up[server] = true,
         }
     }
-    let rate: f64 = speeds.iter().sum();
+    let r = rate(&set, &up);
     // No capacity left: no time would do.
-    if rate > 0.0 {
-        t + left / rate
+    if r > 0.0 {
+        t + left / r
     } else {
         f64::INFINITY
     }

@@ -30,6 +30,10 @@ pub struct SimulateOpt {
     /// At T seconds, mirror I sends a block that fails verification (T:I, repeatable).
     #[arg(long = "corrupt", value_parser = parse_corrupt)]
     pub corrupts: Vec<Fault>,
+    /// At T seconds, mirror I answers again (after --fail or --stall): a
+    /// producer of it rejoins the transfer, as get's retries make one (T:I, repeatable).
+    #[arg(long = "rejoin", value_parser = parse_rejoin)]
+    pub rejoins: Vec<Fault>,
     /// Round-trip time between consumer and every mirror, milliseconds.
     #[arg(long, default_value_t = 0.0)]
     pub rtt_ms: f64,
@@ -83,6 +87,10 @@ fn parse_corrupt(s: &str) -> Result<Fault, String> {
     parse_fault(s, FaultKind::Corrupt)
 }
 
+fn parse_rejoin(s: &str) -> Result<Fault, String> {
+    parse_fault(s, FaultKind::Rejoin)
+}
+
 pub fn run(opt: SimulateOpt) -> Exit {
     if let Some(bad) = opt.speeds.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
         report_error(&format!("speed {bad} must be a positive number of blocks per second"));
@@ -92,7 +100,8 @@ pub fn run(opt: SimulateOpt) -> Exit {
         report_error(&format!("--change names mirror {}, but there are {} mirrors", c.server + 1, opt.speeds.len()));
         return Exit::Usage;
     }
-    let faults: Vec<Fault> = opt.fails.iter().chain(&opt.stalls).chain(&opt.corrupts).cloned().collect();
+    let faults: Vec<Fault> =
+        opt.fails.iter().chain(&opt.stalls).chain(&opt.corrupts).chain(&opt.rejoins).cloned().collect();
     if let Some(f) = faults.iter().find(|f| f.server >= opt.speeds.len()) {
         report_error(&format!("a fault names mirror {}, but there are {} mirrors", f.server + 1, opt.speeds.len()));
         return Exit::Usage;
