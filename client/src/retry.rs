@@ -19,10 +19,11 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// 5 retries, waiting 1, 2, 4, 8 and 16 s: a mirror restarted within
-    /// half a minute is used again.
+    /// 8 retries, waiting 0.5, 1, 2, 4, 8, 16, 30 and 30 s: a mirror back
+    /// within a second is used again a moment later, one restarted within
+    /// a minute and a half still is.
     fn default() -> Self {
-        RetryPolicy { retries: 5, first_wait: Duration::from_secs(1) }
+        RetryPolicy { retries: 8, first_wait: Duration::from_millis(500) }
     }
 }
 
@@ -70,7 +71,7 @@ mod tests {
         assert_eq!(RetryPolicy::NEVER.wait(1, None), None);
         let mut r = Retrying::default();
         let d = RetryPolicy::default();
-        let all: Vec<_> = std::iter::from_fn(|| r.next(&d, None)).map(|w| w.as_secs()).collect();
-        assert_eq!(all, [1, 2, 4, 8, 16]);
+        let all: Vec<_> = std::iter::from_fn(|| r.next(&d, None)).map(|w| w.as_millis()).collect();
+        assert_eq!(all, [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000]);
     }
 }
