@@ -69,7 +69,8 @@ outage() { # ddftpd|nginx
   sleep "$KILL"
   case $1 in
     ddftpd) pkill -KILL -f "ddftpd --root $WORK/data --listen 10.77.1.2" ;;
-    nginx) kill -KILL $(cat "$WORK/ng1/nginx.pid") 2>/dev/null; pkill -KILL -f "nginx -c $WORK/ng1/" || true ;;
+    # The master and its workers (a worker alone keeps the socket).
+    nginx) local m; m=$(cat "$WORK/ng1/nginx.pid"); pkill -KILL -P "$m" || true; kill -KILL "$m" || true ;;
   esac
   sleep "$(python3 -c "print($BACK - $KILL)")"
   case $1 in ddftpd) ddftpd_on 1 ;; nginx) rm -f "$WORK/ng1/nginx.pid"; nginx_on 1 ;; esac
@@ -119,6 +120,7 @@ for r in $(seq 1 "$RUNS"); do
       shares=$(python3 -c "import json; j=json.load(open('$WORK/get.json')); print(json.dumps([p['share'] for p in j['producers']]))")
       joined=$(python3 -c "import json; j=json.load(open('$WORK/get.json')); print(sum(p['joined_bytes'] for p in j['producers']))")
     fi
+    [ "$t" != ddftp-out ] || cp "$WORK/get.err" "$WORK/out-$r.err"
     [ $first = 1 ] || echo "," >> "$json"
     first=0
     echo "{\"tool\": \"$t\", \"run\": $r, \"seconds\": $s, \"shares\": $shares, \"joined_bytes\": $joined}" >> "$json"

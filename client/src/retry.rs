@@ -1,29 +1,40 @@
 //! One retry policy for everything that asks a mirror again: a producer
 //! whose connection failed or stalled, a mirror that did not answer its
-//! probe, a server that said it is busy. Waits double from the first
-//! (`--retry-wait`) up to [`MAX_WAIT`], for `--retries` tries; a server
-//! that says how long to wait (Busy) is believed, within the same bounds.
+//! probe, a server that said it is busy. For the first [`QUICK`] a mirror
+//! is asked every [`QUICK_EVERY`] (a restarted server or a flapping link
+//! is back within that, and each second away costs its share of the
+//! transfer; a refused connection costs nothing); then `--retries` times
+//! more, the waits doubling from `--retry-wait` up to [`MAX_WAIT`]. A
+//! server that says how long to wait (Busy) is believed, within the same
+//! bounds.
 
 use std::time::Duration;
 
 /// The longest wait between two tries.
 pub const MAX_WAIT: Duration = Duration::from_secs(30);
 
+/// How long after a failure a mirror is asked again every [`QUICK_EVERY`].
+pub const QUICK: Duration = Duration::from_secs(2);
+/// The wait between the quick tries.
+pub const QUICK_EVERY: Duration = Duration::from_millis(100);
+/// Quick tries before the doubling waits.
+const QUICK_TRIES: u32 = (QUICK.as_millis() / QUICK_EVERY.as_millis()) as u32;
+
 /// How often, and after how long, a mirror is asked again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Tries after the first failure; 0: none.
+    /// Tries after the quick ones, waits doubling; 0: no retries at all.
     pub retries: u32,
-    /// The wait before the first retry; each next one doubles it.
+    /// The wait before the first of those; each next one doubles it.
     pub first_wait: Duration,
 }
 
 impl Default for RetryPolicy {
-    /// 8 retries, waiting 0.5, 1, 2, 4, 8, 16, 30 and 30 s: a mirror back
-    /// within a second is used again a moment later, one restarted within
-    /// a minute and a half still is.
+    /// Every 0.1 s for 2 s, then 8 retries after 1, 2, 4, 8, 16, 30, 30
+    /// and 30 s: a mirror back within a second is used again at once, one
+    /// restarted within two minutes still is.
     fn default() -> Self {
-        RetryPolicy { retries: 8, first_wait: Duration::from_millis(500) }
+        RetryPolicy { retries: 8, first_wait: Duration::from_secs(1) }
     }
 }
 
@@ -31,14 +42,26 @@ impl RetryPolicy {
     /// No retries at all.
     pub const NEVER: RetryPolicy = RetryPolicy { retries: 0, first_wait: Duration::ZERO };
 
-    /// The wait before retry `n` (1 for the first), or `None` once the
+    /// The wait before try `n` (1 for the first), or `None` once the
     /// budget is spent. `hint`: how long the server asked us to wait.
     pub fn wait(&self, n: u32, hint: Option<Duration>) -> Option<Duration> {
-        if n == 0 || n > self.retries {
+        if n == 0 || self.retries == 0 || n > QUICK_TRIES + self.retries {
             return None;
         }
-        let doubled = self.first_wait.saturating_mul(1u32 << (n - 1).min(16));
-        Some(hint.unwrap_or(doubled).min(MAX_WAIT.max(self.first_wait)))
+        let wait = match n.checked_sub(QUICK_TRIES + 1) {
+            None => QUICK_EVERY,
+            Some(k) => self.first_wait.saturating_mul(1u32 << k.min(16)),
+        };
+        Some(hint.unwrap_or(wait).min(MAX_WAIT.max(self.first_wait)))
+    }
+
+    /// Tries in all (the quick ones and the retries).
+    pub fn tries(&self) -> u32 {
+        if self.retries == 0 {
+            0
+        } else {
+            QUICK_TRIES + self.retries
+        }
     }
 }
 
@@ -62,16 +85,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn waits_double_up_to_the_cap_and_the_budget_ends_them() {
+    fn quick_tries_then_waits_double_up_to_the_cap_and_the_budget_ends_them() {
         let p = RetryPolicy { retries: 7, first_wait: Duration::from_secs(2) };
-        let waits: Vec<_> = (1..=8).map(|n| p.wait(n, None).map(|d| d.as_secs())).collect();
-        assert_eq!(waits, [Some(2), Some(4), Some(8), Some(16), Some(30), Some(30), Some(30), None]);
-        assert_eq!(p.wait(1, Some(Duration::from_millis(300))), Some(Duration::from_millis(300)));
+        let waits: Vec<_> = (1..=28).map(|n| p.wait(n, None).map(|d| d.as_millis())).collect();
+        assert!(waits[..20].iter().all(|w| *w == Some(100)), "{waits:?}");
+        let after: Vec<_> = waits[20..].iter().map(|w| w.map(|ms| ms / 1000)).collect();
+        assert_eq!(after, [Some(2), Some(4), Some(8), Some(16), Some(30), Some(30), Some(30), None]);
+        assert_eq!(p.wait(21, Some(Duration::from_millis(300))), Some(Duration::from_millis(300)));
         assert_eq!(p.wait(1, Some(Duration::from_secs(600))), Some(MAX_WAIT), "a server's hint is bounded too");
         assert_eq!(RetryPolicy::NEVER.wait(1, None), None);
         let mut r = Retrying::default();
         let d = RetryPolicy::default();
         let all: Vec<_> = std::iter::from_fn(|| r.next(&d, None)).map(|w| w.as_millis()).collect();
-        assert_eq!(all, [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000]);
+        assert_eq!(all.len() as u32, d.tries());
+        assert_eq!(all[20..], [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
     }
 }

@@ -107,19 +107,19 @@ pub struct MoveOpt {
     /// the others take over its range.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub stall_timeout: f64,
-    /// Ask a mirror that failed, stalled, was busy or did not answer this
-    /// many times more (waits doubling from --retry-wait, at most 30 s);
-    /// when it answers with the same file it rejoins the transfer. With
-    /// every mirror gone, the download waits through these retries
-    /// before it gives up. 0: never.
+    /// A mirror that failed, stalled, was busy or did not answer is asked
+    /// again every 0.1 s for 2 s, then this many times more, the waits
+    /// doubling from --retry-wait up to 30 s; when it answers with the
+    /// same file it rejoins the transfer. With every mirror gone, the
+    /// download waits through these retries before it gives up. 0: never.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub retries: u32,
     /// The most bytes a second to take from all mirrors together, e.g.
     /// 20MB (decimal) or 16MiB; each mirror keeps its share of it.
     #[arg(long, value_name = "RATE", value_parser = ddftp_proto::units::parse_rate)]
     pub limit_rate: Option<u64>,
-    /// The wait before the first retry of a mirror.
-    #[arg(long, default_value_t = 0.5, value_name = "SECONDS", value_parser = parse_seconds)]
+    /// The wait before the first retry after the quick ones (2 s of them).
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub retry_wait: f64,
     /// How long a mirror has to accept the connection and greet; the
     /// download starts with those that did, a late one joins when it answers.

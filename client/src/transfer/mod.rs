@@ -364,16 +364,19 @@ pub async fn get_joining(
                 false => TransferError::NoUsableMirror { path, failures },
             });
         };
-        let w = format!(
-            "no mirror could serve {} yet:\n{}\nasking again in {:.1} s (retry {} of {})",
-            spec.path,
-            round.failures.join("\n"),
-            wait.as_secs_f64(),
-            asked.tries,
-            spec.retry.retries
-        );
-        progress.warn(&w);
-        warnings.push(w);
+        // Told at the first try and at each longer wait, not every 0.1 s.
+        if asked.tries == 1 || wait > crate::retry::QUICK_EVERY {
+            let w = format!(
+                "no mirror could serve {} yet:\n{}\nasking again in {:.1} s (try {} of {})",
+                spec.path,
+                round.failures.join("\n"),
+                wait.as_secs_f64(),
+                asked.tries,
+                spec.retry.tries()
+            );
+            progress.warn(&w);
+            warnings.push(w);
+        }
         tokio::time::sleep(wait).await;
     };
     for f in &failures {

@@ -65,14 +65,26 @@ pub(super) async fn retry(source: Source, wanted: Arc<Wanted>, events: mpsc::Sen
     let mut state = Retrying::default();
     let (mut hint, mut last) = (None, String::from("no answer"));
     while let Some(wait) = state.next(&wanted.policy, hint) {
-        let w = format!(
-            "{}: asking again in {:.1} s (retry {} of {})",
-            source.route(),
-            wait.as_secs_f64(),
-            state.tries,
-            wanted.policy.retries
-        );
-        let _ = events.send(Event::Warn(w)).await;
+        // Told once for the quick tries, then at each longer wait.
+        let told = match state.tries {
+            1 => Some(format!(
+                "{}: asking again every {:.1} s for {:.0} s, then {} times less often",
+                source.route(),
+                crate::retry::QUICK_EVERY.as_secs_f64(),
+                crate::retry::QUICK.as_secs_f64(),
+                wanted.policy.retries
+            )),
+            n if wait > crate::retry::QUICK_EVERY => Some(format!(
+                "{}: asking again in {:.1} s (try {n} of {})",
+                source.route(),
+                wait.as_secs_f64(),
+                wanted.policy.tries()
+            )),
+            _ => None,
+        };
+        if let Some(w) = told {
+            let _ = events.send(Event::Warn(w)).await;
+        }
         tokio::time::sleep(wait).await;
         match attempt(&source, &wanted).await {
             Ok(producer) => return Event::Joined { source, got: Ok(producer) },
@@ -85,7 +97,7 @@ pub(super) async fn retry(source: Source, wanted: Arc<Wanted>, events: mpsc::Sen
             }
         }
     }
-    let why = format!("not used again after {} retries: {last}", state.tries.min(wanted.policy.retries));
+    let why = format!("not used again after {} tries: {last}", state.tries.min(wanted.policy.tries()));
     Event::Joined { source, got: Err(why) }
 }
 
