@@ -34,6 +34,8 @@ pub(super) struct Coordinator<'a> {
     sources: Vec<Source>,
     /// Routes being asked again, not yet back.
     retrying: std::collections::HashSet<String>,
+    /// Slots from this one on joined while the transfer ran.
+    first_joined: usize,
     wanted: Arc<Wanted>,
     /// For the retries' answers.
     events: mpsc::Sender<Event>,
@@ -81,7 +83,12 @@ impl Coordinator<'_> {
         }
         let route = source.route();
         let live = (0..self.tr.producers()).any(|p| !self.tr.is_dropped(p) && self.sources[p].route() == route);
-        if live || self.wanted.policy.retries == 0 || !self.retrying.insert(route) {
+        // A mirror that answers and then fails again at once (a restarted
+        // server that lost a bundle's registration) is not asked forever:
+        // it rejoins at most as often as it would be retried.
+        let rejoined =
+            self.sources[self.first_joined.min(self.sources.len())..].iter().filter(|s| s.route() == route).count();
+        if live || rejoined as u32 >= self.wanted.policy.retries || !self.retrying.insert(route) {
             return;
         }
         let (wanted, events) = (self.wanted.clone(), self.events.clone());
@@ -340,6 +347,7 @@ pub(super) async fn run_transfer(
         cmds,
         sources,
         retrying: Default::default(),
+        first_joined,
         wanted,
         events: ev_tx,
         routes,

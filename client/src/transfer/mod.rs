@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 pub use crate::session::Peer;
 use bytes::BytesMut;
 use ddftp_proto::frame::{self, SERVER_ID_LEN};
-use ddftp_proto::manifest::{hex, MAX_CHUNK};
+use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, Endpoint, Reply, Request};
 use tokio::io::AsyncReadExt;
 
@@ -47,6 +47,7 @@ mod error;
 mod expected;
 mod http_slot;
 mod pieces;
+mod plan;
 mod probing;
 mod producer;
 mod rejoin;
@@ -597,64 +598,23 @@ pub async fn get_joining(
         })
         .min()
         .unwrap_or(u32::MAX);
-    // Pieces larger than a block may be: each is then checked once whole
-    // (a Metalink's 256 MiB pieces must not make 256 MiB blocks).
+    let chosen = plan::blocks(plan::Facts {
+        asked: spec.block_size,
+        limit,
+        chunk: manifest.as_ref().map(|m| m.chunk_size),
+        earlier: earlier.as_ref().map(|j| j.block_size),
+        stdout: to_stdout,
+    })?;
+    let block_size = chosen.size;
     let mut manifest = manifest;
-    let pieces_over = manifest.as_ref().is_some_and(|m| m.chunk_size > MAX_CHUNK);
-    let fits = |b: u32| if pieces_over { chunk_size.is_multiple_of(b) } else { b.is_multiple_of(chunk_size) };
-    let block_size = match &earlier {
-        Some(j) if manifest.is_some() && !fits(j.block_size) => {
-            return Err(TransferError::BlockSizeMismatch { block_size: j.block_size, chunk_size })
-        }
-        Some(j) if j.block_size > limit => {
-            return Err(TransferError::BlockSizeOverLimit { block_size: j.block_size, limit })
-        }
-        Some(j) => j.block_size,
-        None if pieces_over => match piece_divisor(chunk_size, spec.block_size.min(limit).min(MAX_CHUNK)) {
-            Some(b) => b,
-            None => {
-                let w = format!(
-                    "not checking {}'s pieces as they arrive: their length {chunk_size} has no divisor usable as a block size",
-                    spec.path
-                );
-                progress.warn(&w);
-                warnings.push(w);
-                manifest = None;
-                spec.block_size.min(limit)
-            }
-        },
-        // Each block is verified on its own: it must be whole chunks.
-        None if manifest.is_some() => {
-            let want = spec.block_size.div_ceil(chunk_size) * chunk_size;
-            match want.min(limit) / chunk_size * chunk_size {
-                0 => return Err(TransferError::BlockSizeOverLimit { block_size: chunk_size, limit }),
-                b => b,
-            }
-        }
-        None => spec.block_size.min(limit),
-    };
-    if pieces_over && to_stdout && manifest.is_some() {
-        // A piece is checked once whole, and by then its first blocks may
-        // be written out: only the whole file's hash is checked.
-        let w = format!(
-            "not checking {}'s pieces of {chunk_size} bytes with -o - (blocks are written out before a piece is whole); the whole file's SHA-256 is still checked",
-            spec.path
-        );
+    if let plan::Checking::Dropped(why) = chosen.check {
+        let w = format!("not checking {}'s pieces of {chunk_size} bytes as they arrive ({why}); the whole file's SHA-256 is still checked", spec.path);
         progress.warn(&w);
         warnings.push(w);
         manifest = None;
     }
-    let pieces_over = pieces_over && manifest.is_some();
-    if block_size != spec.block_size {
-        let why = if earlier.is_some() {
-            "the interrupted run's block size"
-        } else if pieces_over {
-            "a whole number of blocks in each verified piece"
-        } else if block_size < spec.block_size {
-            "the largest the mirrors serve"
-        } else {
-            "a whole number of the mirrors' verification chunks"
-        };
+    let pieces_over = chosen.check == plan::Checking::WholePieces;
+    if let Some(why) = chosen.why {
         let w = format!("using block size {block_size} ({why})");
         progress.warn(&w);
         warnings.push(w);
@@ -842,39 +802,4 @@ struct Prepared {
     later: Vec<rejoin::Source>,
     /// `-o -`: the reorder window the blocks land in.
     ring: Option<Arc<crate::stdout::Ring>>,
-}
-
-/// Blocks smaller than this would cost more in messages than they save.
-const SMALLEST_PIECE_BLOCK: u32 = 64 << 10;
-
-/// The largest block size at most `most` (and at least
-/// [`SMALLEST_PIECE_BLOCK`]) that divides a piece of `piece` bytes.
-fn piece_divisor(piece: u32, most: u32) -> Option<u32> {
-    let mut best = None;
-    let mut d = 1u32;
-    while u64::from(d) * u64::from(d) <= u64::from(piece) {
-        if piece.is_multiple_of(d) {
-            for c in [d, piece / d] {
-                if c <= most && best.is_none_or(|b| c > b) {
-                    best = Some(c);
-                }
-            }
-        }
-        d += 1;
-    }
-    best.filter(|&b| b >= SMALLEST_PIECE_BLOCK)
-}
-
-#[cfg(test)]
-mod piece_tests {
-    use super::piece_divisor;
-
-    #[test]
-    fn blocks_divide_large_pieces() {
-        assert_eq!(piece_divisor(256 << 20, 256 << 10), Some(256 << 10));
-        assert_eq!(piece_divisor(300 << 20, 16 << 20), Some(15 << 20));
-        assert_eq!(piece_divisor(3 * (256 << 20), 16 << 20), Some(16 << 20));
-        // A prime length has no usable divisor.
-        assert_eq!(piece_divisor(2_147_483_647, 16 << 20), None);
-    }
 }

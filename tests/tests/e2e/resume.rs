@@ -122,7 +122,7 @@ fn all_mirrors_gone_keeps_resume_data() {
     let data = random_file(&f.root().join("f"), SIZE, 33);
     let mut a = Mirror::with_rate(&f.root(), "8MB");
     let o = f.out("f");
-    let first = spawn_get(&a.addr, &o, &[]);
+    let first = spawn_get(&a.addr, &o, &["--retries", "1", "--retry-wait", "0.5"]);
     wait_for_journal(&o, SIZE as u64 / 4);
     a.kill();
     let res = first.wait_with_output().unwrap();

@@ -1,0 +1,176 @@
+//! The rules that set a download up, as pure functions with no I/O: what
+//! block size it uses and how its blocks are checked. The driver
+//! (`transfer/mod.rs`) gathers the facts (the flags, the mirrors' limits,
+//! the manifest or Metalink pieces, an interrupted run's journal) and does
+//! what these say; a late or rejoining mirror meets the same rules.
+
+use ddftp_proto::manifest::MAX_CHUNK;
+
+use super::TransferError;
+
+/// Blocks smaller than this would cost more in messages than they save.
+pub(super) const SMALLEST_PIECE_BLOCK: u32 = 64 << 10;
+
+/// What a download is told about its blocks before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Blocks {
+    pub(super) size: u32,
+    pub(super) check: Checking,
+    /// Why `size` is not what was asked for, if it is not.
+    pub(super) why: Option<&'static str>,
+}
+
+/// How the blocks are checked against the chunk hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Checking {
+    /// No chunk hashes.
+    None,
+    /// Each block is whole chunks, checked as it arrives.
+    EachBlock,
+    /// Chunks (Metalink pieces) larger than a block, each checked once all
+    /// its blocks are in.
+    WholePieces,
+    /// Pieces too large to check before their blocks leave (`-o -`), or
+    /// with no usable divisor: not checked; the whole file's hash is.
+    Dropped(&'static str),
+}
+
+/// The facts the block size follows.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Facts {
+    /// `--block-size`.
+    pub(super) asked: u32,
+    /// The largest block every mirror in use serves.
+    pub(super) limit: u32,
+    /// The chunk (or piece) size of the hashes blocks are checked against.
+    pub(super) chunk: Option<u32>,
+    /// The interrupted run's block size, to resume into.
+    pub(super) earlier: Option<u32>,
+    /// Blocks leave for standard output as soon as they are in order.
+    pub(super) stdout: bool,
+}
+
+/// The block size and checking a download uses.
+pub(super) fn blocks(f: Facts) -> Result<Blocks, TransferError> {
+    let Some(chunk) = f.chunk else {
+        return match f.earlier {
+            Some(b) if b > f.limit => Err(TransferError::BlockSizeOverLimit { block_size: b, limit: f.limit }),
+            Some(b) => {
+                Ok(Blocks { size: b, check: Checking::None, why: reason(b, f, "the interrupted run's block size") })
+            }
+            None => {
+                let b = f.asked.min(f.limit);
+                Ok(Blocks { size: b, check: Checking::None, why: reason(b, f, "the largest the mirrors serve") })
+            }
+        };
+    };
+    // Pieces larger than a block may be (a Metalink's 256 MiB pieces must
+    // not make 256 MiB blocks): each is then checked once whole.
+    let over = chunk > MAX_CHUNK;
+    let fits = |b: u32| if over { chunk.is_multiple_of(b) } else { b.is_multiple_of(chunk) };
+    let check = match (over, f.stdout) {
+        (false, _) => Checking::EachBlock,
+        (true, false) => Checking::WholePieces,
+        (true, true) => Checking::Dropped("blocks are written out before a piece is whole"),
+    };
+    if let Some(b) = f.earlier {
+        if !fits(b) {
+            return Err(TransferError::BlockSizeMismatch { block_size: b, chunk_size: chunk });
+        }
+        if b > f.limit {
+            return Err(TransferError::BlockSizeOverLimit { block_size: b, limit: f.limit });
+        }
+        return Ok(Blocks { size: b, check, why: reason(b, f, "the interrupted run's block size") });
+    }
+    if over {
+        return Ok(match piece_divisor(chunk, f.asked.min(f.limit).min(MAX_CHUNK)) {
+            Some(b) => Blocks { size: b, check, why: reason(b, f, "a whole number of blocks in each verified piece") },
+            None => {
+                let b = f.asked.min(f.limit);
+                let why = "their length has no divisor usable as a block size";
+                Blocks { size: b, check: Checking::Dropped(why), why: reason(b, f, "the largest the mirrors serve") }
+            }
+        });
+    }
+    // Each block is verified on its own: it must be whole chunks.
+    let want = f.asked.div_ceil(chunk) * chunk;
+    match want.min(f.limit) / chunk * chunk {
+        0 => Err(TransferError::BlockSizeOverLimit { block_size: chunk, limit: f.limit }),
+        b if b < f.asked => Ok(Blocks { size: b, check, why: reason(b, f, "the largest the mirrors serve") }),
+        b => Ok(Blocks { size: b, check, why: reason(b, f, "a whole number of the mirrors' verification chunks") }),
+    }
+}
+
+/// `why`, when `b` is not the size asked for.
+fn reason(b: u32, f: Facts, why: &'static str) -> Option<&'static str> {
+    (b != f.asked).then_some(why)
+}
+
+/// The largest block size at most `most` (and at least
+/// [`SMALLEST_PIECE_BLOCK`]) that divides a piece of `piece` bytes.
+fn piece_divisor(piece: u32, most: u32) -> Option<u32> {
+    let mut best = None;
+    let mut d = 1u32;
+    while u64::from(d) * u64::from(d) <= u64::from(piece) {
+        if piece.is_multiple_of(d) {
+            for c in [d, piece / d] {
+                if c <= most && best.is_none_or(|b| c > b) {
+                    best = Some(c);
+                }
+            }
+        }
+        d += 1;
+    }
+    best.filter(|&b| b >= SMALLEST_PIECE_BLOCK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: u32 = 1024;
+    const MIB: u32 = 1 << 20;
+
+    fn facts(asked: u32, limit: u32, chunk: Option<u32>) -> Facts {
+        Facts { asked, limit, chunk, earlier: None, stdout: false }
+    }
+
+    #[test]
+    fn blocks_divide_large_pieces() {
+        assert_eq!(piece_divisor(256 * MIB, 256 * KIB), Some(256 * KIB));
+        assert_eq!(piece_divisor(300 * MIB, 16 * MIB), Some(15 * MIB));
+        assert_eq!(piece_divisor(3 * 256 * MIB, 16 * MIB), Some(16 * MIB));
+        // A prime length has no usable divisor.
+        assert_eq!(piece_divisor(2_147_483_647, 16 * MIB), None);
+    }
+
+    #[test]
+    fn the_block_size_follows_the_flag_the_mirrors_and_the_hashes() {
+        let b = |f| blocks(f).unwrap();
+        assert_eq!(b(facts(256 * KIB, u32::MAX, None)), Blocks { size: 256 * KIB, check: Checking::None, why: None });
+        assert_eq!(b(facts(32 * MIB, 16 * MIB, None)).size, 16 * MIB);
+        // Whole chunks: rounded up to them, down to the mirrors' limit.
+        let r = b(facts(100 * KIB, u32::MAX, Some(64 * KIB)));
+        assert_eq!((r.size, r.check), (128 * KIB, Checking::EachBlock));
+        assert_eq!(b(facts(32 * MIB, 16 * MIB, Some(4 * MIB))).size, 16 * MIB);
+        assert!(blocks(facts(256 * KIB, 64 * KIB, Some(MIB))).is_err(), "a chunk over the limit");
+        // Metalink pieces of 256 MiB: blocks as asked, pieces checked whole.
+        let r = b(facts(256 * KIB, u32::MAX, Some(256 * MIB)));
+        assert_eq!((r.size, r.check), (256 * KIB, Checking::WholePieces));
+        let r = b(Facts { stdout: true, ..facts(256 * KIB, u32::MAX, Some(256 * MIB)) });
+        assert!(matches!(r.check, Checking::Dropped(_)), "{r:?}");
+        assert!(matches!(b(facts(256 * KIB, u32::MAX, Some(2_147_483_647))).check, Checking::Dropped(_)));
+    }
+
+    #[test]
+    fn a_resumed_download_keeps_its_block_size_or_says_why_not() {
+        let earlier = |b, chunk| Facts { earlier: Some(b), ..facts(256 * KIB, 16 * MIB, chunk) };
+        assert_eq!(blocks(earlier(MIB, None)).unwrap().size, MIB);
+        assert_eq!(blocks(earlier(MIB, Some(256 * KIB))).unwrap().size, MIB);
+        assert!(matches!(blocks(earlier(96 * KIB, Some(64 * KIB))), Err(TransferError::BlockSizeMismatch { .. })));
+        assert!(matches!(blocks(earlier(32 * MIB, None)), Err(TransferError::BlockSizeOverLimit { .. })));
+        // Under pieces larger than a block, the block must divide them.
+        assert_eq!(blocks(earlier(MIB, Some(256 * MIB))).unwrap().check, Checking::WholePieces);
+        assert!(blocks(earlier(3 * MIB, Some(256 * MIB))).is_err());
+    }
+}
