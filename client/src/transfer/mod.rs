@@ -351,6 +351,7 @@ pub async fn get_joining(
     // With no mirror answering (all down, busy or silent), the probes are
     // made again under the retry policy before the download gives up.
     let mut asked = crate::retry::Retrying::default();
+    let mut told_wait = Duration::ZERO;
     let Round { mut usable, mut http, failures, later, mut spare, .. } = loop {
         let round = probe_round(spec, &routes, &tls).await;
         if !round.usable.is_empty() || !round.http.is_empty() {
@@ -365,8 +366,10 @@ pub async fn get_joining(
                 false => TransferError::NoUsableMirror { path, failures },
             });
         };
-        // Told at the first try and at each longer wait, not every 0.1 s.
-        if asked.tries == 1 || wait > crate::retry::QUICK_EVERY {
+        // Told at the first try and whenever the wait grows, not every
+        // 0.1 s (nor every second a busy server asks for).
+        if asked.tries == 1 || wait > told_wait {
+            told_wait = wait;
             let w = format!(
                 "no mirror could serve {} yet:\n{}\nasking again in {:.1} s (try {} of {})",
                 spec.path,

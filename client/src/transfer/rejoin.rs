@@ -64,8 +64,9 @@ struct Failed {
 pub(super) async fn retry(source: Source, wanted: Arc<Wanted>, events: mpsc::Sender<Event>) -> Event {
     let mut state = Retrying::default();
     let (mut hint, mut last) = (None, String::from("no answer"));
+    // Told once for the quick tries, then whenever the wait grows.
+    let mut told_wait = crate::retry::QUICK_EVERY;
     while let Some(wait) = state.next(&wanted.policy, hint) {
-        // Told once for the quick tries, then at each longer wait.
         let told = match state.tries {
             1 => Some(format!(
                 "{}: asking again every {:.1} s for {:.0} s, then {} times less often",
@@ -74,7 +75,7 @@ pub(super) async fn retry(source: Source, wanted: Arc<Wanted>, events: mpsc::Sen
                 crate::retry::QUICK.as_secs_f64(),
                 wanted.policy.retries
             )),
-            n if wait > crate::retry::QUICK_EVERY => Some(format!(
+            n if wait > told_wait => Some(format!(
                 "{}: asking again in {:.1} s (try {n} of {})",
                 source.route(),
                 wait.as_secs_f64(),
@@ -83,6 +84,7 @@ pub(super) async fn retry(source: Source, wanted: Arc<Wanted>, events: mpsc::Sen
             _ => None,
         };
         if let Some(w) = told {
+            told_wait = wait;
             let _ = events.send(Event::Warn(w)).await;
         }
         tokio::time::sleep(wait).await;

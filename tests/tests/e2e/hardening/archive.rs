@@ -104,7 +104,7 @@ fn item02_a_failed_archive_leaves_no_wrong_file_under_its_name() {
     let mut a = Mirror::with_rate(&f.root(), "2MB");
     let dest = f.out("dest");
     let child = Command::new(bin("ddftp"))
-        .args(["archive", "t", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap(), "-q"])
+        .args(["archive", "t", "--mirrors", &a.addr, "--dest", dest.to_str().unwrap(), "-q", "--retries", "0"])
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
