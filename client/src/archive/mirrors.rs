@@ -119,17 +119,26 @@ pub(super) async fn define_on(ep: &Peer, def: &[u8], token: Option<&[u8]>) -> Re
 /// How long a busy mirror is asked again.
 const BUSY_WAIT: Duration = Duration::from_secs(60);
 
-/// The mirrors registering a bundle, each answering with its name for it.
-pub(super) type Defining = tokio::task::JoinSet<(Peer, Result<String, SessionError>)>;
+/// The mirrors registering a bundle, each answering with its name for it;
+/// and the definition, for a mirror that must register it again (one
+/// restarted while the bundle moves has forgotten it).
+pub(super) struct Defining {
+    set: tokio::task::JoinSet<(Peer, Result<String, SessionError>)>,
+    pub(super) def: Option<Arc<[u8]>>,
+}
+
+impl Defining {
+    /// The next mirror's answer, if any is still coming.
+    pub(super) async fn join_next(&mut self) -> Option<(Peer, Result<String, SessionError>)> {
+        self.set.join_next().await.map(|r| r.expect("define task"))
+    }
+}
 
 /// Asks every mirror to register the bundle defined by `def` (if there is
 /// anything to move); each task answers with its mirror.
-pub(super) fn define_everywhere(
-    spec: &ArchiveSpec,
-    def: Option<Vec<u8>>,
-) -> tokio::task::JoinSet<(Peer, Result<String, SessionError>)> {
+pub(super) fn define_everywhere(spec: &ArchiveSpec, def: Option<Vec<u8>>) -> Defining {
     let mut set = tokio::task::JoinSet::new();
-    let Some(def) = def else { return set };
+    let Some(def) = def else { return Defining { set, def: None } };
     let def: Arc<[u8]> = def.into();
     for ep in &spec.get.mirrors {
         let (ep, def, token) = (ep.clone(), def.clone(), spec.get.token.clone());
@@ -138,5 +147,5 @@ pub(super) fn define_everywhere(
             (ep, r)
         });
     }
-    set
+    Defining { set, def: Some(def) }
 }

@@ -434,7 +434,7 @@ impl<'a> Archiving<'a> {
         // takes longer to carry the definition).
         let mut failures = vec![];
         let (name, first) = loop {
-            match defs.join_next().await.map(|r| r.expect("define task")) {
+            match defs.join_next().await {
                 Some((ep, Ok(name))) => break (name, ep),
                 Some((ep, Err(e))) => {
                     let w = format!("skipping {ep}: {e}");
@@ -446,9 +446,10 @@ impl<'a> Archiving<'a> {
         };
         phases.check += waited.elapsed().as_secs_f64();
         let (join_tx, mut joining) = tokio::sync::mpsc::unbounded_channel();
+        let defs_def = defs.def.clone();
         let expected = name.clone();
         tokio::spawn(async move {
-            while let Some((ep, r)) = defs.join_next().await.map(|r| r.expect("define task")) {
+            while let Some((ep, r)) = defs.join_next().await {
                 let r = r.and_then(|n| match n == expected {
                     true => Ok(()),
                     false => Err(SessionError::BundleName { name: n, expected: expected.clone() }),
@@ -464,6 +465,7 @@ impl<'a> Archiving<'a> {
         get.output = self.output();
         get.store = Some(store.clone() as Arc<dyn Store>);
         get.sealed_size = Some(store.layout.size());
+        get.bundle = defs_def;
         let moving = Instant::now();
         let mut report = None;
         if store.layout.size() > 0 {

@@ -101,7 +101,10 @@ pub(super) fn merge_reports(a: Option<TransferReport>, b: Option<TransferReport>
         &mut a.producers,
         b.producers,
         |p| p.mirror.clone(),
-        |q, p| (q.blocks, q.bytes) = (q.blocks + p.blocks, q.bytes + p.bytes),
+        |q, p| {
+            (q.blocks, q.bytes, q.joined_bytes) =
+                (q.blocks + p.blocks, q.bytes + p.bytes, q.joined_bytes + p.joined_bytes)
+        },
     );
     let total: u64 = a.producers.iter().map(|p| p.bytes).sum();
     for p in &mut a.producers {

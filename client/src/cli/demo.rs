@@ -165,6 +165,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         connect_timeout: crate::session::CONNECT_TIMEOUT,
         limit_rate: None,
         stdout: None,
+        bundle: None,
     };
     let mut progress = SlowDownHalfWay {
         inner: Bar::new(!opt.quiet, std::time::Duration::from_secs(10)),

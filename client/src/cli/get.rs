@@ -177,6 +177,7 @@ impl MoveOpt {
             connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout),
             limit_rate: self.limit_rate,
             stdout: None,
+            bundle: None,
         })
     }
 }

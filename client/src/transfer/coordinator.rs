@@ -447,7 +447,8 @@ pub(super) async fn run_transfer(
         let now = Instant::now();
         let ev = match ev {
             Event::Joined { source, got } => {
-                if !c.retrying.remove(&source.route()) {
+                let retried = c.retrying.remove(&source.route());
+                if !retried {
                     connecting -= 1;
                 }
                 match got {
@@ -455,9 +456,11 @@ pub(super) async fn run_transfer(
                         let (slot, rx) = c.join(&source, now, progress);
                         let rtt = spawn_slot(&mut tasks, slot, producer, &ctx, rx, c.events.clone());
                         c.tr.handle_round_trip(slot, rtt, now);
-                        let w = format!("{}: back; it rejoins the transfer", source.route());
-                        progress.warn(&w);
-                        c.warnings.push(w);
+                        if retried {
+                            let w = format!("{}: back; it rejoins the transfer", source.route());
+                            progress.warn(&w);
+                            c.warnings.push(w);
+                        }
                     }
                     Err(why) => {
                         let w = format!("skipping {}: {why}", source.route());

@@ -159,6 +159,9 @@ pub struct GetSpec {
     /// Write the file in order to standard output (`-o -`) through a
     /// reorder window of this many bytes: no part file, no journal.
     pub stdout: Option<u64>,
+    /// A bundle's definition (`path` is its name): a mirror asked again
+    /// registers it first (a restarted ddftpd has forgotten it).
+    pub bundle: Option<Arc<[u8]>>,
 }
 
 /// What kind of file `m` is, in words.
@@ -706,6 +709,7 @@ pub async fn get_joining(
             version: (!sealed && !http_only).then_some(version),
             size,
             token: spec.token.clone(),
+            bundle: spec.bundle.clone(),
             policy: spec.retry,
             connect_timeout: spec.connect_timeout,
         }),

@@ -48,6 +48,8 @@ pub(super) struct Wanted {
     pub(super) version: Option<Version>,
     pub(super) size: u64,
     pub(super) token: Option<Arc<[u8]>>,
+    /// A bundle's definition, registered again before the mirror rejoins.
+    pub(super) bundle: Option<Arc<[u8]>>,
     pub(super) policy: RetryPolicy,
     pub(super) connect_timeout: Duration,
 }
@@ -109,6 +111,17 @@ async fn attempt(source: &Source, wanted: &Wanted) -> Result<Producer, Failed> {
         Source::Ddftpd(route) => {
             let stat = wanted.version.as_ref().map(|_| (wanted.path.as_str(), false));
             let token = wanted.token.as_deref();
+            let failed = |e: SessionError| Failed { why: e.to_string(), again: e.is_transient(), hint: e.wait_hint() };
+            if let Some(def) = &wanted.bundle {
+                // Registered again (it says under which name: the same
+                // list has the same name everywhere).
+                let name = crate::session::Session::open(route, token).await.map_err(failed)?;
+                let name = { name }.define_bundle(def).await.map_err(failed)?;
+                if name != wanted.path {
+                    let why = format!("it registered the list as {name}, the others as {}", wanted.path);
+                    return Err(Failed { why, again: false, hint: None });
+                }
+            }
             let (conn, version, _) =
                 crate::session::connect_within(route, stat, token, wanted.connect_timeout)
                     .await

@@ -176,3 +176,35 @@ fn limit_rate_holds_the_total_over_three_mirrors() {
     let rate = 60e6 / j["seconds"].as_f64().unwrap();
     assert!((rate - 20e6).abs() < 0.05 * 20e6, "{:.2} MB/s against a cap of 20 MB/s", rate / 1e6);
 }
+
+/// `archive`: a mirror restarted while the bundle moves has forgotten the
+/// bundle; it registers it again and rejoins, and sends again.
+#[test]
+fn an_archive_mirror_restarted_mid_move_registers_the_bundle_again_and_rejoins() {
+    let f = Fixture::new();
+    let src = f.root().join("t");
+    std::fs::create_dir(&src).unwrap();
+    let files: Vec<Vec<u8>> = (0..24).map(|i| random_file(&src.join(format!("f{i:02}")), 1 << 20, 60 + i)).collect();
+    let mut a = Mirror::with_rate(&f.root(), "4MB");
+    let b = Mirror::with_rate(&f.root(), "4MB");
+    let addr = a.addr.clone();
+    let dest = f.out("dest");
+    let child = Command::new(bin("ddftp"))
+        .args(["archive", "t", "--mirrors", &mirrors_arg(&[&a, &b]), "--dest", dest.to_str().unwrap(), "--json", "-q"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    a.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    let _a = Mirror::at(&f.root(), &addr, &["--rate-limit", "4MB"]);
+    let (code, _, err) = finish(child);
+    assert_eq!(code, Some(0), "{err}");
+    for (i, want) in files.iter().enumerate() {
+        assert!(std::fs::read(dest.join(format!("f{i:02}"))).unwrap() == *want, "f{i:02}");
+    }
+    let back = err.find(&format!("{addr}: back; it rejoins")).unwrap_or_else(|| panic!("{addr} did not rejoin: {err}"));
+    assert!(!err[back..].contains(&format!("dropping {addr}")), "it rejoined, then failed: {err}");
+}
