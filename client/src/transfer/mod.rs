@@ -192,8 +192,8 @@ struct Round {
     http: Vec<(Arc<HttpMirror>, HttpVersion)>,
     /// Why each other mirror is not used, a line each.
     failures: Vec<String>,
-    /// ddftpd routes that may answer later (down, silent, busy): asked
-    /// again once the transfer runs, and joining it when they answer.
+    /// Mirrors that may answer later (down, silent, busy): asked again
+    /// once the transfer runs, and joining it when they answer.
     later: Vec<rejoin::Source>,
     /// Some failure may pass (a mirror down, silent, busy, a 503).
     transient: bool,
@@ -298,12 +298,18 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
     for (url, got) in spec.http.iter().zip(http_probed) {
         match got {
             Some(Ok(x)) => r.http.push(x),
-            Some(Err((url, e))) => {
+            Some(Err((shown, e))) => {
                 r.untrusted |= matches!(e, crate::http::HttpError::Tls(_));
-                r.transient |= e.is_transient();
-                r.failures.push(format!("  {url}: {e}"))
+                if e.is_transient() {
+                    r.transient = true;
+                    r.later.push(rejoin::Source::LateHttp(url.clone()));
+                }
+                r.failures.push(format!("  {shown}: {e}"))
             }
-            None => r.failures.push(format!("  {url}: {}", late(grace))),
+            None => {
+                r.later.push(rejoin::Source::LateHttp(url.clone()));
+                r.failures.push(format!("  {url}: {}", late(grace)))
+            }
         }
     }
     if r.usable.is_empty() && r.http.is_empty() {
@@ -412,7 +418,7 @@ pub async fn get_joining(
         }
     });
     let ddftpd = !usable.is_empty();
-    let expected = expected::published(spec, &mut http, tls, ddftpd, progress, &mut warnings).await?;
+    let expected = expected::published(spec, &mut http, tls.clone(), ddftpd, progress, &mut warnings).await?;
     if let Some(e) = &expected {
         let other = expected::drop_other_copies(e, &mut usable, &spec.path, progress, &mut warnings);
         if let Some(got) = other.filter(|_| usable.is_empty() && http.is_empty()) {
@@ -710,6 +716,8 @@ pub async fn get_joining(
             size,
             token: spec.token.clone(),
             bundle: spec.bundle.clone(),
+            http_date: http_date.clone(),
+            tls: tls.clone(),
             policy: spec.retry,
             connect_timeout: spec.connect_timeout,
         }),

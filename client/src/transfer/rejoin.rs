@@ -20,6 +20,8 @@ pub(super) enum Source {
     Ddftpd(Route),
     /// The mirror as its requests were pinned at the start.
     Http(Arc<HttpMirror>),
+    /// An HTTP mirror (its URL) that did not answer at the start.
+    LateHttp(String),
 }
 
 impl Source {
@@ -28,6 +30,7 @@ impl Source {
         match self {
             Source::Ddftpd(r) => r.endpoint.to_string(),
             Source::Http(m) => m.url.clone(),
+            Source::LateHttp(u) => u.clone(),
         }
     }
 
@@ -36,12 +39,12 @@ impl Source {
         match self {
             Source::Ddftpd(r) => r.to_string(),
             Source::Http(m) => m.url.clone(),
+            Source::LateHttp(u) => u.clone(),
         }
     }
 }
 
 /// What a mirror must serve to rejoin, and how to ask.
-#[derive(Debug)]
 pub(super) struct Wanted {
     pub(super) path: String,
     /// The version agreed on; `None` for a sealed bundle (no `Stat`).
@@ -50,6 +53,10 @@ pub(super) struct Wanted {
     pub(super) token: Option<Arc<[u8]>>,
     /// A bundle's definition, registered again before the mirror rejoins.
     pub(super) bundle: Option<Arc<[u8]>>,
+    /// For an HTTP mirror late at the start: the `Last-Modified` the
+    /// others agreed on (its copy must have it too), and the TLS connector.
+    pub(super) http_date: Option<String>,
+    pub(super) tls: Option<tokio_rustls::TlsConnector>,
     pub(super) policy: RetryPolicy,
     pub(super) connect_timeout: Duration,
 }
@@ -134,6 +141,24 @@ async fn attempt(source: &Source, wanted: &Wanted) -> Result<Producer, Failed> {
                 }),
                 _ => Ok(Producer::Ddftpd(route.clone(), conn)),
             }
+        }
+        Source::LateHttp(url) => {
+            let (m, v) = super::producer::probe_http(url.clone(), wanted.path.clone(), wanted.tls.clone())
+                .await
+                .map_err(|(_, e)| Failed { why: e.to_string(), again: e.is_transient(), hint: None })?;
+            let same_date = wanted.http_date.is_none() || v.last_modified == wanted.http_date;
+            let why = match () {
+                _ if v.size != wanted.size => {
+                    format!("its {} has {} bytes, the others' {}", wanted.path, v.size, wanted.size)
+                }
+                _ if !same_date => {
+                    format!("its {} is of {:?}, the others' of {:?}", wanted.path, v.last_modified, wanted.http_date)
+                }
+                // Only from the start can such a server send.
+                _ if !v.ranges => "it ignores Range, and the transfer is under way".to_string(),
+                _ => return Ok(Producer::Http(Arc::new(m.pinned(&v)), v.rtt)),
+            };
+            Err(Failed { why, again: false, hint: None })
         }
         Source::Http(m) => {
             let fresh = HttpMirror { if_range: None, ..(**m).clone() };

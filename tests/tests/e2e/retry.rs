@@ -208,3 +208,21 @@ fn an_archive_mirror_restarted_mid_move_registers_the_bundle_again_and_rejoins()
     let back = err.find(&format!("{addr}: back; it rejoins")).unwrap_or_else(|| panic!("{addr} did not rejoin: {err}"));
     assert!(!err[back..].contains(&format!("dropping {addr}")), "it rejoined, then failed: {err}");
 }
+
+/// An HTTP mirror that does not answer in time at the start is asked
+/// again and joins the running download when it does.
+#[test]
+fn a_late_http_mirror_joins_the_running_download() {
+    use crate::util::nginx::{BadServer, Misbehave};
+    let f = Fixture::new();
+    let data = std::sync::Arc::new(random_file(&f.root().join("f.bin"), 24 << 20, 49));
+    let on_time = BadServer::start(data.clone(), Misbehave::Plain);
+    let late = BadServer::start(data.clone(), Misbehave::SlowFirst);
+    let out = f.out("f.bin");
+    // Paced, so the download is still running when the late one answers.
+    let args = ["get", &on_time.url, &late.url, "-o", out.to_str().unwrap(), "--json", "-q"];
+    let o = ddftp(&[&args[..], &["--connect-timeout", "1", "--limit-rate", "8MB"]].concat(), 0);
+    assert!(std::fs::read(&out).unwrap() == *data);
+    let j = json(&o);
+    assert!(joined_bytes(&j, &late.url) > 0, "{j}");
+}

@@ -126,6 +126,8 @@ pub enum Misbehave {
     Replaced,
     /// Every answer a redirect to the same file, each after 20 s.
     SlowRedirect,
+    /// Its first connection answers after 5 s; the others right away.
+    SlowFirst,
 }
 
 /// An HTTP/1.1 server of one file that answers the first range request
@@ -215,6 +217,9 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
         _ => None,
     };
     let digest = digest.map(|d| format!("Repr-Digest: sha-256=:{d}:\r\n")).unwrap_or_default();
+    if matches!(how, Misbehave::SlowFirst) && good {
+        std::thread::sleep(std::time::Duration::from_secs(5));
+    }
     let mut rd = BufReader::new(s.try_clone().expect("clone"));
     loop {
         let mut range = None;
@@ -288,7 +293,8 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
                 | Misbehave::TeAndCl
                 | Misbehave::Gzip
                 | Misbehave::Replaced
-                | Misbehave::SlowRedirect,
+                | Misbehave::SlowRedirect
+                | Misbehave::SlowFirst,
             ) => ok(s),
             (false, Misbehave::UnavailableOnce) => s.write_all(head("503 Service Unavailable", "", 0).as_bytes()),
             (false, Misbehave::IgnoreRange) => {
