@@ -66,8 +66,7 @@ pub(super) async fn published(
         Some(d) if *d != top => {
             let url = &m.url;
             let w = format!("dropping mirror {url}: its Repr-Digest SHA-256 {d} is not the majority's {top}");
-            progress.warn(&w);
-            warnings.push(w);
+            tell(progress, warnings, w);
             false
         }
         _ => true,
@@ -133,8 +132,7 @@ pub(super) fn drop_other_copies(
             expected.sha256,
             expected.from.source()
         );
-        progress.warn(&w);
-        warnings.push(w);
+        tell(progress, warnings, w);
         false
     });
     other

@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 pub use crate::session::Peer;
 use bytes::BytesMut;
-use ddftp_proto::frame::{self, SERVER_ID_LEN};
+use ddftp_proto::frame;
 use ddftp_proto::manifest::hex;
-use ddftp_proto::{Cursor, Endpoint, Reply, Request};
+use ddftp_proto::{Cursor, Reply, Request};
 use tokio::io::AsyncReadExt;
 
 use std::net::IpAddr;
@@ -162,6 +162,12 @@ pub struct GetSpec {
     /// A bundle's definition (`path` is its name): a mirror asked again
     /// registers it first (a restarted ddftpd has forgotten it).
     pub bundle: Option<Arc<[u8]>>,
+}
+
+/// Tells the user `w` (above the progress bar) and keeps it for the report.
+fn tell(progress: &mut dyn Progress, warnings: &mut Vec<String>, w: String) {
+    progress.warn(&w);
+    warnings.push(w);
 }
 
 /// What kind of file `m` is, in words.
@@ -387,34 +393,26 @@ pub async fn get_joining(
                 asked.tries,
                 spec.retry.tries()
             );
-            progress.warn(&w);
-            warnings.push(w);
+            tell(progress, &mut warnings, w);
         }
         tokio::time::sleep(wait).await;
     };
     for f in &failures {
         let w = format!("skipping {}", f.trim_start());
-        progress.warn(&w);
-        warnings.push(w);
+        tell(progress, &mut warnings, w);
     }
-    // One server under two names (`127.0.0.1:7400`, `localhost:7400`) is
-    // one mirror: its greeting's id says so. Only its first name is used,
-    // or it would vote twice.
-    let mut ids: Vec<([u8; SERVER_ID_LEN], Endpoint)> = vec![];
-    usable.retain(|(m, conn)| match ids.iter().find(|(id, _)| *id == conn.server_id) {
-        Some((_, first)) if *first != m.route.endpoint => {
+    // One server under two names is one mirror ([`plan::one_name_per_server`]).
+    let ids: Vec<_> = usable.iter().map(|(m, conn)| (conn.server_id, m.route.endpoint.clone())).collect();
+    let mut verdicts = plan::one_name_per_server(&ids).into_iter();
+    usable.retain(|(m, _)| match verdicts.next().expect("one verdict a route") {
+        Ok(()) => true,
+        Err(first) => {
             let w = format!(
                 "skipping {}: it is the same server as {first} (one mirror under two names counts once)",
                 m.route.endpoint
             );
-            progress.warn(&w);
-            warnings.push(w);
+            tell(progress, &mut warnings, w);
             false
-        }
-        Some(_) => true,
-        None => {
-            ids.push((conn.server_id, m.route.endpoint.clone()));
-            true
         }
     });
     let ddftpd = !usable.is_empty();
@@ -460,8 +458,7 @@ pub async fn get_joining(
             voters[i].version.describe(),
             version.describe()
         );
-        progress.warn(&w);
-        warnings.push(w);
+        tell(progress, &mut warnings, w);
     }
     usable.retain(|(m, _)| m.version == version);
     let size = version.size;
@@ -476,8 +473,7 @@ pub async fn get_joining(
         };
         let url = &m.url;
         let w = format!("dropping mirror {url}: its {} has {why}", spec.path);
-        progress.warn(&w);
-        warnings.push(w);
+        tell(progress, &mut warnings, w);
         false
     });
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
@@ -504,54 +500,55 @@ pub async fn get_joining(
             mirror_names.len() - 1
         })
     };
-    http.sort_by_key(|(_, v)| v.ranges);
-    let mut whole = 0;
-    http.retain(|(m, v)| {
-        whole += usize::from(!v.ranges);
-        if whole > 1 && !v.ranges {
-            let w = format!("not using {}: it ignores Range, as does another mirror in use", m.url);
-            progress.warn(&w);
-            warnings.push(w);
-            return false;
-        }
-        true
-    });
-    if let Some((m, _)) = http.first().filter(|(_, v)| !v.ranges) {
-        let w = format!("{} ignores Range: it sends the file from its start, the others meet it", m.url);
-        progress.warn(&w);
-        warnings.push(w);
-        let (m, v) = http.remove(0);
-        slots.push((owner_of(m.url.clone()), Producer::Http(Arc::new(m.pinned(&v)), v.rtt)));
-    }
-    for (m, conn) in usable {
-        slots.push((owner_of(m.route.endpoint.to_string()), Producer::Ddftpd(m.route, conn)));
-    }
     let http_date = http.iter().find_map(|(_, v)| v.last_modified.clone());
-    for (m, v) in http {
-        slots.push((owner_of(m.url.clone()), Producer::Http(Arc::new(m.pinned(&v)), v.rtt)));
-    }
-    if let Some((owner, Producer::Http(m, rtt))) = slots.last().filter(|(_, p)| slots.len() % 2 == 1 && !p.whole_only())
-    {
-        let second = (*owner, Producer::Http(m.clone(), *rtt));
-        slots.push(second);
-    }
-    if let Some((owner, Producer::Ddftpd(route, _))) = slots.last().filter(|_| slots.len() % 2 == 1) {
-        let (owner, route) = (*owner, route.clone());
-        let second = match spare.take() {
-            Some(h) => match h.await.expect("connect task") {
-                (spare_route, r) if spare_route == route => r,
-                _ => connect(&route, None, spec.token.as_deref()).await,
-            },
-            None => connect(&route, None, spec.token.as_deref()).await,
+    // Every producer as named (ddftpd routes, then HTTP mirrors), paired
+    // in the order the rules give ([`plan::pairing`]).
+    let named: Vec<Producer> = usable
+        .into_iter()
+        .map(|(m, conn)| Producer::Ddftpd(m.route, conn))
+        .chain(http.into_iter().map(|(m, v)| Producer::Http(Arc::new(m.pinned(&v)), v.rtt)))
+        .collect();
+    let (order, second) = plan::pairing(&named.iter().map(Producer::whole_only).collect::<Vec<_>>());
+    let mut named: Vec<Option<Producer>> = named.into_iter().map(Some).collect();
+    for o in order {
+        let (Ok(i) | Err(i)) = o;
+        let p = named[i].take().expect("each producer once");
+        let name = p.source().mirror();
+        let w = match (o.is_ok(), p.whole_only()) {
+            (true, false) => None,
+            (true, true) => Some(format!("{name} ignores Range: it sends the file from its start, the others meet it")),
+            (false, _) => Some(format!("not using {name}: it ignores Range, as does another mirror in use")),
         };
-        match second {
-            Ok((s, ..)) => slots.push((owner, Producer::Ddftpd(route, s))),
-            Err(e) => {
-                let w = format!("{route}: second connection failed ({e}); using one stream");
-                progress.warn(&w);
-                warnings.push(w);
+        if let Some(w) = w {
+            tell(progress, &mut warnings, w);
+        }
+        if o.is_ok() {
+            slots.push((owner_of(name), p));
+        }
+    }
+    match slots.last().filter(|_| second) {
+        Some((owner, Producer::Http(m, rtt))) => {
+            let second = (*owner, Producer::Http(m.clone(), *rtt));
+            slots.push(second);
+        }
+        Some((owner, Producer::Ddftpd(route, _))) => {
+            let (owner, route) = (*owner, route.clone());
+            let second = match spare.take() {
+                Some(h) => match h.await.expect("connect task") {
+                    (spare_route, r) if spare_route == route => r,
+                    _ => connect(&route, None, spec.token.as_deref()).await,
+                },
+                None => connect(&route, None, spec.token.as_deref()).await,
+            };
+            match second {
+                Ok((s, ..)) => slots.push((owner, Producer::Ddftpd(route, s))),
+                Err(e) => {
+                    let w = format!("{route}: second connection failed ({e}); using one stream");
+                    tell(progress, &mut warnings, w);
+                }
             }
         }
+        None => {}
     }
 
     let sealed = spec.sealed_size.is_some();
@@ -588,8 +585,7 @@ pub async fn get_joining(
                 "{}: its only mirror ignores Range, so the interrupted run's data cannot be resumed; starting over",
                 spec.path
             );
-            progress.warn(&w);
-            warnings.push(w);
+            tell(progress, &mut warnings, w);
             None
         }
         Some(j) => {
@@ -621,15 +617,13 @@ pub async fn get_joining(
     let mut manifest = manifest;
     if let plan::Checking::Dropped(why) = chosen.check {
         let w = format!("not checking {}'s pieces of {chunk_size} bytes as they arrive ({why}); the whole file's SHA-256 is still checked", spec.path);
-        progress.warn(&w);
-        warnings.push(w);
+        tell(progress, &mut warnings, w);
         manifest = None;
     }
     let pieces_over = chosen.check == plan::Checking::WholePieces;
     if let Some(why) = chosen.why {
         let w = format!("using block size {block_size} ({why})");
-        progress.warn(&w);
-        warnings.push(w);
+        tell(progress, &mut warnings, w);
     }
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
     let file: Arc<dyn Store> = match (&spec.store, &ring) {

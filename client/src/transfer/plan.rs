@@ -1,5 +1,6 @@
-//! The rules that set a download up, as pure functions with no I/O: what
-//! block size it uses and how its blocks are checked. The driver
+//! The rules that set a download up, as pure functions with no I/O: which
+//! routes count as one mirror, the order producers pair in, what block
+//! size it uses and how its blocks are checked. The driver
 //! (`transfer/mod.rs`) gathers the facts (the flags, the mirrors' limits,
 //! the manifest or Metalink pieces, an interrupted run's journal) and does
 //! what these say; a late or rejoining mirror meets the same rules.
@@ -48,6 +49,46 @@ pub(super) struct Facts {
     pub(super) earlier: Option<u32>,
     /// Blocks leave for standard output as soon as they are in order.
     pub(super) stdout: bool,
+}
+
+/// Which routes to use, by their greetings' server ids: one server under
+/// two names (`127.0.0.1:7400`, `localhost:7400`) is one mirror, used under
+/// its first name, or it would vote twice; one name over several local
+/// addresses is several routes of one mirror. For each route: `Ok` to use
+/// it, or `Err` with the name it is a second name of.
+pub(super) fn one_name_per_server<I: PartialEq, N: PartialEq + Clone>(routes: &[(I, N)]) -> Vec<Result<(), N>> {
+    let mut first: Vec<(&I, &N)> = vec![];
+    routes
+        .iter()
+        .map(|(id, name)| match first.iter().find(|(i, _)| *i == id) {
+            Some((_, n)) if *n != name => Err((*n).clone()),
+            Some(_) => Ok(()),
+            None => {
+                first.push((id, name));
+                Ok(())
+            }
+        })
+        .collect()
+}
+
+/// The order producers pair in, (0, 1), (2, 3), ..., and whether the last
+/// one gets a second stream (the paper's virtual pair: an odd count would
+/// leave it alone on its partition). `whole_only[i]`: producer `i` is a
+/// server that ignores Range, which can only send from block 0: it comes
+/// first (the low edge of the partition at block 0); a second such server
+/// would only repeat the first (`Err`: not used). The others keep their
+/// order.
+pub(super) fn pairing(whole_only: &[bool]) -> (Vec<Result<usize, usize>>, bool) {
+    let mut order: Vec<Result<usize, usize>> = vec![];
+    let mut whole = whole_only.iter().enumerate().filter(|(_, &w)| w).map(|(i, _)| i);
+    if let Some(first) = whole.next() {
+        order.push(Ok(first));
+    }
+    order.extend(whole.map(Err));
+    order.extend((0..whole_only.len()).filter(|&i| !whole_only[i]).map(Ok));
+    let used: Vec<usize> = order.iter().filter_map(|o| o.ok()).collect();
+    let second = used.len() % 2 == 1 && used.last().is_some_and(|&i| !whole_only[i]);
+    (order, second)
 }
 
 /// The block size and checking a download uses.
@@ -133,6 +174,22 @@ mod tests {
 
     fn facts(asked: u32, limit: u32, chunk: Option<u32>) -> Facts {
         Facts { asked, limit, chunk, earlier: None, stdout: false }
+    }
+
+    #[test]
+    fn one_server_under_two_names_is_used_once_and_routes_of_one_name_all_are() {
+        let routes = [(1, "a"), (2, "b"), (1, "a2"), (1, "a"), (3, "c"), (2, "b")];
+        assert_eq!(one_name_per_server(&routes), vec![Ok(()), Ok(()), Err("a"), Ok(()), Ok(()), Ok(())]);
+    }
+
+    #[test]
+    fn a_server_that_ignores_range_pairs_first_and_an_odd_last_gets_a_second_stream() {
+        assert_eq!(pairing(&[false, false, false]), (vec![Ok(0), Ok(1), Ok(2)], true));
+        assert_eq!(pairing(&[false, false]), (vec![Ok(0), Ok(1)], false));
+        assert_eq!(pairing(&[false, true, false]), (vec![Ok(1), Ok(0), Ok(2)], true));
+        assert_eq!(pairing(&[true, true, false]), (vec![Ok(0), Err(1), Ok(2)], false));
+        // Alone, it sends the whole file: no second stream (it cannot).
+        assert_eq!(pairing(&[true]), (vec![Ok(0)], false));
     }
 
     #[test]

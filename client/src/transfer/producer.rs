@@ -82,8 +82,7 @@ pub(super) fn http_version(
             "dropping mirror {}: its copy of {path} differs from the majority's ({why}): a stale mirror?",
             m.url
         );
-        progress.warn(&w);
-        warnings.push(w);
+        tell(progress, warnings, w);
         false
     });
     Ok(Version::sealed(size))

@@ -112,49 +112,60 @@ fn resumed_transfers_fetch_only_what_is_missing() {
     }
 }
 
-/// Carries out every action at once: each stream delivers its whole claim.
-fn deliver_all(t: &mut Transfer, now: Instant) {
-    use std::collections::HashMap;
-    let mut streams: HashMap<StreamId, (ProducerId, u64, u64, Direction)> = HashMap::new();
-    for _ in 0..1000 {
-        let a = actions(t);
-        if a.is_empty() {
-            return;
-        }
-        for a in a {
-            match a {
-                Action::Start { producer, stream, first, last, dir } => {
-                    streams.insert(stream, (producer, first, last, dir));
+/// Producers that carry out every action at once: each stream delivers
+/// its whole claim.
+#[derive(Default)]
+struct Eager {
+    /// Each stream's producer, next block, last block and direction.
+    streams: std::collections::HashMap<StreamId, (ProducerId, u64, u64, Direction)>,
+}
+
+impl Eager {
+    /// Delivers until the transfer asks for nothing more; what it asked.
+    fn deliver_all(&mut self, t: &mut Transfer, now: Instant) -> Vec<Action> {
+        let mut seen = vec![];
+        for _ in 0..1000 {
+            let a = actions(t);
+            if a.is_empty() {
+                return seen;
+            }
+            for a in a {
+                seen.push(a.clone());
+                match a {
+                    Action::Start { producer, stream, first, last, dir } => {
+                        self.streams.insert(stream, (producer, first, last, dir));
+                    }
+                    Action::Extend { stream, last, .. } => self.streams.get_mut(&stream).expect("started").2 = last,
+                    Action::End { producer, stream } => t.handle_stopped(producer, stream, 0, now),
                 }
-                Action::Extend { stream, last, .. } => streams.get_mut(&stream).expect("started").2 = last,
-                Action::End { producer, stream } => t.handle_stopped(producer, stream, 0, now),
+            }
+            let mut ids: Vec<_> = self.streams.keys().copied().collect();
+            ids.sort();
+            for id in ids {
+                let (p, next, last, dir) = self.streams[&id];
+                let count = match dir {
+                    Direction::Increment if next <= last => last - next + 1,
+                    Direction::Decrement if next >= last && next != u64::MAX => next - last + 1,
+                    _ => continue,
+                };
+                t.handle_blocks(p, BlockRun { stream: id, first: next, count, bytes: count, dir }, now);
+                let after = match dir {
+                    Direction::Increment => next + count,
+                    Direction::Decrement => next.wrapping_sub(count),
+                };
+                self.streams.get_mut(&id).expect("live").1 = after;
             }
         }
-        let mut ids: Vec<_> = streams.keys().copied().collect();
-        ids.sort();
-        for id in ids {
-            let (p, next, last, dir) = streams[&id];
-            let count = match dir {
-                Direction::Increment if next <= last => last - next + 1,
-                Direction::Decrement if next >= last && next != u64::MAX => next - last + 1,
-                _ => continue,
-            };
-            t.handle_blocks(p, BlockRun { stream: id, first: next, count, bytes: count, dir }, now);
-            let after = match dir {
-                Direction::Increment => next + count,
-                Direction::Decrement => next.wrapping_sub(count),
-            };
-            streams.get_mut(&id).expect("live").1 = after;
-        }
+        panic!("the transfer never settles");
     }
-    panic!("the transfer never settles");
 }
 
 #[test]
 fn a_range_failing_as_one_piece_is_fetched_again_and_its_only_sender_dropped() {
     let t0 = Instant::now();
     let mut t = Transfer::fresh(64, &[0, 1], 2, &cfg(), t0);
-    deliver_all(&mut t, t0);
+    let mut eager = Eager::default();
+    eager.deliver_all(&mut t, t0);
     assert!(t.is_done() && t.completed().prefix() == 64);
     // A piece of blocks 8..=15 that mirror 0 sent fails: 0 goes, 1 refetches.
     t.handle_bad_range(8, 15, Some(0), t0);
@@ -164,12 +175,12 @@ fn a_range_failing_as_one_piece_is_fetched_again_and_its_only_sender_dropped() {
         dropped,
         vec![Event::Dropped { producer: 0, mirror: 0, why: DropReason::RangeCorrupt { first: 8, last: 15 } }]
     );
-    deliver_all(&mut t, t0);
+    eager.deliver_all(&mut t, t0);
     assert!(t.is_done() && t.completed().prefix() == 64 && t.producer_delivered(1).0 >= 8);
     // Blame unknown (several mirrors sent it): refetched, nobody dropped.
     t.handle_bad_range(0, 3, None, t0);
     assert!(t.poll_event().is_none() && !t.is_done());
-    deliver_all(&mut t, t0);
+    eager.deliver_all(&mut t, t0);
     assert!(t.is_done() && t.stats().duplicate_blocks == 0);
 }
 
@@ -184,49 +195,16 @@ fn a_windowed_transfer_hands_out_nothing_past_its_window() {
             Action::End { .. } => false,
         })
     };
-    let mut limit = 20;
-    for _ in 0..10 {
-        let mut all = vec![];
-        let mut streams = std::collections::HashMap::new();
-        // Deliver everything asked for, checking the limit.
-        loop {
-            let a = actions(&mut t);
-            if a.is_empty() {
-                break;
-            }
-            assert!(!beyond(&a, limit), "past {limit}: {a:?}");
-            all.extend(a.clone());
-            for a in a {
-                match a {
-                    Action::Start { producer, stream, first, last, dir } => {
-                        streams.insert(stream, (producer, first, last, dir));
-                    }
-                    Action::Extend { stream, last, .. } => streams.get_mut(&stream).unwrap().2 = last,
-                    Action::End { producer, stream } => t.handle_stopped(producer, stream, 0, t0),
-                }
-            }
-            let ids: Vec<_> = streams.keys().copied().collect();
-            for id in ids {
-                let (p, next, last, dir) = streams[&id];
-                let count = match dir {
-                    Direction::Increment if next <= last => last - next + 1,
-                    Direction::Decrement if next >= last && next != u64::MAX => next - last + 1,
-                    _ => continue,
-                };
-                t.handle_blocks(p, BlockRun { stream: id, first: next, count, bytes: count, dir }, t0);
-                let after = match dir {
-                    Direction::Increment => next + count,
-                    Direction::Decrement => next.wrapping_sub(count),
-                };
-                streams.get_mut(&id).unwrap().1 = after;
-            }
-        }
+    let (mut limit, mut eager) = (20, Eager::default());
+    loop {
+        let a = eager.deliver_all(&mut t, t0);
+        assert!(!beyond(&a, limit), "past {limit}: {a:?}");
         assert_eq!(t.completed().prefix(), limit, "the window is filled, no more");
         if limit == 100 {
             break;
         }
         assert!(!t.is_done());
-        limit = (limit + 20).min(100);
+        limit += 20;
         t.handle_window(limit, t0);
     }
     assert!(t.is_done() && t.stats().duplicate_blocks == 0);
