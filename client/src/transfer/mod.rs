@@ -45,6 +45,7 @@ use ddops::transfer::BlockRun;
 mod coordinator;
 mod error;
 mod expected;
+mod finish;
 mod http_slot;
 mod pieces;
 mod plan;
@@ -190,6 +191,80 @@ pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
 enum Probed {
     Ddftpd(usize, Result<(MirrorInfo, Session), SessionError>),
     Http(usize, Result<(Arc<HttpMirror>, HttpVersion), (String, crate::http::HttpError)>),
+}
+
+/// Producer slots: one per route, plus the virtual pair's second stream
+/// on the last route when the count is odd. The probe's connection
+/// becomes the slot's: no second handshake. A server that ignores Range
+/// comes first: the low edge of the partition at block 0, the only place
+/// it can send from; a second such server would only read what the first
+/// sends, and is not used. Each slot's mirror index, and the mirrors' names.
+async fn make_slots(
+    spec: &GetSpec,
+    usable: Vec<(MirrorInfo, Session)>,
+    http: Vec<(Arc<HttpMirror>, HttpVersion)>,
+    mut spare: Option<tokio::task::JoinHandle<(Route, Result<crate::session::Probed, SessionError>)>>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> (Vec<(usize, Producer)>, Vec<String>) {
+    let mut mirror_names: Vec<String> = vec![];
+    let mut slots: Vec<(usize, Producer)> = vec![];
+    let mut owner_of = |name: String| {
+        mirror_names.iter().position(|n| *n == name).unwrap_or_else(|| {
+            mirror_names.push(name);
+            mirror_names.len() - 1
+        })
+    };
+    // Every producer as named (ddftpd routes, then HTTP mirrors), paired
+    // in the order the rules give ([`plan::pairing`]).
+    let named: Vec<Producer> = usable
+        .into_iter()
+        .map(|(m, conn)| Producer::Ddftpd(m.route, conn))
+        .chain(http.into_iter().map(|(m, v)| Producer::Http(Arc::new(m.pinned(&v)), v.rtt)))
+        .collect();
+    let (order, second) = plan::pairing(&named.iter().map(Producer::whole_only).collect::<Vec<_>>());
+    let mut named: Vec<Option<Producer>> = named.into_iter().map(Some).collect();
+    for o in order {
+        let (Ok(i) | Err(i)) = o;
+        let p = named[i].take().expect("each producer once");
+        let name = p.source().mirror();
+        let w = match (o.is_ok(), p.whole_only()) {
+            (true, false) => None,
+            (true, true) => Some(format!("{name} ignores Range: it sends the file from its start, the others meet it")),
+            (false, _) => Some(format!("not using {name}: it ignores Range, as does another mirror in use")),
+        };
+        if let Some(w) = w {
+            tell(progress, warnings, w);
+        }
+        if o.is_ok() {
+            slots.push((owner_of(name), p));
+        }
+    }
+    match slots.last().filter(|_| second) {
+        Some((owner, Producer::Http(m, rtt))) => {
+            let second = (*owner, Producer::Http(m.clone(), *rtt));
+            slots.push(second);
+        }
+        Some((owner, Producer::Ddftpd(route, _))) => {
+            let (owner, route) = (*owner, route.clone());
+            let second = match spare.take() {
+                Some(h) => match h.await.expect("connect task") {
+                    (spare_route, r) if spare_route == route => r,
+                    _ => connect(&route, None, spec.token.as_deref()).await,
+                },
+                None => connect(&route, None, spec.token.as_deref()).await,
+            };
+            match second {
+                Ok((s, ..)) => slots.push((owner, Producer::Ddftpd(route, s))),
+                Err(e) => {
+                    let w = format!("{route}: second connection failed ({e}); using one stream");
+                    tell(progress, warnings, w);
+                }
+            }
+        }
+        None => {}
+    }
+    (slots, mirror_names)
 }
 
 /// What one round of probes found.
@@ -367,7 +442,7 @@ pub async fn get_joining(
     // made again under the retry policy before the download gives up.
     let mut asked = crate::retry::Retrying::default();
     let mut told_wait = Duration::ZERO;
-    let Round { mut usable, mut http, failures, later, mut spare, .. } = loop {
+    let Round { mut usable, mut http, failures, later, spare, .. } = loop {
         let round = probe_round(spec, &routes, &tls).await;
         if !round.usable.is_empty() || !round.http.is_empty() {
             break round;
@@ -486,70 +561,8 @@ pub async fn get_joining(
         None => Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?)),
     };
 
-    // Producer slots: one per route, plus the virtual pair's second stream
-    // on the last route when the count is odd. The probe's connection
-    // becomes the slot's: no second handshake. A server that ignores Range
-    // comes first: the low edge of the partition at block 0, the only
-    // place it can send from; a second such server would only read what
-    // the first sends, and is not used.
-    let mut mirror_names: Vec<String> = vec![];
-    let mut slots: Vec<(usize, Producer)> = vec![];
-    let mut owner_of = |name: String| {
-        mirror_names.iter().position(|n| *n == name).unwrap_or_else(|| {
-            mirror_names.push(name);
-            mirror_names.len() - 1
-        })
-    };
     let http_date = http.iter().find_map(|(_, v)| v.last_modified.clone());
-    // Every producer as named (ddftpd routes, then HTTP mirrors), paired
-    // in the order the rules give ([`plan::pairing`]).
-    let named: Vec<Producer> = usable
-        .into_iter()
-        .map(|(m, conn)| Producer::Ddftpd(m.route, conn))
-        .chain(http.into_iter().map(|(m, v)| Producer::Http(Arc::new(m.pinned(&v)), v.rtt)))
-        .collect();
-    let (order, second) = plan::pairing(&named.iter().map(Producer::whole_only).collect::<Vec<_>>());
-    let mut named: Vec<Option<Producer>> = named.into_iter().map(Some).collect();
-    for o in order {
-        let (Ok(i) | Err(i)) = o;
-        let p = named[i].take().expect("each producer once");
-        let name = p.source().mirror();
-        let w = match (o.is_ok(), p.whole_only()) {
-            (true, false) => None,
-            (true, true) => Some(format!("{name} ignores Range: it sends the file from its start, the others meet it")),
-            (false, _) => Some(format!("not using {name}: it ignores Range, as does another mirror in use")),
-        };
-        if let Some(w) = w {
-            tell(progress, &mut warnings, w);
-        }
-        if o.is_ok() {
-            slots.push((owner_of(name), p));
-        }
-    }
-    match slots.last().filter(|_| second) {
-        Some((owner, Producer::Http(m, rtt))) => {
-            let second = (*owner, Producer::Http(m.clone(), *rtt));
-            slots.push(second);
-        }
-        Some((owner, Producer::Ddftpd(route, _))) => {
-            let (owner, route) = (*owner, route.clone());
-            let second = match spare.take() {
-                Some(h) => match h.await.expect("connect task") {
-                    (spare_route, r) if spare_route == route => r,
-                    _ => connect(&route, None, spec.token.as_deref()).await,
-                },
-                None => connect(&route, None, spec.token.as_deref()).await,
-            };
-            match second {
-                Ok((s, ..)) => slots.push((owner, Producer::Ddftpd(route, s))),
-                Err(e) => {
-                    let w = format!("{route}: second connection failed ({e}); using one stream");
-                    tell(progress, &mut warnings, w);
-                }
-            }
-        }
-        None => {}
-    }
+    let (slots, mirror_names) = make_slots(spec, usable, http, spare, progress, &mut warnings).await;
 
     let sealed = spec.sealed_size.is_some();
     // What a resume journal must match: a bundle's name says what it is.
@@ -729,65 +742,8 @@ pub async fn get_joining(
         (_, false, None) => Sha256Checked::Mirrors,
         (_, true, None) => Sha256Checked::Nothing,
     };
-    if to_stdout {
-        let want = expected.as_ref().map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| sha256.clone()));
-        if let (Some(want), Some(got)) = (want, report.sha256.clone()) {
-            if want != got {
-                return Err(TransferError::WrittenOut { path: spec.path.clone(), expected: want, got });
-            }
-        }
-        return Ok(report);
-    }
-    if let Some(got) = report.sha256.clone().filter(|g| *g != sha256 && !http_only) {
-        // Some block is wrong and nothing says which: nothing is worth keeping.
-        drop(file);
-        let _ = std::fs::remove_file(&part);
-        let _ = Journal::remove(&jpath);
-        return Err(TransferError::DigestMismatch { path: spec.path.clone(), expected: sha256, got });
-    }
-    if let Some(e) = expected.as_ref().filter(|e| report.sha256.as_ref() != Some(&e.sha256)) {
-        let got = report.sha256.clone().unwrap_or_default();
-        if let Some(senders) = &e.unconfirmed {
-            // One side is wrong, and nothing says which: the header, or
-            // some mirror's bytes. The bytes stay, under a name no one
-            // mistakes for the file.
-            drop(file);
-            let kept = ddtree::scratch::beside(&spec.output, "", ".ddftp-unverified");
-            let kept = std::fs::rename(&part, &kept).map(|()| kept).map_err(|e| e.to_string());
-            let _ = Journal::remove(&jpath);
-            let (path, expected, senders) = (spec.path.clone(), e.sha256.clone(), senders.join(", "));
-            return Err(TransferError::UnconfirmedDigest(Box::new(Unconfirmed { path, expected, got, senders, kept })));
-        }
-        // Some block is wrong and nothing says which: nothing is worth keeping.
-        drop(file);
-        let _ = std::fs::remove_file(&part);
-        let _ = Journal::remove(&jpath);
-        return Err(TransferError::ChecksumMismatch {
-            path: spec.path.clone(),
-            expected: e.sha256.clone(),
-            got: report.sha256.unwrap_or_else(|| "not computed (a bundle)".into()),
-            from: e.from.source().to_string(),
-        });
-    }
-    if spec.sync {
-        file.sync_data().map_err(out_err)?;
-    }
-    drop(file);
-    if spec.store.is_some() {
-        let _ = Journal::remove(&jpath);
-        return Ok(report);
-    }
-    let put = |source| TransferError::Output { path: spec.output.clone(), source, resume: Resume::KeptOnceFixed };
-    // Never put the file in place of a device, FIFO or socket (one may have
-    // appeared since the start): a rename would destroy it.
-    if let Ok(m) = std::fs::symlink_metadata(&spec.output) {
-        if !m.is_file() && !m.is_symlink() && !m.is_dir() {
-            return Err(put(io::Error::other(format!("it is now a {}, not replaced", file_kind(&m)))));
-        }
-    }
-    std::fs::rename(&part, &spec.output).map_err(put)?;
-    let _ = Journal::remove(&jpath);
-    Ok(report)
+    let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout };
+    finish::check_and_place(spec, done, expected.as_ref())
 }
 
 /// Everything a transfer starts from.
