@@ -13,7 +13,6 @@ pub struct SizeError {
     pub why: &'static str,
 }
 
-/// Parses a byte count such as `40MB`, `512KiB`, `1.5G` or `4096`.
 /// A rate in bytes a second (`20MB`, `16MiB/s`), above 0.
 pub fn parse_rate(input: &str) -> Result<u64, String> {
     match parse_size(input) {
@@ -23,6 +22,7 @@ pub fn parse_rate(input: &str) -> Result<u64, String> {
     }
 }
 
+/// Parses a byte count such as `40MB`, `512KiB`, `1.5G` or `4096`.
 pub fn parse_size(input: &str) -> Result<u64, SizeError> {
     let err = |why| SizeError { input: input.to_string(), why };
     let s = input.trim();

@@ -133,7 +133,7 @@ impl Lane {
                 return Ok((lane, resp, rtt));
             }
             let to = resp.headers().get(header::LOCATION).and_then(|v| v.to_str().ok());
-            let to = to.ok_or(HttpError::Status(resp.status()))?;
+            let to = to.ok_or_else(|| HttpError::status(resp.status(), resp.headers()))?;
             lane = Lane::new(Arc::new(lane.mirror.redirected(to)?));
         }
         Err(HttpError::Redirect(format!("more than {MAX_REDIRECTS} redirects")))
@@ -168,7 +168,7 @@ impl Lane {
                 }
                 None => return Err(HttpError::IgnoresRange),
             },
-            s => return Err(unexpected(s)),
+            s => return Err(unexpected(s, h)),
         };
         read_body(resp, 1).await?;
         Ok((lane.mirror, HttpVersion { size, rtt, etag, last_modified, sha256, ranges: true }))
@@ -179,7 +179,7 @@ impl Lane {
     pub async fn whole(mirror: Arc<HttpMirror>, size: u64) -> Result<WholeBody, HttpError> {
         let (_, resp, _) = Lane::follow(mirror, None).await?;
         if resp.status() != StatusCode::OK {
-            return Err(HttpError::Status(resp.status()));
+            return Err(HttpError::status(resp.status(), resp.headers()));
         }
         check_coding(resp.headers())?;
         match content_length(resp.headers()) {
@@ -211,7 +211,7 @@ impl Lane {
     pub async fn get_small(mirror: Arc<HttpMirror>, limit: usize) -> Result<Bytes, HttpError> {
         let (_, resp, _) = Lane::follow(mirror, None).await?;
         if resp.status() != StatusCode::OK {
-            return Err(HttpError::Status(resp.status()));
+            return Err(HttpError::status(resp.status(), resp.headers()));
         }
         read_body(resp, limit).await
     }
@@ -241,7 +241,7 @@ pub(super) fn check_range(
     size: u64,
 ) -> Result<(), HttpError> {
     if status != StatusCode::PARTIAL_CONTENT {
-        return Err(unexpected(status));
+        return Err(unexpected(status, h));
     }
     check_coding(h)?;
     match content_range(h) {
@@ -294,9 +294,9 @@ async fn next_frame(body: &mut Incoming) -> Result<Option<Bytes>, HttpError> {
 
 /// A status other than the one asked for. A 200 is a whole file we did
 /// not ask for: never read.
-fn unexpected(s: StatusCode) -> HttpError {
+fn unexpected(s: StatusCode, h: &header::HeaderMap) -> HttpError {
     match s {
         StatusCode::OK => HttpError::IgnoresRange,
-        s => HttpError::Status(s),
+        s => HttpError::status(s, h),
     }
 }

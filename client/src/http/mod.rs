@@ -70,6 +70,9 @@ pub enum HttpError {
     Http(#[from] hyper::Error),
     #[error("HTTP {0}")]
     Status(StatusCode),
+    /// A 503 or 429 with `Retry-After` in seconds.
+    #[error("HTTP {0} (retry in {secs} s)", secs = .1.as_secs())]
+    RetryAfter(StatusCode, Duration),
     #[error("redirect: {0}")]
     Redirect(String),
     #[error("proxy: {0}")]
@@ -94,7 +97,8 @@ impl HttpError {
     pub fn is_transient(&self) -> bool {
         match self {
             HttpError::Status(s) => matches!(s.as_u16(), 500 | 502 | 503 | 504 | 429),
-            HttpError::Connect(_)
+            HttpError::RetryAfter(..)
+            | HttpError::Connect(_)
             | HttpError::Timeout
             | HttpError::Http(_)
             | HttpError::Closed
@@ -102,6 +106,36 @@ impl HttpError {
             _ => false,
         }
     }
+
+    /// How long the server asked us to wait (`Retry-After`).
+    pub fn wait_hint(&self) -> Option<Duration> {
+        match self {
+            HttpError::RetryAfter(_, wait) => Some(*wait),
+            _ => None,
+        }
+    }
+
+    /// The error for a reply of `status` that is not the one asked for;
+    /// a busy server's `Retry-After` (in seconds; a date is not read) is
+    /// kept as the wait it asks for.
+    pub(crate) fn status(status: StatusCode, h: &HeaderMap) -> HttpError {
+        let busy = matches!(status.as_u16(), 503 | 429);
+        let after = h.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(retry_after);
+        match after {
+            Some(wait) if busy => HttpError::RetryAfter(status, wait),
+            _ => HttpError::Status(status),
+        }
+    }
+}
+
+/// `Retry-After: <seconds>` as a wait; anything else (a date, junk) is
+/// none, and the retry policy's own wait applies. Bounded by the policy.
+pub fn retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if v.is_empty() || v.len() > 9 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok().map(Duration::from_secs)
 }
 
 impl HttpMirror {
@@ -262,5 +296,33 @@ mod tests {
         assert_eq!(content_range(&h), Some((10, 19, 100)));
         h.insert(header::CONTENT_RANGE, "bytes */100".parse().unwrap());
         assert_eq!(content_range(&h), None);
+    }
+
+    #[test]
+    fn a_busy_reply_says_how_long_to_wait_in_seconds_only() {
+        let mut h = HeaderMap::new();
+        h.insert(header::RETRY_AFTER, "3".parse().unwrap());
+        let e = HttpError::status(StatusCode::SERVICE_UNAVAILABLE, &h);
+        assert_eq!(e.wait_hint(), Some(Duration::from_secs(3)));
+        assert!(e.is_transient());
+        assert_eq!(e.to_string(), "HTTP 503 Service Unavailable (retry in 3 s)");
+        // Only a busy server's wait is one; a date or junk is none.
+        assert_eq!(HttpError::status(StatusCode::NOT_FOUND, &h).wait_hint(), None);
+        h.insert(header::RETRY_AFTER, "Fri, 27 Nov 2026 20:00:00 GMT".parse().unwrap());
+        assert_eq!(HttpError::status(StatusCode::TOO_MANY_REQUESTS, &h).wait_hint(), None);
+        assert!(HttpError::status(StatusCode::TOO_MANY_REQUESTS, &h).is_transient());
+        for v in ["", "-1", "1.5", "+2", "9999999999", " 7 "] {
+            assert_eq!(retry_after(v), (v == " 7 ").then(|| Duration::from_secs(7)), "{v:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_retry_after_reads_without_panic_and_as_whole_seconds(s in ".{0,20}", n in 0u64..1_000_000_000) {
+            if let Some(d) = retry_after(&s) {
+                proptest::prop_assert_eq!(Some(d.as_secs()), s.trim().parse::<u64>().ok());
+            }
+            proptest::prop_assert_eq!(retry_after(&n.to_string()), Some(Duration::from_secs(n)));
+        }
     }
 }

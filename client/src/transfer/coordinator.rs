@@ -34,6 +34,8 @@ pub(super) struct Coordinator<'a> {
     sources: Vec<Source>,
     /// Routes being asked again, not yet back.
     retrying: std::collections::HashSet<String>,
+    /// The wait a failed slot's server asked for (`Retry-After`).
+    waits: std::collections::HashMap<ProducerId, Duration>,
     /// Slots from this one on joined while the transfer ran.
     first_joined: usize,
     wanted: Arc<Wanted>,
@@ -69,14 +71,16 @@ impl Coordinator<'_> {
             self.warnings.push(w);
             // A mirror that was lost (not one that lied) is asked again.
             if matches!(why, DropReason::Failed(_) | DropReason::Stalled(_)) {
-                self.ask_again(self.sources[producer].clone());
+                let wait = self.waits.remove(&producer);
+                self.ask_again(self.sources[producer].clone(), wait);
             }
         }
     }
 
     /// Asks `source` again under the retry policy, unless it is asked
-    /// already or still has a producer in the transfer.
-    pub(super) fn ask_again(&mut self, source: Source) {
+    /// already or still has a producer in the transfer; `wait`: how long
+    /// its server asked us to wait.
+    pub(super) fn ask_again(&mut self, source: Source, wait: Option<Duration>) {
         // A server that ignores Range can only start over from byte 0.
         if matches!(&source, Source::Http(m) if m.whole_only) {
             return;
@@ -93,7 +97,7 @@ impl Coordinator<'_> {
         }
         let (wanted, events) = (self.wanted.clone(), self.events.clone());
         tokio::spawn(async move {
-            let answer = super::rejoin::retry(source, wanted, events.clone()).await;
+            let answer = super::rejoin::retry(source, wanted, wait, events.clone()).await;
             let _ = events.send(answer).await;
         });
     }
@@ -161,7 +165,12 @@ impl Coordinator<'_> {
                 }
             }
             Event::Stopped { slot, stream, sent } => self.tr.handle_stopped(slot, stream, sent, now),
-            Event::Failed { slot, error } => self.tr.handle_failed(slot, error, now),
+            Event::Failed { slot, error, wait } => {
+                if let Some(w) = wait {
+                    self.waits.insert(slot, w);
+                }
+                self.tr.handle_failed(slot, error, now)
+            }
             Event::Corrupt { slot, block } => self.tr.handle_corrupt(slot, block, now),
             Event::Local(e) => return Err(e),
             Event::Joined { .. } | Event::Warn(_) => unreachable!("handled by the transfer loop"),
@@ -347,6 +356,7 @@ pub(super) async fn run_transfer(
         cmds,
         sources,
         retrying: Default::default(),
+        waits: Default::default(),
         first_joined,
         wanted,
         events: ev_tx,
@@ -358,7 +368,7 @@ pub(super) async fn run_transfer(
     // Mirrors that did not answer at the start are asked again, and join
     // when they answer.
     for source in later {
-        c.ask_again(source);
+        c.ask_again(source, None);
     }
     progress.start(size, &c.mirrors);
     progress.update(reused_bytes, c.tr.mirror_bytes());

@@ -11,8 +11,11 @@
 //! reported in stream order: an incrementing run's blocks as they land (a
 //! long run is one long stream, as from ddftpd), a decrementing run's once
 //! it is whole (its highest block, the stream's next, comes last). A lost
-//! connection loses every request on it: what has not arrived is asked
-//! again on a new one (a run whose own request failed is tried 3 times).
+//! connection ends the slot, as a lost ddftpd connection does: its claims
+//! go back to the scheduler and the mirror is asked again under the one
+//! retry policy ([`crate::retry`], through `rejoin`), a server's
+//! `Retry-After` believed. A connection the server closes after a reply
+//! (it said so) is simply opened again, what has not arrived asked again.
 
 use std::collections::VecDeque;
 
@@ -30,8 +33,6 @@ const INCREMENT_RUN: u64 = 16 << 20;
 const DECREMENT_RUN: u64 = 2 << 20;
 /// Requests in flight on the connection (the claim bounds them too).
 const ASKED: usize = 16;
-/// Attempts at a run whose failure may pass (a 503, a cut connection).
-const TRIES: u32 = 3;
 
 /// Why a block was not placed: it fails verification, or the write failed.
 pub(super) enum Unplaced {
@@ -52,7 +53,6 @@ struct Run {
     asked_at: Option<u64>,
     /// Its current request's id (replies to an earlier one are stale).
     request: u64,
-    tries: u32,
 }
 
 impl Run {
@@ -81,31 +81,23 @@ pub(super) async fn run_http_slot(
     let mut inflight: VecDeque<Pending> = VecDeque::new();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut pipe: Option<Pipe> = None;
-    // No connection before this (a retry's wait).
-    let mut reconnect = tokio::time::Instant::now();
-    let (mut requests, mut failed_opens) = (0u64, 0u32);
+    let mut requests = 0u64;
     // Requests in flight at most: one, with a server that closes the
     // connection after each reply.
     let mut most = ASKED;
-    let fail = |error: String| Event::Failed { slot, error };
+    let fail = |e: HttpError| Event::Failed { slot, error: format!("{}: {e}", mirror.url), wait: e.wait_hint() };
     loop {
-        // A connection (at once: the first request need not wait for it),
-        // unless waiting to try again.
-        if pipe.is_none() && tokio::time::Instant::now() >= reconnect {
+        // A connection (at once: the first request need not wait for it).
+        if pipe.is_none() {
             let place = {
                 let ctx = ctx.clone();
                 move |at: u64, block: &[u8]| place(&ctx, at / bs, block)
             };
             match Pipe::open(mirror.clone(), ctx.size, bs as usize, place, tx.clone(), ctx.cap.clone()).await {
-                Ok(p) => (pipe, failed_opens) = (Some(p), 0),
+                Ok(p) => pipe = Some(p),
                 Err(e) => {
-                    failed_opens += 1;
-                    if !e.is_transient() || failed_opens >= TRIES {
-                        let _ = events.send(fail(format!("{}: {e}", mirror.url))).await;
-                        return;
-                    }
-                    let _ = events.send(Event::Warn(format!("{}: {e}; connecting again in 1 s", mirror.url))).await;
-                    reconnect = tokio::time::Instant::now() + Duration::from_secs(1);
+                    let _ = events.send(fail(e)).await;
+                    return;
                 }
             }
         }
@@ -133,17 +125,8 @@ pub(super) async fn run_http_slot(
                 };
                 match streams.step_run(max) {
                     NextRun::Run { stream, first, count, dir } => {
-                        let mut r = Run {
-                            stream,
-                            first,
-                            count,
-                            dir,
-                            placed: 0,
-                            reported: 0,
-                            asked_at: None,
-                            request: 0,
-                            tries: 0,
-                        };
+                        let mut r =
+                            Run { stream, first, count, dir, placed: 0, reported: 0, asked_at: None, request: 0 };
                         requests += 1;
                         broken |= ask(p, &mut r, requests, bs, ctx.size).await.is_err();
                         inflight.push_back(Pending::Run(r));
@@ -188,7 +171,6 @@ pub(super) async fn run_http_slot(
                 }
             }
         }
-        let waiting = pipe.is_none();
         tokio::select! {
             cmd = cmds.recv() => {
                 let Some(cmd) = cmd else { return };
@@ -196,7 +178,7 @@ pub(super) async fn run_http_slot(
                     Action::Start { stream, first, last, dir, .. } => match streams.start(stream, first, last, dir, ()) {
                         Ok(s) => s,
                         Err(e) => {
-                            let _ = events.send(fail(e.to_string())).await;
+                            let _ = events.send(Event::Failed { slot, error: e.to_string(), wait: None }).await;
                             return;
                         }
                     },
@@ -210,7 +192,6 @@ pub(super) async fn run_http_slot(
                     inflight.push_back(Pending::Stopped(s));
                 }
             }
-            _ = tokio::time::sleep_until(reconnect), if waiting => {}
             got = rx.recv() => {
                 let got = got.expect("the slot holds a sender");
                 let id = match &got {
@@ -244,23 +225,8 @@ pub(super) async fn run_http_slot(
                         return;
                     }
                     Got::Failed { error: Fail::Http(e), .. } => {
-                        run.tries += 1;
-                        if !e.is_transient() || run.tries >= TRIES {
-                            let _ = events.send(fail(format!("{}: {e}", mirror.url))).await;
-                            return;
-                        }
-                        let wait = Duration::from_secs(u64::from(run.tries));
-                        let msg = format!("{}: {e}; asking again in {} s", mirror.url, wait.as_secs());
-                        let _ = events.send(Event::Warn(msg)).await;
-                        // The connection is gone with every request on it:
-                        // what has not arrived is asked again on a new one.
-                        pipe = None;
-                        reconnect = tokio::time::Instant::now() + wait;
-                        for p in inflight.iter_mut() {
-                            if let Pending::Run(r) = p {
-                                r.asked_at = None;
-                            }
-                        }
+                        let _ = events.send(fail(e)).await;
+                        return;
                     }
                 }
             }

@@ -383,6 +383,7 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
                 r.untrusted |= matches!(e, crate::http::HttpError::Tls(_));
                 if e.is_transient() {
                     r.transient = true;
+                    r.hints.extend(e.wait_hint());
                     r.later.push(rejoin::Source::LateHttp(url.clone()));
                 }
                 r.failures.push(format!("  {shown}: {e}"))

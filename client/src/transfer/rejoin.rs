@@ -70,21 +70,26 @@ struct Failed {
 
 /// Tries `source` until it serves the wanted file again or the budget is
 /// spent; each wait is told through `events`. The answer is a `Joined`.
-pub(super) async fn retry(source: Source, wanted: Arc<Wanted>, events: mpsc::Sender<Event>) -> Event {
+pub(super) async fn retry(
+    source: Source,
+    wanted: Arc<Wanted>,
+    mut hint: Option<Duration>,
+    events: mpsc::Sender<Event>,
+) -> Event {
     let mut state = Retrying::default();
-    let (mut hint, mut last) = (None, String::from("no answer"));
+    let mut last = String::from("no answer");
     // Told once for the quick tries, then whenever the wait grows.
     let mut told_wait = crate::retry::QUICK_EVERY;
     while let Some(wait) = state.next(&wanted.policy, hint) {
         let told = match state.tries {
-            1 => Some(format!(
+            1 if hint.is_none() => Some(format!(
                 "{}: asking again every {:.1} s for {:.0} s, then {} times less often",
                 source.route(),
                 crate::retry::QUICK_EVERY.as_secs_f64(),
                 crate::retry::QUICK.as_secs_f64(),
                 wanted.policy.retries
             )),
-            n if wait > told_wait => Some(format!(
+            n if wait > told_wait || n == 1 => Some(format!(
                 "{}: asking again in {:.1} s (try {n} of {})",
                 source.route(),
                 wait.as_secs_f64(),
@@ -145,7 +150,7 @@ async fn attempt(source: &Source, wanted: &Wanted) -> Result<Producer, Failed> {
         Source::LateHttp(url) => {
             let (m, v) = super::producer::probe_http(url.clone(), wanted.path.clone(), wanted.tls.clone())
                 .await
-                .map_err(|(_, e)| Failed { why: e.to_string(), again: e.is_transient(), hint: None })?;
+                .map_err(|(_, e)| Failed { why: e.to_string(), again: e.is_transient(), hint: e.wait_hint() })?;
             let same_date = wanted.http_date.is_none() || v.last_modified == wanted.http_date;
             let why = match () {
                 _ if v.size != wanted.size => {
@@ -165,7 +170,7 @@ async fn attempt(source: &Source, wanted: &Wanted) -> Result<Producer, Failed> {
             let (_, v) = Lane::probe(Arc::new(fresh)).await.map_err(|e| Failed {
                 why: e.to_string(),
                 again: e.is_transient(),
-                hint: None,
+                hint: e.wait_hint(),
             })?;
             let same = v.size == wanted.size && m.pinned(&v).if_range == m.if_range;
             match same {

@@ -20,6 +20,8 @@ pub(super) enum Event {
     Failed {
         slot: ProducerId,
         error: String,
+        /// How long the server asked us to wait before asking again.
+        wait: Option<Duration>,
     },
     /// A block failed verification: its mirror is not to be trusted.
     Corrupt {
@@ -78,7 +80,7 @@ pub(super) async fn run_slot(
     let mut inbuf = BytesMut::with_capacity(2 * bs + 64 * 1024);
     let mut out = BytesMut::new();
     let mut expect: VecDeque<Expect> = VecDeque::new();
-    let fail = |error: String| Event::Failed { slot, error };
+    let fail = |error: String| Event::Failed { slot, error, wait: None };
     loop {
         tokio::select! {
             cmd = cmds.recv() => {
@@ -153,7 +155,7 @@ async fn take_frames(
     events: &mpsc::Sender<Event>,
     run: &mut Option<BlockRun>,
 ) -> Result<(), Event> {
-    let fail = |error: String| Event::Failed { slot, error };
+    let fail = |error: String| Event::Failed { slot, error, wait: None };
     loop {
         let reply = match Reply::decode(inbuf) {
             Ok(Some(r)) => r,

@@ -31,7 +31,7 @@ pub(super) async fn run_whole_slot(
     events: mpsc::Sender<Event>,
 ) {
     let bs = u64::from(ctx.block_size);
-    let fail = |error: String| Event::Failed { slot, error };
+    let fail = |error: String| Event::Failed { slot, error, wait: None };
     // The body, and the block its next bytes begin.
     let mut body: Option<(WholeBody, u64)> = None;
     let mut buf = BytesMut::new();

@@ -194,11 +194,17 @@ fn redirects_are_followed_a_transient_503_is_asked_again_and_closing_servers_wor
     assert!(j["producers"][0]["mirror"].as_str().unwrap().starts_with(&target.url), "{j}");
     let e = ddftp(&["get", &format!("{}loop", r.url), "-o", o, "-q"], 1);
     assert!(String::from_utf8_lossy(&e.stderr).contains("redirects"), "{}", String::from_utf8_lossy(&e.stderr));
-    // One 503: asked again, not dropped.
-    let flaky = BadServer::start(Arc::new(data.clone()), Misbehave::UnavailableOnce);
+    // 503s saying `Retry-After: 1` for half a second: asked again after
+    // that second, by the one retry policy, and it rejoins.
+    let big = random_file(&f.root().join("big.bin"), 40 << 20, 25);
+    let flaky = BadServer::start(Arc::new(big.clone()), Misbehave::UnavailableAWhile);
+    let t = std::time::Instant::now();
     let j = json(&ddftp(&["get", "f.bin", "--mirrors", &flaky.url, "-o", o, "--json", "-q", "--restart"], 0));
-    assert_eq!(std::fs::read(&out).unwrap(), data);
-    assert!(j["warnings"].to_string().contains("asking again"), "{j}");
+    assert!(std::fs::read(&out).unwrap() == big);
+    let w = j["warnings"].to_string();
+    assert!(w.contains("(retry in 1 s)") && w.contains("asking again in 1.0 s"), "{j}");
+    assert!(t.elapsed() >= std::time::Duration::from_secs(1), "the server's wait is kept");
+    assert!(j["producers"].as_array().unwrap().iter().any(|p| p["joined_bytes"].as_u64() > Some(0)), "{j}");
     // A server that closes the connection after each reply (no pipelining):
     // one request a connection, and no warning, as nothing went wrong.
     let closing = BadServer::start(Arc::new(data.clone()), Misbehave::OneReplyPerConnection);

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,8 +101,9 @@ pub enum Misbehave {
     Unavailable,
     /// The file grew: `Content-Range` names another total size.
     SizeChanged,
-    /// 503 to the second request it gets (the first after the probe's), then right.
-    UnavailableOnce,
+    /// 503 with `Retry-After: 1` to every request for more than byte 0
+    /// (the probe's) during half a second from the first, then right.
+    UnavailableAWhile,
     /// Never: every answer right, with a `Repr-Digest` of the file.
     Never,
     /// Every answer right, with a `Repr-Digest` of other bytes.
@@ -260,8 +262,12 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
             }
             continue;
         }
-        if let Misbehave::UnavailableOnce = how {
-            good = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) != 1;
+        if let Misbehave::UnavailableAWhile = how {
+            // The probe asks for byte 0 alone; `asked` holds when the
+            // first other request came (ms since the epoch).
+            let now = std::time::UNIX_EPOCH.elapsed().unwrap().as_millis() as usize;
+            let first = asked.compare_exchange(0, now, SeqCst, SeqCst).map_or_else(|was| was, |_| now);
+            good = (a, b) == (0, 0) || now.saturating_sub(first) > 500;
         }
         let n = data.len();
         let head = |status: &str, extra: &str, len: usize| {
@@ -296,7 +302,9 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
                 | Misbehave::SlowRedirect
                 | Misbehave::SlowFirst,
             ) => ok(s),
-            (false, Misbehave::UnavailableOnce) => s.write_all(head("503 Service Unavailable", "", 0).as_bytes()),
+            (false, Misbehave::UnavailableAWhile) => {
+                s.write_all(head("503 Service Unavailable", "Retry-After: 1\r\n", 0).as_bytes())
+            }
             (false, Misbehave::IgnoreRange) => {
                 s.write_all(head("200 OK", "", n).as_bytes()).and_then(|_| s.write_all(data))
             }
@@ -316,7 +324,7 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
             return;
         }
         // Misbehaving once is enough for some.
-        good = matches!(how, Misbehave::UnavailableOnce | Misbehave::Never | Misbehave::WrongDigest);
+        good = matches!(how, Misbehave::UnavailableAWhile | Misbehave::Never | Misbehave::WrongDigest);
     }
 }
 
