@@ -97,7 +97,7 @@ run_tool() { # TOOL -> seconds on stdout; out at $WORK/out/big.bin
   esac
   t0=$(date +%s.%N)
   case $1 in
-    ddftp|ddftp-out) in_client "$DDFTP" get big.bin --mirrors "$ddftpd_mirrors" -o "$out" -q --json >"$WORK/get.json" 2>"$WORK/get.err" || true ;;
+    ddftp|ddftp-out) in_client env ${DDFTP_LOG:+DDFTP_LOG=$DDFTP_LOG} "$DDFTP" get big.bin --mirrors "$ddftpd_mirrors" -o "$out" -q --json >"$WORK/get.json" 2>"$WORK/get.err" || true ;;
     # shellcheck disable=SC2086
     ddftp-http) in_client "$DDFTP" get $http_urls -o "$out" -q --json >"$WORK/get.json" 2>"$WORK/get.err" || true ;;
     # shellcheck disable=SC2086
@@ -114,7 +114,7 @@ run_tool() { # TOOL -> seconds on stdout; out at $WORK/out/big.bin
 
 stamp=$(date -u +%Y-%m-%dT%H%MZ)
 json="$TOP/benches/results/netbed-outage-$stamp.json"
-tools="ddftp ddftp-out ddftp-http aria2c"
+tools=${TOOLS:-"ddftp ddftp-out ddftp-http aria2c"}
 speeds=$(for r in "${RATES[@]}"; do python3 -c "print(round($r*1e6/8*1448/1514/$BS, 2))"; done | paste -sd,)
 echo "[" > "$json"
 first=1
@@ -149,10 +149,11 @@ med = {}
 for t in ["ddftp", "ddftp-out", "ddftp-http", "aria2c"]:
     v = [r["seconds"] for r in rows if r["tool"] == t and r["seconds"] == r["seconds"]]
     med[t] = st.median(v) if v else float("nan")
-# The least any tool can take: mirror 1's goodput share (320 of 800 mbit)
-# of the time it was really away is lost, the others cannot make it up.
+# What the outage should cost: mirror 1's goodput share (320 of 800 mbit)
+# of the time it was away is lost, the others cannot make it up (not a
+# strict bound: the measured outage includes starting the server).
 share1 = 320 / 800
-print("| tool | runs (s) | median s | vs ddftp without outage | outage measured (s) | bound: ref + share x outage (s) | vs bound |")
+print("| tool | runs (s) | median s | vs ddftp without outage | outage measured (s) | expected: ref + share x outage (s) | vs expected |")
 print("|---|---|---|---|---|---|---|")
 for t, m in med.items():
     rs = [r for r in rows if r["tool"] == t]

@@ -78,7 +78,12 @@ impl Scheduler {
     }
 
     /// Rule 1: free producers help the segment with the most unprocessed
-    /// blocks, as long as helping pays.
+    /// blocks, as long as helping pays. A segment that has lost an edge
+    /// (its producer failed) gets a new one first: one `Start` rather than
+    /// a split's two, the pair is whole again, and the file fills in order
+    /// behind it (a hole left at a lost incrementing edge would keep the
+    /// running SHA-256 and `-o -` waiting until the end); the helpers'
+    /// rules rebalance the rest as before.
     pub(super) fn assign_helpers(&mut self, now: Instant) {
         for _ in 0..self.producers.len() * 2 {
             let mut cands = self.candidates();
@@ -97,7 +102,8 @@ impl Scheduler {
                     gap > 0 && (seg.up.is_none() && seg.down.is_none() || gap > self.help_threshold(seg))
                 })
                 .max_by_key(|(&sid, seg)| {
-                    (seg.up.is_none() && seg.down.is_none(), unprocessed(seg), std::cmp::Reverse(sid))
+                    let (none, half) = (seg.up.is_none() && seg.down.is_none(), seg.up.is_none() != seg.down.is_none());
+                    (none, half, unprocessed(seg), std::cmp::Reverse(sid))
                 })
                 .map(|(&sid, _)| sid);
             let Some(sid) = target else { return };

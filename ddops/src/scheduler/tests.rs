@@ -290,6 +290,33 @@ fn a_producer_joining_when_all_others_failed_finishes_the_transfer() {
     assert_eq!(h.s.contributions()[2], 99);
 }
 
+/// A producer that joins takes the lost edge of a half pair before it
+/// splits a busier pair: the hole at the low end is filled in order.
+#[test]
+fn a_joining_producer_takes_the_lost_edge_of_a_half_pair_first() {
+    let mut h = Harness::new(0..400, 4, tight());
+    for round in 0..40 {
+        for p in 0..4 {
+            if p < 2 || round < 10 {
+                h.deliver(p);
+            }
+        }
+    }
+    h.fail(0);
+    let hole = h.got.iter().position(|&n| n == 0).expect("a hole") as u64;
+    let before = h.log.len();
+    h.s.add_producer(h.now);
+    h.queues.push(Streams::default());
+    h.pump();
+    let first = h.log[before..].iter().find_map(|a| match *a {
+        Action::Start { producer: 4, first, dir, .. } => Some((first, dir)),
+        _ => None,
+    });
+    assert_eq!(first, Some((hole, Direction::Increment)), "{:?}", &h.log[before..]);
+    h.run_round_robin();
+    h.assert_each_block_once();
+}
+
 #[test]
 fn failed_producers_range_is_covered() {
     for victim in 0..4 {
