@@ -506,19 +506,18 @@ pub async fn get_joining(
     }
     // Only mirrors of the version a majority reports serve blocks. Each
     // mirror votes once, however many routes reach it.
-    let mut voters: Vec<&MirrorInfo> = vec![];
-    for (m, _) in &usable {
-        if !voters.iter().any(|v| v.route.endpoint == m.route.endpoint) {
-            voters.push(m);
-        }
-    }
+    let endpoints: Vec<_> = usable.iter().map(|(m, _)| &m.route.endpoint).collect();
+    let voters: Vec<&MirrorInfo> = plan::one_vote_each(&endpoints).into_iter().map(|i| &usable[i].0).collect();
     // Only HTTP mirrors: they vote on the size (and their dates); nothing
     // says what the bytes must hash to unless --checksum does.
     let http_only = voters.is_empty();
+    let mut copy = plan::HttpCopy::default();
     let versions: Vec<Version> = match http_only {
         true => {
             let known = spec.metalink.as_ref().and_then(|m| m.size);
-            vec![http_version(&mut http, &spec.path, known, progress, &mut warnings)?]
+            let (v, c) = http_version(&mut http, &spec.path, known, progress, &mut warnings)?;
+            copy = c;
+            vec![v]
         }
         false => voters.iter().map(|m| m.version).collect(),
     };
@@ -540,13 +539,11 @@ pub async fn get_joining(
     let size = version.size;
     // Beside ddftpd mirrors, an HTTP mirror's copy must be theirs: the
     // same size, and the same SHA-256 if its headers give one.
-    let theirs = (!http_only).then(|| hex(&version.digest.sha256));
+    if !http_only {
+        copy = plan::HttpCopy { size, date: None, sha256: Some(hex(&version.digest.sha256)) };
+    }
     http.retain(|(m, v)| {
-        let why = match (&v.sha256, &theirs) {
-            _ if v.size != size => format!("{} bytes, the majority's {size}", v.size),
-            (Some(d), Some(t)) if d != t => format!("Repr-Digest SHA-256 {d}, the ddftpd mirrors' {t}"),
-            _ => return true,
-        };
+        let Some(why) = copy.differs(v) else { return true };
         let url = &m.url;
         let w = format!("dropping mirror {url}: its {} has {why}", spec.path);
         tell(progress, &mut warnings, w);
@@ -562,23 +559,16 @@ pub async fn get_joining(
         None => Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?)),
     };
 
-    let http_date = http.iter().find_map(|(_, v)| v.last_modified.clone());
     let (slots, mirror_names) = make_slots(spec, usable, http, spare, progress, &mut warnings).await;
 
     let sealed = spec.sealed_size.is_some();
-    // What a resume journal must match: a bundle's name says what it is.
-    let sha256 = match (sealed, http_only) {
-        (true, _) => String::new(),
-        // What the journal must match, from HTTP mirrors: the expected
-        // SHA-256, else the size and date they agreed on (a file replaced
-        // by one of the same size is not resumed into).
-        (_, true) => match (&expected, &http_date) {
-            (Some(e), _) => e.sha256.clone(),
-            (None, Some(d)) => format!("HTTP: {size} bytes, Last-Modified {d}"),
-            (None, None) => format!("HTTP: {size} bytes"),
-        },
-        _ => hex(&version.digest.sha256),
-    };
+    let sha256 = plan::journal_identity(
+        sealed,
+        (!http_only).then(|| hex(&version.digest.sha256)).as_deref(),
+        expected.as_ref().map(|e| e.sha256.as_str()),
+        size,
+        copy.date.clone().flatten().as_deref(),
+    );
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
     let out_err = |source| TransferError::Output { path: part.clone(), source, resume: Resume::Nothing };
@@ -724,7 +714,7 @@ pub async fn get_joining(
             size,
             token: spec.token.clone(),
             bundle: spec.bundle.clone(),
-            http_date: http_date.clone(),
+            http: copy.clone(),
             tls: tls.clone(),
             policy: spec.retry,
             connect_timeout: spec.connect_timeout,

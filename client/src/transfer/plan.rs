@@ -8,6 +8,7 @@
 use ddftp_proto::manifest::MAX_CHUNK;
 
 use super::TransferError;
+use crate::http::HttpVersion;
 
 /// Blocks smaller than this would cost more in messages than they save.
 pub(super) const SMALLEST_PIECE_BLOCK: u32 = 64 << 10;
@@ -165,6 +166,73 @@ fn piece_divisor(piece: u32, most: u32) -> Option<u32> {
     best.filter(|&b| b >= SMALLEST_PIECE_BLOCK)
 }
 
+/// What an HTTP mirror's copy must be to serve the download: the size in
+/// use, the date the others agreed on (when they agreed on one), and the
+/// SHA-256 the ddftpd mirrors report (when beside them, and its headers
+/// give one). The one rule for mirrors at the start, late ones and those
+/// asked again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct HttpCopy {
+    pub(super) size: u64,
+    /// `Some(d)`: a strict majority of the mirrors of that size said `d`.
+    pub(super) date: Option<Option<String>>,
+    pub(super) sha256: Option<String>,
+}
+
+impl HttpCopy {
+    /// Why `v` is not this copy, or `None` if it is.
+    pub(super) fn differs(&self, v: &HttpVersion) -> Option<String> {
+        match (&v.sha256, &self.sha256) {
+            _ if v.size != self.size => Some(format!("{} bytes, the others' {}", v.size, self.size)),
+            _ if self.date.as_ref().is_some_and(|d| *d != v.last_modified) => {
+                Some(format!("Last-Modified {:?}, the others' {:?}", v.last_modified, self.date.clone().flatten()))
+            }
+            (Some(d), Some(t)) if d != t => Some(format!("Repr-Digest SHA-256 {d}, the ddftpd mirrors' {t}")),
+            _ => None,
+        }
+    }
+}
+
+/// The copy HTTP mirrors alone agree on: the size `known` (a Metalink's)
+/// or else the one a strict majority reports; among the mirrors of that
+/// size, a date a strict majority shares. `None`: no majority.
+pub(super) fn http_majority(versions: &[&HttpVersion], known: Option<u64>) -> Option<HttpCopy> {
+    let n = versions.len();
+    let majority =
+        || versions.iter().map(|v| v.size).find(|s| versions.iter().filter(|v| v.size == *s).count() * 2 > n);
+    let size = known.or_else(majority)?;
+    let same: Vec<&Option<String>> = versions.iter().filter(|v| v.size == size).map(|v| &v.last_modified).collect();
+    let date = same.iter().find(|d| d.is_some() && same.iter().filter(|e| e == d).count() * 2 > same.len());
+    Some(HttpCopy { size, date: date.map(|d| (*d).clone()), sha256: None })
+}
+
+/// What an interrupted run's journal must match to be resumed into: the
+/// whole file's SHA-256 the mirrors agreed on; for HTTP mirrors alone,
+/// the expected SHA-256 if one is known, else the size and date they
+/// agreed on (a file replaced by one of the same size is not resumed
+/// into); for a sealed bundle nothing (its name says what it is).
+pub(super) fn journal_identity(
+    sealed: bool,
+    ddftpd_sha256: Option<&str>,
+    expected: Option<&str>,
+    size: u64,
+    http_date: Option<&str>,
+) -> String {
+    match (sealed, ddftpd_sha256, expected, http_date) {
+        (true, ..) => String::new(),
+        (_, Some(sha), ..) => sha.to_string(),
+        (_, None, Some(e), _) => e.to_string(),
+        (_, None, None, Some(d)) => format!("HTTP: {size} bytes, Last-Modified {d}"),
+        (_, None, None, None) => format!("HTTP: {size} bytes"),
+    }
+}
+
+/// Of routes named by their mirror (`keys`), the first of each mirror:
+/// each mirror votes once, however many routes reach it.
+pub(super) fn one_vote_each<K: PartialEq>(keys: &[K]) -> Vec<usize> {
+    (0..keys.len()).filter(|&i| !keys[..i].contains(&keys[i])).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +297,47 @@ mod tests {
         // Under pieces larger than a block, the block must divide them.
         assert_eq!(blocks(earlier(MIB, Some(256 * MIB))).unwrap().check, Checking::WholePieces);
         assert!(blocks(earlier(3 * MIB, Some(256 * MIB))).is_err());
+    }
+
+    fn v(size: u64, date: Option<&str>, sha: Option<&str>) -> HttpVersion {
+        HttpVersion {
+            size,
+            rtt: std::time::Duration::ZERO,
+            etag: None,
+            last_modified: date.map(str::to_string),
+            sha256: sha.map(str::to_string),
+            ranges: true,
+        }
+    }
+
+    #[test]
+    fn http_mirrors_agree_on_a_size_then_a_date_and_a_copy_is_checked_by_one_rule() {
+        let (a, b, c) = (v(10, Some("Mon"), None), v(10, Some("Mon"), None), v(10, Some("Tue"), None));
+        let copy = http_majority(&[&a, &b, &c], None).unwrap();
+        assert_eq!(copy, HttpCopy { size: 10, date: Some(Some("Mon".into())), sha256: None });
+        assert_eq!(copy.differs(&a), None);
+        assert!(copy.differs(&c).unwrap().contains("Last-Modified"));
+        assert!(copy.differs(&v(11, Some("Mon"), None)).unwrap().contains("11 bytes"));
+        // No strict majority of sizes: none, unless a Metalink says it.
+        let d = v(12, None, None);
+        assert_eq!(http_majority(&[&a, &d], None), None);
+        assert_eq!(http_majority(&[&a, &d], Some(12)).unwrap().size, 12);
+        // Dates split evenly: no date rule.
+        assert_eq!(http_majority(&[&a, &c], None).unwrap().date, None);
+        // Beside ddftpd mirrors: their SHA-256 against a header's.
+        let beside = HttpCopy { size: 10, date: None, sha256: Some("aa".into()) };
+        assert!(beside.differs(&v(10, None, Some("bb"))).unwrap().contains("Repr-Digest"));
+        assert_eq!(beside.differs(&v(10, None, Some("aa"))), None);
+        assert_eq!(beside.differs(&v(10, Some("Wed"), None)), None);
+    }
+
+    #[test]
+    fn a_journal_is_bound_to_what_the_mirrors_agreed_on() {
+        assert_eq!(journal_identity(true, Some("ab"), None, 5, None), "");
+        assert_eq!(journal_identity(false, Some("ab"), Some("cd"), 5, Some("Mon")), "ab");
+        assert_eq!(journal_identity(false, None, Some("cd"), 5, Some("Mon")), "cd");
+        assert_eq!(journal_identity(false, None, None, 5, Some("Mon")), "HTTP: 5 bytes, Last-Modified Mon");
+        assert_eq!(journal_identity(false, None, None, 5, None), "HTTP: 5 bytes");
+        assert_eq!(one_vote_each(&["a", "b", "a", "c", "b"]), [0, 1, 3]);
     }
 }

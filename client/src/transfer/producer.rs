@@ -49,35 +49,22 @@ pub(super) async fn probe_http(
     Lane::probe(Arc::new(m)).await.map_err(|e| (shown, e))
 }
 
-/// The HTTP mirrors' version: the size `known` (a Metalink's) or else the
-/// one a strict majority reports (those with another are dropped, with a
-/// warning); among them, a date that a
-/// strict majority shares drops the mirrors with another one.
+/// The HTTP mirrors' version when they are alone ([`plan::http_majority`]):
+/// those with another copy are dropped, with a warning.
 pub(super) fn http_version(
     http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
     path: &str,
     known: Option<u64>,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
-) -> Result<Version, TransferError> {
-    let n = http.len();
-    let majority =
-        || http.iter().map(|(_, v)| v.size).find(|s| http.iter().filter(|(_, v)| v.size == *s).count() * 2 > n);
-    let Some(size) = known.or_else(majority) else {
+) -> Result<(Version, plan::HttpCopy), TransferError> {
+    let versions: Vec<&HttpVersion> = http.iter().map(|(_, v)| v).collect();
+    let Some(copy) = plan::http_majority(&versions, known) else {
         let versions = http.iter().map(|(m, v)| format!("{} has {} bytes", m.url, v.size)).collect();
         return Err(TransferError::NoMajority { path: path.to_string(), versions });
     };
-    let same: Vec<Option<String>> =
-        http.iter().filter(|(_, v)| v.size == size).map(|(_, v)| v.last_modified.clone()).collect();
-    let date = same.iter().find(|d| d.is_some() && same.iter().filter(|e| e == d).count() * 2 > same.len()).cloned();
     http.retain(|(m, v)| {
-        let why = if v.size != size {
-            format!("{} bytes, the majority's {size}", v.size)
-        } else if date.as_ref().is_some_and(|d| *d != v.last_modified) {
-            format!("Last-Modified {:?}, the majority's {:?}", v.last_modified, date.clone().flatten())
-        } else {
-            return true;
-        };
+        let Some(why) = copy.differs(v) else { return true };
         let w = format!(
             "dropping mirror {}: its copy of {path} differs from the majority's ({why}): a stale mirror?",
             m.url
@@ -85,7 +72,7 @@ pub(super) fn http_version(
         tell(progress, warnings, w);
         false
     });
-    Ok(Version::sealed(size))
+    Ok((Version::sealed(copy.size), copy))
 }
 
 /// Connects to a mirror and, with `stat` (path, and whether the chunk

@@ -53,9 +53,9 @@ pub(super) struct Wanted {
     pub(super) token: Option<Arc<[u8]>>,
     /// A bundle's definition, registered again before the mirror rejoins.
     pub(super) bundle: Option<Arc<[u8]>>,
-    /// For an HTTP mirror late at the start: the `Last-Modified` the
-    /// others agreed on (its copy must have it too), and the TLS connector.
-    pub(super) http_date: Option<String>,
+    /// For an HTTP mirror late at the start: the copy it must have (the
+    /// others' size, date or SHA-256), and the TLS connector.
+    pub(super) http: plan::HttpCopy,
     pub(super) tls: Option<tokio_rustls::TlsConnector>,
     pub(super) policy: RetryPolicy,
     pub(super) connect_timeout: Duration,
@@ -151,17 +151,12 @@ async fn attempt(source: &Source, wanted: &Wanted) -> Result<Producer, Failed> {
             let (m, v) = super::producer::probe_http(url.clone(), wanted.path.clone(), wanted.tls.clone())
                 .await
                 .map_err(|(_, e)| Failed { why: e.to_string(), again: e.is_transient(), hint: e.wait_hint() })?;
-            let same_date = wanted.http_date.is_none() || v.last_modified == wanted.http_date;
-            let why = match () {
-                _ if v.size != wanted.size => {
-                    format!("its {} has {} bytes, the others' {}", wanted.path, v.size, wanted.size)
-                }
-                _ if !same_date => {
-                    format!("its {} is of {:?}, the others' of {:?}", wanted.path, v.last_modified, wanted.http_date)
-                }
+            let copy = plan::HttpCopy { size: wanted.size, ..wanted.http.clone() };
+            let why = match copy.differs(&v) {
+                Some(why) => format!("its {} has {why}", wanted.path),
                 // Only from the start can such a server send.
-                _ if !v.ranges => "it ignores Range, and the transfer is under way".to_string(),
-                _ => return Ok(Producer::Http(Arc::new(m.pinned(&v)), v.rtt)),
+                None if !v.ranges => "it ignores Range, and the transfer is under way".to_string(),
+                None => return Ok(Producer::Http(Arc::new(m.pinned(&v)), v.rtt)),
             };
             Err(Failed { why, again: false, hint: None })
         }
