@@ -55,6 +55,12 @@ impl RetryPolicy {
         Some(hint.unwrap_or(wait).min(MAX_WAIT.max(self.first_wait)))
     }
 
+    /// The waits of every try together: how long a peer that tries by this
+    /// policy may be away before it gives up.
+    pub fn total(&self) -> Duration {
+        (1..=self.tries()).filter_map(|n| self.wait(n, None)).sum()
+    }
+
     /// Tries in all (the quick ones and the retries).
     pub fn tries(&self) -> u32 {
         if self.retries == 0 {
@@ -70,6 +76,8 @@ impl RetryPolicy {
 pub struct Retrying {
     /// Retries made so far.
     pub tries: u32,
+    /// The longest wait told so far.
+    told: Duration,
 }
 
 impl Retrying {
@@ -77,6 +85,27 @@ impl Retrying {
     pub fn next(&mut self, policy: &RetryPolicy, hint: Option<Duration>) -> Option<Duration> {
         self.tries += 1;
         policy.wait(self.tries, hint)
+    }
+
+    /// What to tell the user of `wait`, the wait before the try just
+    /// counted ("{what} again ..."): once for the quick tries, then
+    /// whenever the wait grows (a first wait a server asked for is told
+    /// as it is). Nothing otherwise: a line every 0.1 s helps no one.
+    pub fn tell(&mut self, what: &str, wait: Duration, policy: &RetryPolicy) -> Option<String> {
+        let told = match self.tries {
+            1 if wait == QUICK_EVERY => format!(
+                "{what} again every {:.1} s for {:.0} s, then {} times less often",
+                QUICK_EVERY.as_secs_f64(),
+                QUICK.as_secs_f64(),
+                policy.retries
+            ),
+            n if wait > self.told.max(QUICK_EVERY) || n == 1 => {
+                format!("{what} again in {:.1} s (try {n} of {})", wait.as_secs_f64(), policy.tries())
+            }
+            _ => return None,
+        };
+        self.told = wait;
+        Some(told)
     }
 }
 
@@ -99,5 +128,30 @@ mod tests {
         let all: Vec<_> = std::iter::from_fn(|| r.next(&d, None)).map(|w| w.as_millis()).collect();
         assert_eq!(all.len() as u32, d.tries());
         assert_eq!(all[20..], [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
+        assert_eq!(d.total(), Duration::from_secs(2 + 1 + 2 + 4 + 8 + 16 + 30 + 30 + 30));
+        assert_eq!(RetryPolicy::NEVER.total(), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_waits_are_told_once_for_the_quick_tries_then_as_they_grow() {
+        let p = RetryPolicy { retries: 3, first_wait: Duration::from_secs(1) };
+        let mut r = Retrying::default();
+        let mut told = vec![];
+        while let Some(w) = r.next(&p, None) {
+            told.extend(r.tell("m: asking", w, &p));
+        }
+        assert_eq!(
+            told,
+            [
+                "m: asking again every 0.1 s for 2 s, then 3 times less often",
+                "m: asking again in 1.0 s (try 21 of 23)",
+                "m: asking again in 2.0 s (try 22 of 23)",
+                "m: asking again in 4.0 s (try 23 of 23)"
+            ]
+        );
+        // A busy server's first wait is told as it is.
+        let mut r = Retrying::default();
+        let w = r.next(&p, Some(Duration::from_secs(3))).unwrap();
+        assert_eq!(r.tell("m: asking", w, &p).unwrap(), "m: asking again in 3.0 s (try 1 of 23)");
     }
 }

@@ -47,5 +47,5 @@ pub mod sys;
 pub mod tls;
 pub mod wire;
 
-pub use endpoint::{Stats, StripeListener, Striped};
+pub use endpoint::{Relink, Stats, StripeListener, Striped};
 pub use stream::{StripedReader, StripedWriter};

@@ -425,6 +425,15 @@ impl Plan {
         self.redo.extend(lost);
     }
 
+    /// `link` works again (on a new connection): it claims and helps as
+    /// before; its rate is kept, its backlog starts at nothing.
+    pub fn on_revived(&mut self, link: LinkId) {
+        if let Some(l) = self.links.get_mut(link) {
+            l.alive = true;
+            l.backlog = 0;
+        }
+    }
+
     /// The peer acknowledged message `msg`: a claim of it a failed link
     /// left to send again is moot (a link can fail, the peer having
     /// closed it, before the ack that another link carries arrives).

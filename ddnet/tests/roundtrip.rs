@@ -382,3 +382,102 @@ async fn a_message_taken_and_never_answered_is_acknowledged_once_the_receiver_wa
     a.close().await.unwrap();
     assert_eq!(waiting.await.unwrap(), None, "the end, once the sender closed");
 }
+
+/// Forwards every connection to `to`; the first is cut (both ways) after
+/// `limit` bytes went forward, the others are forwarded whole.
+async fn cut_first(to: SocketAddr, limit: u64) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut limit = Some(limit);
+        while let Ok((a, _)) = l.accept().await {
+            let b = TcpStream::connect(to).await.unwrap();
+            let lim = limit.take().unwrap_or(u64::MAX);
+            tokio::spawn(async move {
+                let ((mut ar, mut aw), (mut br, mut bw)) = (a.into_split(), b.into_split());
+                let back = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut br, &mut aw).await;
+                });
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut moved = 0u64;
+                while moved < lim {
+                    let n = ar.read(&mut buf).await.unwrap_or(0).min((lim - moved) as usize);
+                    if n == 0 || bw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    moved += n as u64;
+                }
+                if lim == u64::MAX {
+                    let _ = bw.shutdown().await;
+                    let _ = back.await;
+                } else {
+                    back.abort();
+                }
+            });
+        }
+    });
+    at
+}
+
+/// A link lost mid-stream comes back on a new connection (the sending end
+/// connects it again, the receiving end takes it back) and carries its
+/// part again; a connection naming another session is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_link_comes_back_and_carries_its_part_again() {
+    let addrs: Vec<SocketAddr> = (1..=3).map(|i| format!("127.0.0.{i}:0").parse().unwrap()).collect();
+    let l = Arc::new(StripeListener::bind(&addrs).await.unwrap());
+    let real = l.local_addrs().unwrap();
+    let cut = 1;
+    let via = cut_first(real[cut], 1 << 20).await;
+    let routes: Vec<_> = real.iter().enumerate().map(|(i, &a)| (None, if i == cut { via } else { a })).collect();
+    let (tx, rx) = tokio::join!(Striped::connect(&routes), l.accept());
+    let (tx, rx) = (tx.unwrap(), rx.unwrap());
+    let (relink, rx_relink) = (tx.relink(), rx.relink());
+    let back = {
+        let (l, r) = (l.clone(), rx.relink());
+        tokio::spawn(async move { l.take_back(r).await })
+    };
+    let msgs: Vec<Bytes> = (0..6).map(|i| random(16 << 20, 200 + i)).collect();
+    let receiver = {
+        let n = msgs.len();
+        tokio::spawn(async move {
+            let mut got = vec![];
+            for _ in 0..n {
+                got.push(rx.recv().await.unwrap().expect("a message"));
+            }
+            assert!(rx.recv().await.unwrap().is_none());
+            (got, rx.stats())
+        })
+    };
+    tx.send(msgs[0].clone()).await.unwrap();
+    let lost = async {
+        while relink.lost() != [cut] || rx_relink.lost() != [cut] {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), lost).await.expect("the cut is seen at both ends");
+    // A stranger naming another session, for the lost link's index.
+    let mut stranger = TcpStream::connect(real[cut]).await.unwrap();
+    let mut hello = vec![];
+    ddnet::wire::Frame::Hello { session: 7, index: cut as u32, count: 3 }.encode(&mut hello, &mut Default::default());
+    stranger.write_all(&hello).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(rx_relink.lost(), [cut], "a link of another session is refused");
+    let before = tx.stats().sent[cut];
+    relink.reconnect(cut).await.unwrap();
+    assert!(relink.lost().is_empty());
+    for m in &msgs[1..] {
+        tx.send(m.clone()).await.unwrap();
+    }
+    tx.close().await.unwrap();
+    let (got, rx_stats) = tokio::time::timeout(std::time::Duration::from_secs(30), receiver).await.unwrap().unwrap();
+    for (i, (g, m)) in got.iter().zip(&msgs).enumerate() {
+        assert!(g == m, "message {i} differs");
+    }
+    // (Links close as the receiver ends: `alive` says nothing now.)
+    let stats = tx.stats();
+    assert_eq!(stats.returned, [0, 1, 0], "{stats:?}");
+    assert_eq!(rx_stats.returned, [0, 1, 0], "{rx_stats:?}");
+    assert!(stats.sent[cut] > before, "the link carried its part again: {stats:?} (before: {before})");
+    back.abort();
+}

@@ -67,6 +67,31 @@ pub struct GetOpt {
     pub nic: Vec<String>,
 }
 
+/// When and how often a lost mirror (or link) is asked again: one
+/// policy ([`crate::retry`]) for `get`, `archive` and `send`.
+#[derive(Debug, Clone, Args)]
+pub struct RetryOpt {
+    /// A mirror (or link) that failed, stalled, was busy or did not answer
+    /// is asked again every 0.1 s for 2 s, then this many times more, the
+    /// waits doubling from --retry-wait up to 30 s; when it answers again
+    /// it rejoins the transfer. With every mirror gone, a download waits
+    /// through these retries before it gives up. 0: never.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub retries: u32,
+    /// The wait before the first retry after the quick ones (2 s of them).
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub retry_wait: f64,
+}
+
+impl RetryOpt {
+    pub fn policy(&self) -> crate::retry::RetryPolicy {
+        crate::retry::RetryPolicy {
+            retries: self.retries,
+            first_wait: std::time::Duration::from_secs_f64(self.retry_wait),
+        }
+    }
+}
+
 /// The flags every command that moves data from mirrors takes.
 #[derive(Debug, Args)]
 pub struct MoveOpt {
@@ -107,20 +132,12 @@ pub struct MoveOpt {
     /// the others take over its range.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub stall_timeout: f64,
-    /// A mirror that failed, stalled, was busy or did not answer is asked
-    /// again every 0.1 s for 2 s, then this many times more, the waits
-    /// doubling from --retry-wait up to 30 s; when it answers with the
-    /// same file it rejoins the transfer. With every mirror gone, the
-    /// download waits through these retries before it gives up. 0: never.
-    #[arg(long, default_value_t = 8, value_name = "N")]
-    pub retries: u32,
+    #[command(flatten)]
+    pub retry: RetryOpt,
     /// The most bytes a second to take from all mirrors together, e.g.
     /// 20MB (decimal) or 16MiB; each mirror keeps its share of it.
     #[arg(long, value_name = "RATE", value_parser = ddftp_proto::units::parse_rate)]
     pub limit_rate: Option<u64>,
-    /// The wait before the first retry after the quick ones (2 s of them).
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = parse_seconds)]
-    pub retry_wait: f64,
     /// How long a mirror has to accept the connection and greet; the
     /// download starts with those that did, a late one joins when it answers.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
@@ -170,10 +187,7 @@ impl MoveOpt {
             ca_file: self.ca_file.clone(),
             checksum_url: None,
             metalink: None,
-            retry: crate::retry::RetryPolicy {
-                retries: self.retries,
-                first_wait: std::time::Duration::from_secs_f64(self.retry_wait),
-            },
+            retry: self.retry.policy(),
             connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout),
             limit_rate: self.limit_rate,
             stdout: None,

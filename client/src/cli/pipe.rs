@@ -10,8 +10,10 @@ use std::time::Instant;
 
 use clap::Args;
 use ddftp_proto::units::HumanBytes;
-use ddnet::{StripeListener, Striped, StripedReader};
+use ddnet::{Relink, StripeListener, Striped, StripedReader};
 use tokio::io::AsyncWriteExt;
+
+use crate::retry::{RetryPolicy, Retrying, QUICK_EVERY};
 
 use super::{report_error, runtime, Exit};
 
@@ -38,6 +40,10 @@ pub struct SendOpt {
     /// The private key (PEM) of --cert.
     #[arg(long, value_name = "KEY.pem", requires = "cert")]
     pub key: Option<PathBuf>,
+    /// A lost link is connected again (the others carry its part
+    /// meanwhile) by the same policy as a lost mirror.
+    #[command(flatten)]
+    pub retry: super::get::RetryOpt,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -59,6 +65,10 @@ pub struct RecvOpt {
     /// Require the sender's certificate, signed by this CA (PEM).
     #[arg(long, value_name = "CA.pem", requires = "tls_cert")]
     pub client_ca: Option<PathBuf>,
+    /// With every link lost, wait as long as a sender with these flags
+    /// tries to connect one again before giving up.
+    #[command(flatten)]
+    pub retry: super::get::RetryOpt,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -76,13 +86,17 @@ async fn resolve(spec: &str) -> Result<SocketAddr, String> {
 }
 
 /// The summary line, and a warning for each link lost on the way (the
-/// stream went on over the others).
+/// stream went on over the others) or that came back.
 fn summary(what: &str, bytes: u64, started: Instant, stats: &ddnet::Stats, names: &[String], quiet: bool) {
+    let name = |i: usize| names.get(i).map_or_else(|| format!("link {}", i + 1), Clone::clone);
     for (i, why) in stats.lost.iter().enumerate() {
         if let Some(why) = why {
-            let name = names.get(i).map_or_else(|| format!("link {}", i + 1), Clone::clone);
-            eprintln!("ddftp: warning: {name} was lost on the way ({why}); the other links carried the rest");
+            eprintln!("ddftp: warning: {} was lost on the way ({why}); the other links carried the rest", name(i));
         }
+    }
+    for (i, &n) in stats.returned.iter().enumerate().filter(|(_, &n)| n > 0) {
+        let times = if n == 1 { "once".to_string() } else { format!("{n} times") };
+        eprintln!("ddftp: warning: {} was lost and came back {times}; the others carried its part meanwhile", name(i));
     }
     if quiet {
         return;
@@ -160,6 +174,89 @@ fn link_names(links: &[String]) -> Vec<String> {
     links.iter().map(|l| format!("link {l}")).collect()
 }
 
+/// The sending end's lost links are connected again, each under the
+/// retry policy in a task of its own, the waits told on stderr; a link
+/// whose budget is spent stays lost (the others go on). With every link
+/// lost the stream waits for one to come back, and fails once none can
+/// (every budget spent). Ends when the channel has failed.
+async fn keep_links(r: Relink, policy: RetryPolicy, names: Vec<String>) {
+    r.wait_for_links();
+    let (mut trying, mut spent) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel::<(usize, bool)>();
+    while !r.failed() {
+        while let Ok((l, back)) = done.try_recv() {
+            trying.remove(&l);
+            if !back {
+                spent.insert(l);
+            }
+        }
+        let lost = r.lost();
+        if !lost.is_empty() && lost.len() == r.links() && lost.iter().all(|l| spent.contains(l)) {
+            r.give_up(&format!("every link was lost and none came back after {} tries", policy.tries()));
+            return;
+        }
+        for link in lost {
+            if !spent.contains(&link) && trying.insert(link) {
+                let name = names.get(link).cloned().unwrap_or_else(|| format!("link {}", link + 1));
+                let (r, done) = (r.clone(), done_tx.clone());
+                tokio::spawn(async move {
+                    let back = reconnect(&r, link, &policy, &name).await;
+                    let _ = done.send((link, back));
+                });
+            }
+        }
+        tokio::time::sleep(QUICK_EVERY).await;
+    }
+}
+
+/// The receiving end waits as long as a sender with the same retry flags
+/// tries (and a greeting more) for a lost link while every link is lost;
+/// then the stream fails.
+async fn await_links(r: Relink, policy: RetryPolicy) {
+    r.wait_for_links();
+    let patience = policy.total() + std::time::Duration::from_secs(10);
+    let mut since: Option<Instant> = None;
+    while !r.failed() {
+        let all = r.lost().len() == r.links();
+        since = if all { since.or(Some(Instant::now())) } else { None };
+        if since.is_some_and(|t| t.elapsed() > patience) {
+            r.give_up(&format!("every link was lost and none came back within {:.0} s", patience.as_secs_f64()));
+            return;
+        }
+        tokio::time::sleep(QUICK_EVERY).await;
+    }
+}
+
+/// Connects `link` again until it is back (true) or the budget is spent.
+async fn reconnect(r: &Relink, link: usize, policy: &RetryPolicy, name: &str) -> bool {
+    if policy.retries == 0 {
+        return false;
+    }
+    let mut state = Retrying::default();
+    let mut last = String::from("no answer");
+    while let Some(wait) = state.next(policy, None) {
+        if let Some(w) = state.tell(&format!("{name} lost; connecting it"), wait, policy) {
+            eprintln!("ddftp: warning: {w}");
+        }
+        tokio::time::sleep(wait).await;
+        if r.failed() {
+            return false;
+        }
+        match r.reconnect(link).await {
+            Ok(()) => {
+                eprintln!("ddftp: warning: {name} is back");
+                return true;
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    eprintln!(
+        "ddftp: warning: {name}: not connected again after {} tries ({last}); going on without it",
+        policy.tries()
+    );
+    false
+}
+
 pub fn run_send(opt: SendOpt) -> Exit {
     if !opt.bind.is_empty() && opt.bind.len() != opt.links.len() {
         report_error(&format!("--bind gives {} addresses for {} links", opt.bind.len(), opt.links.len()));
@@ -208,6 +305,7 @@ pub fn run_send(opt: SendOpt) -> Exit {
                 return Exit::Transfer;
             }
         };
+        let keeper = tokio::spawn(keep_links(ch.relink(), opt.retry.policy(), link_names(&opt.links)));
         let r = async {
             let (tx, mut rx) = tokio::sync::mpsc::channel(2);
             std::thread::spawn(move || read_input(tx));
@@ -221,6 +319,7 @@ pub fn run_send(opt: SendOpt) -> Exit {
             Ok::<_, std::io::Error>(n)
         }
         .await;
+        keeper.abort();
         match r {
             Ok(n) => {
                 summary("sent", n, started, &ch.stats(), &link_names(&opt.links), opt.quiet);
@@ -274,6 +373,12 @@ pub fn run_recv(opt: RecvOpt) -> Exit {
                 return Exit::Transfer;
             }
         };
+        // A lost link the sender connects again is taken back.
+        let back = {
+            let (l, relink) = (Arc::new(l), ch.relink());
+            tokio::spawn(async move { l.take_back(relink).await })
+        };
+        let waiting = tokio::spawn(await_links(ch.relink(), opt.retry.policy()));
         let started = Instant::now();
         let mut out = tokio::io::stdout();
         let r = async {
@@ -284,6 +389,8 @@ pub fn run_recv(opt: RecvOpt) -> Exit {
             Ok::<_, std::io::Error>(n)
         }
         .await;
+        back.abort();
+        waiting.abort();
         match r {
             Ok(n) => {
                 let names: Vec<String> = opt.listen.iter().map(|a| format!("link {a}")).collect();

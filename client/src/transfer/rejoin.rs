@@ -78,27 +78,8 @@ pub(super) async fn retry(
 ) -> Event {
     let mut state = Retrying::default();
     let mut last = String::from("no answer");
-    // Told once for the quick tries, then whenever the wait grows.
-    let mut told_wait = crate::retry::QUICK_EVERY;
     while let Some(wait) = state.next(&wanted.policy, hint) {
-        let told = match state.tries {
-            1 if hint.is_none() => Some(format!(
-                "{}: asking again every {:.1} s for {:.0} s, then {} times less often",
-                source.route(),
-                crate::retry::QUICK_EVERY.as_secs_f64(),
-                crate::retry::QUICK.as_secs_f64(),
-                wanted.policy.retries
-            )),
-            n if wait > told_wait || n == 1 => Some(format!(
-                "{}: asking again in {:.1} s (try {n} of {})",
-                source.route(),
-                wait.as_secs_f64(),
-                wanted.policy.tries()
-            )),
-            _ => None,
-        };
-        if let Some(w) = told {
-            told_wait = wait;
+        if let Some(w) = state.tell(&format!("{}: asking", source.route()), wait, &wanted.policy) {
             let _ = events.send(Event::Warn(w)).await;
         }
         tokio::time::sleep(wait).await;

@@ -98,6 +98,9 @@ pub(super) struct LinkOut {
     /// What the link carried, as its frames were encoded: they are written
     /// in that order (under this lock), so the peer's reader sees the same.
     pub(super) ids: LinkIds,
+    /// Which connection of the link this is (a link that failed and came
+    /// back is the next): a writer of an earlier one stops.
+    pub(super) gen: u64,
 }
 
 /// A frame being written: header (acks, reports, run header) and payload.
@@ -233,7 +236,7 @@ pub(super) fn decide(link: LinkId, out: &mut LinkOut, shared: &Shared) -> (Work,
         true
     } else {
         drop(st);
-        let looked = out.look(&shared.wr[link]);
+        let looked = out.look(&shared.wr(link));
         st = shared.state.lock().expect("state");
         match looked {
             Some(rate) => {
@@ -257,19 +260,27 @@ pub(super) fn decide(link: LinkId, out: &mut LinkOut, shared: &Shared) -> (Work,
 
 /// A link's writer: writes what the plan gives the link until the link
 /// fails or the endpoint is done, then closes the link's sending side.
-pub(super) async fn write_link(link: LinkId, shared: Arc<Shared>) {
+pub(super) async fn write_link(link: LinkId, shared: Arc<Shared>, gen: u64) {
+    // This connection's socket (a link that comes back has another).
+    let wr = shared.wr(link);
     loop {
         let wait = shared.work[link].notified();
         tokio::pin!(wait);
         wait.as_mut().enable();
-        let step = write_step(link, &mut shared.out[link].lock().expect("out"), &shared);
+        let step = {
+            let mut out = shared.out[link].lock().expect("out");
+            match out.gen == gen {
+                true => write_step(link, &mut out, &shared),
+                false => Step::Done,
+            }
+        };
         match step {
             Step::Wrote => {}
             Step::Full => {
                 // The frame stays unsent; whoever holds `out` next goes on.
-                if let Err(e) = shared.wr[link].sock().writable().await {
+                if let Err(e) = wr.sock().writable().await {
                     let mut out = shared.out[link].lock().expect("out");
-                    if shared.finish(link, &mut out, Err(e)).is_none() {
+                    if out.gen != gen || shared.finish(link, &mut out, Err(e)).is_none() {
                         break;
                     }
                 }
@@ -282,7 +293,7 @@ pub(super) async fn write_link(link: LinkId, shared: Arc<Shared>) {
         }
     }
     // The peer's reader sees the end of the link.
-    shut_write(&shared.wr[link]);
+    shut_write(&wr);
 }
 
 /// What a writer does after one step.
@@ -316,7 +327,7 @@ pub(super) fn write_step(link: LinkId, out: &mut LinkOut, shared: &Shared) -> St
         }
         out.unsent = Unsent::of(work);
     }
-    match out.try_flush(&shared.wr[link]) {
+    match out.try_flush(&shared.wr(link)) {
         Ok(false) => Step::Full,
         r => match shared.finish(link, out, r.map(drop)) {
             Some(_) => Step::Wrote,
@@ -514,7 +525,7 @@ impl std::fmt::Display for LinkEnd {
 /// answers at once has its reply out sooner, and what the reader does
 /// then overlaps the peer's work. A long run is read past the buffer,
 /// straight into a payload buffer of its own.
-pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shared>) {
+pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shared>, gen: u64) {
     // What the socket gave; frames from `at` on are not applied yet.
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut at = 0;
@@ -585,6 +596,10 @@ pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shar
     let mut st = shared.state.lock().expect("state");
     // What the peer acknowledged before a bad frame is not sent again.
     apply_acks(&mut st, &mut acks, &mut Woken::default());
+    // The link came back on another connection meanwhile: not this one's.
+    if st.gen[link] != gen {
+        return;
+    }
     // A link the peer closed after its Close is an orderly end.
     let orderly = st.peer_count.is_some() && matches!(why, LinkEnd::PeerClosed);
     if !orderly {

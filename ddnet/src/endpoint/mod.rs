@@ -22,7 +22,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -57,8 +57,8 @@ pub struct Striped {
 struct Shared {
     state: Mutex<State>,
     /// Each link's socket, sending side: written by whoever holds the
-    /// link's `out`.
-    wr: Vec<LinkWriter>,
+    /// link's `out` (replaced, under it, when the link comes back).
+    wr: Vec<RwLock<Arc<LinkWriter>>>,
     /// Each link's sending state, held only while writing without waiting
     /// (the writer waits for a full socket with it let go).
     out: Vec<Mutex<LinkOut>>,
@@ -70,9 +70,69 @@ struct Shared {
     /// queues the first of a batch): one timer makes the batch due later,
     /// so idle writers need not poll for it.
     ack_timer: Notify,
+    /// The session a link's `Hello` names (one that comes back too).
+    session: u64,
+    /// Each link's writer and reader tasks, ended when it comes back.
+    tasks: Mutex<Vec<Vec<tokio::task::AbortHandle>>>,
+    /// The connecting end's way to each link's peer, to connect one that
+    /// failed again.
+    dial: Option<Dial>,
+}
+
+/// How the connecting end reached each link's peer.
+struct Dial {
+    /// Per link: the local address, the peer's, and the name its TLS
+    /// certificate must carry.
+    routes: Vec<(Option<IpAddr>, SocketAddr, String)>,
+    tls: Option<ClientSide>,
 }
 
 impl Shared {
+    /// `link`'s socket (its current connection's), sending side.
+    fn wr(&self, link: LinkId) -> Arc<LinkWriter> {
+        self.wr[link].read().expect("wr").clone()
+    }
+
+    /// Starts `link`'s writer and reader on connection `gen`; those of an
+    /// earlier connection end.
+    fn spawn_link(self: &Arc<Self>, link: LinkId, rd: LinkReader, gen: u64) {
+        let w = tokio::spawn(write_link(link, self.clone(), gen)).abort_handle();
+        let r = tokio::spawn(read_link(link, rd, self.clone(), gen)).abort_handle();
+        let old = std::mem::replace(&mut self.tasks.lock().expect("tasks")[link], vec![w, r]);
+        for t in old {
+            t.abort();
+        }
+    }
+
+    /// Puts a new connection (greeted) in place of `link`: it works again
+    /// as before. What its old connection carried unacknowledged was
+    /// handed to the others when it failed (or is now, if it had not
+    /// failed here yet).
+    fn revive(self: &Arc<Self>, link: LinkId, sock: TcpStream, tls: Option<Tls>) -> io::Result<()> {
+        if link >= self.out.len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("no link {link}")));
+        }
+        let (rd, wr, mut fresh) = link_parts(sock, tls);
+        let gen = {
+            // The writers' order: `out`, then the state.
+            let mut out = self.out[link].lock().expect("out");
+            let mut st = self.state.lock().expect("state");
+            if let Some(e) = &st.error {
+                return Err(broken(e));
+            }
+            let gen = st.gen[link] + 1;
+            st.revive_link(link, gen, Instant::now());
+            (fresh.gen, fresh.sent) = (gen, out.sent);
+            *self.wr[link].write().expect("wr") = Arc::new(wr);
+            *out = fresh;
+            gen
+        };
+        self.spawn_link(link, rd, gen);
+        self.wake_writers();
+        self.acked.notify_waiters();
+        Ok(())
+    }
+
     fn wake_receivers(&self) {
         // Waking a task only queues it: no call back into this endpoint.
         for w in self.state.lock().expect("state").receivers.drain(..) {
@@ -120,7 +180,7 @@ impl Shared {
         drop(st);
         out.written += (head.len() + payload.len()) as u64;
         out.unsent = Some(Unsent::frame(head, Some((c, payload))));
-        match out.try_flush(&self.wr[link]) {
+        match out.try_flush(&self.wr(link)) {
             Ok(true) => {
                 out.take_written();
                 out.sent += u64::from(c.len);
@@ -128,7 +188,7 @@ impl Shared {
                     // What the kernel says of the link (for the next
                     // message's look and the rates), asked once this one is
                     // out, not before it: the next message finds it fresh.
-                    if let Some(Some(rate)) = out.look(&self.wr[link]) {
+                    if let Some(Some(rate)) = out.look(&self.wr(link)) {
                         self.state.lock().expect("state").plan.set_rate(link, rate);
                     }
                 }
@@ -158,7 +218,7 @@ impl Shared {
         }
         let mut idle = None;
         if out.unsent.is_some() {
-            match out.try_flush(&self.wr[link]) {
+            match out.try_flush(&self.wr(link)) {
                 Ok(false) => {}
                 r => match self.finish(link, &mut out, r.map(drop)) {
                     Some(plan_idle) => idle = Some(plan_idle),
@@ -209,6 +269,8 @@ pub struct Stats {
     pub alive: Vec<bool>,
     /// Why each link that failed did.
     pub lost: Vec<Option<String>>,
+    /// How many times each link came back after it failed.
+    pub returned: Vec<u32>,
     /// Payload bytes each link sent.
     pub sent: Vec<u64>,
     /// Bytes sent again because the link carrying them failed.
@@ -249,30 +311,27 @@ impl Striped {
         let session: u64 = rand::random();
         let count = socks.len() as u32;
         let mut links = vec![];
-        for (i, (mut s, remote, route)) in socks.into_iter().enumerate() {
-            let mut hello = vec![];
-            Frame::Hello { session, index: i as u32, count }.encode(&mut hello, &mut LinkIds::default());
-            match tls {
-                None => {
-                    s.write_all(&hello).await?;
-                    links.push((s, None));
-                }
-                Some(side) => {
-                    let name = side.names.get(route).cloned().unwrap_or_else(|| remote.ip().to_string());
-                    let shake = tokio::time::timeout(HELLO_TIMEOUT, secure::connect(&side.connector, &name, s, &hello));
-                    match shake.await.unwrap_or_else(|_| Err(io::Error::other("TLS handshake timed out"))) {
-                        Ok((s, t)) => links.push((s, Some(t))),
-                        Err(e) => last_err = Some(io::Error::new(e.kind(), format!("{remote}: {e}"))),
-                    }
-                }
+        let mut dial = Dial { routes: vec![], tls: tls.cloned() };
+        for (i, (s, remote, route)) in socks.into_iter().enumerate() {
+            let name = tls.and_then(|t| t.names.get(route).cloned()).unwrap_or_else(|| remote.ip().to_string());
+            let hello = Frame::Hello { session, index: i as u32, count };
+            match greet(s, hello, tls.map(|t| (&t.connector, name.as_str()))).await {
+                Ok(link) => links.push(link),
+                Err(e) => last_err = Some(io::Error::new(e.kind(), format!("{remote}: {e}"))),
             }
+            dial.routes.push((routes[route].0, remote, name));
         }
         // Every link announced the count: one that failed its handshake
         // would leave the receiver waiting for it.
         if links.len() != count as usize || links.is_empty() {
             return Err(last_err.unwrap_or_else(|| broken("no route given")));
         }
-        Ok(Striped::start(links))
+        Ok(Striped::start(links, session, Some(dial)))
+    }
+
+    /// A handle that puts lost links back (see [`Relink`]).
+    pub fn relink(&self) -> Relink {
+        Relink(self.shared.clone())
     }
 
     /// Links in use when the channel started.
@@ -306,40 +365,24 @@ impl Striped {
 
     /// What each link has done so far.
     pub fn stats(&self) -> Stats {
-        let (alive, lost, resent, rates) = {
+        let (alive, lost, returned, resent, rates) = {
             let st = self.shared.state.lock().expect("state");
             let rates = (0..st.alive.len()).map(|l| st.plan.measured_rate(l)).collect();
-            (st.alive.clone(), st.lost.clone(), st.resent, rates)
+            (st.alive.clone(), st.lost.clone(), st.returned.clone(), st.resent, rates)
         };
         // Not under the state's lock: a writer takes that one holding its `out`.
         let sent = self.shared.out.iter().map(|o| o.lock().expect("out").sent).collect();
-        Stats { alive, lost, sent, resent, rates }
+        Stats { alive, lost, returned, sent, resent, rates }
     }
 
-    fn start(socks: Vec<(TcpStream, Option<Tls>)>) -> Striped {
+    fn start(socks: Vec<(TcpStream, Option<Tls>)>, session: u64, dial: Option<Dial>) -> Striped {
         let n = socks.len();
         let (mut readers, mut writers, mut out) = (vec![], vec![], vec![]);
         for (s, tls) in socks {
-            let _ = s.set_nodelay(true);
-            let _ = limit_unsent(&s, UNSENT_LOW_WATER);
-            let meter =
-                tcp_progress(&s).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
-            let (rd, wr) = s.into_split();
-            readers.push(match &tls {
-                None => LinkReader::Plain(rd),
-                Some(t) => LinkReader::Tls(secure::Reader { rd, tls: t.clone() }),
-            });
-            writers.push(LinkWriter { wr, tls });
-            let acked_seen = meter.acked;
-            out.push(Mutex::new(LinkOut {
-                unsent: None,
-                sent: 0,
-                written: 0,
-                acked_seen,
-                meter,
-                spare_head: Vec::with_capacity(64),
-                ids: LinkIds::default(),
-            }));
+            let (rd, wr, o) = link_parts(s, tls);
+            readers.push(rd);
+            writers.push(RwLock::new(Arc::new(wr)));
+            out.push(Mutex::new(o));
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(n, Instant::now())),
@@ -348,11 +391,13 @@ impl Striped {
             work: (0..n).map(|_| Notify::new()).collect(),
             acked: Notify::new(),
             ack_timer: Notify::new(),
+            session,
+            tasks: Mutex::new(vec![vec![]; n]),
+            dial,
         });
         tokio::spawn(ack_timer(shared.clone()));
         for (link, rd) in readers.into_iter().enumerate() {
-            tokio::spawn(write_link(link, shared.clone()));
-            tokio::spawn(read_link(link, rd, shared.clone()));
+            shared.spawn_link(link, rd, 0);
         }
         Striped { shared, links: n }
     }
@@ -487,6 +532,118 @@ impl Drop for Striped {
     }
 }
 
+/// A connected link's parts: its reader, its writer and its sending
+/// state (connection 0; a link that comes back sets its own).
+fn link_parts(s: TcpStream, tls: Option<Tls>) -> (LinkReader, LinkWriter, LinkOut) {
+    let _ = s.set_nodelay(true);
+    let _ = limit_unsent(&s, UNSENT_LOW_WATER);
+    let meter = tcp_progress(&s).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
+    let (rd, wr) = s.into_split();
+    let reader = match &tls {
+        None => LinkReader::Plain(rd),
+        Some(t) => LinkReader::Tls(secure::Reader { rd, tls: t.clone() }),
+    };
+    let out = LinkOut {
+        unsent: None,
+        sent: 0,
+        written: 0,
+        acked_seen: meter.acked,
+        meter,
+        spare_head: Vec::with_capacity(64),
+        ids: LinkIds::default(),
+        gen: 0,
+    };
+    (reader, LinkWriter { wr, tls }, out)
+}
+
+/// Says `hello` on a connected socket, over TLS (the connector, and the
+/// name the peer's certificate must carry) when given.
+async fn greet(
+    mut s: TcpStream,
+    hello: Frame,
+    tls: Option<(&crate::tls::TlsConnector, &str)>,
+) -> io::Result<(TcpStream, Option<Tls>)> {
+    let mut bytes = vec![];
+    hello.encode(&mut bytes, &mut LinkIds::default());
+    match tls {
+        None => {
+            s.write_all(&bytes).await?;
+            Ok((s, None))
+        }
+        Some((connector, name)) => {
+            let shake = tokio::time::timeout(HELLO_TIMEOUT, secure::connect(connector, name, s, &bytes));
+            let (s, t) = shake.await.unwrap_or_else(|_| Err(io::Error::other("TLS handshake timed out")))?;
+            Ok((s, Some(t)))
+        }
+    }
+}
+
+/// Puts a channel's lost links back: the connecting end connects one
+/// again ([`Relink::reconnect`]); the accepting end takes those that come
+/// ([`StripeListener::take_back`]). A link comes back on its own
+/// connection, named by the channel's session and its index, and works
+/// as before; while it was away the other links carried its part. The
+/// retry policy (when and how often) is the caller's.
+#[derive(Clone)]
+pub struct Relink(Arc<Shared>);
+
+impl Relink {
+    /// The channel's links (lost ones too).
+    pub fn links(&self) -> usize {
+        self.0.out.len()
+    }
+
+    /// Links that failed and are not back.
+    pub fn lost(&self) -> Vec<usize> {
+        let st = self.0.state.lock().expect("state");
+        (0..st.alive.len()).filter(|&l| !st.alive[l]).collect()
+    }
+
+    /// Whether the channel failed as a whole (every link lost, or a bad
+    /// frame): no link can come back then.
+    pub fn failed(&self) -> bool {
+        self.0.state.lock().expect("state").error.is_some()
+    }
+
+    /// With every link lost, the channel waits (sends and receives wait)
+    /// for one to come back, until [`give_up`](Self::give_up), instead of
+    /// failing at once.
+    pub fn wait_for_links(&self) {
+        self.0.state.lock().expect("state").patient = true;
+    }
+
+    /// Ends the wait: the channel fails with `why` (what waits returns it).
+    pub fn give_up(&self, why: &str) {
+        {
+            let mut st = self.0.state.lock().expect("state");
+            if st.error.is_none() {
+                st.error = Some(why.to_string());
+            }
+            st.inbox_open = false;
+        }
+        self.0.wake_writers();
+        self.0.acked.notify_waiters();
+        self.0.wake_receivers();
+    }
+
+    /// Connecting end: connects `link` again the way it was at the start
+    /// (same local and remote address, same TLS name) and puts it back.
+    pub async fn reconnect(&self, link: usize) -> io::Result<()> {
+        let dial = self.0.dial.as_ref().ok_or_else(|| broken("only the connecting end connects a link again"))?;
+        let (local, remote, name) = dial.routes.get(link).ok_or_else(|| broken("no such link"))?;
+        let s = open(*local, *remote).await?;
+        let hello = Frame::Hello { session: self.0.session, index: link as u32, count: self.0.out.len() as u32 };
+        let (s, tls) = greet(s, hello, dial.tls.as_ref().map(|t| (&t.connector, name.as_str()))).await?;
+        self.0.revive(link, s, tls)
+    }
+}
+
+/// A connected link, over TLS or not.
+type Link = (TcpStream, Option<Tls>);
+
+/// An accepted connection that greeted: its `Hello` and the link.
+type Greeted = (u64, u32, u32, Link);
+
 /// Accepts striped channels on one or more addresses.
 pub struct StripeListener {
     listeners: Vec<TcpListener>,
@@ -518,10 +675,49 @@ impl StripeListener {
     /// (on any of the addresses). Connections that do not greet properly
     /// are dropped.
     pub async fn accept(&self) -> io::Result<Striped> {
-        type Link = (TcpStream, Option<Tls>);
-        let (tx, mut rx) = mpsc::channel::<(u64, u32, u32, Link)>(64);
-        let mut tasks = tokio::task::JoinSet::new();
         let mut pending: HashMap<u64, Vec<Option<Link>>> = HashMap::new();
+        self.greeted(|(session, index, count, sock)| {
+            let slots = pending.entry(session).or_insert_with(|| (0..count).map(|_| None).collect());
+            if slots.len() != count as usize {
+                return None;
+            }
+            slots[index as usize] = Some(sock);
+            if !slots.iter().all(Option::is_some) {
+                return None;
+            }
+            let socks = pending.remove(&session).expect("present").into_iter().flatten().collect();
+            Some(Striped::start(socks, session, None))
+        })
+        .await
+    }
+
+    /// After [`accept`](Self::accept): takes the links of `ch`'s channel
+    /// that connect again (its session, its link count, an index in range)
+    /// and puts each in place of the one it replaces; others are dropped.
+    /// Runs until the listener fails: spawn it, and end it with the channel.
+    pub async fn take_back(&self, ch: Relink) -> io::Result<()> {
+        let (session, count) = (ch.0.session, ch.0.out.len() as u32);
+        self.greeted(|(s, index, n, (sock, tls))| {
+            if (s, n) != (session, count) {
+                tracing::warn!("a link of another session refused");
+                return None;
+            }
+            if let Err(e) = ch.0.revive(index as usize, sock, tls) {
+                tracing::warn!(link = index, "a returning link refused: {e}");
+            }
+            None::<()>
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Accepts connections, each greeted in a task of its own (a slow
+    /// one holds no other), and hands each well-formed `Hello` (a count of
+    /// 1 to 64, an index below it) with its link to `on`, until `on`
+    /// returns something.
+    async fn greeted<T>(&self, mut on: impl FnMut(Greeted) -> Option<T>) -> io::Result<T> {
+        let (tx, mut rx) = mpsc::channel::<Greeted>(64);
+        let mut tasks = tokio::task::JoinSet::new();
         loop {
             let accepts = self.listeners.iter().map(|l| Box::pin(l.accept()));
             tokio::select! {
@@ -546,20 +742,17 @@ impl StripeListener {
                         }
                     });
                 }
-                Some((session, index, count, sock)) = rx.recv() => {
-                    if count == 0 || index >= count || count > 64 {
+                Some(g) = rx.recv() => {
+                    let (_, index, count, _) = &g;
+                    if *count == 0 || index >= count || *count > 64 {
                         continue;
                     }
-                    let slots = pending.entry(session).or_insert_with(|| (0..count).map(|_| None).collect());
-                    if slots.len() != count as usize {
-                        continue;
-                    }
-                    slots[index as usize] = Some(sock);
-                    if slots.iter().all(Option::is_some) {
-                        let socks = pending.remove(&session).expect("present").into_iter().flatten().collect();
-                        return Ok(Striped::start(socks));
+                    if let Some(t) = on(g) {
+                        return Ok(t);
                     }
                 }
+                // Finished greeting tasks are reaped.
+                Some(_) = tasks.join_next() => {}
             }
         }
     }

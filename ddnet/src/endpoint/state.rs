@@ -97,6 +97,14 @@ pub(super) struct State {
     /// does not look, so its partner drains the figure at the link's rate.
     pub(super) backlog_seen: Vec<(u64, std::time::Instant)>,
     pub(super) alive: Vec<bool>,
+    /// Which connection each link is on (see `LinkOut::gen`): the reader
+    /// of an earlier one does not fail the link that came back.
+    pub(super) gen: Vec<u64>,
+    /// How many times each link came back.
+    pub(super) returned: Vec<u32>,
+    /// With every link lost the channel waits for one to come back (the
+    /// caller gives up, [`super::Relink::give_up`]) instead of failing.
+    pub(super) patient: bool,
     /// Why each failed link failed.
     pub(super) lost: Vec<Option<String>>,
     /// Bytes handed back to the plan by failed links.
@@ -213,6 +221,9 @@ impl State {
             carried: vec![VecDeque::new(); n],
             backlog_seen: vec![(0, now); n],
             alive: vec![true; n],
+            gen: vec![0; n],
+            returned: vec![0; n],
+            patient: false,
             lost: vec![None; n],
             resent: 0,
             acks: VecDeque::new(),
@@ -374,14 +385,37 @@ impl State {
             return;
         }
         self.lost[link] = Some(why.clone());
+        self.hand_back(link);
+        if !self.alive.iter().any(|&a| a) && !self.patient {
+            self.error = Some(format!("every link failed (last: {why})"));
+            self.inbox_open = false;
+        }
+    }
+
+    /// What `link` carried of messages not yet acknowledged goes back to
+    /// the plan, for the other links (the peer ignores a run it has).
+    fn hand_back(&mut self, link: LinkId) {
         let lost: Vec<Claim> =
             std::mem::take(&mut self.carried[link]).into_iter().filter(|c| self.unacked.get(c.msg).is_some()).collect();
         self.resent += lost.iter().map(|c| u64::from(c.len)).sum::<u64>();
         self.plan.on_failed(link, lost);
-        if !self.alive.iter().any(|&a| a) {
-            self.error = Some(format!("every link failed (last: {why})"));
-            self.inbox_open = false;
+    }
+
+    /// `link` is back, on connection `gen`. If it was still working here
+    /// (the peer found it broken first), what its old connection carried
+    /// is handed back as for a failed link: the peer may not have it.
+    pub(super) fn revive_link(&mut self, link: LinkId, gen: u64, now: Instant) {
+        if self.alive[link] {
+            self.hand_back(link);
         }
+        self.alive[link] = true;
+        self.gen[link] = gen;
+        self.returned[link] += 1;
+        self.lost[link] = None;
+        self.backlog_seen[link] = (0, now);
+        self.close_sent[link] = false;
+        self.close_pending[link] = false;
+        self.plan.on_revived(link);
     }
 
     pub(super) fn on_ack(&mut self, msg: u64) {

@@ -45,3 +45,117 @@ fn send_with_no_receiver_fails_clearly() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:1"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A link lost mid-stream (its connection cut) is connected again by
+/// `send` and taken back by `recv`; it carries its part again, the
+/// output is byte-exact and both ends say so.
+#[test]
+fn a_lost_link_comes_back() {
+    lost_link_comes_back(false);
+}
+
+/// The same over TLS: the link's new connection does its own handshake.
+#[test]
+fn a_lost_link_comes_back_over_tls() {
+    lost_link_comes_back(true);
+}
+
+fn lost_link_comes_back(tls: bool) {
+    let f = Fixture::new();
+    let pki = crate::util::pki::Pki::new(f.dir.path(), "ddftp test CA");
+    let srv = pki.issue("receiver", "IP:127.0.0.1,IP:127.0.0.2", false);
+    let (recv_tls, send_tls) = match tls {
+        true => (
+            format!("--tls-cert '{}' --tls-key '{}'", srv.cert(), srv.key()),
+            format!("--tls --ca-file '{}'", pki.ca()),
+        ),
+        false => (String::new(), String::new()),
+    };
+    let input = f.root().join("in");
+    let data = random_file(&input, 48 << 20, 43);
+    let out = f.out("got");
+    let (mut recv, links, mut recv_err) = receiving(Command::new("sh").arg("-c").arg(format!(
+        "{} recv --listen 127.0.0.1:0,127.0.0.2:0 {recv_tls} > {}",
+        bin("ddftp").display(),
+        out.display()
+    )));
+    let addrs: Vec<std::net::SocketAddr> = links.split(',').map(|a| a.parse().unwrap()).collect();
+    // Link 2 goes through a forwarder that cuts its first connection
+    // after 2 MB; the input pauses after 16 MiB, so the link is back
+    // (connected again within 0.1 s) while there is more to carry.
+    let via = cut::cut_first(addrs[1], 2_000_000, std::time::Duration::ZERO);
+    let send = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "(head -c 16777216 {in}; sleep 1.5; tail -c +16777217 {in}) | {} send --links {},{via} {send_tls}",
+            bin("ddftp").display(),
+            addrs[0],
+            in = input.display()
+        ))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&send.stderr);
+    assert!(send.status.success(), "send: {said}");
+    assert!(said.contains("connecting it again every 0.1 s") && said.contains("is back"), "{said}");
+    assert!(said.contains("came back once"), "{said}");
+    assert!(recv.wait().unwrap().success(), "recv failed");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut recv_err, &mut rest).unwrap();
+    assert!(rest.contains("came back once"), "{rest}");
+    assert!(std::fs::read(&out).unwrap() == data, "the output differs");
+    // The link carried bytes after it came back: more than the 2 MB cut
+    // (the summary ends "(A MiB / B MiB)", each link's payload).
+    let per = said.trim_end().rsplit_once('(').map_or("", |(_, p)| p.trim_end_matches(')'));
+    let second = per.split(" / ").nth(1).unwrap_or_default();
+    let mib: f64 = second.strip_suffix(" MiB").and_then(|n| n.parse().ok()).unwrap_or(0.0);
+    assert!(mib * 1048576.0 > 2_000_000.0, "{said}");
+}
+
+/// Every link lost for 3 s (their ports refuse connections meanwhile):
+/// the stream waits, both ends, the links come back and it goes on;
+/// with `--retries 0` the sender fails instead, with the reason.
+#[test]
+fn every_link_lost_for_3_s_and_back() {
+    let f = Fixture::new();
+    let input = f.root().join("in");
+    let data = random_file(&input, 32 << 20, 44);
+    let out = f.out("got");
+    // The sender's output, how long it took, and whether the receiver
+    // ended well (it is stopped if the sender failed).
+    let run = |retries: &str| {
+        let (mut recv, links, _err) = receiving(Command::new("sh").arg("-c").arg(format!(
+            "exec {} recv --listen 127.0.0.1:0,127.0.0.2:0 > {}",
+            bin("ddftp").display(),
+            out.display()
+        )));
+        let down = std::time::Duration::from_secs(3);
+        let via: Vec<String> =
+            links.split(',').map(|a| cut::cut_first(a.parse().unwrap(), 2_000_000, down).to_string()).collect();
+        let t = std::time::Instant::now();
+        let send = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "(head -c 8388608 {in}; sleep 0.5; tail -c +8388609 {in}) | {} send --links {} --retry-wait 0.5 --retries {retries}",
+                bin("ddftp").display(),
+                via.join(","),
+                in = input.display()
+            ))
+            .output()
+            .unwrap();
+        let took = t.elapsed();
+        if !send.status.success() {
+            let _ = recv.kill();
+        }
+        (send, took, recv.wait().unwrap().success())
+    };
+    let (send, took, received) = run("8");
+    let said = String::from_utf8_lossy(&send.stderr);
+    assert!(send.status.success() && received, "send: {said}");
+    assert!(took >= std::time::Duration::from_secs(3), "it waited out the outage: {took:?}");
+    assert_eq!(said.matches("came back once").count(), 2, "{said}");
+    assert!(std::fs::read(&out).unwrap() == data, "the output differs");
+    let (send, _, _) = run("0");
+    let said = String::from_utf8_lossy(&send.stderr);
+    assert_eq!(send.status.code(), Some(1), "{said}");
+    assert!(said.contains("every link was lost and none came back"), "{said}");
+}

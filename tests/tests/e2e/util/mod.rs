@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use rand::{RngCore, SeedableRng};
 
+pub mod cut;
 pub mod fake_mirror;
 pub mod nginx;
 pub mod pki;
