@@ -11,13 +11,25 @@ use tokio::net::{TcpSocket, TcpStream};
 /// without a cap the socket buffer grows to megabytes, all of it committed
 /// ahead of whatever the application decides next.
 pub fn limit_unsent(sock: &TcpStream, bytes: u32) -> io::Result<()> {
-    let v = bytes as libc::c_int;
+    set_tcp(sock, libc::TCP_NOTSENT_LOWAT, bytes)
+}
+
+/// Fails `sock` once data it sent stays unacknowledged for `ms`
+/// milliseconds (`TCP_USER_TIMEOUT`): a link whose cable is pulled errors
+/// then (`ETIMEDOUT`), instead of retransmitting for a quarter of an hour
+/// while everything it carried waits.
+pub fn fail_when_silent(sock: &TcpStream, ms: u32) -> io::Result<()> {
+    set_tcp(sock, libc::TCP_USER_TIMEOUT, ms)
+}
+
+fn set_tcp(sock: &TcpStream, opt: libc::c_int, value: u32) -> io::Result<()> {
+    let v = value as libc::c_int;
     // SAFETY: a valid socket descriptor and a pointer to a c_int of the size given.
     let r = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
             libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
+            opt,
             (&v as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )

@@ -54,8 +54,12 @@ pub(super) async fn ack_timer(shared: Arc<Shared>) {
         loop {
             let since = {
                 let mut st = shared.state.lock().expect("state");
-                if st.dropped || !st.alive.iter().any(|&a| a) {
+                if st.dropped || st.error.is_some() {
                     return;
+                }
+                // Every link lost, the channel waiting for one: acks wait too.
+                if !st.alive.iter().any(|&a| a) {
+                    break;
                 }
                 // With runs left to claim, a writer takes the acks along
                 // (or sends them alone once due, as it looks again).
@@ -367,6 +371,7 @@ pub(super) fn on_frame(
     acks: &mut Vec<u64>,
 ) -> Result<(), BadFrame> {
     let (first, inbox) = (st.acks.is_empty(), st.inbox.len());
+    st.heard[link] = Some(Instant::now());
     match frame {
         Frame::Run { msg, msg_len, offset, len } if offset == 0 && u64::from(len) == msg_len => {
             // A whole message: no assembly.

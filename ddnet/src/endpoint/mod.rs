@@ -32,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 
 use crate::plan::LinkId;
-use crate::sys::{connect_from, limit_unsent, tcp_progress};
+use crate::sys::{connect_from, fail_when_silent, limit_unsent, tcp_progress};
 use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
 
 mod link;
@@ -44,6 +44,11 @@ use secure::{LinkReader, LinkWriter, Tls};
 
 use link::*;
 use state::*;
+
+/// A link whose peer acknowledges nothing it sent for this long is lost
+/// (a pulled cable, a route gone): its part goes to the others, and it may
+/// come back ([`Relink`]).
+pub const SILENT_LINK: Duration = Duration::from_secs(5);
 
 /// How long an accepted connection may take to say `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -130,6 +135,7 @@ impl Shared {
         self.spawn_link(link, rd, gen);
         self.wake_writers();
         self.acked.notify_waiters();
+        self.ack_timer.notify_one();
         Ok(())
     }
 
@@ -243,6 +249,7 @@ impl Shared {
             drop(st);
             self.wake_writers();
             self.acked.notify_waiters();
+            self.ack_timer.notify_one();
             return None;
         }
         let idle = st.plan.is_idle();
@@ -537,6 +544,7 @@ impl Drop for Striped {
 fn link_parts(s: TcpStream, tls: Option<Tls>) -> (LinkReader, LinkWriter, LinkOut) {
     let _ = s.set_nodelay(true);
     let _ = limit_unsent(&s, UNSENT_LOW_WATER);
+    let _ = fail_when_silent(&s, SILENT_LINK.as_millis() as u32);
     let meter = tcp_progress(&s).map_or(Meter { acked: 0, busy_us: 0 }, |(acked, busy_us)| Meter { acked, busy_us });
     let (rd, wr) = s.into_split();
     let reader = match &tls {

@@ -55,6 +55,9 @@ pub(super) const WINDOW: u64 = 64 << 20;
 /// this many ids from its oldest unacknowledged one out (that one is at
 /// most the receiver's oldest lacking).
 pub(super) const MAX_AHEAD: u64 = 4096;
+/// A link that brought nothing for this long, while another did, carries
+/// no acks alone (see [`State::quiet`]).
+pub(super) const QUIET: Duration = Duration::from_secs(1);
 /// What holding one message costs besides its bytes (its slot, its
 /// claim): counted against the window, so a flood of empty or tiny
 /// messages is bounded too.
@@ -102,6 +105,8 @@ pub(super) struct State {
     pub(super) gen: Vec<u64>,
     /// How many times each link came back.
     pub(super) returned: Vec<u32>,
+    /// When each link last brought a frame.
+    pub(super) heard: Vec<Option<Instant>>,
     /// With every link lost the channel waits for one to come back (the
     /// caller gives up, [`super::Relink::give_up`]) instead of failing.
     pub(super) patient: bool,
@@ -223,6 +228,7 @@ impl State {
             alive: vec![true; n],
             gen: vec![0; n],
             returned: vec![0; n],
+            heard: vec![None; n],
             patient: false,
             lost: vec![None; n],
             resent: 0,
@@ -276,7 +282,7 @@ impl State {
         // usually about to be sent), unless many are pending: whether they
         // are due is asked (it reads the clock) only when no run takes them.
         let take_due_acks = |st: &mut State, head: &mut Vec<u8>, ids: &mut LinkIds, now: &mut Now| {
-            if st.acks_due(now) {
+            if st.acks_due(now) && !st.quiet(link, now) {
                 st.take_acks(head, ids);
             }
         };
@@ -386,6 +392,7 @@ impl State {
         }
         self.lost[link] = Some(why.clone());
         self.hand_back(link);
+        self.ack_again();
         if !self.alive.iter().any(|&a| a) && !self.patient {
             self.error = Some(format!("every link failed (last: {why})"));
             self.inbox_open = false;
@@ -401,12 +408,38 @@ impl State {
         self.plan.on_failed(link, lost);
     }
 
+    /// Whether `link` has brought nothing for [`QUIET`] while another has:
+    /// acks alone are left to the others then. A link that went silent
+    /// (a pulled cable) swallows what is written on it until it is found
+    /// lost, and the peer would hold the messages those acks free, its
+    /// window full, until then.
+    pub(super) fn quiet(&self, link: LinkId, now: &mut Now) -> bool {
+        let old = |l: LinkId, now: Instant| self.heard[l].is_none_or(|t| now.saturating_duration_since(t) >= QUIET);
+        if self.heard[link].is_none() && self.heard.iter().all(Option::is_none) {
+            return false;
+        }
+        let now = now.get();
+        old(link, now) && (0..self.alive.len()).any(|l| l != link && self.alive[l] && !old(l, now))
+    }
+
+    /// Acks written on a link that then failed may never arrive (a pulled
+    /// cable swallows what the socket took), and the peer would hold those
+    /// messages, and its window, for ever: every message `recv` took that
+    /// the peer may still hold (it holds at most [`MAX_AHEAD`] ids) is
+    /// acknowledged again on the links left. A few KiB, once a failure; an
+    /// ack of a message the peer no longer holds is ignored.
+    fn ack_again(&mut self) {
+        let taken = self.inbox.front().map_or(self.next_deliver, |(id, _)| *id);
+        self.acks.extend(taken.saturating_sub(MAX_AHEAD)..taken);
+    }
+
     /// `link` is back, on connection `gen`. If it was still working here
     /// (the peer found it broken first), what its old connection carried
     /// is handed back as for a failed link: the peer may not have it.
     pub(super) fn revive_link(&mut self, link: LinkId, gen: u64, now: Instant) {
         if self.alive[link] {
             self.hand_back(link);
+            self.ack_again();
         }
         self.alive[link] = true;
         self.gen[link] = gen;

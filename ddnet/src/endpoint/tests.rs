@@ -83,3 +83,23 @@ async fn short_messages_in_turn_all_go_out_from_send() {
     assert!(a.recv().await.unwrap().is_none());
     echo.await.unwrap();
 }
+
+#[test]
+fn acks_alone_avoid_a_quiet_link_and_a_lost_link_acknowledges_again() {
+    let t = Instant::now() + Duration::from_secs(10);
+    let mut st = State::new(2, t);
+    let mut now = Now::at(t);
+    assert!(!st.quiet(1, &mut now), "nothing heard yet: any link");
+    st.heard = vec![Some(t), Some(t - Duration::from_secs(2))];
+    assert!(st.quiet(1, &mut now) && !st.quiet(0, &mut now));
+    // With the busy link lost, the quiet one is all there is.
+    st.fail_link(0, "gone".into());
+    assert!(!st.quiet(1, &mut now));
+    // Failing it queued acks again for every message taken that the peer
+    // may still hold (at most MAX_AHEAD of them).
+    st.next_deliver = 5000;
+    st.acks.clear();
+    st.fail_link(1, "gone too".into());
+    assert_eq!(st.acks.len() as u64, MAX_AHEAD);
+    assert_eq!((st.acks.front(), st.acks.back()), (Some(&(5000 - MAX_AHEAD)), Some(&4999)));
+}
