@@ -38,3 +38,25 @@ test_pki() {
     openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 30 \
       -extfile ext.cnf 2>/dev/null)
 }
+
+# nics_bed BED RATES: for `send`/`recv` over netbed NICs. Builds the
+# binaries (BIN: ddftp), makes WORK/in (256 MiB of random bytes, kept
+# between runs), brings BED up with --nics RATES (down again at exit) and
+# sets `links` to the receiver's addresses, one per NIC, port 7600.
+# Needs TOP, NB and WORK set.
+nics_bed() {
+  local bed=$1 rates=$2 n=0 r
+  cd "$TOP"
+  cargo build --release -q --bins
+  BIN=$TOP/target/release/ddftp
+  mkdir -p "$WORK"
+  [ "$(stat -c %s "$WORK/in" 2>/dev/null || echo 0)" = $((256 << 20)) ] || head -c $((256 << 20)) /dev/urandom > "$WORK/in"
+  # shellcheck disable=SC2064
+  trap "\"$NB\" down $bed >/dev/null 2>&1 || true" EXIT
+  "$NB" down "$bed" >/dev/null 2>&1 || true
+  "$NB" up "$bed" --nics "$rates" >/dev/null
+  links=""
+  IFS=, read -r -a rs <<<"$rates"
+  for r in "${rs[@]}"; do n=$((n + 1)); links+="10.78.$n.2:7600,"; done
+  links=${links%,}
+}

@@ -17,15 +17,8 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
 BED=dso
 WORK=${WORK:-/tmp/ddftp-send-bench}
-cd "$TOP"
-cargo build --release -q --bins
-BIN=$TOP/target/release/ddftp
-mkdir -p "$WORK"
-[ "$(stat -c %s "$WORK/in" 2>/dev/null || echo 0)" = $((256 << 20)) ] || head -c $((256 << 20)) /dev/urandom > "$WORK/in"
-trap '"$NB" down $BED >/dev/null 2>&1 || true' EXIT
-"$NB" down $BED >/dev/null 2>&1 || true
-"$NB" up $BED --nics "$RATES" >/dev/null
-links=$(n=0; IFS=,; for _ in $RATES; do n=$((n + 1)); echo -n "10.78.$n.2:7600,"; done); links=${links%,}
+. "$TOP/benches/common.sh"
+nics_bed $BED "$RATES"
 stamp=$(date -u +%Y-%m-%dT%H%MZ)
 out=benches/results/netbed-send-outage-$stamp.md
 

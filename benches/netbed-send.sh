@@ -16,14 +16,8 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
 BED=dsn
 WORK=${WORK:-/tmp/ddftp-send-bench}
-cd "$TOP"
-cargo build --release -q --bins
-BIN=$TOP/target/release/ddftp
-mkdir -p "$WORK"
-[ "$(stat -c %s "$WORK/in" 2>/dev/null || echo 0)" = $((256 << 20)) ] || head -c $((256 << 20)) /dev/urandom > "$WORK/in"
-trap '"$NB" down $BED >/dev/null 2>&1 || true' EXIT
-"$NB" down $BED >/dev/null 2>&1 || true
-"$NB" up $BED --nics "$RATES" >/dev/null
+. "$TOP/benches/common.sh"
+nics_bed $BED "$RATES"
 goodput=$(python3 -c "
 import sys
 mb = {'mbit': 1e6, 'gbit': 1e9}
@@ -32,7 +26,6 @@ for r in sys.argv[1].split(','):
     for u, f in mb.items():
         if r.endswith(u): tot += float(r[:-len(u)]) * f
 print(tot / 8 * 1448 / 1514 / 1e6)" "$RATES")
-links=$(n=0; IFS=,; for _ in $RATES; do n=$((n + 1)); echo -n "10.78.$n.2:7600,"; done); links=${links%,}
 stamp=$(date -u +%Y-%m-%dT%H%MZ)
 out=benches/results/netbed-send-$stamp-${RATES//,/+}.md
 {
@@ -45,7 +38,6 @@ out=benches/results/netbed-send-$stamp-${RATES//,/+}.md
 } > "$out"
 modes=plain
 if [ -n "${TLS:-}" ]; then
-  . "$TOP/benches/common.sh"
   # shellcheck disable=SC2046
   test_pki "$WORK/pki" $(n=0; IFS=,; for _ in $RATES; do n=$((n + 1)); echo "10.78.$n.2"; done)
   modes="plain tls"

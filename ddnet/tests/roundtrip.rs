@@ -133,24 +133,35 @@ async fn cut_after(to: SocketAddr, limit: u64) -> SocketAddr {
     let at = l.local_addr().unwrap();
     tokio::spawn(async move {
         let (a, _) = l.accept().await.unwrap();
-        let b = TcpStream::connect(to).await.unwrap();
-        let ((mut ar, mut aw), (mut br, mut bw)) = (a.into_split(), b.into_split());
-        let back = tokio::spawn(async move {
-            let _ = tokio::io::copy(&mut br, &mut aw).await;
-        });
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut moved = 0u64;
-        while moved < limit {
-            // What was read past the limit is lost, a frame cut mid-way.
-            let n = ar.read(&mut buf).await.unwrap_or(0).min((limit - moved) as usize);
-            if n == 0 || bw.write_all(&buf[..n]).await.is_err() {
-                break;
-            }
-            moved += n as u64;
-        }
-        back.abort();
+        forward(a, to, limit).await;
     });
     at
+}
+
+/// Forwards `a` to `to`; after `limit` bytes forward the connection is
+/// cut both ways (what was read past the limit is lost, a frame cut
+/// mid-way). `u64::MAX`: forwarded whole, its end passed on.
+async fn forward(a: TcpStream, to: SocketAddr, limit: u64) {
+    let b = TcpStream::connect(to).await.unwrap();
+    let ((mut ar, mut aw), (mut br, mut bw)) = (a.into_split(), b.into_split());
+    let back = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut br, &mut aw).await;
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut moved = 0u64;
+    while moved < limit {
+        let n = ar.read(&mut buf).await.unwrap_or(0).min((limit - moved) as usize);
+        if n == 0 || bw.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        moved += n as u64;
+    }
+    if limit == u64::MAX {
+        let _ = bw.shutdown().await;
+        let _ = back.await;
+    } else {
+        back.abort();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,29 +402,7 @@ async fn cut_first(to: SocketAddr, limit: u64) -> SocketAddr {
     tokio::spawn(async move {
         let mut limit = Some(limit);
         while let Ok((a, _)) = l.accept().await {
-            let b = TcpStream::connect(to).await.unwrap();
-            let lim = limit.take().unwrap_or(u64::MAX);
-            tokio::spawn(async move {
-                let ((mut ar, mut aw), (mut br, mut bw)) = (a.into_split(), b.into_split());
-                let back = tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut br, &mut aw).await;
-                });
-                let mut buf = vec![0u8; 64 * 1024];
-                let mut moved = 0u64;
-                while moved < lim {
-                    let n = ar.read(&mut buf).await.unwrap_or(0).min((lim - moved) as usize);
-                    if n == 0 || bw.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                    moved += n as u64;
-                }
-                if lim == u64::MAX {
-                    let _ = bw.shutdown().await;
-                    let _ = back.await;
-                } else {
-                    back.abort();
-                }
-            });
+            tokio::spawn(forward(a, to, limit.take().unwrap_or(u64::MAX)));
         }
     });
     at

@@ -176,17 +176,21 @@ fn link_names(links: &[String]) -> Vec<String> {
 
 /// The sending end's lost links are connected again, each under the
 /// retry policy in a task of its own, the waits told on stderr; a link
-/// whose budget is spent stays lost (the others go on). With every link
-/// lost the stream waits for one to come back, and fails once none can
-/// (every budget spent). Ends when the channel has failed.
+/// whose budget is spent stays lost (the others go on), and so does one
+/// that came back as often as it is retried (a receiver that drops it at
+/// once, as one that wants TLS drops a plaintext link, is not asked for
+/// ever). With every link lost the stream waits for one to come back,
+/// and fails once none can. Ends when the channel has failed.
 async fn keep_links(r: Relink, policy: RetryPolicy, names: Vec<String>) {
     r.wait_for_links();
     let (mut trying, mut spent) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    let mut comebacks = vec![0u32; r.links()];
     let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel::<(usize, bool)>();
     while !r.failed() {
         while let Ok((l, back)) = done.try_recv() {
             trying.remove(&l);
-            if !back {
+            comebacks[l] += u32::from(back);
+            if !back || comebacks[l] >= policy.retries {
                 spent.insert(l);
             }
         }
