@@ -210,10 +210,7 @@ fn every_kind_of_entry_is_kept_and_a_resync_makes_dest_equal_again() {
 
 #[test]
 fn an_unprivileged_user_gets_what_a_user_can_and_is_told_the_rest() {
-    if !is_root() {
-        eprintln!("skipped: setpriv needs root to become another user");
-        return;
-    }
+    need(is_root(), "root: setpriv needs root to become another user");
     let f = Fixture::new();
     let src = f.root().join("src");
     std::fs::create_dir(&src).unwrap();
@@ -346,10 +343,7 @@ fn a_file_changing_on_the_mirror_while_read_is_reported_and_the_rest_copied() {
 #[test]
 fn owners_by_name_take_this_machine_s_ids_and_by_number_the_listed_ones() {
     use std::os::unix::fs::MetadataExt;
-    if !is_root() {
-        eprintln!("skipped: only root sets owners");
-        return;
-    }
+    need(is_root(), "root: only root sets owners");
     let f = Fixture::new();
     let src = f.root().join("src");
     std::fs::create_dir(&src).unwrap();

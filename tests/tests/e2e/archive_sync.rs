@@ -224,10 +224,7 @@ fn fifos_and_sockets_are_made_and_a_device_is_made_by_root_or_named_with_exit_5(
     // A device node not made (--no-owner: as a user would run): named,
     // exit 5, under --dry-run and --delete too; the rest of the sync done,
     // and what DEST has under its name kept.
-    if !is_root() {
-        eprintln!("SKIP the device part: mknod needs root");
-        return;
-    }
+    need(is_root(), "root: the device part: mknod needs root");
     assert!(Command::new("mknod").arg(src.join("null")).args(["c", "1", "3"]).status().unwrap().success());
     std::fs::write(dst.join("null"), b"what DEST had under that name").unwrap();
     std::fs::write(dst.join("gone"), b"x").unwrap();

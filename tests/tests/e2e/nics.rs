@@ -1,8 +1,8 @@
 //! Several local addresses (NICs), one transfer: `ddftp get --bind`.
 //!
-//! On loopback (127.0.0.x are all local) always; over two real shaped links
-//! (netbed `--nics`) when this runs as root where netbed works (CI does),
-//! else that test says it was skipped.
+//! On loopback (127.0.0.x are all local), and over two real shaped links
+//! (netbed `--nics`): those tests need root and a working netbed (CI has
+//! both) and fail without them.
 
 use std::path::Path;
 use std::process::Command;
@@ -75,10 +75,7 @@ fn netbed_usable() -> bool {
 
 #[test]
 fn bind_over_two_netbed_nics() {
-    if !netbed_usable() {
-        eprintln!("SKIPPED bind_over_two_netbed_nics: needs root and a working netbed");
-        return;
-    }
+    need(netbed_usable(), "root and a working netbed (../shared/testbed/netbed)");
     let f = Fixture::new();
     let data = random_file(&f.root().join("f"), 16 * 1024 * 1024, 32);
     let bed = Bed(format!("dn{}", std::process::id() % 100_000));
@@ -135,10 +132,7 @@ fn send_over_tls_on_two_netbed_nics() {
 }
 
 fn send_over_two_netbed_nics(tls: bool) {
-    if !netbed_usable() {
-        eprintln!("SKIPPED send over two netbed nics (tls: {tls}): needs root and a working netbed");
-        return;
-    }
+    need(netbed_usable(), "root and a working netbed (../shared/testbed/netbed)");
     let f = Fixture::new();
     let pki = crate::util::pki::Pki::new(f.dir.path(), "netbed CA");
     let srv = pki.issue("receiver", "IP:10.78.1.2,IP:10.78.2.2", false);

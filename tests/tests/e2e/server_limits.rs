@@ -26,10 +26,7 @@ fn one_address_gets_at_most_max_per_client_connections() {
 
 #[test]
 fn user_drops_root_after_binding_and_still_serves() {
-    if !is_root() {
-        eprintln!("SKIP: --user needs root");
-        return;
-    }
+    need(is_root(), "root: --user needs root");
     let f = Fixture::new();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(f.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -280,10 +280,7 @@ fn a_list_that_does_not_fit_leaves_no_truncated_list_and_the_old_one_stays() {
     for i in 0..1000 {
         std::fs::write(root.join(format!("a-file-with-a-name-long-enough-to-fill-a-list-{i:04}")), b"x").unwrap();
     }
-    let Some(disk) = SmallDisk::mount(&t.path().join("disk"), "8k") else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
-        return;
-    };
+    let disk = SmallDisk::mount(&t.path().join("disk"), "8k");
     let mut lists = vec![];
     for format in ["ddftp", "mfu"] {
         let list = disk.0.join(format!("{format}.list"));

@@ -154,6 +154,14 @@ pub fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
 }
 
+/// A test whose needs this machine does not meet fails, saying what it
+/// needs: it does not pass having tested nothing. CI runs the tests as
+/// root with what `.ci/run` installs; elsewhere, leave such a test out
+/// with `--skip NAME`.
+pub fn need(ok: bool, what: &str) {
+    assert!(ok, "this test needs {what} (CI runs as root with what .ci/run installs; else --skip it)");
+}
+
 /// A temp dir with a served root inside.
 pub struct Fixture {
     pub dir: tempfile::TempDir,
@@ -188,13 +196,14 @@ pub fn sha256_hex(data: &[u8]) -> String {
 pub struct SmallDisk(pub PathBuf);
 
 impl SmallDisk {
-    /// `None` where this process may not mount (not root, or no mount
-    /// allowed in this container).
-    pub fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
+    /// A tmpfs of `size` at `at`; the test fails where this process may
+    /// not mount (not root, or no mount allowed in this container).
+    pub fn mount(at: &Path, size: &str) -> SmallDisk {
         std::fs::create_dir_all(at).unwrap();
         let opt = format!("size={size}");
         let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &opt, "tmpfs"]).arg(at).status();
-        ok.is_ok_and(|s| s.success()).then(|| SmallDisk(at.to_owned()))
+        need(ok.is_ok_and(|s| s.success()), "to mount a tmpfs (root)");
+        SmallDisk(at.to_owned())
     }
 
     pub fn grow(&self, size: &str) {
