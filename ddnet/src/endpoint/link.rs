@@ -45,6 +45,27 @@ pub(super) const PACE_POLL: Duration = Duration::from_millis(1);
 /// acks, and then no timer is armed (arming one costs more than the whole
 /// exchange of a small message on a VM). Ends once the endpoint is dropped
 /// or every link failed.
+/// Four times a [`FROZEN`], asks the kernel how far the peer acknowledged
+/// each link and lets the state find the frozen ones ([`State::watch`]).
+/// Ends with the endpoint.
+pub(super) async fn watch_links(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(FROZEN / 4);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let acked: Vec<Option<u64>> =
+            (0..shared.out.len()).map(|l| tcp_progress(shared.wr(l).sock()).map(|(acked, _)| acked)).collect();
+        let mut st = shared.state.lock().expect("state");
+        if st.dropped || st.error.is_some() {
+            return;
+        }
+        if st.watch(&acked, Instant::now()) {
+            drop(st);
+            shared.wake_writers();
+        }
+    }
+}
+
 pub(super) async fn ack_timer(shared: Arc<Shared>) {
     loop {
         shared.ack_timer.notified().await;

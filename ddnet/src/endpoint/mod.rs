@@ -403,6 +403,7 @@ impl Striped {
             dial,
         });
         tokio::spawn(ack_timer(shared.clone()));
+        tokio::spawn(watch_links(shared.clone()));
         for (link, rd) in readers.into_iter().enumerate() {
             shared.spawn_link(link, rd, 0);
         }

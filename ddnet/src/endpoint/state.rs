@@ -55,6 +55,9 @@ pub(super) const WINDOW: u64 = 64 << 20;
 /// this many ids from its oldest unacknowledged one out (that one is at
 /// most the receiver's oldest lacking).
 pub(super) const MAX_AHEAD: u64 = 4096;
+/// A link whose peer acknowledges nothing of ours for this long, while
+/// another link's does, is frozen (see [`State::watch`]).
+pub(super) const FROZEN: Duration = Duration::from_secs(1);
 /// A link that brought nothing for this long, while another did, carries
 /// no acks alone (see [`State::quiet`]).
 pub(super) const QUIET: Duration = Duration::from_secs(1);
@@ -107,6 +110,11 @@ pub(super) struct State {
     pub(super) returned: Vec<u32>,
     /// When each link last brought a frame.
     pub(super) heard: Vec<Option<Instant>>,
+    /// Each link's bytes the peer acknowledged (the kernel's count), and
+    /// when that last grew.
+    pub(super) moved: Vec<(u64, Instant)>,
+    /// Links found frozen ([`State::watch`]): alive, but given no runs.
+    pub(super) frozen: Vec<bool>,
     /// With every link lost the channel waits for one to come back (the
     /// caller gives up, [`super::Relink::give_up`]) instead of failing.
     pub(super) patient: bool,
@@ -229,6 +237,8 @@ impl State {
             gen: vec![0; n],
             returned: vec![0; n],
             heard: vec![None; n],
+            moved: vec![(0, now); n],
+            frozen: vec![false; n],
             patient: false,
             lost: vec![None; n],
             resent: 0,
@@ -422,6 +432,42 @@ impl State {
         old(link, now) && (0..self.alive.len()).any(|l| l != link && self.alive[l] && !old(l, now))
     }
 
+    /// Looks at how far the peer acknowledged each link (`acked`, the
+    /// kernel's counts; `None`: not known). A link with runs of ours the
+    /// peer lacks that moved nothing for [`FROZEN`], while another link
+    /// moved, is frozen: its runs go to the others (the peer ignores a copy
+    /// it has) and it gets no new ones until it moves again. A frozen link
+    /// (a cable out for a few seconds: TCP rides it out) would otherwise
+    /// hold every message behind its runs, and with them the window, until
+    /// it moves or is lost. True if anything changed (writers to wake).
+    pub(super) fn watch(&mut self, acked: &[Option<u64>], now: Instant) -> bool {
+        let mut changed = false;
+        for (l, a) in acked.iter().enumerate() {
+            match *a {
+                Some(a) if a != self.moved[l].0 => self.moved[l] = (a, now),
+                _ => continue,
+            }
+            if std::mem::replace(&mut self.frozen[l], false) && self.alive[l] {
+                self.plan.on_revived(l);
+                changed = true;
+            }
+        }
+        let still = |s: &Self, l: LinkId| now.saturating_duration_since(s.moved[l].1) >= FROZEN;
+        for l in 0..self.alive.len() {
+            if !self.alive[l] || self.frozen[l] || !still(self, l) {
+                continue;
+            }
+            let owes = self.carried[l].iter().any(|c| self.unacked.get(c.msg).is_some());
+            let others = (0..self.alive.len()).any(|o| o != l && self.alive[o] && !self.frozen[o] && !still(self, o));
+            if owes && others {
+                self.frozen[l] = true;
+                self.hand_back(l);
+                changed = true;
+            }
+        }
+        changed
+    }
+
     /// Acks written on a link that then failed may never arrive (a pulled
     /// cable swallows what the socket took), and the peer would hold those
     /// messages, and its window, for ever: every message `recv` took that
@@ -446,6 +492,7 @@ impl State {
         self.returned[link] += 1;
         self.lost[link] = None;
         self.backlog_seen[link] = (0, now);
+        (self.moved[link], self.frozen[link]) = ((0, now), false);
         self.close_sent[link] = false;
         self.close_pending[link] = false;
         self.plan.on_revived(link);

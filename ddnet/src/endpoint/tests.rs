@@ -103,3 +103,27 @@ fn acks_alone_avoid_a_quiet_link_and_a_lost_link_acknowledges_again() {
     assert_eq!(st.acks.len() as u64, MAX_AHEAD);
     assert_eq!((st.acks.front(), st.acks.back()), (Some(&(5000 - MAX_AHEAD)), Some(&4999)));
 }
+
+#[test]
+fn a_link_that_stops_moving_while_another_moves_is_frozen_until_it_moves() {
+    let t = Instant::now();
+    let mut st = State::new(2, t);
+    let data = Bytes::from(vec![7u8; 1000]);
+    st.unacked.insert(0, data);
+    st.carried[1].push_back(crate::plan::Claim { msg: 0, offset: 0, len: 1000 });
+    let at = |ms: u64| t + Duration::from_millis(ms);
+    assert!(!st.watch(&[Some(10), Some(10)], at(100)));
+    // Link 1 still, link 0 moving: frozen after FROZEN, its run handed back.
+    assert!(!st.watch(&[Some(20), Some(10)], at(600)));
+    assert!(st.watch(&[Some(30), Some(10)], at(1200)));
+    assert!(st.frozen[1] && st.carried[1].is_empty() && st.resent == 1000);
+    assert_eq!(st.plan.next(1), crate::plan::Next::Nothing, "no new runs while frozen");
+    // It moves again: it takes runs again.
+    assert!(st.watch(&[Some(40), Some(11)], at(1500)));
+    assert!(!st.frozen[1]);
+    // Everything still (a receiver that does not read): nobody is frozen.
+    let mut st = State::new(2, t);
+    st.unacked.insert(0, Bytes::from(vec![7u8; 10]));
+    st.carried[0].push_back(crate::plan::Claim { msg: 0, offset: 0, len: 10 });
+    assert!(!st.watch(&[Some(5), Some(5)], at(5000)) && !st.frozen[0]);
+}
