@@ -108,11 +108,16 @@ fn summary(what: &str, bytes: u64, started: Instant, stats: &ddnet::Stats, names
         lost => format!("over {} links ({lost} lost on the way)", stats.alive.len()),
     };
     let per: Vec<String> = stats.sent.iter().map(|b| HumanBytes(*b).to_string()).collect();
+    // What a lost or frozen link had carried, sent again on the others.
+    let again = match stats.resent {
+        0 => String::new(),
+        n => format!(", {} sent again", HumanBytes(n)),
+    };
     eprintln!(
         "ddftp: {what} {} in {secs:.2} s ({:.1} MB/s) {links}{}",
         HumanBytes(bytes),
         bytes as f64 / secs.max(1e-9) / 1e6,
-        if what != "sent" { String::new() } else { format!(" ({})", per.join(" / ")) }
+        if what != "sent" { String::new() } else { format!("{again} ({})", per.join(" / ")) }
     );
 }
 

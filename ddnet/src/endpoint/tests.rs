@@ -127,3 +127,32 @@ fn a_link_that_stops_moving_while_another_moves_is_frozen_until_it_moves() {
     st.carried[0].push_back(crate::plan::Claim { msg: 0, offset: 0, len: 10 });
     assert!(!st.watch(&[Some(5), Some(5)], at(5000)) && !st.frozen[0]);
 }
+
+proptest::proptest! {
+    /// Whatever the kernel's counts say, in whatever order: a frozen link
+    /// carries nothing and is alive, a link alone is never frozen, and
+    /// every run a frozen link had carried is counted as sent again.
+    #[test]
+    fn frozen_links_carry_nothing_and_a_lone_link_is_never_frozen(
+        links in 1usize..4,
+        steps in proptest::collection::vec((proptest::collection::vec(proptest::option::of(0u64..4), 3), 0u64..800), 1..40),
+    ) {
+        let t = Instant::now();
+        let mut st = State::new(links, t);
+        for i in 0..links {
+            st.unacked.insert(i as u64, Bytes::from(vec![1u8; 100]));
+            st.carried[i].push_back(crate::plan::Claim { msg: i as u64, offset: 0, len: 100 });
+        }
+        let mut at = t;
+        for (acked, ms) in steps {
+            at += Duration::from_millis(ms);
+            st.watch(&acked[..links], at);
+            for l in 0..links {
+                proptest::prop_assert!(!st.frozen[l] || (st.carried[l].is_empty() && st.alive[l]));
+            }
+            proptest::prop_assert!(links > 1 || !st.frozen[0]);
+            let frozen_once = st.resent / 100;
+            proptest::prop_assert!(frozen_once <= links as u64);
+        }
+    }
+}

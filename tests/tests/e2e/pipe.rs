@@ -97,7 +97,7 @@ fn lost_link_comes_back(tls: bool) {
     let said = String::from_utf8_lossy(&send.stderr);
     assert!(send.status.success(), "send: {said}");
     assert!(said.contains("connecting it again every 0.1 s") && said.contains("is back"), "{said}");
-    assert!(said.contains("came back once"), "{said}");
+    assert!(said.contains("came back once") && said.contains("sent again"), "{said}");
     assert!(recv.wait().unwrap().success(), "recv failed");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut recv_err, &mut rest).unwrap();
