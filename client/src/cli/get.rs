@@ -74,8 +74,9 @@ pub struct RetryOpt {
     /// A mirror (or link) that failed, stalled, was busy or did not answer
     /// is asked again every 0.1 s for 2 s, then this many times more, the
     /// waits doubling from --retry-wait up to 30 s; when it answers again
-    /// it rejoins the transfer. With every mirror gone, a download waits
-    /// through these retries before it gives up. 0: never.
+    /// it rejoins the transfer. With every mirror (or link) gone, the
+    /// transfer waits through these retries before it gives up (`recv`
+    /// waits as long as a sender with these flags tries). 0: never.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub retries: u32,
     /// The wait before the first retry after the quick ones (2 s of them).
