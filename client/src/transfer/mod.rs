@@ -57,7 +57,7 @@ mod slot;
 mod whole_slot;
 
 pub use error::{Resume, TransferError, Unconfirmed};
-use producer::{fetch_manifest, http_version, probe, probe_http, routes_to, Producer};
+use producer::{agree_on_version, fetch_manifest, probe, probe_http, routes_to, Producer};
 pub use report::{LinkReport, ProducerReport, Sha256Checked, TransferReport};
 
 use crate::http::{HttpError, HttpMirror, HttpVersion, Lane};
@@ -504,51 +504,8 @@ pub async fn get_joining(
     if usable.is_empty() && http.is_empty() {
         return Err(TransferError::NoUsableMirror { path: spec.path.clone(), failures: warnings.clone() });
     }
-    // Only mirrors of the version a majority reports serve blocks. Each
-    // mirror votes once, however many routes reach it.
-    let endpoints: Vec<_> = usable.iter().map(|(m, _)| &m.route.endpoint).collect();
-    let voters: Vec<&MirrorInfo> = plan::one_vote_each(&endpoints).into_iter().map(|i| &usable[i].0).collect();
-    // Only HTTP mirrors: they vote on the size (and their dates); nothing
-    // says what the bytes must hash to unless --checksum does.
-    let http_only = voters.is_empty();
-    let mut copy = plan::HttpCopy::default();
-    let versions: Vec<Version> = match http_only {
-        true => {
-            let known = spec.metalink.as_ref().and_then(|m| m.size);
-            let (v, c) = http_version(&mut http, &spec.path, known, progress, &mut warnings)?;
-            copy = c;
-            vec![v]
-        }
-        false => voters.iter().map(|m| m.version).collect(),
-    };
-    let Some((version, stale)) = consensus::majority(&versions) else {
-        let versions = voters.iter().map(|m| format!("{} has {}", m.route.endpoint, m.version.describe())).collect();
-        return Err(TransferError::NoMajority { path: spec.path.clone(), versions });
-    };
-    for &i in &stale {
-        let w = format!(
-            "dropping mirror {}: its copy of {} differs from the majority's ({} vs {}): a stale or damaged mirror?",
-            voters[i].route.endpoint,
-            spec.path,
-            voters[i].version.describe(),
-            version.describe()
-        );
-        tell(progress, &mut warnings, w);
-    }
-    usable.retain(|(m, _)| m.version == version);
+    let (version, http_only, copy) = agree_on_version(spec, &mut usable, &mut http, progress, &mut warnings)?;
     let size = version.size;
-    // Beside ddftpd mirrors, an HTTP mirror's copy must be theirs: the
-    // same size, and the same SHA-256 if its headers give one.
-    if !http_only {
-        copy = plan::HttpCopy { size, date: None, sha256: Some(hex(&version.digest.sha256)) };
-    }
-    http.retain(|(m, v)| {
-        let Some(why) = copy.differs(v) else { return true };
-        let url = &m.url;
-        let w = format!("dropping mirror {url}: its {} has {why}", spec.path);
-        tell(progress, &mut warnings, w);
-        false
-    });
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
     let pieces = spec.metalink.as_ref().and_then(|m| m.pieces.clone()).filter(|_| http_only);
     let manifest = match early {

@@ -51,7 +51,7 @@ pub(super) async fn probe_http(
 
 /// The HTTP mirrors' version when they are alone ([`plan::http_majority`]):
 /// those with another copy are dropped, with a warning.
-pub(super) fn http_version(
+fn http_version(
     http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
     path: &str,
     known: Option<u64>,
@@ -73,6 +73,65 @@ pub(super) fn http_version(
         false
     });
     Ok((Version::sealed(copy.size), copy))
+}
+
+/// The version the download moves: the one a majority of the ddftpd
+/// mirrors report (each mirror one vote, however many routes reach it),
+/// else the HTTP mirrors' own; mirrors with another copy are dropped, each
+/// with a warning. Also whether the mirrors are HTTP alone, and the copy
+/// an HTTP mirror must have (now, late or back).
+pub(super) fn agree_on_version(
+    spec: &GetSpec,
+    usable: &mut Vec<(MirrorInfo, Session)>,
+    http: &mut Vec<(Arc<HttpMirror>, HttpVersion)>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<(Version, bool, plan::HttpCopy), TransferError> {
+    // Only mirrors of the version a majority reports serve blocks. Each
+    // mirror votes once, however many routes reach it.
+    let endpoints: Vec<_> = usable.iter().map(|(m, _)| &m.route.endpoint).collect();
+    let voters: Vec<&MirrorInfo> = plan::one_vote_each(&endpoints).into_iter().map(|i| &usable[i].0).collect();
+    // Only HTTP mirrors: they vote on the size (and their dates); nothing
+    // says what the bytes must hash to unless --checksum does.
+    let http_only = voters.is_empty();
+    let mut copy = plan::HttpCopy::default();
+    let versions: Vec<Version> = match http_only {
+        true => {
+            let known = spec.metalink.as_ref().and_then(|m| m.size);
+            let (v, c) = http_version(http, &spec.path, known, progress, warnings)?;
+            copy = c;
+            vec![v]
+        }
+        false => voters.iter().map(|m| m.version).collect(),
+    };
+    let Some((version, stale)) = consensus::majority(&versions) else {
+        let versions = voters.iter().map(|m| format!("{} has {}", m.route.endpoint, m.version.describe())).collect();
+        return Err(TransferError::NoMajority { path: spec.path.clone(), versions });
+    };
+    for &i in &stale {
+        let w = format!(
+            "dropping mirror {}: its copy of {} differs from the majority's ({} vs {}): a stale or damaged mirror?",
+            voters[i].route.endpoint,
+            spec.path,
+            voters[i].version.describe(),
+            version.describe()
+        );
+        tell(progress, warnings, w);
+    }
+    usable.retain(|(m, _)| m.version == version);
+    // Beside ddftpd mirrors, an HTTP mirror's copy must be theirs: the
+    // same size, and the same SHA-256 if its headers give one.
+    if !http_only {
+        copy = plan::HttpCopy { size: version.size, date: None, sha256: Some(hex(&version.digest.sha256)) };
+    }
+    http.retain(|(m, v)| {
+        let Some(why) = copy.differs(v) else { return true };
+        let url = &m.url;
+        let w = format!("dropping mirror {url}: its {} has {why}", spec.path);
+        tell(progress, warnings, w);
+        false
+    });
+    Ok((version, http_only, copy))
 }
 
 /// Connects to a mirror and, with `stat` (path, and whether the chunk
