@@ -10,10 +10,13 @@
 //!   the simulator drive.
 //! - [`consensus`]: the majority vote that drops stale mirrors.
 //! - [`completed`]: which items have arrived (prefix, ranges, missing).
+//! - [`deal`]: one range dealt in shrinking parts from both ends to
+//!   movers that ask as they finish (an archive's MPI ranks).
 //! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
 
 pub mod completed;
 pub mod consensus;
+pub mod deal;
 pub mod scheduler;
 pub mod sim;
 pub mod transfer;

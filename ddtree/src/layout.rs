@@ -41,7 +41,8 @@ impl Layout {
         self.ends[i] - self.start_of(i)
     }
 
-    fn start_of(&self, i: usize) -> u64 {
+    /// Where entry `i`'s bytes start.
+    pub fn start_of(&self, i: usize) -> u64 {
         if i == 0 {
             0
         } else {

@@ -17,7 +17,12 @@ use super::{deep, ArchiveError, Item};
 /// to say.
 pub(super) fn below_src<'e>(e: &'e Entry, src: &[u8]) -> Option<&'e [u8]> {
     if src == b"." {
-        return Some(&e.path);
+        // A mirror's walk of its whole root lists `.` and `./NAME`.
+        return match e.path.as_slice() {
+            b"." => Some(&[]),
+            [b'.', b'/', rest @ ..] => Some(rest),
+            path => Some(path),
+        };
     }
     match e.path.strip_prefix(src)? {
         [] => Some(&[]),
@@ -274,5 +279,7 @@ mod tests {
         assert_eq!(rel("proj", "proj").unwrap(), b"");
         assert_eq!(rel("project/a", "proj"), None);
         assert_eq!(rel("a/b", ".").unwrap(), b"a/b");
+        assert_eq!(rel("./a/b", ".").unwrap(), b"a/b");
+        assert_eq!(rel(".", ".").unwrap(), b"");
     }
 }

@@ -30,13 +30,15 @@ mod keep;
 mod listing;
 mod mirrors;
 mod parts;
+#[cfg(feature = "mpi")]
+pub mod ranks;
 mod report;
 mod streamed;
 pub mod sync;
 mod tree;
 
 use report::merge_reports;
-pub use report::{ArchiveReport, Failure, Phases};
+pub use report::{ArchiveReport, Failure, Phases, RankReport};
 
 use std::collections::HashSet;
 use std::io;
@@ -130,19 +132,43 @@ pub enum ArchiveError {
     Local { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Transfer(#[from] TransferError),
+    #[error("{who} failed: {why}\nDEST keeps what was moved: run the same command again (with any number of ranks) to finish; complete files are not moved again")]
+    Rank { who: String, why: String },
+}
+
+/// Who moves the files: this process, or the ranks of an MPI job (this
+/// process their lead, rank 0).
+#[derive(Clone, Copy)]
+pub enum Movers<'j> {
+    One,
+    #[cfg(feature = "mpi")]
+    Ranks(&'j ranks::Job),
+    #[doc(hidden)]
+    #[cfg(not(feature = "mpi"))]
+    _Never(std::marker::PhantomData<&'j ()>),
 }
 
 /// One listed entry, placed under the destination.
+#[derive(Clone)]
 struct Item {
     entry: Entry,
     /// Path below SRC (empty for SRC itself).
     rel: PathBuf,
 }
 
-/// Runs an archive.
+/// Runs an archive in this process.
 pub async fn archive(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
+    archive_by(spec, Movers::One, progress).await
+}
+
+/// Runs an archive, the files moved by `movers`.
+pub async fn archive_by(
+    spec: &ArchiveSpec,
+    movers: Movers<'_>,
+    progress: &mut dyn Progress,
+) -> Result<ArchiveReport, ArchiveError> {
     let existed = spec.dest.symlink_metadata().is_ok();
-    let r = archive_into(spec, progress).await;
+    let r = archive_into(spec, movers, progress).await;
     if r.is_err() && !existed && holds_no_data(&spec.dest) {
         // DEST is this run's, and nothing in it is worth a rerun: a failed
         // archive leaves no empty tree behind.
@@ -164,8 +190,13 @@ fn holds_no_data(dir: &Path) -> bool {
     })
 }
 
-async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result<ArchiveReport, ArchiveError> {
+async fn archive_into(
+    spec: &ArchiveSpec,
+    movers: Movers<'_>,
+    progress: &mut dyn Progress,
+) -> Result<ArchiveReport, ArchiveError> {
     let started = Instant::now();
+    let ranked = !matches!(movers, Movers::One);
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
     if std::fs::metadata(&spec.dest).is_ok_and(|m| !m.is_dir()) {
@@ -184,7 +215,10 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
             .map_err(local(&spec.dest))?;
     }
     let dest = Dest::open(&spec.dest).map_err(local(&spec.dest))?;
-    if fresh && spec.list.is_none() && !spec.dry_run {
+    if !spec.dry_run {
+        clear_rank_journals(&spec.dest, ranked);
+    }
+    if fresh && spec.list.is_none() && !spec.dry_run && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
@@ -237,13 +271,21 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     // first, so nothing is judged through a symlink that stood in a
     // directory's place; an interrupted run's list is taken up again if it
     // still holds.
-    let chosen = if fresh {
+    // Ranks write beside each other: the directories are made before
+    // any of them starts, and an interrupted one-process run's journal is
+    // not theirs to resume.
+    let chosen = if fresh && !ranked {
         choose(&items, &dest, fresh, spec.owners)
     } else {
         make_dirs(&items, &dest)?;
-        let again = resumed(&items, &dest, &run.saved(), &journal_path(&run.output()));
+        let again = match ranked {
+            true => None,
+            false => resumed(&items, &dest, &run.saved(), &journal_path(&run.output())),
+        };
         let mut chosen = again.unwrap_or_else(|| choose(&items, &dest, fresh, spec.owners));
-        run.make_way(&mut chosen, progress);
+        if !fresh {
+            run.make_way(&mut chosen, progress);
+        }
         chosen
     };
     *run.counts.lock().expect("counts lock") = EntryCounts {
@@ -256,12 +298,16 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
     let defs = define_everywhere(spec, (!chosen.todo.is_empty()).then(|| definition(&chosen.todo)));
     let mut phases = Phases { list: listed.as_secs_f64(), ..Phases::default() };
     phases.prepare = (started.elapsed() - listed).as_secs_f64();
-    let transfer = match chosen.todo.is_empty() {
-        true => None,
-        false => {
+    let (transfer, ranks): (_, Vec<RankReport>) = match (chosen.todo.is_empty(), movers) {
+        (true, _) => (None, vec![]),
+        (false, Movers::One) => {
             let ready = run.ready(&chosen.todo, &mut phases)?;
-            run.move_part(&chosen.todo, ready, defs, progress, &mut phases).await?
+            (run.move_part(&chosen.todo, ready, defs, progress, &mut phases).await?, vec![])
         }
+        #[cfg(feature = "mpi")]
+        (false, Movers::Ranks(job)) => (None, ranks::lead(&run, job, &chosen.todo, defs, progress, &mut phases).await?),
+        #[cfg(not(feature = "mpi"))]
+        (false, Movers::_Never(_)) => unreachable!("no ranks without MPI"),
     };
     let specials = run.make_specials();
     let hard_links = run.make_links();
@@ -289,7 +335,7 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         phases,
         setid_cleared: run.setid_cleared.load(Ordering::Relaxed),
         failed: run.take_failures(),
-        parts: u64::from(transfer.is_some()),
+        parts: ranks.iter().map(|r| r.parts).sum::<u64>().max(u64::from(transfer.is_some())),
         excluded: run.excluded.load(Ordering::Relaxed),
         deleted,
         modes_fixed,
@@ -298,7 +344,27 @@ async fn archive_into(spec: &ArchiveSpec, progress: &mut dyn Progress) -> Result
         attrs_set,
         dry_run: None,
         transfer,
+        ranks,
     })
+}
+
+/// The prefix of the journals an MPI job's ranks write in DEST.
+const RANK_JOURNALS: &str = ".ddftp-archive.rank";
+
+/// Removes the part journals an MPI job's ranks left in DEST when it was
+/// killed (no run resumes them: parts are dealt anew), and, for ranks, the
+/// journal and list of an interrupted one-process run (the ranks move
+/// what is missing, not that run's range).
+fn clear_rank_journals(dest: &Path, ranked: bool) {
+    let Ok(rd) = std::fs::read_dir(dest) else { return };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.as_encoded_bytes();
+        let ours = name.starts_with(RANK_JOURNALS.as_bytes()) || (ranked && name.starts_with(b".ddftp-archive"));
+        if ours && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 fn local(path: &Path) -> impl FnOnce(io::Error) -> ArchiveError {

@@ -52,8 +52,26 @@ pub struct ArchiveReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<sync::Plan>,
     /// The engine's report for the range (shares per mirror, ...), if
-    /// anything moved (the parts' together).
+    /// anything moved (the parts' together) in one process.
     pub transfer: Option<TransferReport>,
+    /// Under `mpirun`: what each rank moved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankReport>,
+}
+
+/// What one rank of an MPI job moved.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RankReport {
+    pub rank: usize,
+    pub host: String,
+    /// Bytes of the parts it moved, the files it finished, and the parts.
+    pub bytes: u64,
+    pub files: u64,
+    pub parts: u64,
+    /// Seconds it spent moving its parts.
+    pub seconds: f64,
+    /// Bytes each mirror sent it.
+    pub mirrors: Vec<(String, u64)>,
 }
 
 /// An entry that could not be copied.

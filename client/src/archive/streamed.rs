@@ -298,6 +298,7 @@ impl Archiving<'_> {
             attrs_set,
             dry_run: None,
             transfer,
+            ranks: vec![],
         };
         // Freeing 100,000 entries is milliseconds nobody needs to wait for.
         std::thread::spawn(move || drop((dirs, moved)));

@@ -416,6 +416,7 @@ impl Archiving<'_> {
             attrs_set: 0,
             dry_run: Some(plan),
             transfer: None,
+            ranks: vec![],
         })
     }
 

@@ -86,7 +86,7 @@ fn exit_for_archive(e: &ArchiveError) -> Exit {
     match e {
         ArchiveError::List(_) | ArchiveError::BadEntry { .. } => Exit::Usage,
         ArchiveError::Walk { untrusted: true, .. } => Exit::Tls,
-        ArchiveError::Walk { .. } | ArchiveError::NoBundle { .. } => Exit::Transfer,
+        ArchiveError::Walk { .. } | ArchiveError::NoBundle { .. } | ArchiveError::Rank { .. } => Exit::Transfer,
         ArchiveError::Local { .. } => Exit::Local,
         ArchiveError::Transfer(t) => exit_for(t),
     }
@@ -152,6 +152,14 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
             "  note: {} files copied without their setuid/setgid bits (owners are kept only when run as root, without --no-owner)",
             r.setid_cleared
         )?;
+    }
+    if !r.ranks.is_empty() {
+        writeln!(to, "  {:<6} {:<20} {:>12} {:>9} {:>6} {:>9}", "rank", "host", "bytes", "files", "parts", "MB/s")?;
+        for k in &r.ranks {
+            let rate = k.bytes as f64 / 1e6 / k.seconds.max(1e-9);
+            let bytes = HumanBytes(k.bytes).to_string();
+            writeln!(to, "  {:<6} {:<20} {:>12} {:>9} {:>6} {:>9.1}", k.rank, k.host, bytes, k.files, k.parts, rate)?;
+        }
     }
     if let Some(t) = &r.transfer {
         writeln!(to, "  {:<28} {:>12} {:>7}", "mirror", "bytes", "share")?;
@@ -234,8 +242,26 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
             return Exit::Local;
         }
     };
+    // Under mpirun every rank is a mover; rank 0 leads (and reports).
+    #[cfg(feature = "mpi")]
+    let job = match ddtree::walk::mpi::launched_by_mpi().then(archive::ranks::Job::init) {
+        Some(None) => {
+            report_error(&"MPI could not be initialised (is this mpirun's OpenMPI?)");
+            return Exit::Local;
+        }
+        Some(Some(job)) if job.rank() != 0 => return follow(&spec, &job, &rt),
+        job => job.flatten(),
+    };
+    #[cfg(feature = "mpi")]
+    let movers = job.as_ref().map_or(archive::Movers::One, archive::Movers::Ranks);
+    #[cfg(not(feature = "mpi"))]
+    let movers = archive::Movers::One;
     let mut bar = o.moving.bar();
-    let result = rt.block_on(archive::archive(&spec, &mut bar));
+    let result = rt.block_on(archive::archive_by(&spec, movers, &mut bar));
+    #[cfg(feature = "mpi")]
+    if let Some(job) = &job {
+        job.release();
+    }
     // The bar (a dry run's, a failed run's) is gone before anything is printed.
     crate::transfer::Progress::finish(&mut bar);
     match result {
@@ -268,6 +294,19 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
                 println!("{}", json_failure(&e, exit, known));
             }
             exit
+        }
+    }
+}
+
+/// A rank of an MPI job but the lead: it moves what the lead deals it and
+/// says only what went wrong (the lead reports).
+#[cfg(feature = "mpi")]
+fn follow(spec: &ArchiveSpec, job: &archive::ranks::Job, rt: &tokio::runtime::Runtime) -> Exit {
+    match rt.block_on(archive::ranks::follow(spec, job)) {
+        Ok(()) => Exit::Ok,
+        Err(e) => {
+            report_error(&format_args!("rank {}: {e}", job.rank()));
+            exit_for_archive(&e)
         }
     }
 }

@@ -193,6 +193,7 @@ impl MoveOpt {
             limit_rate: self.limit_rate,
             stdout: None,
             bundle: None,
+            range: None,
         })
     }
 }

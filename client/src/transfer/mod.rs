@@ -163,6 +163,10 @@ pub struct GetSpec {
     /// A bundle's definition (`path` is its name): a mirror asked again
     /// registers it first (a restarted ddftpd has forgotten it).
     pub bundle: Option<Arc<[u8]>>,
+    /// Move only these bytes of `path` (the blocks that hold any of them):
+    /// an archive rank's part of a bundle the ranks share. The rest counts
+    /// as there already, and the journal says so.
+    pub range: Option<std::ops::Range<u64>>,
 }
 
 /// Tells the user `w` (above the progress bar) and keeps it for the report.
@@ -618,6 +622,15 @@ pub async fn get_joining(
     let mut completed = Completed::new(blocks);
     for &(a, b) in earlier.as_ref().map_or(&[][..], |j| &j.done[..]) {
         completed.mark(a, b);
+    }
+    if let Some(r) = &spec.range {
+        let (first, end) = (r.start / u64::from(block_size), r.end.div_ceil(u64::from(block_size)).min(blocks));
+        if first > 0 {
+            completed.mark(0, first - 1);
+        }
+        if end < blocks {
+            completed.mark(end, blocks - 1);
+        }
     }
     journal.done = completed.ranges();
     let reused_bytes = journal.done_bytes();

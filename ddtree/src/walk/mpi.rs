@@ -51,6 +51,11 @@ impl Session {
         Some(Session { _universe: universe, world })
     }
 
+    /// Every rank of the job.
+    pub fn world(&self) -> &SimpleCommunicator {
+        &self.world
+    }
+
     pub fn rank(&self) -> usize {
         self.world.rank() as usize
     }

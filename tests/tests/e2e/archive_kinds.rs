@@ -55,7 +55,7 @@ fn deep_chain(top: &Path) {
 }
 
 /// The awkward tree. `root`: with device nodes and other owners.
-fn awkward(src: &Path, root: bool) {
+pub(crate) fn awkward(src: &Path, root: bool) {
     let p = |s: &str| src.join(s);
     std::fs::create_dir_all(p("plain/sub")).unwrap();
     random_file(&p("plain/big"), 3 << 20, 1);
@@ -120,7 +120,7 @@ fn awkward(src: &Path, root: bool) {
 /// What `rsync -aHAXSc --numeric-ids -n -i --delete` says is left to do
 /// (the path past `PATH_MAX` left out: rsync cannot express it), if rsync
 /// is installed.
-fn rsync_left(src: &Path, dst: &Path) -> Option<Vec<String>> {
+pub(crate) fn rsync_left(src: &Path, dst: &Path) -> Option<Vec<String>> {
     let o = Command::new("rsync")
         .args(["-aHAXSc", "--numeric-ids", "-n", "-i", "--delete", "--exclude", "/long"])
         .arg(format!("{}/", src.display()))

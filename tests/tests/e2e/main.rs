@@ -7,6 +7,7 @@ mod util;
 
 mod archive;
 mod archive_kinds;
+mod archive_mpi;
 mod archive_sync;
 mod get;
 mod hardening;

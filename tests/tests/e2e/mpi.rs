@@ -8,12 +8,12 @@ use std::process::Command;
 
 use crate::util::*;
 
-fn have_mpirun() -> bool {
+pub(crate) fn have_mpirun() -> bool {
     Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
 /// `ddftp` built with the `mpi` feature, in its own target directory.
-fn mpi_ddftp() -> PathBuf {
+pub(crate) fn mpi_ddftp() -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let target = workspace.join("target/mpi");
     let status = Command::new(env!("CARGO"))

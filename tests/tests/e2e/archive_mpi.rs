@@ -1,0 +1,219 @@
+//! `mpirun -n N ddftp archive` (built with `--features mpi`): the ranks
+//! move one tree from two loopback mirrors into one DEST, equal to the
+//! source in every kind of entry; `-n`/`--delete` say and do what one
+//! process does; a rank killed mid-way fails the job naming it, and the
+//! same command (with another N, or one process) finishes it without
+//! moving a complete file again. Fails, saying so, where OpenMPI is not
+//! installed (`.ci/run` installs it).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::archive_kinds::{awkward, rsync_left};
+use crate::mpi::{have_mpirun, mpi_ddftp};
+use crate::util::tree::{assert_equal, scan, Look};
+use crate::util::*;
+
+/// Files to spread over parts: some cut between parts (several blocks
+/// each), many small.
+fn bulk(dir: &Path, large: usize, large_size: usize, small: usize) {
+    std::fs::create_dir_all(dir.join("small")).unwrap();
+    for i in 0..large {
+        random_file(&dir.join(format!("large-{i}")), large_size, 100 + i as u64);
+    }
+    for i in 0..small {
+        let sub = dir.join(format!("small/{}", i % 13));
+        std::fs::create_dir_all(&sub).unwrap();
+        random_file(&sub.join(format!("f{i}")), (i * 7919) % 20_000, 1000 + i as u64);
+    }
+}
+
+fn mpirun(n: usize, exe: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["-n", &n.to_string(), "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"]).arg(exe).args(args);
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn three_ranks_copy_every_kind_of_entry_and_sync_as_one_process_does() {
+    need(have_mpirun(), "OpenMPI (apt-get install openmpi-bin libopenmpi-dev libclang-dev)");
+    let exe = mpi_ddftp();
+    let root = is_root();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir(&src).unwrap();
+    awkward(&src, root);
+    bulk(&src.join("bulk"), 6, 3 << 20, 600);
+    let (m1, m2) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let mirrors = mirrors_arg(&[&m1, &m2]);
+    let look = Look { owners: root, setid: root, devices: root };
+    let dst = f.out("dst");
+    let d = dst.to_str().unwrap();
+    let base = ["archive", "src", "-d", d, "-m", &mirrors, "-X", "--block-size", "64KiB"];
+
+    let out = ok(mpirun(3, &exe, &[&base[..], &["--json", "-q"]].concat()).output().unwrap(), "mpirun -n 3 archive");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object, from rank 0");
+    let ranks = j["ranks"].as_array().unwrap_or_else(|| panic!("per-rank report: {j}"));
+    assert_eq!(ranks.len(), 3, "{j}");
+    for r in ranks {
+        assert!(r["bytes"].as_u64().unwrap() > 0 && r["parts"].as_u64().unwrap() > 0, "every rank moved parts: {j}");
+    }
+    let moved: u64 = ranks.iter().map(|r| r["bytes"].as_u64().unwrap()).sum();
+    assert!(moved >= 18 << 20, "{j}");
+    assert_eq!(j["hard_links"].as_u64(), Some(2), "{j}");
+    assert_equal(&scan(&src, look), &scan(&dst, look));
+    if let Some(left) = rsync_left(&src, &dst) {
+        assert!(left.is_empty(), "rsync -aHAXSc finds differences: {left:#?}");
+    }
+    assert!(!std::fs::read_dir(&dst).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".ddftp")));
+
+    // A one-process copy beside it, then SRC changes and both are synced.
+    let dst1 = f.out("dst1");
+    let d1 = dst1.to_str().unwrap();
+    let one = ["archive", "src", "-d", d1, "-m", &mirrors, "-X", "--block-size", "64KiB"];
+    ddftp(&[&one[..], &["-q"]].concat(), 0);
+    assert_equal(&scan(&dst1, look), &scan(&dst, look));
+    random_file(&src.join("bulk/added"), 300_000, 7);
+    std::fs::remove_file(src.join("bulk/large-2")).unwrap();
+    std::fs::remove_file(src.join("plain/empty")).unwrap();
+    random_file(&src.join("bulk/large-0"), 2 << 20, 8);
+    std::fs::set_permissions(src.join("bulk/large-1"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let said = |o: Output| -> Vec<String> {
+        let mut v: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect();
+        v.sort();
+        v
+    };
+    let dry_one = said(ddftp(&[&one[..], &["-n", "--delete"]].concat(), 0));
+    let dry_ranks = said(ok(mpirun(3, &exe, &[&base[..], &["-n", "--delete"]].concat()).output().unwrap(), "-n"));
+    assert_eq!(dry_ranks, dry_one, "a dry run under mpirun says what one process says");
+    assert!(dry_one.iter().any(|l| l.contains("*deleting   bulk/large-2")), "{dry_one:#?}");
+
+    let j1 = json(&ddftp(&[&one[..], &["--delete", "--json", "-q"]].concat(), 0));
+    let out = mpirun(3, &exe, &[&base[..], &["--delete", "--json", "-q"]].concat()).output().unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&ok(out, "--delete").stdout).unwrap();
+    for k in ["files", "skipped_files", "deleted", "dirs", "links", "modes_fixed"] {
+        assert_eq!(j[k], j1[k], "{k}: ranks {j}\none process {j1}");
+    }
+    assert_eq!(j["deleted"].as_u64(), Some(2), "{j}");
+    assert_equal(&scan(&src, look), &scan(&dst, look));
+    assert_equal(&scan(&dst1, look), &scan(&dst, look));
+}
+
+/// Starts `cmd` (an archive into `dest` under mpirun -n >= 2), kills rank
+/// 1 once DEST holds some complete files, and returns mpirun's output.
+fn kill_rank_1(mut cmd: Command, exe: &Path, dest: &Path, src: &Path) -> Output {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let started = Instant::now();
+    let rank1 = loop {
+        assert!(started.elapsed() < Duration::from_secs(60), "rank 1 never moved a file");
+        if let Some(pid) = rank_pid(exe, 1) {
+            if complete(src, dest).len() > 20 {
+                break pid;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // SAFETY: a signal to a process of ours.
+    assert_eq!(unsafe { libc::kill(rank1, libc::SIGKILL) }, 0);
+    child.wait_with_output().unwrap()
+}
+
+/// The process running `exe` as MPI rank `rank`.
+fn rank_pid(exe: &Path, rank: usize) -> Option<i32> {
+    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let is_exe = std::fs::read_link(e.path().join("exe")).is_ok_and(|p| p == exe);
+        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        if is_exe && env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// DEST's files that are complete (size, mode, mtime as the source's),
+/// with their inode and ctime: a file moved again gets new ones.
+fn complete(src: &Path, dest: &Path) -> BTreeMap<PathBuf, (u64, i64, i64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(src.join(&rel)) else { continue };
+        for e in rd.flatten() {
+            let rel = rel.join(e.file_name());
+            let s = e.metadata().unwrap();
+            if s.is_dir() {
+                stack.push(rel);
+            } else if let Ok(m) = dest.join(&rel).symlink_metadata() {
+                let same = m.is_file()
+                    && (m.size(), m.mode(), m.mtime(), m.mtime_nsec())
+                        == (s.size(), s.mode(), s.mtime(), s.mtime_nsec());
+                if same {
+                    out.insert(rel, (m.ino(), m.ctime(), m.ctime_nsec()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_killed_rank_fails_the_job_naming_it_and_a_rerun_moves_only_what_is_missing() {
+    need(have_mpirun(), "OpenMPI (apt-get install openmpi-bin libopenmpi-dev libclang-dev)");
+    let exe = mpi_ddftp();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    bulk(&src, 16, 2 << 20, 1500);
+    let files = 16 + 1500;
+    let (m1, m2) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let mirrors = mirrors_arg(&[&m1, &m2]);
+    // Killed at N = 3, finished at N = 2; killed at N = 3, finished by one process.
+    for (i, again) in [Some(2), None].into_iter().enumerate() {
+        let dst = f.out(&format!("dst{i}"));
+        let d = dst.to_str().unwrap();
+        let args = ["archive", "src", "-d", d, "-m", &mirrors, "--block-size", "64KiB"];
+        let slow = [&args[..], &["--limit-rate", "6MB"]].concat();
+        let out = kill_rank_1(mpirun(3, &exe, &slow), &exe, &dst, &src);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "the job with a killed rank succeeded:\n{stderr}");
+        assert!(stderr.contains("rank 1"), "the failure names the rank:\n{stderr}");
+        let before = complete(&src, &dst);
+        assert!(before.len() > 20 && before.len() < files, "killed mid-way: {} of {files} complete", before.len());
+
+        let out = match again {
+            Some(n) => ok(mpirun(n, &exe, &[&args[..], &["--json", "-q"]].concat()).output().unwrap(), "the rerun"),
+            None => ddftp(&[&args[..], &["--json", "-q"]].concat(), 0),
+        };
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(j["files"].as_u64(), Some(files as u64), "{j}");
+        assert_eq!(j["skipped_files"].as_u64(), Some(before.len() as u64), "complete files are skipped: {j}");
+        let after = complete(&src, &dst);
+        assert_eq!(after.len(), files, "every file complete after the rerun");
+        for (rel, was) in &before {
+            assert_eq!(after.get(rel), Some(was), "{}: moved again though it was complete", rel.display());
+        }
+        let look = Look { owners: false, setid: false, devices: false };
+        assert_equal(&scan(&src, look), &scan(&dst, look));
+        let left: Vec<String> = std::fs::read_dir(&dst)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".ddftp"))
+            .collect();
+        assert!(left.is_empty(), "journals left in DEST: {left:?}");
+    }
+}
