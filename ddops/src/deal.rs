@@ -188,7 +188,7 @@ mod tests {
             }
             let snap = |x: u64| holes.iter().find(|(a, l)| x > *a && x < a + l).map_or(x, |(a, _)| *a);
             let mut parts = vec![];
-            for m in asks.iter().chain(std::iter::repeat(&0).take(10_000)) {
+            for m in asks.iter().chain(std::iter::repeat_n(&0, 10_000)) {
                 match d.poll_part(m % movers, snap) {
                     Some(p) => parts.push(p),
                     None => break,
