@@ -271,10 +271,10 @@ async fn archive_into(
     // first, so nothing is judged through a symlink that stood in a
     // directory's place; an interrupted run's list is taken up again if it
     // still holds.
-    // Ranks write beside each other: the directories are made before
-    // any of them starts, and an interrupted one-process run's journal is
-    // not theirs to resume.
-    let chosen = if fresh && !ranked {
+    // (Ranks making the same directory at once is fine: each takes the
+    // one that is there. An interrupted one-process run's journal is not
+    // theirs to resume.)
+    let chosen = if fresh {
         choose(&items, &dest, fresh, spec.owners)
     } else {
         make_dirs(&items, &dest)?;
@@ -283,9 +283,7 @@ async fn archive_into(
             false => resumed(&items, &dest, &run.saved(), &journal_path(&run.output())),
         };
         let mut chosen = again.unwrap_or_else(|| choose(&items, &dest, fresh, spec.owners));
-        if !fresh {
-            run.make_way(&mut chosen, progress);
-        }
+        run.make_way(&mut chosen, progress);
         chosen
     };
     *run.counts.lock().expect("counts lock") = EntryCounts {

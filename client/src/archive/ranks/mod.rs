@@ -60,14 +60,15 @@ const TAG_PART: i32 = 13;
 /// long enough that a part's start (a connection to every mirror, the
 /// pairs' first grants) costs little, short enough that the last parts
 /// leave no rank waiting long.
-const MIN_PART: u64 = 16 << 20;
+const MIN_PART: u64 = 4 << 20;
 
 /// An MPI job's ranks, seen from one of them.
 pub struct Job {
     session: ddtree::walk::mpi::Session,
     host: String,
-    /// The lead has told the ranks what to move (or that there is nothing).
-    told: Cell<bool>,
+    /// What the lead has told the ranks: 0 nothing yet, 1 the bundle's
+    /// list, 2 everything (its name too, or that there is nothing to move).
+    told: Cell<u8>,
 }
 
 /// What the lead tells every rank before the bytes move.
@@ -99,7 +100,7 @@ impl Job {
     pub fn init() -> Option<Job> {
         let session = ddtree::walk::mpi::Session::init()?;
         let host = mpi::environment::processor_name().unwrap_or_else(|_| "?".into());
-        Some(Job { session, host, told: Cell::new(false) })
+        Some(Job { session, host, told: Cell::new(0) })
     }
 
     pub fn rank(&self) -> usize {
@@ -119,37 +120,42 @@ impl Job {
         format!("rank {rank} ({host})")
     }
 
-    /// Tells the other ranks there is nothing to move, unless the lead told
-    /// them what to move already (a lead that failed, had nothing to move,
-    /// or made a dry run): every rank then ends.
+    /// Tells the other ranks there is nothing (more) to move, unless the
+    /// lead told them all already (a lead that failed, had nothing to
+    /// move, or made a dry run): every rank then ends.
     pub fn release(&self) {
-        if self.rank() == 0 && !self.told.get() {
-            self.broadcast(None);
+        match (self.rank(), self.told.get()) {
+            (0, 0) => drop(self.broadcast(None, 2)),
+            (0, 1) => drop(self.broadcast(None, 1)),
+            _ => {}
         }
     }
 
-    /// The lead's plan to every rank (on the lead `Some`, on the others
-    /// ignored): the header, the list of the bundle's entries and its
-    /// definition; `None` for nothing to move.
-    fn broadcast(&self, plan: Option<[&[u8]; 3]>) -> Option<[Vec<u8>; 3]> {
+    /// `n` blobs from the lead to every rank (on the lead `Some`, on the
+    /// others ignored); `None` for nothing to move.
+    fn broadcast(&self, blobs: Option<&[&[u8]]>, n: usize) -> Option<Vec<Vec<u8>>> {
         let root = self.world().process_at_rank(0);
-        let mut lens = [0u64; 3];
-        if let Some(p) = &plan {
-            lens = [p[0].len() as u64, p[1].len() as u64, p[2].len() as u64];
+        let mut lens = vec![0u64; n];
+        for (l, b) in lens.iter_mut().zip(blobs.unwrap_or_default()) {
+            *l = b.len() as u64;
         }
         root.broadcast_into(&mut lens[..]);
-        self.told.set(true);
         if lens[0] == 0 {
+            self.told.set(2);
             return None;
         }
-        let mut all = match &plan {
-            Some(p) => p.concat(),
+        self.told.set(self.told.get() + 1);
+        let mut all = match blobs {
+            Some(b) => b.concat(),
             None => vec![0u8; lens.iter().sum::<u64>() as usize],
         };
         root.broadcast_into(&mut all[..]);
-        let rest = all.split_off(lens[0] as usize);
-        let (list, def) = (rest[..lens[1] as usize].to_vec(), rest[lens[1] as usize..].to_vec());
-        Some([all, list, def])
+        let mut out = Vec::with_capacity(n);
+        for l in lens.iter().rev() {
+            out.push(all.split_off(all.len() - *l as usize));
+        }
+        out.reverse();
+        Some(out)
     }
 
     fn send<T: serde::Serialize>(&self, to: usize, tag: i32, msg: &T) {
@@ -169,6 +175,15 @@ pub(super) async fn lead(
     phases: &mut Phases,
 ) -> Result<Vec<RankReport>, ArchiveError> {
     let spec = run.spec;
+    // The destination made ready while the mirrors register the bundle.
+    let prepared = Instant::now();
+    let owned: Vec<Item> = todo.iter().map(|it| (*it).clone()).collect();
+    let store = Arc::new(TreeStore::new(todo, &run.dest, run.fresh, run.umask, spec.owners)?);
+    store.create()?;
+    let def = defs.def.clone().expect("a bundle to move has a definition");
+    // The ranks make their stores ready too while the mirrors register.
+    job.broadcast(Some(&[&saved_list(todo), &def]), 2);
+    phases.prepare += prepared.elapsed().as_secs_f64();
     let waited = Instant::now();
     let (mut name, mut failures) = (None, vec![]);
     while let Some((ep, r)) = defs.join_next().await {
@@ -183,16 +198,10 @@ pub(super) async fn lead(
         }
     }
     let Some(name) = name else { return Err(ArchiveError::NoBundle { failures }) };
-    let def = defs.def.clone().expect("a bundle to move has a definition");
-    phases.check += waited.elapsed().as_secs_f64();
-    let prepared = Instant::now();
-    let owned: Vec<Item> = todo.iter().map(|it| (*it).clone()).collect();
-    let store = Arc::new(TreeStore::new(todo, &run.dest, run.fresh, run.umask, spec.owners)?);
-    store.create()?;
     let header = Header { name: name.clone(), fresh: run.fresh, block: spec.get.block_size };
     let header = serde_json::to_vec(&header).expect("header serialises");
-    job.broadcast(Some([&header, &saved_list(todo), &def]));
-    phases.prepare += prepared.elapsed().as_secs_f64();
+    job.broadcast(Some(&[&header]), 1);
+    phases.check += waited.elapsed().as_secs_f64();
     let moving = Instant::now();
     let size = store.layout.size();
     let bundle = Bundle { name, def, block: spec.get.block_size, fresh: run.fresh };
@@ -369,10 +378,9 @@ fn finish_cut_files(mover: &Mover, lead: &mut Lead) -> Result<(), ArchiveError> 
 /// A rank's side (not the lead): the lead's plan taken, parts asked for
 /// and moved until there are none.
 pub async fn follow(spec: &ArchiveSpec, job: &Job) -> Result<(), ArchiveError> {
-    let Some([header, list, def]) = job.broadcast(None) else { return Ok(()) };
-    let bad =
-        |why: String| ArchiveError::BadEntry { path: format!("the plan rank 0 sent to rank {}", job.rank()), why };
-    let header: Header = serde_json::from_slice(&header).map_err(|e| bad(e.to_string()))?;
+    let Some(mut got) = job.broadcast(None, 2) else { return Ok(()) };
+    let (def, list) = (got.pop().unwrap_or_default(), got.pop().unwrap_or_default());
+    let bad = |why: String| ArchiveError::BadEntry { path: format!("the plan rank 0 sent to rank {}", job.rank()), why };
     let list = packed::unpack(&list, MAX_LIST).map_err(|e| bad(e.to_string()))?;
     let entries = ddftp::read(&list[..], std::path::Path::new("the lead's list")).map_err(ArchiveError::List)?;
     let src = spec.src.trim_end_matches('/');
@@ -385,6 +393,8 @@ pub async fn follow(spec: &ArchiveSpec, job: &Job) -> Result<(), ArchiveError> {
     }
     let dest = deep::Dest::open(&spec.dest).map_err(super::local(&spec.dest))?;
     let refs: Vec<&Item> = todo.iter().collect();
+    let Some(mut got) = job.broadcast(None, 1) else { return Ok(()) };
+    let header: Header = serde_json::from_slice(&got.pop().unwrap_or_default()).map_err(|e| bad(e.to_string()))?;
     let store = Arc::new(TreeStore::new(&refs, &dest, header.fresh, super::umask(), spec.owners)?);
     let who = job.who(job.rank(), &job.host);
     let bundle = Bundle { name: header.name, def: def.into(), block: header.block, fresh: header.fresh };
