@@ -18,6 +18,7 @@ use ddftp_proto::manifest::hex;
 use ddtree::list::{Kind, Time};
 use sha2::{Digest, Sha256};
 
+use super::current::{self, Held};
 use super::{deep, listing, local, ArchiveError, ArchiveSpec, Item};
 use crate::session::Session;
 use crate::transfer::Progress;
@@ -41,10 +42,7 @@ pub(super) async fn differing(
         let files: Vec<&Item> = items.iter().filter(|it| it.entry.kind == Kind::File).collect();
         let hit = listing::par_map(&files, |it| {
             let e = &it.entry;
-            deep::symlink_metadata(&dest.join(&it.rel)).is_ok_and(|m| {
-                use std::os::unix::fs::MetadataExt;
-                m.is_file() && m.size() == e.size && m.mtime() == e.mtime.sec && m.mtime_nsec() as u32 == e.mtime.nsec
-            })
+            deep::symlink_metadata(&dest.join(&it.rel)).is_ok_and(|m| current::compare(&Held::from(&m), e).same_bytes())
         });
         files
             .iter()

@@ -228,12 +228,7 @@ pub(super) struct Stat {
     pub mtime_nsec: u32,
     pub uid: u32,
     pub gid: u32,
-}
-
-impl Stat {
-    pub fn is_file(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFREG
-    }
+    pub rdev: u64,
 }
 
 impl InDir {
@@ -269,6 +264,7 @@ fn fstatat(dir: RawFd, name: &CString) -> io::Result<Stat> {
         mtime_nsec: st.st_mtime_nsec as u32,
         uid: st.st_uid,
         gid: st.st_gid,
+        rdev: st.st_rdev,
     })
 }
 

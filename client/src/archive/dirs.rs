@@ -89,10 +89,7 @@ impl Dirs<'_> {
 fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &super::deep::Dest, it: &Item, owners: bool) -> bool {
     let e = &it.entry;
     in_dir.lstat(dest, &it.rel).is_ok_and(|m| {
-        m.mode & libc::S_IFMT == libc::S_IFDIR
-            && m.mode & 0o7777 == e.perm
-            && m.mtime == e.mtime.sec
-            && m.mtime_nsec == e.mtime.nsec
+        super::current::compare(&super::current::Held::from(&m), e).none()
             && (!owners || e.meta.owner.is_none_or(|o| o == (m.uid, m.gid)))
     })
 }

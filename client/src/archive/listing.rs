@@ -9,6 +9,7 @@ use std::path::Path;
 use ddftp_proto::packed::{self, MAX_LIST};
 use ddtree::list::{ddftp, Entry, Kind};
 
+use super::current::{self, Held};
 use super::tree::{is_finished_file, remove_any};
 use super::{deep, ArchiveError, Item};
 
@@ -54,10 +55,10 @@ fn found(m: &deep::Stat, e: &Entry) -> Found {
     if m.mode & libc::S_IFMT == libc::S_IFDIR {
         return Found::Dir;
     }
-    let same = m.is_file() && m.size == e.size && m.mtime == e.mtime.sec && m.mtime_nsec == e.mtime.nsec;
-    match (same, m.mode & 0o7777 == e.perm) {
-        (true, true) => Found::Done,
-        (true, false) => Found::ModeOnly,
+    let d = current::compare(&Held::from(m), e);
+    match (d.same_bytes(), d.perm) {
+        (true, false) => Found::Done,
+        (true, true) => Found::ModeOnly,
         (false, _) => Found::Missing,
     }
 }

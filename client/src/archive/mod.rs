@@ -26,6 +26,7 @@ mod deep;
 mod dirs;
 pub use ddtree::filter;
 mod checksum;
+mod current;
 mod keep;
 mod listing;
 mod mirrors;

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use ddtree::list::Kind;
 
+use super::current::{self, Differs, Held};
 use super::filter::Filter;
 use super::keep::Linked;
 use super::{deep, local, ArchiveError, ArchiveReport, Archiving, Item, Phases};
@@ -98,17 +99,17 @@ pub(super) fn plan(
         let e = &it.entry;
         let path = dest.join(&it.rel);
         let m = deep::symlink_metadata(&path).ok();
-        let time_differs = |m: &std::fs::Metadata| m.mtime() != e.mtime.sec || m.mtime_nsec() as u32 != e.mtime.nsec;
+        let differs = |m: &std::fs::Metadata| current::compare(&Held::from(m), e);
         // Owner, group, xattrs: `o g . . x` (or dots), the code's last five.
         let attrs = |m: &Option<std::fs::Metadata>| m.as_ref().and_then(|m| keep.differs(&path, m, e));
         let line = match e.kind {
-            Kind::Dir => match m.filter(|m| m.is_dir()) {
+            Kind::Dir => match m.filter(|m| !differs(m).kind) {
                 None => {
                     p.new_dirs += 1;
                     Some("cd+++++++++".to_string())
                 }
                 Some(m) => {
-                    let (t, perm) = (time_differs(&m), m.mode() & 0o7777 != e.perm);
+                    let Differs { time: t, perm, .. } = differs(&m);
                     let a = attrs(&Some(m));
                     (t || perm || a.is_some()).then(|| {
                         p.changed_dirs += 1;
@@ -116,14 +117,14 @@ pub(super) fn plan(
                     })
                 }
             },
-            Kind::File => match m.filter(|m| m.is_file()) {
+            Kind::File => match m.filter(|m| !differs(m).kind) {
                 None => {
                     p.new_files += 1;
                     p.bytes += e.meta.moved_len(e.size);
                     Some(">f+++++++++".to_string())
                 }
                 Some(m) => {
-                    let (s, t, perm) = (m.size() != e.size, time_differs(&m), m.mode() & 0o7777 != e.perm);
+                    let Differs { size: s, time: t, perm, .. } = differs(&m);
                     let c = keep.differ.contains(&it.rel);
                     let a = attrs(&Some(m));
                     let flags = format!(
@@ -147,7 +148,7 @@ pub(super) fn plan(
             },
             // A symlink's target comes with the data: one already there
             // with the listed mtime is taken to be the same link.
-            _ => match m.filter(|m| m.file_type().is_symlink() && !time_differs(m)) {
+            _ => match m.filter(|m| m.file_type().is_symlink() && !differs(m).time) {
                 Some(m) => attrs(&Some(m)).map(|a| format!(".L....{a}")),
                 None => {
                     p.new_links += 1;
@@ -210,18 +211,7 @@ impl Keep<'_> {
 
 /// Whether `p` is the FIFO, socket or device `e` says, mode and mtime included.
 fn is_special(p: &deep::Beneath, e: &ddtree::list::Entry) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    deep::symlink_metadata(p).is_ok_and(|m| {
-        let t = m.file_type();
-        let kind = match e.kind {
-            Kind::Fifo => t.is_fifo(),
-            Kind::Socket => t.is_socket(),
-            Kind::Block => t.is_block_device() && Some(m.rdev()) == e.meta.rdev(),
-            Kind::Char => t.is_char_device() && Some(m.rdev()) == e.meta.rdev(),
-            _ => false,
-        };
-        kind && m.mode() & 0o7777 == e.perm && m.mtime() == e.mtime.sec && m.mtime_nsec() as u32 == e.mtime.nsec
-    })
+    deep::symlink_metadata(p).is_ok_and(|m| current::compare(&Held::from(&m), e).none())
 }
 
 /// Makes the FIFO, socket or device node `e` at `p` (what else stands there goes),

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use ddtree::layout::Layout;
 use ddtree::list::{Entry, Kind, Time};
 
+use super::current::{self, Held, Listed};
 use super::{deep, ArchiveError, Item};
 use crate::store::Store;
 
@@ -545,11 +546,8 @@ pub(super) fn remove_any(p: &deep::Beneath) -> io::Result<()> {
 /// Whether `m` is a regular file of this size, mode and mtime (to the
 /// nanosecond): rsync's quick check, modes included.
 pub(super) fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtime: Time) -> bool {
-    m.is_file()
-        && m.size() == size
-        && m.mode() & 0o7777 == perm
-        && m.mtime() == mtime.sec
-        && m.mtime_nsec() as u32 == mtime.nsec
+    let listed = Listed { kind: Kind::File, size, perm, mtime, rdev: None };
+    current::compare(&Held::from(m), listed).none()
 }
 
 /// Sets an open file's mtime.

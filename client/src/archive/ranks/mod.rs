@@ -380,7 +380,8 @@ fn finish_cut_files(mover: &Mover, lead: &mut Lead) -> Result<(), ArchiveError> 
 pub async fn follow(spec: &ArchiveSpec, job: &Job) -> Result<(), ArchiveError> {
     let Some(mut got) = job.broadcast(None, 2) else { return Ok(()) };
     let (def, list) = (got.pop().unwrap_or_default(), got.pop().unwrap_or_default());
-    let bad = |why: String| ArchiveError::BadEntry { path: format!("the plan rank 0 sent to rank {}", job.rank()), why };
+    let bad =
+        |why: String| ArchiveError::BadEntry { path: format!("the plan rank 0 sent to rank {}", job.rank()), why };
     let list = packed::unpack(&list, MAX_LIST).map_err(|e| bad(e.to_string()))?;
     let entries = ddftp::read(&list[..], std::path::Path::new("the lead's list")).map_err(ArchiveError::List)?;
     let src = spec.src.trim_end_matches('/');
