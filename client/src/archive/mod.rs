@@ -576,31 +576,9 @@ impl<'a> Archiving<'a> {
             let again = Box::pin(self.move_part(&lost, ready, defs, progress, phases)).await?;
             report = merge_reports(report, again);
         }
-        // What a mirror could not read is asked of the mirrors that did not
-        // say so; what none can read is told, not written.
-        let unread = store.unread();
-        let said: HashSet<&str> = unread.iter().flat_map(|(_, u)| u.mirrors.iter().map(String::as_str)).collect();
-        let others: Vec<Peer> =
-            spec.get.mirrors.iter().filter(|m| !said.contains(m.to_string().as_str())).cloned().collect();
-        if !unread.is_empty() && !others.is_empty() {
-            let again: Vec<&Item> = unread.iter().map(|(i, _)| todo[*i]).collect();
-            progress.warn(&format!(
-                "{} entries could not be read on {}: asking the other mirrors",
-                again.len(),
-                said.iter().copied().collect::<Vec<_>>().join(", ")
-            ));
-            let sub_spec = ArchiveSpec { get: GetSpec { mirrors: others, ..spec.get.clone() }, ..spec.clone() };
-            let sub = Archiving::new(&sub_spec, self.src, self.started, self.fresh, self.dest.clone());
-            let defs = define_everywhere(&sub_spec, Some(definition(&again)));
-            let ready = sub.ready(&again, phases)?;
-            let r = Box::pin(sub.move_part(&again, ready, defs, progress, phases)).await?;
-            report = merge_reports(report, r);
-            self.failures.lock().expect("failures lock").extend(sub.take_failures());
-        } else {
-            for (i, u) in unread {
-                self.failed(&todo[i].rel, u.why);
-            }
-        }
+        let unread = store.unread().into_iter().map(|(i, u)| (todo[i], u)).collect();
+        let again = self.read_elsewhere(unread, progress, phases).await?;
+        report = merge_reports(report, again);
         // The files not finished as they were written, put in place; two
         // threads (two or three syscalls a file).
         let files: Vec<(usize, &&Item)> =
@@ -632,6 +610,39 @@ impl<'a> Archiving<'a> {
             }
         }
         Ok(report)
+    }
+
+    /// Entries a mirror could not read asked of the mirrors that did not
+    /// say so; what none can read is told, not written.
+    async fn read_elsewhere(
+        &self,
+        unread: Vec<(&Item, tree::Unread)>,
+        progress: &mut dyn Progress,
+        phases: &mut Phases,
+    ) -> Result<Option<TransferReport>, ArchiveError> {
+        let spec = self.spec;
+        let said: HashSet<&str> = unread.iter().flat_map(|(_, u)| u.mirrors.iter().map(String::as_str)).collect();
+        let others: Vec<Peer> =
+            spec.get.mirrors.iter().filter(|m| !said.contains(m.to_string().as_str())).cloned().collect();
+        if unread.is_empty() || others.is_empty() {
+            for (it, u) in unread {
+                self.failed(&it.rel, u.why);
+            }
+            return Ok(None);
+        }
+        let again: Vec<&Item> = unread.iter().map(|(it, _)| *it).collect();
+        progress.warn(&format!(
+            "{} entries could not be read on {}: asking the other mirrors",
+            again.len(),
+            said.iter().copied().collect::<Vec<_>>().join(", ")
+        ));
+        let sub_spec = ArchiveSpec { get: GetSpec { mirrors: others, ..spec.get.clone() }, ..spec.clone() };
+        let sub = Archiving::new(&sub_spec, self.src, self.started, self.fresh, self.dest.clone());
+        let defs = define_everywhere(&sub_spec, Some(definition(&again)));
+        let ready = sub.ready(&again, phases)?;
+        let r = Box::pin(sub.move_part(&again, ready, defs, progress, phases)).await?;
+        self.failures.lock().expect("failures lock").extend(sub.take_failures());
+        Ok(r)
     }
 
     fn dirs(&self) -> Dirs<'_> {

@@ -217,3 +217,32 @@ fn a_killed_rank_fails_the_job_naming_it_and_a_rerun_moves_only_what_is_missing(
         assert!(left.is_empty(), "journals left in DEST: {left:?}");
     }
 }
+
+#[test]
+fn files_one_mirror_cannot_read_are_asked_of_the_other_under_mpirun() {
+    need(have_mpirun(), "OpenMPI (apt-get install openmpi-bin libopenmpi-dev libclang-dev)");
+    need(is_root(), "root (a mirror run as nobody that cannot read some files)");
+    let exe = mpi_ddftp();
+    let f = Fixture::new();
+    std::fs::set_permissions(f.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let src = f.root().join("src");
+    bulk(&src, 4, 1 << 20, 200);
+    // Spread through the range: whichever mirror serves a block, nobody's
+    // meets some of them.
+    for i in 0..30 {
+        let p = src.join(format!("small/{}/secret-{i}", i % 13));
+        random_file(&p, 50_000, 500 + i);
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+    let (nobody, root) = (Mirror::as_nobody(&f.root()), Mirror::start(&f.root(), &[]));
+    let dst = f.out("dst");
+    let mirrors = mirrors_arg(&[&nobody, &root]);
+    let args = ["archive", "src", "-d", dst.to_str().unwrap(), "-m", &mirrors, "--block-size", "64KiB", "--json", "-q"];
+    let out = ok(mpirun(3, &exe, &args).output().unwrap(), "mpirun -n 3 archive");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("asking the other mirrors"), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["failed"].as_array().map(Vec::len), Some(0), "{j}");
+    let look = Look { owners: true, setid: true, devices: false };
+    assert_equal(&scan(&src, look), &scan(&dst, look));
+}

@@ -47,7 +47,7 @@ use mpi::traits::*;
 
 use super::listing::{below_src, saved_list};
 use super::mirrors::Defining;
-use super::tree::TreeStore;
+use super::tree::{TreeStore, Unread};
 use super::{deep, ArchiveError, ArchiveSpec, Archiving, Item, Phases, RankReport};
 use crate::transfer::Progress;
 use part::{Bundle, Done, Mover};
@@ -228,10 +228,11 @@ pub(super) async fn lead(
         return Err(ArchiveError::Rank { who, why });
     }
     finish_cut_files(&mover, &mut lead)?;
-    for (i, (why, _)) in &lead.unread {
-        run.failed(&mover.todo[*i].rel, why.clone());
-    }
     phases.moving += moving.elapsed().as_secs_f64();
+    let mut unread: Vec<(&Item, Unread)> =
+        lead.unread.drain().map(|(i, (why, mirrors))| (&mover.todo[i], Unread { why, mirrors })).collect();
+    unread.sort_unstable_by(|a, b| a.0.rel.cmp(&b.0.rel));
+    run.read_elsewhere(unread, progress, phases).await?;
     Ok(lead.ranks)
 }
 
