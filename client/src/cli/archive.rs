@@ -304,9 +304,13 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
 fn follow(spec: &ArchiveSpec, job: &archive::ranks::Job, rt: &tokio::runtime::Runtime) -> Exit {
     match rt.block_on(archive::ranks::follow(spec, job)) {
         Ok(()) => Exit::Ok,
-        Err(e) => {
-            report_error(&format_args!("rank {}: {e}", job.rank()));
+        Err(archive::ranks::Stopped::Part(e)) => {
+            report_error(&format_args!("{}: {e}", job.name()));
             exit_for_archive(&e)
+        }
+        Err(archive::ranks::Stopped::Setup(e)) => {
+            report_error(&format_args!("{}: {e}", job.name()));
+            job.abort(exit_for_archive(&e) as i32)
         }
     }
 }

@@ -59,6 +59,7 @@ fn three_ranks_copy_every_kind_of_entry_and_sync_as_one_process_does() {
     std::fs::create_dir(&src).unwrap();
     awkward(&src, root);
     bulk(&src.join("bulk"), 6, 3 << 20, 600);
+    std::fs::create_dir_all(src.join("bulk/empty/and-empty")).unwrap();
     let (m1, m2) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
     let mirrors = mirrors_arg(&[&m1, &m2]);
     let look = Look { owners: root, setid: root, devices: root };
@@ -243,6 +244,44 @@ fn files_one_mirror_cannot_read_are_asked_of_the_other_under_mpirun() {
     assert!(err.contains("asking the other mirrors"), "{err}");
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["failed"].as_array().map(Vec::len), Some(0), "{j}");
+    let look = Look { owners: true, setid: true, devices: false };
+    assert_equal(&scan(&src, look), &scan(&dst, look));
+}
+
+#[test]
+fn a_rank_that_does_not_see_the_lead_s_dest_stops_the_job_before_it_writes() {
+    need(have_mpirun(), "OpenMPI (apt-get install openmpi-bin libopenmpi-dev libclang-dev)");
+    need(is_root(), "root (rank 1 gets a DEST of its own: a tmpfs in its own mount namespace)");
+    let exe = mpi_ddftp();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    bulk(&src, 4, 2 << 20, 100);
+    let m = Mirror::start(&f.root(), &[]);
+    let dst = f.out("dst");
+    std::fs::create_dir(&dst).unwrap();
+    // Rank 1 runs in a mount namespace where DEST is another (empty) file
+    // system, as on a node that does not mount the shared one.
+    let wrapper = f.out("rank.sh");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then\n  \
+         exec unshare --mount sh -c 'mount -t tmpfs none \"$0\" && exec \"$@\"' \"$DEST\" \"$@\"\nfi\nexec \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["-n", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-x", "DEST"])
+        .env("DEST", &dst)
+        .arg(&wrapper)
+        .arg(&exe)
+        .args(["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-q"])
+        .stdin(Stdio::null());
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("rank 1 (") && err.contains("does not see rank 0's DEST"), "{err}");
+    // A rerun on one node completes the copy.
+    ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-q"], 0);
     let look = Look { owners: true, setid: true, devices: false };
     assert_equal(&scan(&src, look), &scan(&dst, look));
 }

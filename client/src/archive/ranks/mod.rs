@@ -52,6 +52,10 @@ use super::{deep, ArchiveError, ArchiveSpec, Archiving, Item, Phases, RankReport
 use crate::transfer::Progress;
 use part::{Bundle, Done, Mover};
 
+/// The file in DEST by which each rank checks that it sees the lead's
+/// DEST (named like the ranks' journals: a later run clears it).
+const SHARED_CHECK: &str = ".ddftp-archive.rank-check";
+
 const TAG_ASK: i32 = 11;
 const TAG_FAILED: i32 = 12;
 const TAG_PART: i32 = 13;
@@ -115,6 +119,11 @@ impl Job {
         self.session.world()
     }
 
+    /// This rank, as messages name it.
+    pub fn name(&self) -> String {
+        self.who(self.rank(), &self.host)
+    }
+
     /// `rank R (HOST)`, as messages name a rank.
     fn who(&self, rank: usize, host: &str) -> String {
         format!("rank {rank} ({host})")
@@ -125,7 +134,7 @@ impl Job {
     /// move, or made a dry run): every rank then ends.
     pub fn release(&self) {
         match (self.rank(), self.told.get()) {
-            (0, 0) => drop(self.broadcast(None, 2)),
+            (0, 0) => drop(self.broadcast(None, 3)),
             (0, 1) => drop(self.broadcast(None, 1)),
             _ => {}
         }
@@ -158,6 +167,11 @@ impl Job {
         Some(out)
     }
 
+    /// Ends every rank of the job at once (`MPI_Abort`), exit code `code`.
+    pub fn abort(&self, code: i32) -> ! {
+        self.world().abort(code)
+    }
+
     fn send<T: serde::Serialize>(&self, to: usize, tag: i32, msg: &T) {
         let data = serde_json::to_vec(msg).expect("message serialises");
         self.world().process_at_rank(to as i32).send_with_tag(&data[..], tag);
@@ -181,8 +195,15 @@ pub(super) async fn lead(
     let store = Arc::new(TreeStore::new(todo, &run.dest, run.fresh, run.umask, spec.owners)?);
     store.create()?;
     let def = defs.def.clone().expect("a bundle to move has a definition");
+    // Ranks that wrote into a DEST of their own would leave the files cut
+    // between parts with holes the lead cannot see: each rank first finds
+    // the lead's token in what it takes for DEST.
+    let token = format!("{} {} {:?}", job.host, std::process::id(), std::time::SystemTime::now());
+    let check = spec.dest.join(SHARED_CHECK);
+    let written = ddtree::scratch::create(&check).and_then(|mut f| std::io::Write::write_all(&mut f, token.as_bytes()));
+    written.map_err(super::local(&check))?;
     // The ranks make their stores ready too while the mirrors register.
-    job.broadcast(Some(&[&saved_list(todo), &def]), 2);
+    job.broadcast(Some(&[&saved_list(todo), &def, token.as_bytes()]), 3);
     phases.prepare += prepared.elapsed().as_secs_f64();
     let waited = Instant::now();
     let (mut name, mut failures) = (None, vec![]);
@@ -228,6 +249,7 @@ pub(super) async fn lead(
         return Err(ArchiveError::Rank { who, why });
     }
     finish_cut_files(&mover, &mut lead)?;
+    let _ = std::fs::remove_file(&check);
     phases.moving += moving.elapsed().as_secs_f64();
     let mut unread: Vec<(&Item, Unread)> =
         lead.unread.drain().map(|(i, (why, mirrors))| (&mover.todo[i], Unread { why, mirrors })).collect();
@@ -376,11 +398,54 @@ fn finish_cut_files(mover: &Mover, lead: &mut Lead) -> Result<(), ArchiveError> 
     Ok(())
 }
 
+/// Why a rank other than the lead stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Stopped {
+    /// Before it asked for a part: the lead may be waiting on it in a
+    /// collective call, so only aborting the job ends it.
+    #[error(transparent)]
+    Setup(ArchiveError),
+    /// A part failed: the lead was told, deals nothing more and names it.
+    #[error(transparent)]
+    Part(ArchiveError),
+}
+
 /// A rank's side (not the lead): the lead's plan taken, parts asked for
 /// and moved until there are none.
-pub async fn follow(spec: &ArchiveSpec, job: &Job) -> Result<(), ArchiveError> {
-    let Some(mut got) = job.broadcast(None, 2) else { return Ok(()) };
-    let (def, list) = (got.pop().unwrap_or_default(), got.pop().unwrap_or_default());
+pub async fn follow(spec: &ArchiveSpec, job: &Job) -> Result<(), Stopped> {
+    let Some(mover) = ready(spec, job).map_err(Stopped::Setup)? else { return Ok(()) };
+    let mut done = None;
+    loop {
+        job.send(0, TAG_ASK, &Ask { host: job.host.clone(), done: done.take() });
+        let (data, _) = job.world().process_at_rank(0).receive_vec_with_tag::<u8>(TAG_PART);
+        let part = serde_json::from_slice::<Option<(u64, u64)>>(&data).map_err(|e| ArchiveError::BadEntry {
+            path: format!("the part rank 0 sent to {}", job.name()),
+            why: e.to_string(),
+        });
+        let moved = match part {
+            Ok(None) => return Ok(()),
+            Ok(Some((a, b))) => mover.run(a..b).await,
+            Err(e) => Err(e),
+        };
+        match moved {
+            Ok(d) => done = Some(d),
+            Err(e) => {
+                job.send(0, TAG_FAILED, &Failed { host: job.host.clone(), why: e.to_string() });
+                return Err(Stopped::Part(e));
+            }
+        }
+    }
+}
+
+/// A rank's mover, made from what the lead tells (none: nothing to move).
+fn ready(spec: &ArchiveSpec, job: &Job) -> Result<Option<Mover>, ArchiveError> {
+    let Some(mut got) = job.broadcast(None, 3) else { return Ok(None) };
+    let (token, def, list) =
+        (got.pop().unwrap_or_default(), got.pop().unwrap_or_default(), got.pop().unwrap_or_default());
+    if ddtree::scratch::read(&spec.dest.join(SHARED_CHECK)).ok().as_deref() != Some(&token[..]) {
+        let why = "this node does not see rank 0's DEST here: every rank must write into one file system they all mount at the same path";
+        return Err(ArchiveError::Local { path: spec.dest.clone(), source: std::io::Error::other(why) });
+    }
     let bad =
         |why: String| ArchiveError::BadEntry { path: format!("the plan rank 0 sent to rank {}", job.rank()), why };
     let list = packed::unpack(&list, MAX_LIST).map_err(|e| bad(e.to_string()))?;
@@ -395,24 +460,10 @@ pub async fn follow(spec: &ArchiveSpec, job: &Job) -> Result<(), ArchiveError> {
     }
     let dest = deep::Dest::open(&spec.dest).map_err(super::local(&spec.dest))?;
     let refs: Vec<&Item> = todo.iter().collect();
-    let Some(mut got) = job.broadcast(None, 1) else { return Ok(()) };
+    let Some(mut got) = job.broadcast(None, 1) else { return Ok(None) };
     let header: Header = serde_json::from_slice(&got.pop().unwrap_or_default()).map_err(|e| bad(e.to_string()))?;
     let store = Arc::new(TreeStore::new(&refs, &dest, header.fresh, super::umask(), spec.owners)?);
     let who = job.who(job.rank(), &job.host);
     let bundle = Bundle { name: header.name, def: def.into(), block: header.block, fresh: header.fresh };
-    let mover = Mover::new(spec, (todo, store), bundle, (job.rank(), who));
-    let mut done = None;
-    loop {
-        job.send(0, TAG_ASK, &Ask { host: job.host.clone(), done: done.take() });
-        let (data, _) = job.world().process_at_rank(0).receive_vec_with_tag::<u8>(TAG_PART);
-        let part: Option<(u64, u64)> = serde_json::from_slice(&data).map_err(|e| bad(e.to_string()))?;
-        let Some((a, b)) = part else { return Ok(()) };
-        match mover.run(a..b).await {
-            Ok(d) => done = Some(d),
-            Err(e) => {
-                job.send(0, TAG_FAILED, &Failed { host: job.host.clone(), why: e.to_string() });
-                return Err(e);
-            }
-        }
-    }
+    Ok(Some(Mover::new(spec, (todo, store), bundle, (job.rank(), who))))
 }
