@@ -12,6 +12,9 @@ use crate::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
 
 /// Copy a tree from several mirrors at once: the files as one range, moved
 /// from both ends by pairs of mirrors; directories, symlinks, modes, mtimes.
+///
+/// Under mpirun (ddftp built with --features mpi) every rank is a mover on
+/// its own node, all writing into one DEST they share: see docs/archive.md.
 #[derive(Debug, Args)]
 pub struct ArchiveOpt {
     /// The directory on the mirrors, relative to their --root (`.` for all).
@@ -256,6 +259,12 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
     let movers = job.as_ref().map_or(archive::Movers::One, archive::Movers::Ranks);
     #[cfg(not(feature = "mpi"))]
     let movers = archive::Movers::One;
+    #[cfg(not(feature = "mpi"))]
+    if ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().any(|v| std::env::var(v).is_ok_and(|n| n != "1")) {
+        // Each rank would copy the whole tree into DEST beside the others.
+        report_error(&"this ddftp was built without MPI, and under mpirun every rank would copy the whole tree: build it with `cargo build --release -p ddftp --features mpi`, or run it without mpirun");
+        return Exit::Usage;
+    }
     let mut bar = o.moving.bar();
     let result = rt.block_on(archive::archive_by(&spec, movers, &mut bar));
     #[cfg(feature = "mpi")]
