@@ -265,28 +265,7 @@ async fn archive_into(
         return run.dry_run(&items, &differ).map_err(local(&spec.dest));
     }
     let listed = started.elapsed();
-    // The mirrors register the list while the files are made ready here.
-    // In a fresh destination a directory is made by the first entry
-    // written into it (while the move waits on the links), empty ones at
-    // the end. Into an existing destination, directories are put right
-    // first, so nothing is judged through a symlink that stood in a
-    // directory's place; an interrupted run's list is taken up again if it
-    // still holds.
-    // (Ranks making the same directory at once is fine: each takes the
-    // one that is there. An interrupted one-process run's journal is not
-    // theirs to resume.)
-    let chosen = if fresh {
-        choose(&items, &dest, fresh, spec.owners)
-    } else {
-        make_dirs(&items, &dest)?;
-        let again = match ranked {
-            true => None,
-            false => resumed(&items, &dest, &run.saved(), &journal_path(&run.output())),
-        };
-        let mut chosen = again.unwrap_or_else(|| choose(&items, &dest, fresh, spec.owners));
-        run.make_way(&mut chosen, progress);
-        chosen
-    };
+    let chosen = run.chosen(&items, ranked, progress)?;
     *run.counts.lock().expect("counts lock") = EntryCounts {
         listed: items.len() as u64,
         listed_bytes: items.iter().filter(|it| it.entry.kind == Kind::File).map(|it| it.entry.size).sum(),
@@ -643,6 +622,37 @@ impl<'a> Archiving<'a> {
         let r = Box::pin(sub.move_part(&again, ready, defs, progress, phases)).await?;
         self.failures.lock().expect("failures lock").extend(sub.take_failures());
         Ok(r)
+    }
+
+    /// What DEST needs of `items`: the files and symlinks to move, and
+    /// what is complete already.
+    ///
+    /// The mirrors register the list while the files are made ready here.
+    /// In a fresh destination a directory is made by the first entry
+    /// written into it (while the move waits on the links; ranks making the
+    /// same directory at once each take the one that is there), empty ones
+    /// at the end. Into an existing destination, directories are put right
+    /// first, so nothing is judged through a symlink that stood in a
+    /// directory's place; an interrupted one-process run's list is taken up
+    /// again if it still holds (not by ranks: its journal is not theirs).
+    fn chosen<'i>(
+        &self,
+        items: &'i [Item],
+        ranked: bool,
+        progress: &mut dyn Progress,
+    ) -> Result<Chosen<'i>, ArchiveError> {
+        let (dest, owners) = (&self.dest, self.spec.owners);
+        if self.fresh {
+            return Ok(choose(items, dest, true, owners));
+        }
+        make_dirs(items, dest)?;
+        let again = match ranked {
+            true => None,
+            false => resumed(items, dest, &self.saved(), &journal_path(&self.output())),
+        };
+        let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners));
+        self.make_way(&mut chosen, progress);
+        Ok(chosen)
     }
 
     fn dirs(&self) -> Dirs<'_> {

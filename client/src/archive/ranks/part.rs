@@ -92,6 +92,10 @@ impl Mover {
     /// Moves `part` of the bundle and finishes the files wholly inside it.
     pub(super) async fn run(&self, part: Range<u64>) -> Result<Done, ArchiveError> {
         let started = Instant::now();
+        if part.start >= part.end || part.end > self.store.layout.size() {
+            let why = format!("rank 0 dealt {part:?}, not a part of the bundle's 0..{}", self.store.layout.size());
+            return Err(ArchiveError::BadEntry { path: self.spec.dest.display().to_string(), why });
+        }
         let mut get = self.spec.get.clone();
         get.path = self.name.clone();
         get.output = self.output.clone();
