@@ -60,3 +60,9 @@ nics_bed() {
   for r in "${rs[@]}"; do n=$((n + 1)); links+="10.78.$n.2:7600,"; done
   links=${links%,}
 }
+
+# listing: type, size, mode, mtime, path and link target of every entry
+# below the current directory, hashed (two trees compare equal or not).
+listing() {
+  find . \( -type d -printf 'd - %m %T@ %p\n' \) -o \( ! -type d -printf '%y %s %m %T@ %p %l\n' \) | sort | md5sum
+}

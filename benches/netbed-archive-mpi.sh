@@ -22,6 +22,7 @@ set -euo pipefail
 RUNS=${1:-3}
 CASES=${2:-1,2,3,uneven}
 TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$TOP/benches/common.sh"
 NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
 BED=dm
 WORK=${WORK:-/tmp/ddftp-archive-mpi}
@@ -62,9 +63,6 @@ mirrors_up() {
 }
 warm() { find "$DATA/tree" -type f -exec cat {} + >/dev/null; }
 now() { date +%s.%N; }
-listing() {
-  find . \( -type d -printf 'd - %m %T@ %p\n' \) -o \( ! -type d -printf '%y %s %m %T@ %p %l\n' \) | sort | md5sum
-}
 BYTES=$(find "$DATA/tree" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
 FILES=$(find "$DATA/tree" -type f | wc -l)
 MIRRORS=10.79.0.11:7400,10.79.0.12:7400,10.79.0.13:7400,10.79.0.14:7400

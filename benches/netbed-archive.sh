@@ -29,6 +29,7 @@ set -euo pipefail
 RUNS=${1:-3}
 CASES=${2:-whole,small,large}
 TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$TOP/benches/common.sh"
 NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
 BED=dda
 WORK=${WORK:-/tmp/ddftp-archive-bench}
@@ -113,12 +114,7 @@ print(sum(r[x] for x in '${RATES[*]}'.split()[:$1]) / 8 * 0.956)"
 }
 mirrors() { local m=(); for i in $(seq 1 "$1"); do m+=("10.77.$i.2:7400"); done; (IFS=,; echo "${m[*]}"); }
 
-# Type, size, mode, mtime, path, link target of every entry (directory
-# sizes differ between file systems and are left out).
-listing() {
-  find . \( -type d -printf 'd - %m %T@ %p\n' \) -o \( ! -type d -printf '%y %s %m %T@ %p %l\n' \) | sort | md5sum
-}
-
+# listing (common.sh); and without directories' times, for dsync.
 listing_no_dir_times() {
   find . \( -type d -printf 'd - %m %p\n' \) -o \( ! -type d -printf '%y %s %m %T@ %p %l\n' \) | sort | md5sum
 }
