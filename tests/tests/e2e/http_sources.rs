@@ -56,6 +56,14 @@ fn a_metalink_verifies_every_piece_and_a_corrupted_copy_is_caught_and_refetched(
         bad[p + 1000] ^= 0x40;
     }
     std::fs::write(bad_root.path().join("f.iso"), &bad).unwrap();
+    // Same mtime as the good copy: written a second later, the liar would
+    // be dropped by the vote (Last-Modified) before any piece is checked.
+    let same = std::process::Command::new("touch")
+        .arg("-r")
+        .arg(f.root().join("f.iso"))
+        .arg(bad_root.path().join("f.iso"))
+        .status();
+    assert!(same.is_ok_and(|s| s.success()));
     let good = [Nginx::serve(&f.root(), Some("3m")), Nginx::serve(&f.root(), Some("3m"))];
     let liar = Nginx::serve(bad_root.path(), None);
     let urls = [format!("{}f.iso", liar.url), format!("{}f.iso", good[0].url), format!("{}f.iso", good[1].url)];
