@@ -19,6 +19,12 @@ pub struct Cidr {
     prefix: u8,
 }
 
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.net, self.prefix)
+    }
+}
+
 impl Cidr {
     /// Parses `10.0.0.0/8`, `::1/128`, or a bare address (a single host).
     pub fn parse(s: &str) -> Result<Cidr, CidrError> {

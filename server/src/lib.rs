@@ -14,18 +14,23 @@
 //! - [`digests`]: whole-file SHA-256 and chunk manifests, cached per
 //!   version of a file in memory and in an index directory.
 //! - [`indexer`]: `ddftpd index DIR`, the digests of a whole tree ahead of time.
+//! - [`watcher`]: indexing of files published while serving (inotify, rescan).
 //! - [`bundle`]: many files served as one range (`ddftp archive`).
 //! - [`connection`]: one client connection: handshake, stat, streams.
 //! - [`socket`]: `sendfile`, `MSG_MORE` and `TCP_NOTSENT_LOWAT`.
 //! - [`tls`]: a TLS listener's handshake (`--tls-cert`, `--client-ca`).
 //! - [`per_client`], [`privileges`]: `--max-per-client`, `--user`.
-//! - [`server`]: accepts connections, caps their number, stops on a signal.
+//! - [`metrics`]: what the server counts, as the Prometheus text format;
+//!   [`exporter`] serves it (`--metrics ADDR`).
+//! - [`server`]: accepts connections, caps their number, drains on shutdown.
 
 pub mod access;
 pub mod bundle;
 pub mod connection;
 pub mod digests;
+pub mod exporter;
 pub mod indexer;
+pub mod metrics;
 pub mod per_client;
 pub mod privileges;
 pub use ddnet::ratelimit;
@@ -34,13 +39,6 @@ pub mod server;
 pub mod socket;
 pub mod throttle;
 pub mod tls;
+pub mod watcher;
 
-pub use server::{serve, Server, ServerConfig};
-
-/// Logs to stderr through `tracing`: `DDFTP_LOG` (e.g. `debug`,
-/// `ddftp_server=trace`) if set, else `default` (`info`, `warn`...).
-pub fn init_logging(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DDFTP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
-}
+pub use server::{serve, Phase, Reload, Server, ServerConfig};

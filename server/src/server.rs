@@ -1,6 +1,14 @@
 //! Accepting connections: a cap on how many are open, a back-off when
-//! `accept` fails (out of file descriptors), and a shutdown future passed in
-//! so tests and the demo can stop a server.
+//! `accept` fails (out of file descriptors), and a drained shutdown.
+//!
+//! Shutdown (mini-redis's way): when the future passed to [`Server::run`]
+//! completes, the listeners close and the phase becomes
+//! [`Phase::Draining`]: running streams go on, connections with nothing to
+//! do close. Every connection task holds a clone of one channel sender;
+//! when all are gone the server has drained. Past the grace period the
+//! phase becomes [`Phase::Closing`] and each connection closes at its next
+//! block boundary, telling its client why (so it takes the rest from other
+//! mirrors). Nothing is aborted mid-write.
 
 use std::future::Future;
 use std::io;
@@ -8,12 +16,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::RwLock;
+
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::access::{self, Cidr};
 use crate::connection::{self, Shared};
 use crate::digests::{Index, INDEX_DIR_NAME};
+use crate::metrics::{Metrics, Refusal};
 use crate::per_client::PerClient;
 use crate::ratelimit::RateLimiter;
 use crate::root::Root;
@@ -40,6 +51,8 @@ pub struct ServerConfig {
     pub index_dir: Option<PathBuf>,
     /// Speak TLS only, with this certificate (and client CA).
     pub tls: Option<Tls>,
+    /// How long running streams may go on after shutdown begins.
+    pub grace: Duration,
 }
 
 impl Default for ServerConfig {
@@ -56,8 +69,27 @@ impl Default for ServerConfig {
             token: None,
             index_dir: None,
             tls: None,
+            grace: Duration::ZERO,
         }
     }
+}
+
+/// Where a server is in its life: connections watch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    /// No new connections; running streams go on, idle connections close.
+    Draining,
+    /// Past the grace period: every connection closes now.
+    Closing,
+}
+
+/// What SIGHUP may change in a running server.
+#[derive(Debug, Clone, Default)]
+pub struct Reload {
+    pub allow: Vec<Cidr>,
+    pub token: Option<Vec<u8>>,
+    pub rate_limit: Option<u64>,
 }
 
 /// A producer: a root, a rate limit and its listeners.
@@ -67,8 +99,8 @@ pub struct Server {
     max_connections: usize,
     per_client: Arc<PerClient>,
     log_errors: bool,
-    allow: Arc<[Cidr]>,
     tls: Option<Tls>,
+    grace: Duration,
 }
 
 /// How long a client refused for lack of a free connection is asked to
@@ -85,7 +117,10 @@ impl Server {
                 root,
                 limiter: RateLimiter::new(cfg.rate_limit),
                 idle_timeout: cfg.idle_timeout,
-                token: cfg.token.clone(),
+                token: RwLock::new(cfg.token.clone().map(Arc::from)),
+                allow: RwLock::new(cfg.allow.clone().into()),
+                metrics: Default::default(),
+                phase: watch::Sender::new(Phase::Running),
                 failed_proofs: Default::default(),
                 max_block_size: cfg.max_block_size,
                 server_id: rand::random(),
@@ -97,9 +132,28 @@ impl Server {
             max_connections: cfg.max_connections,
             per_client: PerClient::new(cfg.max_per_client),
             log_errors: cfg.log_errors,
-            allow: cfg.allow.clone().into(),
             tls: cfg.tls.clone(),
+            grace: cfg.grace,
         })
+    }
+
+    /// What the server has counted (`--metrics`).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.shared.metrics.clone()
+    }
+
+    /// Indexes files published from now on in the background (and the
+    /// whole tree every `rescan`): [`crate::watcher`].
+    pub fn index_in_background(&self, rescan: Option<Duration>) {
+        crate::watcher::spawn(self.shared.clone(), rescan);
+    }
+
+    /// Takes a new `--allow`, token and rate limit; connections already
+    /// open keep going, new ones meet the new rules.
+    pub fn reload(&self, r: Reload) {
+        *self.shared.allow.write().expect("allow lock") = r.allow.into();
+        *self.shared.token.write().expect("token lock") = r.token.map(Arc::from);
+        self.shared.limiter.set_rate(r.rate_limit);
     }
 
     /// The server's shared send budget (the demo changes it while running).
@@ -107,15 +161,31 @@ impl Server {
         &self.shared.limiter
     }
 
-    /// Serves on every listener until `shutdown` completes.
+    /// Serves on every listener until `shutdown` completes, then drains:
+    /// running streams have the grace period to finish (module docs).
     pub async fn run(self, listeners: Vec<TcpListener>, shutdown: impl Future<Output = ()>) {
         let permits = Arc::new(Semaphore::new(self.max_connections));
-        let mut tasks = tokio::task::JoinSet::new();
+        let (alive, mut drained) = mpsc::channel::<()>(1);
         for l in listeners {
-            tasks.spawn(accept_loop(l, self.clone(), permits.clone()));
+            tokio::spawn(accept_loop(l, self.clone(), permits.clone(), alive.clone()));
         }
+        drop(alive);
         shutdown.await;
-        tasks.abort_all();
+        let open = self.max_connections - permits.available_permits();
+        self.shared.phase.send_replace(Phase::Draining);
+        if self.log_errors && open > 0 {
+            tracing::info!("shutting down: {open} connections may finish within {:?} (--grace)", self.grace);
+        }
+        if tokio::time::timeout(self.grace, drained.recv()).await.is_err() {
+            let left = self.max_connections - permits.available_permits();
+            if self.log_errors {
+                tracing::warn!("grace period over: closing {left} connections");
+            }
+            self.shared.phase.send_replace(Phase::Closing);
+            // Each closes at its next block boundary; a socket that takes
+            // nothing is given up with the process.
+            let _ = tokio::time::timeout(CLOSING, drained.recv()).await;
+        }
     }
 }
 
@@ -130,13 +200,18 @@ pub async fn serve(
     Ok(())
 }
 
-async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semaphore>) {
-    let mut conns = tokio::task::JoinSet::new();
+async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semaphore>, alive: mpsc::Sender<()>) {
     // Connections over the cap are told so, a few at a time; past that
     // they are closed at once (a flood must not take more descriptors).
     let refusals = Arc::new(Semaphore::new(REFUSING));
+    let mut phase = server.shared.phase.subscribe();
+    let metrics = server.shared.metrics.clone();
     loop {
-        let (sock, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = phase.wait_for(|p| *p != Phase::Running) => return,
+        };
+        let (sock, peer) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 if server.log_errors {
@@ -146,20 +221,21 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
                 continue;
             }
         };
-        while conns.try_join_next().is_some() {}
+        metrics.accepted();
         let shared = server.shared.clone();
         let log = server.log_errors;
         let tls = server.tls.clone();
         // A TLS client is refused inside TLS: it could read nothing else.
-        let refusal = |sock, code, message: String| {
+        let refusal = |sock, why: Refusal, code, message: String| {
+            metrics.refused(why);
             let turn = refusals.clone().try_acquire_owned();
-            let tls = tls.clone();
+            let (tls, alive) = (tls.clone(), alive.clone());
             async move {
                 if let Ok(turn) = turn {
-                    if let Ok(s) = tls::accept(sock, tls.as_ref(), peer).await {
+                    if let Ok((s, _)) = tls::accept(sock, tls.as_ref(), peer, None).await {
                         let _ = connection::refuse(s, code, message).await;
                     }
-                    drop(turn);
+                    drop((turn, alive));
                 }
             }
         };
@@ -174,7 +250,7 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
                 ),
                 BUSY_WAIT,
             );
-            conns.spawn(refusal(sock, ErrorCode::Busy, why));
+            tokio::spawn(refusal(sock, Refusal::Busy, ErrorCode::Busy, why));
             continue;
         };
         let Some(held) = server.per_client.admit(peer.ip()) else {
@@ -190,25 +266,32 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
                 ),
                 BUSY_WAIT,
             );
-            conns.spawn(refusal(sock, ErrorCode::Busy, why));
+            tokio::spawn(refusal(sock, Refusal::PerClient, ErrorCode::Busy, why));
             continue;
         };
-        if !access::allowed(&server.allow, peer.ip()) {
+        if !access::allowed(&server.shared.allow.read().expect("allow lock"), peer.ip()) {
             if log {
                 tracing::warn!(%peer, "refused (not in --allow)");
             }
             drop(permit);
-            conns.spawn(refusal(sock, ErrorCode::Forbidden, format!("{} is not allowed here", peer.ip())));
+            let why = format!("{} is not allowed here", peer.ip());
+            tokio::spawn(refusal(sock, Refusal::NotAllowed, ErrorCode::Forbidden, why));
             continue;
         }
-        conns.spawn(async move {
-            let conn = async { connection::handle(tls::accept(sock, tls.as_ref(), peer).await?, shared).await };
+        let alive = alive.clone();
+        tokio::spawn(async move {
+            let m = shared.metrics.clone();
+            let state = m.connection();
+            let conn = async {
+                let (sock, subject) = tls::accept(sock, tls.as_ref(), peer, Some(&m)).await?;
+                connection::handle(sock, shared, peer, subject, state).await
+            };
             if let Err(e) = conn.await {
                 if log {
                     tracing::warn!(%peer, "{e}");
                 }
             }
-            drop((permit, held));
+            drop((permit, held, alive));
         });
     }
 }
@@ -220,6 +303,9 @@ pub const DEFAULT_PER_CLIENT: usize = 64;
 
 /// Walks a server runs at once (each on threads of its own).
 const WALKS: usize = 2;
+
+/// How long connections have to close once the grace period is over.
+const CLOSING: Duration = Duration::from_secs(5);
 
 /// Refusals being sent at once.
 const REFUSING: usize = 64;

@@ -14,6 +14,7 @@ use ddnet::tls::{Stream, TlsAcceptor, HANDSHAKE_RECORD};
 use tokio::net::TcpStream;
 
 use crate::connection::{self, ConnError};
+use crate::metrics::{Metrics, Refusal};
 
 /// How long a client may take to complete the handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,9 +40,15 @@ impl Tls {
 }
 
 /// `sock` as the connection a handler reads requests from: as it is
-/// without TLS, after a handshake with it.
-pub async fn accept(sock: TcpStream, tls: Option<&Tls>, peer: SocketAddr) -> Result<Stream, ConnError> {
-    let Some(tls) = tls else { return Ok(Stream::Plain(sock)) };
+/// without TLS, after a handshake with it; and the subject of the client's
+/// certificate (mutual TLS). Handshakes are counted in `metrics` if given.
+pub async fn accept(
+    sock: TcpStream,
+    tls: Option<&Tls>,
+    peer: SocketAddr,
+    metrics: Option<&Metrics>,
+) -> Result<(Stream, Option<String>), ConnError> {
+    let Some(tls) = tls else { return Ok((Stream::Plain(sock), None)) };
     let handshake = async {
         let mut first = [0u8; 1];
         let n = sock.peek(&mut first).await?;
@@ -54,13 +61,21 @@ pub async fn accept(sock: TcpStream, tls: Option<&Tls>, peer: SocketAddr) -> Res
             return Err(ConnError::Refused("a plaintext client on this TLS listener".into()));
         }
         let s = tls.acceptor.accept(sock).await.map_err(|e| ConnError::Tls(ddnet::tls::explain(&e)))?;
+        let mut subject = None;
         if tls.mutual {
-            let subject = s.get_ref().1.peer_certificates().and_then(|c| c.first()).map(ddnet::tls::subject);
-            tracing::info!(%peer, subject = subject.as_deref().unwrap_or("?"), "client certificate");
+            subject = s.get_ref().1.peer_certificates().and_then(|c| c.first()).map(ddnet::tls::subject);
+            tracing::debug!(%peer, subject = subject.as_deref().unwrap_or("?"), "client certificate");
         }
-        Ok(Stream::Tls(Box::new(s.into())))
+        Ok((Stream::Tls(Box::new(s.into())), subject))
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
+    let r = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
         .await
-        .unwrap_or_else(|_| Err(ConnError::Tls(format!("no handshake within {} s", HANDSHAKE_TIMEOUT.as_secs()))))
+        .unwrap_or_else(|_| Err(ConnError::Tls(format!("no handshake within {} s", HANDSHAKE_TIMEOUT.as_secs()))));
+    if let Some(m) = metrics {
+        m.tls_handshake(r.is_ok());
+        if r.is_err() {
+            m.refused(Refusal::Tls);
+        }
+    }
+    r
 }

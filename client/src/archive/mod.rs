@@ -29,7 +29,7 @@ mod checksum;
 mod current;
 mod keep;
 mod listing;
-mod mirrors;
+pub(crate) mod mirrors;
 mod parts;
 #[cfg(feature = "mpi")]
 pub mod ranks;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use ddftp::cli::{archive, demo, get, list, pipe, simulate, walk, Exit};
+use ddftp::cli::{archive, demo, get, list, ls, pipe, simulate, walk, Exit};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Fast, balanced downloads from several mirrors at once (Dual-Direction Operations)")]
@@ -24,6 +24,7 @@ enum Cmd {
     Simulate(simulate::SimulateOpt),
     Walk(walk::WalkOpt),
     List(list::ListOpt),
+    Ls(ls::LsOpt),
     Archive(archive::ArchiveOpt),
     Demo(demo::DemoOpt),
 }
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         Cmd::Simulate(o) => simulate::run(o),
         Cmd::Walk(o) => walk::run(o),
         Cmd::List(o) => list::run(o),
+        Cmd::Ls(o) => ls::run(o),
         // The filter rules' order across --exclude and --include is theirs
         // on the command line.
         Cmd::Archive(o) => archive::run(o, matches.subcommand_matches("archive")),

@@ -214,10 +214,14 @@ impl MoveOpt {
             }
             return Ok(None);
         }
-        let identity = self.cert.as_deref().zip(self.key.as_deref());
-        let opt = ddnet::tls::ClientTls { ca_file: self.ca_file.as_deref(), identity };
-        Ok(Some(Secure(ddnet::tls::client_config(&opt).map_err(|e| e.to_string())?)))
+        client_tls(self.ca_file.as_deref(), self.cert.as_deref(), self.key.as_deref()).map(Some)
     }
+}
+
+/// Our TLS client: the system's CAs and `ca_file`'s, our certificate if given.
+pub(crate) fn client_tls(ca_file: Option<&Path>, cert: Option<&Path>, key: Option<&Path>) -> Result<Secure, String> {
+    let opt = ddnet::tls::ClientTls { ca_file, identity: cert.zip(key) };
+    Ok(Secure(ddnet::tls::client_config(&opt).map_err(|e| e.to_string())?))
 }
 
 /// A `--mirrors` entry: a ddftpd (over TLS or not) or an HTTP(S) URL.

@@ -5,6 +5,7 @@ pub mod archive;
 pub mod demo;
 pub mod get;
 pub mod list;
+pub mod ls;
 pub mod pipe;
 pub mod simulate;
 pub mod walk;

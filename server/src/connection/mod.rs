@@ -10,7 +10,8 @@
 
 use std::fs::File;
 use std::io;
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -25,15 +26,21 @@ use ddftp_proto::streams::{Next, Stopped, Streams};
 use ddftp_proto::{Direction, ErrorCode, ProtoError, Reply, Request};
 use ddnet::tls::{ReadHalf, Stream, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::access::Cidr;
 use crate::bundle::{self, Bundle, Bundles, DefineError};
 use crate::digests::{Digests, Index};
+use crate::metrics::{ConnState, Metrics, Refusal, State, StreamGuard};
 use crate::ratelimit::RateLimiter;
 use crate::root::{PathError, Root};
+use crate::server::Phase;
 use crate::socket;
 
+mod served;
 mod walk;
+
+use served::Served;
 
 /// What every connection shares.
 #[derive(Debug)]
@@ -43,8 +50,15 @@ pub struct Shared {
     /// A connection with no stream and no request for this long is closed
     /// (no slowloris).
     pub idle_timeout: Duration,
-    /// Shared token clients must prove they know (`--token-file`).
-    pub token: Option<Vec<u8>>,
+    /// Shared token clients must prove they know (`--token-file`;
+    /// replaced on reload).
+    pub token: RwLock<Option<Arc<[u8]>>>,
+    /// Networks allowed to connect (`--allow`; replaced on reload).
+    pub allow: RwLock<Arc<[Cidr]>>,
+    /// What the server counts (`--metrics`).
+    pub metrics: Arc<Metrics>,
+    /// Running, draining or closing: every connection watches it.
+    pub phase: watch::Sender<Phase>,
     /// Wrong proofs of it, per client address.
     pub failed_proofs: crate::throttle::Throttle,
     /// Largest block a client may ask for: bounds what one block costs the
@@ -79,6 +93,8 @@ pub enum ConnError {
     TlsOnPlain,
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("closed: the server is shutting down")]
+    ShuttingDown,
 }
 
 /// What a stream reads its blocks from.
@@ -93,6 +109,10 @@ struct Active {
     source: Source,
     size: u64,
     block_size: u32,
+    /// Where its path's bytes are counted in [`Conn::served`].
+    served: usize,
+    /// Its place in the `streams` gauge.
+    _counted: StreamGuard,
 }
 
 struct Conn {
@@ -102,10 +122,17 @@ struct Conn {
     /// Where a TLS connection reads a block's pieces before encrypting them.
     copy: Vec<u8>,
     greeted: bool,
-    /// The nonce of a `Challenge` sent, until `Auth` answers it.
-    challenge: Option<[u8; NONCE_LEN]>,
+    /// The nonce of a `Challenge` sent and the token it asks about, until
+    /// `Auth` answers it.
+    challenge: Option<([u8; NONCE_LEN], Arc<[u8]>)>,
     /// The client's address (failed token proofs are throttled by it).
     peer: Option<std::net::IpAddr>,
+    /// Running, draining or closing.
+    phase: watch::Receiver<Phase>,
+    /// Its place in the `connections` gauge.
+    state: ConnState,
+    /// Paths streamed and their bytes sent, for the access log.
+    served: Served,
     /// One running stream, one `Start` waiting ([`Streams`]' rules).
     streams: Streams<Active>,
     /// Last file opened, so a new `Start` on the same path costs no open.
@@ -116,22 +143,33 @@ struct Conn {
     upload_permits: Option<OwnedSemaphorePermit>,
 }
 
-/// Serves one connection until the client leaves or breaks the protocol.
-pub async fn handle(sock: Stream, shared: Arc<Shared>) -> Result<(), ConnError> {
+/// Serves one connection until the client leaves or breaks the protocol
+/// (or the server closes), then writes its access log line.
+pub async fn handle(
+    sock: Stream,
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    subject: Option<String>,
+    state: ConnState,
+) -> Result<(), ConnError> {
     sock.tcp().set_nodelay(true)?;
     socket::limit_unsent(sock.tcp(), UNSENT_LOW_WATER)?;
-    let peer = sock.tcp().peer_addr().ok().map(|a| a.ip());
+    let peer = Some(addr.ip());
+    let began = std::time::Instant::now();
     let (rd, wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel(64);
     let reader = tokio::spawn(read_requests(rd, tx));
     let mut c = Conn {
-        shared,
+        shared: shared.clone(),
         wr,
         out: BytesMut::new(),
         copy: Vec::new(),
         greeted: false,
         challenge: None,
         peer,
+        phase: shared.phase.subscribe(),
+        state,
+        served: Served::default(),
         streams: Streams::default(),
         open: None,
         upload: Vec::new(),
@@ -152,9 +190,19 @@ pub async fn handle(sock: Stream, shared: Arc<Shared>) -> Result<(), ConnError> 
         r => r,
     };
     reader.abort();
-    if let Err(ConnError::Proto(e)) = &result {
+    match &result {
         // Best effort: tell the peer why before closing.
-        let _ = c.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await;
+        Err(ConnError::Proto(e)) => {
+            let _ = c.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await;
+        }
+        Err(ConnError::ShuttingDown) => {
+            let why = ddftp_proto::busy::message("the server is shutting down", Duration::from_secs(5));
+            let _ = c.reply(Reply::Error { code: ErrorCode::Busy, message: why }).await;
+        }
+        _ => {}
+    }
+    if c.greeted {
+        c.served.log(addr, subject.as_deref(), began.elapsed(), &result);
     }
     result
 }
@@ -217,15 +265,33 @@ impl Conn {
             // `--idle-timeout` at most: a client that stops (frozen, gone
             // without a word) must not hold its slot, whether it has a
             // stream waiting for a grant or none.
+            let phase = *self.phase.borrow_and_update();
+            if phase == Phase::Closing {
+                return Err(ConnError::ShuttingDown);
+            }
             if self.streams.is_idle() {
-                let idle = self.shared.idle_timeout;
-                let req = tokio::time::timeout(idle, rx.recv()).await.map_err(|_| ConnError::Idle(idle))?;
+                if self.greeted {
+                    self.state.set(State::Idle);
+                }
+                // Draining, a connection with nothing to do gives the
+                // server back soon (its client may have more to ask).
+                let idle = match phase {
+                    Phase::Running => self.shared.idle_timeout,
+                    _ => DRAINING_IDLE.min(self.shared.idle_timeout),
+                };
+                let req = tokio::select! {
+                    r = tokio::time::timeout(idle, rx.recv()) => r,
+                    _ = self.phase.changed() => continue,
+                };
                 match req {
-                    None => return Ok(()),
-                    Some(req) => self.on_request(req?).await?,
+                    Err(_) if phase != Phase::Running => return Err(ConnError::ShuttingDown),
+                    Err(_) => return Err(ConnError::Idle(idle)),
+                    Ok(None) => return Ok(()),
+                    Ok(Some(req)) => self.on_request(req?).await?,
                 }
                 continue;
             }
+            self.state.set(State::Streaming);
             loop {
                 match rx.try_recv() {
                     Ok(req) => self.on_request(req?).await?,
@@ -260,8 +326,7 @@ impl Conn {
     }
 
     async fn on_request(&mut self, req: Request) -> Result<(), ConnError> {
-        if let Some(nonce) = self.challenge.take() {
-            let token = self.shared.token.as_deref().expect("challenged only with a token");
+        if let Some((nonce, token)) = self.challenge.take() {
             let (throttle, now) = (&self.shared.failed_proofs, std::time::Instant::now());
             if let (Some(ip), Request::Auth { .. }) = (self.peer, &req) {
                 if let Err(wait) = throttle.check(ip, now) {
@@ -270,7 +335,7 @@ impl Conn {
                 }
             }
             return match req {
-                Request::Auth { mac } if auth::verify(token, &nonce, &mac) => {
+                Request::Auth { mac } if auth::verify(&token, &nonce, &mac) => {
                     if let Some(ip) = self.peer {
                         throttle.succeeded(ip);
                     }
@@ -281,9 +346,13 @@ impl Conn {
                     if let Some(ip) = self.peer {
                         throttle.failed(ip, now);
                     }
+                    self.shared.metrics.refused(Refusal::Token);
                     self.refuse(ErrorCode::Forbidden, "wrong token".into()).await
                 }
-                _ => self.refuse(ErrorCode::Forbidden, "this server needs a token: answer its challenge".into()).await,
+                _ => {
+                    self.shared.metrics.refused(Refusal::Token);
+                    self.refuse(ErrorCode::Forbidden, "this server needs a token: answer its challenge".into()).await
+                }
             };
         }
         if !self.greeted {
@@ -298,9 +367,10 @@ impl Conn {
                     )
                     .await;
             }
-            if self.shared.token.is_some() {
+            let token = self.shared.token.read().expect("token lock").clone();
+            if let Some(token) = token {
                 let nonce: [u8; NONCE_LEN] = rand::random();
-                self.challenge = Some(nonce);
+                self.challenge = Some((nonce, token));
                 return Ok(self.reply(Reply::Challenge { nonce }).await?);
             }
             self.greeted = true;
@@ -373,7 +443,9 @@ impl Conn {
                 if let Err(why) = check_start(size, block_size, first, last, dir) {
                     return self.refuse(ErrorCode::BadRequest, format!("{path}: {why}")).await;
                 }
-                let a = Active { source, size, block_size };
+                let served = self.served.path(&path);
+                let a = Active { source, size, block_size, served, _counted: self.shared.metrics.stream() };
+                self.shared.metrics.stream_started();
                 match self.streams.start(stream, first, last, dir, a) {
                     Ok(ended) => {
                         if let Some(Stopped { stream, sent }) = ended {
@@ -472,7 +544,10 @@ impl Conn {
         }
         let file = self.open(path)?;
         let io = |source| PathError::Io { path: path.to_string(), source };
-        Ok(self.shared.index.digests(file).await.map_err(io)?.0)
+        let began = std::time::Instant::now();
+        let (d, source) = self.shared.index.digests(file).await.map_err(io)?;
+        self.shared.metrics.index_lookup(source, began.elapsed());
+        Ok(d)
     }
 
     fn open(&mut self, path: &str) -> Result<Arc<File>, PathError> {
@@ -498,6 +573,8 @@ impl Conn {
         let offset = block * u64::from(a.block_size);
         let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
         let source = a.source.clone();
+        self.served.sent(a.served, len as u64);
+        self.shared.metrics.sent(self.peer, len as u64);
         match source {
             Source::File(file) => {
                 let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
@@ -538,6 +615,10 @@ impl Conn {
         Ok(())
     }
 }
+
+/// How long a connection with nothing to do stays open once the server
+/// is draining.
+const DRAINING_IDLE: Duration = Duration::from_secs(1);
 
 /// Unsent bytes a stream may queue in the kernel. Without a cap the socket
 /// buffer grows to megabytes, all of it sent "blind" ahead of any `Extend` or
