@@ -234,7 +234,7 @@ mod tests {
         v.extend_from_slice(&0u32.to_ne_bytes());
         v.extend_from_slice(&((name.len() + pad) as u32).to_ne_bytes());
         v.extend_from_slice(name);
-        v.extend(std::iter::repeat(0).take(pad));
+        v.resize(v.len() + pad, 0);
         v
     }
 

@@ -273,13 +273,37 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
     }
     // The bar (a dry run's, a failed run's) is gone before anything is printed.
     crate::transfer::Progress::finish(&mut bar);
-    match result {
-        Ok(r) => {
+    let exit = match &result {
+        Ok(r) => archived(&o, r),
+        Err(e) => {
+            report_error(e);
+            let exit = exit_for_archive(e);
             if o.moving.json {
-                println!("{}", serde_json::to_string(&r).expect("report serialises"));
+                let known = serde_json::json!({
+                    "src": o.src,
+                    "dest": o.dest.display().to_string(),
+                    "warnings": bar.warnings(),
+                });
+                println!("{}", json_failure(e, exit, known));
+            }
+            exit
+        }
+    };
+    if let Some(f) = &o.moving.metrics_file {
+        super::metrics_file::write_or_warn(f, &super::metrics_file::archive_page(&o.src, exit, result.as_ref().ok()));
+    }
+    exit
+}
+
+/// What a finished archive says (stdout, stderr) and its exit code.
+fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport) -> Exit {
+    {
+        {
+            if o.moving.json {
+                println!("{}", serde_json::to_string(r).expect("report serialises"));
             } else if !o.moving.quiet || r.dry_run.is_some() {
                 // A dry run's lines are its output, --quiet or not.
-                let _ = print_summary(&r, &mut std::io::stdout());
+                let _ = print_summary(r, &mut std::io::stdout());
             }
             if r.failed.is_empty() {
                 return Exit::Ok;
@@ -290,19 +314,6 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
             }
             report_error(&format!("{} entries could not be copied; everything else was", r.failed.len()));
             Exit::Partial
-        }
-        Err(e) => {
-            report_error(&e);
-            let exit = exit_for_archive(&e);
-            if o.moving.json {
-                let known = serde_json::json!({
-                    "src": o.src,
-                    "dest": o.dest.display().to_string(),
-                    "warnings": bar.warnings(),
-                });
-                println!("{}", json_failure(&e, exit, known));
-            }
-            exit
         }
     }
 }

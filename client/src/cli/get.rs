@@ -147,6 +147,11 @@ pub struct MoveOpt {
     /// challenge-response; it never crosses the network).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// When done (or failed), write the run's figures (exit code, bytes,
+    /// seconds, bytes per mirror) to this file in the Prometheus text
+    /// format, replaced whole: for node_exporter's textfile collector.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
     /// Do not verify blocks against the mirrors' chunk manifest as they
     /// arrive (the whole range is still checked against the mirrors'
     /// SHA-256 at the end). For measuring what verification costs.
@@ -593,7 +598,7 @@ pub fn run(opt: GetOpt) -> Exit {
         Some(_) => eprintln!("{text}"),
         None => println!("{text}"),
     };
-    match rt.block_on(fetch(&spec, &mut bar)) {
+    let (exit, done) = match rt.block_on(fetch(&spec, &mut bar)) {
         Ok(r) => {
             if opt.moving.json {
                 report(&serde_json::to_string(&r).expect("report serialises"));
@@ -606,7 +611,7 @@ pub fn run(opt: GetOpt) -> Exit {
                     None => print_summary(&r, &mut std::io::stdout()),
                 };
             }
-            Exit::Ok
+            (Exit::Ok, Some(r))
         }
         Err(e) => {
             report_error(&e);
@@ -614,7 +619,15 @@ pub fn run(opt: GetOpt) -> Exit {
             if opt.moving.json {
                 report(&json_failure(&e, exit, known(bar.warnings(), Some(&e))).to_string());
             }
-            exit
+            (exit, None)
         }
+    };
+    if let Some(f) = &opt.moving.metrics_file {
+        let what = done.as_ref().map_or_else(|| opt.path.join(" "), |r| r.transfer.path.clone());
+        super::metrics_file::write_or_warn(
+            f,
+            &super::metrics_file::get_page(&what, exit, done.as_ref().map(|r| &r.transfer)),
+        );
     }
+    exit
 }

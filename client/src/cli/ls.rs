@@ -151,9 +151,7 @@ async fn list(peer: &Peer, src: &str, token: Option<&[u8]>, style: Style) -> Exi
                 let Some(rel) = below(&e.path, &label) else { continue };
                 line.clear();
                 render(&mut line, rel, e, style);
-                if let Err(e) = out.write_all(&line) {
-                    return Err(e);
-                }
+                out.write_all(&line)?;
             }
         }
         out.flush()

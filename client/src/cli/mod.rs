@@ -6,6 +6,7 @@ pub mod demo;
 pub mod get;
 pub mod list;
 pub mod ls;
+pub mod metrics_file;
 pub mod pipe;
 pub mod simulate;
 pub mod walk;

@@ -18,6 +18,8 @@ mod https;
 mod integrity;
 mod mpi;
 mod nics;
+mod operate;
+mod package;
 mod pipe;
 mod resume;
 mod retry;

@@ -51,6 +51,13 @@ fn read_token(path: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(t)
 }
 
+/// One line on stdout for scripts; a reader that went away is not an error.
+fn say(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(line).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
+}
+
 /// What SIGHUP can change, from the settings as they are now.
 fn reloadable(s: &Settings) -> anyhow::Result<Reload> {
     let token = s.token_file.as_deref().map(read_token).transpose()?;
@@ -148,13 +155,13 @@ async fn run(flags: Flags, s: Settings, sink: logging::Sink) -> anyhow::Result<(
         let l = bind(spec).await?;
         let addr = l.local_addr()?;
         // Scripts and tests read the real port (useful with port 0) from here.
-        println!("ddftpd listening on {addr}");
+        say(format_args!("ddftpd listening on {addr}"));
         addrs.push(addr);
         listeners.push(l);
     }
     if let Some(spec) = &s.metrics {
         let l = bind(spec).await.context("--metrics")?;
-        println!("ddftpd metrics on http://{}/metrics", l.local_addr()?);
+        say(format_args!("ddftpd metrics on http://{}/metrics", l.local_addr()?));
         tokio::spawn(ddftpd::exporter::serve(l, server.metrics()));
     }
     banner(&s, &addrs, reload.token.is_some());
@@ -203,12 +210,14 @@ async fn reload_on_hangup(flags: Flags, server: Server, sink: logging::Sink) {
 fn generate(what: Generate) -> std::io::Result<()> {
     let mut cmd = Flags::command();
     let out = &mut std::io::stdout();
-    match what {
-        Generate::Man => clap_mangen::Man::new(cmd).render(out),
-        Generate::Bash => Ok(clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "ddftpd", out)),
-        Generate::Zsh => Ok(clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, "ddftpd", out)),
-        Generate::Fish => Ok(clap_complete::generate(clap_complete::Shell::Fish, &mut cmd, "ddftpd", out)),
-    }
+    let shell = match what {
+        Generate::Man => return clap_mangen::Man::new(cmd).section("8").render(out),
+        Generate::Bash => clap_complete::Shell::Bash,
+        Generate::Zsh => clap_complete::Shell::Zsh,
+        Generate::Fish => clap_complete::Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut cmd, "ddftpd", out);
+    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -49,6 +49,8 @@ pub fn bin(name: &str) -> PathBuf {
 pub struct Mirror {
     pub child: Child,
     pub addr: String,
+    /// Where its metrics page is (`--metrics`), if asked for.
+    pub metrics: Option<String>,
 }
 
 impl Mirror {
@@ -92,14 +94,21 @@ impl Mirror {
             .stderr(stderr)
             .spawn()
             .expect("start ddftpd");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read ddftpd's first line");
-        let addr = line
-            .trim()
-            .strip_prefix("ddftpd listening on ")
-            .unwrap_or_else(|| panic!("unexpected ddftpd output {line:?}"))
-            .to_string();
-        Mirror { child, addr }
+        let (addr, metrics) = read_addresses(&mut child, extra.contains(&"--metrics"));
+        Mirror { child, addr, metrics }
+    }
+
+    /// A server started by `cmd` as it is (its own flags, a config file).
+    pub fn command(mut cmd: Command, metrics: bool) -> Mirror {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("start ddftpd");
+        let (addr, metrics) = read_addresses(&mut child, metrics);
+        Mirror { child, addr, metrics }
+    }
+
+    /// Sends `sig` (SIGTERM, SIGHUP...) to the server.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: a plain kill(2) of our own child.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0, "signal ddftpd");
     }
 
     pub fn with_rate(root: &Path, rate: &str) -> Mirror {
@@ -116,6 +125,29 @@ impl Drop for Mirror {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Reads ddftpd's first stdout lines: the (first) listening address, and
+/// the metrics address when `--metrics` was given.
+fn read_addresses(child: &mut Child, metrics: bool) -> (String, Option<String>) {
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read ddftpd's first line");
+    let addr = line
+        .trim()
+        .strip_prefix("ddftpd listening on ")
+        .unwrap_or_else(|| panic!("unexpected ddftpd output {line:?}"))
+        .to_string();
+    let metrics = metrics.then(|| {
+        line.clear();
+        out.read_line(&mut line).expect("read ddftpd's metrics line");
+        line.trim()
+            .strip_prefix("ddftpd metrics on http://")
+            .and_then(|a| a.strip_suffix("/metrics"))
+            .unwrap_or_else(|| panic!("unexpected ddftpd output {line:?}"))
+            .to_string()
+    });
+    (addr, metrics)
 }
 
 pub fn mirrors_arg(ms: &[&Mirror]) -> String {
