@@ -31,7 +31,7 @@ log() { echo "[$(date +%T)] $*" >&2; }
 
 cd "$TOP"
 cargo build --release -q --bins
-cargo build --release -q -p ddftp --features mpi --target-dir target/mpi
+cargo build --release -q -p ddftp-cli --features mpi --target-dir target/mpi
 DDFTP=$TOP/target/mpi/release/ddftp
 DDFTPD=$TOP/target/release/ddftpd
 

@@ -10,7 +10,7 @@ target=target
 if [ "${1:-}" = --no-build ]; then
   shift
 else
-  cargo build --release -p ddftp -p ddftp-server
+  cargo build --release -p ddftp-cli
 fi
 gen=pkg/gen
 rm -rf "$gen" && mkdir -p "$gen/man" "$gen/completions"
@@ -23,5 +23,5 @@ for sh in bash zsh fish; do
 done
 gzip -9nc pkg/changelog > "$gen/changelog.Debian.gz"
 rm -f "$target"/debian/ddftp_*.deb
-cargo deb -p ddftp --no-build --strip -o "$target/debian" "$@" >&2
+cargo deb -p ddftp-cli --no-build --strip -o "$target/debian" "$@" >&2
 ls "$target"/debian/ddftp_*.deb

@@ -12,10 +12,11 @@
 //! - [`journal`]: the resume journal beside a part file.
 //! - [`progress`]: the terminal progress bar.
 //! - [`archive`]: a tree as one bundle through the same engine (`archive`).
-//! - [`cli`]: one module per subcommand; `src/bin/ddftp.rs` only dispatches.
+//!
+//! The command line is not here: it is the `ddftp-cli` crate's (`cli/`),
+//! so this library needs neither clap nor the server.
 pub mod archive;
 pub mod checksum;
-pub mod cli;
 pub mod digest;
 pub mod http;
 pub mod journal;

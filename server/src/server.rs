@@ -142,10 +142,11 @@ impl Server {
         self.shared.metrics.clone()
     }
 
-    /// Indexes files published from now on in the background (and the
-    /// whole tree every `rescan`): [`crate::watcher`].
-    pub fn index_in_background(&self, rescan: Option<Duration>) {
-        crate::watcher::spawn(self.shared.clone(), rescan);
+    /// Indexes files published from now on in the background (with
+    /// `watch`, as inotify reports them; the whole tree every `rescan`):
+    /// [`crate::watcher`].
+    pub fn index_in_background(&self, watch: bool, rescan: Option<Duration>) {
+        crate::watcher::spawn(self.shared.clone(), watch, rescan);
     }
 
     /// Takes a new `--allow`, token and rate limit; connections already

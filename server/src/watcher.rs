@@ -29,19 +29,21 @@ use crate::root::PathError;
 /// finds those files).
 const QUEUED: usize = 4096;
 
-/// Starts indexing new and changed files in the background: an inotify
-/// thread (if inotify is available) and, with `rescan`, a rescan of the
-/// whole tree that often. Runs until the process ends.
-pub fn spawn(shared: Arc<Shared>, rescan: Option<Duration>) {
-    let (tx, rx) = mpsc::channel::<String>(QUEUED);
-    tokio::spawn(index_queued(shared.clone(), rx));
-    let root = shared.root.dir().to_path_buf();
-    let skip = shared.index.dir().to_path_buf();
-    match Watches::new(&root, &skip) {
-        Ok(w) => {
-            let _ = std::thread::Builder::new().name("ddftpd-inotify".into()).spawn(move || w.run(&tx));
+/// Starts indexing new and changed files in the background: with `watch`
+/// an inotify thread (if inotify is available) and, with `rescan`, a
+/// rescan of the whole tree that often. Runs until the process ends.
+pub fn spawn(shared: Arc<Shared>, watch: bool, rescan: Option<Duration>) {
+    if watch {
+        let (tx, rx) = mpsc::channel::<String>(QUEUED);
+        tokio::spawn(index_queued(shared.clone(), rx));
+        let root = shared.root.dir().to_path_buf();
+        let skip = shared.index.dir().to_path_buf();
+        match Watches::new(&root, &skip) {
+            Ok(w) => {
+                let _ = std::thread::Builder::new().name("ddftpd-inotify".into()).spawn(move || w.run(&tx));
+            }
+            Err(e) => tracing::warn!("cannot watch {} for new files ({e}); relying on the rescan", root.display()),
         }
-        Err(e) => tracing::warn!("cannot watch {} for new files ({e}); relying on the rescan", root.display()),
     }
     if let Some(every) = rescan {
         tokio::spawn(rescan_every(shared, every));

@@ -87,7 +87,7 @@ pub(super) async fn walk_on(
 
 /// Asks one mirror to walk `src`, handing its entries to `out` a batch at
 /// a time as the walk goes; `began` is set once some of the list has come.
-pub(crate) async fn walk_stream(
+pub async fn walk_stream(
     ep: &Peer,
     src: &str,
     ask: &WalkAsk,

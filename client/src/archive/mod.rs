@@ -4,7 +4,7 @@
 //! path, and the regular files and symlinks still to move become one
 //! *bundle*: their bytes back to back, one linear range. Every mirror
 //! registers the bundle under one name and checks each entry against its
-//! own copy (kind, size, mtime) as it reads it ([`ddftpd::bundle`]); then
+//! own copy (kind, size, mtime) as it reads it (ddftpd's `bundle` module); then
 //! the range is moved exactly like `get` moves a file (pairs from both
 //! ends, helpers, the resume journal), only written through `tree::TreeStore`
 //! straight into the destination files, and with each block checked
@@ -29,7 +29,7 @@ mod checksum;
 mod current;
 mod keep;
 mod listing;
-pub(crate) mod mirrors;
+mod mirrors;
 mod parts;
 #[cfg(feature = "mpi")]
 pub mod ranks;
@@ -38,6 +38,7 @@ mod streamed;
 pub mod sync;
 mod tree;
 
+pub use mirrors::walk_stream;
 use report::merge_reports;
 pub use report::{ArchiveReport, Failure, Phases, RankReport};
 
@@ -58,7 +59,7 @@ use crate::transfer::{self, EntryCounts, GetSpec, Peer, Progress, TransferError,
 use deep::Dest;
 use dirs::{still_changing, Dirs};
 use listing::{choose, definition, make_dirs, resumed, saved_list, Chosen};
-use mirrors::{define_everywhere, fetch_list, walk_stream, Defining};
+use mirrors::{define_everywhere, fetch_list, Defining};
 use parts::{Counting, Parts};
 use tree::TreeStore;
 

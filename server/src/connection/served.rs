@@ -49,7 +49,8 @@ impl Served {
 
     /// The access log line of a connection that ended with `result`.
     pub(super) fn log(&self, peer: SocketAddr, subject: Option<&str>, took: Duration, result: &Result<(), ConnError>) {
-        let mut paths: Vec<String> = self.paths.iter().map(|(p, n)| format!("{p:?}:{n}")).collect();
+        // A client names its paths: escaped, so a line is always one line.
+        let mut paths: Vec<String> = self.paths.iter().map(|(p, n)| format!("{}:{n}", p.escape_debug())).collect();
         if self.more > 0 {
             paths.push(format!("+{} more:{}", self.more, self.others));
         }
@@ -61,7 +62,7 @@ impl Served {
             target: "ddftpd::access",
             client = %peer,
             subject = subject.unwrap_or("-"),
-            paths = paths.join(" "),
+            paths = %paths.join(" "),
             bytes = self.bytes(),
             blocks = self.blocks,
             secs = format_args!("{:.3}", took.as_secs_f64()),

@@ -17,7 +17,18 @@ pub(crate) fn mpi_ddftp() -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let target = workspace.join("target/mpi");
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--release", "-p", "ddftp", "--features", "mpi", "--target-dir"])
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "ddftp-cli",
+            "--features",
+            "mpi",
+            "--bin",
+            "ddftp",
+            "--target-dir",
+        ])
         .arg(&target)
         .arg("--manifest-path")
         .arg(workspace.join("Cargo.toml"))

@@ -12,6 +12,10 @@ use ddtree::walk::{self, Output, Report};
 
 /// Walk a tree in parallel (DRQS), lstat every entry, and list it.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  ddftp walk /data -o data.list
+  mpirun -n 8 ddftp walk /lustre/project --output-format mfu -o project.mfu
+Docs: man ddftp-walk; docs/walk.md")]
 pub struct WalkOpt {
     /// The directory to walk (symlinks are listed, never followed).
     pub path: PathBuf,

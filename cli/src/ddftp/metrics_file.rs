@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::Exit;
-use crate::archive::ArchiveReport;
-use crate::transfer::TransferReport;
+use ddftp::archive::ArchiveReport;
+use ddftp::transfer::TransferReport;
 
 /// A page of gauges, each name's help and type written once.
 #[derive(Debug, Default)]

@@ -2,7 +2,7 @@
 //! with. The rule, in one place: a flag given on the command line wins;
 //! otherwise the file's value; otherwise the default. A list flag
 //! (`--listen`, `--allow`) given at all replaces the file's whole list; a
-//! switch (`--follow-symlinks`) can be turned on by either. Relative paths
+//! switch (`--follow-symlinks`, `--no-watch`) can be turned on by either. Relative paths
 //! in the file are taken from the file's directory.
 
 use std::path::{Path, PathBuf};
@@ -45,6 +45,7 @@ pub struct FileConfig {
     grace: Option<u64>,
     metrics: Option<String>,
     rescan: Option<u64>,
+    watch: Option<bool>,
     log_format: Option<LogFormat>,
     log_file: Option<PathBuf>,
 }
@@ -76,6 +77,7 @@ pub struct Settings {
     pub grace: u64,
     pub metrics: Option<String>,
     pub rescan: u64,
+    pub watch: bool,
     pub log_format: LogFormat,
     pub log_file: Option<PathBuf>,
 }
@@ -174,6 +176,7 @@ pub fn merge(flags: &Flags, file: FileConfig) -> Result<Settings, ConfigError> {
         grace: flags.grace.or(file.grace).unwrap_or(30),
         metrics: flags.metrics.clone().or(file.metrics),
         rescan: flags.rescan.or(file.rescan).unwrap_or(600),
+        watch: !flags.no_watch && file.watch.unwrap_or(true),
         log_format: flags.log_format.or(file.log_format).unwrap_or(LogFormat::Text),
         log_file: flags.log_file.clone().or(file.log_file),
     })

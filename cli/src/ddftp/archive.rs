@@ -7,8 +7,8 @@ use ddftp_proto::units::{parse_size, HumanBytes};
 
 use super::get::{exit_for, json_failure, MoveOpt};
 use super::{report_error, runtime, Exit};
-use crate::archive::filter::{Filter, RuleSpec};
-use crate::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
+use ddftp::archive::filter::{Filter, RuleSpec};
+use ddftp::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
 
 /// Copy a tree from several mirrors at once: the files as one range, moved
 /// from both ends by pairs of mirrors; directories, symlinks, modes, mtimes.
@@ -16,6 +16,11 @@ use crate::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
 /// Under mpirun (ddftp built with --features mpi) every rank is a mover on
 /// its own node, all writing into one DEST they share: see docs/archive.md.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  ddftp archive data/run3 -m mirror1,mirror2 --dest /scratch/run3
+  ddftp archive data -m m1,m2 --dest /backup/data --delete -n    (what a sync would change)
+  mpirun -n 4 ddftp archive data -m m1,m2,m3 --dest /lustre/data  (built with --features mpi)
+Docs: man ddftp-archive; docs/archive.md")]
 pub struct ArchiveOpt {
     /// The directory on the mirrors, relative to their --root (`.` for all).
     pub src: String,
@@ -262,7 +267,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
     #[cfg(not(feature = "mpi"))]
     if ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().any(|v| std::env::var(v).is_ok_and(|n| n != "1")) {
         // Each rank would copy the whole tree into DEST beside the others.
-        report_error(&"this ddftp was built without MPI, and under mpirun every rank would copy the whole tree: build it with `cargo build --release -p ddftp --features mpi`, or run it without mpirun");
+        report_error(&"this ddftp was built without MPI, and under mpirun every rank would copy the whole tree: build it with `cargo build --release -p ddftp-cli --features mpi`, or run it without mpirun");
         return Exit::Usage;
     }
     let mut bar = o.moving.bar();
@@ -272,7 +277,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         job.release();
     }
     // The bar (a dry run's, a failed run's) is gone before anything is printed.
-    crate::transfer::Progress::finish(&mut bar);
+    ddftp::transfer::Progress::finish(&mut bar);
     let exit = match &result {
         Ok(r) => archived(&o, r),
         Err(e) => {

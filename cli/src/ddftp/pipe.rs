@@ -13,12 +13,15 @@ use ddftp_proto::units::HumanBytes;
 use ddnet::{Relink, StripeListener, Striped, StripedReader};
 use tokio::io::AsyncWriteExt;
 
-use crate::retry::{RetryPolicy, Retrying, QUICK_EVERY};
+use ddftp::retry::{RetryPolicy, Retrying, QUICK_EVERY};
 
 use super::{report_error, runtime, Exit};
 
 /// Send standard input to a `ddftp recv` over several links at once.
 #[derive(Debug, Args)]
+#[command(after_help = "Example:
+  tar c data | ddftp send --links 10.0.1.2:7500,10.0.2.2:7500
+Docs: man ddftp-send; docs/send-recv.md")]
 pub struct SendOpt {
     /// The receiver's addresses, one link each: HOST:PORT,HOST:PORT,...
     #[arg(long, value_delimiter = ',', required = true, value_name = "ADDR:PORT,...")]
@@ -51,6 +54,9 @@ pub struct SendOpt {
 
 /// Receive one `ddftp send` stream and write it to standard output.
 #[derive(Debug, Args)]
+#[command(after_help = "Example:
+  ddftp recv --listen 0.0.0.0:7500 | tar x
+Docs: man ddftp-recv; docs/send-recv.md")]
 pub struct RecvOpt {
     /// Addresses to listen on, one per link: ADDR:PORT,ADDR:PORT,...
     #[arg(long, value_delimiter = ',', required = true, value_name = "ADDR:PORT,...")]

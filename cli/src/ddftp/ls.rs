@@ -16,7 +16,7 @@ use ddtree::list::{Entry, Kind};
 
 use super::get::{client_tls, read_token};
 use super::{report_error, Exit};
-use crate::session::{Peer, WalkAsk};
+use ddftp::session::{Peer, WalkAsk};
 
 /// List what a ddftpd mirror serves (from its walk).
 #[derive(Debug, Args)]
@@ -24,7 +24,8 @@ use crate::session::{Peer, WalkAsk};
   ddftp ls mirror1                  everything mirror1:7400 serves
   ddftp ls mirror1:7401:data/run3   under data/run3, on port 7401
   ddftp ls -l ddftps://mirror1/data --ca-file ca.pem
-  ddftp ls --json [::1]:7400 | jq -r 'select(.kind==\"file\") | .path'")]
+  ddftp ls --json [::1]:7400 | jq -r 'select(.kind==\"file\") | .path'
+Docs: man ddftp-ls; docs/ddftpd.md")]
 pub struct LsOpt {
     /// HOST[:PORT][:PATH], [IPv6]:PORT[:PATH], or ddftp(s)://HOST[:PORT][/PATH];
     /// PATH is a directory under the mirror's root (default: the root).
@@ -141,7 +142,7 @@ async fn list(peer: &Peer, src: &str, token: Option<&[u8]>, style: Style) -> Exi
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Entry>>(4);
     let mut began = false;
     let ask = WalkAsk::default();
-    let walk = crate::archive::mirrors::walk_stream(peer, src, &ask, token, tx, &mut began);
+    let walk = ddftp::archive::walk_stream(peer, src, &ask, token, tx, &mut began);
     let label = src.as_bytes().to_vec();
     let print = async {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -177,7 +178,7 @@ async fn list(peer: &Peer, src: &str, token: Option<&[u8]>, style: Style) -> Exi
         Err(e) => {
             report_error(&format_args!("{}: {e}", peer.endpoint));
             match e {
-                crate::session::SessionError::Tls(_) => Exit::Tls,
+                ddftp::session::SessionError::Tls(_) => Exit::Tls,
                 _ => Exit::Transfer,
             }
         }

@@ -95,6 +95,10 @@ pub struct Flags {
     /// files are indexed as they appear anyway, through inotify) [default: 600].
     #[arg(long, value_name = "SECONDS")]
     pub rescan: Option<u64>,
+    /// Do not watch the root for new files with inotify (a tree of very
+    /// many directories takes a watch each); the rescan still indexes them.
+    #[arg(long)]
+    pub no_watch: bool,
     /// Log lines as text or as JSON objects (one per line) [default: text].
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,

@@ -6,11 +6,14 @@ use clap::Args;
 
 use super::get::{parse_block_size, parse_seconds};
 use super::{report_error, Exit};
-use crate::sim::{self, Fault, FaultKind, SimSpec, SpeedChange};
+use ddftp::sim::{self, Fault, FaultKind, SimSpec, SpeedChange};
 use ddops::transfer;
 
 /// Run the DDOps scheduler against simulated mirrors (no sockets).
 #[derive(Debug, Args)]
+#[command(after_help = "Example:
+  ddftp simulate --blocks 4096 --speeds 40,20,10,5
+Docs: man ddftp-simulate; docs/simulate.md")]
 pub struct SimulateOpt {
     /// Number of blocks in the file.
     #[arg(long)]

@@ -9,11 +9,11 @@ use ddftp_proto::units::{parse_size, HumanBytes};
 use ddftp_proto::{parse_endpoint, Endpoint};
 
 use super::{report_error, runtime, Exit};
-use crate::metalink::{self, MetalinkFile};
-use crate::progress::Bar;
-use crate::scheduler::Config;
-use crate::session::Secure;
-use crate::transfer::{self, GetSpec, Peer, Sha256Checked, TransferError, TransferReport};
+use ddftp::metalink::{self, MetalinkFile};
+use ddftp::progress::Bar;
+use ddftp::scheduler::Config;
+use ddftp::session::Secure;
+use ddftp::transfer::{self, GetSpec, Peer, Sha256Checked, TransferError, TransferReport};
 
 /// Default block size: large enough that per-block costs vanish at GB/s,
 /// small enough that the last pair meets within milliseconds on slow links.
@@ -21,6 +21,12 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 256 * 1024;
 
 /// Download one file from several mirrors at once (Dual-Direction Operations).
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  ddftp get big.iso -m mirror1,mirror2 -o /data/big.iso
+  ddftp get https://a.example.org/big.iso https://b.example.org/pub/big.iso
+  ddftp get --metalink big.iso.meta4
+  ddftp get big.iso -m ddftps://mirror1 --ca-file ca.pem -o - | tar x
+Docs: man ddftp-get; docs/get.md")]
 pub struct GetOpt {
     /// Path of the file on the mirrors (relative to their --root, or to a
     /// directory URL); or, without --mirrors, the file's URLs on several
@@ -68,7 +74,7 @@ pub struct GetOpt {
 }
 
 /// When and how often a lost mirror (or link) is asked again: one
-/// policy ([`crate::retry`]) for `get`, `archive` and `send`.
+/// policy ([`ddftp::retry`]) for `get`, `archive` and `send`.
 #[derive(Debug, Clone, Args)]
 pub struct RetryOpt {
     /// A mirror (or link) that failed, stalled, was busy or did not answer
@@ -85,8 +91,8 @@ pub struct RetryOpt {
 }
 
 impl RetryOpt {
-    pub fn policy(&self) -> crate::retry::RetryPolicy {
-        crate::retry::RetryPolicy {
+    pub fn policy(&self) -> ddftp::retry::RetryPolicy {
+        ddftp::retry::RetryPolicy {
             retries: self.retries,
             first_wait: std::time::Duration::from_secs_f64(self.retry_wait),
         }
@@ -237,9 +243,9 @@ pub enum Mirror {
 }
 
 pub(crate) fn parse_mirror(s: &str) -> Result<Mirror, String> {
-    if crate::http::is_url(s) {
+    if ddftp::http::is_url(s) {
         // Checked now (the path is appended later).
-        crate::http::HttpMirror::parse(s, "f").map_err(|e| e.to_string())?;
+        ddftp::http::HttpMirror::parse(s, "f").map_err(|e| e.to_string())?;
         return Ok(Mirror::Http(s.to_string()));
     }
     let (addr, tls) = match (s.strip_prefix("ddftps://"), s.strip_prefix("ddftp://")) {
@@ -296,7 +302,7 @@ fn parse_checksum(s: &str) -> Result<String, String> {
     if !matches!(algo.to_ascii_lowercase().as_str(), "sha-256" | "sha256") {
         return Err(format!("{algo:?}: only sha-256 is supported"));
     }
-    if !crate::checksum::is_sha256_hex(hex) {
+    if !ddftp::checksum::is_sha256_hex(hex) {
         return Err(format!("{hex:?}: a SHA-256 is 64 hexadecimal digits"));
     }
     Ok(hex.to_ascii_lowercase())
@@ -342,7 +348,7 @@ impl GetOpt {
     fn binds(&self) -> Result<Vec<std::net::IpAddr>, String> {
         let mut binds = self.bind.clone();
         for n in &self.nic {
-            binds.push(crate::nic::addresses(n).map_err(|e| e.to_string())?[0]);
+            binds.push(ddftp::nic::addresses(n).map_err(|e| e.to_string())?[0]);
         }
         Ok(binds)
     }
@@ -369,7 +375,7 @@ impl GetOpt {
             check_output(&output)?;
         }
         if let Some(u) = &self.checksum_url {
-            crate::http::HttpMirror::parse(u, "").map_err(|e| format!("--checksum-url: {e}"))?;
+            ddftp::http::HttpMirror::parse(u, "").map_err(|e| format!("--checksum-url: {e}"))?;
         }
         let mut spec = GetSpec {
             restart: self.restart,
@@ -418,7 +424,7 @@ impl GetOpt {
         }
         match &self.path[..] {
             [] => Err("name the file: ddftp get PATH --mirrors A,B,... (or its URLs, or --metalink F.meta4)".into()),
-            [one] if !crate::http::is_url(one) => Ok((one.clone(), vec![], None)),
+            [one] if !ddftp::http::is_url(one) => Ok((one.clone(), vec![], None)),
             urls => {
                 for u in urls {
                     match parse_mirror(u) {

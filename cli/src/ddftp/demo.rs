@@ -16,12 +16,15 @@ use tokio::net::TcpListener;
 
 use super::get::{fetch, print_summary, DEFAULT_BLOCK_SIZE};
 use super::{report_error, runtime, Exit};
-use crate::progress::Bar;
-use crate::scheduler::Config;
-use crate::transfer::{GetSpec, Peer, Progress};
+use ddftp::progress::Bar;
+use ddftp::scheduler::Config;
+use ddftp::transfer::{GetSpec, Peer, Progress};
 
 /// See DDOps at work: 4 local mirrors of different speeds, one slowing down.
 #[derive(Debug, Args)]
+#[command(after_help = "Example:
+  ddftp demo
+Docs: README.md")]
 pub struct DemoOpt {
     /// Size of the generated file.
     #[arg(long, default_value = "256MiB", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
@@ -117,7 +120,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         }
         f.flush()?;
     }
-    let want = crate::digest::sha256_file(&src)?;
+    let want = ddftp::digest::sha256_file(&src)?;
 
     let mut servers = vec![];
     let mut mirrors = vec![];
@@ -161,8 +164,8 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         ca_file: None,
         checksum_url: None,
         metalink: None,
-        retry: crate::retry::RetryPolicy::default(),
-        connect_timeout: crate::session::CONNECT_TIMEOUT,
+        retry: ddftp::retry::RetryPolicy::default(),
+        connect_timeout: ddftp::session::CONNECT_TIMEOUT,
         limit_rate: None,
         stdout: None,
         bundle: None,

@@ -169,7 +169,7 @@ async fn run(flags: Flags, s: Settings, sink: logging::Sink) -> anyhow::Result<(
         ddftpd::privileges::become_user(user).with_context(|| format!("--user {user}"))?;
         tracing::info!(user, "running as {user}");
     }
-    server.index_in_background((s.rescan > 0).then(|| Duration::from_secs(s.rescan)));
+    server.index_in_background(s.watch, (s.rescan > 0).then(|| Duration::from_secs(s.rescan)));
     tokio::spawn(reload_on_hangup(flags, server.clone(), sink));
     let mut term = signal(SignalKind::terminate())?;
     let shutdown = async move {

@@ -11,6 +11,9 @@ use ddtree::list::{self, ddftp};
 
 /// Print a file list (ddftp or mpifileutils v4) as a ddftp list.
 #[derive(Debug, Args)]
+#[command(after_help = "Example:
+  ddftp list tree.mfu | tr '\\0' '\\n'
+Docs: man ddftp-list; docs/walk.md")]
 pub struct ListOpt {
     /// The list file.
     pub list: PathBuf,
