@@ -99,15 +99,10 @@ impl RetryOpt {
     }
 }
 
-/// The flags every command that moves data from mirrors takes.
+/// How ddftpd mirrors are reached: TLS and the shared token (`get`,
+/// `archive`, `ls`).
 #[derive(Debug, Args)]
-pub struct MoveOpt {
-    /// Mirrors serving the same data: ddftpd at HOST[:PORT] (port 7400 if
-    /// omitted, IPv6 in brackets), ddftpd over TLS at ddftps://HOST[:PORT],
-    /// or HTTP servers that honour Range: http://HOST[:PORT]/DIR/ (PATH is
-    /// appended) or the file's own URL.
-    #[arg(long, short = 'm', value_delimiter = ',', value_parser = parse_mirror)]
-    pub mirrors: Vec<Mirror>,
+pub struct TlsOpt {
     /// Reach every ddftpd mirror over TLS, as if each were ddftps://.
     #[arg(long)]
     pub tls: bool,
@@ -122,6 +117,46 @@ pub struct MoveOpt {
     /// The private key (PEM) of --cert.
     #[arg(long, value_name = "KEY.pem", requires = "cert")]
     pub key: Option<PathBuf>,
+    /// Shared token for mirrors started with --token-file (proved by
+    /// challenge-response; it never crosses the network).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl TlsOpt {
+    /// The TLS client configuration when some ddftpd mirror is reached
+    /// over TLS (`any`: one given as ddftps://, or --tls).
+    pub fn connector(&self, any: bool) -> Result<Option<Secure>, String> {
+        if !(any || self.tls) {
+            if self.cert.is_some() {
+                return Err("--cert is for TLS mirrors: give them as ddftps://HOST[:PORT], or add --tls".into());
+            }
+            return Ok(None);
+        }
+        let opt = ddnet::tls::ClientTls {
+            ca_file: self.ca_file.as_deref(),
+            identity: self.cert.as_deref().zip(self.key.as_deref()),
+        };
+        Ok(Some(Secure(ddnet::tls::client_config(&opt).map_err(|e| e.to_string())?)))
+    }
+
+    /// The token of --token-file, if given.
+    pub fn token(&self) -> Result<Option<std::sync::Arc<[u8]>>, String> {
+        self.token_file.as_deref().map(read_token).transpose()
+    }
+}
+
+/// The flags every command that moves data from mirrors takes.
+#[derive(Debug, Args)]
+pub struct MoveOpt {
+    /// Mirrors serving the same data: ddftpd at HOST[:PORT] (port 7400 if
+    /// omitted, IPv6 in brackets), ddftpd over TLS at ddftps://HOST[:PORT],
+    /// or HTTP servers that honour Range: http://HOST[:PORT]/DIR/ (PATH is
+    /// appended) or the file's own URL.
+    #[arg(long, short = 'm', value_delimiter = ',', value_parser = parse_mirror)]
+    pub mirrors: Vec<Mirror>,
+    #[command(flatten)]
+    pub tls: TlsOpt,
     /// Block size, e.g. 256KiB or 1MiB.
     #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
     pub block_size: u32,
@@ -149,10 +184,6 @@ pub struct MoveOpt {
     /// download starts with those that did, a late one joins when it answers.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub connect_timeout: f64,
-    /// Shared token for mirrors started with --token-file (proved by
-    /// challenge-response; it never crosses the network).
-    #[arg(long, value_name = "PATH")]
-    pub token_file: Option<PathBuf>,
     /// When done (or failed), write the run's figures (exit code, bytes,
     /// seconds, bytes per mirror) to this file in the Prometheus text
     /// format, replaced whole: for node_exporter's textfile collector.
@@ -174,7 +205,7 @@ impl MoveOpt {
         for m in &self.mirrors {
             match m {
                 Mirror::Ddftpd(ep, secure) => {
-                    let tls = (*secure || self.tls).then(|| tls.clone().expect("built when a mirror needs it"));
+                    let tls = (*secure || self.tls.tls).then(|| tls.clone().expect("built when a mirror needs it"));
                     mirrors.push(Peer { endpoint: ep.clone(), tls })
                 }
                 Mirror::Http(u) => http.push(u.clone()),
@@ -190,13 +221,13 @@ impl MoveOpt {
             stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
             restart: false,
             checksum: None,
-            token: self.token_file.as_deref().map(read_token).transpose()?,
+            token: self.tls.token()?,
             verify: !self.no_verify,
             binds: vec![],
             scheduler: Config::default(),
             store: None,
             sealed_size: None,
-            ca_file: self.ca_file.clone(),
+            ca_file: self.tls.ca_file.clone(),
             checksum_url: None,
             metalink: None,
             retry: self.retry.policy(),
@@ -219,20 +250,8 @@ impl MoveOpt {
     /// over TLS (ddftps:// or --tls).
     fn tls_connector(&self) -> Result<Option<Secure>, String> {
         let any = self.mirrors.iter().any(|m| matches!(m, Mirror::Ddftpd(_, true)));
-        if !(any || self.tls) {
-            if self.cert.is_some() {
-                return Err("--cert is for TLS mirrors: give them as ddftps://HOST[:PORT], or add --tls".into());
-            }
-            return Ok(None);
-        }
-        client_tls(self.ca_file.as_deref(), self.cert.as_deref(), self.key.as_deref()).map(Some)
+        self.tls.connector(any)
     }
-}
-
-/// Our TLS client: the system's CAs and `ca_file`'s, our certificate if given.
-pub(crate) fn client_tls(ca_file: Option<&Path>, cert: Option<&Path>, key: Option<&Path>) -> Result<Secure, String> {
-    let opt = ddnet::tls::ClientTls { ca_file, identity: cert.zip(key) };
-    Ok(Secure(ddnet::tls::client_config(&opt).map_err(|e| e.to_string())?))
 }
 
 /// A `--mirrors` entry: a ddftpd (over TLS or not) or an HTTP(S) URL.

@@ -8,13 +8,12 @@
 //! UTF-8 escaped as `\xNN`).
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use clap::Args;
 use ddftp_proto::{parse_endpoint, Endpoint, DEFAULT_PORT};
 use ddtree::list::{Entry, Kind};
 
-use super::get::{client_tls, read_token};
+use super::get::TlsOpt;
 use super::{report_error, Exit};
 use ddftp::session::{Peer, WalkAsk};
 
@@ -36,21 +35,8 @@ pub struct LsOpt {
     /// One JSON object per entry and line: path, kind, size, mode, mtime.
     #[arg(long, conflicts_with = "long")]
     pub json: bool,
-    /// Reach the mirror over TLS (as ddftps://).
-    #[arg(long)]
-    pub tls: bool,
-    /// A private CA's certificate(s) (PEM) the mirror may be signed by.
-    #[arg(long, value_name = "PEM")]
-    pub ca_file: Option<PathBuf>,
-    /// Our certificate chain (PEM), for a mirror that requires one.
-    #[arg(long, value_name = "CERT.pem", requires = "key")]
-    pub cert: Option<PathBuf>,
-    /// The private key (PEM) of --cert.
-    #[arg(long, value_name = "KEY.pem", requires = "cert")]
-    pub key: Option<PathBuf>,
-    /// Shared token, for a mirror started with --token-file.
-    #[arg(long, value_name = "PATH")]
-    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsOpt,
 }
 
 /// The mirror, whether over TLS, and the path a target names.
@@ -97,15 +83,7 @@ pub fn run(o: LsOpt) -> Exit {
             return Exit::Usage;
         }
     };
-    let tls = match (url_tls || o.tls).then(|| client_tls(o.ca_file.as_deref(), o.cert.as_deref(), o.key.as_deref())) {
-        None => None,
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => {
-            report_error(&e);
-            return Exit::Usage;
-        }
-    };
-    let token = match o.token_file.as_deref().map(read_token).transpose() {
+    let (tls, token) = match o.tls.connector(url_tls).and_then(|c| Ok((c, o.tls.token()?))) {
         Ok(t) => t,
         Err(e) => {
             report_error(&e);
