@@ -37,9 +37,9 @@ async fn answer(mut sock: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
         }
         head.extend_from_slice(&buf[..n]);
     }
-    let (status, body) = match route(&head) {
-        Some(()) => ("200 OK", metrics.render()),
-        None => ("404 Not Found", "GET /metrics\n".to_string()),
+    let (status, body) = match asks_for_page(&head) {
+        true => ("200 OK", metrics.render()),
+        false => ("404 Not Found", "GET /metrics\n".to_string()),
     };
     let reply = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -49,7 +49,11 @@ async fn answer(mut sock: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
     sock.shutdown().await
 }
 
-/// Whether a request head asks for the page.
+/// Whether a request head (anything a client sent) asks for the page.
+pub fn asks_for_page(head: &[u8]) -> bool {
+    route(head).is_some()
+}
+
 fn route(head: &[u8]) -> Option<()> {
     let line = head.split(|&b| b == b'\r').next()?;
     let mut words = line.split(|&b| b == b' ');
@@ -75,7 +79,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_head_is_routed_without_panicking(b in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let _ = route(&b);
+            let _ = asks_for_page(&b);
         }
     }
 }
