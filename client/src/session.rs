@@ -64,6 +64,8 @@ pub enum SessionError {
     Closed,
     #[error("bad reply: {0}")]
     Protocol(ProtoError),
+    #[error("it answered in HTTP, not as a ddftpd: if it is a web server, give it as http://HOST:PORT/DIR/ (DIR holding the file)")]
+    SpeaksHttp,
     #[error("this server requires a token: give --token-file")]
     TokenRequired,
     #[error("server speaks protocol {server}, we speak {PROTOCOL_VERSION}")]
@@ -317,13 +319,23 @@ fn tls_or(e: io::Error, other: fn(io::Error) -> SessionError) -> SessionError {
 /// The next reply on `sock` (`buf` holds what was read past the last one).
 pub(crate) async fn read_reply(sock: &mut (impl AsyncRead + Unpin), buf: &mut BytesMut) -> Result<Reply, SessionError> {
     loop {
-        if let Some(r) = Reply::decode(buf).map_err(SessionError::Protocol)? {
+        let decoded = Reply::decode(buf).map_err(|e| match looks_like_http(buf) {
+            true => SessionError::SpeaksHttp,
+            false => SessionError::Protocol(e),
+        });
+        if let Some(r) = decoded? {
             return Ok(r);
         }
         if sock.read_buf(buf).await.map_err(|e| tls_or(e, SessionError::Receive))? == 0 {
             return Err(SessionError::Closed);
         }
     }
+}
+
+/// Whether what a "ddftpd" sent is an HTTP server's reply (a status line,
+/// or an HTML page sent without one).
+fn looks_like_http(b: &[u8]) -> bool {
+    b.starts_with(b"HTTP/") || b.starts_with(b"<")
 }
 
 /// A reply that is not the one asked for: the mirror's refusal, or a

@@ -1,13 +1,15 @@
 //! Byte sizes as people write them: `40MB`, `512KiB`, `1.5G`, `4096`.
 //!
-//! K/M/G/T are powers of 10 and Ki/Mi/Gi/Ti powers of 2, as the issue and
-//! most storage tools say; a trailing `B` (or `/s` for rates) is optional.
+//! K/M/G/T are powers of 10 and Ki/Mi/Gi/Ti powers of 2, as most storage
+//! tools say, in any case (`40mb` is `40MB`); a trailing `B` (or `/s` for
+//! rates) is optional, and `bit` counts bits (`400mbit` is 50 MB, as tc and
+//! the link figures in the README write it; `bps` too).
 
 use std::fmt;
 
 /// A size string that could not be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid size {input:?}: {why} (examples: 4096, 256KiB, 40MB, 1.5GiB)")]
+#[error("invalid size {input:?}: {why} (examples: 4096, 256KiB, 40MB, 1.5GiB, 400mbit)")]
 pub struct SizeError {
     pub input: String,
     pub why: &'static str,
@@ -32,20 +34,35 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
     if num.is_empty() {
         return Err(err("no number"));
     }
-    let unit = unit.trim();
-    let unit = unit.strip_suffix(['B', 'b']).unwrap_or(unit);
+    let unit = unit.trim().to_ascii_lowercase();
+    // Bits: `mbit`, `Gbit/s`, `100mbps`; bytes: anything else (`b` or `B`).
+    let (unit, bits) = match unit.strip_suffix("bits").or_else(|| unit.strip_suffix("bit")) {
+        Some(u) => (u, true),
+        None => match unit.strip_suffix("bps") {
+            Some(u) => (u, true),
+            None => (unit.strip_suffix('b').unwrap_or(&unit), false),
+        },
+    };
     let mult: u64 = match unit {
         "" => 1,
-        "k" | "K" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "Ki" | "ki" | "KI" => 1 << 10,
-        "Mi" | "MI" => 1 << 20,
-        "Gi" | "GI" => 1 << 30,
-        "Ti" | "TI" => 1 << 40,
+        "k" => 1_000,
+        "m" => 1_000_000,
+        "g" => 1_000_000_000,
+        "t" => 1_000_000_000_000,
+        "ki" => 1 << 10,
+        "mi" => 1 << 20,
+        "gi" => 1 << 30,
+        "ti" => 1 << 40,
         _ => return Err(err("unknown unit")),
     };
+    if bits {
+        let value: f64 = num.parse().map_err(|_| err("not a number"))?;
+        let bytes = value * mult as f64 / 8.0;
+        if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+            return Err(err("too large"));
+        }
+        return Ok(bytes.round() as u64);
+    }
     if let Ok(whole) = num.parse::<u64>() {
         return whole.checked_mul(mult).ok_or_else(|| err("too large"));
     }
@@ -93,10 +110,23 @@ mod tests {
     }
 
     #[test]
+    fn any_case_and_bits() {
+        assert_eq!(parse_size("40mb"), Ok(40_000_000));
+        assert_eq!(parse_size("40Mb"), Ok(40_000_000));
+        assert_eq!(parse_size("1gib"), Ok(1 << 30));
+        assert_eq!(parse_size("400mbit"), Ok(50_000_000));
+        assert_eq!(parse_size("1Gbit/s"), Ok(125_000_000));
+        assert_eq!(parse_size("100Mbps"), Ok(12_500_000));
+        assert_eq!(parse_size("8bit"), Ok(1));
+        assert_eq!(parse_rate("320mbit"), Ok(40_000_000));
+    }
+
+    #[test]
     fn rejects_nonsense() {
         assert!(parse_size("").is_err());
         assert!(parse_size("MB").is_err());
         assert!(parse_size("12XB").is_err());
+        assert!(parse_size("12bitb").is_err());
         assert!(parse_size("1.2.3M").is_err());
         assert!(parse_size("99999999999999999999T").is_err());
     }

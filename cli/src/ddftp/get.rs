@@ -391,7 +391,8 @@ impl GetOpt {
             return Err("-o - keeps nothing to resume from: --restart has nothing to discard".into());
         }
         if !to_stdout {
-            check_output(&output)?;
+            let name = Path::new(&path).file_name().and_then(|n| n.to_str());
+            check_output(&output, name)?;
         }
         if let Some(u) = &self.checksum_url {
             ddftp::http::HttpMirror::parse(u, "").map_err(|e| format!("--checksum-url: {e}"))?;
@@ -470,10 +471,12 @@ impl GetOpt {
 /// FIFO or socket (the data lands in `OUT.ddftp-part`, which is renamed
 /// over `OUT` at the end: that would destroy a device, and blocks come in
 /// no order a stream could take).
-pub fn check_output(output: &Path) -> Result<(), String> {
+pub fn check_output(output: &Path, name: Option<&str>) -> Result<(), String> {
     let shown = output.display();
     if output.as_os_str().as_encoded_bytes().ends_with(b"/") || output.is_dir() {
-        return Err(format!("{shown} is a directory name; give a file name with -o (e.g. -o {shown}/NAME)"));
+        let dir = shown.to_string();
+        let into = Path::new(dir.trim_end_matches('/')).join(name.unwrap_or("NAME"));
+        return Err(format!("{shown} is a directory; give the file's name in it: -o {}", into.display()));
     }
     if let Ok(m) = std::fs::metadata(output) {
         if !m.is_file() {
@@ -555,7 +558,7 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
 /// Exit code for a failed transfer.
 pub fn exit_for(e: &TransferError) -> Exit {
     match e {
-        TransferError::NoMirrors | TransferError::CaFile(_) => Exit::Usage,
+        TransferError::NoMirrors | TransferError::CaFile(_) | TransferError::NotAFile { .. } => Exit::Usage,
         TransferError::NoMajority { .. }
         | TransferError::Journal(_)
         | TransferError::BlockSizeMismatch { .. }

@@ -110,7 +110,7 @@ pub fn run(o: LsOpt) -> Exit {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Style {
+pub(crate) enum Style {
     Short,
     Long,
     Json,
@@ -170,7 +170,7 @@ fn below<'a>(path: &'a [u8], label: &[u8]) -> Option<&'a [u8]> {
     (!rest.is_empty()).then_some(rest)
 }
 
-fn render(line: &mut Vec<u8>, rel: &[u8], e: &Entry, style: Style) {
+pub(crate) fn render(line: &mut Vec<u8>, rel: &[u8], e: &Entry, style: Style) {
     match style {
         Style::Short => line.extend_from_slice(escape(rel).as_bytes()),
         Style::Long => {

@@ -134,9 +134,24 @@ fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
     page(cmd, "ddftp")
 }
 
+/// A command line clap refuses: its message on stderr as usual, and with
+/// `--json` also the one JSON object scripts read (exit code 2).
+fn refused(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    let shown = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        || matches!(e.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand);
+    if !shown && std::env::args_os().any(|a| a == "--json") {
+        let why = e.kind().as_str().unwrap_or("bad command line");
+        let detail = e.render().to_string();
+        let first = detail.lines().next().unwrap_or(why).trim_start_matches("error: ").to_string();
+        println!("{}", get::json_failure(&first, Exit::Usage, serde_json::json!({})));
+    }
+    e.exit()
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let matches = Cli::command().try_get_matches().unwrap_or_else(|e| refused(e));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| refused(e));
     init_logging(cli.verbose);
     let exit: Exit = match cli.cmd {
         Cmd::Get(o) => get::run(o),

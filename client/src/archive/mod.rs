@@ -212,9 +212,15 @@ async fn archive_into(
     let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
     if !spec.dry_run {
         // DEST itself is the user's path; what is below it is the mirrors'.
-        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
-            .create(&spec.dest)
-            .map_err(local(&spec.dest))?;
+        // Its missing parents are made as `mkdir -p` makes them (the
+        // umask's mode); DEST is private until its entries are in place.
+        if let Some(parent) = spec.dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(local(parent))?;
+        }
+        match std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&spec.dest) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(local(&spec.dest)(e)),
+            _ => {}
+        }
     }
     let dest = Dest::open(&spec.dest).map_err(local(&spec.dest))?;
     if !spec.dry_run {

@@ -66,7 +66,7 @@ pub enum HttpError {
     Tls(std::io::Error),
     #[error("timed out")]
     Timeout,
-    #[error("{0}")]
+    #[error("{0}{hint}", hint = not_http_hint(.0))]
     Http(#[from] hyper::Error),
     #[error("HTTP {0}")]
     Status(StatusCode),
@@ -89,6 +89,15 @@ pub enum HttpError {
     Closed,
     #[error("not HTTP as asked: {0}")]
     Malformed(String),
+}
+
+/// What to do when a "web server" does not answer in HTTP (most often a
+/// ddftpd given with http://).
+fn not_http_hint(e: &hyper::Error) -> &'static str {
+    match e.is_parse() {
+        true => ": it does not answer in HTTP; if it is a ddftpd, give it as HOST:PORT (or ddftps://HOST:PORT), without http://",
+        false => "",
+    }
 }
 
 impl HttpError {

@@ -57,7 +57,15 @@ impl Coordinator<'_> {
                     *producer
                 }
             };
-            tracing::debug!(action = ?a, contributions = ?self.tr.contributions(), "scheduler");
+            // -v: where each mirror starts and stops (pairs, splits);
+            // -vv: every decision, grants included.
+            let mirror = &self.mirrors[self.tr.producer_mirror(p)];
+            match &a {
+                Action::Extend { .. } => {
+                    tracing::debug!(action = ?a, contributions = ?self.tr.contributions(), "scheduler")
+                }
+                _ => tracing::info!(%mirror, action = ?a, contributions = ?self.tr.contributions(), "scheduler"),
+            }
             if let Some(tx) = &self.cmds[p] {
                 let _ = tx.send(a);
             }
@@ -66,6 +74,7 @@ impl Coordinator<'_> {
             // Closing its command channel ends the slot's task.
             self.cmds[producer] = None;
             let w = format!("dropping {} (stream {producer}): {why}", self.mirrors[mirror]);
+            tracing::info!(mirror = %self.mirrors[mirror], producer, "dropped: {why}");
             progress.warn(&w);
             self.errors.push(w.clone());
             self.warnings.push(w);
@@ -229,6 +238,7 @@ impl Coordinator<'_> {
             self.tr.add_mirror()
         });
         let slot = self.tr.handle_join(mirror, now);
+        tracing::info!(mirror = %self.mirrors[mirror], producer = slot, "joined");
         let (tx, rx) = mpsc::unbounded_channel();
         self.cmds.push(Some(tx));
         self.routes.push(source.route());

@@ -42,6 +42,11 @@ pub enum TransferError {
     NoUsableMirror { path: String, failures: Vec<String> },
     #[error("no mirror could serve {path}, and TLS is why (nothing was moved):\n{}", .failures.join("\n"))]
     Untrusted { path: String, failures: Vec<String> },
+    #[error(
+        "{path} is not a regular file on the mirrors: `get` moves one file; if it is a directory, copy the tree with `ddftp archive {path} --mirrors ... --dest DIR`\n{}",
+        .failures.join("\n")
+    )]
+    NotAFile { path: String, failures: Vec<String> },
     #[error("mirrors disagree on {path} and no majority says which copy is right: {}", .versions.join("; "))]
     NoMajority { path: String, versions: Vec<String> },
     #[error(

@@ -27,7 +27,7 @@ pub use crate::session::Peer;
 use bytes::BytesMut;
 use ddftp_proto::frame;
 use ddftp_proto::manifest::hex;
-use ddftp_proto::{Cursor, Reply, Request};
+use ddftp_proto::{Cursor, ErrorCode, Reply, Request};
 use tokio::io::AsyncReadExt;
 
 use std::net::IpAddr;
@@ -286,6 +286,8 @@ struct Round {
     hints: Vec<Duration>,
     /// Some mirror failed its TLS handshake.
     untrusted: bool,
+    /// Mirrors that said the path is not a regular file (a directory?).
+    not_a_file: usize,
     /// The virtual pair's second connection, under way.
     spare: Option<tokio::task::JoinHandle<(Route, Result<crate::session::Probed, SessionError>)>>,
 }
@@ -359,6 +361,7 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
         transient: false,
         hints: vec![],
         untrusted: false,
+        not_a_file: 0,
         spare,
     };
     for (route, got) in routes.iter().zip(ddftpd_probed) {
@@ -366,6 +369,7 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
             Some(Ok(x)) => r.usable.push(x),
             Some(Err(e)) => {
                 r.untrusted |= matches!(e, SessionError::Tls(_));
+                r.not_a_file += usize::from(matches!(e, SessionError::Refused { code: ErrorCode::NotAFile, .. }));
                 if e.is_transient() {
                     r.transient = true;
                     r.hints.extend(e.wait_hint());
@@ -458,6 +462,8 @@ pub async fn get_joining(
             let (path, failures) = (spec.path.clone(), round.failures);
             return Err(match round.untrusted {
                 true => TransferError::Untrusted { path, failures },
+                // Every mirror says so: most often a directory, for `archive`.
+                false if round.not_a_file == failures.len() => TransferError::NotAFile { path, failures },
                 false => TransferError::NoUsableMirror { path, failures },
             });
         };

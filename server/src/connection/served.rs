@@ -54,6 +54,9 @@ impl Served {
         if self.more > 0 {
             paths.push(format!("+{} more:{}", self.more, self.others));
         }
+        if paths.is_empty() {
+            paths.push("-".into());
+        }
         let outcome = match result {
             Ok(()) => "ok".to_string(),
             Err(e) => e.to_string(),

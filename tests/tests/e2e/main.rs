@@ -27,3 +27,4 @@ mod server_limits;
 mod stdout;
 mod tls;
 mod walk;
+mod words;

@@ -55,7 +55,7 @@ pub struct Mirror {
 
 impl Mirror {
     pub fn start(root: &Path, extra: &[&str]) -> Mirror {
-        Mirror::spawn(root, extra, Stdio::inherit())
+        Mirror::spawn_with(Mirror::quiet(), root, extra, Stdio::inherit())
     }
 
     /// Like [`start`](Self::start), with the server's stderr going to `log`.
@@ -75,9 +75,17 @@ impl Mirror {
         Mirror::spawn_with(Command::new(bin("ddftpd")), root, extra, stderr)
     }
 
+    /// `ddftpd`, its banner and access lines left out of the test output
+    /// (warnings stay); [`logged`](Self::logged) servers log everything.
+    fn quiet() -> Command {
+        let mut cmd = Command::new(bin("ddftpd"));
+        cmd.env("DDFTP_LOG", "warn");
+        cmd
+    }
+
     /// A server listening at `addr` (a restart on the port of one killed).
     pub fn at(root: &Path, addr: &str, extra: &[&str]) -> Mirror {
-        Mirror::spawn_listening(Command::new(bin("ddftpd")), root, addr, extra, Stdio::inherit())
+        Mirror::spawn_listening(Mirror::quiet(), root, addr, extra, Stdio::inherit())
     }
 
     fn spawn_with(cmd: Command, root: &Path, extra: &[&str], stderr: Stdio) -> Mirror {
