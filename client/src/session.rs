@@ -189,6 +189,9 @@ pub(crate) struct Session {
     pub server_id: [u8; SERVER_ID_LEN],
     /// The largest block the server serves.
     pub max_block_size: u32,
+    /// The file's modification time on this mirror (seconds, nanoseconds),
+    /// from its `Stat`.
+    pub mtime: Option<(i64, u32)>,
 }
 
 /// What a probe learns: the mirror's version of the file and, when asked
@@ -268,11 +271,13 @@ pub(crate) async fn connect_within(
     let (mut buf, rtt, (server_id, max_block_size)) =
         tokio::time::timeout(within, exchange).await.map_err(|_| SessionError::NoReply)??;
     let Some((_, with_manifest)) = stat else {
-        return Ok((Session { sock, rtt, server_id, max_block_size }, None, None));
+        return Ok((Session { sock, rtt, server_id, max_block_size, mtime: None }, None, None));
     };
-    let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
+    let (version, mtime) = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
         Err(_) => return Err(SessionError::StatTimeout),
-        Ok(Ok(Reply::Stat { size, digest, .. })) => Version { size, digest: checked_digest(size, digest)? },
+        Ok(Ok(Reply::Stat { size, digest, mtime_secs, mtime_nanos })) => {
+            (Version { size, digest: checked_digest(size, digest)? }, Some((mtime_secs, mtime_nanos)))
+        }
         Ok(Ok(other)) => return Err(unexpected(other)),
         Ok(Err(e)) => return Err(e),
     };
@@ -283,7 +288,7 @@ pub(crate) async fn connect_within(
     } else {
         None
     };
-    Ok((Session { sock, rtt, server_id, max_block_size }, Some(version), manifest))
+    Ok((Session { sock, rtt, server_id, max_block_size, mtime }, Some(version), manifest))
 }
 
 /// A TCP connection along `route`: from its local address if it has one

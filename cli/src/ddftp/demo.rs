@@ -170,6 +170,8 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         stdout: None,
         bundle: None,
         range: None,
+        no_clobber: false,
+        keep_mtime: false,
     };
     let mut progress = SlowDownHalfWay {
         inner: Bar::new(!opt.quiet, std::time::Duration::from_secs(10)),

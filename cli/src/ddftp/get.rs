@@ -59,6 +59,15 @@ pub struct GetOpt {
     /// interrupted run of the same download.
     #[arg(long)]
     pub restart: bool,
+    /// Keep an OUT that holds another file: fail (exit 4) instead of
+    /// replacing it. (An OUT that already holds this file, by size and
+    /// SHA-256, is kept either way and nothing moves.)
+    #[arg(long)]
+    pub no_clobber: bool,
+    /// Do not give OUT the mirror's modification time (it gets it by
+    /// default, as with `curl -R` and wget).
+    #[arg(long)]
+    pub no_mtime: bool,
     /// The published digest the file must have: sha-256=HEX. A mismatch
     /// discards the download and exits with 3.
     #[arg(long, value_name = "sha-256=HEX", value_parser = parse_checksum)]
@@ -236,6 +245,8 @@ impl MoveOpt {
             stdout: None,
             bundle: None,
             range: None,
+            no_clobber: false,
+            keep_mtime: false,
         })
     }
 }
@@ -404,6 +415,8 @@ impl GetOpt {
             checksum_url: self.checksum_url.clone(),
             metalink,
             stdout: to_stdout.then_some(self.window),
+            no_clobber: self.no_clobber,
+            keep_mtime: !self.no_mtime,
             ..self.moving.spec(path, output, self.sync)?
         };
         spec.http.splice(0..0, urls);
@@ -510,14 +523,25 @@ pub fn json_failure(error: &dyn std::fmt::Display, exit: Exit, known: serde_json
 /// Prints the human summary: totals, then one line per mirror.
 pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Result<()> {
     let t = &r.transfer;
+    if t.already_complete {
+        return writeln!(
+            to,
+            "{} -> {}: already complete ({}, sha256 {} matches {}): nothing moved",
+            t.path,
+            t.output,
+            HumanBytes(t.reused_bytes),
+            t.sha256.as_deref().unwrap_or("?"),
+            t.sha256_checked.source()
+        );
+    }
     writeln!(
         to,
-        "{} -> {}: {} in {:.2} s ({:.1} MB/s)\nsha256 {} ({}{})",
+        "{} -> {}: {} in {:.2} s ({}/s)\nsha256 {} ({}{})",
         t.path,
         t.output,
-        HumanBytes(t.bytes),
+        HumanBytes(t.bytes.saturating_sub(t.reused_bytes)),
         t.seconds,
-        r.mb_per_s,
+        HumanBytes((r.mb_per_s * 1e6) as u64),
         t.sha256.as_deref().unwrap_or("not computed"),
         match t.sha256_checked {
             Sha256Checked::Nothing => {
@@ -529,7 +553,12 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
         if t.verified { "; every block verified as it arrived" } else { "" }
     )?;
     if t.reused_bytes > 0 {
-        writeln!(to, "resumed: {} were already there from the interrupted run", HumanBytes(t.reused_bytes))?;
+        writeln!(
+            to,
+            "resumed: {} were already there from the interrupted run ({} in all)",
+            HumanBytes(t.reused_bytes),
+            HumanBytes(t.bytes)
+        )?;
     }
     writeln!(to, "  {:<28} {:>8} {:>12} {:>7}", "mirror", "blocks", "bytes", "share")?;
     for p in &t.producers {
@@ -571,7 +600,7 @@ pub fn exit_for(e: &TransferError) -> Exit {
         | TransferError::WrittenOut { .. } => Exit::Integrity,
         TransferError::Interrupted { .. } => Exit::Interrupted,
         TransferError::Untrusted { .. } => Exit::Tls,
-        TransferError::Output { .. } | TransferError::NoSpace { .. } => Exit::Local,
+        TransferError::Output { .. } | TransferError::NoSpace { .. } | TransferError::Clobber { .. } => Exit::Local,
         TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => Exit::Transfer,
     }
 }
@@ -579,7 +608,9 @@ pub fn exit_for(e: &TransferError) -> Exit {
 /// Runs a transfer.
 pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<GetResult, TransferError> {
     let report = transfer::get(spec, bar).await?;
-    let mb_per_s = if report.seconds > 0.0 { report.bytes as f64 / report.seconds / 1e6 } else { 0.0 };
+    // This run's speed: bytes an interrupted run left are not counted.
+    let moved = report.bytes.saturating_sub(report.reused_bytes);
+    let mb_per_s = if report.seconds > 0.0 { moved as f64 / report.seconds / 1e6 } else { 0.0 };
     Ok(GetResult { transfer: report, mb_per_s })
 }
 

@@ -568,5 +568,6 @@ pub(super) async fn run_transfer(
         producers,
         links,
         warnings: c.warnings.clone(),
+        already_complete: false,
     })
 }

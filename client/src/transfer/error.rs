@@ -47,6 +47,8 @@ pub enum TransferError {
         .failures.join("\n")
     )]
     NotAFile { path: String, failures: Vec<String> },
+    #[error("{} holds another file and --no-clobber keeps it: nothing was moved (remove it, or drop --no-clobber to replace it)", .path.display())]
+    Clobber { path: PathBuf },
     #[error("mirrors disagree on {path} and no majority says which copy is right: {}", .versions.join("; "))]
     NoMajority { path: String, versions: Vec<String> },
     #[error(

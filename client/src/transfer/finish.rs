@@ -16,6 +16,9 @@ pub(super) struct Done {
     pub(super) sha256: String,
     pub(super) http_only: bool,
     pub(super) to_stdout: bool,
+    /// The mirror's modification time, given to the output (`None`:
+    /// unknown, or `--no-mtime`).
+    pub(super) mtime: Option<(i64, u32)>,
 }
 
 /// Checks the download against `expected` and the mirrors' SHA-256 and
@@ -25,7 +28,7 @@ pub(super) fn check_and_place(
     done: Done,
     expected: Option<&Expected>,
 ) -> Result<TransferReport, TransferError> {
-    let Done { report, file, part, jpath, sha256, http_only, to_stdout } = done;
+    let Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime } = done;
     let out_err = |source| TransferError::Output { path: part.clone(), source, resume: Resume::Nothing };
     if to_stdout {
         let want = expected.map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| sha256.clone()));
@@ -82,6 +85,11 @@ pub(super) fn check_and_place(
         if !m.is_file() && !m.is_symlink() && !m.is_dir() {
             return Err(put(io::Error::other(format!("it is now a {}, not replaced", file_kind(&m)))));
         }
+    }
+    if let Some(t) = mtime {
+        // Best effort: a file system without nanoseconds, or one that
+        // refuses, keeps the time of the download.
+        let _ = super::already::set_mtime(&part, t);
     }
     std::fs::rename(&part, &spec.output).map_err(put)?;
     let _ = Journal::remove(&jpath);

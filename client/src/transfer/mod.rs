@@ -42,6 +42,7 @@ use crate::scheduler::{Action, Config, ProducerId, StreamId};
 pub use crate::session::Route;
 use ddops::transfer::BlockRun;
 
+mod already;
 mod coordinator;
 mod error;
 mod expected;
@@ -167,6 +168,10 @@ pub struct GetSpec {
     /// an archive rank's part of a bundle the ranks share. The rest counts
     /// as there already, and the journal says so.
     pub range: Option<std::ops::Range<u64>>,
+    /// An output that holds another file is kept, and the download fails.
+    pub no_clobber: bool,
+    /// The output gets the mirrors' modification time.
+    pub keep_mtime: bool,
 }
 
 /// Tells the user `w` (above the progress bar) and keeps it for the report.
@@ -516,6 +521,45 @@ pub async fn get_joining(
     }
     let (version, http_only, copy) = agree_on_version(spec, &mut usable, &mut http, progress, &mut warnings)?;
     let size = version.size;
+    // The mirrors' time for the output (`curl -R`): a ddftpd's, else a
+    // web server's Last-Modified.
+    let mtime = usable.iter().find_map(|(_, conn)| conn.mtime).or_else(|| {
+        http.iter().find_map(|(_, v)| v.last_modified.as_deref().and_then(already::http_date)).map(|s| (s, 0))
+    });
+    let mtime = mtime.filter(|_| spec.keep_mtime);
+    if spec.stdout.is_none() && spec.store.is_none() && spec.sealed_size.is_none() {
+        let want =
+            expected.as_ref().map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| hex(&version.digest.sha256)));
+        let (out, w) = (spec.output.clone(), want.clone());
+        let found = tokio::task::spawn_blocking(move || already::compare(&out, size, w.as_deref()))
+            .await
+            .map_err(io::Error::other)
+            .and_then(|r| r)
+            .map_err(|source| TransferError::Output { path: spec.output.clone(), source, resume: Resume::Nothing })?;
+        match (found, want) {
+            (already::Output::Same, Some(sha)) => {
+                // Only if it differs: the file is left as it is otherwise.
+                if let Some(t) = mtime.filter(|&t| already::mtime_of(&spec.output) != Some(t)) {
+                    let _ = already::set_mtime(&spec.output, t);
+                }
+                // An interrupted run's leftovers are moot now.
+                let _ = std::fs::remove_file(part_path(&spec.output));
+                let _ = Journal::remove(&journal_path(&spec.output));
+                let checked = match (&expected, http_only) {
+                    (Some(e), _) => e.from,
+                    (None, false) => Sha256Checked::Mirrors,
+                    (None, true) => Sha256Checked::Nothing,
+                };
+                let mut r = already::report(&spec.path, &spec.output, size, sha, checked, started.elapsed());
+                r.warnings = warnings;
+                return Ok(r);
+            }
+            (already::Output::Differs, _) if spec.no_clobber => {
+                return Err(TransferError::Clobber { path: spec.output.clone() });
+            }
+            _ => {}
+        }
+    }
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
     let pieces = spec.metalink.as_ref().and_then(|m| m.pieces.clone()).filter(|_| http_only);
     let manifest = match early {
@@ -709,7 +753,7 @@ pub async fn get_joining(
         (_, false, None) => Sha256Checked::Mirrors,
         (_, true, None) => Sha256Checked::Nothing,
     };
-    let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout };
+    let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };
     finish::check_and_place(spec, done, expected.as_ref())
 }
 

@@ -46,6 +46,9 @@ pub struct TransferReport {
     /// Per route: with `--bind`, what each link carried.
     pub links: Vec<LinkReport>,
     pub warnings: Vec<String>,
+    /// The output already held the file (its size and SHA-256): nothing
+    /// moved.
+    pub already_complete: bool,
 }
 
 /// What a download's SHA-256 was compared with.

@@ -21,6 +21,7 @@ mod nics;
 mod operate;
 mod package;
 mod pipe;
+mod rerun;
 mod resume;
 mod retry;
 mod server_limits;
