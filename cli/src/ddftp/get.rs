@@ -489,7 +489,7 @@ pub fn check_output(output: &Path, name: Option<&str>) -> Result<(), String> {
     if output.as_os_str().as_encoded_bytes().ends_with(b"/") || output.is_dir() {
         let dir = shown.to_string();
         let into = Path::new(dir.trim_end_matches('/')).join(name.unwrap_or("NAME"));
-        return Err(format!("{shown} is a directory; give the file's name in it: -o {}", into.display()));
+        return Err(format!("{shown} is a directory name; give the file's name in it: -o {}", into.display()));
     }
     if let Ok(m) = std::fs::metadata(output) {
         if !m.is_file() {

@@ -34,10 +34,13 @@ pub(super) async fn run_whole_slot(
     let fail = |error: String| Event::Failed { slot, error, wait: None };
     // The body, and the block its next bytes begin.
     let mut body: Option<(WholeBody, u64)> = None;
+    // Read from the body but not yet placed (blocks past the claim wait
+    // here for an Extend; the body may have ended meanwhile).
     let mut buf = BytesMut::new();
+    let mut ended = false;
     let mut run: Option<Running> = None;
     loop {
-        let reading = run.as_ref().is_some_and(|r| r.next <= r.last);
+        let wants = run.as_ref().is_some_and(|r| r.next <= r.last);
         tokio::select! {
             cmd = cmds.recv() => {
                 let Some(cmd) = cmd else { return };
@@ -63,6 +66,7 @@ pub(super) async fn run_whole_slot(
                                 }
                             }
                             buf.clear();
+                            ended = false;
                         }
                         run = Some(Running { stream, next: first, last, sent: 0 });
                     }
@@ -78,57 +82,58 @@ pub(super) async fn run_whole_slot(
                     }
                 }
             }
-            got = async { body.as_mut().expect("while reading").0.next().await }, if reading && body.is_some() => {
-                let data = match got {
-                    Ok(Some(d)) => d,
-                    Ok(None) => {
-                        let _ = events.send(fail(format!("{}: the body ended early", mirror.url))).await;
-                        return;
-                    }
+            got = async { body.as_mut().expect("while reading").0.next().await }, if wants && !ended && body.is_some() => {
+                match got {
+                    Ok(Some(d)) => buf.extend_from_slice(&d),
+                    // The whole file may be in `buf` already.
+                    Ok(None) => ended = true,
                     Err(e) => {
                         let _ = events.send(fail(format!("{}: {e}", mirror.url))).await;
                         return;
                     }
-                };
-                buf.extend_from_slice(&data);
-                let at = &mut body.as_mut().expect("reading").1;
-                let r = run.as_mut().expect("reading");
-                let first = r.next;
-                // Whole blocks (the file's last may be short): skipped up to
-                // the claim, then checked and placed while it lasts.
-                while r.next <= r.last {
-                    let len = (ctx.size - *at * bs).min(bs) as usize;
-                    if buf.len() < len {
-                        break;
-                    }
-                    if *at == r.next {
-                        match super::http_slot::place(&ctx, *at, &buf[..len]) {
-                            Ok(()) => {}
-                            Err(Unplaced::Corrupt(block)) => {
-                                let _ = events.send(Event::Corrupt { slot, block }).await;
-                                return;
-                            }
-                            Err(Unplaced::Local(e)) => {
-                                let _ = events.send(Event::Local(e)).await;
-                                return;
-                            }
-                        }
-                        r.next += 1;
-                        r.sent += 1;
-                    }
-                    buf.advance(len);
-                    *at += 1;
-                    if let Some(cap) = &ctx.cap {
-                        cap.acquire(len).await;
-                    }
-                }
-                if r.next > first {
-                    let count = r.next - first;
-                    let bytes = (r.next * bs).min(ctx.size) - first * bs;
-                    let run = BlockRun { stream: r.stream, first, count, bytes, dir: Direction::Increment };
-                    let _ = events.send(Event::Blocks { slot, run }).await;
                 }
             }
+        }
+        // Whole blocks (the file's last may be short): skipped up to the
+        // claim, then checked and placed while it lasts.
+        let (Some((_, at)), Some(r)) = (body.as_mut(), run.as_mut()) else { continue };
+        let first = r.next;
+        while r.next <= r.last {
+            let len = (ctx.size - *at * bs).min(bs) as usize;
+            if buf.len() < len {
+                break;
+            }
+            if *at == r.next {
+                match super::http_slot::place(&ctx, *at, &buf[..len]) {
+                    Ok(()) => {}
+                    Err(Unplaced::Corrupt(block)) => {
+                        let _ = events.send(Event::Corrupt { slot, block }).await;
+                        return;
+                    }
+                    Err(Unplaced::Local(e)) => {
+                        let _ = events.send(Event::Local(e)).await;
+                        return;
+                    }
+                }
+                r.next += 1;
+                r.sent += 1;
+            }
+            buf.advance(len);
+            *at += 1;
+            if let Some(cap) = &ctx.cap {
+                cap.acquire(len).await;
+            }
+        }
+        if r.next > first {
+            let count = r.next - first;
+            let bytes = (r.next * bs).min(ctx.size) - first * bs;
+            let run = BlockRun { stream: r.stream, first, count, bytes, dir: Direction::Increment };
+            let _ = events.send(Event::Blocks { slot, run }).await;
+        }
+        if ended && r.next <= r.last {
+            // Asked for blocks the body did not hold.
+            let _ = events.send(fail(format!("{}: the body ended early", mirror.url))).await;
+            return;
         }
     }
 }

@@ -21,6 +21,7 @@ mod nics;
 mod operate;
 mod package;
 mod pipe;
+mod readme;
 mod rerun;
 mod resume;
 mod retry;
