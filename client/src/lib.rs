@@ -19,6 +19,7 @@ pub mod archive;
 pub mod checksum;
 pub mod digest;
 pub mod http;
+pub mod input_list;
 pub mod journal;
 pub mod manifest;
 pub mod metalink;

@@ -19,20 +19,35 @@ use ddftp::transfer::{self, GetSpec, Peer, Sha256Checked, TransferError, Transfe
 /// small enough that the last pair meets within milliseconds on slow links.
 pub const DEFAULT_BLOCK_SIZE: u32 = 256 * 1024;
 
-/// Download one file from several mirrors at once (Dual-Direction Operations).
+/// Download files from several mirrors at once (Dual-Direction Operations).
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   ddftp get big.iso -m mirror1,mirror2 -o /data/big.iso
+  ddftp get a.iso b.iso c.iso -m mirror1,mirror2 -d /data
+  ddftp get -i files.txt -m mirror1,mirror2 -d /data        (aria2c's -i form)
   ddftp get https://a.example.org/big.iso https://b.example.org/pub/big.iso
   ddftp get --metalink big.iso.meta4
   ddftp get big.iso -m ddftps://mirror1 --ca-file ca.pem -o - | tar x
 Docs: man ddftp-get; docs/get.md")]
+#[derive(Clone)]
 pub struct GetOpt {
     /// Path of the file on the mirrors (relative to their --root, or to a
-    /// directory URL); or, without --mirrors, the file's URLs on several
-    /// HTTP(S) servers (aria2 style).
-    #[arg(value_name = "PATH | URL...")]
+    /// directory URL; with --mirrors, several PATHs are several files); or,
+    /// without --mirrors, the file's URLs on several HTTP(S) servers
+    /// (aria2 style).
+    #[arg(value_name = "PATH... | URL...")]
     pub path: Vec<String>,
+    /// Read the files to get from LIST (aria2c's input file: a file per
+    /// line, its URLs separated by tabs or its path on --mirrors; options
+    /// on the indented lines below: out=NAME, dir=DIR, checksum=sha-256=HEX).
+    #[arg(short = 'i', long = "input-file", value_name = "LIST")]
+    pub input_file: Option<PathBuf>,
+    /// Put each output in DIR, under its own name.
+    #[arg(short = 'd', long = "dir", value_name = "DIR", conflicts_with = "output")]
+    pub dir: Option<PathBuf>,
+    /// With several files: how many move at once.
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 4)]
+    pub jobs: usize,
     /// A Metalink 4 file (.meta4, RFC 5854): the mirrors, size, SHA-256 and
     /// piece hashes come from it; every piece is verified as it arrives.
     #[arg(long, value_name = "FILE")]
@@ -84,7 +99,7 @@ pub struct GetOpt {
 
 /// When and how often a lost mirror (or link) is asked again: one
 /// policy ([`ddftp::retry`]) for `get`, `archive` and `send`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Copy, Args)]
 pub struct RetryOpt {
     /// A mirror (or link) that failed, stalled, was busy or did not answer
     /// is asked again every 0.1 s for 2 s, then this many times more, the
@@ -110,7 +125,7 @@ impl RetryOpt {
 
 /// How ddftpd mirrors are reached: TLS and the shared token (`get`,
 /// `archive`, `ls`).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TlsOpt {
     /// Reach every ddftpd mirror over TLS, as if each were ddftps://.
     #[arg(long)]
@@ -156,7 +171,7 @@ impl TlsOpt {
 }
 
 /// The flags every command that moves data from mirrors takes.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct MoveOpt {
     /// Mirrors serving the same data: ddftpd at HOST[:PORT] (port 7400 if
     /// omitted, IPv6 in brackets), ddftpd over TLS at ddftps://HOST[:PORT],
@@ -325,7 +340,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn parse_checksum(s: &str) -> Result<String, String> {
+pub(crate) fn parse_checksum(s: &str) -> Result<String, String> {
     let Some((algo, hex)) = s.split_once('=') else {
         return Err(format!("{s:?}: expected sha-256=HEX"));
     };
@@ -615,6 +630,29 @@ pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<G
 }
 
 pub fn run(opt: GetOpt) -> Exit {
+    match super::many::is_many(&opt) {
+        Ok(true) => return super::many::run(opt),
+        Ok(false) => {}
+        Err(e) => {
+            report_error(&e);
+            if opt.moving.json {
+                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({})));
+            }
+            return Exit::Usage;
+        }
+    }
+    if let Some(d) = &opt.dir {
+        // One file into DIR, under its own name.
+        let mut one = opt.clone();
+        let name = opt.path.first().map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+        if let Err(e) = std::fs::create_dir_all(d) {
+            report_error(&format_args!("-d {}: {e}", d.display()));
+            return Exit::Local;
+        }
+        one.output = name.map(|n| d.join(n));
+        one.dir = None;
+        return run(one);
+    }
     let known = |warnings: &[String], e: Option<&TransferError>| {
         let mut v = serde_json::json!({
             "path": opt.path,

@@ -8,6 +8,7 @@ mod demo;
 mod get;
 mod list;
 mod ls;
+mod many;
 mod metrics_file;
 mod pipe;
 mod simulate;

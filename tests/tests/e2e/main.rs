@@ -16,6 +16,7 @@ mod http;
 mod http_sources;
 mod https;
 mod integrity;
+mod many;
 mod mpi;
 mod nics;
 mod operate;

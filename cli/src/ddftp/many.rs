@@ -1,0 +1,252 @@
+//! `ddftp get` of several files: `PATH...` with `--mirrors`, `-i LIST`
+//! (aria2c's input file), or a Metalink that lists several. Each file is
+//! a download of its own (the same rules, resume, verification, output
+//! checks); `-j` of them run at once. One file that fails does not stop
+//! the others: each is named with why, and the exit code says so (5: some
+//! failed, all the others are complete; otherwise the failure's own).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ddftp::progress::Bar;
+use ddftp_proto::units::HumanBytes;
+
+use super::get::{exit_for, fetch, json_failure, GetOpt, GetResult};
+use super::{report_error, runtime, Exit};
+
+/// Whether the command asks for several files.
+pub fn is_many(o: &GetOpt) -> Result<bool, String> {
+    if o.input_file.is_some() {
+        return Ok(true);
+    }
+    if !o.moving.mirrors.is_empty() && o.path.len() > 1 {
+        return Ok(true);
+    }
+    Ok(o.metalink.is_some() && o.path.is_empty() && metalink_names(o)?.len() > 1)
+}
+
+fn metalink_names(o: &GetOpt) -> Result<Vec<String>, String> {
+    let Some(f) = &o.metalink else { return Ok(vec![]) };
+    let shown = f.display();
+    let xml = std::fs::read_to_string(f).map_err(|e| format!("--metalink {shown}: {e}"))?;
+    let files = ddftp::metalink::parse(&xml).map_err(|e| format!("--metalink {shown}: {e}"))?;
+    Ok(files.into_iter().map(|m| m.name).collect())
+}
+
+/// One file to get: how it is named in messages, and its own options (or
+/// why it cannot be fetched).
+struct Job {
+    label: String,
+    opt: Result<GetOpt, String>,
+}
+
+/// The last name of a path or URL.
+fn base_name(s: &str) -> &str {
+    s.split(['?', '#']).next().unwrap_or(s).trim_end_matches('/').rsplit('/').next().unwrap_or(s)
+}
+
+/// `o` for one file: these sources, this output.
+fn one(o: &GetOpt, sources: Vec<String>, out: Option<PathBuf>) -> GetOpt {
+    let mut one = o.clone();
+    one.path = sources;
+    one.input_file = None;
+    one.output = out;
+    one.dir = None;
+    one
+}
+
+fn jobs(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
+    let under = |name: &str, dir: Option<&Path>| dir.map(|d| d.join(name));
+    if let Some(list) = &o.input_file {
+        let text = std::fs::read_to_string(list).map_err(|e| format!("-i {}: {e}", list.display()))?;
+        let (entries, warnings) = ddftp::input_list::parse(&text);
+        let warnings = warnings.into_iter().map(|w| format!("-i {}: {w}", list.display())).collect();
+        let jobs = entries
+            .into_iter()
+            .map(|e| {
+                let label = e.sources.first().cloned().unwrap_or_default();
+                let opt = (|| {
+                    if let Some(why) = &e.bad {
+                        return Err(why.clone());
+                    }
+                    let urls = e.sources.iter().filter(|s| ddftp::http::is_url(s)).count();
+                    let mut one = match (urls, e.sources.len()) {
+                        (0, 1) if o.moving.mirrors.is_empty() => {
+                            return Err(format!("line {}: a path needs --mirrors to get it from", e.line))
+                        }
+                        (0, 1) => one(o, e.sources.clone(), None),
+                        (n, m) if n == m => {
+                            let mut one = one(o, e.sources.clone(), None);
+                            one.moving.mirrors.clear();
+                            one
+                        }
+                        _ => return Err(format!("line {}: one path on the mirrors, or URLs of one file", e.line)),
+                    };
+                    let dir = match (&o.dir, &e.dir) {
+                        (Some(d), Some(sub)) => Some(d.join(sub)),
+                        (Some(d), None) => Some(d.clone()),
+                        (None, Some(sub)) => Some(PathBuf::from(sub)),
+                        (None, None) => None,
+                    };
+                    if let Some(d) = &dir {
+                        std::fs::create_dir_all(d).map_err(|err| format!("line {}: {}: {err}", e.line, d.display()))?;
+                    }
+                    let name = e.out.clone().unwrap_or_else(|| base_name(&e.sources[0]).to_string());
+                    one.output = Some(dir.map_or_else(|| PathBuf::from(&name), |d| d.join(&name)));
+                    if let Some(c) = &e.checksum {
+                        one.checksum =
+                            Some(super::get::parse_checksum(c).map_err(|w| format!("line {}: {w}", e.line))?);
+                    }
+                    Ok(one)
+                })();
+                Job { label, opt }
+            })
+            .collect();
+        return Ok((jobs, warnings));
+    }
+    if let Some(d) = &o.dir {
+        std::fs::create_dir_all(d).map_err(|e| format!("-d {}: {e}", d.display()))?;
+    }
+    if o.metalink.is_some() && o.path.is_empty() {
+        let jobs = metalink_names(o)?
+            .into_iter()
+            .map(|name| {
+                let out = under(base_name(&name), o.dir.as_deref());
+                Job { label: name.clone(), opt: Ok(one(o, vec![name], out)) }
+            })
+            .collect();
+        return Ok((jobs, vec![]));
+    }
+    let jobs = o
+        .path
+        .iter()
+        .map(|p| Job { label: p.clone(), opt: Ok(one(o, vec![p.clone()], under(base_name(p), o.dir.as_deref()))) })
+        .collect();
+    Ok((jobs, vec![]))
+}
+
+/// What one file's download came to.
+enum Outcome {
+    Done(GetResult),
+    Failed(String, Exit),
+}
+
+pub fn run(o: GetOpt) -> Exit {
+    let (jobs, warnings) = match jobs(&o) {
+        Ok(j) => j,
+        Err(e) => {
+            report_error(&e);
+            if o.moving.json {
+                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "files": [] })));
+            }
+            return Exit::Usage;
+        }
+    };
+    for w in &warnings {
+        eprintln!("ddftp: warning: {w}");
+    }
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Local;
+        }
+    };
+    let n = jobs.len();
+    let every = std::time::Duration::from_secs_f64(o.moving.progress_interval);
+    let outcomes: Vec<(String, Outcome)> = rt.block_on(async {
+        let turns = Arc::new(tokio::sync::Semaphore::new(o.jobs.max(1)));
+        let mut running = vec![];
+        for job in jobs {
+            let turns = turns.clone();
+            running.push(tokio::spawn(async move {
+                let spec = match job.opt.and_then(|opt| opt.spec()) {
+                    Ok(s) => s,
+                    Err(e) => return (job.label, Outcome::Failed(e, Exit::Usage)),
+                };
+                let _turn = turns.acquire_owned().await;
+                // Each file's warnings go to stderr; no bar for many files.
+                let mut bar = Bar::new(false, every);
+                let got = fetch(&spec, &mut bar).await;
+                let outcome = match got {
+                    Ok(r) => Outcome::Done(r),
+                    Err(e) => Outcome::Failed(e.to_string(), exit_for(&e)),
+                };
+                (job.label, outcome)
+            }));
+        }
+        let mut out = vec![];
+        for r in running {
+            out.push(r.await.expect("a download task"));
+        }
+        out
+    });
+    let failed: Vec<(&str, &String, Exit)> = outcomes
+        .iter()
+        .filter_map(|(l, o)| match o {
+            Outcome::Failed(e, x) => Some((l.as_str(), e, *x)),
+            Outcome::Done(_) => None,
+        })
+        .collect();
+    let exit = match failed.first() {
+        None => Exit::Ok,
+        Some(_) if failed.len() < n => Exit::Partial,
+        Some((_, _, x)) => *x,
+    };
+    for (label, why, _) in &failed {
+        eprintln!("ddftp: error: {label}: {why}");
+    }
+    let done = n - failed.len();
+    let bytes: u64 = outcomes
+        .iter()
+        .map(|(_, o)| match o {
+            Outcome::Done(r) => r.transfer.bytes.saturating_sub(r.transfer.reused_bytes),
+            Outcome::Failed(..) => 0,
+        })
+        .sum();
+    if o.moving.json {
+        let files: Vec<serde_json::Value> = outcomes
+            .iter()
+            .map(|(label, o)| match o {
+                Outcome::Done(r) => serde_json::to_value(r).expect("report serialises"),
+                Outcome::Failed(e, x) => {
+                    serde_json::from_str(&json_failure(e, *x, serde_json::json!({ "path": label }))).expect("json")
+                }
+            })
+            .collect();
+        let v = serde_json::json!({
+            "files": files, "complete": done, "failed": failed.len(), "bytes": bytes, "exit_code": exit as i32,
+            "warnings": warnings,
+        });
+        println!("{v}");
+    } else if !o.moving.quiet {
+        for (_, outcome) in &outcomes {
+            if let Outcome::Done(r) = outcome {
+                let t = &r.transfer;
+                let what =
+                    if t.already_complete { "already complete".to_string() } else { format!("{:.2} s", t.seconds) };
+                println!("{} -> {}: {} ({what})", t.path, t.output, HumanBytes(t.bytes));
+            }
+        }
+        println!("{n} files: {done} complete, {} failed; {} moved", failed.len(), HumanBytes(bytes));
+    }
+    if !failed.is_empty() && failed.len() < n {
+        report_error(&format!(
+            "{} of {n} files could not be fetched (named above); the others are complete",
+            failed.len()
+        ));
+    }
+    exit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_names_of_paths_and_urls() {
+        assert_eq!(base_name("data/x.iso"), "x.iso");
+        assert_eq!(base_name("http://h/p/y.bin?sig=1#f"), "y.bin");
+        assert_eq!(base_name("z"), "z");
+    }
+}
