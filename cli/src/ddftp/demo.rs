@@ -172,6 +172,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         range: None,
         no_clobber: false,
         keep_mtime: false,
+        asking: Default::default(),
     };
     let mut progress = SlowDownHalfWay {
         inner: Bar::new(!opt.quiet, std::time::Duration::from_secs(10)),

@@ -123,6 +123,82 @@ impl RetryOpt {
     }
 }
 
+/// What requests to web mirrors carry: credentials and headers.
+#[derive(Debug, Clone, Args)]
+pub struct WebOpt {
+    /// Credentials for the web mirrors named (HTTP Basic); without :PASS
+    /// the password is asked on the terminal. Never sent to another
+    /// server a redirect leads to.
+    #[arg(long, value_name = "USER[:PASS]")]
+    pub user: Option<String>,
+    /// Read web mirrors' credentials from this .netrc (default: ~/.netrc
+    /// if there is one).
+    #[arg(long, value_name = "FILE")]
+    pub netrc_file: Option<PathBuf>,
+    /// Send this header with every request to a web mirror (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "'Name: value'", value_parser = ddftp::http::auth::header)]
+    pub headers: Vec<(String, String)>,
+    /// The User-Agent sent to web mirrors (default: ddftp/VERSION).
+    #[arg(long, value_name = "TEXT")]
+    pub user_agent: Option<String>,
+}
+
+impl WebOpt {
+    /// What every request to a web mirror carries.
+    pub fn asking(&self) -> Result<std::sync::Arc<ddftp::http::auth::Asking>, String> {
+        use ddftp::http::auth;
+        let user = match self.user.as_deref().map(auth::user) {
+            None => None,
+            Some((user, Some(password))) => Some(auth::Credentials { user, password }),
+            Some((user, None)) => {
+                let password = ask_password(&format!("password for {user}: "))
+                    .map_err(|e| format!("--user {user}: give USER:PASS, or run where a terminal can ask ({e})"))?;
+                Some(auth::Credentials { user, password })
+            }
+        };
+        let netrc = match &self.netrc_file {
+            Some(f) => {
+                auth::netrc(&std::fs::read_to_string(f).map_err(|e| format!("--netrc-file {}: {e}", f.display()))?)
+            }
+            None => std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".netrc"))
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .map(|t| auth::netrc(&t))
+                .unwrap_or_default(),
+        };
+        Ok(std::sync::Arc::new(auth::Asking {
+            user_agent: self.user_agent.clone(),
+            headers: self.headers.clone(),
+            user,
+            netrc,
+        }))
+    }
+}
+
+/// Asks for a password on the terminal, without echo.
+fn ask_password(prompt: &str) -> std::io::Result<String> {
+    use std::io::{BufRead, Write};
+    use std::os::fd::AsRawFd;
+    let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")?;
+    let fd = tty.as_raw_fd();
+    // SAFETY: termios of an open terminal descriptor, restored below.
+    let mut old: libc::termios = unsafe { std::mem::zeroed() };
+    if unsafe { libc::tcgetattr(fd, &mut old) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut quiet = old;
+    quiet.c_lflag &= !libc::ECHO;
+    unsafe { libc::tcsetattr(fd, libc::TCSANOW, &quiet) };
+    let mut w = &tty;
+    let _ = w.write_all(prompt.as_bytes());
+    let mut line = String::new();
+    let read = std::io::BufReader::new(&tty).read_line(&mut line);
+    unsafe { libc::tcsetattr(fd, libc::TCSANOW, &old) };
+    let _ = w.write_all(b"\n");
+    read?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
 /// How ddftpd mirrors are reached: TLS and the shared token (`get`,
 /// `archive`, `ls`).
 #[derive(Debug, Clone, Args)]
@@ -181,6 +257,8 @@ pub struct MoveOpt {
     pub mirrors: Vec<Mirror>,
     #[command(flatten)]
     pub tls: TlsOpt,
+    #[command(flatten)]
+    pub web: WebOpt,
     /// Block size, e.g. 256KiB or 1MiB.
     #[arg(long, value_parser = parse_block_size, default_value = "256KiB")]
     pub block_size: u32,
@@ -262,6 +340,7 @@ impl MoveOpt {
             range: None,
             no_clobber: false,
             keep_mtime: false,
+            asking: self.web.asking()?,
         })
     }
 }

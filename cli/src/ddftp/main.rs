@@ -180,3 +180,13 @@ fn main() -> ExitCode {
     };
     exit.into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -93,8 +93,10 @@ impl Lane {
     async fn ask(&mut self, range: Option<(u64, u64)>) -> Result<Response<Incoming>, HttpError> {
         let mut req = Request::get(self.mirror.request_target())
             .header(header::HOST, self.mirror.host_header())
-            .header(header::USER_AGENT, concat!("ddftp/", env!("CARGO_PKG_VERSION")))
             .header("want-repr-digest", "sha-256=10");
+        for (name, value) in self.mirror.request_headers() {
+            req = req.header(name, value);
+        }
         if let Some((a, b)) = range {
             req = req.header(header::RANGE, format!("bytes={a}-{b}"));
             if let Some(v) = &self.mirror.if_range {

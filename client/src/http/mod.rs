@@ -8,12 +8,14 @@
 //! hyper 1 (its low-level `client::conn`): we choose the connections,
 //! how many and when, which a pooled client hides; rustls for TLS ([`tls`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::header::{self, HeaderMap};
 use hyper::StatusCode;
 use tokio_rustls::TlsConnector;
 
+pub mod auth;
 mod lane;
 mod pipe;
 pub mod proxy;
@@ -47,6 +49,11 @@ pub struct HttpMirror {
     /// It ignores `Range` (its probe got the whole file, 200): it can only
     /// send one body from byte 0, as an increment-only producer.
     pub whole_only: bool,
+    /// What every request carries (`--header`, `--user-agent`, where
+    /// credentials come from).
+    pub asking: Arc<auth::Asking>,
+    /// The credentials for this mirror's origin, if any ([`auth`]).
+    pub(crate) credentials: Option<auth::Credentials>,
 }
 
 impl std::fmt::Debug for HttpMirror {
@@ -68,7 +75,7 @@ pub enum HttpError {
     Timeout,
     #[error("{0}{hint}", hint = not_http_hint(.0))]
     Http(#[from] hyper::Error),
-    #[error("HTTP {0}")]
+    #[error("HTTP {0}{hint}", hint = status_hint(*.0))]
     Status(StatusCode),
     /// A 503 or 429 with `Retry-After` in seconds.
     #[error("HTTP {0} (retry in {secs} s)", secs = .1.as_secs())]
@@ -89,6 +96,15 @@ pub enum HttpError {
     Closed,
     #[error("not HTTP as asked: {0}")]
     Malformed(String),
+}
+
+/// What to do about a refusal that credentials would lift.
+fn status_hint(s: StatusCode) -> &'static str {
+    match s.as_u16() {
+        401 => ": it wants credentials: give --user USER[:PASS], a ~/.netrc entry (or --netrc-file), or user info in the URL",
+        403 => ": refused (wrong credentials, or not for this user)",
+        _ => "",
+    }
 }
 
 /// What to do when a "web server" does not answer in HTTP (most often a
@@ -161,8 +177,20 @@ impl HttpMirror {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
-        if authority.is_empty() || authority.contains('@') {
-            return Err(bad("no host (or user info, which is not supported)"));
+        // User info is taken out: a URL is shown in messages and --json,
+        // a password never.
+        let (credentials, authority, url) = match authority.rsplit_once('@') {
+            Some((info, host)) => {
+                let (user, password) = info.split_once(':').unwrap_or((info, ""));
+                let c = auth::Credentials { user: auth::decode(user), password: auth::decode(password) };
+                let shown = format!("{}://{host}{}", if https { "https" } else { "http" }, &rest[authority.len()..]);
+                (Some(c), host, shown)
+            }
+            None => (None, authority, url.to_string()),
+        };
+        let url = url.as_str();
+        if authority.is_empty() {
+            return Err(bad("no host"));
         }
         let default = if https { 443 } else { 80 };
         let (host, port) = match authority.rsplit_once(':') {
@@ -178,7 +206,43 @@ impl HttpMirror {
             (encode_target(target), url.to_string())
         };
         let proxy = proxy::from_env(https, &host)?;
-        Ok(HttpMirror { url, host, port, target, https, tls: None, proxy, if_range: None, whole_only: false })
+        Ok(HttpMirror {
+            url,
+            host,
+            port,
+            target,
+            https,
+            tls: None,
+            proxy,
+            if_range: None,
+            whole_only: false,
+            asking: Arc::default(),
+            credentials,
+        })
+    }
+
+    /// This mirror, named by the user, asking as `asking` says: with its
+    /// URL's credentials, else `--user`'s, else `.netrc`'s for its host.
+    pub fn asking(mut self, asking: Arc<auth::Asking>) -> HttpMirror {
+        self.credentials = asking.for_named(&self.host, self.credentials.take());
+        self.asking = asking;
+        self
+    }
+
+    /// The headers every request to it carries besides Host and Range:
+    /// User-Agent, `--header`s, and Authorization for its own origin.
+    pub(crate) fn request_headers(&self) -> Vec<(String, String)> {
+        let mut h = vec![("User-Agent".to_string(), self.asking.user_agent())];
+        h.extend(self.asking.headers.iter().cloned());
+        if let Some(c) = &self.credentials {
+            h.push(("Authorization".to_string(), c.basic()));
+        }
+        h
+    }
+
+    fn same_origin(&self, other: &HttpMirror) -> bool {
+        (self.https, self.host.to_ascii_lowercase(), self.port)
+            == (other.https, other.host.to_ascii_lowercase(), other.port)
     }
 
     /// Where a redirect's `Location` leads from here: the same file (a
@@ -190,6 +254,15 @@ impl HttpMirror {
         } else if is_url(location) {
             let mut m = HttpMirror::parse(location.trim_end_matches('/'), "")?;
             m.tls = self.tls.clone();
+            m.asking = self.asking.clone();
+            // Credentials stay with their origin: another server gets only
+            // what .netrc says for it (or the Location's own user info).
+            if m.credentials.is_none() {
+                m.credentials = match self.same_origin(&m) {
+                    true => self.credentials.clone(),
+                    false => self.asking.from_netrc(&m.host),
+                };
+            }
             m
         } else {
             return Err(HttpError::Redirect(format!("to {location:?}, which is not an absolute URL or path")));

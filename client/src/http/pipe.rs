@@ -90,11 +90,11 @@ impl Pipe {
     pub async fn ask(&mut self, id: u64, a: u64, b: u64) -> Result<(), HttpError> {
         let m = &self.mirror;
         let if_range = m.if_range.as_ref().map(|v| format!("If-Range: {v}\r\n")).unwrap_or_default();
+        let extra: String = m.request_headers().iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect();
         let req = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\nRange: bytes={a}-{b}\r\n{if_range}User-Agent: ddftp/{}\r\n\r\n",
+            "GET {} HTTP/1.1\r\nHost: {}\r\nRange: bytes={a}-{b}\r\n{if_range}{extra}\r\n",
             m.request_target(),
             m.host_header(),
-            env!("CARGO_PKG_VERSION")
         );
         let _ = self.asked.send((id, a, b));
         match tokio::time::timeout(TIMEOUT, self.wr.write_all(req.as_bytes())).await {

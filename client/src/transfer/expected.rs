@@ -42,7 +42,7 @@ pub(super) async fn published(
     }
     if let Some(url) = &spec.checksum_url {
         let no = |why: String| TransferError::NoChecksum { path: spec.path.clone(), why };
-        let mut m = HttpMirror::parse(url, "").map_err(|e| no(e.to_string()))?;
+        let mut m = HttpMirror::parse(url, "").map_err(|e| no(e.to_string()))?.asking(spec.asking.clone());
         m.tls = tls;
         let listing = Lane::get_small(Arc::new(m), MAX_LISTING).await.map_err(|e| no(format!("{url}: {e}")))?;
         let listing = String::from_utf8_lossy(&listing);

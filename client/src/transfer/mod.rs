@@ -172,6 +172,9 @@ pub struct GetSpec {
     pub no_clobber: bool,
     /// The output gets the mirrors' modification time.
     pub keep_mtime: bool,
+    /// What requests to web mirrors carry: headers, user agent, where
+    /// credentials come from.
+    pub asking: Arc<crate::http::auth::Asking>,
 }
 
 /// Tells the user `w` (above the progress bar) and keeps it for the report.
@@ -303,8 +306,8 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
     let probing_since = Instant::now();
     let mut probing = tokio::task::JoinSet::new();
     for (i, u) in spec.http.iter().enumerate() {
-        let (u, path, tls) = (u.clone(), spec.path.clone(), tls.clone());
-        probing.spawn(async move { Probed::Http(i, probe_http(u, path, tls).await) });
+        let (u, path, tls, asking) = (u.clone(), spec.path.clone(), tls.clone(), spec.asking.clone());
+        probing.spawn(async move { Probed::Http(i, probe_http(u, path, tls, asking).await) });
     }
     // The first route also sends the chunk manifest right behind its Stat,
     // so verification costs no extra round trip when that mirror agrees
@@ -736,6 +739,7 @@ pub async fn get_joining(
             bundle: spec.bundle.clone(),
             http: copy.clone(),
             tls: tls.clone(),
+            asking: spec.asking.clone(),
             policy: spec.retry,
             connect_timeout: spec.connect_timeout,
         }),

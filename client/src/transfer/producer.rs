@@ -42,8 +42,9 @@ pub(super) async fn probe_http(
     url: String,
     path: String,
     tls: Option<TlsConnector>,
+    asking: Arc<crate::http::auth::Asking>,
 ) -> Result<(Arc<HttpMirror>, HttpVersion), (String, HttpError)> {
-    let mut m = HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?;
+    let mut m = HttpMirror::parse(&url, &path).map_err(|e| (url.clone(), e))?.asking(asking);
     m.tls = tls;
     let shown = m.url.clone();
     Lane::probe(Arc::new(m)).await.map_err(|e| (shown, e))

@@ -57,6 +57,7 @@ pub(super) struct Wanted {
     /// others' size, date or SHA-256), and the TLS connector.
     pub(super) http: plan::HttpCopy,
     pub(super) tls: Option<tokio_rustls::TlsConnector>,
+    pub(super) asking: Arc<crate::http::auth::Asking>,
     pub(super) policy: RetryPolicy,
     pub(super) connect_timeout: Duration,
 }
@@ -129,9 +130,18 @@ async fn attempt(source: &Source, wanted: &Wanted) -> Result<Producer, Failed> {
             }
         }
         Source::LateHttp(url) => {
-            let (m, v) = super::producer::probe_http(url.clone(), wanted.path.clone(), wanted.tls.clone())
-                .await
-                .map_err(|(_, e)| Failed { why: e.to_string(), again: e.is_transient(), hint: e.wait_hint() })?;
+            let (m, v) = super::producer::probe_http(
+                url.clone(),
+                wanted.path.clone(),
+                wanted.tls.clone(),
+                wanted.asking.clone(),
+            )
+            .await
+            .map_err(|(_, e)| Failed {
+                why: e.to_string(),
+                again: e.is_transient(),
+                hint: e.wait_hint(),
+            })?;
             let copy = plan::HttpCopy { size: wanted.size, ..wanted.http.clone() };
             let why = match copy.differs(&v) {
                 Some(why) => format!("its {} has {why}", wanted.path),

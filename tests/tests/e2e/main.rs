@@ -22,6 +22,7 @@ mod nics;
 mod operate;
 mod package;
 mod pipe;
+mod private;
 mod readme;
 mod rerun;
 mod resume;
