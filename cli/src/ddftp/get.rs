@@ -79,6 +79,12 @@ pub struct GetOpt {
     /// SHA-256, is kept either way and nothing moves.)
     #[arg(long)]
     pub no_clobber: bool,
+    /// Move nothing: ask every mirror about the file and vote, then print
+    /// each one's size, digest, round trip and whether it agrees (exit 0:
+    /// all answer and agree; 3: some serve another version; 1: some did not
+    /// answer).
+    #[arg(long)]
+    pub check: bool,
     /// Do not give OUT the mirror's modification time (it gets it by
     /// default, as with `curl -R` and wget).
     #[arg(long)]
@@ -678,6 +684,48 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
     )
 }
 
+/// `get --check`: the mirrors' answers and the vote, no data.
+fn check(opt: &GetOpt, spec: &GetSpec, rt: &tokio::runtime::Runtime) -> Exit {
+    let r = match rt.block_on(transfer::check(spec)) {
+        Ok(r) => r,
+        Err(e) => {
+            report_error(&e);
+            return exit_for(&e);
+        }
+    };
+    let exit = match (r.all_agree(), r.some_silent()) {
+        (true, _) => Exit::Ok,
+        (false, true) if r.mirrors.iter().all(|m| m.agrees != Some(false)) => Exit::Transfer,
+        _ => Exit::Integrity,
+    };
+    if opt.moving.json {
+        let mut v = serde_json::to_value(&r).expect("report serialises");
+        v["exit_code"] = serde_json::json!(exit as i32);
+        println!("{v}");
+    } else {
+        let version = match (r.size, &r.sha256) {
+            (Some(s), Some(h)) => format!("{} bytes, sha256 {h}", s),
+            (Some(s), None) => format!("{s} bytes (no digest)"),
+            _ => "no majority".to_string(),
+        };
+        println!("{}: {version}", r.path);
+        for m in &r.mirrors {
+            let verdict = match m.agrees {
+                Some(true) => "agrees".to_string(),
+                Some(false) => format!(
+                    "DIFFERS ({} bytes, sha256 {})",
+                    m.size.unwrap_or(0),
+                    m.sha256.as_deref().map_or("not given", |h| &h[..h.len().min(16)])
+                ),
+                None => format!("no answer: {}", m.error.as_deref().unwrap_or("?")),
+            };
+            let rtt = m.rtt_ms.map_or(String::new(), |t| format!("  rtt {t:.1} ms"));
+            println!("  {:<40} {verdict}{rtt}", m.mirror);
+        }
+    }
+    exit
+}
+
 /// Exit code for a failed transfer.
 pub fn exit_for(e: &TransferError) -> Exit {
     match e {
@@ -768,6 +816,9 @@ pub fn run(opt: GetOpt) -> Exit {
             return Exit::Local;
         }
     };
+    if opt.check {
+        return check(&opt, &spec, &rt);
+    }
     let mut bar = opt.moving.bar();
     // With `-o -` standard output is the file's: the report goes to stderr.
     let report = |text: &str| match spec.stdout {

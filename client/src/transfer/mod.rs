@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 pub use crate::session::Peer;
 use bytes::BytesMut;
+pub use check::{check, CheckReport, MirrorCheck};
 use ddftp_proto::frame;
 use ddftp_proto::manifest::hex;
 use ddftp_proto::{Cursor, ErrorCode, Reply, Request};
@@ -43,6 +44,7 @@ pub use crate::session::Route;
 use ddops::transfer::BlockRun;
 
 mod already;
+mod check;
 mod coordinator;
 mod error;
 mod expected;

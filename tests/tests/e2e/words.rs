@@ -128,3 +128,44 @@ fn verbose_shows_each_mirrors_starts() {
     assert!(err.contains(&a.addr) && err.contains(&b.addr), "{err}");
     assert!(!err.contains("Extend"), "grants are -vv's: {err}");
 }
+
+#[test]
+fn check_asks_every_mirror_and_votes_without_moving_data() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("c.bin"), 2 << 20, 8);
+    let stale = f.out("stale");
+    std::fs::create_dir_all(&stale).unwrap();
+    let mut other = data.clone();
+    other[1000] ^= 1;
+    std::fs::write(stale.join("c.bin"), &other).unwrap();
+    let (a, b, c) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]), Mirror::start(&stale, &[]));
+    let web = Nginx::serve(&f.root(), None);
+    let out = f.out("c.bin");
+    // All agree (two ddftpd and a web server of the same size): exit 0.
+    let web_mirror = web.url.clone();
+    let o = ddftp(
+        &[
+            "get",
+            "c.bin",
+            "-m",
+            &format!("{},{},{web_mirror}", a.addr, b.addr),
+            "--check",
+            "--json",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        0,
+    );
+    let j = json(&o);
+    assert_eq!(j["sha256"], sha256_hex(&data), "{j}");
+    assert_eq!(j["mirrors"].as_array().unwrap().len(), 3);
+    assert!(j["mirrors"].as_array().unwrap().iter().all(|m| m["agrees"] == true && m["rtt_ms"].is_number()), "{j}");
+    assert!(!out.exists(), "nothing moved");
+    // One stale: named, exit 3.
+    let o = ddftp(&["get", "c.bin", "-m", &mirrors_arg(&[&a, &b, &c]), "--check"], 3);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.lines().any(|l| l.contains(&c.addr) && l.contains("DIFFERS")), "{text}");
+    // One silent, the others agree: exit 1, it is named.
+    let o = ddftp(&["get", "c.bin", "-m", &format!("{},127.0.0.1:1", a.addr), "--check", "--retries", "0"], 1);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("127.0.0.1:1") && !out.exists());
+}
