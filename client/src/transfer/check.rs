@@ -87,7 +87,11 @@ pub async fn check(spec: &GetSpec) -> Result<CheckReport, TransferError> {
     for m in &mirrors {
         let key = (m.size.unwrap_or(0), m.sha256.clone());
         let n = mirrors.iter().filter(|o| same(o, &key)).count();
-        if best.as_ref().map_or(true, |(_, b)| n > *b) {
+        let better = match &best {
+            None => true,
+            Some((_, b)) => n > *b,
+        };
+        if better {
             best = Some((key, n));
         }
     }
