@@ -56,6 +56,40 @@ pub fn compare(output: &Path, size: u64, sha256: Option<&str>) -> io::Result<Out
     Ok(if got.eq_ignore_ascii_case(want) { Output::Same } else { Output::Differs })
 }
 
+/// A download's output that holds the file already (`want`: its SHA-256)
+/// ends it here: the report, OUT given the mirror's `mtime` only if it
+/// differs, an interrupted run's leftovers removed. An output that holds
+/// another file is an error with `--no-clobber`; otherwise the download
+/// goes on (`None`).
+pub(super) async fn done_before(
+    spec: &super::GetSpec,
+    size: u64,
+    want: Option<String>,
+    checked: Sha256Checked,
+    mtime: Option<(i64, u32)>,
+    started: std::time::Instant,
+) -> Result<Option<TransferReport>, super::TransferError> {
+    use super::{Resume, TransferError};
+    let (out, w) = (spec.output.clone(), want.clone());
+    let found = tokio::task::spawn_blocking(move || compare(&out, size, w.as_deref()))
+        .await
+        .map_err(io::Error::other)
+        .and_then(|r| r)
+        .map_err(|source| TransferError::Output { path: spec.output.clone(), source, resume: Resume::Nothing })?;
+    match (found, want) {
+        (Output::Same, Some(sha)) => {
+            if let Some(t) = mtime.filter(|&t| mtime_of(&spec.output) != Some(t)) {
+                let _ = set_mtime(&spec.output, t);
+            }
+            let _ = std::fs::remove_file(super::part_path(&spec.output));
+            let _ = crate::journal::Journal::remove(&crate::journal::journal_path(&spec.output));
+            Ok(Some(report(&spec.path, &spec.output, size, sha, checked, started.elapsed())))
+        }
+        (Output::Differs, _) if spec.no_clobber => Err(TransferError::Clobber { path: spec.output.clone() }),
+        _ => Ok(None),
+    }
+}
+
 /// The report of a download that found its output complete.
 pub fn report(
     path: &str,

@@ -535,34 +535,10 @@ pub async fn get_joining(
     if spec.stdout.is_none() && spec.store.is_none() && spec.sealed_size.is_none() {
         let want =
             expected.as_ref().map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| hex(&version.digest.sha256)));
-        let (out, w) = (spec.output.clone(), want.clone());
-        let found = tokio::task::spawn_blocking(move || already::compare(&out, size, w.as_deref()))
-            .await
-            .map_err(io::Error::other)
-            .and_then(|r| r)
-            .map_err(|source| TransferError::Output { path: spec.output.clone(), source, resume: Resume::Nothing })?;
-        match (found, want) {
-            (already::Output::Same, Some(sha)) => {
-                // Only if it differs: the file is left as it is otherwise.
-                if let Some(t) = mtime.filter(|&t| already::mtime_of(&spec.output) != Some(t)) {
-                    let _ = already::set_mtime(&spec.output, t);
-                }
-                // An interrupted run's leftovers are moot now.
-                let _ = std::fs::remove_file(part_path(&spec.output));
-                let _ = Journal::remove(&journal_path(&spec.output));
-                let checked = match (&expected, http_only) {
-                    (Some(e), _) => e.from,
-                    (None, false) => Sha256Checked::Mirrors,
-                    (None, true) => Sha256Checked::Nothing,
-                };
-                let mut r = already::report(&spec.path, &spec.output, size, sha, checked, started.elapsed());
-                r.warnings = warnings;
-                return Ok(r);
-            }
-            (already::Output::Differs, _) if spec.no_clobber => {
-                return Err(TransferError::Clobber { path: spec.output.clone() });
-            }
-            _ => {}
+        let checked = checked_against(false, http_only, expected.as_ref());
+        if let Some(mut r) = already::done_before(spec, size, want, checked, mtime, started).await? {
+            r.warnings = warnings;
+            return Ok(r);
         }
     }
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
@@ -753,14 +729,19 @@ pub async fn get_joining(
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
     report.sha256 = got.map_err(out_err)?;
-    report.sha256_checked = match (sealed, http_only, &expected) {
+    report.sha256_checked = checked_against(sealed, http_only, expected.as_ref());
+    let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };
+    finish::check_and_place(spec, done, expected.as_ref())
+}
+
+/// What a download's SHA-256 is checked against.
+fn checked_against(sealed: bool, http_only: bool, expected: Option<&expected::Expected>) -> Sha256Checked {
+    match (sealed, http_only, expected) {
         (true, ..) => Sha256Checked::Sealed,
         (_, _, Some(e)) => e.from,
         (_, false, None) => Sha256Checked::Mirrors,
         (_, true, None) => Sha256Checked::Nothing,
-    };
-    let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };
-    finish::check_and_place(spec, done, expected.as_ref())
+    }
 }
 
 /// Everything a transfer starts from.
