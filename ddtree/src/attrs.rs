@@ -20,6 +20,19 @@ pub fn at(dir: RawFd, name: &[u8]) -> io::Result<CString> {
     CString::new(p).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))
 }
 
+/// The target of the symlink `name` in the directory open as `dir` (an
+/// empty `name`: `dir` is the symlink itself, opened `O_PATH|O_NOFOLLOW`).
+pub fn read_link(dir: RawFd, name: &CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: readlinkat writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::readlinkat(dir, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
 /// The data runs `(offset, length)` of the open file `fd` of `size` bytes,
 /// `None` if it has no holes, or too many runs to list (it then moves
 /// whole).

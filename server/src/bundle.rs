@@ -399,14 +399,7 @@ fn open_beneath(root: RawFd, path: &CString, what: Open) -> io::Result<OwnedFd> 
 
 /// The target of the symlink `f` (opened with `O_PATH | O_NOFOLLOW`).
 fn read_link(f: &File) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; libc::PATH_MAX as usize];
-    // SAFETY: readlinkat writes at most buf.len() bytes into buf.
-    let n = unsafe { libc::readlinkat(f.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    buf.truncate(n as usize);
-    Ok(buf)
+    ddtree::attrs::read_link(f.as_raw_fd(), c"")
 }
 
 /// The bundles a server knows, by name: at most [`KEEP`] of them and

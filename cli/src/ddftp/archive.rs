@@ -44,6 +44,11 @@ pub struct ArchiveOpt {
     /// (rsync's --itemize-changes letters), and the totals (--json).
     #[arg(long, short = 'n')]
     pub dry_run: bool,
+    /// Print each change made, one line each in rsync's --itemize-changes
+    /// letters, the lines a dry run prints (the list is taken whole before
+    /// anything moves, as for a rerun).
+    #[arg(long = "itemize-changes", short = 'i')]
+    pub itemize: bool,
     /// Remove what DEST has below SRC's directories that SRC no longer
     /// has (never what --exclude protects; nothing if SRC could not be
     /// read whole).
@@ -119,6 +124,9 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
             r.excluded
         )?;
         return Ok(());
+    }
+    for l in &r.changes {
+        writeln!(to, "{l}")?;
     }
     writeln!(
         to,
@@ -230,6 +238,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
     let spec = ArchiveSpec {
         filter,
         dry_run: o.dry_run,
+        itemize: o.itemize,
         delete: o.delete,
         // SAFETY: geteuid cannot fail.
         owners: !o.no_owner && unsafe { libc::geteuid() } == 0,
@@ -309,6 +318,11 @@ fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport) -> Exit {
             } else if !o.moving.quiet || r.dry_run.is_some() {
                 // A dry run's lines are its output, --quiet or not.
                 let _ = print_summary(r, &mut std::io::stdout());
+            } else {
+                // So are the changes asked for with -i.
+                for l in &r.changes {
+                    println!("{l}");
+                }
             }
             if r.failed.is_empty() {
                 return Exit::Ok;

@@ -397,14 +397,8 @@ pub(super) fn set_mtime(p: &Beneath, t: Time) -> io::Result<()> {
 
 pub(super) fn read_link(p: &Beneath) -> io::Result<PathBuf> {
     let at = At::new(p)?;
-    let mut buf = vec![0u8; libc::PATH_MAX as usize];
-    // SAFETY: readlinkat writes at most buf.len() bytes into buf.
-    let n = unsafe { libc::readlinkat(at.fd(), at.name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    buf.truncate(n as usize);
-    Ok(PathBuf::from(std::ffi::OsString::from_vec(buf)))
+    let target = ddtree::attrs::read_link(at.fd(), &at.name)?;
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(target)))
 }
 
 /// Makes a FIFO, socket or device node (`kind`: `S_IFIFO`, `S_IFSOCK`,

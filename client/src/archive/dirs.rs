@@ -85,11 +85,14 @@ impl Dirs<'_> {
 }
 
 /// Whether `dest/it` is a directory with its listed mode and mtime (and,
-/// where kept, owner) already.
+/// where kept, owner) already. The mtime to the nanosecond: a run that
+/// made or removed entries in a directory sets its time back, as rsync
+/// does, even where whole seconds would call it current.
 fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &super::deep::Dest, it: &Item, owners: bool) -> bool {
     let e = &it.entry;
     in_dir.lstat(dest, &it.rel).is_ok_and(|m| {
         super::current::compare(&super::current::Held::from(&m), e).none()
+            && (m.mtime, m.mtime_nsec) == (e.mtime.sec, e.mtime.nsec)
             && (!owners || e.meta.owner.is_none_or(|o| o == (m.uid, m.gid)))
     })
 }

@@ -87,6 +87,8 @@ pub(super) struct Chosen<'a> {
     pub(super) todo: Vec<&'a Item>,
     pub(super) files: u64,
     pub(super) links: u64,
+    /// Symlinks DEST holds already (pointing where the listed ones do).
+    pub(super) skipped_links: u64,
     pub(super) skipped_files: u64,
     pub(super) skipped_bytes: u64,
     /// Bytes of the files in `todo`.
@@ -107,6 +109,7 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owne
         todo: vec![],
         files: 0,
         links: 0,
+        skipped_links: 0,
         skipped_files: 0,
         skipped_bytes: 0,
         bytes: 0,
@@ -158,10 +161,32 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owne
             c.bytes += it.entry.meta.moved_len(it.entry.size);
         } else {
             c.links += 1;
+            if owner.is_some() && link_kept(dest, it, owners) {
+                c.skipped_links += 1;
+                continue;
+            }
         }
         c.todo.push(it);
     }
     c
+}
+
+/// Whether the symlink `it` is in DEST already, pointing where the listed
+/// one does: then its mtime (and owner, with `owners`) are set here and it
+/// does not move. A list that gives no target: it moves.
+fn link_kept(dest: &deep::Dest, it: &Item, owners: bool) -> bool {
+    let p = dest.join(&it.rel);
+    let Ok(m) = deep::symlink_metadata(&p) else { return false };
+    if !m.file_type().is_symlink() || !current::same_target(&p, &it.entry) {
+        return false;
+    }
+    if current::compare(&Held::from(&m), &it.entry).time && deep::set_mtime(&p, it.entry.mtime).is_err() {
+        return false;
+    }
+    match it.entry.meta.owner.filter(|&(u, g)| owners && (m.uid(), m.gid()) != (u, g)) {
+        Some((u, g)) => deep::chown(&p, u, g).is_ok(),
+        None => true,
+    }
 }
 
 /// The bundle's definition: `todo` as a ddftp list, packed for the wire.
@@ -221,6 +246,7 @@ pub(super) fn resumed<'a>(items: &'a [Item], dest: &deep::Dest, saved: &Path, jo
         todo,
         files: all_files,
         links: items.iter().filter(|it| it.entry.kind == Kind::Link).count() as u64,
+        skipped_links: 0,
         skipped_files: all_files - moved,
         skipped_bytes: all_bytes - bytes,
         bytes,

@@ -19,7 +19,7 @@
 //!
 //! Files get their mode and mtime only once their bytes are verified,
 //! so a rerun skips exactly the files that are complete and correct (same
-//! type, size, mode and mtime to the nanosecond, as rsync's quick check) and
+//! type, size, mode and mtime to the second, as rsync's quick check) and
 //! an interrupted run resumes its range block by block from the journal.
 
 mod deep;
@@ -89,6 +89,9 @@ pub struct ArchiveSpec {
     pub filter: filter::Filter,
     /// Change nothing: say what would be done ([`sync::Plan`]).
     pub dry_run: bool,
+    /// `--itemize-changes`: the report lists the changes made, one line
+    /// each in rsync's letters (the list is then taken whole first).
+    pub itemize: bool,
     /// Remove what DEST has below SRC's directories that SRC does not
     /// (excluded entries are kept).
     pub delete: bool,
@@ -226,7 +229,7 @@ async fn archive_into(
     if !spec.dry_run {
         clear_rank_journals(&spec.dest, ranked);
     }
-    if fresh && spec.list.is_none() && !spec.dry_run && !ranked {
+    if fresh && spec.list.is_none() && !spec.dry_run && !spec.itemize && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
@@ -271,6 +274,10 @@ async fn archive_into(
     if spec.dry_run {
         return run.dry_run(&items, &differ).map_err(local(&spec.dest));
     }
+    let planned = match spec.itemize {
+        true => Some(run.plan(&items, &differ, false).map_err(local(&spec.dest))?),
+        false => None,
+    };
     let listed = started.elapsed();
     let chosen = run.chosen(&items, ranked, progress)?;
     *run.counts.lock().expect("counts lock") = EntryCounts {
@@ -300,6 +307,8 @@ async fn archive_into(
     run.dirs().finish(items.iter())?;
     let attrs_set = run.keep_meta(items.iter()) + chosen.owners_fixed;
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
+    let failed = run.take_failures();
+    let changes = planned.map(|p| p.made(src, &failed)).unwrap_or_default();
     let Chosen { files, links, skipped_files, skipped_bytes, bytes, modes_fixed, .. } = chosen;
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
     let seconds = started.elapsed().as_secs_f64();
@@ -319,7 +328,7 @@ async fn archive_into(
         mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
         phases,
         setid_cleared: run.setid_cleared.load(Ordering::Relaxed),
-        failed: run.take_failures(),
+        failed,
         parts: ranks.iter().map(|r| r.parts).sum::<u64>().max(u64::from(transfer.is_some())),
         excluded: run.excluded.load(Ordering::Relaxed),
         deleted,
@@ -328,6 +337,7 @@ async fn archive_into(
         hard_links,
         attrs_set,
         dry_run: None,
+        changes,
         transfer,
         ranks,
     })

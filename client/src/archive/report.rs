@@ -51,6 +51,10 @@ pub struct ArchiveReport {
     /// With `--dry-run`: what a run would do (nothing was changed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<sync::Plan>,
+    /// With `--itemize-changes`: the changes this run made, one line each
+    /// as a dry run gives them (an entry not copied has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
     /// The engine's report for the range (shares per mirror, ...), if
     /// anything moved (the parts' together) in one process.
     pub transfer: Option<TransferReport>,

@@ -297,6 +297,7 @@ impl Archiving<'_> {
             hard_links,
             attrs_set,
             dry_run: None,
+            changes: vec![],
             transfer,
             ranks: vec![],
         };

@@ -41,6 +41,19 @@ pub struct Plan {
     /// One line per change, in path order (deletions where their
     /// directory is).
     pub lines: Vec<String>,
+    /// The entry (below SRC) each line is of.
+    #[serde(skip)]
+    rels: Vec<PathBuf>,
+}
+
+impl Plan {
+    /// The lines of the changes a run made: those of the entries it did
+    /// not name in `failed` (paths as [`Failure`] gives them, below `src`).
+    pub(super) fn made(self, src: &str, failed: &[super::Failure]) -> Vec<String> {
+        let failed: HashSet<&str> = failed.iter().map(|f| f.path.as_str()).collect();
+        let ok = |rel: &PathBuf| !failed.contains(Path::new(src).join(rel).display().to_string().as_str());
+        self.rels.iter().zip(self.lines).filter(|(rel, _)| ok(rel)).map(|(_, l)| l).collect()
+    }
 }
 
 fn shown(rel: &Path, dir: bool) -> String {
@@ -146,18 +159,15 @@ pub(super) fn plan(
                     }
                 }
             },
-            // A symlink's target comes with the data: one already there
-            // with the listed mtime is taken to be the same link.
-            _ => match m.filter(|m| m.file_type().is_symlink() && !differs(m).time) {
-                Some(m) => attrs(&Some(m)).map(|a| format!(".L....{a}")),
-                None => {
-                    p.new_links += 1;
-                    Some("cL+++++++++".to_string())
-                }
-            },
+            _ => {
+                let a = attrs(&m);
+                link_line(&mut p, &path, m, e, a)
+            }
         };
         if let Some(l) = line {
-            lines.push((it.rel.clone(), format!("{l} {}", shown(&it.rel, e.kind == Kind::Dir))));
+            let to = e.meta.target().filter(|_| e.kind == Kind::Link);
+            let to = to.map(|t| format!(" -> {}", String::from_utf8_lossy(t))).unwrap_or_default();
+            lines.push((it.rel.clone(), format!("{l} {}{to}", shown(&it.rel, e.kind == Kind::Dir))));
         }
     }
     for (rel, dir) in extra {
@@ -165,8 +175,36 @@ pub(super) fn plan(
         lines.push((rel.clone(), format!("*deleting   {}", shown(rel, *dir))));
     }
     lines.sort_by(|a, b| a.0.cmp(&b.0));
-    p.lines = lines.into_iter().map(|(_, l)| l).collect();
+    (p.rels, p.lines) = lines.into_iter().unzip();
     p
+}
+
+/// The code for the listed symlink `e` where DEST holds `m` (its lstat)
+/// at `path`, as rsync gives it: `cL+++++++++` made, `cLc.t......` made
+/// again to point elsewhere, `.L..t...... ` its mtime set, `.L....og...`
+/// its owner; `None` if current. A list that gives no target (`--list`):
+/// a symlink with the listed mtime is taken to be the same link.
+fn link_line(
+    p: &mut Plan,
+    path: &deep::Beneath,
+    m: Option<std::fs::Metadata>,
+    e: &ddtree::list::Entry,
+    attrs: Option<String>,
+) -> Option<String> {
+    let Some(m) = m.filter(|m| m.file_type().is_symlink()) else {
+        p.new_links += 1;
+        return Some("cL+++++++++".to_string());
+    };
+    let t = current::compare(&Held::from(&m), e).time;
+    let same = match e.meta.target() {
+        Some(_) => current::same_target(path, e),
+        None => !t,
+    };
+    if !same {
+        p.new_links += 1;
+        return Some(format!("cLc.{}......", flag(t, 't')));
+    }
+    (t || attrs.is_some()).then(|| format!(".L..{}.{}", flag(t, 't'), attrs.unwrap_or_else(|| ".....".into())))
 }
 
 fn flag(set: bool, c: char) -> char {
@@ -187,26 +225,32 @@ pub(super) struct Keep<'a> {
 }
 
 impl Keep<'_> {
-    /// The code's last five letters (`og..x`) if `path`'s (its lstat `m`)
-    /// owner, group or xattrs differ from `e`'s (those compared), else `None`.
+    /// The code's last five letters (`og.ax`) if `path`'s (its lstat `m`)
+    /// owner, group, ACLs (`a`) or other xattrs (`x`) differ from `e`'s
+    /// (those compared), else `None`.
     fn differs(&self, path: &deep::Beneath, m: &std::fs::Metadata, e: &ddtree::list::Entry) -> Option<String> {
         let (mut o, mut g) = (false, false);
         if let Some((uid, gid)) = e.meta.owner.filter(|_| self.owners) {
             (o, g) = (m.uid() != uid, m.gid() != gid);
         }
-        let x = match e.meta.xattrs().filter(|_| self.xattrs) {
-            Some(want) => {
-                let have = deep::with_short_path(path, ddtree::attrs::read_xattrs).unwrap_or_default();
-                let mut want = want.to_vec();
-                let mut have = have;
-                want.sort();
-                have.sort();
-                want != have
-            }
-            None => false,
-        };
-        (o || g || x).then(|| format!("{}{}..{}", flag(o, 'o'), flag(g, 'g'), flag(x, 'x')))
+        let (mut a, mut x) = (false, false);
+        if let Some(want) = e.meta.xattrs().filter(|_| self.xattrs) {
+            let have = deep::with_short_path(path, ddtree::attrs::read_xattrs).unwrap_or_default();
+            let split = |xs: &[(Vec<u8>, Vec<u8>)], acl: bool| {
+                let mut part: Vec<_> = xs.iter().filter(|(k, _)| is_acl(k) == acl).cloned().collect();
+                part.sort();
+                part
+            };
+            a = split(want, true) != split(&have, true);
+            x = split(want, false) != split(&have, false);
+        }
+        (o || g || a || x).then(|| format!("{}{}.{}{}", flag(o, 'o'), flag(g, 'g'), flag(a, 'a'), flag(x, 'x')))
     }
+}
+
+/// Whether the xattr `name` holds a POSIX ACL (rsync's `a`, not `x`).
+fn is_acl(name: &[u8]) -> bool {
+    name.starts_with(b"system.posix_acl_")
 }
 
 /// Whether `p` is the FIFO, socket or device `e` says, mode and mtime included.
@@ -310,6 +354,20 @@ pub(super) fn extraneous(
     for f in found {
         out.extend(f?);
     }
+    // A directory where SRC now has a file, symlink or special: what it
+    // holds goes (rsync lists it so), the directory itself as it is replaced.
+    for it in items.iter().filter(|it| it.entry.kind != Kind::Dir && !kept.contains(&it.rel)) {
+        if deep::symlink_metadata(&dest.join(&it.rel)).is_ok_and(|m| m.is_dir()) {
+            let mut cache = HashMap::new();
+            for name in deep::read_dir(&dest.join(&it.rel))? {
+                let rel = it.rel.join(name);
+                let is_dir = deep::symlink_metadata(&dest.join(&rel)).is_ok_and(|m| m.is_dir());
+                if !filter.excludes(&rel, is_dir, &mut cache) {
+                    below(dest, &rel, is_dir, filter, &mut cache, &mut out)?;
+                }
+            }
+        }
+    }
     Ok(out)
 }
 
@@ -359,26 +417,7 @@ pub(super) fn delete(dest: &deep::Dest, extra: &[(PathBuf, bool)]) -> Vec<(PathB
 impl Archiving<'_> {
     /// `--dry-run`: what a run would do, changing nothing.
     pub(super) fn dry_run(&self, items: &[Item], differ: &HashSet<PathBuf>) -> std::io::Result<ArchiveReport> {
-        let extra = match self.spec.delete {
-            true => {
-                let kept = self.kept.lock().expect("kept lock").clone();
-                extraneous(items, &self.dest, &self.spec.filter, &kept)?
-            }
-            false => vec![],
-        };
-        let specials = self.specials.lock().expect("specials lock");
-        let linked = self.linked.lock().expect("linked lock");
-        // What the run would refuse to replace is named now, as the run names it.
-        let mut blocked = HashSet::new();
-        let others = items.iter().chain(specials.iter()).chain(linked.iter().map(|l| &l.item));
-        for it in others.filter(|it| it.entry.kind != Kind::Dir) {
-            if let Err(e) = deep::dir_may_go(&self.dest.join(&it.rel), self.spec.delete) {
-                self.failed(&it.rel, e.to_string());
-                blocked.insert(it.rel.clone());
-            }
-        }
-        let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
-        let plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
+        let plan = self.plan(items, differ, true)?;
         let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
         let seconds = self.started.elapsed().as_secs_f64();
         Ok(ArchiveReport {
@@ -405,9 +444,37 @@ impl Archiving<'_> {
             hard_links: 0,
             attrs_set: 0,
             dry_run: Some(plan),
+            changes: vec![],
             transfer: None,
             ranks: vec![],
         })
+    }
+
+    /// The changes a run would make now (`--dry-run`, `--itemize-changes`).
+    /// `name_blocked`: what the run would refuse to replace is named now,
+    /// as the run names it (a real run names it as it comes to it).
+    pub(super) fn plan(&self, items: &[Item], differ: &HashSet<PathBuf>, name_blocked: bool) -> std::io::Result<Plan> {
+        let extra = match self.spec.delete {
+            true => {
+                let kept = self.kept.lock().expect("kept lock").clone();
+                extraneous(items, &self.dest, &self.spec.filter, &kept)?
+            }
+            false => vec![],
+        };
+        let specials = self.specials.lock().expect("specials lock");
+        let linked = self.linked.lock().expect("linked lock");
+        let mut blocked = HashSet::new();
+        let others = items.iter().chain(specials.iter()).chain(linked.iter().map(|l| &l.item));
+        for it in others.filter(|it| it.entry.kind != Kind::Dir) {
+            if let Err(e) = deep::dir_may_go(&self.dest.join(&it.rel), self.spec.delete) {
+                if name_blocked {
+                    self.failed(&it.rel, e.to_string());
+                }
+                blocked.insert(it.rel.clone());
+            }
+        }
+        let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
+        Ok(plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep))
     }
 
     /// Makes the FIFOs and sockets (with their modes and mtimes) where DEST

@@ -544,7 +544,7 @@ pub(super) fn remove_any(p: &deep::Beneath) -> io::Result<()> {
 }
 
 /// Whether `m` is a regular file of this size, mode and mtime (to the
-/// nanosecond): rsync's quick check, modes included.
+/// second): rsync's quick check, modes included.
 pub(super) fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtime: Time) -> bool {
     let listed = Listed { kind: Kind::File, size, perm, mtime, rdev: None };
     current::compare(&Held::from(m), listed).none()

@@ -1,16 +1,18 @@
 //! What an entry carries beyond type, size, mode and mtime: owner, hard-link
 //! identity, device numbers, where a sparse file's data lies, extended
-//! attributes. One field of a ddftp list record (`ATTRS`), `-` when empty:
+//! attributes, a symlink's target. One field of a ddftp list record (`ATTRS`), `-` when empty:
 //!
 //! ```text
-//! u=UID:GID  h=DEV:INO  r=RDEV  d=OFF+LEN/OFF+LEN...  x=NAME:VALUE/...
+//! u=UID:GID  h=DEV:INO  r=RDEV  d=OFF+LEN/OFF+LEN...  x=NAME:VALUE/...  l=TARGET
 //! ```
 //! comma-separated, numbers in decimal, xattr names and values in hex (any
 //! byte may appear in either). `h` is given only for a non-directory with
 //! more than one link (the entries sharing it are one file), `r` only for
 //! a device node, `d` only for a file with holes (the runs not listed are
 //! holes and never move), `x` only when the walk was asked for extended
-//! attributes (`x=` then says "none").
+//! attributes (`x=` then says "none"), `l` for a symlink a walk listed
+//! (its target, hex: only to compare and show; the link itself moves with
+//! the data).
 
 /// The rarer attributes, boxed: most entries carry none of them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -27,6 +29,8 @@ pub struct Rare {
     /// The owner's and group's names where the walk was asked for them
     /// (empty: the id has no name there).
     pub names: Option<(Vec<u8>, Vec<u8>)>,
+    /// A symlink's target, as the walk read it.
+    pub target: Option<Vec<u8>>,
 }
 
 /// An entry's attributes beyond the record's fixed fields.
@@ -71,6 +75,10 @@ impl Meta {
 
     pub fn names(&self) -> Option<&(Vec<u8>, Vec<u8>)> {
         self.rare.as_ref().and_then(|r| r.names.as_ref())
+    }
+
+    pub fn target(&self) -> Option<&[u8]> {
+        self.rare.as_ref().and_then(|r| r.target.as_deref())
     }
 
     pub fn xattrs(&self) -> Option<&[(Vec<u8>, Vec<u8>)]> {
@@ -148,6 +156,11 @@ impl Meta {
                     push_hex(out, v);
                 }
             }
+            if let Some(t) = &r.target {
+                sep(out);
+                out.extend_from_slice(b"l=");
+                push_hex(out, t);
+            }
         }
         if out.len() == start {
             out.push(b'-');
@@ -198,6 +211,7 @@ impl Meta {
                     }
                     m.rare_mut().xattrs = Some(xs);
                 }
+                "l" => m.rare_mut().target = Some(unhex(v).ok_or("bad symlink target")?),
                 // Attributes a later version adds are skipped.
                 _ => {}
             }
@@ -254,6 +268,7 @@ mod tests {
         r.data = Some(vec![(0, 4096), (1 << 20, 8192)]);
         r.xattrs = Some(vec![(b"user.a,b".to_vec(), vec![0, 0xff, b'/']), (b"user.empty".to_vec(), vec![])]);
         r.names = Some((b"root".to_vec(), vec![]));
+        r.target = Some(b"../a b,c=d\xff".to_vec());
         let mut out = vec![];
         m.push(&mut out);
         assert!(!out.contains(&b' ') && !out.contains(&0));

@@ -226,7 +226,7 @@ impl Sink {
     /// What a ddftp list says of an entry beyond its stat's fixed fields:
     /// owner, hard-link id, device numbers, and (a few calls more, made
     /// only where they can find something) a sparse file's data runs and
-    /// the xattrs asked for. `at`: the entry's directory and name. What
+    /// the xattrs asked for, a symlink's target. `at`: the entry's directory and name. What
     /// cannot be read of these is told, and the entry listed without it.
     fn meta(&self, l: &mut Local, path: &[u8], st: &libc::stat, at: Option<(&dir::Dir, &CStr)>) -> Meta {
         let mut m = Meta::of(st.st_mode, st.st_uid, st.st_gid, st.st_nlink, (st.st_dev, st.st_ino), st.st_rdev);
@@ -248,6 +248,16 @@ impl Sink {
                 Err(e) => {
                     tracing::warn!(path = %String::from_utf8_lossy(path), "cannot find its holes (listed whole): {e}")
                 }
+            }
+        }
+        if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            let target = match at {
+                Some((d, n)) => crate::attrs::read_link(d.fd(), n),
+                None => crate::attrs::read_link(libc::AT_FDCWD, &whole()),
+            };
+            match target {
+                Ok(t) => m.rare_mut().target = Some(t),
+                Err(e) => tracing::warn!(path = %String::from_utf8_lossy(path), "cannot read its target: {e}"),
             }
         }
         if self.extra.names {

@@ -89,11 +89,10 @@ pub(crate) fn awkward(src: &Path, root: bool) {
     std::fs::set_permissions(p("plain/setuid"), std::fs::Permissions::from_mode(0o4755)).unwrap();
     assert!(set_xattr(&p("plain/big"), "user.origin", b"site-a\0\xff"));
     assert!(set_xattr(&p("plain"), "user.dir", b"yes"));
-    // An ACL, where setfacl is installed (the acl package).
-    let acl = Command::new("setfacl").args(["-m", "u:4242:rwx"]).arg(p("plain/sub")).status();
-    let _ = Command::new("setfacl").args(["-d", "-m", "g:4243:rx"]).arg(p("plain")).status();
-    if !acl.is_ok_and(|s| s.success()) {
-        eprintln!("setfacl not installed: ACLs not in the tree");
+    // ACLs (setfacl: the acl package, which CI installs).
+    for (args, at) in [(&["-m", "u:4242:rwx"][..], "plain/sub"), (&["-d", "-m", "g:4243:rx"], "plain")] {
+        let s = Command::new("setfacl").args(args).arg(p(at)).status().expect("setfacl (CI installs acl)");
+        assert!(s.success(), "setfacl {args:?} {at}");
     }
     if root {
         for (name, kind, dev) in
@@ -120,15 +119,15 @@ pub(crate) fn awkward(src: &Path, root: bool) {
 /// What `rsync -aHAXSc --numeric-ids -n -i --delete` says is left to do
 /// (the path past `PATH_MAX` left out: rsync cannot express it), if rsync
 /// is installed.
-pub(crate) fn rsync_left(src: &Path, dst: &Path) -> Option<Vec<String>> {
+pub(crate) fn rsync_left(src: &Path, dst: &Path) -> Vec<String> {
     let o = Command::new("rsync")
         .args(["-aHAXSc", "--numeric-ids", "-n", "-i", "--delete", "--exclude", "/long"])
         .arg(format!("{}/", src.display()))
         .arg(format!("{}/", dst.display()))
         .output()
-        .ok()?;
+        .expect("rsync (CI installs it)");
     assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
-    Some(String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect())
+    String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect()
 }
 
 fn archive(m: &Mirror, dst: &Path, extra: &[&str], expect: i32) -> serde_json::Value {
@@ -151,11 +150,8 @@ fn every_kind_of_entry_is_kept_and_a_resync_makes_dest_equal_again() {
     let r = archive(&m, &dst, &[], 0);
     assert_eq!(r["hard_links"].as_u64(), Some(2), "{r}");
     assert_equal(&scan(&src, look), &scan(&dst, look));
-    if let Some(left) = rsync_left(&src, &dst) {
-        assert!(left.is_empty(), "rsync -aHAXSc finds differences: {left:#?}");
-    } else {
-        eprintln!("rsync not installed: checked with the tree checker only");
-    }
+    let left = rsync_left(&src, &dst);
+    assert!(left.is_empty(), "rsync -aHAXSc finds differences: {left:#?}");
     // The holes did not move: the bytes moved are the data's.
     assert!(r["bytes"].as_u64().unwrap() < (3 << 20) + (1 << 20), "{r}");
 
@@ -200,9 +196,8 @@ fn every_kind_of_entry_is_kept_and_a_resync_makes_dest_equal_again() {
     let r = archive(&m, &dst, &["--delete"], 0);
     assert_eq!(r["deleted"].as_u64(), Some(2), "{r}");
     assert_equal(&scan(&src, look), &scan(&dst, look));
-    if let Some(left) = rsync_left(&src, &dst) {
-        assert!(left.is_empty(), "rsync -aHAXSc finds differences after the resync: {left:#?}");
-    }
+    let left = rsync_left(&src, &dst);
+    assert!(left.is_empty(), "rsync -aHAXSc finds differences after the resync: {left:#?}");
     let o = ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "-n", "--delete"], 0);
     let out = String::from_utf8(o.stdout).unwrap();
     assert_eq!(out.lines().count(), 1, "nothing left to do: {out}");

@@ -27,17 +27,17 @@ fn dry_run(m: &Mirror, dst: &Path, extra: &[&str]) -> BTreeSet<String> {
     lines[..lines.len() - 1].iter().map(|l| l.to_string()).collect()
 }
 
-/// What `rsync -a -n -i --delete` says of the same pair, if rsync is here.
-fn rsync_says(src: &Path, dst: &Path, extra: &[&str]) -> Option<BTreeSet<String>> {
+/// What `rsync -a -n -i --delete` says of the same pair (CI installs rsync).
+fn rsync_says(src: &Path, dst: &Path, extra: &[&str]) -> BTreeSet<String> {
     let o = Command::new("rsync")
         .args(["-a", "-n", "-i", "--delete"])
         .args(extra)
         .arg(format!("{}/", src.display()))
         .arg(format!("{}/", dst.display()))
         .output()
-        .ok()?;
+        .expect("rsync (CI installs it)");
     assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
-    Some(String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect())
+    String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect()
 }
 
 fn set(lines: &[&str]) -> BTreeSet<String> {
@@ -100,11 +100,7 @@ fn dry_run_lists_exactly_the_changes_and_delete_makes_dest_equal_to_src() {
         ">f+++++++++ top/inside",
     ]);
     assert_eq!(ours, expected);
-    if let Some(theirs) = rsync_says(&src, &dst, &[]) {
-        assert_eq!(ours, theirs, "rsync -a -n -i --delete says the same");
-    } else {
-        eprintln!("rsync not installed: checked against the hand-written list only");
-    }
+    assert_eq!(ours, rsync_says(&src, &dst, &[]), "rsync -a -n -i --delete says the same");
     // The totals, with --json.
     let o = ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-n", "--delete", "--json"], 0);
     let j = json(&o)["dry_run"].clone();
@@ -121,9 +117,8 @@ fn dry_run_lists_exactly_the_changes_and_delete_makes_dest_equal_to_src() {
     assert_eq!((r["deleted"].as_u64(), r["modes_fixed"].as_u64()), (Some(5), Some(1)), "{r}");
     assert_same(&src, &dst);
     assert!(dry_run(&m, &dst, &["--delete"]).is_empty());
-    if let Some(theirs) = rsync_says(&src, &dst, &[]) {
-        assert!(theirs.is_empty(), "rsync finds a difference: {theirs:?}");
-    }
+    let theirs = rsync_says(&src, &dst, &[]);
+    assert!(theirs.is_empty(), "rsync finds a difference: {theirs:?}");
 }
 
 #[test]
@@ -186,9 +181,8 @@ fn excluded_entries_are_never_moved_nor_deleted() {
         "--exclude=.snapshot",
         "--exclude=logs/*/**/*.gz",
     ];
-    if let Some(theirs) = rsync_says(&src, &dst, &rs) {
-        assert!(theirs.is_empty(), "rsync finds a difference: {theirs:?}");
-    }
+    let theirs = rsync_says(&src, &dst, &rs);
+    assert!(theirs.is_empty(), "rsync finds a difference: {theirs:?}");
     // A bad pattern is a usage error, before anything moves.
     ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "--exclude", "a["], 2);
 }
