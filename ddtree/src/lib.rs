@@ -11,6 +11,7 @@
 //!   ([`list::mfu`]).
 pub mod attrs;
 pub mod beneath;
+pub mod files_from;
 pub mod filter;
 pub mod layout;
 pub mod list;

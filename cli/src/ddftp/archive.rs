@@ -68,6 +68,27 @@ pub struct ArchiveOpt {
     /// `+ PATTERN` includes; `#` comments.
     #[arg(long, value_name = "FILE")]
     pub exclude_from: Vec<PathBuf>,
+    /// Copy only the entries this file names (paths below SRC, one a
+    /// line; `#` and `;` start comments), and the directories on their
+    /// way: rsync's --files-from (a directory named is made, not entered).
+    #[arg(long, value_name = "FILE", conflicts_with = "delete")]
+    pub files_from: Option<PathBuf>,
+    /// The --files-from list is NUL-separated (`find -print0`).
+    #[arg(long, short = '0', requires = "files_from")]
+    pub from0: bool,
+    /// Leave alone any entry (not a directory) DEST already has under its
+    /// name, whatever it holds: only what is missing is copied.
+    #[arg(long)]
+    pub ignore_existing: bool,
+    /// With --delete, delete at most N entries; the others SRC no longer
+    /// has stay, are counted, and the exit code is 5.
+    #[arg(long, value_name = "N", requires = "delete")]
+    pub max_delete: Option<u64>,
+    /// Move what a run replaces or deletes into DIR (relative: below
+    /// DEST, and never deleted; absolute: on DEST's filesystem), under
+    /// its path, instead of losing it.
+    #[arg(long, value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
     /// Extended attributes and ACLs too (as `rsync -AX`): the mirror
     /// lists them, they are set on every entry, and ones DEST has beyond
     /// them are removed.
@@ -235,7 +256,29 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
             return Exit::Usage;
         }
     };
+    let files_from = match &o.files_from {
+        Some(path) => {
+            match std::fs::read(path).map_err(|e| format!("--files-from {}: {e}", path.display())).and_then(|text| {
+                ddtree::files_from::FilesFrom::parse(&text, o.from0)
+                    .map_err(|e| format!("--files-from {}: {e}", path.display()))
+            }) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    report_error(&e);
+                    if o.moving.json {
+                        println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src })));
+                    }
+                    return Exit::Usage;
+                }
+            }
+        }
+        None => None,
+    };
     let spec = ArchiveSpec {
+        files_from,
+        ignore_existing: o.ignore_existing,
+        max_delete: o.max_delete,
+        backup_dir: o.backup_dir.clone(),
         filter,
         dry_run: o.dry_run,
         itemize: o.itemize,
@@ -324,8 +367,15 @@ fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport) -> Exit {
                     println!("{l}");
                 }
             }
+            let held = r.dry_run.as_ref().map_or(r.deletions_skipped, |p| p.deletions_skipped);
+            if held > 0 {
+                report_error(&format!(
+                    "--max-delete {}: {held} entries SRC no longer has were not deleted (raise it, or delete them yourself)",
+                    o.max_delete.unwrap_or_default()
+                ));
+            }
             if r.failed.is_empty() {
-                return Exit::Ok;
+                return if held > 0 { Exit::Partial } else { Exit::Ok };
             }
             // Named on stderr too, whatever was asked for on stdout.
             for f in &r.failed {

@@ -33,6 +33,11 @@ struct Root {
 }
 
 impl Dest {
+    /// Whether `other` is this very DEST (the same opening).
+    pub(super) fn same(&self, other: &Dest) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// Opens DEST (the user's own path, followed as given). A DEST that
     /// does not exist is one with nothing in it.
     pub(super) fn open(path: &Path) -> io::Result<Dest> {

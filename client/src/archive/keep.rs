@@ -73,6 +73,9 @@ impl Archiving<'_> {
     /// aside, to be made in place ([`Archiving::make_specials`]); a device
     /// node otherwise is not copied, and is counted and named (exit 5).
     fn item(&self, e: Entry, rel: PathBuf, warn: &mut dyn FnMut(&str)) -> Option<Item> {
+        if self.spec.files_from.as_ref().is_some_and(|f| !f.wants(&rel)) {
+            return None;
+        }
         let filter = &self.spec.filter;
         if !filter.is_empty()
             && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.excluded_dirs.lock().expect("excluded lock"))

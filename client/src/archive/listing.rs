@@ -101,6 +101,21 @@ pub(super) struct Chosen<'a> {
     pub(super) dirs_in_way: Vec<&'a Item>,
 }
 
+impl Chosen<'_> {
+    /// Takes the entries named in `out` out of the move (their bytes too).
+    pub(super) fn leave_out(&mut self, out: &HashSet<std::path::PathBuf>) {
+        let mut bytes = 0;
+        self.todo.retain(|it| {
+            let moves = !out.contains(&it.rel);
+            if !moves && it.entry.kind == Kind::File {
+                bytes += it.entry.meta.moved_len(it.entry.size);
+            }
+            moves
+        });
+        self.bytes -= bytes;
+    }
+}
+
 /// The files and symlinks to move: all of them into a fresh destination,
 /// else those not already complete and correct there.
 /// With `owners`, a complete file whose owner differs gets the listed one.

@@ -25,6 +25,7 @@
 mod deep;
 mod dirs;
 pub use ddtree::filter;
+mod backup;
 mod checksum;
 mod current;
 mod keep;
@@ -106,6 +107,18 @@ pub struct ArchiveSpec {
     /// Compare contents (`--checksum`): a file whose size and mtime match
     /// is moved again if its SHA-256 differs from the mirrors'.
     pub checksum: bool,
+    /// `--files-from`: only the entries it names (and the directories on
+    /// their way) are copied.
+    pub files_from: Option<ddtree::files_from::FilesFrom>,
+    /// `--ignore-existing`: an entry (not a directory) DEST holds under
+    /// its name is left as it is.
+    pub ignore_existing: bool,
+    /// `--max-delete N`: at most N entries deleted; the others are named
+    /// as not deleted.
+    pub max_delete: Option<u64>,
+    /// `--backup-dir DIR`: what a run replaces or deletes is moved there
+    /// (under its path below DEST) instead; relative to DEST.
+    pub backup_dir: Option<PathBuf>,
     /// The engine's settings (`path` and `output` are set here).
     pub get: GetSpec,
 }
@@ -229,7 +242,8 @@ async fn archive_into(
     if !spec.dry_run {
         clear_rank_journals(&spec.dest, ranked);
     }
-    if fresh && spec.list.is_none() && !spec.dry_run && !spec.itemize && !ranked {
+    let streams = !spec.dry_run && !spec.itemize && spec.files_from.is_none();
+    if fresh && spec.list.is_none() && streams && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {
             Some(report) => return Ok(report),
             // The walk broke part way: the whole list from the mirrors,
@@ -263,6 +277,13 @@ async fn archive_into(
     }
     run.admit_end(&mut |w| progress.warn(w));
     run.split_links(&mut items);
+    if let Some(named) = &spec.files_from {
+        run.name_missing(named, &items, progress);
+    }
+    if spec.ignore_existing {
+        run.leave_existing(&mut items);
+    }
+    run.protect_backup()?;
     if items.is_empty() {
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
@@ -332,6 +353,7 @@ async fn archive_into(
         parts: ranks.iter().map(|r| r.parts).sum::<u64>().max(u64::from(transfer.is_some())),
         excluded: run.excluded.load(Ordering::Relaxed),
         deleted,
+        deletions_skipped: run.deletions_skipped.load(Ordering::Relaxed),
         modes_fixed,
         specials,
         hard_links,
@@ -388,6 +410,8 @@ struct Archiving<'a> {
     /// Listed entries not copied (their kind): `--delete` keeps what DEST
     /// has under their names.
     kept: std::sync::Mutex<HashSet<PathBuf>>,
+    /// Deletions `--max-delete` held back.
+    deletions_skipped: AtomicU64,
     /// Some of SRC could not be read, or the list refused entries: what
     /// SRC holds is not known whole.
     incomplete: AtomicBool,
@@ -437,6 +461,7 @@ impl<'a> Archiving<'a> {
             excluded: AtomicU64::new(0),
             excluded_dirs: Default::default(),
             kept: Default::default(),
+            deletions_skipped: Default::default(),
             incomplete: AtomicBool::new(false),
             shape: Default::default(),
             specials: Default::default(),
@@ -669,6 +694,9 @@ impl<'a> Archiving<'a> {
         };
         let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners));
         self.make_way(&mut chosen, progress);
+        if let Some(backup) = self.backup()? {
+            self.back_up(&backup, &mut chosen, progress);
+        }
         Ok(chosen)
     }
 

@@ -40,6 +40,8 @@ pub struct ArchiveReport {
     pub excluded: u64,
     /// Entries removed from DEST (`--delete`).
     pub deleted: u64,
+    /// Entries SRC no longer has that `--max-delete` kept from deletion.
+    pub deletions_skipped: u64,
     /// Files whose mode alone differed, set without moving them.
     pub modes_fixed: u64,
     /// FIFOs, sockets and device nodes made (or already right).

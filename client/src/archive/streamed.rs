@@ -292,6 +292,7 @@ impl Archiving<'_> {
             parts,
             excluded: self.excluded.load(Ordering::Relaxed),
             deleted: 0,
+            deletions_skipped: 0,
             modes_fixed: 0,
             specials,
             hard_links,

@@ -14,11 +14,13 @@ use std::path::{Path, PathBuf};
 
 use ddtree::list::Kind;
 
+use super::backup::Backup;
 use super::current::{self, Differs, Held};
 use super::filter::Filter;
 use super::keep::Linked;
 use super::{deep, local, ArchiveError, ArchiveReport, Archiving, Item, Phases};
 use crate::transfer::Progress;
+use ddtree::files_from::FilesFrom;
 use std::sync::atomic::Ordering;
 
 /// The changes a run would make, and their counts.
@@ -36,6 +38,8 @@ pub struct Plan {
     /// FIFOs and sockets to make.
     pub new_specials: u64,
     pub deletions: u64,
+    /// Deletions `--max-delete` holds back.
+    pub deletions_skipped: u64,
     /// Bytes of the files to move.
     pub bytes: u64,
     /// One line per change, in path order (deletions where their
@@ -401,12 +405,28 @@ fn below(
     Ok(whole)
 }
 
-/// Removes what [`extraneous`] found; what cannot be removed is returned
-/// with why (the rest is removed).
-pub(super) fn delete(dest: &deep::Dest, extra: &[(PathBuf, bool)]) -> Vec<(PathBuf, String)> {
+/// The first `max` of `extra` (`--max-delete`; all without it), and how
+/// many are held back. A directory comes after what it holds, so one
+/// held back keeps its directory too.
+fn at_most(mut extra: Vec<(PathBuf, bool)>, max: Option<u64>) -> (Vec<(PathBuf, bool)>, u64) {
+    let max = max.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
+    let held = extra.len().saturating_sub(max);
+    extra.truncate(max);
+    (extra, held as u64)
+}
+
+/// Removes what [`extraneous`] found (contents before their directory);
+/// with `backup`, what is not a directory is moved there instead. What
+/// cannot be removed is returned with why (the rest is removed).
+pub(super) fn delete(dest: &deep::Dest, extra: &[(PathBuf, bool)], backup: Option<&Backup>) -> Vec<(PathBuf, String)> {
     let mut failed = vec![];
-    for (rel, _) in extra {
-        if let Err(e) = deep::remove_any(&dest.join(rel)) {
+    for (rel, dir) in extra {
+        let p = dest.join(rel);
+        let gone = match backup {
+            Some(b) if !dir => b.keep(&p, rel),
+            _ => deep::remove_any(&p),
+        };
+        if let Err(e) = gone {
             failed.push((rel.clone(), e.to_string()));
         }
     }
@@ -439,6 +459,7 @@ impl Archiving<'_> {
             parts: 0,
             excluded: self.excluded.load(Ordering::Relaxed),
             deleted: 0,
+            deletions_skipped: plan.deletions_skipped,
             modes_fixed: 0,
             specials: 0,
             hard_links: 0,
@@ -454,12 +475,12 @@ impl Archiving<'_> {
     /// `name_blocked`: what the run would refuse to replace is named now,
     /// as the run names it (a real run names it as it comes to it).
     pub(super) fn plan(&self, items: &[Item], differ: &HashSet<PathBuf>, name_blocked: bool) -> std::io::Result<Plan> {
-        let extra = match self.spec.delete {
+        let (extra, skipped) = match self.spec.delete {
             true => {
                 let kept = self.kept.lock().expect("kept lock").clone();
-                extraneous(items, &self.dest, &self.spec.filter, &kept)?
+                at_most(extraneous(items, &self.dest, &self.spec.filter, &kept)?, self.spec.max_delete)
             }
-            false => vec![],
+            false => (vec![], 0),
         };
         let specials = self.specials.lock().expect("specials lock");
         let linked = self.linked.lock().expect("linked lock");
@@ -474,7 +495,88 @@ impl Archiving<'_> {
             }
         }
         let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
-        Ok(plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep))
+        let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
+        plan.deletions_skipped = skipped;
+        Ok(plan)
+    }
+
+    /// `--backup-dir`'s place, if one is asked for.
+    pub(super) fn backup(&self) -> Result<Option<Backup>, ArchiveError> {
+        let Some(dir) = &self.spec.backup_dir else { return Ok(None) };
+        Backup::new(dir, &self.dest).map(Some).map_err(local(dir))
+    }
+
+    /// A `--backup-dir` below DEST is never deleted as an entry SRC lacks.
+    pub(super) fn protect_backup(&self) -> Result<(), ArchiveError> {
+        if let Some(b) = self.backup()? {
+            if let Some(rel) = b.inside_dest(&self.dest) {
+                self.kept.lock().expect("kept lock").insert(rel.to_path_buf());
+            }
+        }
+        Ok(())
+    }
+
+    /// `--backup-dir`: what DEST holds where `chosen` puts a file or
+    /// symlink goes to the backup first; one that cannot is named, and
+    /// its entry is not moved (nothing is lost).
+    pub(super) fn back_up(
+        &self,
+        backup: &Backup,
+        chosen: &mut super::listing::Chosen<'_>,
+        progress: &mut dyn Progress,
+    ) {
+        let mut kept = HashSet::new();
+        for it in &chosen.todo {
+            let p = self.dest.join(&it.rel);
+            if deep::symlink_metadata(&p).map_or(true, |m| m.is_dir()) {
+                continue;
+            }
+            if let Err(e) = backup.keep(&p, &it.rel) {
+                let why = format!("cannot move the copy DEST has to --backup-dir, so it is kept: {e}");
+                progress.warn(&format!("not copying {}: {why}", Path::new(self.src).join(&it.rel).display()));
+                self.failed(&it.rel, why);
+                self.kept.lock().expect("kept lock").insert(it.rel.clone());
+                kept.insert(it.rel.clone());
+            }
+        }
+        chosen.leave_out(&kept);
+    }
+
+    /// `--files-from`: a named entry the list of SRC does not hold is
+    /// named, as rsync names it (exit 5); the others are copied.
+    pub(super) fn name_missing(&self, named: &FilesFrom, items: &[Item], progress: &mut dyn Progress) {
+        let specials = self.specials.lock().expect("specials lock");
+        let linked = self.linked.lock().expect("linked lock");
+        let kept = self.kept.lock().expect("kept lock").clone();
+        let seen: HashSet<&Path> = (items.iter().chain(specials.iter()).chain(linked.iter().map(|l| &l.item)))
+            .map(|it| it.rel.as_path())
+            .chain(kept.iter().map(PathBuf::as_path))
+            .collect();
+        let mut missing: Vec<&Path> = named.named().filter(|p| !seen.contains(p)).collect();
+        missing.sort();
+        for rel in missing {
+            let why = "--files-from names it, but SRC on the mirrors does not hold it (or a rule excludes it)";
+            progress.warn(&format!("not copying {}: {why}", Path::new(self.src).join(rel).display()));
+            self.failed(rel, why.into());
+        }
+    }
+
+    /// `--ignore-existing`: entries other than directories that DEST
+    /// holds under their names already are left as they are (and kept
+    /// from `--delete`).
+    pub(super) fn leave_existing(&self, items: &mut Vec<Item>) {
+        let exists = |it: &Item| it.entry.kind != Kind::Dir && deep::symlink_metadata(&self.dest.join(&it.rel)).is_ok();
+        let mut kept = self.kept.lock().expect("kept lock");
+        let mut leave = |it: &Item| {
+            let e = exists(it);
+            if e {
+                kept.insert(it.rel.clone());
+            }
+            !e
+        };
+        items.retain(&mut leave);
+        self.specials.lock().expect("specials lock").retain(&mut leave);
+        self.linked.lock().expect("linked lock").retain(|l| leave(&l.item));
     }
 
     /// Makes the FIFOs and sockets (with their modes and mtimes) where DEST
@@ -504,18 +606,10 @@ impl Archiving<'_> {
                 progress.warn(&format!("not copying {}: {e}", Path::new(self.src).join(&it.rel).display()));
                 self.failed(&it.rel, e.to_string());
                 self.kept.lock().expect("kept lock").insert(it.rel.clone());
-                blocked.insert(it.rel.as_path());
+                blocked.insert(it.rel.clone());
             }
         }
-        let mut bytes = 0;
-        chosen.todo.retain(|it| {
-            let kept = !blocked.contains(it.rel.as_path());
-            if !kept && it.entry.kind == Kind::File {
-                bytes += it.entry.meta.moved_len(it.entry.size);
-            }
-            kept
-        });
-        chosen.bytes -= bytes;
+        chosen.leave_out(&blocked);
     }
 
     /// `--delete`: removes what DEST holds below SRC's directories that
@@ -532,7 +626,13 @@ impl Archiving<'_> {
         }
         let kept = self.kept.lock().expect("kept lock").clone();
         let extra = extraneous(items, &self.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
-        let failed = delete(&self.dest, &extra);
+        let (extra, skipped) = at_most(extra, self.spec.max_delete);
+        if skipped > 0 {
+            let n = self.spec.max_delete.unwrap_or_default();
+            progress.warn(&format!("--max-delete {n}: {skipped} more entries SRC no longer has were not deleted"));
+            self.deletions_skipped.store(skipped, Ordering::Relaxed);
+        }
+        let failed = delete(&self.dest, &extra, self.backup()?.as_ref());
         for (rel, why) in &failed {
             self.failed(rel, format!("cannot delete: {why}"));
         }

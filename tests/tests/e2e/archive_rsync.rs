@@ -159,3 +159,200 @@ fn dry_run_and_itemized_run_print_what_rsync_prints() {
     // A second run changes nothing, and says nothing.
     assert_eq!(ours(&m, &twin, &["-i", "-q"]), Vec::<String>::new());
 }
+
+/// rsync's exit code and sorted stdout lines for `rsync -a ARGS SRC/ DST/`.
+fn rsync_with(src: &Path, dst: &Path, args: &[&str]) -> (i32, Vec<String>) {
+    let o = Command::new("rsync")
+        .arg("-a")
+        .args(args)
+        .arg(format!("{}/", src.display()))
+        .arg(format!("{}/", dst.display()))
+        .output()
+        .expect("rsync (CI installs it)");
+    let mut lines: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect();
+    lines.sort();
+    (o.status.code().unwrap_or(-1), lines)
+}
+
+/// Every regular file below `dir` with its bytes, and every directory.
+fn contents(dir: &Path) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p);
+                out.insert(rel + "/", None);
+            } else {
+                out.insert(rel, Some(std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// The same tree twice: `a` and `b` (copies made with `cp -a`).
+fn twins(from: &Path, a: &Path, b: &Path) {
+    for to in [a, b] {
+        run(Command::new("cp").arg("-a").arg(from).arg(to));
+    }
+}
+
+/// A source of a few directories and files, with whole-second mtimes.
+fn small_src(root: &Path) -> std::path::PathBuf {
+    let src = root.join("src");
+    for d in ["a/b", "a/x", "d/e", "keep"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, f) in ["a/b/c", "a/x/y", "top", "d/e/f", "d/g", "keep/k", "new"].iter().enumerate() {
+        random_file(&src.join(f), 200 + i * 10, 700 + i as u64);
+    }
+    run(Command::new("find").arg(&src).args(["-exec", "touch", "-h", "-d", "2020-02-02 02:02:02", "{}", "+"]));
+    src
+}
+
+#[test]
+fn files_from_copies_what_it_names_as_rsync_does() {
+    let f = Fixture::new();
+    let src = small_src(&f.root());
+    let m = Mirror::start(&f.root(), &[]);
+    let list = f.out("files");
+    std::fs::write(&list, "# the run's files\na/b/c\n/top\n./d/\n; d is made, not entered\n").unwrap();
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    let lf = list.to_str().unwrap();
+    ddftp(&["archive", "src", "-m", &m.addr, "-d", ours.to_str().unwrap(), "--files-from", lf, "-q"], 0);
+    let (code, _) = rsync_with(&src, &theirs, &["--files-from", lf]);
+    assert_eq!(code, 0);
+    assert_eq!(contents(&ours), contents(&theirs));
+    let names: Vec<String> = contents(&ours).into_keys().collect();
+    // d/ with its slash: what is directly in it too (rsync's implied --dirs).
+    assert_eq!(
+        names,
+        ["a/", "a/b/", "a/b/c", "d/", "d/e/", "d/g", "top"],
+        "what is named and the directories on the way"
+    );
+    // Nothing left to do, to rsync (times and modes too).
+    assert_eq!(rsync_with(&src, &ours, &["-n", "-i", "--files-from", lf]), (0, vec![]));
+
+    // A name SRC lacks: named, exit 5, the rest copied (rsync: 23).
+    std::fs::write(&list, "top\nnot-there\n").unwrap();
+    let fresh = f.out("fresh");
+    let o = ddftp(&["archive", "src", "-m", &m.addr, "-d", fresh.to_str().unwrap(), "--files-from", lf, "-q"], 5);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("src/not-there: --files-from names it"), "{o:?}");
+    assert!(fresh.join("top").exists());
+    assert_eq!(rsync_with(&src, &f.out("fresh-rsync"), &["--files-from", lf]).0, 23);
+    // A line that leaves SRC is a usage error, before anything moves.
+    std::fs::write(&list, "../../etc/passwd\n").unwrap();
+    let o = ddftp(&["archive", "src", "-m", &m.addr, "-d", f.out("no").to_str().unwrap(), "--files-from", lf], 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("line 1"), "{o:?}");
+    assert!(!f.out("no").exists());
+}
+
+#[test]
+fn ignore_existing_leaves_what_dest_has_as_rsync_does() {
+    let f = Fixture::new();
+    let src = small_src(&f.root());
+    let m = Mirror::start(&f.root(), &[]);
+    let old = f.out("old");
+    run(Command::new("cp").arg("-a").arg(&src).arg(&old));
+    std::fs::write(old.join("top"), b"an older, different top").unwrap();
+    std::fs::remove_file(old.join("new")).unwrap();
+    std::fs::remove_file(old.join("a/x/y")).unwrap();
+    run(Command::new("touch").arg("-d").arg("2020-02-02 02:02:02").arg(old.join("a/x")).arg(&old));
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    twins(&old, &ours, &theirs);
+    let dry = String::from_utf8(
+        ddftp(&["archive", "src", "-m", &m.addr, "-d", ours.to_str().unwrap(), "--ignore-existing", "-n"], 0).stdout,
+    )
+    .unwrap();
+    let mut dry: Vec<String> = dry.lines().filter(|l| !l.starts_with("dry run")).map(String::from).collect();
+    dry.sort();
+    let (_, said) = rsync_with(&src, &theirs, &["-n", "-i", "--ignore-existing"]);
+    assert_eq!(dry, said);
+    assert_eq!(dry, [">f+++++++++ a/x/y", ">f+++++++++ new"]);
+    ddftp(&["archive", "src", "-m", &m.addr, "-d", ours.to_str().unwrap(), "--ignore-existing", "-q"], 0);
+    assert_eq!(rsync_with(&src, &theirs, &["--ignore-existing"]).0, 0);
+    assert_eq!(contents(&ours), contents(&theirs));
+    assert_eq!(std::fs::read(ours.join("top")).unwrap(), b"an older, different top", "kept as it was");
+}
+
+#[test]
+fn max_delete_stops_deleting_at_n_as_rsync_does() {
+    let f = Fixture::new();
+    let src = small_src(&f.root());
+    let m = Mirror::start(&f.root(), &[]);
+    let old = f.out("old");
+    run(Command::new("cp").arg("-a").arg(&src).arg(&old));
+    for x in ["gone1", "a/gone2", "d/e/gone3", "keep/gone4", "gone5"] {
+        std::fs::write(old.join(x), x).unwrap();
+    }
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    twins(&old, &ours, &theirs);
+    let extra = |d: &Path| contents(d).into_keys().filter(|k| k.contains("gone")).count();
+    let args = |d: &Path, more: &[&'static str]| {
+        let mut a = vec!["archive".to_string(), "src".into(), "-m".into(), m.addr.clone(), "-d".into()];
+        a.push(d.to_str().unwrap().into());
+        a.extend(["--delete", "--max-delete", "2"].iter().chain(more).map(|s| s.to_string()));
+        a
+    };
+    let dry = ddftp(&args(&ours, &["-n"]).iter().map(String::as_str).collect::<Vec<_>>(), 5);
+    let said = String::from_utf8(dry.stdout.clone()).unwrap();
+    let (code, theirs_said) = rsync_with(&src, &theirs, &["-n", "-i", "--delete", "--max-delete=2"]);
+    assert_eq!(code, 25);
+    let deleting = |lines: Vec<String>| lines.iter().filter(|l| l.starts_with("*deleting")).count();
+    assert_eq!(deleting(said.lines().map(String::from).collect()), deleting(theirs_said));
+    assert!(String::from_utf8_lossy(&dry.stderr).contains("--max-delete 2: 3 entries"), "{dry:?}");
+
+    let o = ddftp(&args(&ours, &["--json", "-q"]).iter().map(String::as_str).collect::<Vec<_>>(), 5);
+    let r = json(&o);
+    assert_eq!((r["deleted"].as_u64(), r["deletions_skipped"].as_u64()), (Some(2), Some(3)), "{r}");
+    assert_eq!(rsync_with(&src, &theirs, &["--delete", "--max-delete=2"]).0, 25);
+    assert_eq!((extra(&ours), extra(&theirs)), (3, 3), "both deleted two of five");
+}
+
+#[test]
+fn backup_dir_keeps_what_a_run_replaces_or_deletes_as_rsync_does() {
+    let f = Fixture::new();
+    let src = small_src(&f.root());
+    let m = Mirror::start(&f.root(), &[]);
+    let old = f.out("old");
+    run(Command::new("cp").arg("-a").arg(&src).arg(&old));
+    std::fs::write(old.join("top"), b"the old top, another size").unwrap();
+    std::fs::write(old.join("a/b/c"), b"old c").unwrap();
+    std::fs::create_dir_all(old.join("gone/deep")).unwrap();
+    std::fs::write(old.join("gone/deep/z"), b"z").unwrap();
+    std::fs::write(old.join("d/stale"), b"stale").unwrap();
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    twins(&old, &ours, &theirs);
+    let o = ddftp(
+        &[
+            "archive",
+            "src",
+            "-m",
+            &m.addr,
+            "-d",
+            ours.to_str().unwrap(),
+            "--delete",
+            "--backup-dir",
+            "bak",
+            "--json",
+            "-q",
+        ],
+        0,
+    );
+    assert_eq!(json(&o)["deleted"].as_u64(), Some(4), "gone/deep/z, gone/deep/, gone/, d/stale");
+    assert_eq!(rsync_with(&src, &theirs, &["--delete", "--backup-dir=bak"]).0, 0);
+    let (a, b) = (contents(&ours), contents(&theirs));
+    assert_eq!(a, b);
+    assert_eq!(a["bak/top"].as_deref(), Some(&b"the old top, another size"[..]));
+    assert_eq!(a["bak/gone/deep/z"].as_deref(), Some(&b"z"[..]));
+    // The copy is SRC, but for the backups.
+    let (_, left) = rsync_with(&src, &ours, &["-n", "-i", "--delete", "--exclude=/bak"]);
+    assert_eq!(left, Vec::<String>::new());
+    // A rerun keeps the backups: the backup dir is not something SRC lacks.
+    ddftp(&["archive", "src", "-m", &m.addr, "-d", ours.to_str().unwrap(), "--delete", "--backup-dir", "bak", "-q"], 0);
+    assert!(ours.join("bak/top").exists());
+}

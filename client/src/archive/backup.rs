@@ -1,0 +1,65 @@
+//! `--backup-dir DIR`: what a run replaces or deletes is moved into DIR,
+//! under its path below DEST, instead of being lost (rsync's
+//! `--backup-dir`, which implies `--backup`). A relative DIR is below DEST
+//! and never itself deleted; an absolute one is the user's own path and
+//! must be on DEST's filesystem (entries are renamed there, never copied).
+//! Both are reached beneath their directory descriptors, as DEST is.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::deep::{self, Beneath, Dest};
+
+/// Where replaced and deleted entries go.
+#[derive(Debug, Clone)]
+pub(super) struct Backup {
+    root: Dest,
+    /// DIR below `root` (DEST's when DIR is relative; empty otherwise).
+    under: PathBuf,
+}
+
+impl Backup {
+    /// DIR as given (`dir`), for `dest` (the user's DEST path, open as `open`).
+    pub(super) fn new(dir: &Path, dest: &Dest) -> io::Result<Backup> {
+        if dir.is_relative() {
+            let mut under = PathBuf::new();
+            for c in dir.components() {
+                match c {
+                    std::path::Component::Normal(n) => under.push(n),
+                    std::path::Component::CurDir => {}
+                    _ => {
+                        let why = "--backup-dir: a relative DIR must stay below DEST (no `..`)";
+                        return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+                    }
+                }
+            }
+            if under.as_os_str().is_empty() {
+                let why = "--backup-dir: DIR may not be DEST itself";
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+            }
+            return Ok(Backup { root: dest.clone(), under });
+        }
+        std::fs::create_dir_all(dir)?;
+        Ok(Backup { root: Dest::open(dir)?, under: PathBuf::new() })
+    }
+
+    /// DIR's path below DEST, when it is there (kept from `--delete`).
+    pub(super) fn inside_dest(&self, dest: &Dest) -> Option<&Path> {
+        (self.root.same(dest)).then_some(self.under.as_path())
+    }
+
+    /// Moves the entry at `from` (DEST's `rel`) to DIR/`rel`, replacing an
+    /// earlier backup of it (not a directory).
+    pub(super) fn keep(&self, from: &Beneath, rel: &Path) -> io::Result<()> {
+        let to = self.root.join(self.under.join(rel));
+        if let Some(parent) = to.parent() {
+            deep::make_dir_all(&parent)?;
+        }
+        deep::rename(from, &to).map_err(|e| match e.raw_os_error() {
+            Some(libc::EXDEV) => {
+                io::Error::new(e.kind(), "--backup-dir is on another filesystem than DEST: not replaced")
+            }
+            _ => e,
+        })
+    }
+}
