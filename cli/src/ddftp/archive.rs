@@ -22,8 +22,11 @@ use ddftp::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
   mpirun -n 4 ddftp archive data -m m1,m2,m3 --dest /lustre/data  (built with --features mpi)
 Docs: man ddftp-archive; docs/archive.md")]
 pub struct ArchiveOpt {
-    /// The directory on the mirrors, relative to their --root (`.` for all).
-    pub src: String,
+    /// The directory on the mirrors, relative to their --root (`.` for
+    /// all), or a file. Several: merged into DEST in order, as
+    /// `rsync -a A/ B/ DEST/` (a name the first has, it gives).
+    #[arg(required = true, num_args = 1..)]
+    pub src: Vec<String>,
     /// Where the tree is recreated (SRC's content goes directly inside).
     #[arg(long, short = 'd')]
     pub dest: PathBuf,
@@ -244,7 +247,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         Err(e) => {
             report_error(&e);
             if o.moving.json {
-                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src })));
+                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));
             }
             return Exit::Usage;
         }
@@ -266,7 +269,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
                 Err(e) => {
                     report_error(&e);
                     if o.moving.json {
-                        println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src })));
+                        println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));
                     }
                     return Exit::Usage;
                 }
@@ -279,6 +282,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         ignore_existing: o.ignore_existing,
         max_delete: o.max_delete,
         backup_dir: o.backup_dir.clone(),
+        file_src: false,
         filter,
         dry_run: o.dry_run,
         itemize: o.itemize,
@@ -288,7 +292,8 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         by_name: o.by_name,
         xattrs: o.xattrs,
         checksum: o.checksum,
-        src: o.src.clone(),
+        src: o.src[0].clone(),
+        more_src: o.src[1..].to_vec(),
         dest: o.dest.clone(),
         list: o.list.clone(),
         strip: o.strip.clone(),
@@ -337,7 +342,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
             let exit = exit_for_archive(e);
             if o.moving.json {
                 let known = serde_json::json!({
-                    "src": o.src,
+                    "src": o.src.join(" "),
                     "dest": o.dest.display().to_string(),
                     "warnings": bar.warnings(),
                 });
@@ -347,7 +352,10 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         }
     };
     if let Some(f) = &o.moving.metrics_file {
-        super::metrics_file::write_or_warn(f, &super::metrics_file::archive_page(&o.src, exit, result.as_ref().ok()));
+        super::metrics_file::write_or_warn(
+            f,
+            &super::metrics_file::archive_page(&o.src.join(" "), exit, result.as_ref().ok()),
+        );
     }
     exit
 }

@@ -23,7 +23,6 @@ use std::sync::atomic::Ordering;
 
 use ddtree::list::shape::Refused;
 
-use super::listing::below_src;
 use super::{deep, listing, Archiving, Failure, Item};
 
 /// Entries the list's check admitted, before they become items: kept
@@ -43,7 +42,7 @@ impl Archiving<'_> {
     /// named and not copied, and nothing is deleted this run (a list that
     /// is no tree says nothing sure of what SRC lacks).
     pub(super) fn admit(&self, e: Entry, warn: &mut dyn FnMut(&str), out: &mut Vec<Item>, scratch: &mut Admitted) {
-        let Some(rel) = below_src(&e, self.src.as_bytes()) else { return };
+        let Some(rel) = self.spec.rel_of(&e) else { return };
         let (key, rel): (Box<[u8]>, _) = (rel.into(), PathBuf::from(OsStr::from_bytes(rel)));
         let is_dir = e.kind == Kind::Dir;
         let mut refused = vec![];

@@ -37,29 +37,56 @@ pub(super) async fn fetch_list(
         }
         return Ok((entries, vec![]));
     }
-    let (mut failures, mut untrusted) = (vec![], false);
+    if spec.more_src.is_empty() {
+        return walk_src(spec, &spec.src, progress).await;
+    }
+    // Several SRCs: each walked, merged; a name an earlier SRC gives is
+    // not taken from a later one (rsync's order).
+    let (mut all, mut unread, mut seen) = (vec![], vec![], std::collections::HashSet::new());
+    for src in spec.srcs() {
+        let (entries, errors) = walk_src(spec, src, progress).await?;
+        for e in entries {
+            let Some(rel) = super::listing::below_src(&e, src.as_bytes()) else { continue };
+            if seen.insert(rel.to_vec()) {
+                all.push(e);
+            }
+        }
+        unread.extend(errors);
+    }
+    Ok((all, unread))
+}
+
+/// One SRC walked by the first mirror that answers (see [`fetch_list`]).
+async fn walk_src(
+    spec: &ArchiveSpec,
+    src: &str,
+    progress: &mut dyn Progress,
+) -> Result<(Vec<Entry>, WalkErrors), ArchiveError> {
+    let (mut failures, mut untrusted, mut files) = (vec![], false, 0);
     let mut partial: Option<(Vec<Entry>, WalkErrors)> = None;
     for ep in &spec.get.mirrors {
         let started = std::time::Instant::now();
         let mut tell = |n: usize| {
             let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-3);
-            progress.status(&format!("listing {} on {ep}: {n} entries ({rate:.0}/s)", spec.src));
+            progress.status(&format!("listing {src} on {ep}: {n} entries ({rate:.0}/s)"));
         };
-        match walk_on(ep, &spec.src, &spec.walk_ask(), spec.get.token.as_deref(), &mut tell).await {
+        match walk_on(ep, src, &spec.walk_ask(), spec.get.token.as_deref(), &mut tell).await {
             Ok((entries, errors)) if errors.is_empty() => return Ok((entries, errors)),
             Ok((entries, errors)) => {
-                failures.push(format!("  {ep}: {} entries under {} could not be read", errors.len(), spec.src));
+                failures.push(format!("  {ep}: {} entries under {src} could not be read", errors.len()));
                 if partial.as_ref().is_none_or(|(_, e)| e.len() > errors.len()) {
                     partial = Some((entries, errors));
                 }
             }
             Err(e) => {
                 untrusted |= matches!(e, SessionError::Tls(_));
+                files += usize::from(names_a_file(&e));
                 failures.push(format!("  {ep}: {e}"))
             }
         }
     }
-    partial.ok_or(ArchiveError::Walk { src: spec.src.clone(), failures, untrusted })
+    let a_file = files > 0 && files == failures.len();
+    partial.ok_or(ArchiveError::Walk { src: src.to_string(), failures, untrusted, a_file })
 }
 
 /// Asks one mirror to walk `src`.
@@ -148,4 +175,9 @@ pub(super) fn define_everywhere(spec: &ArchiveSpec, def: Option<Vec<u8>>) -> Def
         });
     }
     Defining { set, def: Some(def) }
+}
+
+/// Whether a mirror refused a walk because SRC is a file there.
+pub(super) fn names_a_file(e: &SessionError) -> bool {
+    matches!(e, SessionError::Refused { code: ErrorCode::NotAFile, .. })
 }

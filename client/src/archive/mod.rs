@@ -78,6 +78,9 @@ const PART_FILES: usize = 65_536;
 pub struct ArchiveSpec {
     /// The subtree on the mirrors (relative to their root; `.` for all).
     pub src: String,
+    /// Further subtrees, merged into DEST after SRC as `rsync -a A/ B/ DEST/`
+    /// merges them: a name an earlier one has, it gives. None below another.
+    pub more_src: Vec<String>,
     pub dest: PathBuf,
     /// A list to move instead of asking a mirror to walk SRC.
     pub list: Option<PathBuf>,
@@ -119,11 +122,44 @@ pub struct ArchiveSpec {
     /// `--backup-dir DIR`: what a run replaces or deletes is moved there
     /// (under its path below DEST) instead; relative to DEST.
     pub backup_dir: Option<PathBuf>,
+    /// SRC's directory is walked for one file ([`archive_by`] sets it when
+    /// SRC is a file): DEST's own mode and mtime are not SRC's to set.
+    pub file_src: bool,
     /// The engine's settings (`path` and `output` are set here).
     pub get: GetSpec,
 }
 
 impl ArchiveSpec {
+    /// Every SRC, in order, as the mirrors name it (`.` for the root).
+    pub(crate) fn srcs(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(&self.src).chain(&self.more_src).map(|s| match s.trim_end_matches('/') {
+            "" => ".",
+            s => s,
+        })
+    }
+
+    /// A listed entry's name below the SRC it is of (empty for that SRC).
+    pub(crate) fn rel_of<'e>(&self, e: &'e Entry) -> Option<&'e [u8]> {
+        self.srcs().find_map(|src| listing::below_src(e, src.as_bytes()))
+    }
+
+    /// Several SRCs must be apart: one below (or equal to) another would
+    /// give its entries two names.
+    fn check_srcs(&self) -> Result<(), ArchiveError> {
+        let srcs: Vec<&str> = self.srcs().collect();
+        for (i, a) in srcs.iter().enumerate() {
+            for b in &srcs[i + 1..] {
+                let below =
+                    |x: &str, y: &str| x == y || y == "." || x.strip_prefix(y).is_some_and(|r| r.starts_with('/'));
+                if below(a, b) || below(b, a) {
+                    let why = format!("SRCs {a} and {b} overlap: give SRCs none of which is below another");
+                    return Err(ArchiveError::BadEntry { path: a.to_string(), why });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// What the mirror's walk is asked for.
     fn walk_ask(&self) -> crate::session::WalkAsk {
         crate::session::WalkAsk { rules: self.filter.rules(), xattrs: self.xattrs, names: self.owners && self.by_name }
@@ -141,6 +177,8 @@ pub enum ArchiveError {
         failures: Vec<String>,
         /// Some mirror failed its TLS handshake.
         untrusted: bool,
+        /// Every mirror that answered says SRC is a file.
+        a_file: bool,
     },
     #[error("{path}: {why}")]
     BadEntry { path: String, why: String },
@@ -186,13 +224,50 @@ pub async fn archive_by(
     progress: &mut dyn Progress,
 ) -> Result<ArchiveReport, ArchiveError> {
     let existed = spec.dest.symlink_metadata().is_ok();
-    let r = archive_into(spec, movers, progress).await;
+    let mut r = archive_into(spec, movers, progress).await;
+    if let (Err(ArchiveError::Walk { a_file: true, .. }), None, true) = (&r, &spec.list, spec.more_src.is_empty()) {
+        r = archive_file(spec, movers, progress, existed).await;
+    }
     if r.is_err() && !existed && holds_no_data(&spec.dest) {
         // DEST is this run's, and nothing in it is worth a rerun: a failed
         // archive leaves no empty tree behind.
         let _ = std::fs::remove_dir_all(&spec.dest);
     }
     r
+}
+
+/// SRC is a file on the mirrors: it is copied into DEST under its name (as
+/// `rsync -a SRC DEST/`), its directory walked for it alone (directories
+/// there pruned), and DEST's own mode and mtime left as they are (made
+/// with the umask's mode if new, as `mkdir -p` makes it).
+async fn archive_file(
+    spec: &ArchiveSpec,
+    movers: Movers<'_>,
+    progress: &mut dyn Progress,
+    existed: bool,
+) -> Result<ArchiveReport, ArchiveError> {
+    let src = spec.src.trim_end_matches('/');
+    let (dir, name) = match src.rsplit_once('/') {
+        Some((d, n)) => (if d.is_empty() { "." } else { d }, n),
+        None => (".", src),
+    };
+    let named = ddtree::files_from::FilesFrom::parse(name.as_bytes(), true)
+        .map_err(|e| ArchiveError::BadEntry { path: src.into(), why: e.why.into() })?;
+    let mut rules = spec.filter.rules();
+    rules.push((false, "*/".into()));
+    let filter = filter::Filter::from_rules(&rules)
+        .map_err(|e| ArchiveError::BadEntry { path: src.into(), why: e.to_string() })?;
+    let one = ArchiveSpec { src: dir.into(), files_from: Some(named), filter, file_src: true, ..spec.clone() };
+    if !existed && !spec.dry_run {
+        // The walk that found SRC a file made DEST private, for a tree.
+        if holds_no_data(&spec.dest) {
+            let _ = std::fs::remove_dir_all(&spec.dest);
+        }
+        std::fs::create_dir_all(&spec.dest).map_err(local(&spec.dest))?;
+    }
+    let mut report = archive_into(&one, movers, progress).await?;
+    report.src = spec.src.clone();
+    Ok(report)
 }
 
 /// Whether `dir` holds directories only (and an archive's journal).
@@ -215,6 +290,7 @@ async fn archive_into(
 ) -> Result<ArchiveReport, ArchiveError> {
     let started = Instant::now();
     let ranked = !matches!(movers, Movers::One);
+    spec.check_srcs()?;
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
     if std::fs::metadata(&spec.dest).is_ok_and(|m| !m.is_dir()) {
@@ -226,6 +302,7 @@ async fn archive_into(
     }
     // A destination that is empty (or new) holds nothing to skip or replace.
     let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
+    let dest_made = !spec.dry_run && spec.dest.symlink_metadata().is_err();
     if !spec.dry_run {
         // DEST itself is the user's path; what is below it is the mirrors'.
         // Its missing parents are made as `mkdir -p` makes them (the
@@ -242,7 +319,7 @@ async fn archive_into(
     if !spec.dry_run {
         clear_rank_journals(&spec.dest, ranked);
     }
-    let streams = !spec.dry_run && !spec.itemize && spec.files_from.is_none();
+    let streams = !spec.dry_run && !spec.itemize && spec.files_from.is_none() && spec.more_src.is_empty();
     if fresh && spec.list.is_none() && streams && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {
             Some(report) => return Ok(report),
@@ -258,6 +335,7 @@ async fn archive_into(
         }
     }
     let run = Archiving::new(spec, src, started, fresh, dest.clone());
+    run.dest_made.store(dest_made, Ordering::Relaxed);
     let (mut entries, unread) = fetch_list(spec, progress).await?;
     if spec.xattrs && spec.list.is_some() && entries.iter().all(|e| e.meta.xattrs().is_none()) {
         progress.warn("--xattrs: the list given carries no extended attributes (a mirror's walk does): none are set");
@@ -269,7 +347,7 @@ async fn archive_into(
     }
     // Sorted, a directory comes before what it holds; a name listed twice
     // is refused by the list's check (one of them), not dropped unseen.
-    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    entries.sort_by(|a, b| spec.rel_of(a).cmp(&spec.rel_of(b)));
     *run.shape.lock().expect("shape lock") = ddtree::list::shape::Shape::with_capacity(entries.len());
     let (mut items, mut admitted) = (Vec::with_capacity(entries.len()), vec![]);
     for e in entries {
@@ -284,6 +362,9 @@ async fn archive_into(
         run.leave_existing(&mut items);
     }
     run.protect_backup()?;
+    if spec.file_src {
+        items.retain(|it| !it.rel.as_os_str().is_empty());
+    }
     if items.is_empty() {
         return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
     }
@@ -335,7 +416,7 @@ async fn archive_into(
     let seconds = started.elapsed().as_secs_f64();
     phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
     Ok(ArchiveReport {
-        src: src.to_string(),
+        src: spec.srcs().collect::<Vec<_>>().join(" "),
         dest: spec.dest.display().to_string(),
         files,
         dirs,
@@ -415,6 +496,8 @@ struct Archiving<'a> {
     /// Some of SRC could not be read, or the list refused entries: what
     /// SRC holds is not known whole.
     incomplete: AtomicBool,
+    /// DEST is this run's (rsync's `cd+++++++++ ./`).
+    dest_made: AtomicBool,
     /// The list's check: names admitted so far, entries waiting for their directory.
     shape: std::sync::Mutex<ddtree::list::shape::Shape<(PathBuf, Entry)>>,
     /// FIFOs, sockets, device nodes: no bytes to move, made in place.
@@ -463,6 +546,7 @@ impl<'a> Archiving<'a> {
             kept: Default::default(),
             deletions_skipped: Default::default(),
             incomplete: AtomicBool::new(false),
+            dest_made: AtomicBool::new(false),
             shape: Default::default(),
             specials: Default::default(),
             linked: Default::default(),

@@ -82,7 +82,7 @@ impl Archiving<'_> {
         let mut phases = Phases::default();
         let mut specials = 0;
         let walk = async move {
-            let (mut failures, mut untrusted) = (vec![], false);
+            let (mut failures, mut untrusted, mut files) = (vec![], false, 0);
             let ask = spec.walk_ask();
             for ep in &spec.get.mirrors {
                 let mut began = false;
@@ -97,6 +97,7 @@ impl Archiving<'_> {
                     }
                     Err(e) => {
                         untrusted |= matches!(e, SessionError::Tls(_));
+                        files += usize::from(super::mirrors::names_a_file(&e));
                         failures.push(format!("  {ep}: {e}"))
                     }
                 }
@@ -107,7 +108,8 @@ impl Archiving<'_> {
                     break;
                 }
             }
-            Err(ArchiveError::Walk { src: self.src.to_string(), failures, untrusted })
+            let a_file = files > 0 && files == failures.len();
+            Err(ArchiveError::Walk { src: self.src.to_string(), failures, untrusted, a_file })
         };
         // Entries into parts; directories kept for the end.
         let split = async move {

@@ -51,6 +51,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// DEST was made by this run (before the plan): its line is a new
+    /// directory's.
+    fn dest_made(&mut self) {
+        if let Some(at) = self.rels.iter().position(|r| r.as_os_str().is_empty()) {
+            if !self.lines[at].starts_with("cd") {
+                self.lines[at] = "cd+++++++++ ./".into();
+                self.changed_dirs = self.changed_dirs.saturating_sub(1);
+                self.new_dirs += 1;
+            }
+        }
+    }
+
     /// The lines of the changes a run made: those of the entries it did
     /// not name in `failed` (paths as [`Failure`] gives them, below `src`).
     pub(super) fn made(self, src: &str, failed: &[super::Failure]) -> Vec<String> {
@@ -497,6 +509,9 @@ impl Archiving<'_> {
         let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
         let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
         plan.deletions_skipped = skipped;
+        if self.dest_made.load(Ordering::Relaxed) {
+            plan.dest_made();
+        }
         Ok(plan)
     }
 

@@ -356,3 +356,104 @@ fn backup_dir_keeps_what_a_run_replaces_or_deletes_as_rsync_does() {
     ddftp(&["archive", "src", "-m", &m.addr, "-d", ours.to_str().unwrap(), "--delete", "--backup-dir", "bak", "-q"], 0);
     assert!(ours.join("bak/top").exists());
 }
+
+/// rsync's sorted itemized lines and exit code for `rsync -a ARGS SRC/... DST/`.
+fn rsync_many(srcs: &[&Path], dst: &Path, args: &[&str]) -> (i32, Vec<String>) {
+    let mut cmd = Command::new("rsync");
+    cmd.arg("-a").args(args);
+    for s in srcs {
+        cmd.arg(format!("{}/", s.display()));
+    }
+    let o = cmd.arg(format!("{}/", dst.display())).output().expect("rsync (CI installs it)");
+    let mut lines: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect();
+    lines.retain(|l| !l.starts_with("created directory"));
+    lines.sort();
+    (o.status.code().unwrap_or(-1), lines)
+}
+
+#[test]
+fn several_srcs_merge_into_dest_as_rsync_merges_them() {
+    let f = Fixture::new();
+    let (one, two) = (f.root().join("one"), f.root().join("two"));
+    for (d, dirs) in [(&one, ["d", "a"]), (&two, ["d", "b"])] {
+        for sub in dirs {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+    }
+    std::fs::write(one.join("x"), b"the first SRC's x").unwrap();
+    std::fs::write(two.join("x"), b"the second's, longer x").unwrap();
+    std::fs::write(one.join("d/a1"), b"a1").unwrap();
+    std::fs::write(two.join("d/b1"), b"b1").unwrap();
+    std::fs::write(two.join("b/only"), b"only").unwrap();
+    std::fs::set_permissions(one.join("d"), std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+    run(Command::new("find").arg(f.root()).args(["-exec", "touch", "-h", "-d", "2020-03-03 03:03:03", "{}", "+"]));
+    run(Command::new("touch").args(["-d", "2021-01-01"]).arg(two.join("d")));
+    let m = Mirror::start(&f.root(), &[]);
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    let d = ours.to_str().unwrap();
+    let out = ddftp(&["archive", "one", "two", "-m", &m.addr, "-d", d, "-i", "-q"], 0);
+    let mut lines: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    lines.sort();
+    let (code, said) = rsync_many(&[&one, &two], &theirs, &["-i"]);
+    assert_eq!(code, 0);
+    assert_eq!(lines, said, "archive -i one two vs rsync -ai one/ two/");
+    assert_eq!(contents(&ours), contents(&theirs));
+    assert_eq!(std::fs::read(ours.join("x")).unwrap(), b"the first SRC's x", "the first SRC's name wins");
+    assert_eq!(rsync_many(&[&one, &two], &ours, &["-n", "-i"]), (0, vec![]), "modes and times as rsync's too");
+
+    // A change in the second, a stray in DEST: the dry runs agree, and
+    // --delete keeps what either SRC has.
+    std::fs::write(two.join("b/new"), b"new").unwrap();
+    std::fs::write(ours.join("stray"), b"stray").unwrap();
+    std::fs::write(theirs.join("stray"), b"stray").unwrap();
+    let out = ddftp(&["archive", "one", "two", "-m", &m.addr, "-d", d, "-n", "--delete"], 0);
+    let mut dry: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("dry run"))
+        .map(String::from)
+        .collect();
+    dry.sort();
+    assert_eq!(dry, rsync_many(&[&one, &two], &theirs, &["-n", "-i", "--delete"]).1);
+    ddftp(&["archive", "one", "two", "-m", &m.addr, "-d", d, "--delete", "-q"], 0);
+    assert_eq!(rsync_many(&[&one, &two], &ours, &["-n", "-i", "--delete"]), (0, vec![]));
+
+    // SRCs one below another would name entries twice: a usage error.
+    let o = ddftp(&["archive", "one", "one/d", "-m", &m.addr, "-d", f.out("no").to_str().unwrap()], 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("overlap"), "{o:?}");
+}
+
+#[test]
+fn a_file_as_src_is_copied_into_dest_as_rsync_copies_it() {
+    let f = Fixture::new();
+    let src = small_src(&f.root());
+    let m = Mirror::start(&f.root(), &[]);
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::write(ours.join("other"), b"DEST's own").unwrap();
+    let before = std::fs::metadata(&ours).unwrap();
+    let d = ours.to_str().unwrap();
+    let out = ddftp(&["archive", "src/a/b/c", "-m", &m.addr, "-d", d, "-i", "-q", "--delete"], 0);
+    let o =
+        Command::new("rsync").arg("-ai").arg(src.join("a/b/c")).arg(format!("{}/", theirs.display())).output().unwrap();
+    assert!(o.status.success(), "rsync: {o:?}");
+    let said: Vec<String> =
+        String::from_utf8(o.stdout).unwrap().lines().filter(|l| !l.starts_with("created")).map(String::from).collect();
+    assert_eq!(said, [">f+++++++++ c"]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().collect::<Vec<_>>(), said);
+    assert_eq!(std::fs::read(ours.join("c")).unwrap(), std::fs::read(src.join("a/b/c")).unwrap());
+    assert_eq!(std::fs::read(ours.join("other")).unwrap(), b"DEST's own", "--delete of one file deletes nothing else");
+    let after = std::fs::metadata(&ours).unwrap();
+    assert_eq!(before.permissions(), after.permissions(), "DEST's own mode is not the file's directory's");
+    // Its mtime is the mirror's: nothing left to do, for rsync or a rerun.
+    let o = Command::new("rsync").args(["-ani"]).arg(src.join("a/b/c")).arg(format!("{d}/")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    let j = json(&ddftp(&["archive", "src/a/b/c", "-m", &m.addr, "-d", d, "--json", "-q"], 0));
+    assert_eq!((j["skipped_files"].as_u64(), j["bytes"].as_u64()), (Some(1), Some(0)), "{j}");
+    // Into a DEST that does not exist yet: made with the umask's mode.
+    let new = f.out("new/deeper");
+    ddftp(&["archive", "src/top", "-m", &m.addr, "-d", new.to_str().unwrap(), "-q"], 0);
+    assert!(new.join("top").is_file());
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&new).unwrap().permissions()) & 0o777;
+    assert_eq!(mode, 0o755, "as mkdir -p makes it (umask 022)");
+}

@@ -45,7 +45,7 @@ use ddtree::list::{ddftp, Kind};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use super::listing::{below_src, saved_list};
+use super::listing::saved_list;
 use super::mirrors::Defining;
 use super::tree::{TreeStore, Unread};
 use super::{deep, ArchiveError, ArchiveSpec, Archiving, Item, Phases, RankReport};
@@ -450,11 +450,9 @@ fn ready(spec: &ArchiveSpec, job: &Job) -> Result<Option<Mover>, ArchiveError> {
         |why: String| ArchiveError::BadEntry { path: format!("the plan rank 0 sent to rank {}", job.rank()), why };
     let list = packed::unpack(&list, MAX_LIST).map_err(|e| bad(e.to_string()))?;
     let entries = ddftp::read(&list[..], std::path::Path::new("the lead's list")).map_err(ArchiveError::List)?;
-    let src = spec.src.trim_end_matches('/');
-    let src = if src.is_empty() { "." } else { src };
     let mut todo = Vec::with_capacity(entries.len());
     for e in entries {
-        let rel = below_src(&e, src.as_bytes()).ok_or_else(|| bad("an entry outside SRC".into()))?;
+        let rel = spec.rel_of(&e).ok_or_else(|| bad("an entry outside SRC".into()))?;
         let rel = PathBuf::from(OsStr::from_bytes(rel));
         todo.push(Item { entry: e, rel });
     }
