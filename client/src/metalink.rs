@@ -1,6 +1,13 @@
 //! Metalink 4 (RFC 5854, `.meta4`): a file's mirrors, size, whole-file
 //! hash and piece hashes, read with quick-xml (a streaming reader: no DOM,
 //! no entity expansion beyond XML's five).
+//!
+//! Every element RFC 5854 defines is read or knowingly left: those that
+//! say what the bytes are or where they come from and are not used here
+//! (`metaurl`, `signature`, other hashes, `origin`, `os`, `language`, other
+//! URL schemes) are told in [`MetalinkFile::unused`], for a warning; those
+//! that only describe (`description`, `publisher`...) are left quietly; an
+//! element the RFC does not define is told too.
 
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
@@ -20,7 +27,8 @@ pub struct MetalinkFile {
     /// `http(s)` URLs, most preferred first (by `priority`).
     pub urls: Vec<String>,
     /// What is in it that ddftp does not use (other URL schemes, piece
-    /// hashes of a kind it does not check), for a warning.
+    /// hashes of a kind it does not check, `metaurl`, a signature...),
+    /// each once, for a warning.
     pub unused: Vec<String>,
 }
 
@@ -48,6 +56,55 @@ struct Building {
     in_pieces: bool,
     hash_type: Option<String>,
     url_priority: u32,
+    /// Told of the document (outside any `<file>`), for every file.
+    document: Vec<String>,
+}
+
+/// What is done with an element RFC 5854 defines (or not).
+#[derive(Debug, PartialEq, Eq)]
+enum Element {
+    /// Read (`metalink`, `file`, `size`, `hash`, `pieces`, `url`).
+    Read,
+    /// Describes the file or document only; left quietly.
+    Described,
+    /// Says something about the bytes that is not used: told.
+    Unused(&'static str),
+    /// Not in RFC 5854.
+    Unknown,
+}
+
+fn element(name: &str) -> Element {
+    match name {
+        "metalink" | "file" | "size" | "hash" | "pieces" | "url" => Element::Read,
+        "copyright" | "description" | "generator" | "identity" | "logo" | "publisher" | "published" | "updated"
+        | "version" => Element::Described,
+        "metaurl" => Element::Unused("<metaurl> (a BitTorrent or other metadata URL) is not used"),
+        "signature" => Element::Unused("<signature> is not checked (check it with gpg yourself)"),
+        "origin" | "dynamic" => Element::Unused("<origin>/<dynamic> (where a newer Metalink is) is not fetched"),
+        "os" => Element::Unused("<os> is not compared with this system"),
+        "language" => Element::Unused("<language> is not chosen by"),
+        _ => Element::Unknown,
+    }
+}
+
+/// An element's fate: told, once, for the file being built or for the
+/// document.
+fn judge(b: &mut Building, name: &str) {
+    let what = match element(name) {
+        Element::Read | Element::Described => return,
+        Element::Unused(why) => why.to_string(),
+        Element::Unknown => format!("<{name}> is not a Metalink 4 element (RFC 5854): ignored"),
+    };
+    match b.file.as_mut() {
+        Some(f) => push_once(&mut f.unused, what),
+        None => push_once(&mut b.document, what),
+    }
+}
+
+fn push_once(to: &mut Vec<String>, what: String) {
+    if !to.contains(&what) {
+        to.push(what);
+    }
 }
 
 /// The files a Metalink 4 document lists.
@@ -64,6 +121,7 @@ pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
                 if path.is_empty() && name != "metalink" {
                     return Err(MetalinkError::NotMetalink(name));
                 }
+                judge(&mut b, &name);
                 start(&mut b, &name, &e)?;
                 path.push(name);
             }
@@ -72,11 +130,13 @@ pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
                 if path.is_empty() {
                     return Err(MetalinkError::NotMetalink(name));
                 }
+                judge(&mut b, &name);
             }
             Event::Text(t) => {
                 let text = t.unescape()?.trim().to_string();
                 let Some(file) = b.file.as_mut() else { continue };
                 let bad = |why: String| MetalinkError::Bad(file.name.clone(), why);
+
                 match path.last().map(String::as_str) {
                     Some("size") => file.size = Some(text.parse().map_err(|_| bad(format!("size {text:?}")))?),
                     // Pieces of a kind not checked (md5): told in `unused`, skipped.
@@ -93,7 +153,12 @@ pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
                     Some("url") if text.starts_with("http://") || text.starts_with("https://") => {
                         b.urls.push((b.url_priority, text))
                     }
-                    Some("url") => file.unused.push(format!("URL {text} (only http and https are used)")),
+                    Some("url") => push_once(&mut file.unused, format!("URL {text} (only http and https are used)")),
+                    Some("hash") if !b.in_pieces => {
+                        let kind = b.hash_type.as_deref().unwrap_or_default();
+                        let what = format!("a whole-file hash of type {kind:?} is not checked (sha-256 is)");
+                        push_once(&mut file.unused, what);
+                    }
                     _ => {}
                 }
             }
@@ -111,6 +176,12 @@ pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
     }
     if files.is_empty() {
         return Err(MetalinkError::NoFile);
+    }
+    // What the document says after its last file, for every file too.
+    for f in &mut files {
+        for d in &b.document {
+            push_once(&mut f.unused, d.clone());
+        }
     }
     Ok(files)
 }
@@ -133,7 +204,8 @@ fn start(b: &mut Building, name: &str, e: &BytesStart) -> Result<(), MetalinkErr
     match name {
         "file" => {
             let name = attr(e, "name")?.unwrap_or_default();
-            *b = Building::default();
+            let document = std::mem::take(&mut b.document);
+            *b = Building { document, ..Building::default() };
             b.file = Some(MetalinkFile { name, size: None, sha256: None, pieces: None, urls: vec![], unused: vec![] });
         }
         "hash" => b.hash_type = attr(e, "type")?.map(|t| t.to_ascii_lowercase()),
@@ -153,7 +225,10 @@ fn start(b: &mut Building, name: &str, e: &BytesStart) -> Result<(), MetalinkErr
                 Some("sha-1") => Some(ChunkHash::Sha1),
                 other => {
                     if let Some(f) = b.file.as_mut() {
-                        f.unused.push(format!("piece hashes of type {other:?} (sha-256 and sha-1 are checked)"));
+                        push_once(
+                            &mut f.unused,
+                            format!("piece hashes of type {other:?} (sha-256 and sha-1 are checked)"),
+                        );
                     }
                     None
                 }
@@ -183,6 +258,9 @@ fn piece_hash(hex: &str, kind: Option<ChunkHash>) -> Option<[u8; 32]> {
 
 fn finish(b: &mut Building) -> Result<MetalinkFile, MetalinkError> {
     let mut file = b.file.take().ok_or(MetalinkError::NoFile)?;
+    for d in &b.document {
+        push_once(&mut file.unused, d.clone());
+    }
     let bad = |why: String| MetalinkError::Bad(file.name.clone(), why);
     if let Err(e) = ddftp_proto::relpath::check(file.name.as_bytes()) {
         return Err(bad(format!("a file name must be a plain relative path: {e}")));
@@ -230,7 +308,7 @@ mod tests {
         assert_eq!(f.size, Some(5));
         assert_eq!(f.sha256.as_deref(), Some("2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"));
         assert_eq!(f.urls, ["https://a.example/example.ext", "http://b.example/example.ext"]);
-        assert_eq!(f.unused.len(), 1);
+        assert_eq!(f.unused.len(), 2, "the ftp URL and the metaurl: {:?}", f.unused);
         let p = f.pieces.as_ref().unwrap();
         assert!(p.verify(0, b"abcd") && p.verify(4, b"e") && !p.verify(0, b"abce"));
     }
@@ -254,5 +332,31 @@ mod tests {
         let f = &parse(md5).unwrap()[0];
         assert!(f.pieces.is_none());
         assert!(f.unused.iter().any(|u| u.contains("md5")), "{:?}", f.unused);
+    }
+
+    #[test]
+    fn every_rfc_5854_element_is_read_described_or_told() {
+        let xml = r#"<metalink xmlns="urn:ietf:params:xml:ns:metalink">
+  <generator>x/1</generator><origin dynamic="true">http://a.example/x.meta4</origin>
+  <published>2026-01-01T00:00:00Z</published>
+  <file name="a"><size>1</size><description>d</description><copyright>c</copyright>
+    <identity>i</identity><version>1</version><logo>l</logo><publisher name="p"/>
+    <hash type="md5">0cc175b9c0f1b6a831c399e269772661</hash>
+    <signature mediatype="application/pgp-signature">sig</signature>
+    <os>linux</os><language>en</language><frobnicate/>
+    <url>http://a.example/a</url></file>
+  <file name="b"><size>1</size><url>http://a.example/b</url></file>
+  <updated>2026-01-02T00:00:00Z</updated><extra-thing/>
+</metalink>"#;
+        let files = parse(xml).unwrap();
+        let told = |f: &MetalinkFile, what: &str| f.unused.iter().any(|u| u.contains(what));
+        for what in ["md5", "<signature>", "<origin>", "<os>", "<language>", "<frobnicate>", "<extra-thing>"] {
+            assert!(told(&files[0], what), "{what}: {:?}", files[0].unused);
+        }
+        assert!(told(&files[1], "<origin>") && told(&files[1], "<extra-thing>"), "{:?}", files[1].unused);
+        assert!(!told(&files[1], "<os>"), "another file's: {:?}", files[1].unused);
+        for quiet in ["description", "copyright", "identity", "version", "logo", "publisher", "generator", "updated"] {
+            assert!(!files.iter().any(|f| told(f, quiet)), "{quiet}");
+        }
     }
 }

@@ -512,6 +512,9 @@ pub async fn get_joining(
         }
     });
     let ddftpd = !usable.is_empty();
+    for u in spec.metalink.iter().flat_map(|m| &m.unused) {
+        tell(progress, &mut warnings, format!("Metalink: {u}"));
+    }
     let expected = expected::published(spec, &mut http, tls.clone(), ddftpd, progress, &mut warnings).await?;
     if let Some(e) = &expected {
         let other = expected::drop_other_copies(e, &mut usable, &spec.path, progress, &mut warnings);

@@ -20,7 +20,9 @@ fn meta4_in(name: &str, data: &[u8], urls: &[String], piece: usize) -> String {
     let urls: String = urls.iter().enumerate().map(|(i, u)| format!("<url priority=\"{}\">{u}</url>", i + 1)).collect();
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">\n\
+         <generator>tests/1</generator>\n\
          <file name=\"{name}\"><size>{}</size><hash type=\"sha-256\">{}</hash>\n\
+         <description>what it is</description><metaurl mediatype=\"torrent\">http://t.example/x.torrent</metaurl>\n\
          <pieces length=\"{piece}\" type=\"sha-256\">{pieces}</pieces>\n{urls}</file></metalink>\n",
         data.len(),
         sha256_hex(data)
@@ -73,6 +75,10 @@ fn a_metalink_verifies_every_piece_and_a_corrupted_copy_is_caught_and_refetched(
     let j = json(&ddftp(&["get", "--metalink", m.to_str().unwrap(), "-o", out.to_str().unwrap(), "--json", "-q"], 0));
     assert_eq!(std::fs::read(&out).unwrap(), data, "every bad piece re-fetched from the good mirrors");
     assert_eq!(j["sha256_checked"], "metalink");
+    // What it holds and ddftp does not use is said; what only describes is not.
+    let warnings = j["warnings"].to_string();
+    assert!(warnings.contains("Metalink: <metaurl>"), "{j}");
+    assert!(!warnings.contains("description") && !warnings.contains("generator"), "{j}");
     assert_eq!(j["verified"], true);
     let w = j["warnings"].to_string();
     assert!(w.contains(&urls[0]) && w.contains("verif"), "the liar is named: {w}");
