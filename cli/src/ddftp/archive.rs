@@ -154,7 +154,7 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
     }
     writeln!(
         to,
-        "{} -> {}: {} files ({} moved, {} already complete), {} dirs, {} symlinks; {} moved in {:.2} s: {:.0} files/s, {:.1} MB/s",
+        "{} -> {}: {} files ({} moved, {} already complete), {} dirs, {} symlinks; {} moved in {:.2} s: {:.0} files/s, {}/s",
         r.src,
         r.dest,
         r.files,
@@ -165,8 +165,16 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         HumanBytes(r.bytes),
         r.seconds,
         r.files_per_second,
-        r.mb_per_second
+        HumanBytes((r.mb_per_second * 1e6) as u64)
     )?;
+    if r.resumed_bytes > 0 {
+        writeln!(
+            to,
+            "  resumed: {} were already there from the interrupted run ({} in all)",
+            HumanBytes(r.resumed_bytes),
+            HumanBytes(r.bytes + r.resumed_bytes)
+        )?;
+    }
     let p = &r.phases;
     writeln!(
         to,

@@ -412,6 +412,9 @@ async fn archive_into(
     let failed = run.take_failures();
     let changes = planned.map(|p| p.made(src, &failed)).unwrap_or_default();
     let Chosen { files, links, skipped_files, skipped_bytes, bytes, modes_fixed, .. } = chosen;
+    // What an interrupted run had moved of the range is not this run's.
+    let resumed_bytes = transfer.as_ref().map_or(0, |t| t.reused_bytes).min(bytes);
+    let bytes = bytes - resumed_bytes;
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
     let seconds = started.elapsed().as_secs_f64();
     phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
@@ -423,6 +426,7 @@ async fn archive_into(
         dirs_finished_early: 0,
         links,
         bytes,
+        resumed_bytes,
         skipped_files,
         skipped_bytes,
         seconds,

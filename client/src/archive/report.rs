@@ -19,6 +19,9 @@ pub struct ArchiveReport {
     pub links: u64,
     /// Bytes of regular files moved in this run.
     pub bytes: u64,
+    /// Bytes of the range an interrupted run had moved already (resumed
+    /// from its journal; not in `bytes` nor in the rate).
+    pub resumed_bytes: u64,
     /// Files skipped because they were already complete and correct.
     pub skipped_files: u64,
     pub skipped_bytes: u64,

@@ -283,6 +283,7 @@ impl Archiving<'_> {
             dirs_finished_early,
             links: items().filter(|it| it.entry.kind == Kind::Link).count() as u64,
             bytes,
+            resumed_bytes: 0,
             skipped_files: 0,
             skipped_bytes: 0,
             seconds,

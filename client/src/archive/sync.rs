@@ -460,6 +460,7 @@ impl Archiving<'_> {
             dirs_finished_early: 0,
             links: count(Kind::Link),
             bytes: 0,
+            resumed_bytes: 0,
             skipped_files: 0,
             skipped_bytes: 0,
             seconds,

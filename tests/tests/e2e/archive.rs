@@ -458,6 +458,12 @@ fn an_interrupted_archive_resumes_where_it_stopped() {
     let j = json(&ddftp(&args, 0));
     let reused = j["transfer"]["reused_bytes"].as_u64().unwrap();
     assert!(reused > 0 && reused < 6_000_000, "the rerun should reuse what arrived before the kill: {j}");
+    // The rerun's bytes and rate are its own; what was resumed is said apart.
+    let n = |k: &str| j[k].as_u64().unwrap();
+    assert_eq!(n("resumed_bytes"), reused, "{j}");
+    assert_eq!(n("bytes") + n("resumed_bytes"), j["transfer"]["bytes"].as_u64().unwrap(), "{j}");
+    let rate = j["mb_per_second"].as_f64().unwrap() * 1e6 * j["seconds"].as_f64().unwrap();
+    assert!((rate - n("bytes") as f64).abs() < 1.0, "the rate counts this run's bytes: {j}");
     assert_same(&proj, &f.out("copy"));
 }
 
