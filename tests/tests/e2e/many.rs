@@ -115,10 +115,11 @@ fn a_metalink_with_two_files_fetches_both() {
     assert_eq!(std::fs::read(dir.join("b.iso")).unwrap(), b);
 }
 
-/// The target is 5x. Alone this measures 6.5x here; beside the
-/// other tests (two cores shared) 4.1x, since each file still opens its own
-/// connections (one set for a whole list is not built yet). The test holds
-/// the line it can hold under load, 3x, and prints the figure.
+/// The target is 5x; `benches/many-files.sh` measures it (median
+/// 4.6x, 3.4-6.9, see benches/results): each file of a list still opens its
+/// own connections (one set for a whole list is not built yet). Beside the
+/// other tests (two cores shared) the test holds the line it can hold
+/// under load, 3x, and prints the figure.
 #[test]
 fn a_thousand_small_files_by_list_are_much_faster_than_a_get_each() {
     let f = Fixture::new();
