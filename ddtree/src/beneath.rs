@@ -35,6 +35,30 @@ pub fn open(root: RawFd, path: &[u8], flags: libc::c_int, mode: u32) -> io::Resu
     }
 }
 
+/// Makes the directories of `rel` (relative; plain names) beneath `root`
+/// that are missing, with `mode` (less the umask), as `mkdir -p` does but
+/// following no symlink: a symlink (or anything not a directory) on the
+/// way is refused. Returns the last one, open (`O_PATH`).
+pub fn make_dirs(root: RawFd, rel: &[u8], mode: u32) -> io::Result<OwnedFd> {
+    let mut held = open_once(root, b".", libc::O_PATH | libc::O_DIRECTORY, 0)?;
+    for name in rel.split(|&c| c == b'/').filter(|n| !n.is_empty() && *n != b".") {
+        if name == b".." {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "`..` in a directory to make"));
+        }
+        let c =
+            CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+        // SAFETY: a valid directory descriptor and C string.
+        if unsafe { libc::mkdirat(held.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::AlreadyExists {
+                return Err(e);
+            }
+        }
+        held = open_once(held.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+    }
+    Ok(held)
+}
+
 /// Opens `path` (at most `PATH_MAX`) beneath `root` following no symlink.
 fn open_once(root: RawFd, path: &[u8], flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
     let path = CString::new(path).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
@@ -111,6 +135,21 @@ mod tests {
         bad.extend_from_slice(&deep);
         bad.extend_from_slice(b"../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../l/secret");
         assert!(open(fd, &bad, libc::O_RDONLY, 0).is_err());
+    }
+
+    #[test]
+    fn make_dirs_makes_what_is_missing_and_refuses_a_symlink_on_the_way() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("a")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), t.path().join("a/l")).unwrap();
+        let r = std::fs::File::open(t.path()).unwrap();
+        assert!(make_dirs(r.as_raw_fd(), b"a/b/./c/", 0o755).is_ok());
+        assert!(t.path().join("a/b/c").is_dir());
+        for bad in [&b"a/l/x"[..], b"a/l", b"a/../../x"] {
+            assert!(make_dirs(r.as_raw_fd(), bad, 0o755).is_err(), "{bad:?}");
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing made through the symlink");
     }
 
     /// Makes `deep` (names ending in '/') below `base` a piece at a time.

@@ -38,6 +38,36 @@ fn metalink_names(o: &GetOpt) -> Result<Vec<String>, String> {
 struct Job {
     label: String,
     opt: Result<GetOpt, String>,
+    /// A list's `dir=` below its base: checked again as the file starts
+    /// (a symlink put there since is refused, not followed).
+    below: Option<(PathBuf, String)>,
+}
+
+/// Where a list's entry goes below `-d` (or `.`): its `dir=` and the
+/// directories of its `out=`, if any.
+fn below_of(e: &ddftp::input_list::Entry) -> Option<String> {
+    let out_dirs = e.out.as_deref().and_then(|o| o.rsplit_once('/')).map(|(d, _)| d);
+    match (e.dir.as_deref(), out_dirs) {
+        (Some(d), Some(o)) => Some(format!("{d}/{o}")),
+        (Some(d), None) => Some(d.to_string()),
+        (None, Some(o)) => Some(o.to_string()),
+        (None, None) => None,
+    }
+}
+
+/// `base/sub` (a list's `dir=`, relative without `..`), its missing
+/// directories made beneath `base` following no symlink: a local user who
+/// can write below `base` cannot send the file elsewhere with one.
+fn beneath(base: &Path, sub: &str) -> Result<PathBuf, String> {
+    use std::os::fd::AsRawFd;
+    let at = std::fs::File::open(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    ddtree::beneath::make_dirs(at.as_raw_fd(), sub.as_bytes(), 0o777).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+            format!("{}: a symlink or a file on the way (not followed)", base.join(sub).display())
+        }
+        _ => format!("{}: {e}", base.join(sub).display()),
+    })?;
+    Ok(base.join(sub))
 }
 
 /// The last name of a path or URL.
@@ -57,6 +87,11 @@ fn one(o: &GetOpt, sources: Vec<String>, out: Option<PathBuf>) -> GetOpt {
 
 fn jobs(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
     let under = |name: &str, dir: Option<&Path>| dir.map(|d| d.join(name));
+    // DIR is the user's own path (followed as given, made as `mkdir -p`);
+    // what a list puts below it is made beneath it.
+    if let Some(d) = &o.dir {
+        std::fs::create_dir_all(d).map_err(|e| format!("-d {}: {e}", d.display()))?;
+    }
     if let Some(list) = &o.input_file {
         let text = std::fs::read_to_string(list).map_err(|e| format!("-i {}: {e}", list.display()))?;
         let (entries, warnings) = ddftp::input_list::parse(&text);
@@ -82,16 +117,19 @@ fn jobs(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
                         }
                         _ => return Err(format!("line {}: one path on the mirrors, or URLs of one file", e.line)),
                     };
-                    let dir = match (&o.dir, &e.dir) {
-                        (Some(d), Some(sub)) => Some(d.join(sub)),
+                    let sub = below_of(&e);
+                    let dir = match (&o.dir, &sub) {
+                        (d, Some(sub)) => {
+                            let base = d.clone().unwrap_or_else(|| PathBuf::from("."));
+                            Some(beneath(&base, sub).map_err(|err| format!("line {}: {sub}: {err}", e.line))?)
+                        }
                         (Some(d), None) => Some(d.clone()),
-                        (None, Some(sub)) => Some(PathBuf::from(sub)),
                         (None, None) => None,
                     };
-                    if let Some(d) = &dir {
-                        std::fs::create_dir_all(d).map_err(|err| format!("line {}: {}: {err}", e.line, d.display()))?;
-                    }
-                    let name = e.out.clone().unwrap_or_else(|| base_name(&e.sources[0]).to_string());
+                    let name = match &e.out {
+                        Some(out) => out.rsplit('/').next().unwrap_or(out).to_string(),
+                        None => base_name(&e.sources[0]).to_string(),
+                    };
                     one.output = Some(dir.map_or_else(|| PathBuf::from(&name), |d| d.join(&name)));
                     if let Some(c) = &e.checksum {
                         one.checksum =
@@ -99,20 +137,18 @@ fn jobs(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
                     }
                     Ok(one)
                 })();
-                Job { label, opt }
+                let below = below_of(&e).map(|sub| (o.dir.clone().unwrap_or_else(|| PathBuf::from(".")), sub));
+                Job { label, opt, below }
             })
             .collect();
         return Ok((jobs, warnings));
-    }
-    if let Some(d) = &o.dir {
-        std::fs::create_dir_all(d).map_err(|e| format!("-d {}: {e}", d.display()))?;
     }
     if o.metalink.is_some() && o.path.is_empty() {
         let jobs = metalink_names(o)?
             .into_iter()
             .map(|name| {
                 let out = under(base_name(&name), o.dir.as_deref());
-                Job { label: name.clone(), opt: Ok(one(o, vec![name], out)) }
+                Job { label: name.clone(), opt: Ok(one(o, vec![name], out)), below: None }
             })
             .collect();
         return Ok((jobs, vec![]));
@@ -120,7 +156,11 @@ fn jobs(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
     let jobs = o
         .path
         .iter()
-        .map(|p| Job { label: p.clone(), opt: Ok(one(o, vec![p.clone()], under(base_name(p), o.dir.as_deref()))) })
+        .map(|p| Job {
+            label: p.clone(),
+            opt: Ok(one(o, vec![p.clone()], under(base_name(p), o.dir.as_deref()))),
+            below: None,
+        })
         .collect();
     Ok((jobs, vec![]))
 }
@@ -165,6 +205,11 @@ pub fn run(o: GetOpt) -> Exit {
                     Err(e) => return (job.label, Outcome::Failed(e, Exit::Usage)),
                 };
                 let _turn = turns.acquire_owned().await;
+                if let Some((base, sub)) = &job.below {
+                    if let Err(e) = beneath(base, sub) {
+                        return (job.label, Outcome::Failed(e, Exit::Local));
+                    }
+                }
                 // Each file's warnings go to stderr; no bar for many files.
                 let mut bar = Bar::new(false, every);
                 let got = fetch(&spec, &mut bar).await;

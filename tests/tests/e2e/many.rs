@@ -85,6 +85,30 @@ fn an_input_list_mixes_mirror_paths_and_urls_with_their_options() {
     assert_eq!(j["files"][1]["sha256_checked"], "checksum", "{j}");
 }
 
+/// A local user who can write below `-d DIR` plants a symlink where a
+/// list's `dir=` goes: it is not followed, that file fails naming it, the
+/// others complete, and nothing is written where the symlink points.
+#[test]
+fn a_symlink_planted_where_a_list_s_dir_goes_is_not_followed() {
+    let f = Fixture::new();
+    let one = random_file(&f.root().join("one.bin"), 100_000, 90);
+    let m = Mirror::start(&f.root(), &[]);
+    let (dir, elsewhere) = (f.out("out"), f.out("elsewhere"));
+    std::fs::create_dir_all(dir.join("ok")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("planted")).unwrap();
+    let list = f.out("files.txt");
+    let lines =
+        "one.bin\n  dir=planted/deeper\none.bin\n  dir=ok/fine\none.bin\n  dir=planted\none.bin\n  out=planted/x.bin\n";
+    std::fs::write(&list, lines).unwrap();
+    let o = ddftp(&["get", "-i", list.to_str().unwrap(), "-m", &m.addr, "-d", dir.to_str().unwrap(), "--json"], 5);
+    let j = json(&o);
+    assert_eq!((j["complete"].as_u64(), j["failed"].as_u64()), (Some(1), Some(3)), "{j}");
+    assert_eq!(std::fs::read(dir.join("ok/fine/one.bin")).unwrap(), one);
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing made through the symlink");
+    assert!(j.to_string().contains("a symlink or a file on the way"), "{j}");
+}
+
 #[test]
 fn a_metalink_with_two_files_fetches_both() {
     let f = Fixture::new();
