@@ -38,8 +38,9 @@ fn metalink_names(o: &GetOpt) -> Result<Vec<String>, String> {
 struct Job {
     label: String,
     opt: Result<GetOpt, String>,
-    /// A list's `dir=` below its base: checked again as the file starts
-    /// (a symlink put there since is refused, not followed).
+    /// A list's `dir=` (and `out=`'s directories) below its base, made as
+    /// the file starts, beneath the base (a symlink there is refused, not
+    /// followed).
     below: Option<(PathBuf, String)>,
 }
 
@@ -117,12 +118,9 @@ fn jobs(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
                         }
                         _ => return Err(format!("line {}: one path on the mirrors, or URLs of one file", e.line)),
                     };
-                    let sub = below_of(&e);
-                    let dir = match (&o.dir, &sub) {
-                        (d, Some(sub)) => {
-                            let base = d.clone().unwrap_or_else(|| PathBuf::from("."));
-                            Some(beneath(&base, sub).map_err(|err| format!("line {}: {sub}: {err}", e.line))?)
-                        }
+                    // Its directories are made as it starts (`Job::below`).
+                    let dir = match (&o.dir, below_of(&e)) {
+                        (d, Some(sub)) => Some(d.clone().unwrap_or_else(|| PathBuf::from(".")).join(sub)),
                         (Some(d), None) => Some(d.clone()),
                         (None, None) => None,
                     };
@@ -200,16 +198,16 @@ pub fn run(o: GetOpt) -> Exit {
         for job in jobs {
             let turns = turns.clone();
             running.push(tokio::spawn(async move {
-                let spec = match job.opt.and_then(|opt| opt.spec()) {
-                    Ok(s) => s,
-                    Err(e) => return (job.label, Outcome::Failed(e, Exit::Usage)),
-                };
                 let _turn = turns.acquire_owned().await;
-                if let Some((base, sub)) = &job.below {
+                if let (Some((base, sub)), Ok(_)) = (&job.below, &job.opt) {
                     if let Err(e) = beneath(base, sub) {
                         return (job.label, Outcome::Failed(e, Exit::Local));
                     }
                 }
+                let spec = match job.opt.and_then(|opt| opt.spec()) {
+                    Ok(s) => s,
+                    Err(e) => return (job.label, Outcome::Failed(e, Exit::Usage)),
+                };
                 // Each file's warnings go to stderr; no bar for many files.
                 let mut bar = Bar::new(false, every);
                 let got = fetch(&spec, &mut bar).await;

@@ -107,6 +107,8 @@ fn a_symlink_planted_where_a_list_s_dir_goes_is_not_followed() {
     assert_eq!(std::fs::read(dir.join("ok/fine/one.bin")).unwrap(), one);
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing made through the symlink");
     assert!(j.to_string().contains("a symlink or a file on the way"), "{j}");
+    let codes: Vec<i64> = j["files"].as_array().unwrap().iter().filter_map(|f| f["exit_code"].as_i64()).collect();
+    assert_eq!(codes, [4, 4, 4], "local: the output cannot be written there safely: {j}");
 }
 
 #[test]
