@@ -49,7 +49,7 @@ pub struct ArchiveOpt {
     pub dry_run: bool,
     /// Print each change made, one line each in rsync's --itemize-changes
     /// letters, the lines a dry run prints (the list is taken whole before
-    /// anything moves, as for a rerun).
+    /// anything moves, as for a rerun). -v prints them too.
     #[arg(long = "itemize-changes", short = 'i')]
     pub itemize: bool,
     /// Remove what DEST has below SRC's directories that SRC no longer
@@ -242,7 +242,9 @@ fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
     tagged.into_iter().map(|(_, r)| r).collect()
 }
 
-pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
+/// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
+/// changes too (here in the `-i` lines).
+pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
     let spec = o.moving.spec(String::new(), o.dest.clone(), o.sync).and_then(|g| match g.http.first() {
         Some(url) => {
             Err(format!("{url}: archive takes ddftpd mirrors only (an HTTP mirror serves single files: ddftp get)"))
@@ -293,7 +295,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>) -> Exit {
         file_src: false,
         filter,
         dry_run: o.dry_run,
-        itemize: o.itemize,
+        itemize: o.itemize || verbose > 0,
         delete: o.delete,
         // SAFETY: geteuid cannot fail.
         owners: !o.no_owner && unsafe { libc::geteuid() } == 0,

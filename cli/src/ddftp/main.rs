@@ -164,7 +164,7 @@ fn main() -> ExitCode {
         Cmd::Ls(o) => ls::run(o),
         // The filter rules' order across --exclude and --include is theirs
         // on the command line.
-        Cmd::Archive(o) => archive::run(o, matches.subcommand_matches("archive")),
+        Cmd::Archive(o) => archive::run(o, matches.subcommand_matches("archive"), cli.verbose),
         Cmd::Demo(o) => demo::run(o),
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "ddftp", &mut std::io::stdout());

@@ -2,7 +2,8 @@
 //! `rsync -aniAX --delete` prints for the same change (symlinks with their
 //! targets, ACLs as `a` and other xattrs as `x`, the entries of a directory
 //! that a symlink or file replaces, whole-second mtimes), and `-i` prints
-//! them again on the real run, after which rsync finds nothing to do.
+//! them again on the real run (as does `-v`), after which rsync finds
+//! nothing to do.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -119,8 +120,9 @@ fn dry_run_and_itemized_run_print_what_rsync_prints() {
     let f = Fixture::new();
     let dst = f.dir.path().join("dst");
     trees(&f.root(), &dst);
-    let twin = f.dir.path().join("twin");
+    let (twin, triplet) = (f.dir.path().join("twin"), f.dir.path().join("triplet"));
     run(Command::new("cp").arg("-a").arg(&dst).arg(&twin));
+    run(Command::new("cp").arg("-a").arg(&dst).arg(&triplet));
     let m = Mirror::start(&f.root(), &[]);
     let src = f.root().join("src");
 
@@ -156,6 +158,8 @@ fn dry_run_and_itemized_run_print_what_rsync_prints() {
     let made = ours(&m, &twin, &["-i", "-q"]);
     assert_eq!(made, dry, "archive -i prints what archive -n printed");
     assert_eq!(rsync_says(&src, &twin), Vec::<String>::new(), "rsync finds nothing left to do");
+    // -v lists them as well (logs go to stderr, the lines to stdout).
+    assert_eq!(ours(&m, &triplet, &["-v", "-q"]), dry, "archive -v prints what archive -n printed");
     // A second run changes nothing, and says nothing.
     assert_eq!(ours(&m, &twin, &["-i", "-q"]), Vec::<String>::new());
 }
