@@ -617,8 +617,16 @@ impl Archiving<'_> {
     /// is taken out of the move, named and kept (exit 5).
     pub(super) fn make_way(&self, chosen: &mut super::listing::Chosen<'_>, progress: &mut dyn Progress) {
         let mut blocked = HashSet::new();
+        let backup = self.backup().ok().flatten();
         for it in std::mem::take(&mut chosen.dirs_in_way) {
-            if let Err(e) = deep::clear_dir(&self.dest.join(&it.rel), self.spec.delete) {
+            let p = self.dest.join(&it.rel);
+            // With --backup-dir, a directory that must go (--delete) goes
+            // there whole: what it holds keeps its path below DEST.
+            let gone = match &backup {
+                Some(b) if self.spec.delete && deep::dir_may_go(&p, true).unwrap_or(false) => b.keep(&p, &it.rel),
+                _ => deep::clear_dir(&p, self.spec.delete),
+            };
+            if let Err(e) = gone {
                 progress.warn(&format!("not copying {}: {e}", Path::new(self.src).join(&it.rel).display()));
                 self.failed(&it.rel, e.to_string());
                 self.kept.lock().expect("kept lock").insert(it.rel.clone());

@@ -329,6 +329,10 @@ fn backup_dir_keeps_what_a_run_replaces_or_deletes_as_rsync_does() {
     std::fs::create_dir_all(old.join("gone/deep")).unwrap();
     std::fs::write(old.join("gone/deep/z"), b"z").unwrap();
     std::fs::write(old.join("d/stale"), b"stale").unwrap();
+    // A directory where SRC now has the file `new`.
+    std::fs::remove_file(old.join("new")).unwrap();
+    std::fs::create_dir_all(old.join("new/inner")).unwrap();
+    std::fs::write(old.join("new/inner/z"), b"in the way").unwrap();
     let (ours, theirs) = (f.out("ours"), f.out("theirs"));
     twins(&old, &ours, &theirs);
     let o = ddftp(
@@ -353,6 +357,7 @@ fn backup_dir_keeps_what_a_run_replaces_or_deletes_as_rsync_does() {
     assert_eq!(a, b);
     assert_eq!(a["bak/top"].as_deref(), Some(&b"the old top, another size"[..]));
     assert_eq!(a["bak/gone/deep/z"].as_deref(), Some(&b"z"[..]));
+    assert_eq!(a["bak/new/inner/z"].as_deref(), Some(&b"in the way"[..]), "a directory a file replaces");
     // The copy is SRC, but for the backups.
     let (_, left) = rsync_with(&src, &ours, &["-n", "-i", "--delete", "--exclude=/bak"]);
     assert_eq!(left, Vec::<String>::new());
