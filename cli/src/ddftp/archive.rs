@@ -19,6 +19,8 @@ use ddftp::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
 #[command(after_help = "Examples:
   ddftp archive data/run3 -m mirror1,mirror2 --dest /scratch/run3
   ddftp archive data -m m1,m2 --dest /backup/data --delete -n    (what a sync would change)
+  ddftp archive data -m m1,m2 --dest /backup/data --delete -i --backup-dir .replaced
+  ddftp archive data -m m1,m2 --dest /scratch/sel --files-from wanted.txt
   mpirun -n 4 ddftp archive data -m m1,m2,m3 --dest /lustre/data  (built with --features mpi)
 Docs: man ddftp-archive; docs/archive.md")]
 pub struct ArchiveOpt {

@@ -258,6 +258,34 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any owner, names, xattrs and symlink target (any bytes) write
+        /// an ATTRS field with no space or NUL that parses back to them;
+        /// any bytes as a field parse or are refused, never panic.
+        #[test]
+        fn any_attributes_round_trip(
+            owner in proptest::option::of((any::<u32>(), any::<u32>())),
+            target in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+            xattrs in proptest::option::of(proptest::collection::vec(
+                (proptest::collection::vec(any::<u8>(), 0..16), proptest::collection::vec(any::<u8>(), 0..16)), 0..4)),
+            junk in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut m = Meta { owner, rare: None };
+            if let Some(t) = target {
+                m.rare_mut().target = Some(t);
+            }
+            if let Some(x) = xattrs {
+                m.rare_mut().xattrs = Some(x);
+            }
+            let mut out = vec![];
+            m.push(&mut out);
+            prop_assert!(!out.contains(&b' ') && !out.contains(&0) && !out.contains(&b'\n'));
+            prop_assert_eq!(Meta::parse(&out).unwrap(), m);
+            let _ = Meta::parse(&junk);
+        }
+    }
 
     #[test]
     fn attributes_round_trip() {
