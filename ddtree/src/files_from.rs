@@ -81,6 +81,40 @@ impl FilesFrom {
         self.named.iter().map(PathBuf::as_path)
     }
 
+    /// Rules for a mirror's walk ([`crate::filter::Filter`]'s patterns,
+    /// after the user's own) that keep it to what the list names and the
+    /// directories on their way, so the rest of SRC is never read: each
+    /// included, anchored at SRC, then everything else excluded. `None`
+    /// if a name is not UTF-8 (no pattern can say it): the walk then
+    /// reads all of SRC and the list is applied to what it sends.
+    pub fn walk_rules(&self) -> Option<Vec<(bool, String)>> {
+        let esc = |p: &Path| -> Option<String> {
+            let s = p.to_str()?;
+            let mut out = String::with_capacity(s.len() + 1);
+            out.push('/');
+            for c in s.chars() {
+                if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            Some(out)
+        };
+        let mut rules = vec![];
+        for d in &self.on_the_way {
+            rules.push((true, format!("{}/", esc(d)?)));
+        }
+        for n in &self.named {
+            rules.push((true, esc(n)?));
+        }
+        for d in &self.opened {
+            let inside = if d.as_os_str().is_empty() { "/*".to_string() } else { format!("{}/*", esc(d)?) };
+            rules.push((true, inside));
+        }
+        rules.push((false, "*".into()));
+        Some(rules)
+    }
+
     /// How many entries the list names.
     pub fn len(&self) -> usize {
         self.named.len()
@@ -110,6 +144,29 @@ mod tests {
         assert!(z.wants(Path::new("a\nb")) && z.wants(Path::new("#c")));
         let e = FilesFrom::parse(b"ok\nx/../../etc\n", false).unwrap_err();
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn walk_rules_keep_a_walk_to_what_is_named() {
+        let f = FilesFrom::parse(b"a/b/c\nd/\nodd[*]?{x}\\\n", false).unwrap();
+        let rules = crate::filter::Filter::from_rules(&f.walk_rules().unwrap()).unwrap();
+        for (rel, dir, pruned) in [
+            ("a", true, false),
+            ("a/b", true, false),
+            ("a/b/c", false, false),
+            ("a/x", false, true),
+            ("a/b/d", true, true),
+            ("d", true, false),
+            ("d/e", true, false),
+            ("d/e/f", false, true),
+            ("odd[*]?{x}\\", false, false),
+            ("oddz", false, true),
+            ("top", false, true),
+        ] {
+            assert_eq!(rules.prunes(Path::new(rel), dir), pruned, "{rel}");
+        }
+        let bad = FilesFrom::parse(b"\xff\n", false).unwrap();
+        assert!(bad.walk_rules().is_none());
     }
 
     proptest! {

@@ -162,7 +162,11 @@ impl ArchiveSpec {
 
     /// What the mirror's walk is asked for.
     fn walk_ask(&self) -> crate::session::WalkAsk {
-        crate::session::WalkAsk { rules: self.filter.rules(), xattrs: self.xattrs, names: self.owners && self.by_name }
+        // The user's rules first (what they exclude stays out), then
+        // --files-from's, so the mirror reads only what the list names.
+        let mut rules = self.filter.rules();
+        rules.extend(self.files_from.as_ref().and_then(|f| f.walk_rules()).unwrap_or_default());
+        crate::session::WalkAsk { rules, xattrs: self.xattrs, names: self.owners && self.by_name }
     }
 }
 

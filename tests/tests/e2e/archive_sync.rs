@@ -245,7 +245,7 @@ fn fifos_and_sockets_are_made_and_a_device_is_made_by_root_or_named_with_exit_5(
 /// one the server, running as nobody, could not read: a walk into it
 /// would report it and exit 5).
 #[test]
-fn the_mirror_does_not_walk_an_excluded_directory() {
+fn the_mirror_does_not_walk_an_excluded_directory_nor_one_files_from_does_not_name() {
     let f = Fixture::new();
     let src = f.root().join("src");
     std::fs::create_dir_all(src.join(".snapshot/daily")).unwrap();
@@ -267,6 +267,15 @@ fn the_mirror_does_not_walk_an_excluded_directory() {
     let r = json(&ddftp(&["archive", "src", "-d", d, "-m", &m.addr, "--exclude", ".snapshot", "--json"], 0));
     assert_eq!(r["failed"].as_array().map(Vec::len), Some(0), "{r}");
     assert!(dst.join("f").exists() && !dst.join(".snapshot").exists());
+    // Nor with --files-from naming what to copy: the mirror is sent the
+    // names and reads nothing else.
+    let only = f.dir.path().join("only");
+    std::fs::write(&only, "f\n").unwrap();
+    let sel = f.dir.path().join("sel");
+    let (sel_s, only_s) = (sel.to_str().unwrap(), only.to_str().unwrap());
+    let r = json(&ddftp(&["archive", "src", "-d", sel_s, "-m", &m.addr, "--files-from", only_s, "--json"], 0));
+    assert_eq!(r["failed"].as_array().map(Vec::len), Some(0), "{r}");
+    assert!(sel.join("f").exists());
     std::fs::set_permissions(src.join(".snapshot"), std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
