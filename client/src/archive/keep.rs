@@ -157,6 +157,10 @@ impl Archiving<'_> {
                 Ok(m) if m.dev() == first.dev() && m.ino() == first.ino() => continue,
                 _ => {}
             }
+            if let Err(e) = self.back_up_one(&to, &l.item.rel, |_| true) {
+                self.failed(&l.item.rel, format!("cannot move the copy DEST has to --backup-dir, so it is kept: {e}"));
+                continue;
+            }
             match link_over(&from, &to, self.spec.delete) {
                 Ok(()) => made += 1,
                 Err(e) => self.failed(&l.item.rel, format!("cannot link it to {}: {e}", l.to.display())),

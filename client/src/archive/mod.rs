@@ -506,6 +506,8 @@ struct Archiving<'a> {
     incomplete: AtomicBool,
     /// DEST is this run's (rsync's `cd+++++++++ ./`).
     dest_made: AtomicBool,
+    /// `--backup-dir`, once opened.
+    backup_at: std::sync::OnceLock<backup::Backup>,
     /// The list's check: names admitted so far, entries waiting for their directory.
     shape: std::sync::Mutex<ddtree::list::shape::Shape<(PathBuf, Entry)>>,
     /// FIFOs, sockets, device nodes: no bytes to move, made in place.
@@ -555,6 +557,7 @@ impl<'a> Archiving<'a> {
             deletions_skipped: Default::default(),
             incomplete: AtomicBool::new(false),
             dest_made: AtomicBool::new(false),
+            backup_at: std::sync::OnceLock::new(),
             shape: Default::default(),
             specials: Default::default(),
             linked: Default::default(),
@@ -786,8 +789,8 @@ impl<'a> Archiving<'a> {
         };
         let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners));
         self.make_way(&mut chosen, progress);
-        if let Some(backup) = self.backup()? {
-            self.back_up(&backup, &mut chosen, progress);
+        if self.spec.backup_dir.is_some() {
+            self.back_up(&mut chosen, progress);
         }
         Ok(chosen)
     }

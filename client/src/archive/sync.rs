@@ -516,10 +516,34 @@ impl Archiving<'_> {
         Ok(plan)
     }
 
+    /// With `--backup-dir`, moves what DEST has at `p` (its `rel`) there
+    /// if `replaced` says the run will replace it (a directory only with
+    /// `--delete`, else it stays and the run names it); nothing otherwise.
+    pub(super) fn back_up_one(
+        &self,
+        p: &deep::Beneath,
+        rel: &Path,
+        replaced: impl FnOnce(&std::fs::Metadata) -> bool,
+    ) -> Result<(), String> {
+        let Ok(m) = deep::symlink_metadata(p) else { return Ok(()) };
+        if (m.is_dir() && !self.spec.delete) || !replaced(&m) {
+            return Ok(());
+        }
+        match self.backup() {
+            Ok(Some(b)) => b.keep(p, rel).map_err(|e| e.to_string()),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// `--backup-dir`'s place, if one is asked for.
     pub(super) fn backup(&self) -> Result<Option<Backup>, ArchiveError> {
         let Some(dir) = &self.spec.backup_dir else { return Ok(None) };
-        Backup::new(dir, &self.dest).map(Some).map_err(local(dir))
+        if let Some(b) = self.backup_at.get() {
+            return Ok(Some(b.clone()));
+        }
+        let b = Backup::new(dir, &self.dest).map_err(local(dir))?;
+        Ok(Some(self.backup_at.get_or_init(|| b).clone()))
     }
 
     /// A `--backup-dir` below DEST is never deleted as an entry SRC lacks.
@@ -535,19 +559,11 @@ impl Archiving<'_> {
     /// `--backup-dir`: what DEST holds where `chosen` puts a file or
     /// symlink goes to the backup first; one that cannot is named, and
     /// its entry is not moved (nothing is lost).
-    pub(super) fn back_up(
-        &self,
-        backup: &Backup,
-        chosen: &mut super::listing::Chosen<'_>,
-        progress: &mut dyn Progress,
-    ) {
+    pub(super) fn back_up(&self, chosen: &mut super::listing::Chosen<'_>, progress: &mut dyn Progress) {
         let mut kept = HashSet::new();
         for it in &chosen.todo {
             let p = self.dest.join(&it.rel);
-            if deep::symlink_metadata(&p).map_or(true, |m| m.is_dir()) {
-                continue;
-            }
-            if let Err(e) = backup.keep(&p, &it.rel) {
+            if let Err(e) = self.back_up_one(&p, &it.rel, |m| !m.is_dir()) {
                 let why = format!("cannot move the copy DEST has to --backup-dir, so it is kept: {e}");
                 progress.warn(&format!("not copying {}: {why}", Path::new(self.src).join(&it.rel).display()));
                 self.failed(&it.rel, why);
@@ -604,6 +620,10 @@ impl Archiving<'_> {
         let mut made = 0;
         for it in specials.iter() {
             let p = self.dest.join(&it.rel);
+            if let Err(e) = self.back_up_one(&p, &it.rel, |m| !is_special(&p, &it.entry) || m.is_dir()) {
+                self.failed(&it.rel, format!("cannot move the copy DEST has to --backup-dir, so it is kept: {e}"));
+                continue;
+            }
             match make_special(&p, &it.entry, self.spec.owners, self.spec.delete) {
                 Ok(()) => made += 1,
                 Err(e) => self.failed(&it.rel, format!("cannot make it: {e}")),
@@ -617,15 +637,14 @@ impl Archiving<'_> {
     /// is taken out of the move, named and kept (exit 5).
     pub(super) fn make_way(&self, chosen: &mut super::listing::Chosen<'_>, progress: &mut dyn Progress) {
         let mut blocked = HashSet::new();
-        let backup = self.backup().ok().flatten();
         for it in std::mem::take(&mut chosen.dirs_in_way) {
             let p = self.dest.join(&it.rel);
             // With --backup-dir, a directory that must go (--delete) goes
             // there whole: what it holds keeps its path below DEST.
-            let gone = match &backup {
-                Some(b) if self.spec.delete && deep::dir_may_go(&p, true).unwrap_or(false) => b.keep(&p, &it.rel),
-                _ => deep::clear_dir(&p, self.spec.delete),
-            };
+            let gone = self
+                .back_up_one(&p, &it.rel, std::fs::Metadata::is_dir)
+                .map_err(std::io::Error::other)
+                .and_then(|()| deep::clear_dir(&p, self.spec.delete));
             if let Err(e) = gone {
                 progress.warn(&format!("not copying {}: {e}", Path::new(self.src).join(&it.rel).display()));
                 self.failed(&it.rel, e.to_string());
