@@ -297,32 +297,7 @@ async fn archive_into(
     spec.check_srcs()?;
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
-    if std::fs::metadata(&spec.dest).is_ok_and(|m| !m.is_dir()) {
-        let why = "DEST is not a directory (it must be one, or not exist yet)";
-        return Err(ArchiveError::Local {
-            path: spec.dest.clone(),
-            source: io::Error::new(io::ErrorKind::NotADirectory, why),
-        });
-    }
-    // A destination that is empty (or new) holds nothing to skip or replace.
-    let mut fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
-    let dest_made = !spec.dry_run && spec.dest.symlink_metadata().is_err();
-    if !spec.dry_run {
-        // DEST itself is the user's path; what is below it is the mirrors'.
-        // Its missing parents are made as `mkdir -p` makes them (the
-        // umask's mode); DEST is private until its entries are in place.
-        if let Some(parent) = spec.dest.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(local(parent))?;
-        }
-        match std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&spec.dest) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(local(&spec.dest)(e)),
-            _ => {}
-        }
-    }
-    let dest = Dest::open(&spec.dest).map_err(local(&spec.dest))?;
-    if !spec.dry_run {
-        clear_rank_journals(&spec.dest, ranked);
-    }
+    let (dest, mut fresh, dest_made) = open_dest(spec, ranked)?;
     let streams = !spec.dry_run && !spec.itemize && spec.files_from.is_none() && spec.more_src.is_empty();
     if fresh && spec.list.is_none() && streams && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {
@@ -340,38 +315,7 @@ async fn archive_into(
     }
     let run = Archiving::new(spec, src, started, fresh, dest.clone());
     run.dest_made.store(dest_made, Ordering::Relaxed);
-    let (mut entries, unread) = fetch_list(spec, progress).await?;
-    if spec.xattrs && spec.list.is_some() && entries.iter().all(|e| e.meta.xattrs().is_none()) {
-        progress.warn("--xattrs: the list given carries no extended attributes (a mirror's walk does): none are set");
-    }
-    run.incomplete.store(!unread.is_empty(), Ordering::Relaxed);
-    for (path, why) in unread {
-        progress.warn(&format!("cannot copy {path}: {why}"));
-        run.failures.lock().expect("failures lock").push(Failure { path, why });
-    }
-    // Sorted, a directory comes before what it holds; a name listed twice
-    // is refused by the list's check (one of them), not dropped unseen.
-    entries.sort_by(|a, b| spec.rel_of(a).cmp(&spec.rel_of(b)));
-    *run.shape.lock().expect("shape lock") = ddtree::list::shape::Shape::with_capacity(entries.len());
-    let (mut items, mut admitted) = (Vec::with_capacity(entries.len()), vec![]);
-    for e in entries {
-        run.admit(e, &mut |w| progress.warn(w), &mut items, &mut admitted);
-    }
-    run.admit_end(&mut |w| progress.warn(w));
-    run.split_links(&mut items);
-    if let Some(named) = &spec.files_from {
-        run.name_missing(named, &items, progress);
-    }
-    if spec.ignore_existing {
-        run.leave_existing(&mut items);
-    }
-    run.protect_backup()?;
-    if spec.file_src {
-        items.retain(|it| !it.rel.as_os_str().is_empty());
-    }
-    if items.is_empty() {
-        return Err(ArchiveError::BadEntry { path: src.into(), why: "nothing under it in the list".into() });
-    }
+    let items = run.items(progress).await?;
     progress.status(&format!("comparing {} entries with {}", items.len(), spec.dest.display()));
     let differ = match spec.checksum && !fresh {
         true => checksum::differing(spec, &run.dest, &items, progress).await?,
@@ -452,6 +396,81 @@ async fn archive_into(
         transfer,
         ranks,
     })
+}
+
+/// DEST checked, made if missing (private until its entries are in
+/// place), opened; whether it is fresh (empty or new: nothing to skip or
+/// replace) and whether this run made it.
+fn open_dest(spec: &ArchiveSpec, ranked: bool) -> Result<(Dest, bool, bool), ArchiveError> {
+    if std::fs::metadata(&spec.dest).is_ok_and(|m| !m.is_dir()) {
+        let why = "DEST is not a directory (it must be one, or not exist yet)";
+        return Err(ArchiveError::Local {
+            path: spec.dest.clone(),
+            source: io::Error::new(io::ErrorKind::NotADirectory, why),
+        });
+    }
+    // A destination that is empty (or new) holds nothing to skip or replace.
+    let fresh = std::fs::read_dir(&spec.dest).map_or(true, |mut d| d.next().is_none());
+    let dest_made = !spec.dry_run && spec.dest.symlink_metadata().is_err();
+    if !spec.dry_run {
+        // DEST itself is the user's path; what is below it is the mirrors'.
+        // Its missing parents are made as `mkdir -p` makes them (the
+        // umask's mode); DEST is private until its entries are in place.
+        if let Some(parent) = spec.dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(local(parent))?;
+        }
+        match std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&spec.dest) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(local(&spec.dest)(e)),
+            _ => {}
+        }
+    }
+    let dest = Dest::open(&spec.dest).map_err(local(&spec.dest))?;
+    if !spec.dry_run {
+        clear_rank_journals(&spec.dest, ranked);
+    }
+    Ok((dest, fresh, dest_made))
+}
+
+impl Archiving<'_> {
+    /// The list (a mirror's walk or `--list`), through the list's check,
+    /// the filters and the sync options, as items under DEST; what could
+    /// not be read is named.
+    async fn items(&self, progress: &mut dyn Progress) -> Result<Vec<Item>, ArchiveError> {
+        let (mut entries, unread) = fetch_list(self.spec, progress).await?;
+        if self.spec.xattrs && self.spec.list.is_some() && entries.iter().all(|e| e.meta.xattrs().is_none()) {
+            progress
+                .warn("--xattrs: the list given carries no extended attributes (a mirror's walk does): none are set");
+        }
+        self.incomplete.store(!unread.is_empty(), Ordering::Relaxed);
+        for (path, why) in unread {
+            progress.warn(&format!("cannot copy {path}: {why}"));
+            self.failures.lock().expect("failures lock").push(Failure { path, why });
+        }
+        // Sorted, a directory comes before what it holds; a name listed twice
+        // is refused by the list's check (one of them), not dropped unseen.
+        entries.sort_by(|a, b| self.spec.rel_of(a).cmp(&self.spec.rel_of(b)));
+        *self.shape.lock().expect("shape lock") = ddtree::list::shape::Shape::with_capacity(entries.len());
+        let (mut items, mut admitted) = (Vec::with_capacity(entries.len()), vec![]);
+        for e in entries {
+            self.admit(e, &mut |w| progress.warn(w), &mut items, &mut admitted);
+        }
+        self.admit_end(&mut |w| progress.warn(w));
+        self.split_links(&mut items);
+        if let Some(named) = &self.spec.files_from {
+            self.name_missing(named, &items, progress);
+        }
+        if self.spec.ignore_existing {
+            self.leave_existing(&mut items);
+        }
+        self.protect_backup()?;
+        if self.spec.file_src {
+            items.retain(|it| !it.rel.as_os_str().is_empty());
+        }
+        if items.is_empty() {
+            return Err(ArchiveError::BadEntry { path: self.src.into(), why: "nothing under it in the list".into() });
+        }
+        Ok(items)
+    }
 }
 
 /// The prefix of the journals an MPI job's ranks write in DEST.

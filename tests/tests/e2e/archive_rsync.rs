@@ -166,16 +166,7 @@ fn dry_run_and_itemized_run_print_what_rsync_prints() {
 
 /// rsync's exit code and sorted stdout lines for `rsync -a ARGS SRC/ DST/`.
 fn rsync_with(src: &Path, dst: &Path, args: &[&str]) -> (i32, Vec<String>) {
-    let o = Command::new("rsync")
-        .arg("-a")
-        .args(args)
-        .arg(format!("{}/", src.display()))
-        .arg(format!("{}/", dst.display()))
-        .output()
-        .expect("rsync (CI installs it)");
-    let mut lines: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect();
-    lines.sort();
-    (o.status.code().unwrap_or(-1), lines)
+    rsync_many(&[src], dst, args)
 }
 
 /// Every regular file below `dir` with its bytes, and every directory.
