@@ -73,12 +73,36 @@ impl Plan {
 }
 
 fn shown(rel: &Path, dir: bool) -> String {
-    let s = rel.to_string_lossy();
+    use std::os::unix::ffi::OsStrExt;
+    let s = escaped(rel.as_os_str().as_bytes());
     match (s.is_empty(), dir) {
         (true, _) => "./".into(),
         (false, true) => format!("{s}/"),
-        (false, false) => s.into_owned(),
+        (false, false) => s,
     }
+}
+
+/// A name or symlink target as rsync prints it: the bytes of a control
+/// character, and those that are not UTF-8, as `\#ooo` (octal), so that a mirror's name
+/// can neither end a line early nor drive the terminal.
+fn escaped(b: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(b.len());
+    for chunk in b.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                for x in c.encode_utf8(&mut [0; 4]).bytes() {
+                    let _ = write!(out, "\\#{x:03o}");
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        for &x in chunk.invalid() {
+            let _ = write!(out, "\\#{x:03o}");
+        }
+    }
+    out
 }
 
 /// What a run would do to DEST for `items` (sorted by path), and, with
@@ -182,7 +206,7 @@ pub(super) fn plan(
         };
         if let Some(l) = line {
             let to = e.meta.target().filter(|_| e.kind == Kind::Link);
-            let to = to.map(|t| format!(" -> {}", String::from_utf8_lossy(t))).unwrap_or_default();
+            let to = to.map(|t| format!(" -> {}", escaped(t))).unwrap_or_default();
             lines.push((it.rel.clone(), format!("{l} {}{to}", shown(&it.rel, e.kind == Kind::Dir))));
         }
     }
@@ -680,5 +704,27 @@ impl Archiving<'_> {
             self.failed(rel, format!("cannot delete: {why}"));
         }
         Ok((extra.len() - failed.len()) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn names_are_escaped_as_rsync_escapes_them() {
+        assert_eq!(escaped(b"a\nb"), "a\\#012b");
+        assert_eq!(escaped(b"t\x1b[31m"), "t\\#033[31m");
+        assert_eq!(escaped(b"\xff\xfe"), "\\#377\\#376");
+        assert_eq!(escaped("plain é".as_bytes()), "plain é");
+    }
+
+    proptest! {
+        /// Whatever bytes a mirror names: one line, no control character.
+        #[test]
+        fn an_escaped_name_holds_no_control_character(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            prop_assert!(!escaped(&b).chars().any(char::is_control));
+        }
     }
 }

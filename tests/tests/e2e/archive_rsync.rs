@@ -63,6 +63,9 @@ fn trees(root: &Path, dst: &Path) {
     for (i, f) in ["f", "g", "acl", "ax", "ux", "dirfile", "keep/k"].iter().enumerate() {
         random_file(&p(f), 300 + i, 100 + i as u64);
     }
+    // Names and targets a hostile mirror might give: escaped, as rsync does.
+    random_file(&p("new\nline"), 10, 399);
+    std::os::unix::fs::symlink("t\x1b[31m", p("esc")).unwrap();
     for (link, to) in [("newlink", "f"), ("chlink", "f"), ("samelink", "f"), ("dirlink", "sub")] {
         std::os::unix::fs::symlink(to, p(link)).unwrap();
     }
@@ -80,6 +83,8 @@ fn trees(root: &Path, dst: &Path) {
     run(Command::new("cp").arg("-a").arg(&src).arg(dst));
     let q = |r: &str| dst.join(r);
     std::fs::remove_file(q("newlink")).unwrap();
+    std::fs::remove_file(q("new\nline")).unwrap();
+    std::fs::remove_file(q("esc")).unwrap();
     std::fs::remove_file(q("chlink")).unwrap();
     std::os::unix::fs::symlink("other", q("chlink")).unwrap();
     touch(&q("samelink"), "2020-01-01");
@@ -132,6 +137,8 @@ fn dry_run_and_itemized_run_print_what_rsync_prints() {
     // What the comparison covers, should rsync ever change its words.
     for want in [
         "cL+++++++++ newlink -> f",
+        "cL+++++++++ esc -> t\\#033[31m",
+        ">f+++++++++ new\\#012line",
         "cLc........ chlink -> f",
         ".L..t...... samelink -> f",
         "cL+++++++++ dirlink -> sub",
