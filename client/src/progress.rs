@@ -91,6 +91,26 @@ impl Bar {
     }
 }
 
+/// `msg` as it may reach a terminal: a control character other than a
+/// newline or tab (an escape sequence in a name a mirror sent, say) is
+/// shown as `\#ooo`, never sent to the terminal.
+pub fn terminal_safe(msg: &str) -> std::borrow::Cow<'_, str> {
+    if !msg.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return msg.into();
+    }
+    let mut out = String::with_capacity(msg.len() + 8);
+    for c in msg.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            for x in c.encode_utf8(&mut [0; 4]).bytes() {
+                out.push_str(&format!("\\#{x:03o}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
 impl Progress for Bar {
     fn start(&mut self, total: u64, mirrors: &[String]) {
         self.mirrors = mirrors.to_vec();
@@ -140,6 +160,7 @@ impl Progress for Bar {
 
     fn warn(&mut self, msg: &str) {
         self.warnings.push(msg.to_string());
+        let msg = terminal_safe(msg);
         match &self.bar {
             Some(b) => b.suspend(|| eprintln!("ddftp: warning: {msg}")),
             None => eprintln!("ddftp: warning: {msg}"),
@@ -166,5 +187,19 @@ mod tests {
         let l = super::log_line(1 << 30, 4 << 30, 100.0 * 1048576.0, "a 60%, b 40%");
         assert_eq!(l, "ddftp: 1.00 GiB of 4.00 GiB (25.0%), 100.00 MiB/s, ETA 31 s; mirrors: a 60%, b 40%");
         assert!(super::log_line(0, 10, 0.0, "").contains("ETA unknown"));
+    }
+
+    #[test]
+    fn escape_sequences_never_reach_the_terminal() {
+        assert_eq!(super::terminal_safe("not copying a\x1b[2Jb: why"), "not copying a\\#033[2Jb: why");
+        assert_eq!(super::terminal_safe("two\nlines\tand a tab"), "two\nlines\tand a tab");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn only_newlines_and_tabs_are_left(s in ".{0,40}") {
+            let safe = super::terminal_safe(&s);
+            proptest::prop_assert!(!safe.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+        }
     }
 }

@@ -9,6 +9,7 @@ use super::get::{exit_for, json_failure, MoveOpt};
 use super::{report_error, runtime, Exit};
 use ddftp::archive::filter::{Filter, RuleSpec};
 use ddftp::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
+use ddftp::progress::terminal_safe;
 
 /// Copy a tree from several mirrors at once: the files as one range, moved
 /// from both ends by pairs of mirrors; directories, symlinks, modes, mtimes.
@@ -193,7 +194,7 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
     if !r.failed.is_empty() {
         writeln!(to, "  NOT COPIED: {} entries (everything else was):", r.failed.len())?;
         for f in &r.failed {
-            writeln!(to, "    {}: {}", f.path, f.why)?;
+            writeln!(to, "    {}", terminal_safe(&format!("{}: {}", f.path, f.why)))?;
         }
     }
     if r.setid_cleared > 0 {
@@ -399,7 +400,7 @@ fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport) -> Exit {
             }
             // Named on stderr too, whatever was asked for on stdout.
             for f in &r.failed {
-                eprintln!("ddftp: error: not copied: {}: {}", f.path, f.why);
+                eprintln!("ddftp: error: not copied: {}", terminal_safe(&format!("{}: {}", f.path, f.why)));
             }
             report_error(&format!("{} entries could not be copied; everything else was", r.failed.len()));
             Exit::Partial

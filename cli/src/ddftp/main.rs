@@ -48,7 +48,7 @@ impl From<Exit> for ExitCode {
 
 /// Prints `ddftp: error: ...` with the full cause chain.
 pub fn report_error(e: &dyn std::fmt::Display) {
-    eprintln!("ddftp: error: {e:#}");
+    eprintln!("ddftp: error: {}", ddftp::progress::terminal_safe(&format!("{e:#}")));
 }
 
 /// Logs to stderr through `tracing`: `DDFTP_LOG` if set (e.g. `debug`,
