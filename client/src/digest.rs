@@ -59,7 +59,8 @@ impl PrefixHasher {
         let (tx, rx) = mpsc::channel::<u64>();
         let handle = std::thread::Builder::new().name("ddftp-hash".into()).spawn(move || {
             let mut h = Sha256::new();
-            let mut buf = vec![0u8; 1 << 20];
+            // No bigger than the file: a list of small files makes one a file.
+            let mut buf = vec![0u8; size.clamp(1, 1 << 20) as usize];
             let (mut hashed, mut avail) = (0u64, 0u64);
             loop {
                 while hashed < avail {

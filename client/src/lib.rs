@@ -24,6 +24,7 @@ pub mod journal;
 pub mod manifest;
 pub mod metalink;
 pub mod nic;
+pub mod pool;
 pub mod progress;
 pub mod retry;
 pub mod session;

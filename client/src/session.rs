@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 
 use crate::consensus::Version;
 use crate::manifest::{Manifest, ManifestMismatch};
+use crate::pool::{Leftover, Pool};
 use ddftp_proto::manifest::{chunk_count, MAX_MANIFEST_HASHES};
 use ddftp_proto::FileDigest;
 
@@ -270,25 +271,51 @@ pub(crate) async fn connect_within(
     };
     let (mut buf, rtt, (server_id, max_block_size)) =
         tokio::time::timeout(within, exchange).await.map_err(|_| SessionError::NoReply)??;
+    let mut session = Session { sock, rtt, server_id, max_block_size, mtime: None };
     let Some((_, with_manifest)) = stat else {
-        return Ok((Session { sock, rtt, server_id, max_block_size, mtime: None }, None, None));
+        return Ok((session, None, None));
     };
-    let (version, mtime) = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut sock, &mut buf)).await {
-        Err(_) => return Err(SessionError::StatTimeout),
-        Ok(Ok(Reply::Stat { size, digest, mtime_secs, mtime_nanos })) => {
-            (Version { size, digest: checked_digest(size, digest)? }, Some((mtime_secs, mtime_nanos)))
+    let (version, manifest) = session.read_stat(&mut buf, with_manifest).await?;
+    Ok((session, Some(version), manifest))
+}
+
+/// [`connect_within`], on an idle connection `pool` holds to `route` when
+/// it has one (a list's next file: no connect, no greeting, the `Stat`
+/// alone). A pooled connection that no longer serves (the mirror closed
+/// it, restarted, or sends what it should not) is closed, and a new one
+/// made as if there had been none: what the probe answers is the same.
+pub(crate) async fn connect_pooled(
+    pool: Option<&Pool>,
+    route: &Route,
+    stat: Option<(&str, bool)>,
+    token: Option<&[u8]>,
+    within: Duration,
+) -> Result<Probed, SessionError> {
+    // Only a probe asks `Stat`; a connection without one (a bundle's, the
+    // virtual pair's second) is new.
+    if let (Some(pool), Some((path, with_manifest))) = (pool, stat) {
+        while let Some((mut s, left)) = pool.take(route) {
+            match s.restat(left, path, with_manifest, within).await {
+                Ok((version, manifest)) => return Ok((s, Some(version), manifest)),
+                // The mirror's answer about this path (not found, not a
+                // file...): the connection still serves other paths.
+                Err(e @ SessionError::Refused { .. }) => {
+                    pool.put(route.clone(), s, Leftover::default());
+                    return Err(e);
+                }
+                // It is hashing the file, or lying about it: a new
+                // connection would only wait or hear the same.
+                Err(
+                    e @ (SessionError::StatTimeout
+                    | SessionError::ManifestTimeout
+                    | SessionError::ChunkSize { .. }
+                    | SessionError::Manifest(_)),
+                ) => return Err(e),
+                Err(e) => tracing::debug!(%route, "an idle connection no longer serves ({e}): connecting anew"),
+            }
         }
-        Ok(Ok(other)) => return Err(unexpected(other)),
-        Ok(Err(e)) => return Err(e),
-    };
-    let manifest = if with_manifest {
-        let read = read_manifest(&mut sock, &mut buf, version.size, &version.digest);
-        let read = tokio::time::timeout(STAT_TIMEOUT, read).await.map_err(|_| SessionError::ManifestTimeout)?;
-        Some(read?)
-    } else {
-        None
-    };
-    Ok((Session { sock, rtt, server_id, max_block_size, mtime }, Some(version), manifest))
+    }
+    connect_within(route, stat, token, within).await
 }
 
 /// A TCP connection along `route`: from its local address if it has one
@@ -415,6 +442,61 @@ const WALK_BATCH: usize = 4096;
 const DEFINE_TIMEOUT: Duration = Duration::from_secs(600);
 
 impl Session {
+    /// The `Stat` reply (and, `with_manifest`, the chunk manifest behind
+    /// it) to a `Stat` sent; sets [`Session::mtime`].
+    async fn read_stat(
+        &mut self,
+        buf: &mut BytesMut,
+        with_manifest: bool,
+    ) -> Result<(Version, Option<Manifest>), SessionError> {
+        let version = match tokio::time::timeout(STAT_TIMEOUT, read_reply(&mut self.sock, buf)).await {
+            Err(_) => return Err(SessionError::StatTimeout),
+            Ok(Ok(Reply::Stat { size, digest, mtime_secs, mtime_nanos })) => {
+                self.mtime = Some((mtime_secs, mtime_nanos));
+                Version { size, digest: checked_digest(size, digest)? }
+            }
+            Ok(Ok(other)) => return Err(unexpected(other)),
+            Ok(Err(e)) => return Err(e),
+        };
+        if !with_manifest {
+            return Ok((version, None));
+        }
+        let read = read_manifest(&mut self.sock, buf, version.size, &version.digest);
+        let manifest = tokio::time::timeout(STAT_TIMEOUT, read).await.map_err(|_| SessionError::ManifestTimeout)??;
+        Ok((version, Some(manifest)))
+    }
+
+    /// Asks a connection a finished download handed back for `path`'s
+    /// `Stat` (and manifest), first reading past what `left` says it still
+    /// owes: the blocks and the `Stopped` of the streams that were ended
+    /// as it was handed back (the `Stat` goes out at once: the mirror
+    /// answers it after those). Anything else there is an error.
+    pub(crate) async fn restat(
+        &mut self,
+        left: Leftover,
+        path: &str,
+        with_manifest: bool,
+        within: Duration,
+    ) -> Result<(Version, Option<Manifest>), SessionError> {
+        let Leftover { mut streams, mut buf } = left;
+        let mut out = BytesMut::new();
+        Request::Stat { path: path.to_string(), manifest: with_manifest }.encode(&mut out);
+        send(&mut self.sock, &out).await?;
+        let past = async {
+            while !streams.is_empty() {
+                match read_reply(&mut self.sock, &mut buf).await? {
+                    Reply::Block { stream, .. } | Reply::SealedBlock { stream, .. } if streams.contains(&stream) => {}
+                    Reply::Unreadable { .. } => {}
+                    Reply::Stopped { stream, .. } if streams.contains(&stream) => streams.retain(|s| *s != stream),
+                    other => return Err(unexpected(other)),
+                }
+            }
+            Ok(())
+        };
+        tokio::time::timeout(within, past).await.map_err(|_| SessionError::NoReply)??;
+        self.read_stat(&mut buf, with_manifest).await
+    }
+
     /// Connects along `route` and greets (no `Stat`).
     pub(crate) async fn open(route: &Route, token: Option<&[u8]>) -> Result<Session, SessionError> {
         Ok(connect(route, None, token).await?.0)

@@ -237,6 +237,17 @@ impl Stream {
             }
         }
     }
+
+    /// The stream again from the halves [`Stream::into_split`] made of it
+    /// (to use the connection for something else); `None` for halves of
+    /// two streams.
+    pub fn unsplit(r: ReadHalf, w: WriteHalf) -> Option<Stream> {
+        match (r, w) {
+            (ReadHalf::Plain(r), WriteHalf::Plain(w)) => r.reunite(w).ok().map(Stream::Plain),
+            (ReadHalf::Tls(r), WriteHalf::Tls(w)) if r.is_pair_of(&w) => Some(Stream::Tls(Box::new(r.unsplit(w)))),
+            _ => None,
+        }
+    }
 }
 
 /// The reading half of a [`Stream`].

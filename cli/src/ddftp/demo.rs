@@ -173,6 +173,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         no_clobber: false,
         keep_mtime: false,
         asking: Default::default(),
+        pool: None,
     };
     let mut progress = SlowDownHalfWay {
         inner: Bar::new(!opt.quiet, std::time::Duration::from_secs(10)),

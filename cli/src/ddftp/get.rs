@@ -347,6 +347,7 @@ impl MoveOpt {
             no_clobber: false,
             keep_mtime: false,
             asking: self.web.asking()?,
+            pool: None,
         })
     }
 }

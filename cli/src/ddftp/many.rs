@@ -1,7 +1,8 @@
 //! `ddftp get` of several files: `PATH...` with `--mirrors`, `-i LIST`
 //! (aria2c's input file), or a Metalink that lists several. Each file is
 //! a download of its own (the same rules, resume, verification, output
-//! checks); `-j` of them run at once. One file that fails does not stop
+//! checks) over connections the files share (`ddftp::pool`); `-j` of
+//! them run at once. One file that fails does not stop
 //! the others: each is named with why, and the exit code says so (5: some
 //! failed, all the others are complete; otherwise the failure's own).
 
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ddftp::progress::Bar;
+use ddftp::transfer::GetSpec;
 use ddftp_proto::units::HumanBytes;
 
 use super::get::{exit_for, fetch, json_failure, GetOpt, GetResult};
@@ -192,20 +194,26 @@ pub fn run(o: GetOpt) -> Exit {
     };
     let n = jobs.len();
     let every = std::time::Duration::from_secs_f64(o.moving.progress_interval);
+    // One set of connections per mirror for the whole list: each file
+    // running at once may hold two to a route (a virtual pair's second).
+    let pool = Arc::new(ddftp::pool::Pool::new(2 * o.jobs.max(1)));
     let outcomes: Vec<(String, Outcome)> = rt.block_on(async {
         let turns = Arc::new(tokio::sync::Semaphore::new(o.jobs.max(1)));
         let mut running = vec![];
         for job in jobs {
-            let turns = turns.clone();
+            // Files start in the list's order (a turn is taken before the
+            // file's task is made).
+            let turn = turns.clone().acquire_owned().await.expect("the semaphore is never closed");
+            let pool = pool.clone();
             running.push(tokio::spawn(async move {
-                let _turn = turns.acquire_owned().await;
+                let _turn = turn;
                 if let (Some((base, sub)), Ok(_)) = (&job.below, &job.opt) {
                     if let Err(e) = beneath(base, sub) {
                         return (job.label, Outcome::Failed(e, Exit::Local));
                     }
                 }
                 let spec = match job.opt.and_then(|opt| opt.spec()) {
-                    Ok(s) => s,
+                    Ok(s) => GetSpec { pool: Some(pool), ..s },
                     Err(e) => return (job.label, Outcome::Failed(e, Exit::Usage)),
                 };
                 // Each file's warnings go to stderr; no bar for many files.

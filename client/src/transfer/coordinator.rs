@@ -30,6 +30,9 @@ pub(super) struct Coordinator<'a> {
     size: u64,
     /// Command channel per slot; `None` once the slot is dropped.
     cmds: Vec<Option<mpsc::UnboundedSender<Action>>>,
+    /// Each slot's task: a dropped producer's is stopped at once, so its
+    /// connection is never handed to another file.
+    tasks: Vec<tokio::task::AbortHandle>,
     /// How each slot reaches its mirror (to ask it again).
     sources: Vec<Source>,
     /// Routes being asked again, not yet back.
@@ -71,8 +74,8 @@ impl Coordinator<'_> {
             }
         }
         while let Some(TransferEvent::Dropped { producer, mirror, why }) = self.tr.poll_event() {
-            // Closing its command channel ends the slot's task.
             self.cmds[producer] = None;
+            self.tasks[producer].abort();
             let w = format!("dropping {} (stream {producer}): {why}", self.mirrors[mirror]);
             tracing::info!(mirror = %self.mirrors[mirror], producer, "dropped: {why}");
             progress.warn(&w);
@@ -252,7 +255,8 @@ impl Coordinator<'_> {
     }
 }
 
-/// Starts `producer`'s slot task; its round trip so far.
+/// Starts `producer`'s slot task; its round trip so far. A ddftpd
+/// slot's connection goes back to `pool` when the transfer completes.
 fn spawn_slot(
     tasks: &mut tokio::task::JoinSet<()>,
     slot: ProducerId,
@@ -260,21 +264,46 @@ fn spawn_slot(
     ctx: &Arc<SlotCtx>,
     rx: mpsc::UnboundedReceiver<Action>,
     events: mpsc::Sender<Event>,
-) -> Duration {
+    pool: Option<&Arc<crate::pool::Pool>>,
+) -> (Duration, tokio::task::AbortHandle) {
     match producer {
         Producer::Ddftpd(route, conn) => {
             let mirror = route.endpoint.to_string().into();
-            tasks.spawn(run_slot(slot, mirror, conn.sock, ctx.clone(), rx, events));
-            conn.rtt
+            let Session { sock, rtt, server_id, max_block_size, .. } = conn;
+            let (ctx, pool) = (ctx.clone(), pool.cloned());
+            let task = tasks.spawn(async move {
+                let back = run_slot(slot, mirror, sock, ctx, rx, events).await;
+                if let (Some(pool), Some((sock, left))) = (pool, back) {
+                    pool.put(route, Session { sock, rtt, server_id, max_block_size, mtime: None }, left);
+                }
+            });
+            (rtt, task)
         }
         Producer::Http(m, rtt) if m.whole_only => {
-            tasks.spawn(super::whole_slot::run_whole_slot(slot, m, ctx.clone(), rx, events));
-            rtt
+            (rtt, tasks.spawn(super::whole_slot::run_whole_slot(slot, m, ctx.clone(), rx, events)))
         }
-        Producer::Http(m, rtt) => {
-            tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, events));
-            rtt
+        Producer::Http(m, rtt) => (rtt, tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, events))),
+    }
+}
+
+/// How long a completed transfer waits for its slots to hand their
+/// connections back (each only ends its streams; none waits for a reply).
+const HAND_BACK: Duration = Duration::from_millis(500);
+
+impl Coordinator<'_> {
+    /// Ends a completed transfer's slots: the ddftpd ones hand their
+    /// connections to the pool (the next file of the command takes them),
+    /// the others stop at once.
+    async fn hand_back(&mut self, ctx: &SlotCtx, mut tasks: tokio::task::JoinSet<()>) {
+        ctx.completed.store(true, std::sync::atomic::Ordering::Release);
+        self.cmds.clear();
+        for (task, source) in self.tasks.iter().zip(&self.sources) {
+            if !matches!(source, Source::Ddftpd(_)) {
+                task.abort();
+            }
         }
+        let _ = tokio::time::timeout(HAND_BACK, async { while tasks.join_next().await.is_some() {} }).await;
+        tasks.abort_all();
     }
 }
 
@@ -316,7 +345,15 @@ pub(super) async fn run_transfer(
         p.check_whole(&completed);
     }
     let cap = spec.limit_rate.map(|r| Arc::new(ddnet::ratelimit::RateLimiter::new(Some(r))));
-    let ctx = Arc::new(SlotCtx { file: file.clone(), path: spec.path.clone(), block_size, size, check, cap });
+    let ctx = Arc::new(SlotCtx {
+        file: file.clone(),
+        path: spec.path.clone(),
+        block_size,
+        size,
+        check,
+        cap,
+        completed: Default::default(),
+    });
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut tasks = tokio::task::JoinSet::new();
     let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
@@ -324,12 +361,15 @@ pub(super) async fn run_transfer(
     let sources: Vec<Source> = slots.iter().map(|(_, p)| p.source()).collect();
     let mut cmds = vec![];
     let mut rtts = vec![];
+    let mut slot_tasks = vec![];
     let first_joined = slots.len();
     let forward_only: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].1.whole_only()).collect();
     for (slot, (_, producer)) in slots.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         cmds.push(Some(tx));
-        rtts.push(spawn_slot(&mut tasks, slot, producer, &ctx, rx, ev_tx.clone()));
+        let (rtt, task) = spawn_slot(&mut tasks, slot, producer, &ctx, rx, ev_tx.clone(), spec.pool.as_ref());
+        rtts.push(rtt);
+        slot_tasks.push(task);
     }
     // Mirrors may still join (an archive's, as each registers the bundle).
     let mut join_open = joining.is_some();
@@ -364,6 +404,7 @@ pub(super) async fn run_transfer(
         block_size: bs,
         size,
         cmds,
+        tasks: slot_tasks,
         sources,
         retrying: Default::default(),
         waits: Default::default(),
@@ -474,7 +515,9 @@ pub(super) async fn run_transfer(
                 match got {
                     Ok(producer) => {
                         let (slot, rx) = c.join(&source, now, progress);
-                        let rtt = spawn_slot(&mut tasks, slot, producer, &ctx, rx, c.events.clone());
+                        let pool = spec.pool.as_ref();
+                        let (rtt, task) = spawn_slot(&mut tasks, slot, producer, &ctx, rx, c.events.clone(), pool);
+                        c.tasks.push(task);
                         c.tr.handle_round_trip(slot, rtt, now);
                         if retried {
                             let w = format!("{}: back; it rejoins the transfer", source.route());
@@ -513,7 +556,12 @@ pub(super) async fn run_transfer(
     };
     progress.update(reused_bytes + c.fetched(), c.tr.mirror_bytes());
     progress.finish();
-    tasks.abort_all();
+    // What the slots still send is not waited for.
+    drop(ev_rx);
+    match outcome.is_ok() {
+        true => c.hand_back(&ctx, tasks).await,
+        false => tasks.abort_all(),
+    }
     if outcome.is_err() {
         // Keep what arrived: the next run resumes from it.
         let _ = c.write_journal();

@@ -177,6 +177,9 @@ pub struct GetSpec {
     /// What requests to web mirrors carry: headers, user agent, where
     /// credentials come from.
     pub asking: Arc<crate::http::auth::Asking>,
+    /// Connections shared by the files of one command: a probe takes an
+    /// idle one to its mirror, a completed transfer hands its own back.
+    pub pool: Option<Arc<crate::pool::Pool>>,
 }
 
 /// Tells the user `w` (above the progress bar) and keeps it for the report.
@@ -317,7 +320,8 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
     for (i, r) in routes.iter().enumerate() {
         let stat = spec.sealed_size.is_none().then(|| (spec.path.clone(), spec.verify && i == 0));
         let (r, token, sealed, within) = (r.clone(), spec.token.clone(), spec.sealed_size, spec.connect_timeout);
-        probing.spawn(async move { Probed::Ddftpd(i, probe(r, stat, token, sealed, within).await) });
+        let pool = spec.pool.clone();
+        probing.spawn(async move { Probed::Ddftpd(i, probe(r, stat, token, sealed, within, pool).await) });
     }
     // With an odd count the last route will also carry a virtual pair's
     // second stream: open that connection at the same time.
@@ -541,6 +545,12 @@ pub async fn get_joining(
         let checked = checked_against(false, http_only, expected.as_ref());
         if let Some(mut r) = already::done_before(spec, size, want, checked, mtime, started).await? {
             r.warnings = warnings;
+            // Nothing moved on them: the next file of the command may.
+            if let Some(pool) = &spec.pool {
+                for (m, conn) in usable {
+                    pool.put(m.route, conn, Default::default());
+                }
+            }
             return Ok(r);
         }
     }
@@ -668,7 +678,10 @@ pub async fn get_joining(
     }
     journal.done = completed.ranges();
     let reused_bytes = journal.done_bytes();
-    if !to_stdout {
+    // A file of one block has nothing to resume: its journal is written
+    // only if it takes longer than a journal tick, or fails (a list of
+    // small files then makes and removes no journal per file).
+    if !to_stdout && blocks > 1 {
         journal.save(&jpath, spec.sync).map_err(|source| TransferError::Output {
             path: jpath.clone(),
             source,

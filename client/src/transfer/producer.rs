@@ -135,7 +135,7 @@ pub(super) fn agree_on_version(
     Ok((version, http_only, copy))
 }
 
-/// Connects to a mirror and, with `stat` (path, and whether the chunk
+/// Connects to a mirror (or takes `pool`'s idle connection to it) and, with `stat` (path, and whether the chunk
 /// manifest should come too), asks for the file's size and digests; a
 /// sealed bundle's size is known (`sealed_size`) and nothing is asked.
 pub(super) async fn probe(
@@ -144,9 +144,11 @@ pub(super) async fn probe(
     token: Option<Arc<[u8]>>,
     sealed_size: Option<u64>,
     within: Duration,
+    pool: Option<Arc<crate::pool::Pool>>,
 ) -> Result<(MirrorInfo, Session), SessionError> {
     let ask = stat.as_ref().map(|(p, m)| (p.as_str(), *m));
-    let (conn, version, manifest) = crate::session::connect_within(&route, ask, token.as_deref(), within).await?;
+    let (conn, version, manifest) =
+        crate::session::connect_pooled(pool.as_deref(), &route, ask, token.as_deref(), within).await?;
     let version = match (version, sealed_size) {
         (Some(v), _) => v,
         (None, Some(size)) => Version::sealed(size),

@@ -5,6 +5,7 @@
 //! one message per block.
 
 use super::*;
+use crate::pool::Leftover;
 
 /// Slot to coordinator.
 pub(super) enum Event {
@@ -55,6 +56,9 @@ pub(super) struct SlotCtx {
     pub(super) check: Check,
     /// `--limit-rate`: every slot takes what it receives from it.
     pub(super) cap: Option<Arc<ddnet::ratelimit::RateLimiter>>,
+    /// Set once the transfer has completed: a slot whose commands end
+    /// then hands its connection back ([`crate::pool`]) instead of closing it.
+    pub(super) completed: std::sync::atomic::AtomicBool,
 }
 
 /// How a transfer's blocks are checked before they are written.
@@ -67,6 +71,8 @@ pub(super) enum Check {
     Nothing,
 }
 
+/// Runs the slot until its commands end (the connection back, and what it
+/// still owes, if the transfer completed) or its connection fails.
 pub(super) async fn run_slot(
     slot: ProducerId,
     mirror: Arc<str>,
@@ -74,7 +80,7 @@ pub(super) async fn run_slot(
     ctx: Arc<SlotCtx>,
     mut cmds: mpsc::UnboundedReceiver<Action>,
     events: mpsc::Sender<Event>,
-) {
+) -> Option<(ddnet::tls::Stream, Leftover)> {
     let (mut rd, mut wr) = sock.into_split();
     let bs = ctx.block_size as usize;
     let mut inbuf = BytesMut::with_capacity(2 * bs + 64 * 1024);
@@ -83,8 +89,16 @@ pub(super) async fn run_slot(
     let fail = |error: String| Event::Failed { slot, error, wait: None };
     loop {
         tokio::select! {
+            // Commands first: once they end, no block is written.
+            biased;
             cmd = cmds.recv() => {
-                let Some(cmd) = cmd else { return };
+                let Some(cmd) = cmd else {
+                    if !ctx.completed.load(std::sync::atomic::Ordering::Acquire) {
+                        return None;
+                    }
+                    let streams = expect.iter().map(|e| e.stream).collect();
+                    return hand_back(rd, wr, Leftover { streams, buf: inbuf }).await;
+                };
                 out.clear();
                 match cmd {
                     Action::Start { stream, first, last, dir, .. } => {
@@ -101,13 +115,13 @@ pub(super) async fn run_slot(
                 }
                 if let Err(e) = crate::session::send(&mut wr, &out).await {
                     let _ = events.send(fail(format!("send: {e}"))).await;
-                    return;
+                    return None;
                 }
             }
             n = rd.read_buf(&mut inbuf) => {
                 match n {
-                    Ok(0) => { let _ = events.send(fail("connection closed by the server".into())).await; return; }
-                    Err(e) => { let _ = events.send(fail(format!("receive: {e}"))).await; return; }
+                    Ok(0) => { let _ = events.send(fail("connection closed by the server".into())).await; return None; }
+                    Err(e) => { let _ = events.send(fail(format!("receive: {e}"))).await; return None; }
                     Ok(n) => {
                         // `--limit-rate`: the next read waits for the budget.
                         if let Some(cap) = &ctx.cap {
@@ -117,7 +131,7 @@ pub(super) async fn run_slot(
                 }
                 if let Err(ev) = drain_frames(slot, &mirror, &ctx, &mut inbuf, &mut expect, &events).await {
                     let _ = events.send(ev).await;
-                    return;
+                    return None;
                 }
                 if inbuf.capacity() - inbuf.len() < 64 * 1024 {
                     inbuf.reserve(bs + 64 * 1024);
@@ -125,6 +139,24 @@ pub(super) async fn run_slot(
             }
         }
     }
+}
+
+/// The connection of a completed transfer, for the next file: the streams
+/// it still runs (`left`) are ended here, without waiting for them to stop
+/// (the next request reads past what they still send).
+async fn hand_back(
+    rd: ddnet::tls::ReadHalf,
+    mut wr: ddnet::tls::WriteHalf,
+    left: Leftover,
+) -> Option<(ddnet::tls::Stream, Leftover)> {
+    let mut out = BytesMut::new();
+    for &stream in &left.streams {
+        Request::End { stream }.encode(&mut out);
+    }
+    if !out.is_empty() {
+        crate::session::send(&mut wr, &out).await.ok()?;
+    }
+    Some((ddnet::tls::Stream::unsplit(rd, wr)?, left))
 }
 
 /// Handles every complete frame in `inbuf`: checks and writes blocks,

@@ -141,11 +141,100 @@ fn a_metalink_with_two_files_fetches_both() {
     assert_eq!(std::fs::read(dir.join("b.iso")).unwrap(), b);
 }
 
-/// The target is 5x; `benches/many-files.sh` measures it (median
-/// 4.6x, 3.4-6.9, see benches/results): each file of a list still opens its
-/// own connections (one set for a whole list is not built yet). Beside the
-/// other tests (two cores shared) the test holds the line it can hold
-/// under load, 3x, and prints the figure.
+/// A list moves over one set of connections per mirror: 120 small files
+/// and 3 of several blocks (whose streams still run when each completes,
+/// so the next file on that connection reads past their last blocks) from
+/// two mirrors, `-j 4`: every file byte-exact, and each mirror accepted
+/// no more connections than files running at once can hold (one each
+/// a file, two when a pair's second stream rides it), not one a file.
+#[test]
+fn a_list_moves_over_one_set_of_connections_per_mirror() {
+    let f = Fixture::new();
+    let mut want = vec![];
+    for i in 0..123u64 {
+        let size = if i % 40 == 20 { 5 << 20 } else { 1000 };
+        want.push(random_file(&f.root().join(format!("s{i}")), size, 500 + i));
+    }
+    let a = Mirror::start(&f.root(), &["--metrics", "127.0.0.1:0"]);
+    let b = Mirror::start(&f.root(), &["--metrics", "127.0.0.1:0"]);
+    let list = f.out("list.txt");
+    std::fs::write(&list, (0..123).map(|i| format!("s{i}\n")).collect::<String>()).unwrap();
+    let dir = f.out("got");
+    let (l, d, m) = (list.to_str().unwrap(), dir.to_str().unwrap(), mirrors_arg(&[&a, &b]));
+    ddftp(&["get", "-i", l, "-m", &m, "-d", d, "-j", "4", "-q"], 0);
+    for (i, w) in want.iter().enumerate() {
+        assert!(std::fs::read(dir.join(format!("s{i}"))).unwrap() == *w, "s{i} differs");
+    }
+    for mirror in [&a, &b] {
+        let page = scrape(mirror.metrics.as_ref().unwrap());
+        let accepted = metric(&page, "ddftpd_connections_accepted_total");
+        assert!(accepted <= 8.0, "{accepted} connections to {} for 123 files, -j 4", mirror.addr);
+    }
+}
+
+/// A mirror that restarts while a list runs has closed the connections
+/// the list kept: the next file connects anew at once (no warning, no
+/// retry) and completes. `-j 1`: the
+/// first file, then a URL whose server holds its answer until the mirror
+/// has restarted (and then says 404), then the second file.
+#[test]
+fn a_mirror_restarted_during_a_list_is_connected_anew() {
+    use std::io::{Read, Write};
+    let f = Fixture::new();
+    let one = random_file(&f.root().join("one"), 3 << 20, 61);
+    let two = random_file(&f.root().join("two"), 3 << 20, 62);
+    let mut mirror = Mirror::start(&f.root(), &[]);
+    let addr = mirror.addr.clone();
+    let web = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/held", web.local_addr().unwrap());
+    let list = f.out("list.txt");
+    std::fs::write(&list, format!("one\n{url}\ntwo\n")).unwrap();
+    let dir = f.out("got");
+    let mut get = Command::new(bin("ddftp"))
+        .args(["get", "-i", list.to_str().unwrap(), "-m", &addr, "-d", dir.to_str().unwrap(), "-j", "1", "-q"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The URL is asked once the first file is done.
+    let (mut held, _) = web.accept().unwrap();
+    assert_eq!(std::fs::read(dir.join("one")).unwrap(), one);
+    mirror.kill();
+    let again = Mirror::at(&f.root(), &addr, &["--metrics", "127.0.0.1:0"]);
+    let mut asked = [0u8; 1024];
+    let _ = held.read(&mut asked).unwrap();
+    held.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+    drop(held);
+    // Any further request for the URL (a second probe) is refused the same way.
+    web.set_nonblocking(true).unwrap();
+    let status = loop {
+        if let Ok((mut s, _)) = web.accept() {
+            s.set_nonblocking(false).unwrap();
+            let _ = s.read(&mut asked);
+            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+        if let Some(status) = get.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    get.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(status.code(), Some(5), "the URL fails, the two files complete: {stderr}");
+    // At once: not a mirror found gone, waited for and asked again.
+    assert!(!stderr.contains("two"), "the second file's probe met the closed connection: {stderr}");
+    assert_eq!(std::fs::read(dir.join("two")).unwrap(), two);
+    let page = scrape(again.metrics.as_ref().unwrap());
+    assert!(
+        metric(&page, "ddftpd_connections_accepted_total") >= 1.0,
+        "the second file came from the restarted mirror"
+    );
+}
+
+/// The target is 5x: `benches/many-files.sh` measures it alone
+/// (median 7.4x, 4.6-9.3 a round, see benches/results; the list moves
+/// over one set of connections per mirror). Beside the other tests (two
+/// cores shared, the file system busy) the test holds 4x and prints the
+/// figure.
 #[test]
 fn a_thousand_small_files_by_list_are_much_faster_than_a_get_each() {
     let f = Fixture::new();
@@ -181,5 +270,5 @@ fn a_thousand_small_files_by_list_are_much_faster_than_a_get_each() {
     let each = t.elapsed();
     let ratio = each.as_secs_f64() / listed.as_secs_f64();
     eprintln!("1,000 files: -i {listed:?}, a get each {each:?}: {ratio:.1}x");
-    assert!(ratio >= 3.0, "-i {listed:?} against {each:?} for a get each: {ratio:.1}x");
+    assert!(ratio >= 4.0, "-i {listed:?} against {each:?} for a get each: {ratio:.1}x");
 }

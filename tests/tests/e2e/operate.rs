@@ -11,18 +11,6 @@ use std::time::{Duration, Instant};
 
 use crate::util::*;
 
-/// The metrics page at `addr`, fetched as a scraper would.
-fn scrape(addr: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to the metrics address");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
-    let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
-    body.to_string()
-}
-
 /// Every sample of `page` as parsed by the Python `prometheus_client`
 /// text-format parser: lines `NAME{LABELS} VALUE`. Fails if it does not parse.
 fn parse_with_prometheus_client(page: &str) -> Vec<(String, String, f64)> {

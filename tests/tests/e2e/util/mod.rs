@@ -3,7 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -278,4 +279,24 @@ pub fn peak_memory(pid: u32) -> u64 {
         .find(|l| l.starts_with("VmHWM:"))
         .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024)
+}
+
+/// The metrics page at `addr`, fetched as a scraper would.
+pub fn scrape(addr: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect to the metrics address");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    body.to_string()
+}
+
+/// The value of the sample `name` (without labels) on the metrics page
+/// `page`, read as the text format writes it (`NAME VALUE`).
+pub fn metric(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} on the metrics page:\n{page}"))
 }

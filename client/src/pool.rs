@@ -1,0 +1,70 @@
+//! Connections a finished download leaves to the next file of the same
+//! command (`get -i LIST`, `get A B C`, a Metalink of several files): a
+//! whole list streams over one set of greeted connections per mirror, as
+//! FDT does, instead of a connect, a greeting (and a TLS handshake) per
+//! file, and a socket left in TIME_WAIT by each.
+//!
+//! A connection is handed back only by a transfer that completed, from a
+//! producer still in it (one dropped as failed, stalled or lying never
+//! is), without waiting: the streams it still ran were ended as it was
+//! handed back, and what they still send is read past by whoever takes
+//! it ([`Leftover`], [`crate::session::connect_pooled`]).
+
+use std::sync::Mutex;
+
+use bytes::BytesMut;
+use ddops::scheduler::StreamId;
+
+use crate::session::{Route, Session};
+
+/// What a handed-back connection still owes before its next reply: the
+/// `Stopped` of each stream ended as it was handed back (blocks of those
+/// streams may come first), and what was read past the last frame.
+#[derive(Default)]
+pub(crate) struct Leftover {
+    pub streams: Vec<StreamId>,
+    pub buf: BytesMut,
+}
+
+/// Idle connections, by route (a mirror reached from one local address,
+/// over TLS or not: a connection is only ever reused for its own route).
+pub struct Pool {
+    idle: Mutex<Vec<(Route, Session, Leftover)>>,
+    per_route: usize,
+}
+
+impl Pool {
+    /// A pool keeping at most `per_route` idle connections to each route
+    /// (more are closed: a command runs that many files at once at most).
+    pub fn new(per_route: usize) -> Pool {
+        Pool { idle: Mutex::new(vec![]), per_route }
+    }
+
+    /// The connection to `route` handed back last, if any.
+    pub(crate) fn take(&self, route: &Route) -> Option<(Session, Leftover)> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let i = idle.iter().rposition(|(r, ..)| r == route)?;
+        let (_, s, left) = idle.remove(i);
+        Some((s, left))
+    }
+
+    /// Keeps `s` for the next file that goes to `route` (or closes it, if
+    /// the route has enough idle connections).
+    pub(crate) fn put(&self, route: Route, s: Session, left: Leftover) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.iter().filter(|(r, ..)| *r == route).count() < self.per_route {
+            idle.push((route, s, left));
+        }
+    }
+
+    /// How many connections are idle (for tests and logs).
+    pub fn idle(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pool({} idle)", self.idle())
+    }
+}
