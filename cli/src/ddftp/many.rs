@@ -58,19 +58,48 @@ fn below_of(e: &ddftp::input_list::Entry) -> Option<String> {
     }
 }
 
-/// `base/sub` (a list's `dir=`, relative without `..`), its missing
-/// directories made beneath `base` following no symlink: a local user who
-/// can write below `base` cannot send the file elsewhere with one.
-fn beneath(base: &Path, sub: &str) -> Result<PathBuf, String> {
-    use std::os::fd::AsRawFd;
-    let at = std::fs::File::open(base).map_err(|e| format!("{}: {e}", base.display()))?;
-    ddtree::beneath::make_dirs(at.as_raw_fd(), sub.as_bytes(), 0o777).map_err(|e| match e.raw_os_error() {
-        Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
-            format!("{}: a symlink or a file on the way (not followed)", base.join(sub).display())
-        }
-        _ => format!("{}: {e}", base.join(sub).display()),
-    })?;
-    Ok(base.join(sub))
+/// A list's directory for one file (`dir=`, `out=`'s directories),
+/// made beneath `-d` and held open while the file moves: the part file is
+/// made, timed and renamed through the descriptor (`/proc/self/fd/N/NAME`),
+/// so a directory on the way swapped for a symlink meanwhile (by a local
+/// user who can write below `-d`) sends nothing elsewhere.
+struct Held {
+    _dir: std::os::fd::OwnedFd,
+    /// The directory as the engine is given it, and as the user is shown it.
+    via: String,
+    shown: String,
+}
+
+impl Held {
+    /// `base/sub` (relative without `..`), its missing directories made
+    /// beneath `base` following no symlink.
+    fn make(base: &Path, sub: &str) -> Result<Held, String> {
+        use std::os::fd::AsRawFd;
+        let shown = base.join(sub).display().to_string();
+        let at = std::fs::File::open(base).map_err(|e| format!("{}: {e}", base.display()))?;
+        let dir =
+            ddtree::beneath::make_dirs(at.as_raw_fd(), sub.as_bytes(), 0o777).map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                    format!("{shown}: a symlink or a file on the way (not followed)")
+                }
+                _ => format!("{shown}: {e}"),
+            })?;
+        let via = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        // Without /proc the directory is reached by its path again (it was
+        // still made beneath `base`).
+        let via = if Path::new(&via).is_dir() { via } else { shown.clone() };
+        Ok(Held { _dir: dir, via, shown })
+    }
+
+    /// `name` in the held directory.
+    fn output(&self, name: &std::ffi::OsStr) -> PathBuf {
+        Path::new(&self.via).join(name)
+    }
+
+    /// `text` (a report's output, a message) with the directory as the user named it.
+    fn show(&self, text: &str) -> String {
+        text.replace(&format!("{}/", self.via), &format!("{}/", self.shown))
+    }
 }
 
 /// The last name of a path or URL.
@@ -207,21 +236,33 @@ pub fn run(o: GetOpt) -> Exit {
             let pool = pool.clone();
             running.push(tokio::spawn(async move {
                 let _turn = turn;
-                if let (Some((base, sub)), Ok(_)) = (&job.below, &job.opt) {
-                    if let Err(e) = beneath(base, sub) {
-                        return (job.label, Outcome::Failed(e, Exit::Local));
-                    }
+                let (mut opt, held) = match (job.opt, &job.below) {
+                    (Ok(opt), Some((base, sub))) => match Held::make(base, sub) {
+                        Ok(h) => (Ok(opt), Some(h)),
+                        Err(e) => return (job.label, Outcome::Failed(e, Exit::Local)),
+                    },
+                    (opt, _) => (opt, None),
+                };
+                if let (Ok(o), Some(h)) = (&mut opt, &held) {
+                    o.output = o.output.as_deref().and_then(Path::file_name).map(|n| h.output(n));
                 }
-                let spec = match job.opt.and_then(|opt| opt.spec()) {
+                let show = |t: String| match &held {
+                    Some(h) => h.show(&t),
+                    None => t,
+                };
+                let spec = match opt.and_then(|opt| opt.spec()) {
                     Ok(s) => GetSpec { pool: Some(pool), ..s },
-                    Err(e) => return (job.label, Outcome::Failed(e, Exit::Usage)),
+                    Err(e) => return (job.label, Outcome::Failed(show(e), Exit::Usage)),
                 };
                 // Each file's warnings go to stderr; no bar for many files.
                 let mut bar = Bar::new(false, every);
                 let got = fetch(&spec, &mut bar).await;
                 let outcome = match got {
-                    Ok(r) => Outcome::Done(r),
-                    Err(e) => Outcome::Failed(e.to_string(), exit_for(&e)),
+                    Ok(mut r) => {
+                        r.transfer.output = show(std::mem::take(&mut r.transfer.output));
+                        Outcome::Done(r)
+                    }
+                    Err(e) => Outcome::Failed(show(e.to_string()), exit_for(&e)),
                 };
                 (job.label, outcome)
             }));

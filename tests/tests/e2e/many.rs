@@ -111,6 +111,41 @@ fn a_symlink_planted_where_a_list_s_dir_goes_is_not_followed() {
     assert_eq!(codes, [4, 4, 4], "local: the output cannot be written there safely: {j}");
 }
 
+/// The same user swaps a list's directory for a symlink while its file
+/// moves (the directory was made and checked at the start): the file is
+/// still put in the directory that was made (it is held open), never where
+/// the symlink points; `--json` names the directory as the list did.
+#[test]
+fn a_list_s_dir_swapped_for_a_symlink_while_its_file_moves_is_not_followed() {
+    let f = Fixture::new();
+    let big = random_file(&f.root().join("big.bin"), 6 << 20, 91);
+    let m = Mirror::with_rate(&f.root(), "2MB");
+    let (dir, elsewhere) = (f.out("out"), f.out("elsewhere"));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let list = f.out("files.txt");
+    std::fs::write(&list, "big.bin\n  dir=sub\n").unwrap();
+    let get = Command::new(bin("ddftp"))
+        .args(["get", "-i", list.to_str().unwrap(), "-m", &m.addr, "-d", dir.to_str().unwrap(), "--json", "-q"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let part = dir.join("sub/big.bin.ddftp-part");
+    let t = Instant::now();
+    while !part.exists() {
+        assert!(t.elapsed().as_secs() < 20, "no part file under way");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::rename(dir.join("sub"), dir.join("moved")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("sub")).unwrap();
+    let out = get.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(std::fs::read(dir.join("moved/big.bin")).unwrap(), big);
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing through the symlink");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = dir.join("sub/big.bin").display().to_string();
+    assert_eq!(j["files"][0]["output"].as_str(), Some(shown.as_str()), "{j}");
+}
+
 #[test]
 fn a_metalink_with_two_files_fetches_both() {
     let f = Fixture::new();
