@@ -30,9 +30,16 @@ pub(super) struct Coordinator<'a> {
     size: u64,
     /// Command channel per slot; `None` once the slot is dropped.
     cmds: Vec<Option<mpsc::UnboundedSender<Action>>>,
-    /// Each slot's task: a dropped producer's is stopped at once, so its
-    /// connection is never handed to another file.
+    /// The slots' tasks, and each slot's: a dropped producer's is stopped
+    /// at once, so its connection is never handed to another file.
+    slot_tasks: tokio::task::JoinSet<()>,
     tasks: Vec<tokio::task::AbortHandle>,
+    /// What every slot shares (the file, the checks).
+    ctx: Arc<SlotCtx>,
+    /// Where completed slots hand their connections ([`crate::pool`]).
+    pool: Option<Arc<crate::pool::Pool>>,
+    /// Connections to joining mirrors under way.
+    connecting: usize,
     /// How each slot reaches its mirror (to ask it again).
     sources: Vec<Source>,
     /// Routes being asked again, not yet back.
@@ -294,16 +301,255 @@ impl Coordinator<'_> {
     /// Ends a completed transfer's slots: the ddftpd ones hand their
     /// connections to the pool (the next file of the command takes them),
     /// the others stop at once.
-    async fn hand_back(&mut self, ctx: &SlotCtx, mut tasks: tokio::task::JoinSet<()>) {
-        ctx.completed.store(true, std::sync::atomic::Ordering::Release);
+    async fn hand_back(&mut self) {
+        self.ctx.completed.store(true, std::sync::atomic::Ordering::Release);
         self.cmds.clear();
         for (task, source) in self.tasks.iter().zip(&self.sources) {
             if !matches!(source, Source::Ddftpd(_)) {
                 task.abort();
             }
         }
+        let tasks = &mut self.slot_tasks;
         let _ = tokio::time::timeout(HAND_BACK, async { while tasks.join_next().await.is_some() {} }).await;
         tasks.abort_all();
+    }
+
+    /// A mirror ready to join (an archive's, once it has registered the
+    /// bundle): a connection along each of its routes, under way; `None`:
+    /// no more will.
+    fn on_joining(
+        &mut self,
+        spec: &GetSpec,
+        j: Option<(Peer, Result<(), SessionError>)>,
+        progress: &mut dyn Progress,
+    ) -> bool {
+        match j {
+            Some((endpoint, Ok(()))) => {
+                for route in routes_to(spec, &endpoint) {
+                    let (tx, token) = (self.events.clone(), spec.token.clone());
+                    self.connecting += 1;
+                    tokio::spawn(async move {
+                        let conn = connect(&route, None, token.as_deref()).await;
+                        let got = conn.map(|(s, ..)| Producer::Ddftpd(route.clone(), s)).map_err(|e| e.to_string());
+                        let _ = tx.send(Event::Joined { source: Source::Ddftpd(route), got }).await;
+                    });
+                }
+            }
+            Some((endpoint, Err(why))) => self.tell(progress, format!("skipping {endpoint}: {why}")),
+            None => return false,
+        }
+        true
+    }
+
+    /// A producer that joins the running transfer (a late mirror, one
+    /// asked again, a joining one), or why it could not.
+    fn on_joined(&mut self, source: Source, got: Result<Producer, String>, now: Instant, progress: &mut dyn Progress) {
+        let retried = self.retrying.remove(&source.route());
+        if !retried {
+            self.connecting -= 1;
+        }
+        match got {
+            Ok(producer) => {
+                let (slot, rx) = self.join(&source, now, progress);
+                let pool = self.pool.as_ref();
+                let (rtt, task) =
+                    spawn_slot(&mut self.slot_tasks, slot, producer, &self.ctx, rx, self.events.clone(), pool);
+                self.tasks.push(task);
+                self.tr.handle_round_trip(slot, rtt, now);
+                if retried {
+                    self.tell(progress, format!("{}: back; it rejoins the transfer", source.route()));
+                }
+            }
+            Err(why) => self.tell(progress, format!("skipping {}: {why}", source.route())),
+        }
+    }
+
+    /// Tells the user `w` and keeps it for the report.
+    fn tell(&mut self, progress: &mut dyn Progress, w: String) {
+        progress.warn(&w);
+        self.warnings.push(w);
+    }
+
+    /// The report of the completed transfer: what each mirror and each
+    /// route delivered, the scheduler's counts.
+    fn report(&self, spec: &GetSpec, reused_bytes: u64, verified: bool, seconds: f64) -> TransferReport {
+        let stats = self.tr.stats();
+        let total = self.fetched();
+        let mirror_bytes = self.tr.mirror_bytes();
+        let tr = &self.tr;
+        let delivered = |m: usize, from: usize, pick: fn((u64, u64)) -> u64| -> u64 {
+            (from..tr.producers()).filter(|&s| tr.producer_mirror(s) == m).map(|s| pick(tr.producer_delivered(s))).sum()
+        };
+        let producers = self
+            .mirrors
+            .iter()
+            .enumerate()
+            .map(|(m, name)| ProducerReport {
+                mirror: name.clone(),
+                blocks: delivered(m, 0, |d| d.0),
+                bytes: mirror_bytes[m],
+                joined_bytes: delivered(m, self.first_joined, |d| d.1),
+                share: if total > 0 { mirror_bytes[m] as f64 / total as f64 } else { 0.0 },
+            })
+            .collect();
+        let mut links: Vec<LinkReport> = vec![];
+        for (s, route) in self.routes.iter().enumerate() {
+            let i = links.iter().position(|l| l.route == *route).unwrap_or_else(|| {
+                links.push(LinkReport { route: route.clone(), blocks: 0, bytes: 0 });
+                links.len() - 1
+            });
+            let (blocks, bytes) = tr.producer_delivered(s);
+            links[i].blocks += blocks;
+            links[i].bytes += bytes;
+        }
+        TransferReport {
+            path: spec.path.clone(),
+            output: spec.output.display().to_string(),
+            bytes: self.size,
+            reused_bytes,
+            seconds,
+            block_size: self.ctx.block_size,
+            starts: stats.starts,
+            extends: stats.extends,
+            ends: stats.ends,
+            duplicate_bytes: stats.duplicate_blocks * self.block_size,
+            sha256: None,
+            verified,
+            sha256_checked: Sha256Checked::Mirrors,
+            producers,
+            links,
+            warnings: self.warnings.clone(),
+            already_complete: false,
+        }
+    }
+}
+
+/// A coordinator, and what its loop needs beside it.
+struct Started<'a> {
+    c: Coordinator<'a>,
+    events: mpsc::Receiver<Event>,
+    reused_bytes: u64,
+    verified: bool,
+}
+
+impl<'a> Coordinator<'a> {
+    /// The coordinator of `plan`: its slots started, its transfer made,
+    /// the mirrors that did not answer at the start asked again.
+    fn start(
+        spec: &GetSpec,
+        plan: Prepared,
+        warnings: &'a mut Vec<String>,
+        hasher: Option<&'a PrefixHasher>,
+    ) -> Result<Started<'a>, TransferError> {
+        let Prepared {
+            size,
+            block_size,
+            check,
+            pieces,
+            file,
+            slots,
+            mirrors,
+            completed,
+            journal,
+            jpath,
+            reused_bytes,
+            wanted,
+            later,
+            ring,
+        } = plan;
+        let bs = u64::from(block_size);
+        let verified = !matches!(check, Check::Nothing) || pieces.is_some();
+        let mut pieces = match pieces {
+            Some(m) => Some(Pieces::new(m, block_size, size, file.clone()).map_err(|source| {
+                TransferError::Output { path: part_path(&spec.output), source, resume: Resume::Kept }
+            })?),
+            None => None,
+        };
+        if let Some(p) = &mut pieces {
+            p.check_whole(&completed);
+        }
+        let cap = spec.limit_rate.map(|r| Arc::new(ddnet::ratelimit::RateLimiter::new(Some(r))));
+        let ctx = Arc::new(SlotCtx {
+            file: file.clone(),
+            path: spec.path.clone(),
+            block_size,
+            size,
+            check,
+            cap,
+            completed: Default::default(),
+        });
+        let (ev_tx, ev_rx) = mpsc::channel(1024);
+        let mut slot_set = tokio::task::JoinSet::new();
+        let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
+        let routes: Vec<String> = slots.iter().map(|(_, p)| p.route()).collect();
+        let sources: Vec<Source> = slots.iter().map(|(_, p)| p.source()).collect();
+        let mut cmds = vec![];
+        let mut rtts = vec![];
+        let mut slot_tasks = vec![];
+        let first_joined = slots.len();
+        let forward_only: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].1.whole_only()).collect();
+        for (slot, (_, producer)) in slots.into_iter().enumerate() {
+            let (tx, rx) = mpsc::unbounded_channel();
+            cmds.push(Some(tx));
+            let (rtt, task) = spawn_slot(&mut slot_set, slot, producer, &ctx, rx, ev_tx.clone(), spec.pool.as_ref());
+            rtts.push(rtt);
+            slot_tasks.push(task);
+        }
+        let now = Instant::now();
+        let cfg = transfer::Config {
+            scheduler: spec.scheduler.clone(),
+            item_bytes: Some(bs),
+            stall_timeout: spec.stall_timeout,
+        };
+        if let Some(h) = hasher.filter(|_| pieces.is_none()) {
+            h.advance((completed.prefix() * bs).min(size));
+        }
+        let mut tr = match &ring {
+            // `-o -`: no block past what is written out plus the window.
+            Some(r) => Transfer::windowed(completed.len(), r.blocks(), &owner, mirrors.len(), &cfg, now),
+            None => Transfer::new(completed, &owner, mirrors.len(), &cfg, now),
+        };
+        for p in forward_only {
+            tr.set_forward_only(p);
+        }
+        for (p, rtt) in rtts.into_iter().enumerate() {
+            tr.handle_round_trip(p, rtt, now);
+        }
+        let mut c = Coordinator {
+            tr,
+            journal,
+            jpath,
+            file,
+            sync: spec.sync,
+            unjournaled: false,
+            hasher,
+            pieces,
+            ring,
+            block_size: bs,
+            size,
+            cmds,
+            slot_tasks: slot_set,
+            tasks: slot_tasks,
+            ctx,
+            pool: spec.pool.clone(),
+            connecting: 0,
+            sources,
+            retrying: Default::default(),
+            waits: Default::default(),
+            first_joined,
+            wanted,
+            events: ev_tx,
+            routes,
+            mirrors,
+            errors: vec![],
+            warnings,
+        };
+        // Mirrors that did not answer at the start are asked again, and join
+        // when they answer.
+        for source in later {
+            c.ask_again(source, None);
+        }
+        Ok(Started { c, events: ev_rx, reused_bytes, verified })
     }
 }
 
@@ -316,111 +562,11 @@ pub(super) async fn run_transfer(
     hasher: Option<&PrefixHasher>,
     mut joining: Option<&mut Joining>,
 ) -> Result<TransferReport, TransferError> {
-    let Prepared {
-        size,
-        block_size,
-        check,
-        pieces,
-        file,
-        slots,
-        mirrors,
-        completed,
-        journal,
-        jpath,
-        reused_bytes,
-        wanted,
-        later,
-        ring,
-    } = plan;
-    let bs = u64::from(block_size);
-    let verified = !matches!(check, Check::Nothing) || pieces.is_some();
-    let mut pieces =
-        match pieces {
-            Some(m) => Some(Pieces::new(m, block_size, size, file.clone()).map_err(|source| {
-                TransferError::Output { path: part_path(&spec.output), source, resume: Resume::Kept }
-            })?),
-            None => None,
-        };
-    if let Some(p) = &mut pieces {
-        p.check_whole(&completed);
-    }
-    let cap = spec.limit_rate.map(|r| Arc::new(ddnet::ratelimit::RateLimiter::new(Some(r))));
-    let ctx = Arc::new(SlotCtx {
-        file: file.clone(),
-        path: spec.path.clone(),
-        block_size,
-        size,
-        check,
-        cap,
-        completed: Default::default(),
-    });
-    let (ev_tx, mut ev_rx) = mpsc::channel(1024);
-    let mut tasks = tokio::task::JoinSet::new();
-    let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
-    let routes: Vec<String> = slots.iter().map(|(_, p)| p.route()).collect();
-    let sources: Vec<Source> = slots.iter().map(|(_, p)| p.source()).collect();
-    let mut cmds = vec![];
-    let mut rtts = vec![];
-    let mut slot_tasks = vec![];
-    let first_joined = slots.len();
-    let forward_only: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].1.whole_only()).collect();
-    for (slot, (_, producer)) in slots.into_iter().enumerate() {
-        let (tx, rx) = mpsc::unbounded_channel();
-        cmds.push(Some(tx));
-        let (rtt, task) = spawn_slot(&mut tasks, slot, producer, &ctx, rx, ev_tx.clone(), spec.pool.as_ref());
-        rtts.push(rtt);
-        slot_tasks.push(task);
-    }
+    let Started { mut c, events: mut ev_rx, reused_bytes, verified } =
+        Coordinator::start(spec, plan, warnings, hasher)?;
+    let size = c.size;
     // Mirrors may still join (an archive's, as each registers the bundle).
     let mut join_open = joining.is_some();
-    let mut connecting = 0usize;
-    let now = Instant::now();
-    let cfg =
-        transfer::Config { scheduler: spec.scheduler.clone(), item_bytes: Some(bs), stall_timeout: spec.stall_timeout };
-    if let Some(h) = hasher.filter(|_| pieces.is_none()) {
-        h.advance((completed.prefix() * bs).min(size));
-    }
-    let mut tr = match &ring {
-        // `-o -`: no block past what is written out plus the window.
-        Some(r) => Transfer::windowed(completed.len(), r.blocks(), &owner, mirrors.len(), &cfg, now),
-        None => Transfer::new(completed, &owner, mirrors.len(), &cfg, now),
-    };
-    for p in forward_only {
-        tr.set_forward_only(p);
-    }
-    for (p, rtt) in rtts.into_iter().enumerate() {
-        tr.handle_round_trip(p, rtt, now);
-    }
-    let mut c = Coordinator {
-        tr,
-        journal,
-        jpath,
-        file,
-        sync: spec.sync,
-        unjournaled: false,
-        hasher,
-        pieces,
-        ring,
-        block_size: bs,
-        size,
-        cmds,
-        tasks: slot_tasks,
-        sources,
-        retrying: Default::default(),
-        waits: Default::default(),
-        first_joined,
-        wanted,
-        events: ev_tx,
-        routes,
-        mirrors,
-        errors: vec![],
-        warnings,
-    };
-    // Mirrors that did not answer at the start are asked again, and join
-    // when they answer.
-    for source in later {
-        c.ask_again(source, None);
-    }
     progress.start(size, &c.mirrors);
     progress.update(reused_bytes, c.tr.mirror_bytes());
     let mut last_draw = Instant::now();
@@ -437,7 +583,7 @@ pub(super) async fn run_transfer(
         if c.tr.is_done() && c.pieces.as_ref().is_none_or(Pieces::idle) {
             break Ok(());
         }
-        if c.tr.is_stuck() && !join_open && connecting == 0 && c.nothing_coming() {
+        if c.tr.is_stuck() && !join_open && c.connecting == 0 && c.nothing_coming() {
             break Err(c.all_failed(missing(&c), size));
         }
         let deadline = c.tr.poll_timeout();
@@ -448,25 +594,7 @@ pub(super) async fn run_transfer(
         let ev = tokio::select! {
             ev = ev_rx.recv() => ev,
             j = async { joining.as_mut().expect("while joins are open").recv().await }, if join_open => {
-                match j {
-                    Some((endpoint, Ok(()))) => {
-                        for route in routes_to(spec, &endpoint) {
-                            let (tx, token) = (c.events.clone(), spec.token.clone());
-                            connecting += 1;
-                            tokio::spawn(async move {
-                                let conn = connect(&route, None, token.as_deref()).await;
-                                let got = conn.map(|(s, ..)| Producer::Ddftpd(route.clone(), s)).map_err(|e| e.to_string());
-                                let _ = tx.send(Event::Joined { source: Source::Ddftpd(route), got }).await;
-                            });
-                        }
-                    }
-                    Some((endpoint, Err(why))) => {
-                        let w = format!("skipping {endpoint}: {why}");
-                        progress.warn(&w);
-                        c.warnings.push(w);
-                    }
-                    None => join_open = false,
-                }
+                join_open = c.on_joining(spec, j, progress);
                 continue;
             }
             (piece, ok) = async { c.pieces.as_mut().expect("checked").next().await },
@@ -508,34 +636,11 @@ pub(super) async fn run_transfer(
         let now = Instant::now();
         let ev = match ev {
             Event::Joined { source, got } => {
-                let retried = c.retrying.remove(&source.route());
-                if !retried {
-                    connecting -= 1;
-                }
-                match got {
-                    Ok(producer) => {
-                        let (slot, rx) = c.join(&source, now, progress);
-                        let pool = spec.pool.as_ref();
-                        let (rtt, task) = spawn_slot(&mut tasks, slot, producer, &ctx, rx, c.events.clone(), pool);
-                        c.tasks.push(task);
-                        c.tr.handle_round_trip(slot, rtt, now);
-                        if retried {
-                            let w = format!("{}: back; it rejoins the transfer", source.route());
-                            progress.warn(&w);
-                            c.warnings.push(w);
-                        }
-                    }
-                    Err(why) => {
-                        let w = format!("skipping {}: {why}", source.route());
-                        progress.warn(&w);
-                        c.warnings.push(w);
-                    }
-                }
+                c.on_joined(source, got, now, progress);
                 continue;
             }
             Event::Warn(w) => {
-                progress.warn(&w);
-                c.warnings.push(w);
+                c.tell(progress, w);
                 continue;
             }
             ev => ev,
@@ -559,63 +664,13 @@ pub(super) async fn run_transfer(
     // What the slots still send is not waited for.
     drop(ev_rx);
     match outcome.is_ok() {
-        true => c.hand_back(&ctx, tasks).await,
-        false => tasks.abort_all(),
+        true => c.hand_back().await,
+        false => c.slot_tasks.abort_all(),
     }
     if outcome.is_err() {
         // Keep what arrived: the next run resumes from it.
         let _ = c.write_journal();
     }
     outcome?;
-    let seconds = started.elapsed().as_secs_f64();
-    let stats = c.tr.stats().clone();
-    let total = c.fetched();
-    let mirror_bytes = c.tr.mirror_bytes();
-    let producers = c
-        .mirrors
-        .iter()
-        .enumerate()
-        .map(|(m, name)| ProducerReport {
-            mirror: name.clone(),
-            blocks: (0..c.tr.producers())
-                .filter(|&s| c.tr.producer_mirror(s) == m)
-                .map(|s| c.tr.producer_delivered(s).0)
-                .sum(),
-            bytes: mirror_bytes[m],
-            joined_bytes: (first_joined..c.tr.producers())
-                .filter(|&s| c.tr.producer_mirror(s) == m)
-                .map(|s| c.tr.producer_delivered(s).1)
-                .sum(),
-            share: if total > 0 { mirror_bytes[m] as f64 / total as f64 } else { 0.0 },
-        })
-        .collect();
-    let mut links: Vec<LinkReport> = vec![];
-    for (s, route) in c.routes.iter().enumerate() {
-        let i = links.iter().position(|l| l.route == *route).unwrap_or_else(|| {
-            links.push(LinkReport { route: route.clone(), blocks: 0, bytes: 0 });
-            links.len() - 1
-        });
-        let (blocks, bytes) = c.tr.producer_delivered(s);
-        links[i].blocks += blocks;
-        links[i].bytes += bytes;
-    }
-    Ok(TransferReport {
-        path: spec.path.clone(),
-        output: spec.output.display().to_string(),
-        bytes: size,
-        reused_bytes,
-        seconds,
-        block_size,
-        starts: stats.starts,
-        extends: stats.extends,
-        ends: stats.ends,
-        duplicate_bytes: stats.duplicate_blocks * bs,
-        sha256: None,
-        verified,
-        sha256_checked: Sha256Checked::Mirrors,
-        producers,
-        links,
-        warnings: c.warnings.clone(),
-        already_complete: false,
-    })
+    Ok(c.report(spec, reused_bytes, verified, started.elapsed().as_secs_f64()))
 }
