@@ -424,6 +424,70 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
     r
 }
 
+/// Probes the mirrors until one answers: with none answering (all down,
+/// busy or silent), the probes are made again under the retry policy
+/// before the download gives up, saying why.
+async fn probe_until_one_answers(
+    spec: &GetSpec,
+    routes: &[Route],
+    tls: &Option<tokio_rustls::TlsConnector>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Round, TransferError> {
+    let mut asked = crate::retry::Retrying::default();
+    let mut told_wait = Duration::ZERO;
+    loop {
+        let round = probe_round(spec, routes, tls).await;
+        if !round.usable.is_empty() || !round.http.is_empty() {
+            return Ok(round);
+        }
+        let hint = round.hints.iter().copied().max();
+        let wait = if round.transient { asked.next(&spec.retry, hint) } else { None };
+        let Some(wait) = wait else {
+            let (path, failures) = (spec.path.clone(), round.failures);
+            return Err(match round.untrusted {
+                true => TransferError::Untrusted { path, failures },
+                // Every mirror says so: most often a directory, for `archive`.
+                false if round.not_a_file == failures.len() => TransferError::NotAFile { path, failures },
+                false => TransferError::NoUsableMirror { path, failures },
+            });
+        };
+        // Told at the first try and whenever the wait grows, not every
+        // 0.1 s (nor every second a busy server asks for).
+        if asked.tries == 1 || wait > told_wait {
+            told_wait = wait;
+            let w = format!(
+                "no mirror could serve {} yet:\n{}\nasking again in {:.1} s (try {} of {})",
+                spec.path,
+                round.failures.join("\n"),
+                wait.as_secs_f64(),
+                asked.tries,
+                spec.retry.tries()
+            );
+            tell(progress, warnings, w);
+        }
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// One server under two names is one mirror ([`plan::one_name_per_server`]):
+/// the names after the first are dropped, each with a warning.
+fn one_name_each(usable: &mut Vec<(MirrorInfo, Session)>, progress: &mut dyn Progress, warnings: &mut Vec<String>) {
+    let ids: Vec<_> = usable.iter().map(|(m, conn)| (conn.server_id, m.route.endpoint.clone())).collect();
+    let mut verdicts = plan::one_name_per_server(&ids).into_iter();
+    usable.retain(|(m, _)| match verdicts.next().expect("one verdict a route") {
+        Ok(()) => true,
+        Err(first) => {
+            let w = format!(
+                "skipping {}: it is the same server as {first} (one mirror under two names counts once)",
+                m.route.endpoint
+            );
+            tell(progress, warnings, w);
+            false
+        }
+    });
+}
+
 /// The temporary name the data is written under until it is complete.
 pub fn part_path(output: &Path) -> PathBuf {
     ddtree::scratch::beside(output, "", ".ddftp-part")
@@ -461,60 +525,13 @@ pub async fn get_joining(
     let mut warnings = vec![];
     // Every (mirror, local address) pair is a route and a producer.
     let routes: Vec<Route> = spec.mirrors.iter().flat_map(|ep| routes_to(spec, ep)).collect();
-    // With no mirror answering (all down, busy or silent), the probes are
-    // made again under the retry policy before the download gives up.
-    let mut asked = crate::retry::Retrying::default();
-    let mut told_wait = Duration::ZERO;
-    let Round { mut usable, mut http, failures, later, spare, .. } = loop {
-        let round = probe_round(spec, &routes, &tls).await;
-        if !round.usable.is_empty() || !round.http.is_empty() {
-            break round;
-        }
-        let hint = round.hints.iter().copied().max();
-        let wait = if round.transient { asked.next(&spec.retry, hint) } else { None };
-        let Some(wait) = wait else {
-            let (path, failures) = (spec.path.clone(), round.failures);
-            return Err(match round.untrusted {
-                true => TransferError::Untrusted { path, failures },
-                // Every mirror says so: most often a directory, for `archive`.
-                false if round.not_a_file == failures.len() => TransferError::NotAFile { path, failures },
-                false => TransferError::NoUsableMirror { path, failures },
-            });
-        };
-        // Told at the first try and whenever the wait grows, not every
-        // 0.1 s (nor every second a busy server asks for).
-        if asked.tries == 1 || wait > told_wait {
-            told_wait = wait;
-            let w = format!(
-                "no mirror could serve {} yet:\n{}\nasking again in {:.1} s (try {} of {})",
-                spec.path,
-                round.failures.join("\n"),
-                wait.as_secs_f64(),
-                asked.tries,
-                spec.retry.tries()
-            );
-            tell(progress, &mut warnings, w);
-        }
-        tokio::time::sleep(wait).await;
-    };
+    let Round { mut usable, mut http, failures, later, spare, .. } =
+        probe_until_one_answers(spec, &routes, &tls, progress, &mut warnings).await?;
     for f in &failures {
         let w = format!("skipping {}", f.trim_start());
         tell(progress, &mut warnings, w);
     }
-    // One server under two names is one mirror ([`plan::one_name_per_server`]).
-    let ids: Vec<_> = usable.iter().map(|(m, conn)| (conn.server_id, m.route.endpoint.clone())).collect();
-    let mut verdicts = plan::one_name_per_server(&ids).into_iter();
-    usable.retain(|(m, _)| match verdicts.next().expect("one verdict a route") {
-        Ok(()) => true,
-        Err(first) => {
-            let w = format!(
-                "skipping {}: it is the same server as {first} (one mirror under two names counts once)",
-                m.route.endpoint
-            );
-            tell(progress, &mut warnings, w);
-            false
-        }
-    });
+    one_name_each(&mut usable, progress, &mut warnings);
     let ddftpd = !usable.is_empty();
     for u in spec.metalink.iter().flat_map(|m| &m.unused) {
         tell(progress, &mut warnings, format!("Metalink: {u}"));
@@ -578,31 +595,7 @@ pub async fn get_joining(
     let jpath = journal_path(&spec.output);
     let out_err = |source| TransferError::Output { path: part.clone(), source, resume: Resume::Nothing };
     let to_stdout = spec.stdout.is_some();
-    if spec.restart && !to_stdout {
-        for f in [&part, &jpath] {
-            match std::fs::remove_file(f) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(out_err(e)),
-                _ => {}
-            }
-        }
-    }
-    let earlier = match if to_stdout { None } else { Journal::load(&jpath)? } {
-        // A server that ignores Range alone cannot send what is missing
-        // in the middle: the download starts over.
-        Some(_) if slots.iter().all(|(_, p)| p.whole_only()) => {
-            let w = format!(
-                "{}: its only mirror ignores Range, so the interrupted run's data cannot be resumed; starting over",
-                spec.path
-            );
-            tell(progress, &mut warnings, w);
-            None
-        }
-        Some(j) => {
-            j.check(&jpath, &spec.path, size, &sha256, spec.store.is_none().then_some(part.as_path()))?;
-            Some(j)
-        }
-        None => None,
-    };
+    let earlier = earlier_run(spec, &slots, (&part, &jpath), size, &sha256, progress, &mut warnings)?;
     let chunk_size = manifest.as_ref().map_or(version.digest.chunk_size, |m| m.chunk_size);
     // The largest block every mirror in use serves (told in its greeting):
     // agreed on before the journal is written, so a rerun is not bound to
@@ -635,32 +628,7 @@ pub async fn get_joining(
         tell(progress, &mut warnings, w);
     }
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
-    let file: Arc<dyn Store> = match (&spec.store, &ring) {
-        (_, Some(ring)) => ring.clone(),
-        (Some(store), None) => store.clone(),
-        (None, None) => {
-            // Read-write (the hasher reads the data back as it completes),
-            // never through a symlink or into another name's file.
-            let f = match earlier {
-                None => ddtree::scratch::create(&part),
-                Some(_) => ddtree::scratch::reopen(&part),
-            };
-            let f = f.map_err(out_err)?;
-            // The whole file's space, before a byte moves: a disk that
-            // cannot hold it fails now, not half way.
-            if let Err(e) = crate::journal::reserve(&f, size) {
-                drop(f);
-                if earlier.is_none() {
-                    let _ = std::fs::remove_file(&part);
-                }
-                return Err(match e.raw_os_error() {
-                    Some(libc::ENOSPC) => TransferError::NoSpace { path: part.clone(), size },
-                    _ => out_err(e),
-                });
-            }
-            Arc::new(f)
-        }
-    };
+    let file = open_store(spec, &part, earlier.is_some(), size, ring.as_ref())?;
     let blocks = size.div_ceil(u64::from(block_size));
     let mut journal = Journal::new(&spec.path, size, &sha256, block_size);
     let mut completed = Completed::new(blocks);
@@ -748,6 +716,88 @@ pub async fn get_joining(
     report.sha256_checked = checked_against(sealed, http_only, expected.as_ref());
     let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };
     finish::check_and_place(spec, done, expected.as_ref())
+}
+
+/// The journal of an interrupted run that this one resumes, if any (none
+/// with `--restart`, which removes it and its part file, nor for `-o -`);
+/// one whose mirrors all ignore Range cannot be resumed and is dropped,
+/// with a warning.
+fn earlier_run(
+    spec: &GetSpec,
+    slots: &[(usize, Producer)],
+    (part, jpath): (&Path, &Path),
+    size: u64,
+    sha256: &str,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Journal>, TransferError> {
+    let out_err = |source| TransferError::Output { path: part.to_path_buf(), source, resume: Resume::Nothing };
+    if spec.stdout.is_some() {
+        return Ok(None);
+    }
+    if spec.restart {
+        for f in [part, jpath] {
+            match std::fs::remove_file(f) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(out_err(e)),
+                _ => {}
+            }
+        }
+    }
+    Ok(match Journal::load(jpath)? {
+        // A server that ignores Range alone cannot send what is missing
+        // in the middle: the download starts over.
+        Some(_) if slots.iter().all(|(_, p)| p.whole_only()) => {
+            let w = format!(
+                "{}: its only mirror ignores Range, so the interrupted run's data cannot be resumed; starting over",
+                spec.path
+            );
+            tell(progress, warnings, w);
+            None
+        }
+        Some(j) => {
+            j.check(jpath, &spec.path, size, sha256, spec.store.is_none().then_some(part))?;
+            Some(j)
+        }
+        None => None,
+    })
+}
+
+/// Where the blocks are written: `-o -`'s reorder window, an archive's
+/// store, or the part file (made, or reopened to resume `earlier`), with
+/// the whole file's space reserved before a byte moves.
+fn open_store(
+    spec: &GetSpec,
+    part: &Path,
+    earlier: bool,
+    size: u64,
+    ring: Option<&Arc<crate::stdout::Ring>>,
+) -> Result<Arc<dyn Store>, TransferError> {
+    let out_err = |source| TransferError::Output { path: part.to_path_buf(), source, resume: Resume::Nothing };
+    match (&spec.store, ring) {
+        (_, Some(ring)) => Ok(ring.clone()),
+        (Some(store), None) => Ok(store.clone()),
+        (None, None) => {
+            // Read-write (the hasher reads the data back as it completes),
+            // never through a symlink or into another name's file.
+            let f = match earlier {
+                false => ddtree::scratch::create(part),
+                true => ddtree::scratch::reopen(part),
+            };
+            let f = f.map_err(out_err)?;
+            // A disk that cannot hold the file fails now, not half way.
+            if let Err(e) = crate::journal::reserve(&f, size) {
+                drop(f);
+                if !earlier {
+                    let _ = std::fs::remove_file(part);
+                }
+                return Err(match e.raw_os_error() {
+                    Some(libc::ENOSPC) => TransferError::NoSpace { path: part.to_path_buf(), size },
+                    _ => out_err(e),
+                });
+            }
+            Ok(Arc::new(f))
+        }
+    }
 }
 
 /// What a download's SHA-256 is checked against.
