@@ -68,3 +68,38 @@ impl std::fmt::Debug for Pool {
         write!(f, "Pool({} idle)", self.idle())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddftp_proto::Endpoint;
+
+    /// A connected session (to a listener nobody reads) along `route`.
+    async fn session(listener: &tokio::net::TcpListener) -> Session {
+        let sock = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let sock = ddnet::tls::Stream::Plain(sock);
+        Session { sock, rtt: std::time::Duration::ZERO, server_id: [0; _], max_block_size: 1, mtime: None }
+    }
+
+    fn route(port: u16, local: Option<std::net::IpAddr>) -> Route {
+        Route { endpoint: Endpoint { host: "127.0.0.1".into(), port }, local, tls: None }
+    }
+
+    #[tokio::test]
+    async fn a_connection_goes_only_to_its_own_route_and_each_route_keeps_at_most_its_share() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let pool = Pool::new(2);
+        let (a, b) = (route(1, None), route(2, None));
+        let a_from = route(1, Some("127.0.0.1".parse().unwrap()));
+        for _ in 0..3 {
+            pool.put(a.clone(), session(&listener).await, Leftover::default());
+        }
+        assert_eq!(pool.idle(), 2, "a third idle connection to one route is closed");
+        assert!(pool.take(&b).is_none(), "another mirror's connection is not handed out");
+        assert!(pool.take(&a_from).is_none(), "nor one from another local address");
+        pool.put(b.clone(), session(&listener).await, Leftover { streams: vec![7], buf: BytesMut::new() });
+        let (_, left) = pool.take(&b).expect("b's own");
+        assert_eq!(left.streams, [7], "what it still owes comes with it");
+        assert!(pool.take(&a).is_some() && pool.take(&a).is_some() && pool.take(&a).is_none());
+    }
+}
