@@ -266,7 +266,7 @@ fn a_mirror_restarted_during_a_list_is_connected_anew() {
 }
 
 /// The target is 5x: `benches/many-files.sh` measures it alone
-/// (median 7.4x, 4.6-9.3 a round, see benches/results; the list moves
+/// (median 8.1x, 4.7-18.9 a round, see benches/results; the list moves
 /// over one set of connections per mirror). Beside the other tests (two
 /// cores shared, the file system busy) the test holds 4x and prints the
 /// figure.
