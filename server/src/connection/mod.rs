@@ -379,160 +379,183 @@ impl Conn {
         match req {
             Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,
             Request::Auth { .. } => self.refuse(ErrorCode::BadRequest, "Auth without a Challenge".into()).await,
-            Request::Stat { path, manifest } => {
-                let d = match self.digests(&path).await {
-                    Ok(d) => d,
-                    Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
-                };
-                let stat = Reply::Stat {
-                    size: d.key.size,
-                    mtime_secs: d.key.mtime_secs,
-                    mtime_nanos: d.key.mtime_nanos,
-                    digest: d.digest,
-                };
-                self.reply(stat).await?;
-                if manifest {
-                    for (i, part) in d.hashes.chunks(MAX_MANIFEST_HASHES as usize).enumerate() {
-                        let first = (i * MAX_MANIFEST_HASHES as usize) as u64;
-                        self.reply(Reply::Manifest { first, hashes: part.to_vec() }).await?;
-                    }
-                }
-                Ok(())
-            }
-            Request::Manifest { path, first, count } => {
-                let d = match self.digests(&path).await {
-                    Ok(d) => d,
-                    Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
-                };
-                let n = d.hashes.len() as u64;
-                if first > n {
-                    let msg = format!("{path}: manifest has {n} chunks, asked from chunk {first}");
-                    return self.refuse(ErrorCode::BadRequest, msg).await;
-                }
-                let end = first.saturating_add(u64::from(count)).min(n);
-                let hashes = d.hashes[first as usize..end as usize].to_vec();
-                Ok(self.reply(Reply::Manifest { first, hashes }).await?)
-            }
+            Request::Stat { path, manifest } => self.on_stat(path, manifest).await,
+            Request::Manifest { path, first, count } => self.on_manifest(path, first, count).await,
             Request::Start { stream, path, block_size, first, last, dir } => {
-                if block_size > self.shared.max_block_size {
-                    let max = self.shared.max_block_size;
-                    return self
-                        .refuse(
-                            ErrorCode::BadRequest,
-                            format!("block size {block_size} is over this server's limit {max}"),
-                        )
-                        .await;
-                }
-                let (source, size) = if bundle::is_bundle_name(&path) {
-                    match self.shared.bundles.get(&path) {
-                        Some(b) => (Source::Bundle(b.clone()), b.size),
-                        None => return Ok(self.reply(unknown_bundle(&path)).await?),
-                    }
-                } else {
-                    match self.open(&path) {
-                        Ok(f) => {
-                            let size = f.metadata()?.len();
-                            (Source::File(f), size)
-                        }
-                        Err(e) => {
-                            self.reply(path_error_reply(e)).await?;
-                            return Ok(());
-                        }
-                    }
-                };
-                if let Err(why) = check_start(size, block_size, first, last, dir) {
-                    return self.refuse(ErrorCode::BadRequest, format!("{path}: {why}")).await;
-                }
-                let served = self.served.path(&path);
-                let a = Active { source, size, block_size, served, _counted: self.shared.metrics.stream() };
-                self.shared.metrics.stream_started();
-                match self.streams.start(stream, first, last, dir, a) {
-                    Ok(ended) => {
-                        if let Some(Stopped { stream, sent }) = ended {
-                            self.reply(Reply::Stopped { stream, sent }).await?;
-                        }
-                        Ok(())
-                    }
-                    Err(full) => self.refuse(ErrorCode::BadRequest, full.to_string()).await,
-                }
+                self.on_start(stream, path, block_size, first, last, dir).await
             }
-            Request::Extend { stream, last } => {
-                let mut past = None;
-                for s in self.streams.find_mut(stream) {
-                    let blocks = s.data.size.div_ceil(u64::from(s.data.block_size));
-                    if last >= blocks {
-                        past = Some(blocks);
-                    } else {
-                        s.cursor.set_last(last);
-                    }
-                }
-                match past {
-                    Some(blocks) => {
-                        let msg = format!("Extend to block {last}, but the file has {blocks} blocks");
-                        self.refuse(ErrorCode::BadRequest, msg).await
-                    }
-                    None => Ok(()),
-                }
-            }
+            Request::Extend { stream, last } => self.on_extend(stream, last).await,
             Request::End { stream } => {
                 if let Some(Stopped { stream, sent }) = self.streams.end(stream) {
                     self.reply(Reply::Stopped { stream, sent }).await?;
                 }
                 Ok(())
             }
-            Request::Bundle { data } => {
-                if self.upload.len() + data.len() > bundle::UPLOADS {
-                    let msg = format!("bundle definitions are limited to {} packed bytes", bundle::UPLOADS);
-                    return self.refuse(ErrorCode::BadRequest, msg).await;
-                }
-                // Every connection's uploads share one budget: refused, not
-                // waited for, when it is spent (a definition is retried).
-                let Ok(more) = self.shared.uploads.clone().try_acquire_many_owned(data.len() as u32) else {
-                    let msg = ddftp_proto::busy::message(
-                        "the server is taking in other bundle definitions",
-                        std::time::Duration::from_millis(500),
-                    );
-                    return self.refuse(ErrorCode::Busy, msg).await;
-                };
-                match &mut self.upload_permits {
-                    Some(p) => p.merge(more),
-                    None => self.upload_permits = Some(more),
-                }
-                self.upload.extend_from_slice(&data);
-                Ok(())
-            }
-            Request::BundleEnd => {
-                let packed = std::mem::take(&mut self.upload);
-                let held = self.upload_permits.take();
-                let shared = self.shared.clone();
-                // One definition at a time becomes a bundle: its unpacked
-                // list and entries are the largest transient memory here.
-                let turn = self.shared.defining.clone().acquire_owned().await.map_err(io::Error::other)?;
-                let defined = tokio::task::spawn_blocking(move || {
-                    let list = packed::unpack(&packed, bundle::MAX_DEFINITION);
-                    drop((packed, held));
-                    let b = list.map_err(DefineError::from).and_then(|list| Bundle::define(&shared.root, &list));
-                    drop(turn);
-                    b
-                })
-                .await
-                .map_err(io::Error::other)?;
-                match defined {
-                    Ok(b) => {
-                        let b = self.shared.bundles.insert(b);
-                        Ok(self.reply(Reply::Bundle { name: b.name.clone(), size: b.size }).await?)
-                    }
-                    Err(e) => {
-                        Ok(self.reply(Reply::Error { code: ErrorCode::NotFound, message: e.to_string() }).await?)
-                    }
-                }
-            }
+            Request::Bundle { data } => self.on_bundle_piece(data).await,
+            Request::BundleEnd => self.on_bundle_end().await,
             Request::Walk { path } => self.walk(path, None, Default::default()).await,
             Request::WalkFiltered { path, rules, xattrs, names } => match ddtree::filter::Filter::from_rules(&rules) {
                 Ok(f) if f.is_empty() => self.walk(path, None, ddtree::walk::Extra { xattrs, names }).await,
                 Ok(f) => self.walk(path, Some(Arc::new(f)), ddtree::walk::Extra { xattrs, names }).await,
                 Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await?),
             },
+        }
+    }
+
+    /// `Stat`: the file's size, time and digests (its chunk manifest too, if asked).
+    async fn on_stat(&mut self, path: String, manifest: bool) -> Result<(), ConnError> {
+        let d = match self.digests(&path).await {
+            Ok(d) => d,
+            Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
+        };
+        let stat = Reply::Stat {
+            size: d.key.size,
+            mtime_secs: d.key.mtime_secs,
+            mtime_nanos: d.key.mtime_nanos,
+            digest: d.digest,
+        };
+        self.reply(stat).await?;
+        if manifest {
+            for (i, part) in d.hashes.chunks(MAX_MANIFEST_HASHES as usize).enumerate() {
+                let first = (i * MAX_MANIFEST_HASHES as usize) as u64;
+                self.reply(Reply::Manifest { first, hashes: part.to_vec() }).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `Manifest`: a run of the file's chunk hashes.
+    async fn on_manifest(&mut self, path: String, first: u64, count: u32) -> Result<(), ConnError> {
+        let d = match self.digests(&path).await {
+            Ok(d) => d,
+            Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
+        };
+        let n = d.hashes.len() as u64;
+        if first > n {
+            let msg = format!("{path}: manifest has {n} chunks, asked from chunk {first}");
+            return self.refuse(ErrorCode::BadRequest, msg).await;
+        }
+        let end = first.saturating_add(u64::from(count)).min(n);
+        let hashes = d.hashes[first as usize..end as usize].to_vec();
+        Ok(self.reply(Reply::Manifest { first, hashes }).await?)
+    }
+
+    /// `Start`: a stream of a file's (or bundle's) blocks, checked against what it holds.
+    async fn on_start(
+        &mut self,
+        stream: u32,
+        path: String,
+        block_size: u32,
+        first: u64,
+        last: u64,
+        dir: Direction,
+    ) -> Result<(), ConnError> {
+        if block_size > self.shared.max_block_size {
+            let max = self.shared.max_block_size;
+            return self
+                .refuse(ErrorCode::BadRequest, format!("block size {block_size} is over this server's limit {max}"))
+                .await;
+        }
+        let (source, size) = if bundle::is_bundle_name(&path) {
+            match self.shared.bundles.get(&path) {
+                Some(b) => (Source::Bundle(b.clone()), b.size),
+                None => return Ok(self.reply(unknown_bundle(&path)).await?),
+            }
+        } else {
+            match self.open(&path) {
+                Ok(f) => {
+                    let size = f.metadata()?.len();
+                    (Source::File(f), size)
+                }
+                Err(e) => {
+                    self.reply(path_error_reply(e)).await?;
+                    return Ok(());
+                }
+            }
+        };
+        if let Err(why) = check_start(size, block_size, first, last, dir) {
+            return self.refuse(ErrorCode::BadRequest, format!("{path}: {why}")).await;
+        }
+        let served = self.served.path(&path);
+        let a = Active { source, size, block_size, served, _counted: self.shared.metrics.stream() };
+        self.shared.metrics.stream_started();
+        match self.streams.start(stream, first, last, dir, a) {
+            Ok(ended) => {
+                if let Some(Stopped { stream, sent }) = ended {
+                    self.reply(Reply::Stopped { stream, sent }).await?;
+                }
+                Ok(())
+            }
+            Err(full) => self.refuse(ErrorCode::BadRequest, full.to_string()).await,
+        }
+    }
+
+    /// `Extend`: a running stream may go on to `last` (within the file).
+    async fn on_extend(&mut self, stream: u32, last: u64) -> Result<(), ConnError> {
+        let mut past = None;
+        for s in self.streams.find_mut(stream) {
+            let blocks = s.data.size.div_ceil(u64::from(s.data.block_size));
+            if last >= blocks {
+                past = Some(blocks);
+            } else {
+                s.cursor.set_last(last);
+            }
+        }
+        match past {
+            Some(blocks) => {
+                let msg = format!("Extend to block {last}, but the file has {blocks} blocks");
+                self.refuse(ErrorCode::BadRequest, msg).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// `Bundle`: a piece of a bundle definition, within the uploads' budget.
+    async fn on_bundle_piece(&mut self, data: bytes::Bytes) -> Result<(), ConnError> {
+        if self.upload.len() + data.len() > bundle::UPLOADS {
+            let msg = format!("bundle definitions are limited to {} packed bytes", bundle::UPLOADS);
+            return self.refuse(ErrorCode::BadRequest, msg).await;
+        }
+        // Every connection's uploads share one budget: refused, not
+        // waited for, when it is spent (a definition is retried).
+        let Ok(more) = self.shared.uploads.clone().try_acquire_many_owned(data.len() as u32) else {
+            let msg = ddftp_proto::busy::message(
+                "the server is taking in other bundle definitions",
+                std::time::Duration::from_millis(500),
+            );
+            return self.refuse(ErrorCode::Busy, msg).await;
+        };
+        match &mut self.upload_permits {
+            Some(p) => p.merge(more),
+            None => self.upload_permits = Some(more),
+        }
+        self.upload.extend_from_slice(&data);
+        Ok(())
+    }
+
+    /// `BundleEnd`: the definition made a bundle (one at a time), or why not.
+    async fn on_bundle_end(&mut self) -> Result<(), ConnError> {
+        let packed = std::mem::take(&mut self.upload);
+        let held = self.upload_permits.take();
+        let shared = self.shared.clone();
+        // One definition at a time becomes a bundle: its unpacked
+        // list and entries are the largest transient memory here.
+        let turn = self.shared.defining.clone().acquire_owned().await.map_err(io::Error::other)?;
+        let defined = tokio::task::spawn_blocking(move || {
+            let list = packed::unpack(&packed, bundle::MAX_DEFINITION);
+            drop((packed, held));
+            let b = list.map_err(DefineError::from).and_then(|list| Bundle::define(&shared.root, &list));
+            drop(turn);
+            b
+        })
+        .await
+        .map_err(io::Error::other)?;
+        match defined {
+            Ok(b) => {
+                let b = self.shared.bundles.insert(b);
+                Ok(self.reply(Reply::Bundle { name: b.name.clone(), size: b.size }).await?)
+            }
+            Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::NotFound, message: e.to_string() }).await?),
         }
     }
 
