@@ -101,14 +101,21 @@ pub fn terminal_safe(msg: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(msg.len() + 8);
     for c in msg.chars() {
         if c.is_control() && c != '\n' && c != '\t' {
-            for x in c.encode_utf8(&mut [0; 4]).bytes() {
-                out.push_str(&format!("\\#{x:03o}"));
-            }
+            push_octal(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes());
         } else {
             out.push(c);
         }
     }
     out.into()
+}
+
+/// Appends each of `bytes` as rsync shows a byte that must not reach a
+/// terminal as it is: `\#ooo` (octal).
+pub(crate) fn push_octal(out: &mut String, bytes: &[u8]) {
+    use std::fmt::Write;
+    for x in bytes {
+        let _ = write!(out, "\\#{x:03o}");
+    }
 }
 
 impl Progress for Bar {

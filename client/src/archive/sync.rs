@@ -86,21 +86,16 @@ fn shown(rel: &Path, dir: bool) -> String {
 /// character, and those that are not UTF-8, as `\#ooo` (octal), so that a mirror's name
 /// can neither end a line early nor drive the terminal.
 fn escaped(b: &[u8]) -> String {
-    use std::fmt::Write;
+    use crate::progress::push_octal;
     let mut out = String::with_capacity(b.len());
     for chunk in b.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if c.is_control() {
-                for x in c.encode_utf8(&mut [0; 4]).bytes() {
-                    let _ = write!(out, "\\#{x:03o}");
-                }
-            } else {
-                out.push(c);
+            match c.is_control() {
+                true => push_octal(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes()),
+                false => out.push(c),
             }
         }
-        for &x in chunk.invalid() {
-            let _ = write!(out, "\\#{x:03o}");
-        }
+        push_octal(&mut out, chunk.invalid());
     }
     out
 }

@@ -366,8 +366,7 @@ impl Coordinator<'_> {
 
     /// Tells the user `w` and keeps it for the report.
     fn tell(&mut self, progress: &mut dyn Progress, w: String) {
-        progress.warn(&w);
-        self.warnings.push(w);
+        super::tell(progress, self.warnings, w);
     }
 
     /// The report of the completed transfer: what each mirror and each
