@@ -550,12 +550,7 @@ pub async fn get_joining(
     }
     let (version, http_only, copy) = agree_on_version(spec, &mut usable, &mut http, progress, &mut warnings)?;
     let size = version.size;
-    // The mirrors' time for the output (`curl -R`): a ddftpd's, else a
-    // web server's Last-Modified.
-    let mtime = usable.iter().find_map(|(_, conn)| conn.mtime).or_else(|| {
-        http.iter().find_map(|(_, v)| v.last_modified.as_deref().and_then(already::http_date)).map(|s| (s, 0))
-    });
-    let mtime = mtime.filter(|_| spec.keep_mtime);
+    let mtime = mirrors_mtime(&usable, &http).filter(|_| spec.keep_mtime);
     if spec.stdout.is_none() && spec.store.is_none() && spec.sealed_size.is_none() {
         let want =
             expected.as_ref().map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| hex(&version.digest.sha256)));
@@ -564,9 +559,7 @@ pub async fn get_joining(
             r.warnings = warnings;
             // Nothing moved on them: the next file of the command may.
             if let Some(pool) = &spec.pool {
-                for (m, conn) in usable {
-                    pool.put(m.route, conn, Default::default());
-                }
+                usable.into_iter().for_each(|(m, conn)| pool.put(m.route, conn, Default::default()));
             }
             return Ok(r);
         }
@@ -593,57 +586,17 @@ pub async fn get_joining(
     );
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
-    let out_err = |source| TransferError::Output { path: part.clone(), source, resume: Resume::Nothing };
+    let out_err = unwritable(&part);
     let to_stdout = spec.stdout.is_some();
     let earlier = earlier_run(spec, &slots, (&part, &jpath), size, &sha256, progress, &mut warnings)?;
-    let chunk_size = manifest.as_ref().map_or(version.digest.chunk_size, |m| m.chunk_size);
-    // The largest block every mirror in use serves (told in its greeting):
-    // agreed on before the journal is written, so a rerun is not bound to
-    // a block size no mirror accepts.
-    let limit = slots
-        .iter()
-        .filter_map(|(_, p)| match p {
-            Producer::Ddftpd(_, c) => Some(c.max_block_size),
-            Producer::Http(..) => None,
-        })
-        .min()
-        .unwrap_or(u32::MAX);
-    let chosen = plan::blocks(plan::Facts {
-        asked: spec.block_size,
-        limit,
-        chunk: manifest.as_ref().map(|m| m.chunk_size),
-        earlier: earlier.as_ref().map(|j| j.block_size),
-        stdout: to_stdout,
-    })?;
-    let block_size = chosen.size;
     let mut manifest = manifest;
-    if let plan::Checking::Dropped(why) = chosen.check {
-        let w = format!("not checking {}'s pieces of {chunk_size} bytes as they arrive ({why}); the whole file's SHA-256 is still checked", spec.path);
-        tell(progress, &mut warnings, w);
-        manifest = None;
-    }
-    let pieces_over = chosen.check == plan::Checking::WholePieces;
-    if let Some(why) = chosen.why {
-        let w = format!("using block size {block_size} ({why})");
-        tell(progress, &mut warnings, w);
-    }
+    let (block_size, pieces_over) =
+        block_size(spec, &slots, &mut manifest, version.digest.chunk_size, earlier.as_ref(), progress, &mut warnings)?;
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
     let file = open_store(spec, &part, earlier.is_some(), size, ring.as_ref())?;
     let blocks = size.div_ceil(u64::from(block_size));
     let mut journal = Journal::new(&spec.path, size, &sha256, block_size);
-    let mut completed = Completed::new(blocks);
-    for &(a, b) in earlier.as_ref().map_or(&[][..], |j| &j.done[..]) {
-        completed.mark(a, b);
-    }
-    if let Some(r) = &spec.range {
-        let (first, end) = (r.start / u64::from(block_size), r.end.div_ceil(u64::from(block_size)).min(blocks));
-        if first > 0 {
-            completed.mark(0, first - 1);
-        }
-        if end < blocks {
-            completed.mark(end, blocks - 1);
-        }
-    }
+    let completed = completed_before(spec, earlier.as_ref(), blocks, block_size);
     journal.done = completed.ranges();
     let reused_bytes = journal.done_bytes();
     // A file of one block has nothing to resume: its journal is written
@@ -656,30 +609,13 @@ pub async fn get_joining(
             resume: Resume::Nothing,
         })?;
     }
-    // A bundle's blocks are each checked against their seal; a SHA-256 of
-    // the range would read 100,000 files back, and match nothing.
-    let sink = match &ring {
-        Some(r) => {
-            let out = std::io::stdout().as_fd().try_clone_to_owned().map_err(out_err)?;
-            Some(Box::new(r.sink(Box::new(std::fs::File::from(out)))) as Box<dyn crate::digest::Sink>)
-        }
-        None => None,
-    };
     let hasher = match sealed {
+        // A bundle's blocks are each checked against their seal; a SHA-256
+        // of the range would read 100,000 files back, and match nothing.
         true => None,
-        false => Some(PrefixHasher::spawn_into(file.clone(), size, sink).map_err(out_err)?),
+        false => Some(spawn_hasher(&file, size, ring.as_ref()).map_err(out_err)?),
     };
-    let (check, pieces) = match manifest {
-        Some(m) if pieces_over => (Check::Nothing, Some(m)),
-        m => (
-            match m {
-                Some(m) => Check::Manifest(m),
-                None if sealed && spec.verify => Check::Sealed,
-                None => Check::Nothing,
-            },
-            None,
-        ),
-    };
+    let (check, pieces) = checks(manifest, pieces_over, sealed && spec.verify);
     let plan = Prepared {
         size,
         block_size,
@@ -718,6 +654,107 @@ pub async fn get_joining(
     finish::check_and_place(spec, done, expected.as_ref())
 }
 
+/// The mirrors' time for the output (`curl -R`): a ddftpd's, else a web
+/// server's Last-Modified.
+fn mirrors_mtime(usable: &[(MirrorInfo, Session)], http: &[(Arc<HttpMirror>, HttpVersion)]) -> Option<(i64, u32)> {
+    usable.iter().find_map(|(_, conn)| conn.mtime).or_else(|| {
+        http.iter().find_map(|(_, v)| v.last_modified.as_deref().and_then(already::http_date)).map(|s| (s, 0))
+    })
+}
+
+/// An error writing the part file `part` (nothing of it kept).
+fn unwritable(part: &Path) -> impl Fn(io::Error) -> TransferError + Copy + '_ {
+    |source| TransferError::Output { path: part.to_path_buf(), source, resume: Resume::Nothing }
+}
+
+/// The block size ([`plan::blocks`]): the flag's, within what every ddftpd
+/// in use serves (told in its greeting; agreed on before the journal is
+/// written, so a rerun is not bound to a block size no mirror accepts), an
+/// interrupted run's, and one the chunk hashes can check. A manifest whose
+/// pieces cannot be checked as they arrive is dropped (with a warning);
+/// also whether its pieces span several blocks.
+fn block_size(
+    spec: &GetSpec,
+    slots: &[(usize, Producer)],
+    manifest: &mut Option<Arc<Manifest>>,
+    chunk_size: u32,
+    earlier: Option<&Journal>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<(u32, bool), TransferError> {
+    let chunk_size = manifest.as_ref().map_or(chunk_size, |m| m.chunk_size);
+    let limit = slots
+        .iter()
+        .filter_map(|(_, p)| match p {
+            Producer::Ddftpd(_, c) => Some(c.max_block_size),
+            Producer::Http(..) => None,
+        })
+        .min()
+        .unwrap_or(u32::MAX);
+    let chosen = plan::blocks(plan::Facts {
+        asked: spec.block_size,
+        limit,
+        chunk: manifest.as_ref().map(|m| m.chunk_size),
+        earlier: earlier.map(|j| j.block_size),
+        stdout: spec.stdout.is_some(),
+    })?;
+    let block_size = chosen.size;
+    if let plan::Checking::Dropped(why) = chosen.check {
+        let w = format!("not checking {}'s pieces of {chunk_size} bytes as they arrive ({why}); the whole file's SHA-256 is still checked", spec.path);
+        tell(progress, warnings, w);
+        *manifest = None;
+    }
+    if let Some(why) = chosen.why {
+        tell(progress, warnings, format!("using block size {block_size} ({why})"));
+    }
+    Ok((block_size, chosen.check == plan::Checking::WholePieces))
+}
+
+/// The blocks already in place: those an interrupted run wrote (its
+/// journal), and, for an archive rank's part of a bundle, every block
+/// outside its `range`.
+fn completed_before(spec: &GetSpec, earlier: Option<&Journal>, blocks: u64, block_size: u32) -> Completed {
+    let mut completed = Completed::new(blocks);
+    for &(a, b) in earlier.map_or(&[][..], |j| &j.done[..]) {
+        completed.mark(a, b);
+    }
+    if let Some(r) = &spec.range {
+        let (first, end) = (r.start / u64::from(block_size), r.end.div_ceil(u64::from(block_size)).min(blocks));
+        if first > 0 {
+            completed.mark(0, first - 1);
+        }
+        if end < blocks {
+            completed.mark(end, blocks - 1);
+        }
+    }
+    completed
+}
+
+/// How blocks are checked as they arrive: against the manifest (or its
+/// pieces once whole, when they span several blocks), their seals (a
+/// bundle's, `sealed`), or not at all.
+fn checks(manifest: Option<Arc<Manifest>>, pieces_over: bool, sealed: bool) -> (Check, Option<Arc<Manifest>>) {
+    match manifest {
+        Some(m) if pieces_over => (Check::Nothing, Some(m)),
+        Some(m) => (Check::Manifest(m), None),
+        None if sealed => (Check::Sealed, None),
+        None => (Check::Nothing, None),
+    }
+}
+
+/// The whole file's SHA-256, computed as its prefix completes; for `-o -`
+/// each piece hashed then written out (and the reorder window freed).
+fn spawn_hasher(file: &Arc<dyn Store>, size: u64, ring: Option<&Arc<crate::stdout::Ring>>) -> io::Result<PrefixHasher> {
+    let sink = match ring {
+        Some(r) => {
+            let out = std::io::stdout().as_fd().try_clone_to_owned()?;
+            Some(Box::new(r.sink(Box::new(std::fs::File::from(out)))) as Box<dyn crate::digest::Sink>)
+        }
+        None => None,
+    };
+    PrefixHasher::spawn_into(file.clone(), size, sink)
+}
+
 /// The journal of an interrupted run that this one resumes, if any (none
 /// with `--restart`, which removes it and its part file, nor for `-o -`);
 /// one whose mirrors all ignore Range cannot be resumed and is dropped,
@@ -731,7 +768,7 @@ fn earlier_run(
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<Option<Journal>, TransferError> {
-    let out_err = |source| TransferError::Output { path: part.to_path_buf(), source, resume: Resume::Nothing };
+    let out_err = unwritable(part);
     if spec.stdout.is_some() {
         return Ok(None);
     }
@@ -772,7 +809,7 @@ fn open_store(
     size: u64,
     ring: Option<&Arc<crate::stdout::Ring>>,
 ) -> Result<Arc<dyn Store>, TransferError> {
-    let out_err = |source| TransferError::Output { path: part.to_path_buf(), source, resume: Resume::Nothing };
+    let out_err = unwritable(part);
     match (&spec.store, ring) {
         (_, Some(ring)) => Ok(ring.clone()),
         (Some(store), None) => Ok(store.clone()),
