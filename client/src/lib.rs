@@ -26,6 +26,7 @@ pub mod metalink;
 pub mod nic;
 pub mod pool;
 pub mod progress;
+pub mod reach;
 pub mod retry;
 pub mod session;
 pub mod stdout;

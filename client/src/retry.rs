@@ -71,6 +71,56 @@ impl RetryPolicy {
     }
 }
 
+/// Why none of the mirrors answered at the start, the least final of
+/// their failures deciding: retries are for a mirror that answered once
+/// and went away, or that is busy, not for one never reached. A name
+/// that does not resolve fails at once (as curl, wget and aria2c do); a
+/// refused connection gets the quick tries (a server restarting) and no
+/// more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtStart {
+    /// Every mirror's name resolves to nothing.
+    NoSuchHost,
+    /// Every mirror refused the connection (or did not resolve).
+    Refused,
+    /// Some mirror may answer later (busy, timed out, cut off).
+    Other,
+}
+
+impl AtStart {
+    /// Of the failures of one round, each as [`crate::reach::unreached`]
+    /// gives it (`None`: reached, or not for that reason).
+    pub fn of(failures: impl IntoIterator<Item = Option<crate::reach::Unreached>>) -> AtStart {
+        use crate::reach::Unreached;
+        failures.into_iter().fold(AtStart::NoSuchHost, |at, f| match (at, f) {
+            (AtStart::Other, _) | (_, None) => AtStart::Other,
+            (_, Some(Unreached::Refused)) => AtStart::Refused,
+            (at, Some(Unreached::NoSuchHost)) => at,
+        })
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before try `n` of a start that no mirror answered, `why`
+    /// saying how they failed; `None`: give up now.
+    pub fn wait_at_start(&self, n: u32, hint: Option<Duration>, why: AtStart) -> Option<Duration> {
+        match why {
+            AtStart::NoSuchHost => None,
+            AtStart::Refused if n > QUICK_TRIES => None,
+            _ => self.wait(n, hint),
+        }
+    }
+
+    /// Tries in all at a start that failed as `why` says.
+    pub fn tries_at_start(&self, why: AtStart) -> u32 {
+        match why {
+            AtStart::NoSuchHost => 0,
+            AtStart::Refused => self.tries().min(QUICK_TRIES),
+            AtStart::Other => self.tries(),
+        }
+    }
+}
+
 /// Where a mirror stands in its retries.
 #[derive(Debug, Clone, Default)]
 pub struct Retrying {
@@ -85,6 +135,12 @@ impl Retrying {
     pub fn next(&mut self, policy: &RetryPolicy, hint: Option<Duration>) -> Option<Duration> {
         self.tries += 1;
         policy.wait(self.tries, hint)
+    }
+
+    /// [`next`](Self::next) for a start no mirror answered ([`AtStart`]).
+    pub fn next_at_start(&mut self, policy: &RetryPolicy, hint: Option<Duration>, why: AtStart) -> Option<Duration> {
+        self.tries += 1;
+        policy.wait_at_start(self.tries, hint, why)
     }
 
     /// What to tell the user of `wait`, the wait before the try just
@@ -130,6 +186,21 @@ mod tests {
         assert_eq!(all[20..], [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
         assert_eq!(d.total(), Duration::from_secs(2 + 1 + 2 + 4 + 8 + 16 + 30 + 30 + 30));
         assert_eq!(RetryPolicy::NEVER.total(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_start_never_reached_gives_up_sooner() {
+        use crate::reach::Unreached::*;
+        let p = RetryPolicy::default();
+        assert_eq!(AtStart::of([Some(NoSuchHost)]), AtStart::NoSuchHost);
+        assert_eq!(AtStart::of([Some(NoSuchHost), Some(Refused)]), AtStart::Refused);
+        assert_eq!(AtStart::of([Some(Refused), None]), AtStart::Other);
+        assert_eq!(p.wait_at_start(1, None, AtStart::NoSuchHost), None);
+        let refused: Vec<_> = (1..).map_while(|n| p.wait_at_start(n, None, AtStart::Refused)).collect();
+        assert_eq!(refused.iter().sum::<Duration>(), QUICK, "the quick tries, about 2 s, and no more");
+        assert_eq!(refused.len() as u32, p.tries_at_start(AtStart::Refused));
+        assert_eq!(p.wait_at_start(25, None, AtStart::Other), p.wait(25, None));
+        assert_eq!(RetryPolicy::NEVER.wait_at_start(1, None, AtStart::Refused), None);
     }
 
     #[test]

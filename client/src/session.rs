@@ -97,6 +97,14 @@ impl SessionError {
         }
     }
 
+    /// Whether the mirror was never reached, and how ([`crate::reach`]).
+    pub fn unreached(&self) -> Option<crate::reach::Unreached> {
+        match self {
+            SessionError::Connect(e) => crate::reach::unreached(e),
+            _ => None,
+        }
+    }
+
     /// How long the mirror asked us to wait (a busy one says).
     pub fn wait_hint(&self) -> Option<Duration> {
         match self {
@@ -323,10 +331,11 @@ pub(crate) async fn connect_pooled(
 async fn open_socket(route: &Route) -> io::Result<TcpStream> {
     let ep = &route.endpoint;
     let Some(local) = route.local else {
-        return TcpStream::connect((ep.host.as_str(), ep.port)).await;
+        return crate::reach::connect(&ep.host, ep.port).await;
     };
-    let remote = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+    let remote = crate::reach::resolve(&ep.host, ep.port)
         .await?
+        .into_iter()
         .find(|a| a.is_ipv4() == local.is_ipv4())
         .ok_or_else(|| io::Error::other(format!("{ep} has no address of the same family as {local}")))?;
     ddnet::sys::connect_from(Some(local), remote).await

@@ -145,7 +145,7 @@ pub struct WebOpt {
     #[arg(long = "header", short = 'H', value_name = "'Name: value'", value_parser = ddftp::http::auth::header)]
     pub headers: Vec<(String, String)>,
     /// The User-Agent sent to web mirrors (default: ddftp/VERSION).
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = ddftp::http::auth::user_agent)]
     pub user_agent: Option<String>,
 }
 
@@ -164,11 +164,13 @@ impl WebOpt {
         };
         let netrc = match &self.netrc_file {
             Some(f) => {
-                auth::netrc(&std::fs::read_to_string(f).map_err(|e| format!("--netrc-file {}: {e}", f.display()))?)
+                let text = std::fs::read_to_string(f).map_err(|e| format!("--netrc-file {}: {e}", f.display()))?;
+                warn_if_others_can_read(f);
+                auth::netrc(&text)
             }
             None => std::env::var_os("HOME")
                 .map(|h| PathBuf::from(h).join(".netrc"))
-                .and_then(|p| std::fs::read_to_string(p).ok())
+                .and_then(|p| std::fs::read_to_string(&p).ok().inspect(|_| warn_if_others_can_read(&p)))
                 .map(|t| auth::netrc(&t))
                 .unwrap_or_default(),
         };
@@ -178,6 +180,23 @@ impl WebOpt {
             user,
             netrc,
         }))
+    }
+}
+
+/// A `.netrc` that others may read holds passwords they can read too: it
+/// is used, with a warning (once a run), as ssh warns of a key.
+fn warn_if_others_can_read(f: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let Ok(m) = std::fs::metadata(f) else { return };
+    if m.permissions().mode() & 0o077 != 0 {
+        WARNED.call_once(|| {
+            eprintln!(
+                "ddftp: warning: {}: others can read or write this file of passwords (mode {:o}): chmod 600 it",
+                ddftp::progress::terminal_safe(&f.display().to_string()),
+                m.permissions().mode() & 0o777
+            )
+        });
     }
 }
 
@@ -618,7 +637,23 @@ pub fn json_failure(error: &dyn std::fmt::Display, exit: Exit, known: serde_json
     if let (Some(o), serde_json::Value::Object(k)) = (v.as_object_mut(), known) {
         o.extend(k);
     }
+    hide_user_info(&mut v);
     v.to_string()
+}
+
+/// Every string in `v` without the user info of the URLs in it: what a
+/// failure echoes of the command line (the URLs as typed) shows no password.
+pub fn hide_user_info(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => {
+            if let std::borrow::Cow::Owned(h) = ddftp::http::auth::hide_user_info(s) {
+                *s = h;
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(hide_user_info),
+        serde_json::Value::Object(o) => o.values_mut().for_each(hide_user_info),
+        _ => {}
+    }
 }
 
 /// Prints the human summary: totals, then one line per mirror.

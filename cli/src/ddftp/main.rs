@@ -48,7 +48,8 @@ impl From<Exit> for ExitCode {
 
 /// Prints `ddftp: error: ...` with the full cause chain.
 pub fn report_error(e: &dyn std::fmt::Display) {
-    eprintln!("ddftp: error: {}", ddftp::progress::terminal_safe(&format!("{e:#}")));
+    let text = format!("{e:#}");
+    eprintln!("ddftp: error: {}", ddftp::progress::terminal_safe(&ddftp::http::auth::hide_user_info(&text)));
 }
 
 /// Logs to stderr through `tracing`: `DDFTP_LOG` if set (e.g. `debug`,

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ddftp::progress::Bar;
+use ddftp::progress::{terminal_safe, Bar};
 use ddftp::transfer::GetSpec;
 use ddftp_proto::units::HumanBytes;
 
@@ -117,7 +117,46 @@ fn one(o: &GetOpt, sources: Vec<String>, out: Option<PathBuf>) -> GetOpt {
     one
 }
 
+/// Where a job's file lands, spelled one way (`.` and repeated `/` out).
+fn landing(opt: &GetOpt) -> Option<PathBuf> {
+    let out = match &opt.output {
+        Some(o) => o.clone(),
+        None => PathBuf::from(base_name(opt.path.first()?)),
+    };
+    Some(out.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect())
+}
+
+/// Two files of one command never share a final name: each would rename
+/// its part file over the other's (the final name holding one file's bytes
+/// under the other's report). The second and later are refused before
+/// anything moves, naming the first (as aria2c refuses a second download
+/// of the same file); the first goes ahead.
+fn refuse_shared_outputs(jobs: &mut [Job]) {
+    let mut taken: std::collections::HashMap<PathBuf, String> = Default::default();
+    for job in jobs {
+        let Some(out) = job.opt.as_ref().ok().and_then(landing) else { continue };
+        match taken.get(&out) {
+            Some(first) => {
+                job.opt = Err(format!(
+                    "its output {} is also {first}'s: not fetched (give it another out= or -d)",
+                    out.display()
+                ))
+            }
+            None => {
+                taken.insert(out, job.label.clone());
+            }
+        }
+    }
+}
+
 fn jobs(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
+    let (mut jobs, warnings) = listed(o)?;
+    refuse_shared_outputs(&mut jobs);
+    Ok((jobs, warnings))
+}
+
+/// The files the command names, each with its options.
+fn listed(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
     let under = |name: &str, dir: Option<&Path>| dir.map(|d| d.join(name));
     // DIR is the user's own path (followed as given, made as `mkdir -p`);
     // what a list puts below it is made beneath it.
@@ -212,7 +251,7 @@ pub fn run(o: GetOpt) -> Exit {
         }
     };
     for w in &warnings {
-        eprintln!("ddftp: warning: {w}");
+        eprintln!("ddftp: warning: {}", terminal_safe(w));
     }
     let rt = match runtime() {
         Ok(rt) => rt,
@@ -286,7 +325,8 @@ pub fn run(o: GetOpt) -> Exit {
         Some((_, _, x)) => *x,
     };
     for (label, why, _) in &failed {
-        eprintln!("ddftp: error: {label}: {why}");
+        // A mirror's words and a list's names are escaped, passwords hidden.
+        report_error(&format_args!("{label}: {why}"));
     }
     let done = n - failed.len();
     let bytes: u64 = outcomes
@@ -306,10 +346,11 @@ pub fn run(o: GetOpt) -> Exit {
                 }
             })
             .collect();
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "files": files, "complete": done, "failed": failed.len(), "bytes": bytes, "exit_code": exit as i32,
             "warnings": warnings,
         });
+        super::get::hide_user_info(&mut v);
         println!("{v}");
     } else if !o.moving.quiet {
         for (_, outcome) in &outcomes {
@@ -317,10 +358,19 @@ pub fn run(o: GetOpt) -> Exit {
                 let t = &r.transfer;
                 let what =
                     if t.already_complete { "already complete".to_string() } else { format!("{:.2} s", t.seconds) };
-                println!("{} -> {}: {} ({what})", t.path, t.output, HumanBytes(t.bytes));
+                // Names from a Metalink or a list may hold terminal escapes.
+                let (path, output) = (terminal_safe(&t.path), terminal_safe(&t.output));
+                println!("{path} -> {output}: {} ({what})", HumanBytes(t.bytes));
             }
         }
         println!("{n} files: {done} complete, {} failed; {} moved", failed.len(), HumanBytes(bytes));
+    }
+    if let Some(f) = &o.moving.metrics_file {
+        let what = match &o.input_file {
+            Some(list) => format!("-i {}", list.display()),
+            None => o.path.join(" "),
+        };
+        super::metrics_file::write_or_warn(f, &super::metrics_file::many_page(&what, exit, done, failed.len(), bytes));
     }
     if !failed.is_empty() && failed.len() < n {
         report_error(&format!(

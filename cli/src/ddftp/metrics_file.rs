@@ -43,7 +43,9 @@ impl Page {
         let mut l = String::new();
         for (i, (k, v)) in labels.iter().enumerate() {
             let sep = if i == 0 { "{" } else { "," };
-            let _ = write!(l, "{sep}{k}=\"{}\"", escape(v));
+            // A URL's password never reaches the page (world-readable for
+            // the collector).
+            let _ = write!(l, "{sep}{k}=\"{}\"", escape(&ddftp::http::auth::hide_user_info(v)));
         }
         if !l.is_empty() {
             l.push('}');
@@ -107,6 +109,17 @@ pub fn get_page(path: &str, exit: Exit, r: Option<&TransferReport>) -> Page {
         let labels = [("command", "get"), ("what", path), ("mirror", m.mirror.as_str())];
         p.gauge("mirror_bytes", "Bytes each mirror delivered.", &labels, m.bytes as f64);
     }
+    p
+}
+
+/// The figures of a `get` of several files (`what`: the list, or the
+/// names), each file's own figures summed.
+pub fn many_page(what: &str, exit: Exit, complete: usize, failed: usize, bytes: u64) -> Page {
+    let mut p = Page::new("get", what, exit);
+    let job = [("command", "get"), ("what", what)];
+    p.gauge("bytes", "Bytes of the outputs moved in the last run.", &job, bytes as f64);
+    p.gauge("files", "Files of the last run that are complete.", &job, complete as f64);
+    p.gauge("failed_entries", "Files that could not be fetched (exit code 5).", &job, failed as f64);
     p
 }
 

@@ -2,8 +2,12 @@
 //! stderr or to `--log-file` (which SIGHUP reopens, so logrotate can move
 //! it away). The level is `-v`/`-q`'s unless `DDFTP_LOG` says otherwise.
 
+use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -29,33 +33,101 @@ pub enum Sink {
     File(Arc<LogFile>),
 }
 
+/// `--log-file`: its directory held open from the start (as root, before
+/// `--user` drops privileges), the file opened beneath it following no
+/// symlink. An account that can write the directory cannot make root (at
+/// the next start) or the server (at SIGHUP) append to another file by
+/// planting a symlink or a hard link under the log's name; and SIGHUP
+/// reopens through the held directory, so a root-owned directory works
+/// (with logrotate's `create MODE USER GROUP` making the new file).
 pub struct LogFile {
     path: PathBuf,
+    dir: OwnedFd,
+    name: CString,
     file: Mutex<File>,
 }
 
 impl LogFile {
-    fn open(path: &Path) -> io::Result<File> {
-        OpenOptions::new().create(true).append(true).open(path)
+    fn new(path: &Path) -> io::Result<LogFile> {
+        let name = path
+            .file_name()
+            .filter(|n| *n != ".." && *n != ".")
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "names no file"))?;
+        let name = CString::new(name.as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "holds a NUL byte"))?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let dir: OwnedFd = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("its directory {}: {e}", dir.display())))?
+            .into();
+        let file = open_beneath(&dir, &name)?;
+        Ok(LogFile { path: path.to_path_buf(), dir, name, file: Mutex::new(file) })
     }
 
-    /// Opens the file at its path again (after logrotate moved it).
+    /// Opens the file again beneath its directory (after logrotate moved it).
     pub fn reopen(&self) -> io::Result<()> {
-        let f = LogFile::open(&self.path)?;
+        let f = open_beneath(&self.dir, &self.name).map_err(|e| match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) => io::Error::new(
+                e.kind(),
+                format!(
+                    "{}: {e} (the server no longer runs as root: have logrotate make the new file, \
+                     `create 0640 USER GROUP`, or use `copytruncate`)",
+                    self.path.display()
+                ),
+            ),
+            _ => io::Error::new(e.kind(), format!("{}: {e}", self.path.display())),
+        })?;
         *self.file.lock().expect("log lock") = f;
         Ok(())
     }
 }
 
+/// `name` in `dir` for appending, made 0640 if missing: never through a
+/// symlink (`O_NOFOLLOW`), never a FIFO or device, never a file with
+/// another name too (a hard link planted to a file the server may write).
+fn open_beneath(dir: &OwnedFd, name: &CString) -> io::Result<File> {
+    let flags = libc::O_WRONLY
+        | libc::O_APPEND
+        | libc::O_CREAT
+        | libc::O_NOFOLLOW
+        | libc::O_NONBLOCK
+        | libc::O_NOCTTY
+        | libc::O_CLOEXEC;
+    // SAFETY: openat(2) with a live directory descriptor and a C string.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, 0o640 as libc::c_uint) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::new(e.kind(), "a symlink: not followed (a log file is a plain file)"),
+            _ => e,
+        });
+    }
+    // SAFETY: a descriptor openat just returned, owned from here on.
+    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let m = file.metadata()?;
+    if !m.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    if m.nlink() > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("it has {} names (hard links): another file may be behind it", m.nlink()),
+        ));
+    }
+    Ok(file)
+}
+
 /// Installs the subscriber; the sink is kept to reopen it on SIGHUP.
 pub fn init(format: LogFormat, level: &str, file: Option<&Path>) -> io::Result<Sink> {
     let sink = match file {
-        Some(p) => Sink::File(Arc::new(LogFile {
-            path: p.to_path_buf(),
-            file: Mutex::new(
-                LogFile::open(p).map_err(|e| io::Error::new(e.kind(), format!("--log-file {}: {e}", p.display())))?,
-            ),
-        })),
+        Some(p) => Sink::File(Arc::new(
+            LogFile::new(p).map_err(|e| io::Error::new(e.kind(), format!("--log-file {}: {e}", p.display())))?,
+        )),
         None => Sink::Stderr,
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("DDFTP_LOG")

@@ -6,6 +6,7 @@
 //! Both are reached beneath their directory descriptors, as DEST is.
 
 use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use super::deep::{self, Beneath, Dest};
@@ -39,8 +40,25 @@ impl Backup {
             }
             return Ok(Backup { root: dest.clone(), under });
         }
-        std::fs::create_dir_all(dir)?;
+        // The directories made for it are the owner's alone, as below DEST.
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        // An absolute DIR inside DEST is below DEST as a relative one is:
+        // reached beneath DEST's descriptor and kept from `--delete`.
+        match below(dir, dest.path()) {
+            Some(under) if under.as_os_str().is_empty() => {
+                let why = "--backup-dir: DIR may not be DEST itself";
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+            }
+            Some(under) => return Ok(Backup { root: dest.clone(), under }),
+            None => {}
+        }
         Ok(Backup { root: Dest::open(dir)?, under: PathBuf::new() })
+    }
+
+    /// Whether `rel` (an entry of SRC, below DEST) is DIR itself or holds it:
+    /// SRC's entry cannot be put where the backups go.
+    pub(super) fn is_in_the_way(&self, dest: &Dest, rel: &Path) -> bool {
+        self.inside_dest(dest).is_some_and(|under| under.starts_with(rel))
     }
 
     /// DIR's path below DEST, when it is there (kept from `--delete`).
@@ -62,4 +80,11 @@ impl Backup {
             _ => e,
         })
     }
+}
+
+/// `dir` as a path below `dest` (both as they resolve now; empty where it
+/// is `dest`), if it is one.
+fn below(dir: &Path, dest: &Path) -> Option<PathBuf> {
+    let (dir, dest) = (std::fs::canonicalize(dir).ok()?, std::fs::canonicalize(dest).ok()?);
+    dir.strip_prefix(&dest).ok().map(Path::to_path_buf)
 }

@@ -580,9 +580,15 @@ impl Archiving<'_> {
     /// its entry is not moved (nothing is lost).
     pub(super) fn back_up(&self, chosen: &mut super::listing::Chosen<'_>, progress: &mut dyn Progress) {
         let mut kept = HashSet::new();
+        let backup = self.backup().ok().flatten();
         for it in &chosen.todo {
             let p = self.dest.join(&it.rel);
-            if let Err(e) = self.back_up_one(&p, &it.rel, |m| !m.is_dir()) {
+            let in_the_way = backup.as_ref().is_some_and(|b| b.is_in_the_way(&self.dest, &it.rel));
+            let r = match in_the_way {
+                true => Err("it is where --backup-dir puts what a run replaces (give another --backup-dir)".into()),
+                false => self.back_up_one(&p, &it.rel, |m| !m.is_dir()),
+            };
+            if let Err(e) = r {
                 let why = format!("cannot move the copy DEST has to --backup-dir, so it is kept: {e}");
                 progress.warn(&format!("not copying {}: {why}", Path::new(self.src).join(&it.rel).display()));
                 self.failed(&it.rel, why);

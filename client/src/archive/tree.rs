@@ -387,8 +387,8 @@ impl TreeStore {
         Ok(true)
     }
 
-    /// Makes way for the files: empty files are made (their bytes, none,
-    /// are all there is); in an existing destination whatever stands in a
+    /// Makes way for the files: empty files, and files that are all hole,
+    /// are made (their bytes, none, are all there is); in an existing destination whatever stands in a
     /// file's place and is not a file (a directory, a symlink) goes. An old
     /// file under the name stays until the new one replaces it whole.
     pub(super) fn create(&self) -> Result<(), ArchiveError> {
@@ -414,6 +414,11 @@ impl TreeStore {
                 });
                 let owned = self.owner(i);
                 let finished = f.and_then(|f| {
+                    // A file that is all hole moves no byte, and is still
+                    // its listed size (a hole to its end).
+                    if p.size > 0 {
+                        f.set_len(p.size)?;
+                    }
                     if let Some((uid, gid)) = owned {
                         std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
                     }

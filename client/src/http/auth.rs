@@ -72,10 +72,42 @@ impl Asking {
         exact.or_else(|| self.netrc.iter().find(|e| e.machine.is_none())).map(|e| e.login.clone())
     }
 
+    /// What goes to another origin than the one the user named (a
+    /// redirect's): no `--header`s, which may hold tokens or cookies.
+    pub fn elsewhere(&self) -> Asking {
+        Asking { headers: vec![], ..self.clone() }
+    }
+
     /// The User-Agent to send.
     pub fn user_agent(&self) -> String {
         self.user_agent.clone().unwrap_or_else(|| concat!("ddftp/", env!("CARGO_PKG_VERSION")).to_string())
     }
+}
+
+/// `text` (a message, a label, a JSON value) with the user info of every
+/// URL in it taken out: `http://alice:PW@host/f` shows as
+/// `http://host/f`. The one rule for what reaches stdout, stderr,
+/// `--json` and `--metrics-file` from a URL the user typed, wherever the
+/// URL came through (a usage error, a failed file's label).
+pub fn hide_user_info(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("://") || !text.contains('@') {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        out.push_str(&rest[..i + 3]);
+        rest = &rest[i + 3..];
+        // The authority runs to the path, the query, the fragment, or
+        // anything that ends a URL inside a text.
+        let end = rest.find(|c: char| "/?#\"' <>".contains(c) || c.is_whitespace() || c.is_control());
+        let authority = &rest[..end.unwrap_or(rest.len())];
+        if let Some(at) = authority.rfind('@') {
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    out.into()
 }
 
 /// `--header 'Name: value'` as (name, value): a token name (not one ddftp
@@ -96,6 +128,15 @@ pub fn header(s: &str) -> Result<(String, String), String> {
         return Err(format!("{name}: ddftp sets this header itself"));
     }
     Ok((name.to_string(), value.to_string()))
+}
+
+/// `--user-agent TEXT`: visible ASCII and spaces, so it cannot split a
+/// request.
+pub fn user_agent(s: &str) -> Result<String, String> {
+    match s.bytes().all(|b| b == b' ' || (b'!'..=b'~').contains(&b)) {
+        true => Ok(s.to_string()),
+        false => Err("a User-Agent may hold visible ASCII and spaces only".into()),
+    }
 }
 
 /// `--user USER[:PASS]`; the password is `None` when not given (asked).
@@ -233,7 +274,26 @@ mod tests {
         assert_eq!(decode("us%40er:p%3Ass"), "us@er:p:ss");
     }
 
+    #[test]
+    fn user_info_is_hidden_in_any_text() {
+        assert_eq!(hide_user_info("http://alice:PW@h:8/f x"), "http://h:8/f x");
+        assert_eq!(hide_user_info("[\"https://u:p@a/\",\"http://b:q@c\"]"), "[\"https://a/\",\"http://c\"]");
+        assert_eq!(hide_user_info("ftp://a:b@c:d@host?x"), "ftp://host?x");
+        assert_eq!(hide_user_info("mail a@b, see http://h/p@q"), "mail a@b, see http://h/p@q");
+        assert_eq!(hide_user_info("\"http://u:p@h:99999\": bad port"), "\"http://h:99999\": bad port");
+    }
+
     proptest! {
+        #[test]
+        fn a_url_s_password_never_survives_hiding(
+            pre in "\\PC{0,20}", user in "[a-zA-Z0-9._~%!$&'()*+,;=-]{0,12}",
+            pw in "[a-zA-Z0-9._~%!$&'()*+,;=:-]{6,16}", host in "[a-z0-9.]{1,12}", post in "\\PC{0,20}",
+        ) {
+            let text = format!("{pre}http://{user}:{pw}@{host}/f{post}");
+            let shown = hide_user_info(&text);
+            prop_assert!(!shown.contains(&format!(":{pw}@")), "{text:?} -> {shown:?}");
+        }
+
         #[test]
         fn any_netrc_and_header_text_parse_without_panicking(t in "\\PC{0,200}") {
             let _ = netrc(&t);

@@ -16,7 +16,6 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 use super::{content_range, HttpError, HttpMirror, TIMEOUT};
 use crate::checksum;
@@ -33,7 +32,7 @@ pub(super) async fn open(m: &HttpMirror) -> Result<Box<dyn Io>, HttpError> {
     let fut = async {
         let host = m.host.trim_start_matches('[').trim_end_matches(']');
         let sock = match &m.proxy {
-            None => TcpStream::connect((host, m.port)).await.map_err(HttpError::Connect)?,
+            None => crate::reach::connect(host, m.port).await.map_err(HttpError::Connect)?,
             Some(p) if m.https => {
                 let mut sock = p.connect().await?;
                 p.tunnel(&mut sock, &format!("{}:{}", m.host, m.port)).await?;

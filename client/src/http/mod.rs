@@ -132,6 +132,14 @@ impl HttpError {
         }
     }
 
+    /// Whether the server was never reached, and how ([`crate::reach`]).
+    pub fn unreached(&self) -> Option<crate::reach::Unreached> {
+        match self {
+            HttpError::Connect(e) => crate::reach::unreached(e),
+            _ => None,
+        }
+    }
+
     /// How long the server asked us to wait (`Retry-After`).
     pub fn wait_hint(&self) -> Option<Duration> {
         match self {
@@ -234,7 +242,10 @@ impl HttpMirror {
     pub(crate) fn request_headers(&self) -> Vec<(String, String)> {
         let mut h = vec![("User-Agent".to_string(), self.asking.user_agent())];
         h.extend(self.asking.headers.iter().cloned());
-        if let Some(c) = &self.credentials {
+        // A `--header 'Authorization: ...'` is the user's own choice and
+        // replaces the Basic one (as curl's does): never two.
+        let own = self.asking.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
+        if let (Some(c), false) = (&self.credentials, own) {
             h.push(("Authorization".to_string(), c.basic()));
         }
         h
@@ -254,11 +265,17 @@ impl HttpMirror {
         } else if is_url(location) {
             let mut m = HttpMirror::parse(location.trim_end_matches('/'), "")?;
             m.tls = self.tls.clone();
-            m.asking = self.asking.clone();
-            // Credentials stay with their origin: another server gets only
-            // what .netrc says for it (or the Location's own user info).
+            // Credentials and `--header`s stay with their origin: another
+            // server gets only what .netrc says for it (or the Location's
+            // own user info), and no header the user gave (a token, a
+            // cookie), as curl since CVE-2018-1000007 and CVE-2022-27776.
+            let same = self.same_origin(&m);
+            m.asking = match same {
+                true => self.asking.clone(),
+                false => Arc::new(self.asking.elsewhere()),
+            };
             if m.credentials.is_none() {
-                m.credentials = match self.same_origin(&m) {
+                m.credentials = match same {
                     true => self.credentials.clone(),
                     false => self.asking.from_netrc(&m.host),
                 };

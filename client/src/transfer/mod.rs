@@ -297,6 +297,8 @@ struct Round {
     transient: bool,
     /// How long busy mirrors asked us to wait.
     hints: Vec<Duration>,
+    /// How the mirrors that may answer later failed ([`crate::retry::AtStart`]).
+    at_start: crate::retry::AtStart,
     /// Some mirror failed its TLS handshake.
     untrusted: bool,
     /// Mirrors that said the path is not a regular file (a directory?).
@@ -374,10 +376,12 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
         later: vec![],
         transient: false,
         hints: vec![],
+        at_start: crate::retry::AtStart::NoSuchHost,
         untrusted: false,
         not_a_file: 0,
         spare,
     };
+    let mut unreached = vec![];
     for (route, got) in routes.iter().zip(ddftpd_probed) {
         match got {
             Some(Ok(x)) => r.usable.push(x),
@@ -388,11 +392,13 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
                     r.transient = true;
                     r.hints.extend(e.wait_hint());
                     r.later.push(rejoin::Source::Ddftpd(route.clone()));
+                    unreached.push(e.unreached());
                 }
                 r.failures.push(format!("  {route}: {e}"))
             }
             None => {
                 r.transient = true;
+                unreached.push(None);
                 r.later.push(rejoin::Source::Ddftpd(route.clone()));
                 r.failures.push(format!("  {route}: {}", late(grace)))
             }
@@ -407,15 +413,18 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
                     r.transient = true;
                     r.hints.extend(e.wait_hint());
                     r.later.push(rejoin::Source::LateHttp(url.clone()));
+                    unreached.push(e.unreached());
                 }
                 r.failures.push(format!("  {shown}: {e}"))
             }
             None => {
+                unreached.push(None);
                 r.later.push(rejoin::Source::LateHttp(url.clone()));
                 r.failures.push(format!("  {url}: {}", late(grace)))
             }
         }
     }
+    r.at_start = crate::retry::AtStart::of(unreached);
     if r.usable.is_empty() && r.http.is_empty() {
         if let Some(s) = r.spare.take() {
             s.abort();
@@ -442,7 +451,7 @@ async fn probe_until_one_answers(
             return Ok(round);
         }
         let hint = round.hints.iter().copied().max();
-        let wait = if round.transient { asked.next(&spec.retry, hint) } else { None };
+        let wait = if round.transient { asked.next_at_start(&spec.retry, hint, round.at_start) } else { None };
         let Some(wait) = wait else {
             let (path, failures) = (spec.path.clone(), round.failures);
             return Err(match round.untrusted {
@@ -462,7 +471,7 @@ async fn probe_until_one_answers(
                 round.failures.join("\n"),
                 wait.as_secs_f64(),
                 asked.tries,
-                spec.retry.tries()
+                spec.retry.tries_at_start(round.at_start)
             );
             tell(progress, warnings, w);
         }

@@ -53,6 +53,17 @@ pub const SILENT_LINK: Duration = Duration::from_secs(5);
 /// How long an accepted connection may take to say `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most connections greeted at once; past it the oldest still silent
+/// is dropped, so strangers holding connections open cannot use up the
+/// descriptors a sender's links need (a link greets at once).
+const MAX_GREETING: usize = 128;
+
+/// The most sessions whose links are still arriving, and how long one may
+/// wait for the rest: a stranger's `Hello` naming a session of its own
+/// holds a socket that long at most.
+const MAX_PENDING: usize = 32;
+const PENDING_TIMEOUT: Duration = HELLO_TIMEOUT;
+
 /// One end of a striped channel.
 pub struct Striped {
     shared: Arc<Shared>,
@@ -650,8 +661,38 @@ impl Relink {
 /// A connected link, over TLS or not.
 type Link = (TcpStream, Option<Tls>);
 
-/// An accepted connection that greeted: its `Hello` and the link.
-type Greeted = (u64, u32, u32, Link);
+/// An accepted connection that greeted: its `Hello`, the link, and who.
+type Greeted = (u64, u32, u32, Link, SocketAddr);
+
+/// The links of sessions still arriving, bounded in number and age.
+#[derive(Default)]
+struct Pending {
+    sessions: HashMap<u64, (tokio::time::Instant, Vec<Option<Link>>)>,
+}
+
+impl Pending {
+    /// Adds a link; the session's links when it is complete.
+    fn add(&mut self, session: u64, index: u32, count: u32, link: Link) -> Option<Vec<Link>> {
+        let now = tokio::time::Instant::now();
+        self.sessions.retain(|_, (since, _)| now.duration_since(*since) < PENDING_TIMEOUT);
+        if !self.sessions.contains_key(&session) && self.sessions.len() >= MAX_PENDING {
+            let oldest = self.sessions.iter().min_by_key(|(_, (since, _))| *since).map(|(s, _)| *s);
+            if let Some(s) = oldest {
+                self.sessions.remove(&s);
+            }
+        }
+        let (_, slots) = self.sessions.entry(session).or_insert_with(|| (now, (0..count).map(|_| None).collect()));
+        if slots.len() != count as usize {
+            return None;
+        }
+        slots[index as usize] = Some(link);
+        if !slots.iter().all(Option::is_some) {
+            return None;
+        }
+        let (_, slots) = self.sessions.remove(&session).expect("present");
+        Some(slots.into_iter().flatten().collect())
+    }
+}
 
 /// Accepts striped channels on one or more addresses.
 pub struct StripeListener {
@@ -684,17 +725,9 @@ impl StripeListener {
     /// (on any of the addresses). Connections that do not greet properly
     /// are dropped.
     pub async fn accept(&self) -> io::Result<Striped> {
-        let mut pending: HashMap<u64, Vec<Option<Link>>> = HashMap::new();
-        self.greeted(|(session, index, count, sock)| {
-            let slots = pending.entry(session).or_insert_with(|| (0..count).map(|_| None).collect());
-            if slots.len() != count as usize {
-                return None;
-            }
-            slots[index as usize] = Some(sock);
-            if !slots.iter().all(Option::is_some) {
-                return None;
-            }
-            let socks = pending.remove(&session).expect("present").into_iter().flatten().collect();
+        let mut pending = Pending::default();
+        self.greeted(|(session, index, count, sock, _)| {
+            let socks = pending.add(session, index, count, sock)?;
             Some(Striped::start(socks, session, None))
         })
         .await
@@ -706,13 +739,13 @@ impl StripeListener {
     /// Runs until the listener fails: spawn it, and end it with the channel.
     pub async fn take_back(&self, ch: Relink) -> io::Result<()> {
         let (session, count) = (ch.0.session, ch.0.out.len() as u32);
-        self.greeted(|(s, index, n, (sock, tls))| {
+        self.greeted(|(s, index, n, (sock, tls), peer)| {
             if (s, n) != (session, count) {
-                tracing::warn!("a link of another session refused");
+                tracing::warn!(%peer, "a link of another session refused");
                 return None;
             }
             if let Err(e) = ch.0.revive(index as usize, sock, tls) {
-                tracing::warn!(link = index, "a returning link refused: {e}");
+                tracing::warn!(%peer, link = index, "a returning link refused: {e}");
             }
             None::<()>
         })
@@ -721,20 +754,38 @@ impl StripeListener {
     }
 
     /// Accepts connections, each greeted in a task of its own (a slow
-    /// one holds no other), and hands each well-formed `Hello` (a count of
-    /// 1 to 64, an index below it) with its link to `on`, until `on`
-    /// returns something.
+    /// one holds no other; at most [`MAX_GREETING`], the oldest dropped
+    /// past it), and hands each well-formed `Hello` (a count of 1 to 64,
+    /// an index below it) with its link to `on`, until `on` returns
+    /// something. Nothing a peer does ends it: descriptors running out
+    /// pause accepting a moment, they do not fail the channel.
     async fn greeted<T>(&self, mut on: impl FnMut(Greeted) -> Option<T>) -> io::Result<T> {
         let (tx, mut rx) = mpsc::channel::<Greeted>(64);
         let mut tasks = tokio::task::JoinSet::new();
+        let mut greeting = std::collections::VecDeque::new();
         loop {
             let accepts = self.listeners.iter().map(|l| Box::pin(l.accept()));
             tokio::select! {
                 (r, _, _) = futures_select_all(accepts) => {
-                    let (sock, peer) = r?;
+                    let (sock, peer) = match r {
+                        Ok(a) => a,
+                        Err(e) if accept_may_recover(&e) => {
+                            tracing::warn!("accepting a link: {e}; trying again shortly");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    while tasks.len() >= MAX_GREETING {
+                        let Some(oldest) = greeting.pop_front() else { break };
+                        tokio::task::AbortHandle::abort(&oldest);
+                        // Reap what ended (the aborted one among them).
+                        while tasks.try_join_next().is_some() {}
+                    }
+                    greeting.retain(|h: &tokio::task::AbortHandle| !h.is_finished());
                     let tx = tx.clone();
                     let tls = self.tls.clone();
-                    tasks.spawn(async move {
+                    let handle = tasks.spawn(async move {
                         let greet = async {
                             let mut sock = sock;
                             match &tls {
@@ -744,15 +795,16 @@ impl StripeListener {
                         };
                         match tokio::time::timeout(HELLO_TIMEOUT, greet).await {
                             Ok(Ok((Frame::Hello { session, index, count }, link))) => {
-                                let _ = tx.send((session, index, count, link)).await;
+                                let _ = tx.send((session, index, count, link, peer)).await;
                             }
                             Ok(Err(e)) => tracing::warn!(%peer, "link refused: {e}"),
                             Ok(Ok(_)) | Err(_) => tracing::warn!(%peer, "link refused: no Hello"),
                         }
                     });
+                    greeting.push_back(handle);
                 }
                 Some(g) = rx.recv() => {
-                    let (_, index, count, _) = &g;
+                    let (_, index, count, _, _) = &g;
                     if *count == 0 || index >= count || *count > 64 {
                         continue;
                     }
@@ -765,6 +817,15 @@ impl StripeListener {
             }
         }
     }
+}
+
+/// Whether a failed `accept` is of the moment (descriptors or memory
+/// short, a peer gone before it was taken): then the listener goes on.
+fn accept_may_recover(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::ECONNABORTED | libc::EPROTO)
+    ) || matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset)
 }
 
 /// The first of several futures to finish (all are polled each time).

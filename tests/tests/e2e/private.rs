@@ -3,10 +3,7 @@
 //! carry the credentials; `--header` and `--user-agent` reach the server;
 //! the password is never printed.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
-
+use crate::util::capture::{Answer, Heads};
 use crate::util::nginx::Nginx;
 use crate::util::*;
 
@@ -14,39 +11,8 @@ const PASSWORD: &str = "s3cret-pa55";
 
 /// A web server on `addr` that answers every request with `data` whole
 /// (200) and keeps each request's head.
-fn capturing(addr: &str, data: Vec<u8>) -> (String, Arc<Mutex<Vec<String>>>) {
-    let l = TcpListener::bind(addr).unwrap();
-    let at = l.local_addr().unwrap().to_string();
-    let heads = Arc::new(Mutex::new(vec![]));
-    let kept = heads.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let (data, kept) = (data.clone(), kept.clone());
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                loop {
-                    let mut head = String::new();
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        head.push_str(&line);
-                    }
-                    kept.lock().unwrap().push(head);
-                    let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", data.len());
-                    if s.write_all(reply.as_bytes()).and_then(|()| s.write_all(&data)).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (at, heads)
+fn capturing(addr: &str, data: Vec<u8>) -> (String, Heads) {
+    crate::util::capture::capturing(addr, Answer::Body(data))
 }
 
 fn no_password(o: &std::process::Output) {

@@ -338,3 +338,4 @@ fn item09_bundle_uploads_share_a_bounded_budget() {
 mod archive;
 mod hostile_mirror;
 mod planted;
+mod secrets;

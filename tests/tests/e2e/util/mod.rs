@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 
 use rand::{RngCore, SeedableRng};
 
+pub mod capture;
 pub mod cut;
 pub mod fake_mirror;
 pub mod nginx;
