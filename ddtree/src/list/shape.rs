@@ -31,6 +31,8 @@ pub enum Refused {
     NoParent(Vec<u8>),
     #[error("SRC itself is listed as no directory")]
     RootNotDir,
+    #[error("it is below SRC, which the list gives as no directory")]
+    BelowRootNotDir,
 }
 
 /// The names admitted so far (whether each is a directory), and the
@@ -38,8 +40,10 @@ pub enum Refused {
 #[derive(Debug)]
 pub struct Shape<T> {
     known: HashMap<Box<[u8]>, bool>,
-    /// The root (SRC itself, the empty name) was listed.
+    /// The root (SRC itself, the empty name) was listed; and as no
+    /// directory (nothing is below it then).
     root_listed: bool,
+    root_not_dir: bool,
     /// The directory admitted last: a walk's entries mostly follow their
     /// directory, so most parents are this one (no lookup).
     last_dir: Option<Box<[u8]>>,
@@ -51,7 +55,13 @@ type Waiting<T> = (Box<[u8]>, bool, T);
 
 impl<T> Default for Shape<T> {
     fn default() -> Self {
-        Shape { known: HashMap::new(), root_listed: false, last_dir: None, waiting: HashMap::new() }
+        Shape {
+            known: HashMap::new(),
+            root_listed: false,
+            root_not_dir: false,
+            last_dir: None,
+            waiting: HashMap::new(),
+        }
     }
 }
 
@@ -69,10 +79,20 @@ impl<T> Shape<T> {
         if rel.is_empty() {
             match (self.root_listed, is_dir) {
                 (true, _) => refused.push((item, Refused::Twice)),
-                (false, false) => refused.push((item, Refused::RootNotDir)),
+                (false, false) => {
+                    self.root_listed = true;
+                    self.root_not_dir = true;
+                    refused.push((item, Refused::RootNotDir));
+                    for (_, _, it) in self.waiting.remove(&[][..]).into_iter().flatten() {
+                        refused.push((it, Refused::BelowRootNotDir));
+                    }
+                }
                 (false, true) => {
                     self.root_listed = true;
                     out.push(item);
+                    for (child, d, it) in self.waiting.remove(&[][..]).into_iter().flatten() {
+                        self.take(child, d, it, out, refused);
+                    }
                 }
             }
             return;
@@ -84,6 +104,12 @@ impl<T> Shape<T> {
         // (A name known already has its directory known: it is refused as
         // given twice where it would be taken.)
         let parent = relpath::parent(&rel);
+        if parent.is_empty() && self.root_not_dir {
+            refused.push((item, Refused::BelowRootNotDir));
+            return;
+        }
+        // Until SRC itself is listed, what is directly below it waits: a
+        // SRC listed as a file has nothing below it.
         match self.kind_of(parent) {
             Some(true) => {}
             Some(false) => {
@@ -104,7 +130,10 @@ impl<T> Shape<T> {
     /// Whether `name` is a known directory (`Some(true)`), known as
     /// something else, or not known yet. DEST itself is a directory.
     fn kind_of(&self, name: &[u8]) -> Option<bool> {
-        if name.is_empty() || self.last_dir.as_deref() == Some(name) {
+        if name.is_empty() {
+            return self.root_listed.then_some(!self.root_not_dir);
+        }
+        if self.last_dir.as_deref() == Some(name) {
             return Some(true);
         }
         self.known.get(name).copied()
@@ -145,10 +174,17 @@ impl<T> Shape<T> {
         }
     }
 
-    /// The list has ended: entries still waiting for their directory are
-    /// refused.
-    pub fn finish(&mut self) -> Vec<(T, Refused)> {
+    /// The list has ended: a list that never gave SRC itself has it a
+    /// directory (DEST is one), and what waited for it is admitted to
+    /// `out`; entries still waiting for their directory are refused.
+    pub fn finish(&mut self, out: &mut Vec<T>) -> Vec<(T, Refused)> {
         let mut refused = vec![];
+        if !self.root_listed {
+            self.root_listed = true;
+            for (child, d, it) in self.waiting.remove(&[][..]).into_iter().flatten() {
+                self.take(child, d, it, out, &mut refused);
+            }
+        }
         for (dir, waiting) in self.waiting.drain() {
             for (_, _, it) in waiting {
                 refused.push((it, Refused::NoParent(dir.to_vec())));
@@ -169,7 +205,7 @@ mod tests {
         for &(p, d) in list {
             s.admit(p.as_bytes().into(), d, p.to_string(), &mut out, &mut refused);
         }
-        refused.extend(s.finish());
+        refused.extend(s.finish(&mut out));
         (out, refused)
     }
 
@@ -178,6 +214,14 @@ mod tests {
         let (out, refused) = run(&[("a/b/c", false), ("", true), ("a/b", true), ("x", false), ("a", true)]);
         assert!(refused.is_empty(), "{refused:?}");
         assert_eq!(out.len(), 5);
+    }
+
+    #[test]
+    fn nothing_below_a_root_listed_as_a_file_is_admitted() {
+        let (out, refused) = run(&[("h", true), ("", false), ("h/y", false), ("x", false)]);
+        assert!(out.is_empty(), "{out:?}");
+        let why: Vec<Refused> = refused.into_iter().map(|(_, r)| r).collect();
+        assert!(why.contains(&Refused::RootNotDir) && why.contains(&Refused::BelowRootNotDir), "{why:?}");
     }
 
     #[test]
@@ -220,8 +264,12 @@ mod tests {
             for (i, (p, d)) in list.iter().enumerate() {
                 s.admit(p.as_bytes().into(), *d, i, &mut out, &mut refused);
             }
-            refused.extend(s.finish().into_iter());
+            refused.extend(s.finish(&mut out));
             prop_assert_eq!(out.len() + refused.len(), list.len());
+            // SRC listed as a file (its first listing) has nothing below it.
+            if list.iter().find(|(p, _)| p.is_empty()).is_some_and(|(_, d)| !d) {
+                prop_assert!(out.is_empty(), "{:?} admitted below a SRC listed as a file", out);
+            }
             let mut dirs: HashMap<&str, bool> = HashMap::new();
             for &i in &out {
                 let (p, d) = (&list[i].0, list[i].1);

@@ -337,5 +337,6 @@ fn item09_bundle_uploads_share_a_bounded_budget() {
 
 mod archive;
 mod hostile_mirror;
+mod outputs;
 mod planted;
 mod secrets;
