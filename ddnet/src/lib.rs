@@ -40,6 +40,7 @@
 
 mod der;
 pub mod endpoint;
+pub mod greeting;
 pub mod plan;
 pub mod ratelimit;
 pub mod stream;

@@ -9,7 +9,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Shared byte budget; `None` rate means unlimited.
+/// Shared byte budget; `None` rate means unlimited. Nothing a holder of
+/// its lock does can poison it for the others (a lock poisoned by a panic
+/// elsewhere is taken as it is: the bucket is always consistent).
 #[derive(Debug)]
 pub struct RateLimiter {
     state: Mutex<Bucket>,
@@ -28,14 +30,14 @@ impl RateLimiter {
     }
 
     pub fn set_rate(&self, rate: Option<u64>) {
-        let mut b = self.state.lock().expect("rate limiter lock");
+        let mut b = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         b.rate = rate;
         b.tokens = b.tokens.min(0.0);
         b.last = Instant::now();
     }
 
     pub fn rate(&self) -> Option<u64> {
-        self.state.lock().expect("rate limiter lock").rate
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).rate
     }
 
     /// Takes `n` bytes from the bucket, waiting as long as the debt needs.
@@ -43,8 +45,9 @@ impl RateLimiter {
     /// turn into a burst.
     pub async fn acquire(&self, n: usize) {
         let wait = {
-            let mut b = self.state.lock().expect("rate limiter lock");
-            let Some(rate) = b.rate else { return };
+            let mut b = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // (A rate of 0 is no limit: it never divides a wait.)
+            let Some(rate) = b.rate.filter(|&r| r > 0) else { return };
             let now = Instant::now();
             let rate = rate as f64;
             let burst = rate * 0.05;

@@ -1,7 +1,9 @@
 //! `--metrics ADDR`: the [`Metrics`] page over plain HTTP, for Prometheus
 //! to scrape. It answers `GET /metrics` (and `/`) and nothing else; a
-//! request head has a few seconds and a few KiB, and scrapes are served
-//! one at a time, so the page cannot be turned into a load on the server.
+//! request head has a few seconds and a few KiB, and at most
+//! [`MAX_SCRAPES`] connections are served at once (the oldest dropped past
+//! that), so the page cannot be turned into a load on the server, and
+//! idle sockets held on the port do not delay a scraper that asks at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +18,29 @@ const MAX_HEAD: usize = 8 * 1024;
 /// Time a scraper has to send its request and take the page.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Connections answered at once.
+const MAX_SCRAPES: usize = 16;
+
 /// Serves the page on `listener` until the process ends.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    let mut scrapes = ddnet::greeting::Greeters::new(MAX_SCRAPES);
     loop {
-        let Ok((sock, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let _ = tokio::time::timeout(SCRAPE_TIMEOUT, answer(sock, &metrics)).await;
+        tokio::select! {
+            r = listener.accept() => {
+                let sock = match r {
+                    Ok((sock, _)) => sock,
+                    Err(e) => {
+                        tokio::time::sleep(ddnet::greeting::after_failed_accept(&e).unwrap_or(Duration::from_millis(100))).await;
+                        continue;
+                    }
+                };
+                let metrics = metrics.clone();
+                scrapes.spawn(async move {
+                    let _ = tokio::time::timeout(SCRAPE_TIMEOUT, answer(sock, &metrics)).await;
+                });
+            }
+            _ = scrapes.reaped() => {}
+        }
     }
 }
 

@@ -30,6 +30,7 @@ pub mod connection;
 pub mod digests;
 pub mod exporter;
 pub mod indexer;
+pub mod logline;
 pub mod metrics;
 pub mod per_client;
 pub mod privileges;

@@ -289,7 +289,7 @@ async fn accept_loop(listener: TcpListener, server: Server, permits: Arc<Semapho
             };
             if let Err(e) = conn.await {
                 if log {
-                    tracing::warn!(%peer, "{e}");
+                    tracing::warn!(%peer, "{}", crate::logline::one_line(&e.to_string()));
                 }
             }
             drop((permit, held, alive));

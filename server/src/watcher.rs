@@ -11,6 +11,13 @@
 //! system does not report them): a periodic rescan of the whole tree
 //! (`ddftpd index`'s walk, which costs one small read per current file)
 //! catches whatever it missed.
+//!
+//! Every directory is opened and listed beneath the root's descriptor,
+//! following no symlink ([`ddtree::beneath`]), and watched through that
+//! descriptor: a directory moved out of the root and replaced by a symlink
+//! leads nowhere outside. A directory moved out is no longer watched; one
+//! renamed within the root keeps its watches under its new name (no walk
+//! again). At most [`MAX_WATCHES`] are held, and running out is told once.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -95,13 +102,22 @@ async fn rescan_every(shared: Arc<Shared>, every: Duration) {
 /// An inotify instance and what each of its watches is, relative to the root.
 struct Watches {
     fd: std::os::fd::OwnedFd,
+    /// The root, open: every directory is reached beneath it.
+    root_fd: std::os::fd::OwnedFd,
     root: PathBuf,
     skip: PathBuf,
     dirs: HashMap<i32, PathBuf>,
+    /// Running out of watches was told.
+    told_full: bool,
 }
 
+/// The most directories watched; past it the rescan covers the rest.
+const MAX_WATCHES: usize = 1 << 18;
+
+/// (No `IN_DONT_FOLLOW`: a watch is added through `/proc/self/fd/N`, the
+/// magic link to the directory already opened beneath the root.)
 const DIR_EVENTS: u32 =
-    libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE | libc::IN_ONLYDIR | libc::IN_DONT_FOLLOW;
+    libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_MOVED_FROM | libc::IN_CREATE | libc::IN_ONLYDIR;
 
 impl Watches {
     fn new(root: &Path, skip: &Path) -> io::Result<Watches> {
@@ -112,40 +128,93 @@ impl Watches {
         }
         // SAFETY: fd is a new descriptor this function owns.
         let fd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
-        let mut w = Watches { fd, root: root.to_path_buf(), skip: skip.to_path_buf(), dirs: HashMap::new() };
+        let root_fd = std::fs::File::open(root)?.into();
+        let mut w = Watches {
+            fd,
+            root_fd,
+            root: root.to_path_buf(),
+            skip: skip.to_path_buf(),
+            dirs: HashMap::new(),
+            told_full: false,
+        };
         w.watch_tree(Path::new(""), None)?;
         Ok(w)
     }
 
-    /// Watches `rel` and every directory below it; with `found`, queues the
-    /// files already there (a directory moved in with its files).
+    /// Watches `rel` and every directory below it, each opened beneath the
+    /// root following no symlink; with `found`, queues the files already
+    /// there (a directory moved in with its files). Directories that cannot
+    /// be watched are left to the rescan.
     fn watch_tree(&mut self, rel: &Path, found: Option<&mpsc::Sender<String>>) -> io::Result<()> {
-        let full = self.root.join(rel);
-        if full == self.skip {
-            return Ok(());
-        }
-        let c = CString::new(full.as_os_str().as_bytes()).map_err(io::Error::other)?;
-        // SAFETY: a valid descriptor and a NUL-terminated path.
-        let wd = unsafe { libc::inotify_add_watch(std::os::fd::AsRawFd::as_raw_fd(&self.fd), c.as_ptr(), DIR_EVENTS) };
-        if wd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        self.dirs.insert(wd, rel.to_path_buf());
-        let Ok(entries) = std::fs::read_dir(&full) else { return Ok(()) };
-        for e in entries.flatten() {
-            let Ok(t) = e.file_type() else { continue };
-            let child = rel.join(e.file_name());
-            if t.is_dir() {
-                // A watch that cannot be added (out of watches): the
-                // rescan covers that part of the tree.
-                if let Err(err) = self.watch_tree(&child, found) {
-                    tracing::warn!("cannot watch {}: {err}; the rescan covers it", full.join(e.file_name()).display());
+        use std::os::fd::AsRawFd;
+        let mut todo = vec![rel.to_path_buf()];
+        while let Some(rel) = todo.pop() {
+            if self.root.join(&rel) == self.skip {
+                continue;
+            }
+            if self.dirs.len() >= MAX_WATCHES {
+                self.full(&io::Error::other(format!("{MAX_WATCHES} directories watched already")));
+                return Ok(());
+            }
+            let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+            let dir = match rel.as_os_str().is_empty() {
+                true => ddtree::beneath::open(self.root_fd.as_raw_fd(), b".", flags, 0),
+                false => ddtree::beneath::open(self.root_fd.as_raw_fd(), rel.as_os_str().as_bytes(), flags, 0),
+            };
+            // Gone, or a symlink now: nothing to watch there.
+            let Ok(dir) = dir else { continue };
+            let via = CString::new(format!("/proc/self/fd/{}", dir.as_raw_fd())).expect("no NUL");
+            // SAFETY: a valid descriptor and a NUL-terminated path.
+            let wd = unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), via.as_ptr(), DIR_EVENTS) };
+            if wd < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::ENOSPC) | Some(libc::ENOMEM) => {
+                        self.full(&e);
+                        return Ok(());
+                    }
+                    _ => continue,
                 }
-            } else if let (true, Some(tx)) = (t.is_file(), found) {
-                queue(tx, &child);
+            }
+            self.dirs.insert(wd, rel.clone());
+            let Ok(entries) = read_dir_fd(dir) else { continue };
+            for (name, is_dir) in entries {
+                let child = rel.join(OsStr::from_bytes(&name));
+                match (is_dir, found) {
+                    (true, _) => todo.push(child),
+                    (false, Some(tx)) => queue(tx, &child),
+                    (false, None) => {}
+                }
             }
         }
         Ok(())
+    }
+
+    /// No more watches can be held: told once; the rescan covers the rest.
+    fn full(&mut self, e: &io::Error) {
+        if !std::mem::replace(&mut self.told_full, true) {
+            tracing::warn!("cannot watch more directories ({e}); the rescan covers the rest");
+        }
+    }
+
+    /// `rel` and everything below it moved out of the root: no longer watched.
+    fn unwatch_below(&mut self, rel: &Path) {
+        use std::os::fd::AsRawFd;
+        let gone: Vec<i32> = self.dirs.iter().filter(|(_, d)| d.starts_with(rel)).map(|(wd, _)| *wd).collect();
+        for wd in gone {
+            self.dirs.remove(&wd);
+            // SAFETY: a watch of our own descriptor.
+            unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), wd) };
+        }
+    }
+
+    /// `from` was renamed `to` within the root: its watches stay, under the new names.
+    fn renamed(&mut self, from: &Path, to: &Path) {
+        for d in self.dirs.values_mut() {
+            if let Ok(below) = d.strip_prefix(from) {
+                *d = to.join(below);
+            }
+        }
     }
 
     fn run(mut self, tx: &mpsc::Sender<String>) {
@@ -162,6 +231,9 @@ impl Watches {
                 tracing::warn!("inotify stopped ({e}); relying on the rescan");
                 return;
             }
+            // Directories moved away in this read, by cookie: renamed
+            // within the root if a move to comes, else gone from it.
+            let mut moved: HashMap<u32, PathBuf> = HashMap::new();
             for ev in events(&buf[..n as usize]) {
                 if ev.mask & libc::IN_Q_OVERFLOW != 0 {
                     tracing::warn!("inotify queue overflowed; the rescan will index what it missed");
@@ -177,17 +249,21 @@ impl Watches {
                 }
                 let rel = dir.join(OsStr::from_bytes(ev.name));
                 if ev.mask & libc::IN_ISDIR != 0 {
-                    if ev.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
-                        if let Err(e) = self.watch_tree(&rel, Some(tx)) {
-                            tracing::warn!(
-                                "cannot watch {}: {e}; the rescan covers it",
-                                self.root.join(&rel).display()
-                            );
-                        }
+                    if ev.mask & libc::IN_MOVED_FROM != 0 {
+                        moved.insert(ev.cookie, rel);
+                    } else if let Some(from) =
+                        (ev.mask & libc::IN_MOVED_TO != 0).then(|| moved.remove(&ev.cookie)).flatten()
+                    {
+                        self.renamed(&from, &rel);
+                    } else if ev.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
+                        let _ = self.watch_tree(&rel, Some(tx));
                     }
                 } else if ev.mask & (libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO) != 0 {
                     queue(tx, &rel);
                 }
+            }
+            for gone in moved.into_values() {
+                self.unwatch_below(&gone);
             }
         }
     }
@@ -205,7 +281,40 @@ fn queue(tx: &mpsc::Sender<String>, rel: &Path) {
 struct Event<'a> {
     wd: i32,
     mask: u32,
+    cookie: u32,
     name: &'a [u8],
+}
+
+/// The entries of directory `dir` (its names, and whether each is a
+/// directory, by `lstat`: a symlink is not one), read through the
+/// descriptor.
+fn read_dir_fd(dir: std::os::fd::OwnedFd) -> io::Result<Vec<(Vec<u8>, bool)>> {
+    use std::os::fd::IntoRawFd;
+    // SAFETY: fdopendir takes ownership of the descriptor; closedir frees both.
+    let d = unsafe { libc::fdopendir(dir.into_raw_fd()) };
+    if d.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = vec![];
+    loop {
+        // SAFETY: a valid DIR stream, read until it returns null.
+        let e = unsafe { libc::readdir64(d) };
+        if e.is_null() {
+            break;
+        }
+        // SAFETY: readdir's entry is valid until the next call; d_name is NUL-terminated.
+        let (name, kind) = unsafe { (std::ffi::CStr::from_ptr((*e).d_name.as_ptr()).to_bytes().to_vec(), (*e).d_type) };
+        if name == b"." || name == b".." {
+            continue;
+        }
+        // DT_UNKNOWN (some file systems): the file is a directory if
+        // opening it as one beneath the root works later; queued as a file
+        // here, which `open_file` refuses harmlessly.
+        out.push((name, kind == libc::DT_DIR));
+    }
+    // SAFETY: the stream opened above.
+    unsafe { libc::closedir(d) };
+    Ok(out)
 }
 
 /// The events in what one `read` of an inotify descriptor returned; a
@@ -215,10 +324,10 @@ fn events(mut b: &[u8]) -> Vec<Event<'_>> {
     let mut out = vec![];
     while b.len() >= HEAD {
         let word = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let (wd, mask, len) = (word(0) as i32, word(4), word(12) as usize);
+        let (wd, mask, cookie, len) = (word(0) as i32, word(4), word(8), word(12) as usize);
         let Some(name) = b.get(HEAD..HEAD + len) else { break };
         let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
-        out.push(Event { wd, mask, name });
+        out.push(Event { wd, mask, cookie, name });
         b = &b[HEAD + len..];
     }
     out
@@ -248,8 +357,8 @@ mod tests {
         assert_eq!(
             ev,
             vec![
-                Event { wd: 1, mask: libc::IN_CLOSE_WRITE, name: b"a.bin" },
-                Event { wd: 2, mask: libc::IN_ISDIR | libc::IN_CREATE, name: b"" },
+                Event { wd: 1, mask: libc::IN_CLOSE_WRITE, cookie: 0, name: b"a.bin" },
+                Event { wd: 2, mask: libc::IN_ISDIR | libc::IN_CREATE, cookie: 0, name: b"" },
             ]
         );
     }

@@ -125,7 +125,9 @@ pub fn merge(flags: &Flags, file: FileConfig) -> Result<Settings, ConfigError> {
         })?;
     let rate_limit = match (flags.rate_limit, file.rate_limit) {
         (Some(r), _) => Some(r),
-        (None, Some(Rate::Bytes(n))) => Some(n),
+        (None, Some(Rate::Bytes(n))) => {
+            Some(ddftp_proto::units::parse_rate(&n.to_string()).map_err(|e| bad(format!("config rate-limit: {e}")))?)
+        }
         (None, Some(Rate::Text(t))) => {
             Some(ddftp_proto::units::parse_rate(&t).map_err(|e| bad(format!("config rate-limit: {e}")))?)
         }
@@ -155,7 +157,7 @@ pub fn merge(flags: &Flags, file: FileConfig) -> Result<Settings, ConfigError> {
     if client_ca.is_some() && tls.is_none() {
         return Err(bad("--client-ca needs --tls-cert and --tls-key (client certificates need TLS)".into()));
     }
-    Ok(Settings {
+    let s = Settings {
         root,
         index: flags.index.clone().or(file.index),
         listen,
@@ -179,7 +181,33 @@ pub fn merge(flags: &Flags, file: FileConfig) -> Result<Settings, ConfigError> {
         watch: !flags.no_watch && file.watch.unwrap_or(true),
         log_format: flags.log_format.or(file.log_format).unwrap_or(LogFormat::Text),
         log_file: flags.log_file.clone().or(file.log_file),
-    })
+    };
+    check_ranges(&s)?;
+    Ok(s)
+}
+
+/// The most connections, and the longest times, a server takes: past
+/// them a count no longer fits its semaphore and a time no longer fits a
+/// clock (both would panic once serving). The one check for the flags and
+/// the file's keys alike.
+pub const MAX_CONNECTIONS: usize = 1 << 20;
+pub const MAX_SECONDS: u64 = 366 * 86_400;
+
+fn check_ranges(s: &Settings) -> Result<(), ConfigError> {
+    let bad = |what: &str, v: u64, max: u64| {
+        ConfigError::Invalid(format!("{what} {v}: at most {max} (--{what} on the command line, {what} in the file)"))
+    };
+    for (what, v) in [("max-connections", s.max_connections), ("max-per-client", s.max_per_client)] {
+        if v > MAX_CONNECTIONS {
+            return Err(bad(what, v as u64, MAX_CONNECTIONS as u64));
+        }
+    }
+    for (what, v) in [("idle-timeout", s.idle_timeout), ("grace", s.grace), ("rescan", s.rescan)] {
+        if v > MAX_SECONDS {
+            return Err(bad(what, v, MAX_SECONDS));
+        }
+    }
+    Ok(())
 }
 
 /// The settings of this run: the flags over `--config`'s file, read now

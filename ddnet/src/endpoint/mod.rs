@@ -761,31 +761,25 @@ impl StripeListener {
     /// pause accepting a moment, they do not fail the channel.
     async fn greeted<T>(&self, mut on: impl FnMut(Greeted) -> Option<T>) -> io::Result<T> {
         let (tx, mut rx) = mpsc::channel::<Greeted>(64);
-        let mut tasks = tokio::task::JoinSet::new();
-        let mut greeting = std::collections::VecDeque::new();
+        let mut greeting = crate::greeting::Greeters::new(MAX_GREETING);
         loop {
             let accepts = self.listeners.iter().map(|l| Box::pin(l.accept()));
             tokio::select! {
                 (r, _, _) = futures_select_all(accepts) => {
                     let (sock, peer) = match r {
                         Ok(a) => a,
-                        Err(e) if accept_may_recover(&e) => {
-                            tracing::warn!("accepting a link: {e}; trying again shortly");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                        Err(e) => return Err(e),
+                        Err(e) => match crate::greeting::after_failed_accept(&e) {
+                            Some(pause) => {
+                                tracing::warn!("accepting a link: {e}; trying again shortly");
+                                tokio::time::sleep(pause).await;
+                                continue;
+                            }
+                            None => return Err(e),
+                        },
                     };
-                    while tasks.len() >= MAX_GREETING {
-                        let Some(oldest) = greeting.pop_front() else { break };
-                        tokio::task::AbortHandle::abort(&oldest);
-                        // Reap what ended (the aborted one among them).
-                        while tasks.try_join_next().is_some() {}
-                    }
-                    greeting.retain(|h: &tokio::task::AbortHandle| !h.is_finished());
                     let tx = tx.clone();
                     let tls = self.tls.clone();
-                    let handle = tasks.spawn(async move {
+                    greeting.spawn(async move {
                         let greet = async {
                             let mut sock = sock;
                             match &tls {
@@ -801,7 +795,6 @@ impl StripeListener {
                             Ok(Ok(_)) | Err(_) => tracing::warn!(%peer, "link refused: no Hello"),
                         }
                     });
-                    greeting.push_back(handle);
                 }
                 Some(g) = rx.recv() => {
                     let (_, index, count, _, _) = &g;
@@ -813,19 +806,10 @@ impl StripeListener {
                     }
                 }
                 // Finished greeting tasks are reaped.
-                Some(_) = tasks.join_next() => {}
+                _ = greeting.reaped() => {}
             }
         }
     }
-}
-
-/// Whether a failed `accept` is of the moment (descriptors or memory
-/// short, a peer gone before it was taken): then the listener goes on.
-fn accept_may_recover(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::ECONNABORTED | libc::EPROTO)
-    ) || matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset)
 }
 
 /// The first of several futures to finish (all are polled each time).

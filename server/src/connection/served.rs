@@ -59,12 +59,12 @@ impl Served {
         }
         let outcome = match result {
             Ok(()) => "ok".to_string(),
-            Err(e) => e.to_string(),
+            Err(e) => crate::logline::one_line(&e.to_string()).into_owned(),
         };
         tracing::info!(
             target: "ddftpd::access",
             client = %peer,
-            subject = subject.unwrap_or("-"),
+            subject = %crate::logline::one_line(subject.unwrap_or("-")),
             paths = %paths.join(" "),
             bytes = self.bytes(),
             blocks = self.blocks,
