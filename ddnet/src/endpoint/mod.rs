@@ -19,7 +19,7 @@
 //! back to the plan and the other links send them again (the receiver
 //! ignores a run it already has).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -57,12 +57,6 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// is dropped, so strangers holding connections open cannot use up the
 /// descriptors a sender's links need (a link greets at once).
 const MAX_GREETING: usize = 128;
-
-/// The most sessions whose links are still arriving, and how long one may
-/// wait for the rest: a stranger's `Hello` naming a session of its own
-/// holds a socket that long at most.
-const MAX_PENDING: usize = 32;
-const PENDING_TIMEOUT: Duration = HELLO_TIMEOUT;
 
 /// One end of a striped channel.
 pub struct Striped {
@@ -664,36 +658,6 @@ type Link = (TcpStream, Option<Tls>);
 /// An accepted connection that greeted: its `Hello`, the link, and who.
 type Greeted = (u64, u32, u32, Link, SocketAddr);
 
-/// The links of sessions still arriving, bounded in number and age.
-#[derive(Default)]
-struct Pending {
-    sessions: HashMap<u64, (tokio::time::Instant, Vec<Option<Link>>)>,
-}
-
-impl Pending {
-    /// Adds a link; the session's links when it is complete.
-    fn add(&mut self, session: u64, index: u32, count: u32, link: Link) -> Option<Vec<Link>> {
-        let now = tokio::time::Instant::now();
-        self.sessions.retain(|_, (since, _)| now.duration_since(*since) < PENDING_TIMEOUT);
-        if !self.sessions.contains_key(&session) && self.sessions.len() >= MAX_PENDING {
-            let oldest = self.sessions.iter().min_by_key(|(_, (since, _))| *since).map(|(s, _)| *s);
-            if let Some(s) = oldest {
-                self.sessions.remove(&s);
-            }
-        }
-        let (_, slots) = self.sessions.entry(session).or_insert_with(|| (now, (0..count).map(|_| None).collect()));
-        if slots.len() != count as usize {
-            return None;
-        }
-        slots[index as usize] = Some(link);
-        if !slots.iter().all(Option::is_some) {
-            return None;
-        }
-        let (_, slots) = self.sessions.remove(&session).expect("present");
-        Some(slots.into_iter().flatten().collect())
-    }
-}
-
 /// Accepts striped channels on one or more addresses.
 pub struct StripeListener {
     listeners: Vec<TcpListener>,
@@ -725,9 +689,9 @@ impl StripeListener {
     /// (on any of the addresses). Connections that do not greet properly
     /// are dropped.
     pub async fn accept(&self) -> io::Result<Striped> {
-        let mut pending = Pending::default();
+        let mut pending = crate::greeting::Pending::default();
         self.greeted(|(session, index, count, sock, _)| {
-            let socks = pending.add(session, index, count, sock)?;
+            let socks = pending.add(std::time::Instant::now(), session, index, count, sock)?;
             Some(Striped::start(socks, session, None))
         })
         .await
@@ -797,8 +761,7 @@ impl StripeListener {
                     });
                 }
                 Some(g) = rx.recv() => {
-                    let (_, index, count, _, _) = &g;
-                    if *count == 0 || index >= count || *count > 64 {
+                    if !crate::greeting::admissible(g.1, g.2) {
                         continue;
                     }
                     if let Some(t) = on(g) {

@@ -340,3 +340,4 @@ mod hostile_mirror;
 mod outputs;
 mod planted;
 mod secrets;
+mod serving;
