@@ -339,5 +339,6 @@ mod archive;
 mod hostile_mirror;
 mod outputs;
 mod planted;
+mod recv;
 mod secrets;
 mod serving;
