@@ -95,12 +95,13 @@ impl Bar {
 /// newline or tab (an escape sequence in a name a mirror sent, say) is
 /// shown as `\#ooo`, never sent to the terminal.
 pub fn terminal_safe(msg: &str) -> std::borrow::Cow<'_, str> {
-    if !msg.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    let bad = |c: char| ddftp_proto::shown::must_escape(c) && c != '\n' && c != '\t';
+    if !msg.chars().any(bad) {
         return msg.into();
     }
     let mut out = String::with_capacity(msg.len() + 8);
     for c in msg.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
+        if bad(c) {
             push_octal(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes());
         } else {
             out.push(c);

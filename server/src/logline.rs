@@ -10,7 +10,7 @@ use std::fmt::Write;
 /// reorder what a terminal shows) written as `\u{..}`, as `escape_debug`
 /// writes them; everything else as it is.
 pub fn one_line(s: &str) -> Cow<'_, str> {
-    let bad = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let bad = ddftp_proto::shown::must_escape;
     if !s.chars().any(bad) {
         return s.into();
     }

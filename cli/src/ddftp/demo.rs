@@ -155,6 +155,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         stall_timeout: std::time::Duration::from_secs(5),
         restart: true,
         checksum: None,
+        checksum_listed: false,
         token: None,
         binds: vec![],
         verify: true,

@@ -93,6 +93,9 @@ pub struct GetOpt {
     /// discards the download and exits with 3.
     #[arg(long, value_name = "sha-256=HEX", value_parser = parse_checksum)]
     pub checksum: Option<String>,
+    /// `checksum` is a `-i` list entry's `checksum=` (set by the list).
+    #[arg(skip)]
+    pub checksum_listed: bool,
     /// Connect from these local addresses (e.g. one per NIC): every
     /// (mirror, address) pair is a producer of its own, so one mirror
     /// reached over two NICs works as a pair across them.
@@ -348,6 +351,7 @@ impl MoveOpt {
             stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
             restart: false,
             checksum: None,
+            checksum_listed: false,
             token: self.tls.token()?,
             verify: !self.no_verify,
             binds: vec![],
@@ -531,6 +535,7 @@ impl GetOpt {
         let mut spec = GetSpec {
             restart: self.restart,
             checksum: self.checksum.clone(),
+            checksum_listed: self.checksum_listed,
             binds: self.binds()?,
             checksum_url: self.checksum_url.clone(),
             metalink,

@@ -4,8 +4,11 @@
 //! Paths are relative to PATH, like `find PATH -mindepth 1 -printf '%P\n'`.
 //! A name is the mirror's to choose: control characters and invalid UTF-8
 //! are printed escaped (`\n`, `\x1b`, `\xff`), never raw to the terminal;
-//! `--json` gives each path exactly (a JSON string, bytes that are not
-//! UTF-8 escaped as `\xNN`).
+//! `--json` gives each path exactly: a JSON string when it is UTF-8; else
+//! `"path"` escaped for reading (`\xNN`) and `"path_hex"` its bytes, so a
+//! name that is not UTF-8 is never taken for one holding a backslash.
+//! Bidirectional formatting characters (U+202E...) are escaped on the
+//! terminal as `\u{202e}`.
 
 use std::io::Write;
 
@@ -178,7 +181,7 @@ pub(crate) fn render(line: &mut Vec<u8>, rel: &[u8], e: &Entry, style: Style) {
             line.extend_from_slice(s.as_bytes());
         }
         Style::Json => {
-            let v = serde_json::json!({
+            let mut v = serde_json::json!({
                 "path": json_path(rel),
                 "kind": kind_name(e.kind),
                 "size": e.size,
@@ -186,6 +189,11 @@ pub(crate) fn render(line: &mut Vec<u8>, rel: &[u8], e: &Entry, style: Style) {
                 "mtime": e.mtime.sec,
                 "mtime_nsec": e.mtime.nsec,
             });
+            // A name that is not UTF-8 has no exact JSON string: its
+            // bytes, exactly, beside the escaped form shown in "path".
+            if std::str::from_utf8(rel).is_err() {
+                v["path_hex"] = rel.iter().map(|b| format!("{b:02x}")).collect::<String>().into();
+            }
             line.extend_from_slice(v.to_string().as_bytes());
         }
     }
@@ -203,6 +211,8 @@ fn escape(b: &[u8]) -> String {
                 '\n' => s.push_str("\\n"),
                 '\t' => s.push_str("\\t"),
                 c if c.is_control() => s.push_str(&format!("\\x{:02x}", c as u32)),
+                // Bidirectional formatting reorders what a terminal shows.
+                c if ddftp_proto::shown::must_escape(c) => s.push_str(&format!("\\u{{{:x}}}", c as u32)),
                 c => s.push(c),
             }
         }
@@ -299,6 +309,22 @@ mod tests {
         assert_eq!(t("ddftps://m1:7401/d/e").unwrap(), ("m1:7401".into(), true, "d/e".into()));
         assert!(t("http://m1/").is_err());
         assert!(t("[::1").is_err());
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_has_its_bytes_in_json_and_bidi_is_escaped() {
+        let md = std::fs::symlink_metadata("/").unwrap();
+        let e = ddtree::list::Entry::from_metadata(b"x".to_vec(), &md).unwrap();
+        let json = |rel: &[u8]| {
+            let mut line = vec![];
+            render(&mut line, rel, &e, Style::Json);
+            serde_json::from_slice::<serde_json::Value>(&line).unwrap()
+        };
+        let (bad, backslash) = (json(b"a\xff"), json(b"a\\xff"));
+        assert_eq!(bad["path_hex"], "61ff");
+        assert!(backslash.get("path_hex").is_none());
+        assert_eq!(backslash["path"], "a\\xff");
+        assert_eq!(escape("gpj\u{202e}.exe".as_bytes()), "gpj\\u{202e}.exe");
     }
 
     #[test]

@@ -202,6 +202,7 @@ fn listed(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
                     if let Some(c) = &e.checksum {
                         one.checksum =
                             Some(super::get::parse_checksum(c).map_err(|w| format!("line {}: {w}", e.line))?);
+                        one.checksum_listed = true;
                     }
                     Ok(one)
                 })();

@@ -35,7 +35,8 @@ pub(super) async fn published(
 ) -> Result<Option<Expected>, TransferError> {
     let said = |sha256: String, from| Ok(Some(Expected { sha256, from, unconfirmed: None }));
     if let Some(c) = &spec.checksum {
-        return said(c.clone(), Sha256Checked::Checksum);
+        let from = if spec.checksum_listed { Sha256Checked::ListChecksum } else { Sha256Checked::Checksum };
+        return said(c.clone(), from);
     }
     if let Some(c) = spec.metalink.as_ref().and_then(|m| m.sha256.clone()) {
         return said(c, Sha256Checked::Metalink);

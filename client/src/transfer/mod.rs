@@ -125,6 +125,9 @@ pub struct GetSpec {
     pub restart: bool,
     /// Published SHA-256 (lowercase hex) the output must have.
     pub checksum: Option<String>,
+    /// It came from a `-i` list's `checksum=`, not `--checksum` (so
+    /// messages name the right one).
+    pub checksum_listed: bool,
     /// Shared token for servers that ask for one.
     pub token: Option<Arc<[u8]>>,
     /// Local addresses to connect from (one producer per mirror and

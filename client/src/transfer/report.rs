@@ -59,6 +59,8 @@ pub enum Sha256Checked {
     Mirrors,
     /// `--checksum`.
     Checksum,
+    /// A `-i` list entry's `checksum=`.
+    ListChecksum,
     /// The Metalink's whole-file hash.
     Metalink,
     /// The `--checksum-url` listing's.
@@ -77,6 +79,7 @@ impl Sha256Checked {
         match self {
             Sha256Checked::Mirrors => "the mirrors' digest",
             Sha256Checked::Checksum => "--checksum",
+            Sha256Checked::ListChecksum => "the list's checksum=",
             Sha256Checked::Metalink => "the Metalink file",
             Sha256Checked::ChecksumUrl => "the --checksum-url listing",
             Sha256Checked::DigestHeader => "the servers' Repr-Digest/Digest header",

@@ -297,7 +297,8 @@ mod random_lists {
     use proptest::prelude::*;
 
     fn entry() -> impl Strategy<Value = (String, u8, u8)> {
-        let name = prop_oneof![Just("a"), Just("b"), Just(".."), Just("c")];
+        let name =
+            prop_oneof![Just("a"), Just("b"), Just(".."), Just("c"), Just("bak"), Just("n\nl"), Just("e\u{1b}[1m")];
         (proptest::collection::vec(name, 1..4), 0u8..5, 0u8..3)
             .prop_map(|(p, kind, extra)| (format!("src/{}", p.join("/")), kind, extra))
     }
@@ -338,16 +339,34 @@ mod random_lists {
         fn no_list_changes_anything_outside_dest(
             first in proptest::collection::vec(entry(), 1..8),
             second in proptest::collection::vec(entry(), 1..8),
+            backup in 0u8..4,
         ) {
             let c = Case::new();
             let before = state(&c.outside());
             let (r, k) = list(&c, &first);
             let (code, err) = run(&c.dest(), r, k, &[]);
             prop_assert!([0, 5].contains(&code), "first run: exit {} {}", code, err);
+            // --delete, with a --backup-dir inside DEST (relative or
+            // absolute), outside it, or none.
+            let away = c.dir.path().join("backups");
+            let dir = match backup {
+                0 => None,
+                1 => Some("bak".to_string()),
+                2 => Some(c.dest().join("bak2").display().to_string()),
+                _ => Some(away.display().to_string()),
+            };
+            let mut extra = vec!["--delete"];
+            if let Some(d) = &dir {
+                extra.extend(["--backup-dir", d.as_str()]);
+            }
             let (r, k) = list(&c, &second);
-            let (code, err) = run(&c.dest(), r, k, &["--delete"]);
+            let (code, err) = run(&c.dest(), r, k, &extra);
             prop_assert!([0, 5].contains(&code), "second run: exit {} {}", code, err);
             prop_assert_eq!(state(&c.outside()), before);
+            // A backup directory inside DEST survives --delete.
+            if backup == 2 && code == 0 {
+                prop_assert!(c.dest().join("bak2").is_dir(), "{}", err);
+            }
         }
     }
 }

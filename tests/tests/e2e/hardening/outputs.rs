@@ -177,3 +177,51 @@ fn item13_terminal_escapes_are_escaped_with_several_files() {
     assert!(!all.contains(&0x1b) && !all.contains(&0x07), "{}", String::from_utf8_lossy(&all));
     assert!(String::from_utf8_lossy(&o.stdout).contains("\\#033"), "{}", String::from_utf8_lossy(&o.stdout));
 }
+
+/// Item 19: `ls --json` gives a name that is not UTF-8 as its bytes
+/// (never mistaken for one holding a backslash); bidi controls and escape
+/// sequences never reach the terminal raw.
+#[test]
+fn item19_ls_shows_hostile_names_exactly_in_json_and_escaped_on_a_terminal() {
+    let r =
+        |k: char, size: usize, mode: &str, p: &[u8]| [format!("{k} {size} {mode} {T} u=0:0 ").as_bytes(), p].concat();
+    let records = [
+        r('d', 4096, "755", b"src"),
+        r('f', 6, "644", b"src/bad\xffutf8"),
+        r('f', 6, "644", b"src/bad\\xffutf8"),
+        r('f', 6, "644", "src/gpj\u{202e}.exe".as_bytes()),
+        r('f', 6, "644", b"src/a\x1b[31mRED"),
+    ];
+    let records: Vec<&[u8]> = records.iter().map(|v| &v[..]).collect();
+    let m = FakeMirror::start(Script::new(&records, &[]));
+    let target = format!("{}:src", m.addr);
+    let o = ddftp(&["ls", &target, "--json"], 0);
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let hex: Vec<&str> = lines.iter().filter_map(|v| v["path_hex"].as_str()).collect();
+    assert_eq!(hex.len(), 1, "{lines:?}");
+    assert!(hex[0].contains("626164ff75746638"), "{hex:?}");
+    let plain = lines
+        .iter()
+        .find(|v| v["path"].as_str().is_some_and(|p| p.ends_with("bad\\xffutf8")) && v.get("path_hex").is_none());
+    assert!(plain.is_some(), "the name holding a backslash is exact: {lines:?}");
+    let o = ddftp(&["ls", &target], 0);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!text.contains('\u{202e}') && !text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("\\u{202e}"), "{text}");
+}
+
+/// Item 21: a `-i` entry whose `checksum=` does not match says so, not
+/// "--checksum" (a flag the user never gave).
+#[test]
+fn item21_a_list_s_checksum_mismatch_names_the_list() {
+    let f = Fixture::new();
+    random_file(&f.root().join("c.bin"), 50_000, 21);
+    let a = Mirror::start(&f.root(), &[]);
+    let list = f.out("list");
+    std::fs::write(&list, format!("c.bin\n  checksum=sha-256={}\n", "ab".repeat(32))).unwrap();
+    let d = f.out("d");
+    let o = ddftp(&["get", "-i", list.to_str().unwrap(), "-m", &a.addr, "-d", d.to_str().unwrap()], 3);
+    let err = stderr(&o);
+    assert!(err.contains("the list's checksum=") && !err.contains("--checksum"), "{err}");
+}
