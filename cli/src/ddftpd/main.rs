@@ -130,6 +130,9 @@ fn banner(s: &Settings, listeners: &[SocketAddr], token: bool) {
 }
 
 async fn run(flags: Flags, s: Settings, sink: logging::Sink) -> anyhow::Result<()> {
+    // SIGHUP is taken from here on: one sent as soon as the server says it
+    // listens (a script, logrotate) reloads, it does not end the server.
+    let hup = signal(SignalKind::hangup())?;
     let reload = reloadable(&s)?;
     let tls = match &s.tls {
         Some((cert, key)) => Some(ddftpd::tls::Tls::new(cert, key, s.client_ca.as_deref())?),
@@ -170,7 +173,7 @@ async fn run(flags: Flags, s: Settings, sink: logging::Sink) -> anyhow::Result<(
         tracing::info!(user, "running as {user}");
     }
     server.index_in_background(s.watch, (s.rescan > 0).then(|| Duration::from_secs(s.rescan)));
-    tokio::spawn(reload_on_hangup(flags, server.clone(), sink));
+    tokio::spawn(reload_on_hangup(hup, flags, server.clone(), sink));
     let mut term = signal(SignalKind::terminate())?;
     let shutdown = async move {
         tokio::select! {
@@ -186,8 +189,7 @@ async fn run(flags: Flags, s: Settings, sink: logging::Sink) -> anyhow::Result<(
 /// SIGHUP: the config file and token file read again, `--allow`, the
 /// token and the rate limit applied to new connections, the log reopened.
 /// A reload that fails keeps everything as it was and says why.
-async fn reload_on_hangup(flags: Flags, server: Server, sink: logging::Sink) {
-    let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+async fn reload_on_hangup(mut hup: tokio::signal::unix::Signal, flags: Flags, server: Server, sink: logging::Sink) {
     while hup.recv().await.is_some() {
         if let logging::Sink::File(f) = &sink {
             if let Err(e) = f.reopen() {

@@ -51,13 +51,11 @@ impl Archiving<'_> {
         out.extend(scratch.drain(..).filter_map(|(rel, e)| self.item(e, rel, warn)));
     }
 
-    /// The list has ended: what waited for SRC itself, never listed, is
-    /// admitted (DEST is a directory); what still waits for a directory
-    /// never listed is refused.
-    pub(super) fn admit_end(&self, warn: &mut dyn FnMut(&str), out: &mut Vec<Item>, scratch: &mut Admitted) {
-        let refused = self.shape.lock().expect("shape lock").finish(scratch);
+    /// The list has ended: what still waits for a directory never listed
+    /// is refused.
+    pub(super) fn admit_end(&self, warn: &mut dyn FnMut(&str)) {
+        let refused = self.shape.lock().expect("shape lock").finish();
         self.refuse(refused, warn);
-        out.extend(scratch.drain(..).filter_map(|(rel, e)| self.item(e, rel, warn)));
     }
 
     fn refuse(&self, refused: Vec<((PathBuf, Entry), Refused)>, warn: &mut dyn FnMut(&str)) {

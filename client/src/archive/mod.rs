@@ -454,7 +454,7 @@ impl Archiving<'_> {
         for e in entries {
             self.admit(e, &mut |w| progress.warn(w), &mut items, &mut admitted);
         }
-        self.admit_end(&mut |w| progress.warn(w), &mut items, &mut admitted);
+        self.admit_end(&mut |w| progress.warn(w));
         self.split_links(&mut items);
         if let Some(named) = &self.spec.files_from {
             self.name_missing(named, &items, progress);

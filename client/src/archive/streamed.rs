@@ -124,19 +124,11 @@ impl Archiving<'_> {
             let mut movable = 0u64;
             let mut listed_bytes = 0u64;
             let mut scratch = vec![];
-            loop {
-                // The list's end admits what waited for SRC itself (a list
-                // that never gave it).
-                let batch = walk_rx.recv().await;
-                let (listed, ended) = (batch.as_ref().map_or(0, |b| b.len() as u64), batch.is_none());
+            while let Some(batch) = walk_rx.recv().await {
+                let listed = batch.len() as u64;
                 let mut admitted = vec![];
-                match batch {
-                    Some(batch) => {
-                        for e in batch {
-                            self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted, &mut scratch);
-                        }
-                    }
-                    None => self.admit_end(&mut |w| warnings.push(w.to_string()), &mut admitted, &mut scratch),
+                for e in batch {
+                    self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted, &mut scratch);
                 }
                 for it in admitted {
                     if it.entry.kind == Kind::Dir {
@@ -161,9 +153,6 @@ impl Archiving<'_> {
                     c.walking = true;
                     c.to_move = movable;
                 }
-                if ended {
-                    break;
-                }
                 let worth = bytes >= spec.part_bytes || pending.len() >= PART_FILES;
                 if worth && busy.load(Ordering::Acquire) == 0 {
                     busy.fetch_add(1, Ordering::AcqRel);
@@ -171,6 +160,7 @@ impl Archiving<'_> {
                     bytes = 0;
                 }
             }
+            self.admit_end(&mut |w| warnings.push(w.to_string()));
             linked.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
             self.split_links(&mut linked);
             {

@@ -83,16 +83,10 @@ impl<T> Shape<T> {
                     self.root_listed = true;
                     self.root_not_dir = true;
                     refused.push((item, Refused::RootNotDir));
-                    for (_, _, it) in self.waiting.remove(&[][..]).into_iter().flatten() {
-                        refused.push((it, Refused::BelowRootNotDir));
-                    }
                 }
                 (false, true) => {
                     self.root_listed = true;
                     out.push(item);
-                    for (child, d, it) in self.waiting.remove(&[][..]).into_iter().flatten() {
-                        self.take(child, d, it, out, refused);
-                    }
                 }
             }
             return;
@@ -101,15 +95,14 @@ impl<T> Shape<T> {
             refused.push((item, e.into()));
             return;
         }
-        // (A name known already has its directory known: it is refused as
-        // given twice where it would be taken.)
-        let parent = relpath::parent(&rel);
-        if parent.is_empty() && self.root_not_dir {
+        // SRC listed as a file: nothing listed after it is below it.
+        if self.root_not_dir {
             refused.push((item, Refused::BelowRootNotDir));
             return;
         }
-        // Until SRC itself is listed, what is directly below it waits: a
-        // SRC listed as a file has nothing below it.
+        // (A name known already has its directory known: it is refused as
+        // given twice where it would be taken.)
+        let parent = relpath::parent(&rel);
         match self.kind_of(parent) {
             Some(true) => {}
             Some(false) => {
@@ -130,10 +123,7 @@ impl<T> Shape<T> {
     /// Whether `name` is a known directory (`Some(true)`), known as
     /// something else, or not known yet. DEST itself is a directory.
     fn kind_of(&self, name: &[u8]) -> Option<bool> {
-        if name.is_empty() {
-            return self.root_listed.then_some(!self.root_not_dir);
-        }
-        if self.last_dir.as_deref() == Some(name) {
+        if name.is_empty() || self.last_dir.as_deref() == Some(name) {
             return Some(true);
         }
         self.known.get(name).copied()
@@ -174,17 +164,10 @@ impl<T> Shape<T> {
         }
     }
 
-    /// The list has ended: a list that never gave SRC itself has it a
-    /// directory (DEST is one), and what waited for it is admitted to
-    /// `out`; entries still waiting for their directory are refused.
-    pub fn finish(&mut self, out: &mut Vec<T>) -> Vec<(T, Refused)> {
+    /// The list has ended: entries still waiting for their directory are
+    /// refused.
+    pub fn finish(&mut self) -> Vec<(T, Refused)> {
         let mut refused = vec![];
-        if !self.root_listed {
-            self.root_listed = true;
-            for (child, d, it) in self.waiting.remove(&[][..]).into_iter().flatten() {
-                self.take(child, d, it, out, &mut refused);
-            }
-        }
         for (dir, waiting) in self.waiting.drain() {
             for (_, _, it) in waiting {
                 refused.push((it, Refused::NoParent(dir.to_vec())));
@@ -205,7 +188,7 @@ mod tests {
         for &(p, d) in list {
             s.admit(p.as_bytes().into(), d, p.to_string(), &mut out, &mut refused);
         }
-        refused.extend(s.finish(&mut out));
+        refused.extend(s.finish());
         (out, refused)
     }
 
@@ -218,7 +201,8 @@ mod tests {
 
     #[test]
     fn nothing_below_a_root_listed_as_a_file_is_admitted() {
-        let (out, refused) = run(&[("h", true), ("", false), ("h/y", false), ("x", false)]);
+        // (A walk lists SRC first; what came before it was admitted then.)
+        let (out, refused) = run(&[("", false), ("h", true), ("h/y", false), ("x", false)]);
         assert!(out.is_empty(), "{out:?}");
         let why: Vec<Refused> = refused.into_iter().map(|(_, r)| r).collect();
         assert!(why.contains(&Refused::RootNotDir) && why.contains(&Refused::BelowRootNotDir), "{why:?}");
@@ -264,11 +248,12 @@ mod tests {
             for (i, (p, d)) in list.iter().enumerate() {
                 s.admit(p.as_bytes().into(), *d, i, &mut out, &mut refused);
             }
-            refused.extend(s.finish(&mut out));
+            refused.extend(s.finish());
             prop_assert_eq!(out.len() + refused.len(), list.len());
-            // SRC listed as a file (its first listing) has nothing below it.
-            if list.iter().find(|(p, _)| p.is_empty()).is_some_and(|(_, d)| !d) {
-                prop_assert!(out.is_empty(), "{:?} admitted below a SRC listed as a file", out);
+            // Once SRC is listed as a file (its first listing), nothing
+            // listed after it is admitted.
+            if let Some(at) = list.iter().position(|(p, _)| p.is_empty()).filter(|&i| !list[i].1) {
+                prop_assert!(out.iter().all(|&i| i < at), "{:?} admitted after SRC listed as a file", out);
             }
             let mut dirs: HashMap<&str, bool> = HashMap::new();
             for &i in &out {
