@@ -137,7 +137,7 @@ impl Watches {
             dirs: HashMap::new(),
             told_full: false,
         };
-        w.watch_tree(Path::new(""), None)?;
+        w.watch_tree(Path::new(""), None);
         Ok(w)
     }
 
@@ -145,7 +145,7 @@ impl Watches {
     /// root following no symlink; with `found`, queues the files already
     /// there (a directory moved in with its files). Directories that cannot
     /// be watched are left to the rescan.
-    fn watch_tree(&mut self, rel: &Path, found: Option<&mpsc::Sender<String>>) -> io::Result<()> {
+    fn watch_tree(&mut self, rel: &Path, found: Option<&mpsc::Sender<String>>) {
         use std::os::fd::AsRawFd;
         let mut todo = vec![rel.to_path_buf()];
         while let Some(rel) = todo.pop() {
@@ -154,7 +154,7 @@ impl Watches {
             }
             if self.dirs.len() >= MAX_WATCHES {
                 self.full(&io::Error::other(format!("{MAX_WATCHES} directories watched already")));
-                return Ok(());
+                return;
             }
             let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
             let dir = match rel.as_os_str().is_empty() {
@@ -171,7 +171,7 @@ impl Watches {
                 match e.raw_os_error() {
                     Some(libc::ENOSPC) | Some(libc::ENOMEM) => {
                         self.full(&e);
-                        return Ok(());
+                        return;
                     }
                     _ => continue,
                 }
@@ -187,7 +187,6 @@ impl Watches {
                 }
             }
         }
-        Ok(())
     }
 
     /// No more watches can be held: told once; the rescan covers the rest.
@@ -256,7 +255,7 @@ impl Watches {
                     {
                         self.renamed(&from, &rel);
                     } else if ev.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
-                        let _ = self.watch_tree(&rel, Some(tx));
+                        self.watch_tree(&rel, Some(tx));
                     }
                 } else if ev.mask & (libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO) != 0 {
                     queue(tx, &rel);
