@@ -59,7 +59,9 @@ pub enum Sha256Checked {
     Mirrors,
     /// `--checksum`.
     Checksum,
-    /// A `-i` list entry's `checksum=`.
+    /// A `-i` list entry's `checksum=` (in `--json` as `--checksum`'s: the
+    /// same check, only the words differ).
+    #[serde(rename = "checksum")]
     ListChecksum,
     /// The Metalink's whole-file hash.
     Metalink,
