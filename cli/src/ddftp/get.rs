@@ -513,12 +513,12 @@ impl GetOpt {
             Some(o) => o.clone(),
             None => {
                 // Its last name, which must be one a file can have here (a
-                // URL's `%00` decodes to a NUL).
+                // URL's `%00` decodes to a NUL), in -d DIR if given.
                 let name =
                     Path::new(&path).file_name().filter(|n| ddftp_proto::relpath::check(n.as_encoded_bytes()).is_ok());
-                PathBuf::from(
-                    name.ok_or_else(|| format!("{path:?} names no file that can be written here; give -o OUT"))?,
-                )
+                let name =
+                    name.ok_or_else(|| format!("{path:?} names no file that can be written here; give -o OUT"))?;
+                self.dir.as_deref().unwrap_or(Path::new("")).join(name)
             }
         };
         let to_stdout = output.as_os_str() == "-";
@@ -810,21 +810,17 @@ pub fn run(opt: GetOpt) -> Exit {
         }
     }
     if let Some(d) = &opt.dir {
-        // One file into DIR, under its own name.
-        let mut one = opt.clone();
-        let name = opt.path.first().map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+        // One file into DIR, under its own name (spec() names it).
         if let Err(e) = std::fs::create_dir_all(d) {
             report_error(&format_args!("-d {}: {e}", d.display()));
             return Exit::Local;
         }
-        one.output = name.map(|n| d.join(n));
-        one.dir = None;
-        return run(one);
     }
     let known = |warnings: &[String], e: Option<&TransferError>| {
+        let output = opt.output.clone().or_else(|| opt.spec().ok().map(|s| s.output));
         let mut v = serde_json::json!({
             "path": opt.path,
-            "output": opt.output.as_ref().map(|o| o.display().to_string()),
+            "output": output.as_ref().map(|o| o.display().to_string()),
             "warnings": warnings,
         });
         let (missing, total, resume) = match e {

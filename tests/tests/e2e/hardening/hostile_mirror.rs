@@ -138,7 +138,7 @@ fn a_setuid_file_behind_a_symlink_after_a_streamed_part_stays_out() {
         content: [(lp, lt), (b"src/big".to_vec(), b"X".to_vec()), (b"src/a/pwned".to_vec(), pay.to_vec())]
             .into_iter()
             .collect(),
-        stat: None,
+        ..Script::default()
     };
     let (code, err) = run_script(&c.dest(), script, &[]);
     assert_eq!(code, 5, "{err}");

@@ -339,6 +339,7 @@ mod archive;
 mod hostile_mirror;
 mod outputs;
 mod planted;
+mod random_lies;
 mod random_outputs;
 mod recv;
 mod secrets;

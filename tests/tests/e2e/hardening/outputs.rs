@@ -55,6 +55,37 @@ fn item05_two_files_with_one_output_name_the_second_is_refused() {
     assert!(std::fs::read(d.join("s.bin")).unwrap() == small);
 }
 
+/// Found by `random_lies`: a Metalink of one file with `-d D` wrote the
+/// file in the working directory, not in D (and a URL's name was not
+/// decoded with -d as without).
+#[test]
+fn a_one_file_metalink_or_url_lands_in_dir() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("a b.bin"), 10_000, 53);
+    let web = Nginx::serve(&f.root(), None);
+    let m = f.out("one.meta4");
+    let xml = format!(
+        "<?xml version=\"1.0\"?><metalink xmlns=\"urn:ietf:params:xml:ns:metalink\"><file name=\"a b.bin\">\
+         <hash type=\"sha-256\">{}</hash><url>{}a%20b.bin</url></file></metalink>",
+        sha256_hex(&data),
+        web.url
+    );
+    std::fs::write(&m, xml).unwrap();
+    let work = f.out("work");
+    std::fs::create_dir(&work).unwrap();
+    for (args, d) in
+        [(vec!["--metalink", m.to_str().unwrap()], "meta"), (vec![&*format!("{}a%20b.bin", web.url)], "url")]
+    {
+        let d = f.out(d);
+        let mut a = vec!["get", "-d", d.to_str().unwrap(), "-q"];
+        a.extend(args);
+        let o = std::process::Command::new(bin("ddftp")).args(&a).current_dir(&work).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(std::fs::read(d.join("a b.bin")).unwrap() == data, "not in -d");
+        assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "written in the working directory");
+    }
+}
+
 /// Item 6: an absolute `--backup-dir` inside DEST is kept from `--delete`
 /// (as a relative one is), with what it holds.
 #[test]

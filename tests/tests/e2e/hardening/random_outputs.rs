@@ -19,7 +19,7 @@ const SERVED: [(&str, usize); 5] =
     [("a.bin", 3000), ("d1/s.bin", 70_000), ("d2/s.bin", 300_000), ("d1/t.bin", 10), ("e\u{1b}[1mx.bin", 900)];
 
 /// Every regular file below `at`, by path, with its bytes' SHA-256.
-fn files(at: &Path) -> BTreeMap<PathBuf, String> {
+pub(super) fn files(at: &Path) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
     let mut todo = vec![at.to_path_buf()];
     while let Some(d) = todo.pop() {

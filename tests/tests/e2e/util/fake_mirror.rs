@@ -1,5 +1,6 @@
 //! A scripted `ddftpd` that serves any list and any bytes: a hostile
-//! mirror for the archive's hardening tests. It speaks the protocol
+//! mirror for the hardening tests of `archive` (lists, bundles) and `get`
+//! (files whose `Stat`, manifest and bytes may each lie). It speaks the protocol
 //! through the proto crate's own codec (so it is what a real server says
 //! on the wire), on 127.0.0.1, one thread a connection, until dropped.
 
@@ -25,8 +26,37 @@ pub struct Script {
     /// The bytes of each path's range (a file's data, a symlink's target);
     /// a path not here serves `x` bytes of its listed size.
     pub content: HashMap<Vec<u8>, Vec<u8>>,
-    /// What a `Stat` of any path answers (size, digest); none: not found.
+    /// What a `Stat` of any path not in `files` answers (size, digest);
+    /// none: not found.
     pub stat: Option<(u64, ddftp_proto::FileDigest)>,
+    /// Plain files by path, for `get`.
+    pub files: HashMap<String, Served>,
+}
+
+/// A plain file as the fake mirror describes and sends it.
+#[derive(Clone, Default)]
+pub struct Served {
+    /// The bytes its `Stat` (size, SHA-256) and manifest describe.
+    pub claimed: Vec<u8>,
+    /// Its `Stat` gives a SHA-256 of other bytes (the manifest still
+    /// describes `claimed`).
+    pub digest_lie: bool,
+    /// The bytes its blocks carry.
+    pub sent: Vec<u8>,
+}
+
+impl Served {
+    /// What `Stat` answers, and the manifest.
+    fn describe(&self) -> (ddftp_proto::FileDigest, Vec<ddftp_proto::manifest::Hash>) {
+        use ddftp_proto::manifest as m;
+        let chunk_size = m::chunk_size(self.claimed.len() as u64);
+        let hashes: Vec<m::Hash> = self.claimed.chunks(chunk_size as usize).map(m::chunk_hash).collect();
+        let mut sha256 = m::sha256(&self.claimed);
+        if self.digest_lie {
+            sha256[0] ^= 1;
+        }
+        (ddftp_proto::FileDigest { chunk_size, sha256, manifest: m::root(&hashes) }, hashes)
+    }
 }
 
 impl Script {
@@ -36,7 +66,7 @@ impl Script {
             walk: vec![records.iter().map(|r| r.to_vec()).collect()],
             pause: Duration::ZERO,
             content: content.iter().map(|(p, c)| (p.to_vec(), c.to_vec())).collect(),
-            stat: None,
+            ..Script::default()
         }
     }
 }
@@ -130,10 +160,22 @@ fn serve(mut c: TcpStream, script: &Script, bundles: &Bundles) -> std::io::Resul
                 send(&mut c, Reply::ListData { data: Bytes::from(p.finish()) })?;
                 send(&mut c, Reply::ListEnd { errors: 0 })?;
             }
-            Request::Stat { path, .. } => match &script.stat {
-                Some((size, digest)) => {
+            Request::Stat { path, manifest } => match (script.files.get(&path), &script.stat) {
+                (Some(f), _) => {
+                    let (digest, hashes) = f.describe();
+                    let size = f.claimed.len() as u64;
+                    send(&mut c, Reply::Stat { size, mtime_secs: 0, mtime_nanos: 0, digest })?;
+                    if manifest {
+                        send_manifest(&mut c, &hashes, 0, u32::MAX)?;
+                    }
+                }
+                (None, Some((size, digest))) => {
                     send(&mut c, Reply::Stat { size: *size, mtime_secs: 0, mtime_nanos: 0, digest: *digest })?
                 }
+                (None, None) => send(&mut c, Reply::Error { code: ddftp_proto::ErrorCode::NotFound, message: path })?,
+            },
+            Request::Manifest { path, first, count } => match script.files.get(&path) {
+                Some(f) => send_manifest(&mut c, &f.describe().1, first, count)?,
                 None => send(&mut c, Reply::Error { code: ddftp_proto::ErrorCode::NotFound, message: path })?,
             },
             Request::Bundle { data } => def.extend_from_slice(&data),
@@ -161,9 +203,12 @@ fn serve(mut c: TcpStream, script: &Script, bundles: &Bundles) -> std::io::Resul
                     send(&mut c, Reply::Stopped { stream: old.id, sent: old.sent })?;
                 }
                 let n = path.strip_prefix('b').and_then(|n| n.parse::<usize>().ok());
-                match n.and_then(|n| bundles.lock().unwrap().get(n).cloned()) {
+                let file = script.files.get(&path).map(|f| Arc::new(f.sent.clone()));
+                let sealed = file.is_none();
+                match file.or_else(|| n.and_then(|n| bundles.lock().unwrap().get(n).cloned())) {
                     Some(data) => {
-                        let mut s = Stream { id: stream, bs: block_size as u64, next: Some(first), last, dir, sent: 0 };
+                        let bs = block_size as u64;
+                        let mut s = Stream { id: stream, bs, next: Some(first), last, dir, sent: 0, sealed };
                         s.pump(&mut c, &data)?;
                         running = Some((s, data));
                     }
@@ -185,7 +230,25 @@ fn serve(mut c: TcpStream, script: &Script, bundles: &Bundles) -> std::io::Resul
     }
 }
 
-/// The stream being sent: blocks from `next` towards `last`.
+/// `Manifest` replies for `hashes` from `first`, at most `count`, in
+/// replies of at most the protocol's limit.
+fn send_manifest(
+    c: &mut TcpStream,
+    hashes: &[ddftp_proto::manifest::Hash],
+    first: u64,
+    count: u32,
+) -> std::io::Result<()> {
+    let from = (first as usize).min(hashes.len());
+    let to = from.saturating_add(count as usize).min(hashes.len());
+    let most = ddftp_proto::manifest::MAX_MANIFEST_HASHES as usize;
+    for (i, part) in hashes[from..to].chunks(most).enumerate() {
+        send(c, Reply::Manifest { first: (from + i * most) as u64, hashes: part.to_vec() })?;
+    }
+    Ok(())
+}
+
+/// The stream being sent: blocks from `next` towards `last`, sealed (a
+/// bundle's) or plain (a file's, checked against its manifest).
 struct Stream {
     id: u32,
     bs: u64,
@@ -193,6 +256,7 @@ struct Stream {
     last: u64,
     dir: Direction,
     sent: u64,
+    sealed: bool,
 }
 
 impl Stream {
@@ -208,7 +272,10 @@ impl Stream {
             let from = (b * self.bs).min(data.len() as u64) as usize;
             let to = ((b + 1) * self.bs).min(data.len() as u64) as usize;
             let payload = Bytes::copy_from_slice(&data[from..to]);
-            send(c, Reply::SealedBlock { stream: self.id, block: b, hash: seal(&payload), payload })?;
+            match self.sealed {
+                true => send(c, Reply::SealedBlock { stream: self.id, block: b, hash: seal(&payload), payload })?,
+                false => send(c, Reply::Block { stream: self.id, block: b, payload })?,
+            }
             self.sent += 1;
             self.next = match self.dir {
                 Direction::Increment => Some(b + 1),
