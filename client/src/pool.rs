@@ -8,23 +8,13 @@
 //! producer still in it (one dropped as failed, stalled or lying never
 //! is), without waiting: the streams it still ran were ended as it was
 //! handed back, and what they still send is read past by whoever takes
-//! it ([`Leftover`], [`crate::session::connect_pooled`]).
+//! it ([`Leftover`], [`connect_pooled`]).
 
 use std::sync::Mutex;
 
-use bytes::BytesMut;
-use ddops::scheduler::StreamId;
+use std::time::Duration;
 
-use crate::session::{Route, Session};
-
-/// What a handed-back connection still owes before its next reply: the
-/// `Stopped` of each stream ended as it was handed back (blocks of those
-/// streams may come first), and what was read past the last frame.
-#[derive(Default)]
-pub(crate) struct Leftover {
-    pub streams: Vec<StreamId>,
-    pub buf: BytesMut,
-}
+use crate::session::{connect_within, Leftover, Probed, Route, Session, SessionError};
 
 /// Idle connections, by route (a mirror reached from one local address,
 /// over TLS or not: a connection is only ever reused for its own route).
@@ -67,6 +57,45 @@ impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Pool({} idle)", self.idle())
     }
+}
+
+/// [`connect_within`], on an idle connection `pool` holds to `route` when
+/// it has one (a list's next file: no connect, no greeting, the `Stat`
+/// alone). A pooled connection that no longer serves (the mirror closed
+/// it, restarted, or sends what it should not) is closed, and a new one
+/// made as if there had been none: what the probe answers is the same.
+pub(crate) async fn connect_pooled(
+    pool: Option<&Pool>,
+    route: &Route,
+    stat: Option<(&str, bool)>,
+    token: Option<&[u8]>,
+    within: Duration,
+) -> Result<Probed, SessionError> {
+    // Only a probe asks `Stat`; a connection without one (a bundle's, the
+    // virtual pair's second) is new.
+    if let (Some(pool), Some((path, with_manifest))) = (pool, stat) {
+        while let Some((mut s, left)) = pool.take(route) {
+            match s.restat(left, path, with_manifest, within).await {
+                Ok((version, manifest)) => return Ok((s, Some(version), manifest)),
+                // The mirror's answer about this path (not found, not a
+                // file...): the connection still serves other paths.
+                Err(e @ SessionError::Refused { .. }) => {
+                    pool.put(route.clone(), s, Leftover::default());
+                    return Err(e);
+                }
+                // It is hashing the file, or lying about it: a new
+                // connection would only wait or hear the same.
+                Err(
+                    e @ (SessionError::StatTimeout
+                    | SessionError::ManifestTimeout
+                    | SessionError::ChunkSize { .. }
+                    | SessionError::Manifest(_)),
+                ) => return Err(e),
+                Err(e) => tracing::debug!(%route, "an idle connection no longer serves ({e}): connecting anew"),
+            }
+        }
+    }
+    connect_within(route, stat, token, within).await
 }
 
 #[cfg(test)]

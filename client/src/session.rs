@@ -15,12 +15,12 @@ use ddftp_proto::auth;
 use ddftp_proto::frame::{PROTOCOL_VERSION, SERVER_ID_LEN};
 use ddftp_proto::{Endpoint, ErrorCode, ProtoError, Reply, Request};
 use ddnet::tls::{Stream, TlsConnector};
+use ddops::scheduler::StreamId;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::consensus::Version;
 use crate::manifest::{Manifest, ManifestMismatch};
-use crate::pool::{Leftover, Pool};
 use ddftp_proto::manifest::{chunk_count, MAX_MANIFEST_HASHES};
 use ddftp_proto::FileDigest;
 
@@ -287,43 +287,13 @@ pub(crate) async fn connect_within(
     Ok((session, Some(version), manifest))
 }
 
-/// [`connect_within`], on an idle connection `pool` holds to `route` when
-/// it has one (a list's next file: no connect, no greeting, the `Stat`
-/// alone). A pooled connection that no longer serves (the mirror closed
-/// it, restarted, or sends what it should not) is closed, and a new one
-/// made as if there had been none: what the probe answers is the same.
-pub(crate) async fn connect_pooled(
-    pool: Option<&Pool>,
-    route: &Route,
-    stat: Option<(&str, bool)>,
-    token: Option<&[u8]>,
-    within: Duration,
-) -> Result<Probed, SessionError> {
-    // Only a probe asks `Stat`; a connection without one (a bundle's, the
-    // virtual pair's second) is new.
-    if let (Some(pool), Some((path, with_manifest))) = (pool, stat) {
-        while let Some((mut s, left)) = pool.take(route) {
-            match s.restat(left, path, with_manifest, within).await {
-                Ok((version, manifest)) => return Ok((s, Some(version), manifest)),
-                // The mirror's answer about this path (not found, not a
-                // file...): the connection still serves other paths.
-                Err(e @ SessionError::Refused { .. }) => {
-                    pool.put(route.clone(), s, Leftover::default());
-                    return Err(e);
-                }
-                // It is hashing the file, or lying about it: a new
-                // connection would only wait or hear the same.
-                Err(
-                    e @ (SessionError::StatTimeout
-                    | SessionError::ManifestTimeout
-                    | SessionError::ChunkSize { .. }
-                    | SessionError::Manifest(_)),
-                ) => return Err(e),
-                Err(e) => tracing::debug!(%route, "an idle connection no longer serves ({e}): connecting anew"),
-            }
-        }
-    }
-    connect_within(route, stat, token, within).await
+/// What a handed-back connection still owes before its next reply: the
+/// `Stopped` of each stream ended as it was handed back (blocks of those
+/// streams may come first), and what was read past the last frame.
+#[derive(Default)]
+pub(crate) struct Leftover {
+    pub streams: Vec<StreamId>,
+    pub buf: BytesMut,
 }
 
 /// A TCP connection along `route`: from its local address if it has one

@@ -37,9 +37,11 @@ pub mod privileges;
 pub use ddnet::ratelimit;
 pub mod root;
 pub mod server;
+pub mod shared;
 pub mod socket;
 pub mod throttle;
 pub mod tls;
 pub mod watcher;
 
-pub use server::{serve, Phase, Reload, Server, ServerConfig};
+pub use server::{serve, Reload, Server, ServerConfig};
+pub use shared::Phase;

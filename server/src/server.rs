@@ -22,12 +22,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::access::{self, Cidr};
-use crate::connection::{self, Shared};
+use crate::connection;
 use crate::digests::{Index, INDEX_DIR_NAME};
 use crate::metrics::{Metrics, Refusal};
 use crate::per_client::PerClient;
 use crate::ratelimit::RateLimiter;
 use crate::root::Root;
+use crate::shared::{Phase, Shared};
 use crate::tls::{self, Tls};
 use ddftp_proto::ErrorCode;
 
@@ -72,16 +73,6 @@ impl Default for ServerConfig {
             grace: Duration::ZERO,
         }
     }
-}
-
-/// Where a server is in its life: connections watch it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Running,
-    /// No new connections; running streams go on, idle connections close.
-    Draining,
-    /// Past the grace period: every connection closes now.
-    Closing,
 }
 
 /// What SIGHUP may change in a running server.

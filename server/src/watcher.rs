@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::connection::Shared;
 use crate::root::PathError;
+use crate::shared::Shared;
 
 /// Files waiting to be indexed; past it events are dropped (the rescan
 /// finds those files).

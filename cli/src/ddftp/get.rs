@@ -797,18 +797,8 @@ pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<G
     Ok(GetResult { transfer: report, mb_per_s })
 }
 
+/// `ddftp get` of one file (several: [`super::many`]).
 pub fn run(opt: GetOpt) -> Exit {
-    match super::many::is_many(&opt) {
-        Ok(true) => return super::many::run(opt),
-        Ok(false) => {}
-        Err(e) => {
-            report_error(&e);
-            if opt.moving.json {
-                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({})));
-            }
-            return Exit::Usage;
-        }
-    }
     if let Some(d) = &opt.dir {
         // One file into DIR, under its own name (spec() names it).
         if let Err(e) = std::fs::create_dir_all(d) {

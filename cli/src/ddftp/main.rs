@@ -156,7 +156,7 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| refused(e));
     init_logging(cli.verbose);
     let exit: Exit = match cli.cmd {
-        Cmd::Get(o) => get::run(o),
+        Cmd::Get(o) => many::get(o),
         Cmd::Send(o) => pipe::run_send(o),
         Cmd::Recv(o) => pipe::run_recv(o),
         Cmd::Simulate(o) => simulate::run(o),

@@ -17,7 +17,22 @@ use super::get::{exit_for, fetch, json_failure, GetOpt, GetResult};
 use super::{report_error, runtime, Exit};
 
 /// Whether the command asks for several files.
-pub fn is_many(o: &GetOpt) -> Result<bool, String> {
+/// `ddftp get`: several files here, one in [`super::get::run`].
+pub fn get(opt: GetOpt) -> Exit {
+    match is_many(&opt) {
+        Ok(true) => run(opt),
+        Ok(false) => super::get::run(opt),
+        Err(e) => {
+            report_error(&e);
+            if opt.moving.json {
+                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({})));
+            }
+            Exit::Usage
+        }
+    }
+}
+
+fn is_many(o: &GetOpt) -> Result<bool, String> {
     if o.input_file.is_some() {
         return Ok(true);
     }

@@ -395,7 +395,7 @@ pub(super) fn set_mode(p: &Beneath, mode: u32) -> io::Result<()> {
 /// Sets the entry's own mtime (a symlink's own, never its target's).
 pub(super) fn set_mtime(p: &Beneath, t: Time) -> io::Result<()> {
     let at = At::new(p)?;
-    let times = super::tree::mtime_only(t);
+    let times = mtime_only(t);
     // SAFETY: a valid descriptor, C string and two timespecs.
     check(unsafe { libc::utimensat(at.fd(), at.name.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) })
 }
@@ -455,4 +455,12 @@ pub(super) fn open_in(dir: RawFd, name: &CString, flags: libc::c_int, mode: u32)
     }
     // SAFETY: fd was just opened and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Access time left alone, modification time `t`.
+pub(super) fn mtime_only(t: Time) -> [libc::timespec; 2] {
+    [
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        libc::timespec { tv_sec: t.sec as libc::time_t, tv_nsec: t.nsec as libc::c_long },
+    ]
 }

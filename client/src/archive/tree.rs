@@ -558,21 +558,13 @@ pub(super) fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtim
 /// Sets an open file's mtime.
 pub(super) fn set_mtime_fd(f: &File, t: Time) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    let times = mtime_only(t);
+    let times = super::deep::mtime_only(t);
     // SAFETY: a valid open descriptor and two timespecs, as futimens wants.
     if unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) } == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-/// Access time left alone, modification time `t`.
-pub(super) fn mtime_only(t: Time) -> [libc::timespec; 2] {
-    [
-        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
-        libc::timespec { tv_sec: t.sec as libc::time_t, tv_nsec: t.nsec as libc::c_long },
-    ]
 }
 
 /// Whether a file needs its mode set: an old one may have any mode; a new

@@ -6,7 +6,8 @@ use ddops::transfer::{self, Event as TransferEvent, Transfer};
 
 use super::http_slot::run_http_slot;
 use super::pieces::{Checked, Pieces};
-use super::rejoin::{Source, Wanted};
+use super::producer::Source;
+use super::rejoin::Wanted;
 use super::slot::{run_slot, Check, Event, SlotCtx};
 use super::*;
 use ddops::transfer::DropReason;

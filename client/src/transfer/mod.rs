@@ -295,7 +295,7 @@ struct Round {
     failures: Vec<String>,
     /// Mirrors that may answer later (down, silent, busy): asked again
     /// once the transfer runs, and joining it when they answer.
-    later: Vec<rejoin::Source>,
+    later: Vec<producer::Source>,
     /// Some failure may pass (a mirror down, silent, busy, a 503).
     transient: bool,
     /// How long busy mirrors asked us to wait.
@@ -394,7 +394,7 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
                 if e.is_transient() {
                     r.transient = true;
                     r.hints.extend(e.wait_hint());
-                    r.later.push(rejoin::Source::Ddftpd(route.clone()));
+                    r.later.push(producer::Source::Ddftpd(route.clone()));
                     unreached.push(e.unreached());
                 }
                 r.failures.push(format!("  {route}: {e}"))
@@ -402,7 +402,7 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
             None => {
                 r.transient = true;
                 unreached.push(None);
-                r.later.push(rejoin::Source::Ddftpd(route.clone()));
+                r.later.push(producer::Source::Ddftpd(route.clone()));
                 r.failures.push(format!("  {route}: {}", late(grace)))
             }
         }
@@ -415,14 +415,14 @@ async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<tokio_rustls
                 if e.is_transient() {
                     r.transient = true;
                     r.hints.extend(e.wait_hint());
-                    r.later.push(rejoin::Source::LateHttp(url.clone()));
+                    r.later.push(producer::Source::LateHttp(url.clone()));
                     unreached.push(e.unreached());
                 }
                 r.failures.push(format!("  {shown}: {e}"))
             }
             None => {
                 unreached.push(None);
-                r.later.push(rejoin::Source::LateHttp(url.clone()));
+                r.later.push(producer::Source::LateHttp(url.clone()));
                 r.failures.push(format!("  {url}: {}", late(grace)))
             }
         }
@@ -877,7 +877,7 @@ struct Prepared {
     /// What a mirror asked again must serve.
     wanted: Arc<rejoin::Wanted>,
     /// Mirrors to ask again from the start (they did not answer in time).
-    later: Vec<rejoin::Source>,
+    later: Vec<producer::Source>,
     /// `-o -`: the reorder window the blocks land in.
     ring: Option<Arc<crate::stdout::Ring>>,
 }

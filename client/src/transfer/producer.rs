@@ -16,10 +16,10 @@ pub(super) enum Producer {
 
 impl Producer {
     /// How to reach it again.
-    pub(super) fn source(&self) -> super::rejoin::Source {
+    pub(super) fn source(&self) -> Source {
         match self {
-            Producer::Ddftpd(r, _) => super::rejoin::Source::Ddftpd(r.clone()),
-            Producer::Http(m, ..) => super::rejoin::Source::Http(m.clone()),
+            Producer::Ddftpd(r, _) => Source::Ddftpd(r.clone()),
+            Producer::Http(m, ..) => Source::Http(m.clone()),
         }
     }
 
@@ -148,7 +148,7 @@ pub(super) async fn probe(
 ) -> Result<(MirrorInfo, Session), SessionError> {
     let ask = stat.as_ref().map(|(p, m)| (p.as_str(), *m));
     let (conn, version, manifest) =
-        crate::session::connect_pooled(pool.as_deref(), &route, ask, token.as_deref(), within).await?;
+        crate::pool::connect_pooled(pool.as_deref(), &route, ask, token.as_deref(), within).await?;
     let version = match (version, sealed_size) {
         (Some(v), _) => v,
         (None, Some(size)) => Version::sealed(size),
@@ -191,4 +191,34 @@ pub(super) async fn fetch_manifest(
         }
     }
     Err(TransferError::NoUsableMirror { path: path.to_string(), failures })
+}
+
+/// How to reach a mirror again.
+#[derive(Clone, Debug)]
+pub(super) enum Source {
+    Ddftpd(Route),
+    /// The mirror as its requests were pinned at the start.
+    Http(Arc<HttpMirror>),
+    /// An HTTP mirror (its URL) that did not answer at the start.
+    LateHttp(String),
+}
+
+impl Source {
+    /// Its mirror's name (the report's and the scheduler's).
+    pub(super) fn mirror(&self) -> String {
+        match self {
+            Source::Ddftpd(r) => r.endpoint.to_string(),
+            Source::Http(m) => m.url.clone(),
+            Source::LateHttp(u) => u.clone(),
+        }
+    }
+
+    /// This route's name (a mirror may have one per local address).
+    pub(super) fn route(&self) -> String {
+        match self {
+            Source::Ddftpd(r) => r.to_string(),
+            Source::Http(m) => m.url.clone(),
+            Source::LateHttp(u) => u.clone(),
+        }
+    }
 }

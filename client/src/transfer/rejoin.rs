@@ -10,39 +10,10 @@
 //! id cannot say it); for HTTP the same size and the validator
 //! (`ETag`/`Last-Modified`) its requests are pinned to.
 
+use super::producer::Source;
 use super::slot::Event;
 use super::*;
 use crate::retry::Retrying;
-
-/// How to reach a mirror again.
-#[derive(Clone, Debug)]
-pub(super) enum Source {
-    Ddftpd(Route),
-    /// The mirror as its requests were pinned at the start.
-    Http(Arc<HttpMirror>),
-    /// An HTTP mirror (its URL) that did not answer at the start.
-    LateHttp(String),
-}
-
-impl Source {
-    /// Its mirror's name (the report's and the scheduler's).
-    pub(super) fn mirror(&self) -> String {
-        match self {
-            Source::Ddftpd(r) => r.endpoint.to_string(),
-            Source::Http(m) => m.url.clone(),
-            Source::LateHttp(u) => u.clone(),
-        }
-    }
-
-    /// This route's name (a mirror may have one per local address).
-    pub(super) fn route(&self) -> String {
-        match self {
-            Source::Ddftpd(r) => r.to_string(),
-            Source::Http(m) => m.url.clone(),
-            Source::LateHttp(u) => u.clone(),
-        }
-    }
-}
 
 /// What a mirror must serve to rejoin, and how to ask.
 pub(super) struct Wanted {

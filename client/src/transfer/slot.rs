@@ -5,7 +5,7 @@
 //! one message per block.
 
 use super::*;
-use crate::pool::Leftover;
+use crate::session::Leftover;
 
 /// Slot to coordinator.
 pub(super) enum Event {
@@ -36,7 +36,7 @@ pub(super) enum Event {
     /// A producer of a mirror joining the transfer (a late one, or one
     /// asked again), or why not.
     Joined {
-        source: super::rejoin::Source,
+        source: super::producer::Source,
         got: Result<Producer, String>,
     },
 }

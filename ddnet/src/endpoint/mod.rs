@@ -38,12 +38,14 @@ use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
 mod link;
 mod secure;
 mod state;
+mod unsent;
 
 pub use secure::ClientSide;
 use secure::{LinkReader, LinkWriter, Tls};
 
 use link::*;
 use state::*;
+use unsent::{Unsent, COPY_PAYLOAD};
 
 /// A link whose peer acknowledges nothing it sent for this long is lost
 /// (a pulled cable, a route gone): its part goes to the others, and it may

@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 
-use super::link::Unsent;
+use super::unsent::Unsent;
 use crate::tls::{explain, TlsAcceptor, TlsConnector};
 use crate::wire::Frame;
 

@@ -11,14 +11,14 @@
 use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use ddftp_proto::auth::{self, NONCE_LEN};
 use ddftp_proto::frame::{
     put_block_header, put_sealed_block_header, seal, BLOCK_PREFIX_LEN, HEADER_LEN, MAX_LIST_CHUNK, PROTOCOL_VERSION,
-    SEALED_PREFIX_LEN, SERVER_ID_LEN,
+    SEALED_PREFIX_LEN,
 };
 use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
 use ddftp_proto::packed;
@@ -26,57 +26,19 @@ use ddftp_proto::streams::{Next, Stopped, Streams};
 use ddftp_proto::{Direction, ErrorCode, ProtoError, Reply, Request};
 use ddnet::tls::{ReadHalf, Stream, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
-use crate::access::Cidr;
-use crate::bundle::{self, Bundle, Bundles, DefineError};
-use crate::digests::{Digests, Index};
-use crate::metrics::{ConnState, Metrics, Refusal, State, StreamGuard};
-use crate::ratelimit::RateLimiter;
-use crate::root::{PathError, Root};
-use crate::server::Phase;
+use crate::bundle::{self, Bundle, DefineError};
+use crate::digests::Digests;
+use crate::metrics::{ConnState, Refusal, State, StreamGuard};
+use crate::root::PathError;
+use crate::shared::{Phase, Shared};
 use crate::socket;
 
 mod served;
 mod walk;
 
 use served::Served;
-
-/// What every connection shares.
-#[derive(Debug)]
-pub struct Shared {
-    pub root: Root,
-    pub limiter: RateLimiter,
-    /// A connection with no stream and no request for this long is closed
-    /// (no slowloris).
-    pub idle_timeout: Duration,
-    /// Shared token clients must prove they know (`--token-file`;
-    /// replaced on reload).
-    pub token: RwLock<Option<Arc<[u8]>>>,
-    /// Networks allowed to connect (`--allow`; replaced on reload).
-    pub allow: RwLock<Arc<[Cidr]>>,
-    /// What the server counts (`--metrics`).
-    pub metrics: Arc<Metrics>,
-    /// Running, draining or closing: every connection watches it.
-    pub phase: watch::Sender<Phase>,
-    /// Wrong proofs of it, per client address.
-    pub failed_proofs: crate::throttle::Throttle,
-    /// Largest block a client may ask for: bounds what one block costs the
-    /// client (its receive buffer) and how long one block delays an `End`.
-    pub max_block_size: u32,
-    /// Who this server is (random at each start), told in `Hello`.
-    pub server_id: [u8; SERVER_ID_LEN],
-    /// File digests, computed once per version.
-    pub index: Index,
-    /// Bundles clients defined (`ddftp archive`), shared by all connections.
-    pub bundles: Bundles,
-    /// Bytes of bundle definitions all connections may hold while uploading.
-    pub uploads: Arc<Semaphore>,
-    /// One definition is registered at a time.
-    pub defining: Arc<Semaphore>,
-    /// Walks running at once; more wait their turn.
-    pub walks: Arc<Semaphore>,
-}
 
 /// Why a connection ended badly.
 #[derive(Debug, thiserror::Error)]
