@@ -126,7 +126,7 @@ mod tests {
         assert_eq!(pool.idle(), 2, "a third idle connection to one route is closed");
         assert!(pool.take(&b).is_none(), "another mirror's connection is not handed out");
         assert!(pool.take(&a_from).is_none(), "nor one from another local address");
-        pool.put(b.clone(), session(&listener).await, Leftover { streams: vec![7], buf: BytesMut::new() });
+        pool.put(b.clone(), session(&listener).await, Leftover { streams: vec![7], buf: bytes::BytesMut::new() });
         let (_, left) = pool.take(&b).expect("b's own");
         assert_eq!(left.streams, [7], "what it still owes comes with it");
         assert!(pool.take(&a).is_some() && pool.take(&a).is_some() && pool.take(&a).is_none());
