@@ -200,131 +200,182 @@ struct ServerState {
     capacity: f64,
 }
 
+/// The simulated world of one run: the consumer's transfer, its
+/// producers and the servers behind them, and what is still to happen.
+struct World {
+    origin: Instant,
+    /// Server of each producer.
+    owner: Vec<usize>,
+    servers: Vec<ServerState>,
+    prods: Vec<SimProducer>,
+    tr: Transfer,
+    changes: VecDeque<SpeedChange>,
+    faults: VecDeque<Fault>,
+    dropped: Vec<SimDrop>,
+    delay: f64,
+}
+
 /// Runs the transfer against the simulated servers from `origin` (any
 /// instant: the simulated clock is `origin` plus simulated seconds) until
 /// every block is in, nothing can finish it, or a generous limit passes.
 pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
-    let at = |t: f64| origin + Duration::from_secs_f64(t);
-    let mut owner: Vec<usize> =
-        spec.servers.iter().enumerate().flat_map(|(i, s)| std::iter::repeat_n(i, s.streams)).collect();
-    let mut servers: Vec<ServerState> = spec
-        .servers
-        .iter()
-        .map(|s| ServerState {
-            speed: s.speed,
-            down: false,
-            corrupt_next: false,
-            budget: 0.0,
-            rr: 0,
-            blocks: 0,
-            capacity: 0.0,
-        })
-        .collect();
-    let mut changes = spec.changes.clone();
-    changes.sort_by(|a, b| a.at.total_cmp(&b.at));
-    let mut changes: VecDeque<SpeedChange> = changes.into();
-    let mut faults = spec.faults.clone();
-    faults.sort_by(|a, b| a.at.total_cmp(&b.at));
-    let mut faults: VecDeque<Fault> = faults.into();
-    let mut prods: Vec<SimProducer> = owner.iter().map(|_| SimProducer::default()).collect();
-    let mut tr = Transfer::fresh(spec.blocks, &owner, servers.len(), &spec.config, at(0.0));
-    let delay = spec.one_way_delay;
-    let max_speed = servers.iter().map(|s| s.speed).chain(changes.iter().map(|c| c.speed)).fold(1e-9f64, f64::max);
+    let mut w = World::new(spec, origin);
+    let max_speed = w.servers.iter().map(|s| s.speed).chain(w.changes.iter().map(|c| c.speed)).fold(1e-9f64, f64::max);
     let dt = 1.0 / max_speed;
-    let mut dropped = vec![];
     let mut t = 0.0;
-    let total_speed: f64 = servers.iter().map(|s| s.speed).sum();
+    let total_speed: f64 = w.servers.iter().map(|s| s.speed).sum();
     let stall = spec.config.stall_timeout.as_secs_f64();
-    let limit = 1e4 * (spec.blocks as f64 / total_speed.max(1e-9) + delay + 1.0) + 10.0 * stall;
+    let limit = 1e4 * (spec.blocks as f64 / total_speed.max(1e-9) + w.delay + 1.0) + 10.0 * stall;
     let rejoins = |f: &VecDeque<Fault>| f.iter().any(|f| f.kind == FaultKind::Rejoin);
-    while !tr.is_done() && (!tr.is_stuck() || rejoins(&faults)) && t < limit {
-        while changes.front().is_some_and(|c| c.at <= t) {
-            let c = changes.pop_front().expect("front");
-            servers[c.server].speed = c.speed;
+    while !w.tr.is_done() && (!w.tr.is_stuck() || rejoins(&w.faults)) && t < limit {
+        w.happen(t);
+        w.consumer(t);
+        if w.tr.is_done() {
+            break;
         }
-        while faults.front().is_some_and(|f| f.at <= t) {
-            let f = faults.pop_front().expect("front");
+        w.serve(t, dt);
+        t += dt;
+    }
+    w.report(spec, t)
+}
+
+impl World {
+    fn new(spec: &SimSpec, origin: Instant) -> World {
+        let owner: Vec<usize> =
+            spec.servers.iter().enumerate().flat_map(|(i, s)| std::iter::repeat_n(i, s.streams)).collect();
+        let servers: Vec<ServerState> = spec
+            .servers
+            .iter()
+            .map(|s| ServerState {
+                speed: s.speed,
+                down: false,
+                corrupt_next: false,
+                budget: 0.0,
+                rr: 0,
+                blocks: 0,
+                capacity: 0.0,
+            })
+            .collect();
+        let mut changes = spec.changes.clone();
+        changes.sort_by(|a, b| a.at.total_cmp(&b.at));
+        let mut faults = spec.faults.clone();
+        faults.sort_by(|a, b| a.at.total_cmp(&b.at));
+        let prods = owner.iter().map(|_| SimProducer::default()).collect();
+        let tr = Transfer::fresh(spec.blocks, &owner, servers.len(), &spec.config, origin);
+        World {
+            origin,
+            owner,
+            servers,
+            prods,
+            tr,
+            changes: changes.into(),
+            faults: faults.into(),
+            dropped: vec![],
+            delay: spec.one_way_delay,
+        }
+    }
+
+    fn at(&self, t: f64) -> Instant {
+        self.origin + Duration::from_secs_f64(t)
+    }
+
+    /// The speed changes and faults due by `t`.
+    fn happen(&mut self, t: f64) {
+        while self.changes.front().is_some_and(|c| c.at <= t) {
+            let c = self.changes.pop_front().expect("front");
+            self.servers[c.server].speed = c.speed;
+        }
+        while self.faults.front().is_some_and(|f| f.at <= t) {
+            let f = self.faults.pop_front().expect("front");
             match f.kind {
-                FaultKind::Fail | FaultKind::Stall => servers[f.server].down = true,
-                FaultKind::Corrupt => servers[f.server].corrupt_next = true,
+                FaultKind::Fail | FaultKind::Stall => self.servers[f.server].down = true,
+                FaultKind::Corrupt => self.servers[f.server].corrupt_next = true,
                 FaultKind::Rejoin => {
-                    servers[f.server].down = false;
-                    owner.push(f.server);
-                    prods.push(SimProducer::default());
-                    let p = tr.handle_join(f.server, at(t));
-                    debug_assert_eq!(p + 1, prods.len());
+                    self.servers[f.server].down = false;
+                    self.owner.push(f.server);
+                    self.prods.push(SimProducer::default());
+                    let p = self.tr.handle_join(f.server, self.at(t));
+                    debug_assert_eq!(p + 1, self.prods.len());
                 }
             }
             if f.kind == FaultKind::Fail {
                 // Its connections drop: the consumer sees it a one-way
                 // delay later.
-                for p in (0..prods.len()).filter(|&p| owner[p] == f.server) {
-                    prods[p].outbox.clear();
-                    prods[p].outbox.push_back((t + delay, ToClient::Refused("connection reset by peer".into())));
+                for p in (0..self.prods.len()).filter(|&p| self.owner[p] == f.server) {
+                    self.prods[p].outbox.clear();
+                    let reset = ToClient::Refused("connection reset by peer".into());
+                    self.prods[p].outbox.push_back((t + self.delay, reset));
                 }
             }
         }
-        // Consumer: send what the transfer wants, take in what arrived.
-        if tr.poll_timeout().is_some_and(|d| d <= at(t)) {
-            tr.handle_timeout(at(t));
+    }
+
+    /// The consumer: takes in what arrived by `t`, sends what the transfer
+    /// wants.
+    fn consumer(&mut self, t: f64) {
+        let now = self.at(t);
+        if self.tr.poll_timeout().is_some_and(|d| d <= now) {
+            self.tr.handle_timeout(now);
         }
-        for p in 0..prods.len() {
-            while prods[p].outbox.front().is_some_and(|(when, _)| *when <= t) {
-                let now = at(t);
-                match prods[p].outbox.pop_front().expect("front").1 {
+        for p in 0..self.prods.len() {
+            while self.prods[p].outbox.front().is_some_and(|(when, _)| *when <= t) {
+                match self.prods[p].outbox.pop_front().expect("front").1 {
                     ToClient::Block { stream, block, dir } => {
                         let run = BlockRun { stream, first: block, count: 1, bytes: 1, dir };
-                        if !tr.is_dropped(p) {
-                            servers[owner[p]].blocks += 1;
+                        if !self.tr.is_dropped(p) {
+                            self.servers[self.owner[p]].blocks += 1;
                         }
-                        tr.handle_blocks(p, run, now);
+                        self.tr.handle_blocks(p, run, now);
                     }
-                    ToClient::Corrupt { block } => tr.handle_corrupt(p, block, now),
-                    ToClient::Stopped(s) => tr.handle_stopped(p, s.stream, s.sent, now),
-                    ToClient::Refused(why) => tr.handle_failed(p, why, now),
+                    ToClient::Corrupt { block } => self.tr.handle_corrupt(p, block, now),
+                    ToClient::Stopped(s) => self.tr.handle_stopped(p, s.stream, s.sent, now),
+                    ToClient::Refused(why) => self.tr.handle_failed(p, why, now),
                 }
             }
         }
-        while let Some(a) = tr.poll_action() {
+        while let Some(a) = self.tr.poll_action() {
             let p = match &a {
                 Action::Start { producer, .. } | Action::Extend { producer, .. } | Action::End { producer, .. } => {
                     *producer
                 }
             };
-            prods[p].inbox.push_back((t + delay, a));
+            self.prods[p].inbox.push_back((t + self.delay, a));
         }
-        while let Some(Event::Dropped { producer, mirror, why }) = tr.poll_event() {
-            prods[producer].gone = true;
-            prods[producer].inbox.clear();
-            prods[producer].outbox.clear();
-            dropped.push(SimDrop { at: t, server: mirror, why: why.to_string() });
+        while let Some(Event::Dropped { producer, mirror, why }) = self.tr.poll_event() {
+            self.prods[producer].gone = true;
+            self.prods[producer].inbox.clear();
+            self.prods[producer].outbox.clear();
+            self.dropped.push(SimDrop { at: t, server: mirror, why: why.to_string() });
         }
-        if tr.is_done() {
-            break;
-        }
-        // Servers: apply control messages, then send this step's blocks.
-        for (p, prod) in prods.iter_mut().enumerate() {
+    }
+
+    /// The servers: apply control messages due by `t`, then send this
+    /// step's blocks (`dt` seconds of each one's speed).
+    fn serve(&mut self, t: f64, dt: f64) {
+        let delay = self.delay;
+        for (p, prod) in self.prods.iter_mut().enumerate() {
             while prod.inbox.front().is_some_and(|(when, _)| *when <= t) {
                 let a = prod.inbox.pop_front().expect("front").1;
-                if !servers[owner[p]].down {
+                if !self.servers[self.owner[p]].down {
                     prod.apply(a, t, delay);
                 }
             }
         }
-        for (srv, s) in servers.iter_mut().enumerate() {
+        for (srv, s) in self.servers.iter_mut().enumerate() {
             if s.down {
                 continue;
             }
             s.capacity += s.speed * dt;
             s.budget += s.speed * dt;
-            let mine: Vec<usize> = (0..prods.len()).filter(|&p| owner[p] == srv && !prods[p].gone).collect();
+            let mine: Vec<usize> =
+                (0..self.prods.len()).filter(|&p| self.owner[p] == srv && !self.prods[p].gone).collect();
             let mut sent_any = true;
             while s.budget >= 1.0 && sent_any && !mine.is_empty() {
                 sent_any = false;
                 for _ in 0..mine.len() {
                     s.rr = (s.rr + 1) % mine.len();
                     let corrupt = s.corrupt_next;
-                    if prods[mine[s.rr]].send_one(t, delay, &mut s.corrupt_next) {
+                    if self.prods[mine[s.rr]].send_one(t, delay, &mut s.corrupt_next) {
                         // A mirror whose data fails verification is of no
                         // more use: its capacity ends there.
                         s.down |= corrupt;
@@ -338,31 +389,33 @@ pub fn run(spec: &SimSpec, origin: Instant) -> SimReport {
                 s.budget = s.budget.min(1.0);
             }
         }
-        t += dt;
     }
-    let makespan = t;
-    let ideal = ideal_time(spec) + 2.0 * delay;
-    let total: u64 = servers.iter().map(|s| s.blocks).sum();
-    let cap_total: f64 = servers.iter().map(|s| s.capacity).sum();
-    let stats = tr.stats().clone();
-    SimReport {
-        blocks: spec.blocks,
-        makespan,
-        ideal,
-        efficiency: match tr.is_done() {
-            true if makespan > 0.0 => ideal / makespan,
-            true => 1.0,
-            false => 0.0,
-        },
-        starts: stats.starts,
-        extends: stats.extends,
-        ends: stats.ends,
-        duplicate_blocks: stats.duplicate_blocks,
-        server_share: servers.iter().map(|s| s.blocks as f64 / total.max(1) as f64).collect(),
-        capacity_share: servers.iter().map(|s| s.capacity / cap_total.max(1e-9)).collect(),
-        server_blocks: servers.iter().map(|s| s.blocks).collect(),
-        dropped,
-        completed: tr.is_done(),
+
+    /// The run's report, ended at `makespan`.
+    fn report(self, spec: &SimSpec, makespan: f64) -> SimReport {
+        let ideal = ideal_time(spec) + 2.0 * self.delay;
+        let total: u64 = self.servers.iter().map(|s| s.blocks).sum();
+        let cap_total: f64 = self.servers.iter().map(|s| s.capacity).sum();
+        let stats = self.tr.stats().clone();
+        SimReport {
+            blocks: spec.blocks,
+            makespan,
+            ideal,
+            efficiency: match self.tr.is_done() {
+                true if makespan > 0.0 => ideal / makespan,
+                true => 1.0,
+                false => 0.0,
+            },
+            starts: stats.starts,
+            extends: stats.extends,
+            ends: stats.ends,
+            duplicate_blocks: stats.duplicate_blocks,
+            server_share: self.servers.iter().map(|s| s.blocks as f64 / total.max(1) as f64).collect(),
+            capacity_share: self.servers.iter().map(|s| s.capacity / cap_total.max(1e-9)).collect(),
+            server_blocks: self.servers.iter().map(|s| s.blocks).collect(),
+            completed: self.tr.is_done(),
+            dropped: self.dropped,
+        }
     }
 }
 

@@ -58,6 +58,23 @@ impl Drop for Ahead {
 /// back, and the indexes of those left for the end.
 type FinishingEarly = tokio::task::JoinHandle<(Vec<Item>, Result<Vec<usize>, ArchiveError>)>;
 
+/// How the walk went, told to the stages that run beside it.
+#[derive(Default)]
+struct WalkFlags {
+    /// A mirror's walk failed after some of its list came.
+    broke: AtomicBool,
+    /// A mirror could not read all of SRC.
+    unreadable: AtomicBool,
+}
+
+/// What the split stage leaves for the end: the walk's directories, the
+/// entries not cut into a part yet, the parts' channel and warnings.
+type Split = (Vec<Item>, Vec<Item>, tokio::sync::mpsc::Sender<Part>, Vec<String>);
+
+/// What the mover leaves: the parts moved, their merged report, how many
+/// moved, the time spent, and the directories with those finished early.
+type Moved = (Vec<Arc<Vec<Item>>>, Option<TransferReport>, u64, Phases, Option<(Vec<Item>, Option<Vec<usize>>)>);
+
 impl Archiving<'_> {
     /// A fresh DEST, SRC walked by a mirror: the move starts while the
     /// mirror still walks. Whenever the mover is free and enough entries
@@ -68,112 +85,18 @@ impl Archiving<'_> {
     /// skipped. So does this run (`None`) if the walk breaks after some
     /// of the list came and another mirror may walk it whole.
     pub(super) async fn streamed(&self, progress: &mut dyn Progress) -> Result<Option<ArchiveReport>, ArchiveError> {
-        let spec = self.spec;
-        let (walk_tx, mut walk_rx) = tokio::sync::mpsc::channel(16);
-        let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Part>(1);
+        let (walk_tx, walk_rx) = tokio::sync::mpsc::channel(16);
+        let (part_tx, part_rx) = tokio::sync::mpsc::channel::<Part>(1);
         // Parts cut and not moved yet. While a part moves (or waits to),
         // the next waits for the walk's end (then it is registered, and its
         // files created, while that part moves): fewer, larger parts.
         let busy = &AtomicUsize::new(0);
-        // A mirror's walk failed after some of its list came, or could not
-        // read all of SRC.
-        let broke = &AtomicBool::new(false);
-        let unreadable = &AtomicBool::new(false);
+        let flags = &WalkFlags::default();
         let mut phases = Phases::default();
         let mut specials = 0;
-        let walk = async move {
-            let (mut failures, mut untrusted, mut files) = (vec![], false, 0);
-            let ask = spec.walk_ask();
-            for ep in &spec.get.mirrors {
-                let mut began = false;
-                match walk_stream(ep, self.src, &ask, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
-                    Ok(errors) if errors.is_empty() => return Ok(()),
-                    Ok(errors) => {
-                        // The careful path takes it from here: another
-                        // mirror may read all of it, or the list with the
-                        // fewest holes is moved and the holes are told.
-                        failures.push(format!("  {ep}: {} entries could not be read", errors.len()));
-                        unreadable.store(true, Ordering::Release);
-                    }
-                    Err(e) => {
-                        untrusted |= matches!(e, SessionError::Tls(_));
-                        files += usize::from(super::mirrors::names_a_file(&e));
-                        failures.push(format!("  {ep}: {e}"))
-                    }
-                }
-                // Another mirror is asked only if this one sent nothing:
-                // what it did send may be moving already.
-                if began {
-                    broke.store(true, Ordering::Release);
-                    break;
-                }
-            }
-            let a_file = files > 0 && files == failures.len();
-            Err(ArchiveError::Walk { src: self.src.to_string(), failures, untrusted, a_file })
-        };
-        // Entries into parts; directories kept for the end.
-        let split = async move {
-            let mut warnings = vec![];
-            let mut dirs = vec![];
-            let mut pending: Vec<Item> = vec![];
-            // Hard-linked files wait for the whole list: which name comes
-            // first (and moves; the others are linked to it) is known then.
-            let mut linked: Vec<Item> = vec![];
-            let mut bytes = 0;
-            // Files and symlinks listed so far (all move: DEST is fresh).
-            let mut movable = 0u64;
-            let mut listed_bytes = 0u64;
-            let mut scratch = vec![];
-            while let Some(batch) = walk_rx.recv().await {
-                let listed = batch.len() as u64;
-                let mut admitted = vec![];
-                for e in batch {
-                    self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted, &mut scratch);
-                }
-                for it in admitted {
-                    if it.entry.kind == Kind::Dir {
-                        dirs.push(it);
-                        continue;
-                    }
-                    movable += 1;
-                    if it.entry.kind == Kind::File {
-                        listed_bytes += it.entry.size;
-                    }
-                    if it.entry.kind == Kind::File && it.entry.meta.link().is_some() {
-                        linked.push(it);
-                    } else {
-                        bytes += it.entry.size;
-                        pending.push(it);
-                    }
-                }
-                {
-                    let mut c = self.counts.lock().expect("counts lock");
-                    c.listed += listed;
-                    c.listed_bytes = listed_bytes;
-                    c.walking = true;
-                    c.to_move = movable;
-                }
-                let worth = bytes >= spec.part_bytes || pending.len() >= PART_FILES;
-                if worth && busy.load(Ordering::Acquire) == 0 {
-                    busy.fetch_add(1, Ordering::AcqRel);
-                    self.cut(&mut pending, &part_tx, false, None).await?;
-                    bytes = 0;
-                }
-            }
-            self.admit_end(&mut |w| warnings.push(w.to_string()));
-            linked.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
-            self.split_links(&mut linked);
-            {
-                let mut c = self.counts.lock().expect("counts lock");
-                c.walking = false;
-                // Second names of hard-linked files are linked, not moved.
-                c.to_move = movable - self.linked.lock().expect("linked lock").len() as u64;
-            }
-            pending.append(&mut linked);
-            Ok::<_, ArchiveError>((dirs, pending, part_tx, warnings))
-        };
         let listing = async {
-            let (walked, split) = tokio::join!(walk, split);
+            let (walked, split) =
+                tokio::join!(self.walk_mirrors(walk_tx, flags), self.split_walk(walk_rx, part_tx, busy));
             let (dirs, mut pending, part_tx, warnings) = walked.and(split)?;
             phases.list = self.started.elapsed().as_secs_f64();
             // Before any directory is finished: making them changes their
@@ -190,47 +113,12 @@ impl Archiving<'_> {
             Ok((None, warnings))
         };
         let mut whole = Parts::new(progress);
-        let mover = async {
-            let mut moved: Vec<Arc<Vec<Item>>> = vec![];
-            let (mut transfer, mut parts) = (None, 0);
-            let mut spent = Phases::default();
-            // The walk's directories, and those not finished early.
-            let mut last = None;
-            while let Some(part) = part_rx.recv().await {
-                let todo: Vec<&Item> = part.items.iter().collect();
-                spent.prepare += part.readying;
-                let created = match part.ahead {
-                    Some(ahead) => ahead.stop().await,
-                    None => false,
-                };
-                let early = match part.dirs {
-                    Some(dirs) if created => Some(self.finish_early(dirs, part.items.clone())),
-                    Some(dirs) => {
-                        last = Some((dirs, None));
-                        None
-                    }
-                    None => None,
-                };
-                let r = self.move_part(&todo, part.ready, part.defs, &mut whole, &mut spent).await;
-                if let Some(early) = early {
-                    let (dirs, done) = early.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-                    last = Some((dirs, Some(done?)));
-                }
-                let r = r?;
-                parts += u64::from(r.is_some());
-                transfer = merge_reports(transfer, r);
-                drop(todo);
-                moved.push(part.items);
-                busy.fetch_sub(1, Ordering::AcqRel);
-            }
-            Ok::<_, ArchiveError>((moved, transfer, parts, spent, last))
-        };
-        let joined = tokio::try_join!(listing, mover);
+        let joined = tokio::try_join!(listing, self.move_parts(part_rx, &mut whole, busy));
         progress.finish();
         let ((listed, warnings), (moved, transfer, parts, spent, last)) = match joined {
             Err(ArchiveError::Walk { failures, .. })
-                if broke.load(Ordering::Acquire)
-                    && (spec.get.mirrors.len() > 1 || unreadable.load(Ordering::Acquire)) =>
+                if flags.broke.load(Ordering::Acquire)
+                    && (self.spec.get.mirrors.len() > 1 || flags.unreadable.load(Ordering::Acquire)) =>
             {
                 let why = failures.iter().map(|f| f.trim()).collect::<Vec<_>>().join("; ");
                 progress.warn(&format!(
@@ -249,10 +137,7 @@ impl Archiving<'_> {
             (None, Some(last)) => last,
             (None, None) => unreachable!("the walk's directories went with its last part"),
         };
-        // The parts as they were moved, not gathered into one list (100,000
-        // entries copied are milliseconds the end waits for).
-        let items = || dirs.iter().chain(moved.iter().flat_map(|p| p.iter()));
-        if items().next().is_none() {
+        if dirs.is_empty() && moved.iter().all(|p| p.is_empty()) {
             return Err(ArchiveError::BadEntry { path: self.src.into(), why: "nothing under it on the mirror".into() });
         }
         let hard_links = self.make_links();
@@ -267,20 +152,184 @@ impl Archiving<'_> {
                 0
             }
         };
-        let attrs_set = self.keep_meta(items());
-        let files = items().filter(|it| it.entry.kind == Kind::File);
-        let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.meta.moved_len(it.entry.size)));
-        let seconds = self.started.elapsed().as_secs_f64();
         // The list overlaps the rest: `finish` is what came after both.
+        let seconds = self.started.elapsed().as_secs_f64();
         let Phases { prepare, check, moving, .. } = spent;
         phases = Phases { prepare, check, moving, ..phases };
         phases.finish = (seconds - phases.list.max(prepare + check + moving)).max(0.0);
-        let report = ArchiveReport {
+        let mut report = self.streamed_report(&dirs, &moved, seconds, phases);
+        (report.dirs_finished_early, report.specials, report.hard_links) = (dirs_finished_early, specials, hard_links);
+        (report.transfer, report.parts) = (transfer, parts);
+        // Freeing 100,000 entries is milliseconds nobody needs to wait for.
+        std::thread::spawn(move || drop((dirs, moved)));
+        Ok(Some(report))
+    }
+
+    /// The walk stage: each mirror in turn walks SRC into `walk_tx` until
+    /// one reads all of it. Another mirror is asked only if this one sent
+    /// nothing: what it did send may be moving already.
+    async fn walk_mirrors(
+        &self,
+        walk_tx: tokio::sync::mpsc::Sender<Vec<ddtree::list::Entry>>,
+        flags: &WalkFlags,
+    ) -> Result<(), ArchiveError> {
+        let spec = self.spec;
+        let (mut failures, mut untrusted, mut files) = (vec![], false, 0);
+        let ask = spec.walk_ask();
+        for ep in &spec.get.mirrors {
+            let mut began = false;
+            match walk_stream(ep, self.src, &ask, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {
+                Ok(errors) if errors.is_empty() => return Ok(()),
+                Ok(errors) => {
+                    // The careful path takes it from here: another
+                    // mirror may read all of it, or the list with the
+                    // fewest holes is moved and the holes are told.
+                    failures.push(format!("  {ep}: {} entries could not be read", errors.len()));
+                    flags.unreadable.store(true, Ordering::Release);
+                }
+                Err(e) => {
+                    untrusted |= matches!(e, SessionError::Tls(_));
+                    files += usize::from(super::mirrors::names_a_file(&e));
+                    failures.push(format!("  {ep}: {e}"))
+                }
+            }
+            if began {
+                flags.broke.store(true, Ordering::Release);
+                break;
+            }
+        }
+        let a_file = files > 0 && files == failures.len();
+        Err(ArchiveError::Walk { src: self.src.to_string(), failures, untrusted, a_file })
+    }
+
+    /// The split stage: entries into parts, cut whenever the mover is free
+    /// and enough have come; directories kept for the end, hard-linked
+    /// files for the last part.
+    async fn split_walk(
+        &self,
+        mut walk_rx: tokio::sync::mpsc::Receiver<Vec<ddtree::list::Entry>>,
+        part_tx: tokio::sync::mpsc::Sender<Part>,
+        busy: &AtomicUsize,
+    ) -> Result<Split, ArchiveError> {
+        let mut warnings = vec![];
+        let mut dirs = vec![];
+        let mut pending: Vec<Item> = vec![];
+        // Hard-linked files wait for the whole list: which name comes
+        // first (and moves; the others are linked to it) is known then.
+        let mut linked: Vec<Item> = vec![];
+        let mut bytes = 0;
+        // Files and symlinks listed so far (all move: DEST is fresh).
+        let mut movable = 0u64;
+        let mut listed_bytes = 0u64;
+        let mut scratch = vec![];
+        while let Some(batch) = walk_rx.recv().await {
+            let listed = batch.len() as u64;
+            let mut admitted = vec![];
+            for e in batch {
+                self.admit(e, &mut |w| warnings.push(w.to_string()), &mut admitted, &mut scratch);
+            }
+            for it in admitted {
+                if it.entry.kind == Kind::Dir {
+                    dirs.push(it);
+                    continue;
+                }
+                movable += 1;
+                if it.entry.kind == Kind::File {
+                    listed_bytes += it.entry.size;
+                }
+                if it.entry.kind == Kind::File && it.entry.meta.link().is_some() {
+                    linked.push(it);
+                } else {
+                    bytes += it.entry.size;
+                    pending.push(it);
+                }
+            }
+            {
+                let mut c = self.counts.lock().expect("counts lock");
+                c.listed += listed;
+                c.listed_bytes = listed_bytes;
+                c.walking = true;
+                c.to_move = movable;
+            }
+            let worth = bytes >= self.spec.part_bytes || pending.len() >= PART_FILES;
+            if worth && busy.load(Ordering::Acquire) == 0 {
+                busy.fetch_add(1, Ordering::AcqRel);
+                self.cut(&mut pending, &part_tx, false, None).await?;
+                bytes = 0;
+            }
+        }
+        self.admit_end(&mut |w| warnings.push(w.to_string()));
+        linked.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
+        self.split_links(&mut linked);
+        {
+            let mut c = self.counts.lock().expect("counts lock");
+            c.walking = false;
+            // Second names of hard-linked files are linked, not moved.
+            c.to_move = movable - self.linked.lock().expect("linked lock").len() as u64;
+        }
+        pending.append(&mut linked);
+        Ok((dirs, pending, part_tx, warnings))
+    }
+
+    /// The mover: each part as it comes, its files created ahead stopped,
+    /// the walk's directories finished while the last part moves if they
+    /// can be.
+    async fn move_parts(
+        &self,
+        mut part_rx: tokio::sync::mpsc::Receiver<Part>,
+        whole: &mut Parts<'_>,
+        busy: &AtomicUsize,
+    ) -> Result<Moved, ArchiveError> {
+        let mut moved: Vec<Arc<Vec<Item>>> = vec![];
+        let (mut transfer, mut parts) = (None, 0);
+        let mut spent = Phases::default();
+        // The walk's directories, and those not finished early.
+        let mut last = None;
+        while let Some(part) = part_rx.recv().await {
+            let todo: Vec<&Item> = part.items.iter().collect();
+            spent.prepare += part.readying;
+            let created = match part.ahead {
+                Some(ahead) => ahead.stop().await,
+                None => false,
+            };
+            let early = match part.dirs {
+                Some(dirs) if created => Some(self.finish_early(dirs, part.items.clone())),
+                Some(dirs) => {
+                    last = Some((dirs, None));
+                    None
+                }
+                None => None,
+            };
+            let r = self.move_part(&todo, part.ready, part.defs, whole, &mut spent).await;
+            if let Some(early) = early {
+                let (dirs, done) = early.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+                last = Some((dirs, Some(done?)));
+            }
+            let r = r?;
+            parts += u64::from(r.is_some());
+            transfer = merge_reports(transfer, r);
+            drop(todo);
+            moved.push(part.items);
+            busy.fetch_sub(1, Ordering::AcqRel);
+        }
+        Ok((moved, transfer, parts, spent, last))
+    }
+
+    /// The report of a streamed run: what moved (`dirs` and the parts
+    /// `moved`), in `seconds`.
+    fn streamed_report(&self, dirs: &[Item], moved: &[Arc<Vec<Item>>], seconds: f64, phases: Phases) -> ArchiveReport {
+        // The parts as they were moved, not gathered into one list (100,000
+        // entries copied are milliseconds the end waits for).
+        let items = || dirs.iter().chain(moved.iter().flat_map(|p| p.iter()));
+        let attrs_set = self.keep_meta(items());
+        let files = items().filter(|it| it.entry.kind == Kind::File);
+        let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.meta.moved_len(it.entry.size)));
+        ArchiveReport {
             src: self.src.to_string(),
-            dest: spec.dest.display().to_string(),
+            dest: self.spec.dest.display().to_string(),
             files,
             dirs: dirs.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64,
-            dirs_finished_early,
+            dirs_finished_early: 0,
             links: items().filter(|it| it.entry.kind == Kind::Link).count() as u64,
             bytes,
             resumed_bytes: 0,
@@ -292,22 +341,19 @@ impl Archiving<'_> {
             phases,
             setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
             failed: self.take_failures(),
-            parts,
+            parts: 0,
             excluded: self.excluded.load(Ordering::Relaxed),
             deleted: 0,
             deletions_skipped: 0,
             modes_fixed: 0,
-            specials,
-            hard_links,
+            specials: 0,
+            hard_links: 0,
             attrs_set,
             dry_run: None,
             changes: vec![],
-            transfer,
+            transfer: None,
             ranks: vec![],
-        };
-        // Freeing 100,000 entries is milliseconds nobody needs to wait for.
-        std::thread::spawn(move || drop((dirs, moved)));
-        Ok(Some(report))
+        }
     }
 
     /// `pending` (emptied) as the next part: sorted, sent to every mirror

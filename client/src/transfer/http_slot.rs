@@ -69,6 +69,27 @@ enum Pending {
     Stopped(Stopped),
 }
 
+/// One HTTP producer's slot: the streams the coordinator gave it, turned
+/// into range requests pipelined on one connection, and what landed
+/// reported back in stream order.
+struct HttpSlot {
+    slot: ProducerId,
+    mirror: Arc<HttpMirror>,
+    ctx: Arc<SlotCtx>,
+    events: mpsc::Sender<Event>,
+    bs: u64,
+    streams: Streams<()>,
+    inflight: VecDeque<Pending>,
+    pipe: Option<Pipe>,
+    requests: u64,
+    /// Requests in flight at most: one, with a server that closes the
+    /// connection after each reply.
+    most: usize,
+}
+
+/// Whether a slot goes on after an event.
+type Going = std::ops::ControlFlow<()>;
+
 pub(super) async fn run_http_slot(
     slot: ProducerId,
     mirror: Arc<HttpMirror>,
@@ -77,74 +98,101 @@ pub(super) async fn run_http_slot(
     events: mpsc::Sender<Event>,
 ) {
     let bs = u64::from(ctx.block_size);
-    let mut streams: Streams<()> = Streams::default();
-    let mut inflight: VecDeque<Pending> = VecDeque::new();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut pipe: Option<Pipe> = None;
-    let mut requests = 0u64;
-    // Requests in flight at most: one, with a server that closes the
-    // connection after each reply.
-    let mut most = ASKED;
-    let fail = |e: HttpError| Event::Failed { slot, error: format!("{}: {e}", mirror.url), wait: e.wait_hint() };
+    let mut s = HttpSlot {
+        slot,
+        mirror,
+        ctx,
+        events,
+        bs,
+        streams: Streams::default(),
+        inflight: VecDeque::new(),
+        pipe: None,
+        requests: 0,
+        most: ASKED,
+    };
     loop {
         // A connection (at once: the first request need not wait for it).
-        if pipe.is_none() {
+        if s.pipe.is_none() {
             let place = {
-                let ctx = ctx.clone();
+                let ctx = s.ctx.clone();
                 move |at: u64, block: &[u8]| place(&ctx, at / bs, block)
             };
-            match Pipe::open(mirror.clone(), ctx.size, bs as usize, place, tx.clone(), ctx.cap.clone()).await {
-                Ok(p) => pipe = Some(p),
-                Err(e) => {
-                    let _ = events.send(fail(e)).await;
-                    return;
-                }
+            match Pipe::open(s.mirror.clone(), s.ctx.size, bs as usize, place, tx.clone(), s.ctx.cap.clone()).await {
+                Ok(p) => s.pipe = Some(p),
+                Err(e) => return s.fail(e).await,
             }
         }
-        if let Some(p) = pipe.as_mut() {
-            // Asked again first (in stream order), after a lost connection.
-            let mut asked = 0;
-            let mut broken = false;
-            for r in inflight.iter_mut().filter_map(|p| match p {
-                Pending::Run(r) => Some(r),
-                Pending::Stopped(_) => None,
-            }) {
-                if r.asked_at.is_none() && !broken {
-                    requests += 1;
-                    broken |= ask(p, r, requests, bs, ctx.size).await.is_err();
-                }
-                asked += usize::from(r.placed < r.count);
+        s.ask().await;
+        s.report_landed().await;
+        let going = tokio::select! {
+            cmd = cmds.recv() => match cmd {
+                Some(cmd) => s.on_command(cmd).await,
+                None => Going::Break(()),
+            },
+            got = rx.recv() => s.on_got(got.expect("the slot holds a sender")).await,
+        };
+        if going.is_break() {
+            return;
+        }
+    }
+}
+
+impl HttpSlot {
+    /// Tells the coordinator the mirror failed.
+    async fn fail(&mut self, e: HttpError) {
+        let ev = Event::Failed { slot: self.slot, error: format!("{}: {e}", self.mirror.url), wait: e.wait_hint() };
+        let _ = self.events.send(ev).await;
+    }
+
+    /// Asks again first (in stream order) what a lost connection left
+    /// unasked, then what the running stream may send. (A request that
+    /// could not be written is told by the reader, as the connection's end.)
+    async fn ask(&mut self) {
+        let Some(p) = self.pipe.as_mut() else { return };
+        let (bs, size) = (self.bs, self.ctx.size);
+        let mut asked = 0;
+        let mut broken = false;
+        for r in self.inflight.iter_mut().filter_map(|p| match p {
+            Pending::Run(r) => Some(r),
+            Pending::Stopped(_) => None,
+        }) {
+            if r.asked_at.is_none() && !broken {
+                self.requests += 1;
+                broken |= ask(p, r, self.requests, bs, size).await.is_err();
             }
-            // Then what the running stream may send. (A request that could
-            // not be written is told by the reader, as the connection's end.)
-            while asked < most && !broken {
-                let dir = streams.running().map_or(Direction::Increment, |s| s.cursor.dir());
-                let max = match dir {
-                    Direction::Increment => (INCREMENT_RUN / bs).max(1),
-                    Direction::Decrement => (DECREMENT_RUN / bs).max(1),
-                };
-                match streams.step_run(max) {
-                    NextRun::Run { stream, first, count, dir } => {
-                        let mut r =
-                            Run { stream, first, count, dir, placed: 0, reported: 0, asked_at: None, request: 0 };
-                        requests += 1;
-                        broken |= ask(p, &mut r, requests, bs, ctx.size).await.is_err();
-                        inflight.push_back(Pending::Run(r));
-                        asked += 1;
-                    }
-                    NextRun::Stopped(s) => inflight.push_back(Pending::Stopped(s)),
-                    NextRun::Wait => break,
+            asked += usize::from(r.placed < r.count);
+        }
+        while asked < self.most && !broken {
+            let dir = self.streams.running().map_or(Direction::Increment, |s| s.cursor.dir());
+            let max = match dir {
+                Direction::Increment => (INCREMENT_RUN / bs).max(1),
+                Direction::Decrement => (DECREMENT_RUN / bs).max(1),
+            };
+            match self.streams.step_run(max) {
+                NextRun::Run { stream, first, count, dir } => {
+                    let mut r = Run { stream, first, count, dir, placed: 0, reported: 0, asked_at: None, request: 0 };
+                    self.requests += 1;
+                    broken |= ask(p, &mut r, self.requests, bs, size).await.is_err();
+                    self.inflight.push_back(Pending::Run(r));
+                    asked += 1;
                 }
+                NextRun::Stopped(s) => self.inflight.push_back(Pending::Stopped(s)),
+                NextRun::Wait => break,
             }
         }
-        // Report, in stream order, what has landed; stops once the runs
-        // before them are reported.
-        while let Some(p) = inflight.front_mut() {
+    }
+
+    /// Reports, in stream order, what has landed; stops once the runs
+    /// before them are reported.
+    async fn report_landed(&mut self) {
+        let slot = self.slot;
+        while let Some(p) = self.inflight.front_mut() {
             match p {
                 Pending::Stopped(s) => {
                     let (stream, sent) = (s.stream, s.sent);
-                    inflight.pop_front();
-                    let _ = events.send(Event::Stopped { slot, stream, sent }).await;
+                    self.inflight.pop_front();
+                    let _ = self.events.send(Event::Stopped { slot, stream, sent }).await;
                 }
                 Pending::Run(r) => {
                     let ready = match r.dir {
@@ -159,78 +207,82 @@ pub(super) async fn run_http_slot(
                         };
                         let n = ready - r.reported;
                         let (lo, _) = (BlockRun { stream: r.stream, first, count: n, bytes: 0, dir: r.dir }).bounds();
-                        let bytes = ((lo + n) * bs).min(ctx.size) - lo * bs;
+                        let bytes = ((lo + n) * self.bs).min(self.ctx.size) - lo * self.bs;
                         r.reported = ready;
                         let run = BlockRun { stream: r.stream, first, count: n, bytes, dir: r.dir };
-                        let _ = events.send(Event::Blocks { slot, run }).await;
+                        let _ = self.events.send(Event::Blocks { slot, run }).await;
                     }
                     if r.reported < r.count {
                         break;
                     }
-                    inflight.pop_front();
+                    self.inflight.pop_front();
                 }
             }
         }
-        tokio::select! {
-            cmd = cmds.recv() => {
-                let Some(cmd) = cmd else { return };
-                let stopped = match cmd {
-                    Action::Start { stream, first, last, dir, .. } => match streams.start(stream, first, last, dir, ()) {
-                        Ok(s) => s,
-                        Err(e) => {
-                            let _ = events.send(Event::Failed { slot, error: e.to_string(), wait: None }).await;
-                            return;
-                        }
-                    },
-                    Action::Extend { stream, last, .. } => {
-                        streams.find_mut(stream).for_each(|s| s.cursor.set_last(last));
-                        None
-                    }
-                    Action::End { stream, .. } => streams.end(stream),
-                };
-                if let Some(s) = stopped {
-                    inflight.push_back(Pending::Stopped(s));
+    }
+
+    /// A command of the coordinator's.
+    async fn on_command(&mut self, cmd: Action) -> Going {
+        let stopped = match cmd {
+            Action::Start { stream, first, last, dir, .. } => match self.streams.start(stream, first, last, dir, ()) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = self.events.send(Event::Failed { slot: self.slot, error: e.to_string(), wait: None }).await;
+                    return Going::Break(());
                 }
+            },
+            Action::Extend { stream, last, .. } => {
+                self.streams.find_mut(stream).for_each(|s| s.cursor.set_last(last));
+                None
             }
-            got = rx.recv() => {
-                let got = got.expect("the slot holds a sender");
-                let id = match &got {
-                    Got::Placed { id, .. } | Got::Done { id } | Got::Failed { id, .. } => *id,
-                    Got::Closing => {
-                        // Not an error: ask the rest on a new connection,
-                        // one request at a time from now on.
-                        (pipe, most) = (None, 1);
-                        for p in inflight.iter_mut() {
-                            if let Pending::Run(r) = p {
-                                r.asked_at = r.asked_at.filter(|_| r.placed == r.count);
-                            }
-                        }
-                        continue;
-                    }
-                };
-                let Some(run) = inflight.iter_mut().find_map(|p| match p {
-                    Pending::Run(r) if r.request == id && r.asked_at.is_some() => Some(r),
-                    _ => None,
-                }) else { continue };
-                match got {
-                    Got::Placed { blocks, .. } => run.placed = run.asked_at.unwrap_or(0) + blocks,
-                    Got::Done { .. } => run.placed = run.count,
-                    Got::Closing => unreachable!("handled above"),
-                    Got::Failed { error: Fail::Place(why), .. } => {
-                        let ev = match why {
-                            Unplaced::Corrupt(block) => Event::Corrupt { slot, block },
-                            Unplaced::Local(e) => Event::Local(e),
-                        };
-                        let _ = events.send(ev).await;
-                        return;
-                    }
-                    Got::Failed { error: Fail::Http(e), .. } => {
-                        let _ = events.send(fail(e)).await;
-                        return;
+            Action::End { stream, .. } => self.streams.end(stream),
+        };
+        if let Some(s) = stopped {
+            self.inflight.push_back(Pending::Stopped(s));
+        }
+        Going::Continue(())
+    }
+
+    /// What the connection's reader says of a request.
+    async fn on_got(&mut self, got: Got<Unplaced>) -> Going {
+        let id = match got {
+            Got::Placed { id, .. } | Got::Done { id } | Got::Failed { id, .. } => id,
+            Got::Closing => {
+                // Not an error: ask the rest on a new connection, one
+                // request at a time from now on.
+                (self.pipe, self.most) = (None, 1);
+                for p in self.inflight.iter_mut() {
+                    if let Pending::Run(r) = p {
+                        r.asked_at = r.asked_at.filter(|_| r.placed == r.count);
                     }
                 }
+                return Going::Continue(());
+            }
+        };
+        let Some(run) = self.inflight.iter_mut().find_map(|p| match p {
+            Pending::Run(r) if r.request == id && r.asked_at.is_some() => Some(r),
+            _ => None,
+        }) else {
+            return Going::Continue(());
+        };
+        match got {
+            Got::Placed { blocks, .. } => run.placed = run.asked_at.unwrap_or(0) + blocks,
+            Got::Done { .. } => run.placed = run.count,
+            Got::Closing => unreachable!("handled above"),
+            Got::Failed { error: Fail::Place(why), .. } => {
+                let ev = match why {
+                    Unplaced::Corrupt(block) => Event::Corrupt { slot: self.slot, block },
+                    Unplaced::Local(e) => Event::Local(e),
+                };
+                let _ = self.events.send(ev).await;
+                return Going::Break(());
+            }
+            Got::Failed { error: Fail::Http(e), .. } => {
+                self.fail(e).await;
+                return Going::Break(());
             }
         }
+        Going::Continue(())
     }
 }
 

@@ -7,8 +7,23 @@ use std::os::unix::fs::PermissionsExt;
 
 use super::*;
 
+/// ddftpd run with `args`, expected to end by itself: one still running
+/// after 10 s (it accepted what it should have refused, and serves) is
+/// killed, and its status is then no exit code.
 fn ddftpd_output(args: &[&str]) -> std::process::Output {
-    Command::new(bin("ddftpd")).args(args).stdin(Stdio::null()).output().unwrap()
+    let mut c = Command::new(bin("ddftpd"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while c.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    c.wait_with_output().unwrap()
 }
 
 /// Item 3: a log file planted as a symlink (by the account that can write
