@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 use ddftp_proto::units::{parse_size, HumanBytes};
 
-use super::get::{exit_for, json_failure, MoveOpt};
+use super::flags::MoveOpt;
+use super::outcome::{exit_for, json_failure};
 use super::{report_error, runtime, Exit};
 use ddftp::archive::filter::{Filter, RuleSpec};
 use ddftp::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};

@@ -16,7 +16,7 @@ use clap::Args;
 use ddftp_proto::{parse_endpoint, Endpoint, DEFAULT_PORT};
 use ddtree::list::{Entry, Kind};
 
-use super::get::TlsOpt;
+use super::flags::TlsOpt;
 use super::{report_error, Exit};
 use ddftp::session::{Peer, WalkAsk};
 

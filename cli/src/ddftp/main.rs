@@ -5,11 +5,13 @@
 
 mod archive;
 mod demo;
+mod flags;
 mod get;
 mod list;
 mod ls;
 mod many;
 mod metrics_file;
+mod outcome;
 mod pipe;
 mod simulate;
 mod walk;
@@ -146,7 +148,7 @@ fn refused(e: clap::Error) -> ! {
         let why = e.kind().as_str().unwrap_or("bad command line");
         let detail = e.render().to_string();
         let first = detail.lines().next().unwrap_or(why).trim_start_matches("error: ").to_string();
-        println!("{}", get::json_failure(&first, Exit::Usage, serde_json::json!({})));
+        println!("{}", outcome::json_failure(&first, Exit::Usage, serde_json::json!({})));
     }
     e.exit()
 }

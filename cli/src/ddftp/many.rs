@@ -13,7 +13,8 @@ use ddftp::progress::{terminal_safe, Bar};
 use ddftp::transfer::GetSpec;
 use ddftp_proto::units::HumanBytes;
 
-use super::get::{exit_for, fetch, json_failure, GetOpt, GetResult};
+use super::get::{fetch, GetOpt, GetResult};
+use super::outcome::{exit_for, json_failure};
 use super::{report_error, runtime, Exit};
 
 /// Whether the command asks for several files.
@@ -216,7 +217,7 @@ fn listed(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
                     one.output = Some(dir.map_or_else(|| PathBuf::from(&name), |d| d.join(&name)));
                     if let Some(c) = &e.checksum {
                         one.checksum =
-                            Some(super::get::parse_checksum(c).map_err(|w| format!("line {}: {w}", e.line))?);
+                            Some(super::flags::parse_checksum(c).map_err(|w| format!("line {}: {w}", e.line))?);
                         one.checksum_listed = true;
                     }
                     Ok(one)
@@ -366,7 +367,7 @@ pub fn run(o: GetOpt) -> Exit {
             "files": files, "complete": done, "failed": failed.len(), "bytes": bytes, "exit_code": exit as i32,
             "warnings": warnings,
         });
-        super::get::hide_user_info(&mut v);
+        super::outcome::hide_user_info(&mut v);
         println!("{v}");
     } else if !o.moving.quiet {
         for (_, outcome) in &outcomes {

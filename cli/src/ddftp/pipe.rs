@@ -46,7 +46,7 @@ pub struct SendOpt {
     /// A lost link is connected again (the others carry its part
     /// meanwhile) by the same policy as a lost mirror.
     #[command(flatten)]
-    pub retry: super::get::RetryOpt,
+    pub retry: super::flags::RetryOpt,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -74,7 +74,7 @@ pub struct RecvOpt {
     /// With every link lost, wait as long as a sender with these flags
     /// tries to connect one again before giving up.
     #[command(flatten)]
-    pub retry: super::get::RetryOpt,
+    pub retry: super::flags::RetryOpt,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,

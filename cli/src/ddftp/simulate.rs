@@ -4,7 +4,7 @@
 
 use clap::Args;
 
-use super::get::{parse_block_size, parse_seconds};
+use super::flags::{parse_block_size, parse_seconds};
 use super::{report_error, Exit};
 use ddftp::sim::{self, Fault, FaultKind, SimSpec, SpeedChange};
 use ddops::transfer;
