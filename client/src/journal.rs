@@ -96,6 +96,26 @@ pub enum JournalError {
     Mismatch { file: PathBuf, why: String },
 }
 
+/// What an interrupted run's part file is, as a journal is checked against it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartFile {
+    Len(u64),
+    NotRegular,
+    /// Not there, or not to be looked at: why.
+    Unreadable(String),
+}
+
+impl PartFile {
+    /// Looks at `part` (never through a symlink).
+    pub fn look(part: &Path) -> PartFile {
+        match std::fs::symlink_metadata(part) {
+            Ok(m) if !m.is_file() => PartFile::NotRegular,
+            Ok(m) => PartFile::Len(m.len()),
+            Err(e) => PartFile::Unreadable(e.to_string()),
+        }
+    }
+}
+
 fn seal_hash(j: &Journal) -> String {
     format!("{:x}", Sha256::digest(serde_json::to_vec(j).expect("journal serialises")))
 }
@@ -129,15 +149,15 @@ impl Journal {
     }
 
     /// Checks that this journal describes the download about to run.
-    /// `part`: the part file the data went to, if there is one (an
-    /// archive's data is in the destination files).
+    /// `part`: the part file the data went to and what it is, if there is
+    /// one (an archive's data is in the destination files).
     pub fn check(
         &self,
         file: &Path,
         path: &str,
         size: u64,
         sha256: &str,
-        part: Option<&Path>,
+        part: Option<(&Path, &PartFile)>,
     ) -> Result<(), JournalError> {
         let mismatch = |why: String| JournalError::Mismatch { file: file.into(), why };
         if self.path != path {
@@ -153,12 +173,12 @@ impl Journal {
                 described(sha256)
             )));
         }
-        let Some(part) = part else { return Ok(()) };
-        match std::fs::symlink_metadata(part) {
-            Ok(m) if !m.is_file() => Err(mismatch(format!("{} is not a regular file", part.display()))),
-            Ok(m) if m.len() == size => Ok(()),
-            Ok(m) => Err(mismatch(format!("{} has {} bytes, expected {size}", part.display(), m.len()))),
-            Err(e) => Err(mismatch(format!("{}: {e}", part.display()))),
+        let Some((part, what)) = part else { return Ok(()) };
+        match what {
+            PartFile::NotRegular => Err(mismatch(format!("{} is not a regular file", part.display()))),
+            PartFile::Len(n) if *n == size => Ok(()),
+            PartFile::Len(n) => Err(mismatch(format!("{} has {n} bytes, expected {size}", part.display()))),
+            PartFile::Unreadable(e) => Err(mismatch(format!("{}: {e}", part.display()))),
         }
     }
 

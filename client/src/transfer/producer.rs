@@ -28,6 +28,14 @@ impl Producer {
         matches!(self, Producer::Http(m, _) if m.whole_only)
     }
 
+    /// The largest block it serves, if it says (a ddftpd, in its greeting).
+    pub(super) fn max_block_size(&self) -> Option<u32> {
+        match self {
+            Producer::Ddftpd(_, c) => Some(c.max_block_size),
+            Producer::Http(..) => None,
+        }
+    }
+
     /// For the report: the route, or the URL.
     pub(super) fn route(&self) -> String {
         match self {
@@ -35,6 +43,80 @@ impl Producer {
             Producer::Http(m, ..) => m.url.clone(),
         }
     }
+}
+
+/// Producer slots: one per route, plus the virtual pair's second stream
+/// on the last route when the count is odd. The probe's connection
+/// becomes the slot's: no second handshake. A server that ignores Range
+/// comes first: the low edge of the partition at block 0, the only place
+/// it can send from; a second such server would only read what the first
+/// sends, and is not used. Each slot's mirror index, and the mirrors' names.
+pub(super) async fn make_slots(
+    spec: &GetSpec,
+    usable: Vec<(MirrorInfo, Session)>,
+    http: Vec<(Arc<HttpMirror>, HttpVersion)>,
+    mut spare: Option<tokio::task::JoinHandle<(Route, Result<crate::session::Probed, SessionError>)>>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> (Vec<(usize, Producer)>, Vec<String>) {
+    let mut mirror_names: Vec<String> = vec![];
+    let mut slots: Vec<(usize, Producer)> = vec![];
+    let mut owner_of = |name: String| {
+        mirror_names.iter().position(|n| *n == name).unwrap_or_else(|| {
+            mirror_names.push(name);
+            mirror_names.len() - 1
+        })
+    };
+    // Every producer as named (ddftpd routes, then HTTP mirrors), paired
+    // in the order the rules give ([`plan::pairing`]).
+    let named: Vec<Producer> = usable
+        .into_iter()
+        .map(|(m, conn)| Producer::Ddftpd(m.route, conn))
+        .chain(http.into_iter().map(|(m, v)| Producer::Http(Arc::new(m.pinned(&v)), v.rtt)))
+        .collect();
+    let (order, second) = plan::pairing(&named.iter().map(Producer::whole_only).collect::<Vec<_>>());
+    let mut named: Vec<Option<Producer>> = named.into_iter().map(Some).collect();
+    for o in order {
+        let (Ok(i) | Err(i)) = o;
+        let p = named[i].take().expect("each producer once");
+        let name = p.source().mirror();
+        let w = match (o.is_ok(), p.whole_only()) {
+            (true, false) => None,
+            (true, true) => Some(format!("{name} ignores Range: it sends the file from its start, the others meet it")),
+            (false, _) => Some(format!("not using {name}: it ignores Range, as does another mirror in use")),
+        };
+        if let Some(w) = w {
+            tell(progress, warnings, w);
+        }
+        if o.is_ok() {
+            slots.push((owner_of(name), p));
+        }
+    }
+    match slots.last().filter(|_| second) {
+        Some((owner, Producer::Http(m, rtt))) => {
+            let second = (*owner, Producer::Http(m.clone(), *rtt));
+            slots.push(second);
+        }
+        Some((owner, Producer::Ddftpd(route, _))) => {
+            let (owner, route) = (*owner, route.clone());
+            let second = match spare.take() {
+                Some(h) => match h.await.expect("connect task") {
+                    (spare_route, r) if spare_route == route => r,
+                    _ => connect(&route, None, spec.token.as_deref()).await,
+                },
+                None => connect(&route, None, spec.token.as_deref()).await,
+            };
+            match second {
+                Ok((s, ..)) => slots.push((owner, Producer::Ddftpd(route, s))),
+                Err(e) => {
+                    let w = format!("{route}: second connection failed ({e}); using one stream");
+                    tell(progress, warnings, w);
+                }
+            }
+        }
+        None => {}
+    }
+    (slots, mirror_names)
 }
 
 /// Probes the HTTP mirror at `url` (for `path`); `tls` for an https one.
