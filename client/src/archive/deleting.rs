@@ -1,0 +1,179 @@
+//! `--delete`: the entries of DEST that SRC no longer has (never what a
+//! rule excludes, nor what stands under the name of a listed entry that
+//! is not copied), at most `--max-delete` of them, backed up first with
+//! `--backup-dir`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use ddtree::list::Kind;
+
+use super::backup::Backup;
+use super::filter::Filter;
+use super::{deep, local, ArchiveError, Archiving, Item};
+use crate::transfer::Progress;
+
+/// Entries of DEST that the list does not hold, below the directories it
+/// does (so only what SRC covers), and that no rule excludes (excluded
+/// entries are never deleted); the bookkeeping of an archive run in DEST
+/// itself is kept, and so is whatever stands under the name of a listed
+/// entry that is not copied (`kept`). Each with whether it is a
+/// directory; a directory's contents come before it.
+pub(super) fn extraneous(
+    items: &[Item],
+    dest: &deep::Dest,
+    filter: &Filter,
+    kept: &HashSet<PathBuf>,
+) -> std::io::Result<Vec<(PathBuf, bool)>> {
+    use std::os::unix::ffi::OsStrExt;
+    fn bytes(p: &Path) -> &[u8] {
+        p.as_os_str().as_bytes()
+    }
+    let mut listed: HashSet<&[u8]> = items.iter().map(|it| bytes(&it.rel)).collect();
+    listed.extend(kept.iter().map(|p| bytes(p)));
+    let dirs: Vec<&Item> = items.iter().filter(|it| it.entry.kind == Kind::Dir).collect();
+    // A resync of a large tree reads every directory of DEST: spread over
+    // the cores, names looked up without a path made for each.
+    let found = super::listing::par_map(&dirs, |d| -> std::io::Result<Vec<(PathBuf, bool)>> {
+        let here = dest.join(&d.rel);
+        // Not a directory (or not there): nothing below it to delete.
+        let names = match deep::read_dir(&here) {
+            Ok(n) => n,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ENOTDIR)
+                    || deep::is_symlink(&e) =>
+            {
+                return Ok(vec![]);
+            }
+            Err(e) => return Err(e),
+        };
+        let (mut cache, mut out, mut key) = (HashMap::new(), vec![], Vec::new());
+        let top = d.rel.as_os_str().is_empty();
+        for name in names {
+            key.clear();
+            if !top {
+                key.extend_from_slice(bytes(&d.rel));
+                key.push(b'/');
+            }
+            key.extend_from_slice(bytes(&name));
+            if listed.contains(&key[..]) || (top && key.starts_with(b".ddftp-archive")) {
+                continue;
+            }
+            let rel = d.rel.join(&name);
+            let is_dir = deep::symlink_metadata(&dest.join(&rel)).is_ok_and(|m| m.is_dir());
+            if filter.excludes(&rel, is_dir, &mut cache) {
+                continue;
+            }
+            below(dest, &rel, is_dir, filter, &mut cache, &mut out)?;
+        }
+        Ok(out)
+    });
+    let mut out = vec![];
+    for f in found {
+        out.extend(f?);
+    }
+    // A directory where SRC now has a file, symlink or special: what it
+    // holds goes (rsync lists it so), the directory itself as it is replaced.
+    for it in items.iter().filter(|it| it.entry.kind != Kind::Dir && !kept.contains(&it.rel)) {
+        if deep::symlink_metadata(&dest.join(&it.rel)).is_ok_and(|m| m.is_dir()) {
+            let mut cache = HashMap::new();
+            for name in deep::read_dir(&dest.join(&it.rel))? {
+                let rel = it.rel.join(name);
+                let is_dir = deep::symlink_metadata(&dest.join(&rel)).is_ok_and(|m| m.is_dir());
+                if !filter.excludes(&rel, is_dir, &mut cache) {
+                    below(dest, &rel, is_dir, filter, &mut cache, &mut out)?;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `rel` and, for a directory, everything in it (contents first) that no
+/// rule excludes. A directory that holds an excluded entry stays, with
+/// it (as rsync keeps it: "cannot delete non-empty directory"). Whether
+/// all of `rel` goes.
+fn below(
+    dest: &deep::Dest,
+    rel: &Path,
+    is_dir: bool,
+    filter: &Filter,
+    cache: &mut HashMap<PathBuf, bool>,
+    out: &mut Vec<(PathBuf, bool)>,
+) -> std::io::Result<bool> {
+    let mut whole = true;
+    if is_dir {
+        for name in deep::read_dir(&dest.join(rel))? {
+            let r = rel.join(name);
+            let d = deep::symlink_metadata(&dest.join(&r)).is_ok_and(|m| m.is_dir());
+            if !filter.is_empty() && filter.excludes(&r, d, cache) {
+                whole = false;
+                continue;
+            }
+            whole &= below(dest, &r, d, filter, cache, out)?;
+        }
+    }
+    if whole {
+        out.push((rel.to_path_buf(), is_dir));
+    }
+    Ok(whole)
+}
+
+/// The first `max` of `extra` (`--max-delete`; all without it), and how
+/// many are held back. A directory comes after what it holds, so one
+/// held back keeps its directory too.
+pub(super) fn at_most(mut extra: Vec<(PathBuf, bool)>, max: Option<u64>) -> (Vec<(PathBuf, bool)>, u64) {
+    let max = max.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
+    let held = extra.len().saturating_sub(max);
+    extra.truncate(max);
+    (extra, held as u64)
+}
+
+/// Removes what [`extraneous`] found (contents before their directory);
+/// with `backup`, what is not a directory is moved there instead. What
+/// cannot be removed is returned with why (the rest is removed).
+pub(super) fn delete(dest: &deep::Dest, extra: &[(PathBuf, bool)], backup: Option<&Backup>) -> Vec<(PathBuf, String)> {
+    let mut failed = vec![];
+    for (rel, dir) in extra {
+        let p = dest.join(rel);
+        let gone = match backup {
+            Some(b) if !dir => b.keep(&p, rel),
+            _ => deep::remove_any(&p),
+        };
+        if let Err(e) = gone {
+            failed.push((rel.clone(), e.to_string()));
+        }
+    }
+    failed
+}
+
+impl Archiving<'_> {
+    /// `--delete`: removes what DEST holds below SRC's directories that
+    /// the list does not (never what a rule excludes). Not when the list
+    /// is incomplete (a directory no mirror could read): its entries would
+    /// look gone. What cannot be removed is a failure of its own.
+    pub(super) fn delete_extraneous(&self, items: &[Item], progress: &mut dyn Progress) -> Result<u64, ArchiveError> {
+        if !self.spec.delete {
+            return Ok(0);
+        }
+        if self.incomplete.load(Ordering::Relaxed) {
+            progress.warn("not deleting anything: some of SRC could not be read, so what it holds is not known");
+            return Ok(0);
+        }
+        let kept = self.kept.lock().expect("kept lock").clone();
+        let extra = extraneous(items, &self.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
+        let (extra, skipped) = at_most(extra, self.spec.max_delete);
+        if skipped > 0 {
+            let n = self.spec.max_delete.unwrap_or_default();
+            progress.warn(&format!("--max-delete {n}: {skipped} more entries SRC no longer has were not deleted"));
+            self.deletions_skipped.store(skipped, Ordering::Relaxed);
+        }
+        let failed = delete(&self.dest, &extra, self.backup()?.as_ref());
+        for (rel, why) in &failed {
+            self.failed(rel, format!("cannot delete: {why}"));
+        }
+        Ok((extra.len() - failed.len()) as u64)
+    }
+}
