@@ -26,6 +26,8 @@
 
 use std::collections::VecDeque;
 
+use ddops::split::lower_share;
+
 /// How many delivery-rate samples a link's rate is taken from (their lower
 /// quartile): one sample can be far off, and one wrong rate would starve a
 /// link or flood it. Low, not middle: a link given a short part delivers it
@@ -380,8 +382,10 @@ impl Plan {
             }
             // [lo, cut) stays with the low worker and gets us at its high
             // end; [cut, hi) stays with the high worker alone.
-            let share = (lo_rate + my_rate) / (lo_rate + my_rate + hi_rate);
-            let cut = s.lo + ((left as f64 * share) as u64).clamp(run, left - run);
+            // The DDOps split rule, weights in bytes per second.
+            let w = |r: f64| r.max(0.0) as u128;
+            let lower = lower_share(left, w(lo_rate) + w(my_rate), w(lo_rate) + w(my_rate) + w(hi_rate));
+            let cut = s.lo + lower.clamp(run, left - run);
             let rest = Segment { lo: cut, hi: s.hi, lo_worker: None, hi_worker: s.hi_worker };
             s.hi = cut;
             s.hi_worker = Some(link);

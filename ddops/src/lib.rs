@@ -13,10 +13,13 @@
 //! - [`deal`]: one range dealt in shrinking parts from both ends to
 //!   movers that ask as they finish (an archive's MPI ranks).
 //! - [`sim`]: the scheduler against simulated producers (`ddftp simulate`).
+//! - [`split`]: where a busy segment is cut (the one split rule, also
+//!   `ddnet`'s).
 
 pub mod completed;
 pub mod consensus;
 pub mod deal;
 pub mod scheduler;
 pub mod sim;
+pub mod split;
 pub mod transfer;

@@ -2,6 +2,7 @@
 //! by contribution (the paper's Eq. 1-8), long claims taken over.
 
 use super::*;
+use crate::split::lower_share;
 
 impl Scheduler {
     pub(super) fn rebalance(&mut self, now: Instant) {
@@ -149,7 +150,7 @@ impl Scheduler {
         // P(S_il), P(S_dr): next block each will deliver (Eq. 1).
         let p_il = if sl.remaining > 0 { sl.next } else { seg.lo };
         let p_dr = if sr.remaining > 0 { sr.next } else { seg.hi - 1 };
-        let unsent = (p_dr + 1).saturating_sub(p_il) as u128;
+        let unsent = (p_dr + 1).saturating_sub(p_il);
         let c = |p: ProducerId| self.producers[p].contributed.max(1) as u128;
         let lower_busy_slower = c(pl) <= c(pr);
         let (split, dl, ir) = if cands.len() >= 2 && seg.hi - seg.lo >= 2 {
@@ -158,16 +159,16 @@ impl Scheduler {
             let (dl, ir) = if lower_busy_slower { (fast, slow) } else { (slow, fast) };
             // Eq. 2-3; Eq. 7-8 (the paper's left is our lower part):
             // P(S_dl) = P(S_il) + U(left) - 1, P(S_ir) = P(S_dl) + 1.
-            let u_lower = unsent * (c(pl) + c(dl)) / (c(pl) + c(dl) + c(ir) + c(pr));
+            let u_lower = lower_share(unsent, c(pl) + c(dl), c(pl) + c(dl) + c(ir) + c(pr)) as u128;
             let split = (p_il as u128 + u_lower).clamp(seg.lo as u128 + 1, seg.hi as u128 - 1) as u64;
             (split, Some(dl), Some(ir))
         } else {
             let h = cands[0];
             if lower_busy_slower {
-                let u_lower = unsent * (c(pl) + c(h)) / (c(pl) + c(h) + c(pr));
+                let u_lower = lower_share(unsent, c(pl) + c(h), c(pl) + c(h) + c(pr)) as u128;
                 ((p_il as u128 + u_lower).clamp(seg.lo as u128 + 1, seg.hi as u128) as u64, Some(h), None)
             } else {
-                let u_lower = unsent * c(pl) / (c(pl) + c(h) + c(pr));
+                let u_lower = lower_share(unsent, c(pl), c(pl) + c(h) + c(pr)) as u128;
                 ((p_il as u128 + u_lower).clamp(seg.lo as u128, seg.hi as u128 - 1) as u64, None, Some(h))
             }
         };
