@@ -10,6 +10,7 @@ use ddftp_proto::packed::{self, MAX_LIST};
 use ddtree::list::{ddftp, Entry, Kind};
 
 use super::current::{self, Held};
+use super::decide;
 use super::tree::{is_finished_file, remove_any};
 use super::{deep, ArchiveError, Item};
 
@@ -55,11 +56,13 @@ fn found(m: &deep::Stat, e: &Entry) -> Found {
     if m.mode & libc::S_IFMT == libc::S_IFDIR {
         return Found::Dir;
     }
-    let d = current::compare(&Held::from(m), e);
-    match (d.same_bytes(), d.perm) {
-        (true, false) => Found::Done,
-        (true, true) => Found::ModeOnly,
-        (false, _) => Found::Missing,
+    // The dry run's rule ([`decide`]): owners, xattrs and `--checksum`
+    // are looked at apart (the last has set an mtime that moves it).
+    let held = decide::Held { differs: Some(current::compare(&Held::from(m), e)), ..decide::Held::default() };
+    match decide::decide(Kind::File, held) {
+        decide::Action::Current => Found::Done,
+        decide::Action::Meta { .. } => Found::ModeOnly,
+        _ => Found::Missing,
     }
 }
 

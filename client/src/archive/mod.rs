@@ -22,6 +22,7 @@
 //! type, size, mode and mtime to the second, as rsync's quick check) and
 //! an interrupted run resumes its range block by block from the journal.
 
+mod decide;
 mod deep;
 mod deleting;
 mod dirs;

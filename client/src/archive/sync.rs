@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use ddtree::list::Kind;
 
 use super::backup::Backup;
-use super::current::{self, Differs, Held};
+use super::current::{self, Held};
+use super::decide;
 use super::deleting::{at_most, extraneous};
 use super::keep::Linked;
 use super::{deep, local, ArchiveError, ArchiveReport, Archiving, Item, Phases};
@@ -51,6 +52,27 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Counts `action` on the listed entry `e`.
+    fn count(&mut self, e: &ddtree::list::Entry, action: decide::Action) {
+        use decide::Action::*;
+        match (e.kind, action) {
+            (Kind::Dir, Make) => self.new_dirs += 1,
+            (Kind::Dir, Meta { .. }) => self.changed_dirs += 1,
+            (Kind::File, Make) => {
+                self.new_files += 1;
+                self.bytes += e.meta.moved_len(e.size);
+            }
+            (Kind::File, Move { .. }) => {
+                self.changed_files += 1;
+                self.bytes += e.meta.moved_len(e.size);
+            }
+            (Kind::File, Meta { .. }) => self.mode_only += 1,
+            (Kind::Link, Make | Remake { .. }) => self.new_links += 1,
+            (Kind::Block | Kind::Char | Kind::Fifo | Kind::Socket, Make) => self.new_specials += 1,
+            _ => {}
+        }
+    }
+
     /// DEST was made by this run (before the plan): its line is a new
     /// directory's.
     fn dest_made(&mut self) {
@@ -118,19 +140,6 @@ pub(super) fn plan(
     let specials = specials.iter().filter(|it| !blocked.contains(&it.rel));
     let linked = linked.iter().filter(|l| !blocked.contains(&l.item.rel));
     let items = items.iter().filter(|it| !blocked.contains(&it.rel));
-    for it in specials {
-        if !is_special(&dest.join(&it.rel), &it.entry) {
-            p.new_specials += 1;
-            let letter = if matches!(it.entry.kind, Kind::Block | Kind::Char) { 'D' } else { 'S' };
-            lines.push((it.rel.clone(), format!("c{letter}+++++++++ {}", shown(&it.rel, false))));
-        } else if let Some(attrs) = {
-            let p = dest.join(&it.rel);
-            deep::symlink_metadata(&p).ok().and_then(|m| keep.differs(&p, &m, &it.entry))
-        } {
-            let letter = if matches!(it.entry.kind, Kind::Block | Kind::Char) { 'D' } else { 'S' };
-            lines.push((it.rel.clone(), format!(".{letter}...{attrs} {}", shown(&it.rel, false))));
-        }
-    }
     for l in linked {
         let (to, from) = (dest.join(&l.item.rel), dest.join(&l.to));
         let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| a.dev() == b.dev() && a.ino() == b.ino();
@@ -143,66 +152,24 @@ pub(super) fn plan(
             }
         }
     }
-    for it in items {
+    for it in specials.chain(items) {
         let e = &it.entry;
         let path = dest.join(&it.rel);
         let m = deep::symlink_metadata(&path).ok();
-        let differs = |m: &std::fs::Metadata| current::compare(&Held::from(m), e);
-        // Owner, group, xattrs: `o g . . x` (or dots), the code's last five.
-        let attrs = |m: &Option<std::fs::Metadata>| m.as_ref().and_then(|m| keep.differs(&path, m, e));
-        let line = match e.kind {
-            Kind::Dir => match m.filter(|m| !differs(m).kind) {
-                None => {
-                    p.new_dirs += 1;
-                    Some("cd+++++++++".to_string())
-                }
-                Some(m) => {
-                    let Differs { time: t, perm, .. } = differs(&m);
-                    let a = attrs(&Some(m));
-                    (t || perm || a.is_some()).then(|| {
-                        p.changed_dirs += 1;
-                        format!(".d..{}{}{}", flag(t, 't'), flag(perm, 'p'), a.unwrap_or_else(|| ".....".into()))
-                    })
-                }
-            },
-            Kind::File => match m.filter(|m| !differs(m).kind) {
-                None => {
-                    p.new_files += 1;
-                    p.bytes += e.meta.moved_len(e.size);
-                    Some(">f+++++++++".to_string())
-                }
-                Some(m) => {
-                    let Differs { size: s, time: t, perm, .. } = differs(&m);
-                    let c = keep.differ.contains(&it.rel);
-                    let a = attrs(&Some(m));
-                    let flags = format!(
-                        "{}{}{}{}",
-                        flag(s, 's'),
-                        flag(t, 't'),
-                        flag(perm, 'p'),
-                        a.clone().unwrap_or_else(|| ".....".into())
-                    );
-                    if s || t || c {
-                        p.changed_files += 1;
-                        p.bytes += e.meta.moved_len(e.size);
-                        Some(format!(">f{}{flags}", flag(c, 'c')))
-                    } else if perm || a.is_some() {
-                        p.mode_only += 1;
-                        Some(format!(".f.{flags}"))
-                    } else {
-                        None
-                    }
-                }
-            },
-            _ => {
-                let a = attrs(&m);
-                link_line(&mut p, &path, m, e, a)
-            }
+        // Owner, group, xattrs: `o g . a x` (or dots), the code's last five.
+        let attrs = m.as_ref().and_then(|m| keep.differs(&path, m, e));
+        let held = decide::Held {
+            differs: m.as_ref().map(|m| current::compare(&Held::from(m), e)),
+            content: e.kind == Kind::File && keep.differ.contains(&it.rel),
+            attrs: attrs.is_some(),
+            same_target: e.meta.target().filter(|_| e.kind == Kind::Link).map(|_| current::same_target(&path, e)),
         };
-        if let Some(l) = line {
+        let action = decide::decide(e.kind, held);
+        p.count(e, action);
+        if let Some(code) = decide::code(e.kind, action, attrs.as_deref()) {
             let to = e.meta.target().filter(|_| e.kind == Kind::Link);
             let to = to.map(|t| format!(" -> {}", escaped(t))).unwrap_or_default();
-            lines.push((it.rel.clone(), format!("{l} {}{to}", shown(&it.rel, e.kind == Kind::Dir))));
+            lines.push((it.rel.clone(), format!("{code} {}{to}", shown(&it.rel, e.kind == Kind::Dir))));
         }
     }
     for (rel, dir) in extra {
@@ -212,34 +179,6 @@ pub(super) fn plan(
     lines.sort_by(|a, b| a.0.cmp(&b.0));
     (p.rels, p.lines) = lines.into_iter().unzip();
     p
-}
-
-/// The code for the listed symlink `e` where DEST holds `m` (its lstat)
-/// at `path`, as rsync gives it: `cL+++++++++` made, `cLc.t......` made
-/// again to point elsewhere, `.L..t...... ` its mtime set, `.L....og...`
-/// its owner; `None` if current. A list that gives no target (`--list`):
-/// a symlink with the listed mtime is taken to be the same link.
-fn link_line(
-    p: &mut Plan,
-    path: &deep::Beneath,
-    m: Option<std::fs::Metadata>,
-    e: &ddtree::list::Entry,
-    attrs: Option<String>,
-) -> Option<String> {
-    let Some(m) = m.filter(|m| m.file_type().is_symlink()) else {
-        p.new_links += 1;
-        return Some("cL+++++++++".to_string());
-    };
-    let t = current::compare(&Held::from(&m), e).time;
-    let same = match e.meta.target() {
-        Some(_) => current::same_target(path, e),
-        None => !t,
-    };
-    if !same {
-        p.new_links += 1;
-        return Some(format!("cLc.{}......", flag(t, 't')));
-    }
-    (t || attrs.is_some()).then(|| format!(".L..{}.{}", flag(t, 't'), attrs.unwrap_or_else(|| ".....".into())))
 }
 
 fn flag(set: bool, c: char) -> char {

@@ -1,0 +1,177 @@
+//! What a run does with one listed entry, given what DEST holds under its
+//! name: the one rule the dry run prints (rsync's itemize code), `-i`
+//! prints, and the real run carries out. Pure: the caller has compared
+//! DEST's entry with the listed one ([`super::current::compare`]) and
+//! looked at what only the disk can say (a symlink's target, owners and
+//! xattrs, `--checksum`'s content).
+
+use ddtree::list::Kind;
+
+use super::current::Differs;
+
+/// The action for one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Action {
+    /// Made (a directory, symlink or special file) or moved whole (a
+    /// file): DEST has nothing under its name, or another kind.
+    Make,
+    /// A file moved again: its size, mtime (to the second) or content
+    /// (`--checksum`) differ; `perm` too, for the itemize code.
+    Move { size: bool, time: bool, content: bool, perm: bool },
+    /// A symlink made again: it points elsewhere.
+    Remake { time: bool },
+    /// Only its metadata set (mtime, mode, owner or xattrs): nothing moves.
+    Meta { time: bool, perm: bool },
+    /// DEST holds it as listed.
+    Current,
+}
+
+/// What DEST holds under an entry's name, as the disk says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Held {
+    /// How it differs from the listed entry; `None`: nothing there.
+    pub(super) differs: Option<Differs>,
+    /// `--checksum` found a file's content different.
+    pub(super) content: bool,
+    /// Owner, group or xattrs differ (where they are kept).
+    pub(super) attrs: bool,
+    /// A symlink's target: whether DEST's points where the listed one does
+    /// (`None`: the list gives no target).
+    pub(super) same_target: Option<bool>,
+}
+
+/// The action for a listed entry of `kind` where DEST holds `held`.
+pub(super) fn decide(kind: Kind, held: Held) -> Action {
+    let Some(d) = held.differs.filter(|d| !d.kind) else { return Action::Make };
+    match kind {
+        Kind::File if d.size || d.time || held.content => {
+            Action::Move { size: d.size, time: d.time, content: held.content, perm: d.perm }
+        }
+        Kind::File | Kind::Dir if d.perm || held.attrs || (kind == Kind::Dir && d.time) => {
+            Action::Meta { time: d.time, perm: d.perm }
+        }
+        Kind::Link => match held.same_target.unwrap_or(!d.time) {
+            false => Action::Remake { time: d.time },
+            true if d.time || held.attrs => Action::Meta { time: d.time, perm: false },
+            true => Action::Current,
+        },
+        // A FIFO, socket or device node of another mode or mtime is made
+        // again (it holds no bytes).
+        Kind::Block | Kind::Char | Kind::Fifo | Kind::Socket if !d.none() => Action::Make,
+        Kind::Block | Kind::Char | Kind::Fifo | Kind::Socket if held.attrs => Action::Meta { time: false, perm: false },
+        _ => Action::Current,
+    }
+}
+
+/// rsync's 11-letter itemize code for `action` on an entry of `kind`
+/// (`attrs`: the last five letters, owner, group and xattrs, when they
+/// differ); `None` when nothing changes.
+pub(super) fn code(kind: Kind, action: Action, attrs: Option<&str>) -> Option<String> {
+    let f = |set: bool, c: char| if set { c } else { '.' };
+    let a = attrs.unwrap_or(".....");
+    let y = match kind {
+        Kind::Dir => 'd',
+        Kind::File => 'f',
+        Kind::Link => 'L',
+        Kind::Block | Kind::Char => 'D',
+        _ => 'S',
+    };
+    Some(match (kind, action) {
+        (_, Action::Current) => return None,
+        (Kind::File, Action::Make) => ">f+++++++++".to_string(),
+        (_, Action::Make) => format!("c{y}+++++++++"),
+        (_, Action::Move { size, time, content, perm }) => {
+            format!(">f{}{}{}{}{a}", f(content, 'c'), f(size, 's'), f(time, 't'), f(perm, 'p'))
+        }
+        (_, Action::Remake { time }) => format!("cLc.{}......", f(time, 't')),
+        (Kind::File, Action::Meta { time, perm }) => format!(".f..{}{}{a}", f(time, 't'), f(perm, 'p')),
+        (Kind::Link, Action::Meta { time, .. }) => format!(".L..{}.{a}", f(time, 't')),
+        (_, Action::Meta { time, perm }) => format!(".{y}..{}{}{a}", f(time, 't'), f(perm, 'p')),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn held(kind: bool, size: bool, time: bool, perm: bool) -> Held {
+        Held { differs: Some(Differs { kind, size, time, perm }), ..Held::default() }
+    }
+
+    #[test]
+    fn nothing_or_another_kind_is_made() {
+        for k in [Kind::File, Kind::Dir, Kind::Link, Kind::Fifo] {
+            assert_eq!(decide(k, Held::default()), Action::Make);
+            assert_eq!(decide(k, held(true, false, false, false)), Action::Make);
+        }
+        assert_eq!(code(Kind::File, Action::Make, None).unwrap(), ">f+++++++++");
+        assert_eq!(code(Kind::Dir, Action::Make, None).unwrap(), "cd+++++++++");
+        assert_eq!(code(Kind::Link, Action::Make, None).unwrap(), "cL+++++++++");
+        assert_eq!(code(Kind::Char, Action::Make, None).unwrap(), "cD+++++++++");
+        assert_eq!(code(Kind::Fifo, Action::Make, None).unwrap(), "cS+++++++++");
+    }
+
+    #[test]
+    fn a_file_moves_again_when_size_time_or_content_differ_else_its_mode_is_set() {
+        let m = decide(Kind::File, held(false, true, true, true));
+        assert_eq!(m, Action::Move { size: true, time: true, content: false, perm: true });
+        assert_eq!(code(Kind::File, m, None).unwrap(), ">f.stp.....");
+        let c = decide(Kind::File, Held { content: true, ..held(false, false, false, false) });
+        assert_eq!(code(Kind::File, c, None).unwrap(), ">fc........");
+        let p = decide(Kind::File, held(false, false, false, true));
+        assert_eq!(
+            (p, code(Kind::File, p, None).unwrap().as_str()),
+            (Action::Meta { time: false, perm: true }, ".f...p.....")
+        );
+        let o = decide(Kind::File, Held { attrs: true, ..held(false, false, false, false) });
+        assert_eq!(code(Kind::File, o, Some("og...")).unwrap(), ".f....og...");
+        assert_eq!(decide(Kind::File, held(false, false, false, false)), Action::Current);
+    }
+
+    #[test]
+    fn a_directory_gets_its_mtime_mode_and_owner() {
+        let d = decide(Kind::Dir, held(false, true, true, false));
+        assert_eq!(
+            (d, code(Kind::Dir, d, None).unwrap().as_str()),
+            (Action::Meta { time: true, perm: false }, ".d..t......")
+        );
+        assert_eq!(
+            decide(Kind::Dir, held(false, true, false, false)),
+            Action::Current,
+            "a directory's size does not count"
+        );
+    }
+
+    #[test]
+    fn a_symlink_is_made_again_where_it_points_elsewhere() {
+        let r = decide(Kind::Link, Held { same_target: Some(false), ..held(false, false, true, false) });
+        assert_eq!(code(Kind::Link, r, None).unwrap(), "cLc.t......");
+        let t = decide(Kind::Link, Held { same_target: Some(true), ..held(false, false, true, false) });
+        assert_eq!(code(Kind::Link, t, None).unwrap(), ".L..t......");
+        // A list without targets: a link with the listed mtime is the same.
+        assert_eq!(decide(Kind::Link, held(false, false, false, false)), Action::Current);
+        assert_eq!(decide(Kind::Link, held(false, false, true, false)), Action::Remake { time: true });
+    }
+
+    proptest! {
+        /// A code exactly when something changes, always 11 letters.
+        #[test]
+        fn a_line_exactly_for_a_change(kind in 0usize..4, k in any::<bool>(), s in any::<bool>(), t in any::<bool>(),
+                                       p in any::<bool>(), there in any::<bool>(), content in any::<bool>(),
+                                       attrs in any::<bool>(), target in proptest::option::of(any::<bool>())) {
+            let kind = [Kind::File, Kind::Dir, Kind::Link, Kind::Fifo][kind];
+            let differs = there.then_some(Differs { kind: k, size: s, time: t, perm: p });
+            let h = Held { differs, content: content && kind == Kind::File, attrs, same_target: target };
+            let a = decide(kind, h);
+            let c = code(kind, a, attrs.then_some("og..."));
+            prop_assert_eq!(c.is_none(), a == Action::Current);
+            if let Some(c) = c {
+                prop_assert_eq!(c.chars().count(), 11);
+            }
+            if a == Action::Current {
+                prop_assert!(there && !k);
+            }
+        }
+    }
+}
