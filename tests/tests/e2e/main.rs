@@ -8,6 +8,7 @@ mod util;
 mod archive;
 mod archive_kinds;
 mod archive_mpi;
+mod archive_plan;
 mod archive_rsync;
 mod archive_sync;
 mod get;
