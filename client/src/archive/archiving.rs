@@ -15,36 +15,57 @@ pub(super) struct Archiving<'a> {
     pub(super) dest: Dest,
     /// DEST was empty (or new).
     pub(super) fresh: bool,
-    /// Files whose setuid/setgid bits were dropped.
-    pub(super) setid_cleared: AtomicU64,
-    /// Entries that could not be copied, and why.
-    pub(super) failures: std::sync::Mutex<Vec<Failure>>,
-    /// Entries a rule excluded, and the directories' verdicts so far.
-    pub(super) excluded: AtomicU64,
-    pub(super) excluded_dirs: std::sync::Mutex<std::collections::HashMap<PathBuf, bool>>,
+    /// The list's check and what the list sets aside (specials, second
+    /// names of hard links, names kept from `--delete`): written while the
+    /// list is read (in a streamed run, beside the parts moving), read
+    /// when the run ends. Shared: the stages of a streamed run are
+    /// futures of one task that all hold the run.
+    pub(super) listing: std::sync::Mutex<Listing>,
+    /// What the run reports (failures, counts, progress): added to by the
+    /// list, the move's progress and the threads that set metadata over
+    /// the cores.
+    pub(super) tally: std::sync::Mutex<Tally>,
+    /// `--backup-dir`, opened by whichever step first backs something up.
+    pub(super) backup_at: std::sync::OnceLock<backup::Backup>,
+}
+
+/// The list's check and what the list sets aside ([`Archiving::listing`]).
+#[derive(Default)]
+pub(super) struct Listing {
+    /// Names admitted so far, entries waiting for their directory.
+    pub(super) shape: ddtree::list::shape::Shape<(PathBuf, Entry)>,
+    /// The directories' verdicts of the filter so far.
+    pub(super) excluded_dirs: std::collections::HashMap<PathBuf, bool>,
     /// Listed entries not copied (their kind): `--delete` keeps what DEST
     /// has under their names.
-    pub(super) kept: std::sync::Mutex<HashSet<PathBuf>>,
+    pub(super) kept: HashSet<PathBuf>,
+    /// FIFOs, sockets, device nodes: no bytes to move, made in place.
+    pub(super) specials: Vec<Item>,
+    /// Second names of hard-linked files, linked once the first is in place.
+    pub(super) linked: Vec<keep::Linked>,
+    /// Ids of the owners' and groups' names (`--by-name`).
+    pub(super) names: ddtree::names::Names,
+}
+
+/// What a run reports ([`Archiving::tally`]).
+#[derive(Default)]
+pub(super) struct Tally {
+    /// Entries that could not be copied, and why.
+    pub(super) failures: Vec<Failure>,
+    /// Entries a rule excluded.
+    pub(super) excluded: u64,
+    /// Files whose setuid/setgid bits were dropped.
+    pub(super) setid_cleared: u64,
     /// Deletions `--max-delete` held back.
-    pub(super) deletions_skipped: AtomicU64,
+    pub(super) deletions_skipped: u64,
     /// Some of SRC could not be read, or the list refused entries: what
     /// SRC holds is not known whole.
-    pub(super) incomplete: AtomicBool,
+    pub(super) incomplete: bool,
     /// DEST is this run's (rsync's `cd+++++++++ ./`).
-    pub(super) dest_made: AtomicBool,
-    /// `--backup-dir`, once opened.
-    pub(super) backup_at: std::sync::OnceLock<backup::Backup>,
-    /// The list's check: names admitted so far, entries waiting for their directory.
-    pub(super) shape: std::sync::Mutex<ddtree::list::shape::Shape<(PathBuf, Entry)>>,
-    /// FIFOs, sockets, device nodes: no bytes to move, made in place.
-    pub(super) specials: std::sync::Mutex<Vec<Item>>,
-    /// Second names of hard-linked files, linked once the first is in place.
-    pub(super) linked: std::sync::Mutex<Vec<keep::Linked>>,
-    /// Ids of the owners' and groups' names (`--by-name`).
-    pub(super) names: std::sync::Mutex<ddtree::names::Names>,
+    pub(super) dest_made: bool,
     /// Entries listed and moved so far (`moved`: in the parts done), for
     /// the progress display.
-    pub(super) counts: std::sync::Mutex<EntryCounts>,
+    pub(super) counts: EntryCounts,
 }
 
 /// A range's files made ready to move: the store they are written
@@ -81,31 +102,27 @@ impl<'a> Archiving<'a> {
             started,
             dest,
             fresh,
-            setid_cleared: AtomicU64::new(0),
-            failures: Default::default(),
-            excluded: AtomicU64::new(0),
-            excluded_dirs: Default::default(),
-            kept: Default::default(),
-            deletions_skipped: Default::default(),
-            incomplete: AtomicBool::new(false),
-            dest_made: AtomicBool::new(false),
+            listing: Default::default(),
+            tally: Default::default(),
             backup_at: std::sync::OnceLock::new(),
-            shape: Default::default(),
-            specials: Default::default(),
-            linked: Default::default(),
-            names: Default::default(),
-            counts: Default::default(),
         }
     }
 
     /// Records an entry that could not be copied (the rest goes on).
     pub(super) fn failed(&self, rel: &Path, why: String) {
         let path = Path::new(self.src).join(rel).display().to_string();
-        self.failures.lock().expect("failures lock").push(Failure { path, why });
+        self.tally.lock().expect("tally lock").failures.push(Failure { path, why });
+    }
+
+    /// The setuid/setgid bits dropped and the entries excluded, so far
+    /// (one lock: a report built in one expression must not take it twice).
+    pub(super) fn cleared_and_excluded(&self) -> (u64, u64) {
+        let t = self.tally.lock().expect("tally lock");
+        (t.setid_cleared, t.excluded)
     }
 
     pub(super) fn take_failures(&self) -> Vec<Failure> {
-        std::mem::take(&mut *self.failures.lock().expect("failures lock"))
+        std::mem::take(&mut self.tally.lock().expect("tally lock").failures)
     }
 
     /// Where the range is journaled (`DEST/.ddftp-archive`, never a file).
@@ -188,7 +205,7 @@ impl<'a> Archiving<'a> {
             ddtree::scratch::create(&saved)
                 .and_then(|mut f| io::Write::write_all(&mut f, &list))
                 .map_err(local(&saved))?;
-            let mut counting = Counting { inner: progress, layout: &store.layout, counts: &self.counts };
+            let mut counting = Counting { inner: progress, layout: &store.layout, counts: &self.tally };
             let progress = &mut counting as &mut dyn Progress;
             match transfer::get_joining(&get, progress, Some(&mut joining)).await {
                 Err(e @ (TransferError::Journal(_) | TransferError::BlockSizeMismatch { .. })) => {
@@ -202,7 +219,7 @@ impl<'a> Archiving<'a> {
             // The range is complete (its journal is gone with it).
             let _ = std::fs::remove_file(&saved);
         }
-        self.counts.lock().expect("counts lock").moved += todo.len() as u64;
+        self.tally.lock().expect("tally lock").counts.moved += todo.len() as u64;
         phases.moving += moving.elapsed().as_secs_f64();
         // Symlinks are made as their targets come; one this run got no
         // bytes for (its blocks were on disk from an interrupted run) must be
@@ -289,7 +306,7 @@ impl<'a> Archiving<'a> {
         let defs = define_everywhere(&sub_spec, Some(definition(&again)));
         let ready = sub.ready(&again, phases)?;
         let r = Box::pin(sub.move_part(&again, ready, defs, progress, phases)).await?;
-        self.failures.lock().expect("failures lock").extend(sub.take_failures());
+        self.tally.lock().expect("tally lock").failures.extend(sub.take_failures());
         Ok(r)
     }
 
@@ -342,15 +359,15 @@ impl Archiving<'_> {
             progress
                 .warn("--xattrs: the list given carries no extended attributes (a mirror's walk does): none are set");
         }
-        self.incomplete.store(!unread.is_empty(), Ordering::Relaxed);
+        self.tally.lock().expect("tally lock").incomplete = !unread.is_empty();
         for (path, why) in unread {
             progress.warn(&format!("cannot copy {path}: {why}"));
-            self.failures.lock().expect("failures lock").push(Failure { path, why });
+            self.tally.lock().expect("tally lock").failures.push(Failure { path, why });
         }
         // Sorted, a directory comes before what it holds; a name listed twice
         // is refused by the list's check (one of them), not dropped unseen.
         entries.sort_by(|a, b| self.spec.rel_of(a).cmp(&self.spec.rel_of(b)));
-        *self.shape.lock().expect("shape lock") = ddtree::list::shape::Shape::with_capacity(entries.len());
+        self.listing.lock().expect("listing lock").shape = ddtree::list::shape::Shape::with_capacity(entries.len());
         let (mut items, mut admitted) = (Vec::with_capacity(entries.len()), vec![]);
         for e in entries {
             self.admit(e, &mut |w| progress.warn(w), &mut items, &mut admitted);

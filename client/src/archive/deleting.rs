@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use ddtree::list::Kind;
 
@@ -158,17 +157,17 @@ impl Archiving<'_> {
         if !self.spec.delete {
             return Ok(0);
         }
-        if self.incomplete.load(Ordering::Relaxed) {
+        if self.tally.lock().expect("tally lock").incomplete {
             progress.warn("not deleting anything: some of SRC could not be read, so what it holds is not known");
             return Ok(0);
         }
-        let kept = self.kept.lock().expect("kept lock").clone();
+        let kept = self.listing.lock().expect("listing lock").kept.clone();
         let extra = extraneous(items, &self.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
         let (extra, skipped) = at_most(extra, self.spec.max_delete);
         if skipped > 0 {
             let n = self.spec.max_delete.unwrap_or_default();
             progress.warn(&format!("--max-delete {n}: {skipped} more entries SRC no longer has were not deleted"));
-            self.deletions_skipped.store(skipped, Ordering::Relaxed);
+            self.tally.lock().expect("tally lock").deletions_skipped = skipped;
         }
         let failed = delete(&self.dest, &extra, self.backup()?.as_ref());
         for (rel, why) in &failed {

@@ -19,8 +19,6 @@ use std::path::PathBuf;
 
 use ddtree::list::{Entry, Kind};
 
-use std::sync::atomic::Ordering;
-
 use ddtree::list::shape::Refused;
 
 use super::{deep, listing, Archiving, Failure, Item};
@@ -30,6 +28,7 @@ use super::{deep, listing, Archiving, Failure, Item};
 pub(super) type Admitted = Vec<(PathBuf, Entry)>;
 
 /// A hard link to make: `item`'s name, for the file first named `to`.
+#[derive(Clone)]
 pub(super) struct Linked {
     pub item: Item,
     pub to: PathBuf,
@@ -46,7 +45,7 @@ impl Archiving<'_> {
         let (key, rel): (Box<[u8]>, _) = (rel.into(), PathBuf::from(OsStr::from_bytes(rel)));
         let is_dir = e.kind == Kind::Dir;
         let mut refused = vec![];
-        self.shape.lock().expect("shape lock").admit(key, is_dir, (rel, e), scratch, &mut refused);
+        self.listing.lock().expect("listing lock").shape.admit(key, is_dir, (rel, e), scratch, &mut refused);
         self.refuse(refused, warn);
         out.extend(scratch.drain(..).filter_map(|(rel, e)| self.item(e, rel, warn)));
     }
@@ -54,7 +53,7 @@ impl Archiving<'_> {
     /// The list has ended: what still waits for a directory never listed
     /// is refused.
     pub(super) fn admit_end(&self, warn: &mut dyn FnMut(&str)) {
-        let refused = self.shape.lock().expect("shape lock").finish();
+        let refused = self.listing.lock().expect("listing lock").shape.finish();
         self.refuse(refused, warn);
     }
 
@@ -62,8 +61,8 @@ impl Archiving<'_> {
         for ((_, e), why) in refused {
             let shown = String::from_utf8_lossy(&e.path).into_owned();
             warn(&format!("not copying {shown}: {why}"));
-            self.incomplete.store(true, Ordering::Relaxed);
-            self.failures.lock().expect("failures lock").push(Failure { path: shown, why: why.to_string() });
+            self.tally.lock().expect("tally lock").incomplete = true;
+            self.tally.lock().expect("tally lock").failures.push(Failure { path: shown, why: why.to_string() });
         }
     }
 
@@ -77,20 +76,21 @@ impl Archiving<'_> {
         }
         let filter = &self.spec.filter;
         if !filter.is_empty()
-            && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.excluded_dirs.lock().expect("excluded lock"))
+            && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.listing.lock().expect("listing lock").excluded_dirs)
         {
-            self.excluded.fetch_add(1, Ordering::Relaxed);
+            self.tally.lock().expect("tally lock").excluded += 1;
             return None;
         }
         let mut e = e;
         if let (true, Some((user, group)), Some((uid, gid))) = (self.spec.by_name, e.meta.names(), e.meta.owner) {
-            let mut names = self.names.lock().expect("names lock");
+            let names = &mut self.listing.lock().expect("listing lock").names;
             e.meta.owner = Some((names.uid(user).unwrap_or(uid), names.gid(group).unwrap_or(gid)));
         }
         let device = matches!(e.kind, Kind::Block | Kind::Char);
         if matches!(e.kind, Kind::Fifo | Kind::Socket) || (device && self.spec.owners && e.meta.rdev().is_some()) {
-            self.kept.lock().expect("kept lock").insert(rel.clone());
-            self.specials.lock().expect("specials lock").push(Item { entry: e, rel });
+            let mut listing = self.listing.lock().expect("listing lock");
+            listing.kept.insert(rel.clone());
+            listing.specials.push(Item { entry: e, rel });
             return None;
         }
         if device {
@@ -100,7 +100,7 @@ impl Archiving<'_> {
             };
             warn(&format!("not copying {}: {why}", String::from_utf8_lossy(&e.path)));
             self.failed(&rel, why);
-            self.kept.lock().expect("kept lock").insert(rel);
+            self.listing.lock().expect("listing lock").kept.insert(rel);
             return None;
         }
         // Owners not kept: a setuid or setgid file would run as whoever
@@ -108,7 +108,7 @@ impl Archiving<'_> {
         // cannot keep the owner.
         if !self.spec.owners && e.kind == Kind::File && e.perm & 0o6000 != 0 {
             e.perm &= !0o6000;
-            self.setid_cleared.fetch_add(1, Ordering::Relaxed);
+            self.tally.lock().expect("tally lock").setid_cleared += 1;
         }
         Some(Item { entry: e, rel })
     }
@@ -136,15 +136,16 @@ impl Archiving<'_> {
                 None => items.push(it),
             }
         }
-        self.kept.lock().expect("kept lock").extend(linked.iter().map(|l| l.item.rel.clone()));
-        self.linked.lock().expect("linked lock").extend(linked);
+        self.listing.lock().expect("listing lock").kept.extend(linked.iter().map(|l| l.item.rel.clone()));
+        self.listing.lock().expect("listing lock").linked.extend(linked);
     }
 
     /// Makes each hard link [`Archiving::split_links`] set aside, unless
     /// it is one already; a name whose first name was not copied is named.
     /// Before directories get their times.
     pub(super) fn make_links(&self) -> u64 {
-        let linked = self.linked.lock().expect("linked lock");
+        // A copy: making them backs up and names failures, which lock too.
+        let linked = self.listing.lock().expect("listing lock").linked.clone();
         let dest = &self.dest;
         let mut made = 0;
         for l in linked.iter() {
@@ -177,7 +178,7 @@ impl Archiving<'_> {
         if !self.spec.xattrs {
             return 0;
         }
-        let specials = self.specials.lock().expect("specials lock");
+        let specials = self.listing.lock().expect("listing lock").specials.clone();
         let mut all: Vec<&Item> = items.collect();
         all.extend(specials.iter());
         let items = all;

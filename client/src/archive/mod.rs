@@ -49,7 +49,7 @@ pub use report::{ArchiveReport, Failure, Phases, RankReport};
 use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -318,7 +318,7 @@ async fn archive_into(
         }
     }
     let run = Archiving::new(spec, src, started, fresh, dest.clone());
-    run.dest_made.store(dest_made, Ordering::Relaxed);
+    run.tally.lock().expect("tally lock").dest_made = dest_made;
     let items = run.items(progress).await?;
     progress.status(&format!("comparing {} entries with {}", items.len(), spec.dest.display()));
     let differ = match spec.checksum && !fresh {
@@ -334,7 +334,7 @@ async fn archive_into(
     };
     let listed = started.elapsed();
     let chosen = run.chosen(&items, ranked, progress)?;
-    *run.counts.lock().expect("counts lock") = EntryCounts {
+    run.tally.lock().expect("tally lock").counts = EntryCounts {
         listed: items.len() as u64,
         listed_bytes: items.iter().filter(|it| it.entry.kind == Kind::File).map(|it| it.entry.size).sum(),
         walking: false,
@@ -370,6 +370,10 @@ async fn archive_into(
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
     let seconds = started.elapsed().as_secs_f64();
     phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
+    let (setid_cleared, excluded, deletions_skipped) = {
+        let t = run.tally.lock().expect("tally lock");
+        (t.setid_cleared, t.excluded, t.deletions_skipped)
+    };
     Ok(ArchiveReport {
         src: spec.srcs().collect::<Vec<_>>().join(" "),
         dest: spec.dest.display().to_string(),
@@ -385,12 +389,12 @@ async fn archive_into(
         files_per_second: moved as f64 / seconds.max(1e-9),
         mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
         phases,
-        setid_cleared: run.setid_cleared.load(Ordering::Relaxed),
+        setid_cleared,
         failed,
         parts: ranks.iter().map(|r| r.parts).sum::<u64>().max(u64::from(transfer.is_some())),
-        excluded: run.excluded.load(Ordering::Relaxed),
+        excluded,
         deleted,
-        deletions_skipped: run.deletions_skipped.load(Ordering::Relaxed),
+        deletions_skipped,
         modes_fixed,
         specials,
         hard_links,

@@ -3,7 +3,7 @@
 //! numbers its mirrors in the order they joined it); and a part's bytes
 //! told as entries moved ([`Counting`]).
 
-use crate::transfer::{EntryCounts, Progress};
+use crate::transfer::Progress;
 
 pub(super) struct Parts<'a> {
     inner: &'a mut dyn Progress,
@@ -77,7 +77,7 @@ impl Progress for Parts<'_> {
 pub(super) struct Counting<'p, 'l> {
     pub(super) inner: &'p mut dyn Progress,
     pub(super) layout: &'l ddtree::layout::Layout,
-    pub(super) counts: &'l std::sync::Mutex<EntryCounts>,
+    pub(super) counts: &'l std::sync::Mutex<super::archiving::Tally>,
 }
 
 impl Progress for Counting<'_, '_> {
@@ -85,7 +85,7 @@ impl Progress for Counting<'_, '_> {
         self.inner.start(total, mirrors);
     }
     fn update(&mut self, done: u64, per_mirror: &[u64]) {
-        let mut c = *self.counts.lock().expect("counts lock");
+        let mut c = self.counts.lock().expect("tally lock").counts;
         c.moved += self.layout.entries_within(done) as u64;
         self.inner.entries(c);
         self.inner.update(done, per_mirror);

@@ -107,7 +107,7 @@ impl Archiving<'_> {
             }
             // Hard links are made after the move, into directories not yet
             // finished: none is finished early then.
-            let links = !self.linked.lock().expect("linked lock").is_empty();
+            let links = !self.listing.lock().expect("listing lock").linked.is_empty();
             let ahead = busy.fetch_add(1, Ordering::AcqRel) > 0 && !links;
             self.cut(&mut pending, &part_tx, ahead, Some(dirs)).await?;
             Ok((None, warnings))
@@ -245,7 +245,7 @@ impl Archiving<'_> {
                 }
             }
             {
-                let mut c = self.counts.lock().expect("counts lock");
+                let c = &mut self.tally.lock().expect("tally lock").counts;
                 c.listed += listed;
                 c.listed_bytes = listed_bytes;
                 c.walking = true;
@@ -262,10 +262,11 @@ impl Archiving<'_> {
         linked.sort_unstable_by(|a, b| a.entry.path.cmp(&b.entry.path));
         self.split_links(&mut linked);
         {
-            let mut c = self.counts.lock().expect("counts lock");
-            c.walking = false;
             // Second names of hard-linked files are linked, not moved.
-            c.to_move = movable - self.linked.lock().expect("linked lock").len() as u64;
+            let links = self.listing.lock().expect("listing lock").linked.len() as u64;
+            let c = &mut self.tally.lock().expect("tally lock").counts;
+            c.walking = false;
+            c.to_move = movable - links;
         }
         pending.append(&mut linked);
         Ok((dirs, pending, part_tx, warnings))
@@ -324,6 +325,7 @@ impl Archiving<'_> {
         let attrs_set = self.keep_meta(items());
         let files = items().filter(|it| it.entry.kind == Kind::File);
         let (files, bytes) = files.fold((0, 0), |(n, b), it| (n + 1, b + it.entry.meta.moved_len(it.entry.size)));
+        let (setid_cleared, excluded) = self.cleared_and_excluded();
         ArchiveReport {
             src: self.src.to_string(),
             dest: self.spec.dest.display().to_string(),
@@ -339,10 +341,10 @@ impl Archiving<'_> {
             files_per_second: files as f64 / seconds.max(1e-9),
             mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
             phases,
-            setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
+            setid_cleared,
             failed: self.take_failures(),
             parts: 0,
-            excluded: self.excluded.load(Ordering::Relaxed),
+            excluded,
             deleted: 0,
             deletions_skipped: 0,
             modes_fixed: 0,

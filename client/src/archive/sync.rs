@@ -22,7 +22,6 @@ use super::keep::Linked;
 use super::{deep, local, ArchiveError, ArchiveReport, Archiving, Item, Phases};
 use crate::transfer::Progress;
 use ddtree::files_from::FilesFrom;
-use std::sync::atomic::Ordering;
 
 /// The changes a run would make, and their counts.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -275,6 +274,7 @@ impl Archiving<'_> {
         let plan = self.plan(items, differ, true)?;
         let count = |k: Kind| items.iter().filter(|it| it.entry.kind == k).count() as u64;
         let seconds = self.started.elapsed().as_secs_f64();
+        let (setid_cleared, excluded) = self.cleared_and_excluded();
         Ok(ArchiveReport {
             src: self.src.to_string(),
             dest: self.spec.dest.display().to_string(),
@@ -290,10 +290,10 @@ impl Archiving<'_> {
             files_per_second: 0.0,
             mb_per_second: 0.0,
             phases: Phases::default(),
-            setid_cleared: self.setid_cleared.load(Ordering::Relaxed),
+            setid_cleared,
             failed: self.take_failures(),
             parts: 0,
-            excluded: self.excluded.load(Ordering::Relaxed),
+            excluded,
             deleted: 0,
             deletions_skipped: plan.deletions_skipped,
             modes_fixed: 0,
@@ -313,13 +313,15 @@ impl Archiving<'_> {
     pub(super) fn plan(&self, items: &[Item], differ: &HashSet<PathBuf>, name_blocked: bool) -> std::io::Result<Plan> {
         let (extra, skipped) = match self.spec.delete {
             true => {
-                let kept = self.kept.lock().expect("kept lock").clone();
+                let kept = self.listing.lock().expect("listing lock").kept.clone();
                 at_most(extraneous(items, &self.dest, &self.spec.filter, &kept)?, self.spec.max_delete)
             }
             false => (vec![], 0),
         };
-        let specials = self.specials.lock().expect("specials lock");
-        let linked = self.linked.lock().expect("linked lock");
+        let (specials, linked) = {
+            let l = self.listing.lock().expect("listing lock");
+            (l.specials.clone(), l.linked.clone())
+        };
         let mut blocked = HashSet::new();
         let others = items.iter().chain(specials.iter()).chain(linked.iter().map(|l| &l.item));
         for it in others.filter(|it| it.entry.kind != Kind::Dir) {
@@ -333,7 +335,7 @@ impl Archiving<'_> {
         let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
         let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
         plan.deletions_skipped = skipped;
-        if self.dest_made.load(Ordering::Relaxed) {
+        if self.tally.lock().expect("tally lock").dest_made {
             plan.dest_made();
         }
         Ok(plan)
@@ -373,7 +375,7 @@ impl Archiving<'_> {
     pub(super) fn protect_backup(&self) -> Result<(), ArchiveError> {
         if let Some(b) = self.backup()? {
             if let Some(rel) = b.inside_dest(&self.dest) {
-                self.kept.lock().expect("kept lock").insert(rel.to_path_buf());
+                self.listing.lock().expect("listing lock").kept.insert(rel.to_path_buf());
             }
         }
         Ok(())
@@ -396,7 +398,7 @@ impl Archiving<'_> {
                 let why = format!("cannot move the copy DEST has to --backup-dir, so it is kept: {e}");
                 progress.warn(&format!("not copying {}: {why}", Path::new(self.src).join(&it.rel).display()));
                 self.failed(&it.rel, why);
-                self.kept.lock().expect("kept lock").insert(it.rel.clone());
+                self.listing.lock().expect("listing lock").kept.insert(it.rel.clone());
                 kept.insert(it.rel.clone());
             }
         }
@@ -406,9 +408,10 @@ impl Archiving<'_> {
     /// `--files-from`: a named entry the list of SRC does not hold is
     /// named, as rsync names it (exit 5); the others are copied.
     pub(super) fn name_missing(&self, named: &FilesFrom, items: &[Item], progress: &mut dyn Progress) {
-        let specials = self.specials.lock().expect("specials lock");
-        let linked = self.linked.lock().expect("linked lock");
-        let kept = self.kept.lock().expect("kept lock").clone();
+        let (specials, linked, kept) = {
+            let l = self.listing.lock().expect("listing lock");
+            (l.specials.clone(), l.linked.clone(), l.kept.clone())
+        };
         let seen: HashSet<&Path> = (items.iter().chain(specials.iter()).chain(linked.iter().map(|l| &l.item)))
             .map(|it| it.rel.as_path())
             .chain(kept.iter().map(PathBuf::as_path))
@@ -427,7 +430,8 @@ impl Archiving<'_> {
     /// from `--delete`).
     pub(super) fn leave_existing(&self, items: &mut Vec<Item>) {
         let exists = |it: &Item| it.entry.kind != Kind::Dir && deep::symlink_metadata(&self.dest.join(&it.rel)).is_ok();
-        let mut kept = self.kept.lock().expect("kept lock");
+        let mut listing = self.listing.lock().expect("listing lock");
+        let super::archiving::Listing { kept, specials, linked, .. } = &mut *listing;
         let mut leave = |it: &Item| {
             let e = exists(it);
             if e {
@@ -436,8 +440,8 @@ impl Archiving<'_> {
             !e
         };
         items.retain(&mut leave);
-        self.specials.lock().expect("specials lock").retain(&mut leave);
-        self.linked.lock().expect("linked lock").retain(|l| leave(&l.item));
+        specials.retain(&mut leave);
+        linked.retain(|l| leave(&l.item));
     }
 
     /// Makes the FIFOs and sockets (with their modes and mtimes) where DEST
@@ -445,7 +449,7 @@ impl Archiving<'_> {
     /// rest go on. Before directories get their times: making an entry
     /// changes its directory's.
     pub(super) fn make_specials(&self) -> u64 {
-        let specials = self.specials.lock().expect("specials lock");
+        let specials = self.listing.lock().expect("listing lock").specials.clone();
         let mut made = 0;
         for it in specials.iter() {
             let p = self.dest.join(&it.rel);
@@ -477,7 +481,7 @@ impl Archiving<'_> {
             if let Err(e) = gone {
                 progress.warn(&format!("not copying {}: {e}", Path::new(self.src).join(&it.rel).display()));
                 self.failed(&it.rel, e.to_string());
-                self.kept.lock().expect("kept lock").insert(it.rel.clone());
+                self.listing.lock().expect("listing lock").kept.insert(it.rel.clone());
                 blocked.insert(it.rel.clone());
             }
         }
