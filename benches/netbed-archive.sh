@@ -22,6 +22,10 @@
 # the mirror's tree straight from the file system, as on a shared
 # parallel file system: no network at all. Each run changes other files.
 #
+# OLD (env, resync only): a directory holding another build's ddftp and
+#   ddftpd: the tool `ddftp-old` runs the resync with them (servers too),
+#   taking turns with `ddftp-k2` run after run, for an A/B in one sitting.
+#
 # Usage (root): benches/netbed-archive.sh [RUNS] [CASES]   (CASES: whole,small,large,resync)
 # Writes benches/results/netbed-archive-<UTC date>.{md,json}.
 set -euo pipefail
@@ -74,12 +78,13 @@ OUT=${OUT:-/dev/shm/ddftp-archive-out}
 mkdir -p "$WORK/run"
 # Fresh servers before every ddftp run: each run is a first archive of the
 # tree, with nothing a server kept from the run before (registered bundles).
-mirrors_up() {
+mirrors_up() { # [ddftpd binary]
+  local server=${1:-$DDFTPD}
   pkill -f "ddftpd --root $DATA" 2>/dev/null || true
   while pgrep -f "ddftpd --root $DATA" >/dev/null; do sleep 0.05; done
   for i in 1 2 3 4; do
     ip=10.77.$i.2
-    "$NB" exec $BED-m$i -- "$DDFTPD" --root "$DATA" --listen $ip:7400 >>"$WORK/run/ddftpd-$i.log" 2>&1 &
+    "$NB" exec $BED-m$i -- "$server" --root "$DATA" --listen $ip:7400 >>"$WORK/run/ddftpd-$i.log" 2>&1 3>&- &
   done
   for i in 1 2 3 4; do
     until "$NB" exec $BED-c -- bash -c "exec 3<>/dev/tcp/10.77.$i.2/7400" 2>/dev/null; do sleep 0.05; done
@@ -175,42 +180,47 @@ dsync_run() { # src dest [flags]
   LD_LIBRARY_PATH=$(dirname "$DSYNC")/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     mpirun --allow-run-as-root --oversubscribe -np 2 "$DSYNC" -q "${@:3}" "$1" "$2" >/dev/null
 }
-resync() { # tool -> appends a result
-  local tool=$1 times=() out=$OUT
-  for r in $(seq 1 "$RUNS"); do
-    rm -rf "$out"; mkdir -p "$out"
-    case $tool in ddftp-*) mirrors_up ;; esac
-    warm resync
-    # The first copy, untimed, by the tool itself.
-    case $tool in
-      ddftp-k2) in_client "$DDFTP" archive resync --mirrors "$(mirrors 2)" --dest "$out" -q ;;
-      rsync) in_client rsync -a "rsync://10.77.1.2/data/resync/" "$out/" ;;
-      dsync) dsync_run "$DATA/resync" "$out" ;;
-    esac
-    mutate "$r$RANDOM"
-    case $tool in ddftp-*) mirrors_up ;; esac
-    warm resync
-    local t0; t0=$(now)
-    case $tool in
-      ddftp-k2) in_client "$DDFTP" archive resync --mirrors "$(mirrors 2)" --dest "$out" --delete -q ;;
-      rsync) in_client rsync -a --delete "rsync://10.77.1.2/data/resync/" "$out/" ;;
-      dsync) dsync_run "$DATA/resync" "$out" --delete ;;
-    esac
-    local t1; t1=$(now)
-    times+=("$(python3 -c "print(f'{$t1 - $t0:.3f}')")")
-    # dsync leaves a directory whose files it replaced with the time of
-    # the sync as its mtime: for it, directories' mtimes are not compared.
-    local how=listing; [ "$tool" = dsync ] && how=listing_no_dir_times
-    a=$(cd "$DATA/resync" && $how)
-    b=$(cd "$out" && $how)
-    [ "$a" = "$b" ] || { log "$tool resync: the copy differs from the source"; exit 1; }
-  done
+resync_once() { # tool run -> one time on stdout (run in a subshell)
+  exec 3>&1 1>&2
+  local tool=$1 r=$2 out=$OUT client=$DDFTP server=$DDFTPD
+  [ "$tool" = ddftp-old ] && client=$OLD/ddftp server=$OLD/ddftpd
+  rm -rf "$out"; mkdir -p "$out"
+  case $tool in ddftp-*) mirrors_up "$server" ;; esac
+  warm resync
+  # The first copy, untimed, by the tool itself.
+  case $tool in
+    ddftp-k2 | ddftp-old) in_client "$client" archive resync --mirrors "$(mirrors 2)" --dest "$out" -q ;;
+    rsync) in_client rsync -a "rsync://10.77.1.2/data/resync/" "$out/" ;;
+    dsync) dsync_run "$DATA/resync" "$out" ;;
+  esac
+  mutate "$r$RANDOM"
+  case $tool in ddftp-*) mirrors_up "$server" ;; esac
+  warm resync
+  local t0; t0=$(now)
+  case $tool in
+    ddftp-k2 | ddftp-old) in_client "$client" archive resync --mirrors "$(mirrors 2)" --dest "$out" --delete -q ;;
+    rsync) in_client rsync -a --delete "rsync://10.77.1.2/data/resync/" "$out/" ;;
+    dsync) dsync_run "$DATA/resync" "$out" --delete ;;
+  esac
+  local t1; t1=$(now)
+  # dsync leaves a directory whose files it replaced with the time of
+  # the sync as its mtime: for it, directories' mtimes are not compared.
+  local how=listing; [ "$tool" = dsync ] && how=listing_no_dir_times
+  a=$(cd "$DATA/resync" && $how)
+  b=$(cd "$out" && $how)
+  [ "$a" = "$b" ] || { log "$tool resync: the copy differs from the source"; exit 1; }
+  python3 -c "print(f'{$t1 - $t0:.3f}')" >&3
+}
+declare -A resync_times
+resync_result() { # tool -> appends a result
+  local tool=$1
+  read -r -a times <<<"${resync_times[$tool]}"
   local files; files=$(files_of resync)
   results+=("$(python3 -c "
 import json, statistics, sys
 t = [float(x) for x in sys.argv[1:]]
 m = statistics.median(t)
-print(json.dumps({'case': 'resync 1%', 'tool': '$tool', 'mirrors': 2 if '$tool' == 'ddftp-k2' else 1, 'runs': t,
+print(json.dumps({'case': 'resync 1%', 'tool': '$tool', 'mirrors': 2 if '$tool'.startswith('ddftp') else 1, 'runs': t,
                   'median': m, 'bytes': 0, 'files': $files, 'files_per_s': $files / m, 'mb_per_s': 0, 'ideal': 0, 'efficiency': 0}))
 " "${times[@]}")")
   log "resync $tool: ${times[*]}"
@@ -226,7 +236,15 @@ for c in "${cases[@]}"; do
     resync)
       tools=(ddftp-k2 rsync)
       if [ -x "$DSYNC" ]; then tools+=(dsync); else log "dsync not built ($DSYNC): not measured"; fi
-      for tool in "${tools[@]}"; do resync "$tool"; done ;;
+      [ -n "${OLD:-}" ] && tools+=(ddftp-old)
+      # The tools take turns, run after run.
+      for r in $(seq 1 "$RUNS"); do
+        for tool in "${tools[@]}"; do
+          t=$(resync_once "$tool" "$r") && [ -n "$t" ] || { log "$tool resync run $r failed"; exit 1; }
+          resync_times[$tool]+="$t "
+        done
+      done
+      for tool in "${tools[@]}"; do resync_result "$tool"; done ;;
     *) echo "unknown case $c" >&2; exit 2 ;;
   esac
 done
