@@ -36,7 +36,7 @@ pub(super) struct Held {
     /// Owner, group or xattrs differ (where they are kept).
     pub(super) attrs: bool,
     /// A symlink's target: whether DEST's points where the listed one does
-    /// (`None`: the list gives no target).
+    /// (`None`: the list gives no target, and the link is made again).
     pub(super) same_target: Option<bool>,
 }
 
@@ -50,7 +50,7 @@ pub(super) fn decide(kind: Kind, held: Held) -> Action {
         Kind::File | Kind::Dir if d.perm || held.attrs || (kind == Kind::Dir && d.time) => {
             Action::Meta { time: d.time, perm: d.perm }
         }
-        Kind::Link => match held.same_target.unwrap_or(!d.time) {
+        Kind::Link => match held.same_target.unwrap_or(false) {
             false => Action::Remake { time: d.time },
             true if d.time || held.attrs => Action::Meta { time: d.time, perm: false },
             true => Action::Current,
@@ -149,9 +149,11 @@ mod tests {
         assert_eq!(code(Kind::Link, r, None).unwrap(), "cLc.t......");
         let t = decide(Kind::Link, Held { same_target: Some(true), ..held(false, false, true, false) });
         assert_eq!(code(Kind::Link, t, None).unwrap(), ".L..t......");
-        // A list without targets: a link with the listed mtime is the same.
-        assert_eq!(decide(Kind::Link, held(false, false, false, false)), Action::Current);
+        // A list without targets: made again, whatever its mtime.
+        assert_eq!(decide(Kind::Link, held(false, false, false, false)), Action::Remake { time: false });
         assert_eq!(decide(Kind::Link, held(false, false, true, false)), Action::Remake { time: true });
+        let same = Held { same_target: Some(true), ..held(false, false, false, false) };
+        assert_eq!(decide(Kind::Link, same), Action::Current);
     }
 
     proptest! {

@@ -195,11 +195,15 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owne
 fn link_kept(dest: &deep::Dest, it: &Item, owners: bool) -> bool {
     let p = dest.join(&it.rel);
     let Ok(m) = deep::symlink_metadata(&p) else { return false };
-    if !m.file_type().is_symlink() || !current::same_target(&p, &it.entry) {
-        return false;
-    }
-    if current::compare(&Held::from(&m), &it.entry).time && deep::set_mtime(&p, it.entry.mtime).is_err() {
-        return false;
+    let held = decide::Held {
+        differs: Some(current::compare(&Held::from(&m), &it.entry)),
+        same_target: Some(current::same_target(&p, &it.entry)),
+        ..decide::Held::default()
+    };
+    match decide::decide(Kind::Link, held) {
+        decide::Action::Meta { time: true, .. } if deep::set_mtime(&p, it.entry.mtime).is_err() => return false,
+        decide::Action::Meta { .. } | decide::Action::Current => {}
+        _ => return false,
     }
     match it.entry.meta.owner.filter(|&(u, g)| owners && (m.uid(), m.gid()) != (u, g)) {
         Some((u, g)) => deep::chown(&p, u, g).is_ok(),
