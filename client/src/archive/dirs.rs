@@ -84,16 +84,21 @@ impl Dirs<'_> {
     }
 }
 
-/// Whether `dest/it` is a directory with its listed mode and mtime (and,
-/// where kept, owner) already. The mtime to the nanosecond: a run that
-/// made or removed entries in a directory sets its time back, as rsync
-/// does, even where whole seconds would call it current.
+/// Whether `dest/it` is a directory [`decide`](super::decide::decide)
+/// calls current (mode, mtime to the second and, where kept, owner) whose
+/// mtime is the listed one to the nanosecond too: a run that made or
+/// removed entries in a directory sets its time back, as rsync does, even
+/// where whole seconds call it current (a change no itemize code shows).
 fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &super::deep::Dest, it: &Item, owners: bool) -> bool {
+    use super::decide::{decide, Action, Held};
     let e = &it.entry;
     in_dir.lstat(dest, &it.rel).is_ok_and(|m| {
-        super::current::compare(&super::current::Held::from(&m), e).none()
-            && (m.mtime, m.mtime_nsec) == (e.mtime.sec, e.mtime.nsec)
-            && (!owners || e.meta.owner.is_none_or(|o| o == (m.uid, m.gid)))
+        let held = Held {
+            differs: Some(super::current::compare(&super::current::Held::from(&m), e)),
+            attrs: owners && e.meta.owner.is_some_and(|o| o != (m.uid, m.gid)),
+            ..Held::default()
+        };
+        decide(Kind::Dir, held) == Action::Current && (m.mtime, m.mtime_nsec) == (e.mtime.sec, e.mtime.nsec)
     })
 }
 

@@ -226,29 +226,36 @@ fn is_acl(name: &[u8]) -> bool {
     name.starts_with(b"system.posix_acl_")
 }
 
-/// Whether `p` is the FIFO, socket or device `e` says, mode and mtime included.
-fn is_special(p: &deep::Beneath, e: &ddtree::list::Entry) -> bool {
-    deep::symlink_metadata(p).is_ok_and(|m| current::compare(&Held::from(&m), e).none())
+/// What DEST's entry at `p` needs to become the FIFO, socket or device
+/// node `e`: [`decide::decide`], owners compared where kept.
+fn special_action(p: &deep::Beneath, e: &ddtree::list::Entry, owners: bool) -> decide::Action {
+    let m = deep::symlink_metadata(p).ok();
+    let owner = e.meta.owner.filter(|_| owners);
+    let held = decide::Held {
+        differs: m.as_ref().map(|m| current::compare(&Held::from(m), e)),
+        attrs: matches!((&m, owner), (Some(m), Some(o)) if (m.uid(), m.gid()) != o),
+        ..decide::Held::default()
+    };
+    decide::decide(e.kind, held)
 }
 
-/// Makes the FIFO, socket or device node `e` at `p` (what else stands there goes),
-/// unless it is there already.
-pub(super) fn make_special(
+/// Carries out `action` ([`special_action`]) for the FIFO, socket or
+/// device node `e` at `p`: what else stands there goes.
+fn make_special(
     p: &deep::Beneath,
     e: &ddtree::list::Entry,
     owners: bool,
     delete: bool,
+    action: decide::Action,
 ) -> std::io::Result<()> {
-    if is_special(p, e) {
-        // Its owner, where kept (a chown clears setuid: the mode again).
-        if let Some((uid, gid)) = e.meta.owner.filter(|_| owners) {
-            let m = deep::symlink_metadata(p)?;
-            if (m.uid(), m.gid()) != (uid, gid) {
-                deep::chown(p, uid, gid)?;
-                deep::set_mode(p, e.perm)?;
-            }
+    match (action, e.meta.owner.filter(|_| owners)) {
+        (decide::Action::Current, _) => return Ok(()),
+        // Its owner (a chown clears setuid: the mode again).
+        (decide::Action::Meta { .. }, Some((uid, gid))) => {
+            deep::chown(p, uid, gid)?;
+            return deep::set_mode(p, e.perm);
         }
-        return Ok(());
+        _ => {}
     }
     deep::clear_dir(p, delete)?;
     match deep::remove_file(p) {
@@ -453,11 +460,12 @@ impl Archiving<'_> {
         let mut made = 0;
         for it in specials.iter() {
             let p = self.dest.join(&it.rel);
-            if let Err(e) = self.back_up_one(&p, &it.rel, |m| !is_special(&p, &it.entry) || m.is_dir()) {
+            let action = special_action(&p, &it.entry, self.spec.owners);
+            if let Err(e) = self.back_up_one(&p, &it.rel, |_| action == decide::Action::Make) {
                 self.failed(&it.rel, format!("cannot move the copy DEST has to --backup-dir, so it is kept: {e}"));
                 continue;
             }
-            match make_special(&p, &it.entry, self.spec.owners, self.spec.delete) {
+            match make_special(&p, &it.entry, self.spec.owners, self.spec.delete, action) {
                 Ok(()) => made += 1,
                 Err(e) => self.failed(&it.rel, format!("cannot make it: {e}")),
             }

@@ -1,8 +1,8 @@
 //! The dry run says what the real run does: over random trees and random
 //! changes to SRC and DEST, the entries `archive -n --delete` names are
 //! exactly those `archive --delete` then changes in DEST (made, moved,
-//! given another mode or mtime, made again, deleted), and afterwards DEST
-//! is SRC. One rule decides both (`client/src/archive/decide.rs`).
+//! given another mode or mtime, made again, deleted; files, symlinks, a
+//! FIFO and directories), and afterwards DEST is SRC. One rule decides both (`client/src/archive/decide.rs`).
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -16,10 +16,16 @@ use crate::util::*;
 
 const DIRS: [&str; 3] = ["a", "a/b", "c"];
 const FILES: [&str; 5] = ["f1", "a/f2", "a/b/f3", "c/f4", "f5"];
+const FIFO: &str = "a/p1";
 const LINKS: [(&str, &str); 2] = [("l1", "f1"), ("a/l2", "../c")];
 
 fn touch(p: &Path, when: &str) {
     assert!(Command::new("touch").arg("-h").arg("-d").arg(when).arg(p).status().unwrap().success());
+}
+
+fn mkfifo(p: &Path) {
+    assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+    touch(p, "2020-01-01 00:00:00");
 }
 
 /// A change to one file of SRC.
@@ -80,6 +86,7 @@ proptest! {
         relink in proptest::collection::vec(0u8..3, LINKS.len()),
         dir_times in proptest::collection::vec(any::<bool>(), DIRS.len() + 1),
         (extra, dest_chmod, seed) in (any::<bool>(), any::<bool>(), any::<u64>()),
+        (fifo, fifo_change) in (any::<bool>(), 0u8..4),
     ) {
         let f = Fixture::new();
         let src = f.root().join("src");
@@ -98,6 +105,9 @@ proptest! {
                 std::os::unix::fs::symlink(to, src.join(p)).unwrap();
                 touch(&src.join(p), "2020-01-01 00:00:00");
             }
+        }
+        if fifo {
+            mkfifo(&src.join(FIFO));
         }
         for d in DIRS.iter().copied().chain([""]) {
             touch(&src.join(d), "2021-01-01 00:00:00");
@@ -139,6 +149,14 @@ proptest! {
                 (true, 2) => std::fs::remove_file(&at).unwrap(),
                 _ => {}
             }
+        }
+        let at = src.join(FIFO);
+        match (fifo, fifo_change) {
+            (false, 1) => mkfifo(&at),
+            (true, 1) => std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o600)).unwrap(),
+            (true, 2) => touch(&at, "2019-03-03 00:00:00"),
+            (true, 3) => std::fs::remove_file(&at).unwrap(),
+            _ => {}
         }
         // Each directory keeps its time or gets another (whole seconds:
         // the time a run sees is the one it sets).
