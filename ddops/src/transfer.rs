@@ -198,6 +198,23 @@ impl Transfer {
         }
     }
 
+    /// A transfer as [`Transfer::new`], its items shared out by
+    /// [`Scheduler::with_homes`] (`get --share`).
+    pub fn with_homes(
+        completed: Completed,
+        producers: &[MirrorId],
+        mirrors: usize,
+        homes: &[scheduler::Home],
+        cfg: &Config,
+        now: Instant,
+    ) -> Self {
+        let mut t = Transfer::new(Completed::new(0), producers, mirrors, cfg, now);
+        t.sched =
+            Scheduler::with_homes(&completed.missing(), completed.len(), homes, producers.len(), cfg.scheduler(), now);
+        t.completed = completed;
+        t
+    }
+
     /// A fresh transfer of items `0..items` of which only `0..window` are
     /// handed out until [`handle_window`](Self::handle_window) moves the
     /// limit: output written in order with bounded memory (`-o -`). The

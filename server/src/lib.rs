@@ -22,6 +22,8 @@
 //! - [`per_client`], [`privileges`]: `--max-per-client`, `--user`.
 //! - [`metrics`]: what the server counts, as the Prometheus text format;
 //!   [`exporter`] serves it (`--metrics ADDR`).
+//! - [`share`]: a file a receiver serves while it downloads it
+//!   (`ddftp get --share`), block by verified block.
 //! - [`server`]: accepts connections, caps their number, drains on shutdown.
 
 pub mod access;
@@ -37,6 +39,7 @@ pub mod privileges;
 pub use ddnet::ratelimit;
 pub mod root;
 pub mod server;
+pub mod share;
 pub mod shared;
 pub mod socket;
 pub mod throttle;

@@ -54,6 +54,10 @@ pub struct ServerConfig {
     pub tls: Option<Tls>,
     /// How long running streams may go on after shutdown begins.
     pub grace: Duration,
+    /// Serve these files as they are downloaded (`ddftp get --share`);
+    /// a table made with [`Shares::only`](crate::share::Shares::only)
+    /// serves nothing else.
+    pub shares: Option<Arc<crate::share::Shares>>,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +75,7 @@ impl Default for ServerConfig {
             index_dir: None,
             tls: None,
             grace: Duration::ZERO,
+            shares: None,
         }
     }
 }
@@ -119,6 +124,7 @@ impl Server {
                 uploads: Arc::new(Semaphore::new(crate::bundle::UPLOADS)),
                 defining: Arc::new(Semaphore::new(1)),
                 walks: Arc::new(Semaphore::new(WALKS)),
+                shares: cfg.shares.clone().unwrap_or_default(),
             }),
             max_connections: cfg.max_connections,
             per_client: PerClient::new(cfg.max_per_client),

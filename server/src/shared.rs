@@ -57,6 +57,8 @@ pub struct Shared {
     pub uploads: Arc<Semaphore>,
     /// One definition is registered at a time.
     pub defining: Arc<Semaphore>,
+    /// Files receivers download and share as they go (`ddftp get --share`).
+    pub shares: Arc<crate::share::Shares>,
     /// Walks running at once; more wait their turn.
     pub walks: Arc<Semaphore>,
 }

@@ -63,7 +63,10 @@ impl Scheduler {
             busy[s.producer] += 1;
             edge[s.producer] |= s.segment.is_some();
         }
-        let free = |p: usize| !self.producers[p].failed && !self.producers[p].forward_only && !edge[p] && busy[p] <= 1;
+        let free = |p: usize| {
+            let q = &self.producers[p];
+            !q.failed && !q.forward_only && !q.home_only && !edge[p] && busy[p] <= 1
+        };
         (0..self.producers.len()).filter(|&p| free(p)).collect()
     }
 

@@ -108,6 +108,17 @@ pub enum Violation {
     CountMismatch { producer: ProducerId, stream: StreamId, said: u64, got: u64 },
 }
 
+/// Who works one share of a file several receivers fetch
+/// ([`Scheduler::with_homes`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Home {
+    /// Its producers, paired in order (one alone is the low edge).
+    pub producers: Vec<ProducerId>,
+    /// They hold only this share's blocks (another receiver): they never
+    /// help elsewhere.
+    pub only_here: bool,
+}
+
 /// Counts for the summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -181,6 +192,9 @@ struct Producer {
     /// It can only send on from where it is (a server that ignores
     /// `Range`: one body from byte 0): it never helps elsewhere.
     forward_only: bool,
+    /// It holds only its home's blocks (a peer: [`Home::only_here`]): it
+    /// never helps elsewhere.
+    home_only: bool,
     /// Grant size while the rate is unknown; doubles whenever a stream ran
     /// dry before its `Extend` arrived (slow start).
     window: u64,
@@ -282,6 +296,58 @@ impl Scheduler {
         for r in missing.iter().filter(|r| r.end > r.start) {
             s.total += r.end - r.start;
             s.add_segment(r.start, r.end);
+        }
+        s.rebalance(now);
+        s
+    }
+
+    /// One receiver's part of a file several receivers fetch at once
+    /// (`get --share`): `missing` (of `total` blocks) cut into
+    /// `homes.len()` equal shares, share k worked by `homes[k]`'s
+    /// producers: this receiver's mirrors, paired over equal parts of its
+    /// own share, and each other receiver as a virtual pair over the share
+    /// it fetches from the mirrors (its available range grows from both
+    /// ends, as these streams read it). Where a share is cut into several
+    /// missing ranges, its producers take the largest and the helper rules
+    /// the rest; a share with no producers (a receiver that did not
+    /// answer) is helped first. Free producers help as anywhere, except
+    /// those of a home [`Home::only_here`].
+    pub fn with_homes(
+        missing: &[Range<u64>],
+        total: u64,
+        homes: &[Home],
+        producers: usize,
+        cfg: Config,
+        now: Instant,
+    ) -> Self {
+        let mut s = Scheduler::new(0..0, producers, cfg, now);
+        let n = homes.len().max(1) as u128;
+        for (k, home) in homes.iter().enumerate() {
+            let (lo, hi) = ((total as u128 * k as u128 / n) as u64, (total as u128 * (k as u128 + 1) / n) as u64);
+            let pieces: Vec<(u64, u64)> =
+                missing.iter().map(|r| (r.start.max(lo), r.end.min(hi))).filter(|(a, b)| a < b).collect();
+            let largest = (0..pieces.len()).max_by_key(|&i| (pieces[i].1 - pieces[i].0, std::cmp::Reverse(i)));
+            for (i, &(a, b)) in pieces.iter().enumerate() {
+                s.total += b - a;
+                if Some(i) != largest || home.producers.is_empty() {
+                    s.add_segment(a, b);
+                    continue;
+                }
+                let parts = (home.producers.len().div_ceil(2) as u64).min(b - a);
+                let mut at = a;
+                for (j, pair) in home.producers.chunks(2).take(parts as usize).enumerate() {
+                    let end = a + (b - a) * (j as u64 + 1) / parts;
+                    let sid = s.add_segment(at, end);
+                    s.attach(sid, Side::Lo, pair[0], now);
+                    if let Some(&second) = pair.get(1) {
+                        s.attach(sid, Side::Hi, second, now);
+                    }
+                    at = end;
+                }
+            }
+            for &p in home.producers.iter().filter(|_| home.only_here) {
+                s.producers[p].home_only = true;
+            }
         }
         s.rebalance(now);
         s

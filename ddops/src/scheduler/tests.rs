@@ -558,3 +558,105 @@ fn a_forward_only_producer_keeps_to_its_edge_and_never_helps() {
         "a forward-only producer was sent elsewhere: {after:?}"
     );
 }
+
+/// Receiver 1 of 3: its mirrors (0, 1) and the other receivers' virtual
+/// pairs (2, 3: share 0; 4, 5: share 2).
+fn homes() -> Vec<Home> {
+    vec![
+        Home { producers: vec![2, 3], only_here: true },
+        Home { producers: vec![0, 1], only_here: false },
+        Home { producers: vec![4, 5], only_here: true },
+    ]
+}
+
+fn shared_harness(missing: &[Range<u64>]) -> Harness {
+    let now = Instant::now();
+    let mut h = Harness {
+        s: Scheduler::with_homes(missing, 60, &homes(), 6, tight(), now),
+        now,
+        queues: (0..6).map(|_| Streams::default()).collect(),
+        got: vec![0; 60],
+        log: vec![],
+        base: 0,
+    };
+    h.pump();
+    h
+}
+
+/// Blocks each producer delivered, lowest and highest.
+fn span_of(h: &Harness, p: ProducerId) -> Option<(u64, u64)> {
+    let starts = h.log.iter().filter_map(|a| match *a {
+        Action::Start { producer, first, last, .. } if producer == p => Some((first.min(last), first.max(last))),
+        _ => None,
+    });
+    starts.reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+#[test]
+fn with_homes_each_share_is_started_by_its_own_producers_from_both_ends() {
+    let h = shared_harness(&[0..60]);
+    let firsts: Vec<(ProducerId, u64, Direction)> = h
+        .log
+        .iter()
+        .filter_map(|a| match *a {
+            Action::Start { producer, first, dir, .. } => Some((producer, first, dir)),
+            _ => None,
+        })
+        .collect();
+    for want in [
+        (2, 0, Direction::Increment),
+        (3, 19, Direction::Decrement),
+        (0, 20, Direction::Increment),
+        (1, 39, Direction::Decrement),
+        (4, 40, Direction::Increment),
+        (5, 59, Direction::Decrement),
+    ] {
+        assert!(firsts.contains(&want), "{want:?} not in {firsts:?}");
+    }
+}
+
+#[test]
+fn with_homes_a_peer_never_leaves_its_share_and_mirrors_help_where_peers_are_slow() {
+    let mut h = shared_harness(&[0..60]);
+    // The mirrors are fast, the peers deliver one block in four rounds.
+    let mut round = 0u64;
+    while !h.s.is_done() {
+        for p in 0..6 {
+            if h.has_work(p) && (p < 2 || round % 4 == 0) {
+                h.deliver(p);
+            }
+        }
+        round += 1;
+        assert!(round < 100_000, "no progress");
+    }
+    h.assert_each_block_once();
+    assert!(span_of(&h, 2).unwrap().1 < 20 && span_of(&h, 3).unwrap().1 < 20, "{:?}", h.log);
+    assert!(span_of(&h, 4).unwrap().0 >= 40 && span_of(&h, 5).unwrap().0 >= 40, "{:?}", h.log);
+    let c = h.s.contributions();
+    assert!(c[0] + c[1] > 20, "the mirrors took over part of the slow shares: {c:?}");
+}
+
+#[test]
+fn with_homes_a_failed_peer_s_share_goes_to_the_mirrors() {
+    let mut h = shared_harness(&[0..60]);
+    h.fail(4);
+    h.fail(5);
+    h.run_round_robin();
+    h.assert_each_block_once();
+    let c = h.s.contributions();
+    assert_eq!(c[4] + c[5], 0);
+    assert!(c[0] + c[1] >= 20, "{c:?}");
+}
+
+#[test]
+fn with_homes_a_resumed_share_starts_on_its_largest_missing_piece() {
+    // Share 0 is missing 2..5 and 8..18; share 2 is whole.
+    let mut h = shared_harness(&[2..5, 8..18, 20..60]);
+    assert!(h.log.iter().any(|a| matches!(*a, Action::Start { producer: 2, first: 8, .. })), "{:?}", h.log);
+    h.run_round_robin();
+    assert!(h.s.is_done());
+    for b in (2..5).chain(8..18).chain(20..60) {
+        assert_eq!(h.got[b as usize], 1, "block {b}");
+    }
+    assert!(h.got[..2].iter().chain(&h.got[5..8]).chain(&h.got[18..20]).all(|&c| c == 0));
+}

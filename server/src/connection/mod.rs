@@ -64,6 +64,8 @@ pub enum ConnError {
 enum Source {
     File(Arc<File>),
     Bundle(Arc<Bundle>),
+    /// A file this receiver is downloading: a block goes once verified.
+    Share(Arc<crate::share::Share>),
 }
 
 /// What a `Start` being served or waiting its turn reads.
@@ -262,10 +264,39 @@ impl Conn {
                 }
             }
             // Requests just handled may have ended or paused the stream.
-            if self.streams.has_work() {
-                self.step().await?;
+            if !self.streams.has_work() {
+                continue;
+            }
+            match self.not_yet_verified() {
+                None => self.step().await?,
+                // A shared block not verified yet: wait for it, or for the
+                // client (an `End` or `Extend` must not wait behind it).
+                Some(mut grew) => {
+                    let idle = self.shared.idle_timeout;
+                    tokio::select! {
+                        r = tokio::time::timeout(idle, rx.recv()) => match r {
+                            Err(_) => return Err(ConnError::Idle(idle)),
+                            Ok(None) => return Ok(()),
+                            Ok(Some(req)) => self.on_request(req?).await?,
+                        },
+                        _ = grew.changed() => {}
+                        _ = self.phase.changed() => {}
+                    }
+                }
             }
         }
+    }
+
+    /// The running stream's next block is a shared file's that is not
+    /// verified yet: what to watch for it.
+    fn not_yet_verified(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let s = self.streams.running()?;
+        let Source::Share(share) = &s.data.source else { return None };
+        let block = s.cursor.peek()?;
+        let grew = share.watch();
+        let at = block * u64::from(s.data.block_size);
+        let len = (s.data.size - at).min(u64::from(s.data.block_size));
+        (!share.has(at, len)).then_some(grew)
     }
 
     fn hello(&self) -> Reply {
@@ -337,6 +368,15 @@ impl Conn {
             }
             self.greeted = true;
             return Ok(self.reply(self.hello()).await?);
+        }
+        if self.shared.shares.is_only()
+            && matches!(
+                req,
+                Request::Walk { .. } | Request::WalkFiltered { .. } | Request::Bundle { .. } | Request::BundleEnd
+            )
+        {
+            let why = "this is a receiver sharing the file it downloads (ddftp get --share): it serves that file only";
+            return self.refuse(ErrorCode::Forbidden, why.into()).await;
         }
         match req {
             Request::Hello { .. } => self.refuse(ErrorCode::BadRequest, "Hello sent twice".into()).await,
@@ -418,7 +458,10 @@ impl Conn {
                 .refuse(ErrorCode::BadRequest, format!("block size {block_size} is over this server's limit {max}"))
                 .await;
         }
-        let (source, size) = if bundle::is_bundle_name(&path) {
+        let (source, size) = if let Some(share) = self.shared.shares.get(&path) {
+            let size = share.size();
+            (Source::Share(share), size)
+        } else if bundle::is_bundle_name(&path) {
             match self.shared.bundles.get(&path) {
                 Some(b) => (Source::Bundle(b.clone()), b.size),
                 None => return Ok(self.reply(unknown_bundle(&path)).await?),
@@ -524,6 +567,9 @@ impl Conn {
     /// The digests of `path` as it is now (computed on first use). A
     /// bundle has none: its blocks come sealed.
     async fn digests(&mut self, path: &str) -> Result<Arc<Digests>, PathError> {
+        if let Some(share) = self.shared.shares.get(path) {
+            return Ok(share.digests.clone());
+        }
         if bundle::is_bundle_name(path) {
             return Err(PathError::Forbidden(path.to_string(), "a bundle has no digests (its blocks come sealed)"));
         }
@@ -536,6 +582,9 @@ impl Conn {
     }
 
     fn open(&mut self, path: &str) -> Result<Arc<File>, PathError> {
+        if self.shared.shares.is_only() {
+            return Err(PathError::NotFound(path.to_string()));
+        }
         if let Some((p, f)) = &self.open {
             if p == path {
                 return Ok(f.clone());
@@ -557,7 +606,10 @@ impl Conn {
         let a = &self.streams.running().expect("it just sent a block").data;
         let offset = block * u64::from(a.block_size);
         let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
-        let source = a.source.clone();
+        let source = match &a.source {
+            Source::Share(share) => Source::File(share.file.clone()),
+            other => other.clone(),
+        };
         self.served.sent(a.served, len as u64);
         self.shared.metrics.sent(self.peer, len as u64);
         match source {
@@ -568,6 +620,7 @@ impl Conn {
                 let idle = self.shared.idle_timeout;
                 socket::send_block(&mut self.wr, &header, &file, offset, len, idle, &mut self.copy).await?
             }
+            Source::Share(_) => unreachable!("read as its file"),
             Source::Bundle(b) => {
                 // Many small files a block: read them into one buffer off
                 // the runtime, and seal it there.

@@ -1,0 +1,170 @@
+//! Files a receiver serves while it downloads them (`ddftp get --share`):
+//! every block it has verified is one more source for the other
+//! receivers of the same file.
+//!
+//! A [`Share`] is offered once the receiver knows what the file is (the
+//! version the mirrors agreed on and its chunk manifest): `Stat` and
+//! `Manifest` answer from it, never from the disk, so a peer vouches only
+//! for what the mirrors said. Its bytes are the receiver's part file;
+//! a block is sent once every byte of it is verified, and a stream whose
+//! next block is not yet there waits (the pipelining: blocks pass on as
+//! they arrive, never a whole file stored first).
+//!
+//! A server made for sharing serves its shares and nothing else: no other
+//! path, no walk, no bundle ([`Shares::only`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::sync::{Arc, Mutex, RwLock};
+
+use ddftp_proto::manifest::{FileDigest, Hash};
+use tokio::sync::watch;
+
+use crate::digests::{Digests, Key};
+
+/// One file being shared.
+#[derive(Debug)]
+pub struct Share {
+    /// The part file (read only).
+    pub file: Arc<File>,
+    /// What the mirrors said the file is.
+    pub digests: Arc<Digests>,
+    /// Verified byte ranges, `start -> end`, merged.
+    have: Mutex<BTreeMap<u64, u64>>,
+    /// Bumped whenever `have` grows; streams waiting for a block watch it.
+    grew: watch::Sender<u64>,
+}
+
+impl Share {
+    /// A share of `file` (empty so far) that is the `size`-byte file the
+    /// mirrors described with `digest`, `hashes` and `mtime`.
+    pub fn new(file: File, size: u64, mtime: (i64, u32), digest: FileDigest, hashes: Vec<Hash>) -> Share {
+        let key = Key { dev: 0, ino: 0, size, mtime_secs: mtime.0, mtime_nanos: mtime.1 };
+        Share {
+            file: Arc::new(file),
+            digests: Arc::new(Digests { key, digest, hashes }),
+            have: Mutex::new(BTreeMap::new()),
+            grew: watch::Sender::new(0),
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.digests.key.size
+    }
+
+    /// Bytes `at..at + len` are verified and written.
+    pub fn verified(&self, at: u64, len: u64) {
+        let end = at.saturating_add(len).min(self.size());
+        if end <= at {
+            return;
+        }
+        let mut have = self.have.lock().expect("share lock");
+        let (mut lo, mut hi) = (at, end);
+        // Merge with every range that touches [lo, hi).
+        let touching: Vec<(u64, u64)> =
+            have.range(..=hi).rev().take_while(|&(_, &e)| e >= lo).map(|(&s, &e)| (s, e)).collect();
+        for (s, e) in touching {
+            have.remove(&s);
+            lo = lo.min(s);
+            hi = hi.max(e);
+        }
+        have.insert(lo, hi);
+        drop(have);
+        self.grew.send_modify(|n| *n += 1);
+    }
+
+    /// Whether every byte of `at..at + len` is verified.
+    pub fn has(&self, at: u64, len: u64) -> bool {
+        let have = self.have.lock().expect("share lock");
+        have.range(..=at).next_back().is_some_and(|(_, &e)| e >= at.saturating_add(len))
+    }
+
+    /// Verified bytes so far.
+    pub fn verified_bytes(&self) -> u64 {
+        self.have.lock().expect("share lock").iter().map(|(s, e)| e - s).sum()
+    }
+
+    /// Resolves once more is verified than when `seen` was taken
+    /// ([`Share::watch`]).
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.grew.subscribe()
+    }
+}
+
+/// The files a server shares, by the path clients ask for.
+#[derive(Debug, Default)]
+pub struct Shares {
+    map: RwLock<HashMap<String, Arc<Share>>>,
+    /// Serve these and nothing else (a receiver's server).
+    only: bool,
+}
+
+impl Shares {
+    /// A table for a server that serves its shares only.
+    pub fn only() -> Shares {
+        Shares { map: RwLock::default(), only: true }
+    }
+
+    /// Serves `share` as `path` from now on.
+    pub fn offer(&self, path: &str, share: Arc<Share>) {
+        self.map.write().expect("shares lock").insert(path.to_string(), share);
+    }
+
+    pub fn get(&self, path: &str) -> Option<Arc<Share>> {
+        self.map.read().expect("shares lock").get(path).cloned()
+    }
+
+    /// The server serves shares and nothing else.
+    pub fn is_only(&self) -> bool {
+        self.only
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn share(size: u64) -> Share {
+        let digest = FileDigest { chunk_size: 1, sha256: [0; 32], manifest: [0; 32] };
+        Share::new(tempfile::tempfile().unwrap(), size, (0, 0), digest, vec![])
+    }
+
+    #[test]
+    fn a_block_is_there_once_every_byte_of_it_is_verified() {
+        let s = share(100);
+        assert!(!s.has(0, 10));
+        s.verified(0, 5);
+        assert!(s.has(0, 5) && !s.has(0, 10) && !s.has(4, 2));
+        s.verified(5, 5);
+        assert!(s.has(0, 10));
+        s.verified(20, 10);
+        assert!(!s.has(5, 20));
+        s.verified(10, 10);
+        assert!(s.has(0, 30));
+        // Past the end is cut to the size.
+        s.verified(90, 50);
+        assert_eq!(s.verified_bytes(), 40);
+    }
+
+    proptest! {
+        /// Whatever order ranges are verified in, `has` says exactly
+        /// whether every byte of the asked range was among them.
+        #[test]
+        fn has_is_the_union_of_what_was_verified(ranges in proptest::collection::vec((0u64..200, 0u64..40), 0..30),
+                                                 ask in (0u64..220, 1u64..60)) {
+            let s = share(200);
+            let mut bytes = [false; 200];
+            for &(at, len) in &ranges {
+                s.verified(at, len);
+                for b in at..(at + len).min(200) {
+                    bytes[b as usize] = true;
+                }
+            }
+            let (at, len) = ask;
+            let want = at + len <= 200 && (at..at + len).all(|b| bytes[b as usize]);
+            prop_assert_eq!(s.has(at, len), want);
+            prop_assert_eq!(s.verified_bytes(), bytes.iter().filter(|&&b| b).count() as u64);
+        }
+    }
+}
