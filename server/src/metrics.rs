@@ -106,6 +106,11 @@ impl Metrics {
         }
     }
 
+    /// Connections open now, whatever they do.
+    pub fn open_connections(&self) -> u64 {
+        self.states.iter().map(|s| s.load(Relaxed)).sum()
+    }
+
     pub fn bytes_sent(&self) -> u64 {
         self.bytes.load(Relaxed)
     }

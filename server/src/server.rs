@@ -134,6 +134,11 @@ impl Server {
         })
     }
 
+    /// Who this server is (random at each start), as its greeting says.
+    pub fn id(&self) -> [u8; ddftp_proto::frame::SERVER_ID_LEN] {
+        self.shared.server_id
+    }
+
     /// What the server has counted (`--metrics`).
     pub fn metrics(&self) -> Arc<Metrics> {
         self.shared.metrics.clone()

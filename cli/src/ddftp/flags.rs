@@ -279,6 +279,7 @@ impl MoveOpt {
             keep_mtime: false,
             asking: self.web.asking()?,
             pool: None,
+            share: None,
         })
     }
 }

@@ -2,6 +2,7 @@
 //! `ddftp get --metalink F.meta4`: one file from k mirrors.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Args;
 use ddftp_proto::units::HumanBytes;
@@ -101,6 +102,17 @@ pub struct GetOpt {
     /// Like --bind, naming interfaces (their first address, IPv4 first).
     #[arg(long, value_delimiter = ',', value_name = "IFACE,...")]
     pub nic: Vec<String>,
+    /// Every receiver of this file, this one included, each running the
+    /// same command: each fetches its share from the mirrors and the rest
+    /// from the others, which serve what they have verified (see
+    /// docs/fan-out.md). The same list, in the same order, on every one.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...", requires = "share_listen")]
+    pub peers: Vec<String>,
+    /// Where this receiver serves the file to the --peers: its entry in
+    /// that list (or 0.0.0.0:PORT). It serves that file only, and stays up
+    /// until no peer has been connected for a few seconds.
+    #[arg(long, value_name = "ADDR", requires = "peers")]
+    pub share_listen: Option<std::net::SocketAddr>,
 }
 
 /// `%XX` escapes decoded (a URL's last segment as a file name).
@@ -132,6 +144,23 @@ pub struct GetResult {
 }
 
 impl GetOpt {
+    /// `--peers`, as a share of the download (its server comes later: a
+    /// placeholder that serves nothing until [`share::ShareServer`] is up).
+    fn share_peers(&self, spec: &GetSpec) -> Result<transfer::share::Share, String> {
+        let mut peers = vec![];
+        for p in &self.peers {
+            match super::flags::parse_mirror(p) {
+                Ok(super::flags::Mirror::Ddftpd(ep, false)) => peers.push(transfer::Peer::plain(ep)),
+                Ok(_) => return Err(format!("--peers {p:?}: a peer is HOST:PORT (its --share-listen)")),
+                Err(e) => return Err(format!("--peers: {e}")),
+            }
+        }
+        if spec.stdout.is_some() {
+            return Err("--peers: a receiver serves the file from its disk; give -o FILE, not -o -".into());
+        }
+        Ok(transfer::share::Share { peers, sharing: Arc::new(super::share::Unstarted), wait: SHARE_WAIT })
+    }
+
     /// `--bind` addresses, then those of `--nic` interfaces.
     fn binds(&self) -> Result<Vec<std::net::IpAddr>, String> {
         let mut binds = self.bind.clone();
@@ -179,6 +208,9 @@ impl GetOpt {
             ..self.moving.spec(path, output, self.sync)?
         };
         spec.http.splice(0..0, urls);
+        if !self.peers.is_empty() {
+            spec.share = Some(self.share_peers(&spec)?);
+        }
         if spec.mirrors.is_empty() && spec.http.is_empty() {
             return Err("no mirrors: give --mirrors A,B,..., the file's URLs, or --metalink F.meta4".into());
         }
@@ -385,6 +417,33 @@ pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<G
     Ok(GetResult { transfer: report, mb_per_s })
 }
 
+/// [`fetch`], serving what is verified on `listen` (`--peers`) meanwhile
+/// and after, while other receivers take it.
+async fn fetch_sharing(
+    mut spec: GetSpec,
+    listen: Option<std::net::SocketAddr>,
+    bar: &mut dyn transfer::Progress,
+) -> Result<GetResult, TransferError> {
+    let Some(listen) = listen else { return fetch(&spec, bar).await };
+    let server = super::share::ShareServer::start(listen, spec.token.as_deref())
+        .await
+        .map_err(|e| TransferError::Share(transfer::share::ShareError::Listen(e)))?;
+    if let Some(s) = &mut spec.share {
+        s.sharing = server.sharing();
+    }
+    let r = fetch(&spec, bar).await;
+    server.linger(SHARE_QUIET, SHARE_LINGER).await;
+    r
+}
+
+/// How long a receiver waits for the other --peers to serve the file.
+const SHARE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// A receiver whose copy is whole serves on until no peer has been
+/// connected for this long...
+const SHARE_QUIET: std::time::Duration = std::time::Duration::from_secs(2);
+/// ...or this long at most.
+const SHARE_LINGER: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// `ddftp get` of one file (several: [`super::many`]).
 pub fn run(opt: GetOpt) -> Exit {
     if let Some(d) = &opt.dir {
@@ -440,7 +499,7 @@ pub fn run(opt: GetOpt) -> Exit {
         Some(_) => eprintln!("{text}"),
         None => println!("{text}"),
     };
-    let (exit, done) = match rt.block_on(fetch(&spec, &mut bar)) {
+    let (exit, done) = match rt.block_on(fetch_sharing(spec.clone(), opt.share_listen, &mut bar)) {
         Ok(r) => {
             if opt.moving.json {
                 report(&serde_json::to_string(&r).expect("report serialises"));

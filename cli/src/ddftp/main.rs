@@ -13,6 +13,7 @@ mod many;
 mod metrics_file;
 mod outcome;
 mod pipe;
+mod share;
 mod simulate;
 mod walk;
 

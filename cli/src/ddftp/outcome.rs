@@ -30,10 +30,14 @@ pub fn hide_user_info(v: &mut serde_json::Value) {
     }
 }
 
+use ddftp::transfer::share::ShareError;
+
 /// Exit code for a failed transfer.
 pub fn exit_for(e: &TransferError) -> Exit {
     match e {
         TransferError::NoMirrors | TransferError::CaFile(_) | TransferError::NotAFile { .. } => Exit::Usage,
+        TransferError::Share(ShareError::Listen(_)) => Exit::Local,
+        TransferError::Share(_) => Exit::Usage,
         TransferError::NoMajority { .. }
         | TransferError::Journal(_)
         | TransferError::BlockSizeMismatch { .. }

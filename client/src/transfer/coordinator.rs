@@ -49,6 +49,11 @@ pub(super) struct Coordinator<'a> {
     waits: std::collections::HashMap<ProducerId, Duration>,
     /// Slots from this one on joined while the transfer ran.
     first_joined: usize,
+    /// The other receivers' slots (`--share`): not asked again once lost
+    /// (a peer rejoining would help with shares it does not hold).
+    peers: std::ops::Range<usize>,
+    /// `--share`: what this receiver serves, told of each verified run.
+    offered: Option<Arc<dyn super::share::Offered>>,
     wanted: Arc<Wanted>,
     /// For the retries' answers.
     events: mpsc::Sender<Event>,
@@ -90,7 +95,7 @@ impl Coordinator<'_> {
             self.errors.push(w.clone());
             self.warnings.push(w);
             // A mirror that was lost (not one that lied) is asked again.
-            if matches!(why, DropReason::Failed(_) | DropReason::Stalled(_)) {
+            if matches!(why, DropReason::Failed(_) | DropReason::Stalled(_)) && !self.peers.contains(&producer) {
                 let wait = self.waits.remove(&producer);
                 self.ask_again(self.sources[producer].clone(), wait);
             }
@@ -170,6 +175,11 @@ impl Coordinator<'_> {
                 tracing::trace!(slot, bytes = run.bytes, dir = ?run.dir, "delivered");
                 self.unjournaled = true;
                 let grew = self.tr.handle_blocks(slot, run, now);
+                if let Some(o) = &self.offered {
+                    // Checked against the manifest before it was written.
+                    let (lo, hi) = run.bounds();
+                    o.verified(lo * self.block_size, (hi + 1 - lo) * self.block_size);
+                }
                 match &mut self.pieces {
                     // The running SHA-256 reads only what its pieces vouch for.
                     Some(p) if !self.tr.is_dropped(slot) => {
@@ -456,7 +466,21 @@ impl<'a> Coordinator<'a> {
             wanted,
             later,
             ring,
+            shared,
         } = plan;
+        let (mut slots, mut mirrors) = (slots, mirrors);
+        let first_peer = slots.len();
+        let (offered, homes) = match shared {
+            Some((offered, peers)) => {
+                let homes = peers.homes(first_peer, first_peer);
+                for (name, producers) in peers.slots.into_iter().filter(|(_, ps)| !ps.is_empty()) {
+                    mirrors.push(name);
+                    slots.extend(producers.into_iter().map(|p| (mirrors.len() - 1, p)));
+                }
+                (Some(offered), Some(homes))
+            }
+            None => (None, None),
+        };
         let bs = u64::from(block_size);
         let verified = !matches!(check, Check::Nothing) || pieces.is_some();
         let mut pieces = match pieces {
@@ -507,7 +531,10 @@ impl<'a> Coordinator<'a> {
         let mut tr = match &ring {
             // `-o -`: no block past what is written out plus the window.
             Some(r) => Transfer::windowed(completed.len(), r.blocks(), &owner, mirrors.len(), &cfg, now),
-            None => Transfer::new(completed, &owner, mirrors.len(), &cfg, now),
+            None => match &homes {
+                Some(h) => Transfer::with_homes(completed, &owner, mirrors.len(), h, &cfg, now),
+                None => Transfer::new(completed, &owner, mirrors.len(), &cfg, now),
+            },
         };
         for p in forward_only {
             tr.set_forward_only(p);
@@ -537,6 +564,8 @@ impl<'a> Coordinator<'a> {
             retrying: Default::default(),
             waits: Default::default(),
             first_joined,
+            peers: first_peer..first_joined,
+            offered,
             wanted,
             events: ev_tx,
             routes,

@@ -38,6 +38,8 @@ impl std::fmt::Display for Resume {
 pub enum TransferError {
     #[error("no mirror given")]
     NoMirrors,
+    #[error("--share: {0}")]
+    Share(#[from] super::share::ShareError),
     #[error("no mirror could serve {path}:\n{}", .failures.join("\n"))]
     NoUsableMirror { path: String, failures: Vec<String> },
     #[error("no mirror could serve {path}, and TLS is why (nothing was moved):\n{}", .failures.join("\n"))]

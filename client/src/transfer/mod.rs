@@ -58,6 +58,7 @@ use producer::make_slots;
 mod producer;
 mod rejoin;
 mod report;
+pub mod share;
 mod slot;
 mod start;
 mod whole_slot;
@@ -186,6 +187,9 @@ pub struct GetSpec {
     /// Connections shared by the files of one command: a probe takes an
     /// idle one to its mirror, a completed transfer hands its own back.
     pub pool: Option<Arc<crate::pool::Pool>>,
+    /// Other receivers of the file, and where this one serves what it has
+    /// verified (`--share`).
+    pub share: Option<share::Share>,
 }
 
 /// Tells the user `w` (above the progress bar) and keeps it for the report.
@@ -248,7 +252,8 @@ pub async fn get_joining(
     let Agreed { mut usable, http, later, spare, expected, version, http_only, copy } =
         agree(spec, &tls, progress, &mut warnings).await?;
     let size = version.size;
-    let mtime = mirrors_mtime(&usable, &http).filter(|_| spec.keep_mtime);
+    let mirrors_time = mirrors_mtime(&usable, &http);
+    let mtime = mirrors_time.filter(|_| spec.keep_mtime);
     if spec.stdout.is_none() && spec.store.is_none() && spec.sealed_size.is_none() {
         let want =
             expected.as_ref().map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| hex(&version.digest.sha256)));
@@ -338,6 +343,31 @@ pub async fn get_joining(
         (start::BlockCheck::Sealed, _) => (Check::Sealed, None),
         _ => (Check::Nothing, None),
     };
+    let shared = match (&spec.share, &check) {
+        (Some(share), Check::Manifest(m)) if spec.store.is_none() && !to_stdout && spec.range.is_none() => {
+            let offer = share::Offer {
+                path: &spec.path,
+                part: &part,
+                size,
+                mtime: mirrors_time.unwrap_or_default(),
+                digest: version.digest,
+                hashes: &m.hashes,
+            };
+            let offered = share.sharing.offer(offer).map_err(out_err)?;
+            for &(a, b) in &done {
+                offered.verified(a * u64::from(block_size), (b + 1 - a) * u64::from(block_size));
+            }
+            let peers =
+                share::connect_peers(share, &spec.path, &version, spec.token.clone(), progress, &mut warnings).await?;
+            Some((offered, peers))
+        }
+        (Some(_), _) => {
+            let w = "not sharing: only a file moved whole to its name, with a chunk manifest from ddftpd mirrors, is shared";
+            tell(progress, &mut warnings, w.to_string());
+            None
+        }
+        (None, _) => None,
+    };
     let plan = Prepared {
         size,
         block_size,
@@ -364,6 +394,7 @@ pub async fn get_joining(
             connect_timeout: spec.connect_timeout,
         }),
         later,
+        shared,
     };
     let joining = joining.filter(|_| spec.sealed_size.is_some());
     let result = run_transfer(spec, plan, progress, &mut warnings, started, hasher.as_ref(), joining).await;
@@ -526,4 +557,6 @@ struct Prepared {
     later: Vec<producer::Source>,
     /// `-o -`: the reorder window the blocks land in.
     ring: Option<Arc<crate::stdout::Ring>>,
+    /// `--share`: what this receiver serves, and the other receivers.
+    shared: Option<(Arc<dyn share::Offered>, share::Peers)>,
 }

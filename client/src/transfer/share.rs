@@ -1,0 +1,220 @@
+//! Several receivers of one file (`get --share`, `--peers`): each serves
+//! the blocks it has verified, and fetches its own share of the file from
+//! the mirrors and the others' shares from them, block by block as they
+//! arrive (the scheduler's [`Home`]s).
+//!
+//! A peer is a ddftpd producer of the same version of the file that holds
+//! only its share: it never votes on the version (it must serve the one
+//! the mirrors agreed on, or it is not used), its blocks are checked
+//! against the mirrors' chunk manifest like any mirror's, one that lies or
+//! stalls is dropped and its share taken by the mirrors, and one that is
+//! lost is not asked again (it would rejoin as a helper of shares it does
+//! not hold).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ddftp_proto::frame::SERVER_ID_LEN;
+use ddftp_proto::manifest::{FileDigest, Hash};
+use ddftp_proto::ErrorCode;
+use ddops::scheduler::Home;
+
+use super::{connect, Peer, Producer, Progress, Route, SessionError, Version};
+
+/// Where a receiver serves what it has verified: the server this command
+/// runs beside its download.
+pub trait Sharing: Send + Sync {
+    /// The server's id, as its greeting says: how this receiver finds
+    /// itself in the list of peers.
+    fn server_id(&self) -> [u8; SERVER_ID_LEN];
+    /// Serves the file `offer` describes (nothing of it verified yet).
+    fn offer(&self, offer: Offer<'_>) -> std::io::Result<Arc<dyn Offered>>;
+}
+
+/// A file being served as it is downloaded.
+pub trait Offered: Send + Sync {
+    /// Bytes `at..at + len` are verified and written.
+    fn verified(&self, at: u64, len: u64);
+}
+
+/// What a receiver serves: the file as the mirrors described it, its bytes
+/// in `part`.
+pub struct Offer<'a> {
+    pub path: &'a str,
+    pub part: &'a Path,
+    pub size: u64,
+    pub mtime: (i64, u32),
+    pub digest: FileDigest,
+    pub hashes: &'a [Hash],
+}
+
+/// `get --share`: every receiver, this one included, in one order all of
+/// them were given (it numbers the shares), and this one's server.
+#[derive(Clone)]
+pub struct Share {
+    pub peers: Vec<Peer>,
+    pub sharing: Arc<dyn Sharing>,
+    /// How long to wait for the other receivers to serve the file (they
+    /// start at about the same time, each after probing the mirrors).
+    pub wait: Duration,
+}
+
+impl std::fmt::Debug for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Share").field("peers", &self.peers).finish_non_exhaustive()
+    }
+}
+
+/// The other receivers as producers, and the shares.
+pub(super) struct Peers {
+    /// Each peer's two producers (a virtual pair) and its name.
+    pub slots: Vec<(String, Vec<Producer>)>,
+    /// Per share (in the peers' order): which of `slots` works it, or this
+    /// receiver's own (`None`).
+    pub shares: Vec<Option<usize>>,
+}
+
+impl Peers {
+    /// The scheduler's homes, with this receiver's mirrors `mirror_slots`
+    /// and the peers' producers numbered from `first`.
+    pub fn homes(&self, mirror_slots: usize, first: usize) -> Vec<Home> {
+        let mut at = vec![];
+        let mut next = first;
+        for (_, ps) in &self.slots {
+            at.push((next..next + ps.len()).collect::<Vec<_>>());
+            next += ps.len();
+        }
+        self.shares
+            .iter()
+            .map(|s| match s {
+                None => Home { producers: (0..mirror_slots).collect(), only_here: false },
+                Some(k) => Home { producers: at[*k].clone(), only_here: true },
+            })
+            .collect()
+    }
+}
+
+/// Why a peer is not used.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PeerError {
+    #[error("{0}")]
+    Session(#[from] SessionError),
+    #[error("it serves another version ({got}), not the mirrors' ({want})")]
+    OtherVersion { got: String, want: String },
+}
+
+/// Why sharing cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ShareError {
+    #[error("--peers must list this receiver too (its own --share-listen address): the list's order numbers the shares, the same on every receiver")]
+    NotListed,
+    #[error("--peers lists this receiver twice")]
+    ListedTwice,
+    #[error("{0}")]
+    Listen(String),
+}
+
+/// Connects to every peer (two connections each) once it serves the
+/// file; finds this receiver among them by its server's id.
+pub(super) async fn connect_peers(
+    share: &Share,
+    path: &str,
+    version: &Version,
+    token: Option<Arc<[u8]>>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Peers, ShareError> {
+    let me = share.sharing.server_id();
+    let deadline = Instant::now() + share.wait;
+    let asks: Vec<_> = share
+        .peers
+        .iter()
+        .map(|p| {
+            let (route, path, version, token) = (p.route(None), path.to_string(), *version, token.clone());
+            tokio::spawn(async move { ask(route, &path, &version, token.as_deref(), me, deadline).await })
+        })
+        .collect();
+    let mut answers = vec![];
+    for a in asks {
+        answers.push(a.await.expect("peer task"));
+    }
+    let mut peers = Peers { slots: vec![], shares: vec![] };
+    let mut found = false;
+    for (peer, answer) in share.peers.iter().zip(answers) {
+        match answer {
+            Ok(None) if found => return Err(ShareError::ListedTwice),
+            Ok(None) => {
+                found = true;
+                peers.shares.push(None);
+            }
+            Ok(Some(ps)) => {
+                peers.shares.push(Some(peers.slots.len()));
+                peers.slots.push((format!("peer {peer}"), ps));
+            }
+            Err(e) => {
+                // Its share comes from the mirrors.
+                super::tell(progress, warnings, format!("not using peer {peer}: {e}"));
+                peers.shares.push(Some(peers.slots.len()));
+                peers.slots.push((format!("peer {peer}"), vec![]));
+            }
+        }
+    }
+    match found {
+        true => Ok(peers),
+        false => Err(ShareError::NotListed),
+    }
+}
+
+/// A peer's two producers once it serves `version` of `path`; `None` if
+/// it is this receiver.
+async fn ask(
+    route: Route,
+    path: &str,
+    version: &Version,
+    token: Option<&[u8]>,
+    me: [u8; SERVER_ID_LEN],
+    deadline: Instant,
+) -> Result<Option<Vec<Producer>>, PeerError> {
+    let (session, got) = loop {
+        match connect(&route, Some((path, false)), token).await {
+            Ok((s, ..)) if s.server_id == me => return Ok(None),
+            Ok((s, got, _)) => break (s, got),
+            // Not serving it yet (still asking its mirrors), or not
+            // listening yet: it starts at about the same time.
+            Err(e) if Instant::now() < deadline && (e.is_transient() || not_yet_offered(&e)) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    match got {
+        Some(v) if v == *version => {}
+        other => {
+            let got = other.map_or("no version".into(), |v| v.describe());
+            return Err(PeerError::OtherVersion { got, want: version.describe() });
+        }
+    }
+    let (second, ..) = connect(&route, None, token).await?;
+    Ok(Some(vec![Producer::Ddftpd(route.clone(), session), Producer::Ddftpd(route, second)]))
+}
+
+fn not_yet_offered(e: &SessionError) -> bool {
+    matches!(e, SessionError::Refused { code: ErrorCode::NotFound, .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn homes_give_this_receiver_s_share_to_its_mirrors_and_each_other_to_its_peer() {
+        let peers =
+            Peers { slots: vec![("a".into(), vec![]), ("b".into(), vec![])], shares: vec![Some(0), None, Some(1)] };
+        // No producers in the slots: ids come from their counts (none).
+        let homes = peers.homes(3, 3);
+        assert_eq!(homes[1], Home { producers: vec![0, 1, 2], only_here: false });
+        assert!(homes[0].producers.is_empty() && homes[0].only_here);
+        assert!(homes[2].producers.is_empty() && homes[2].only_here);
+    }
+}
