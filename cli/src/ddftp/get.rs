@@ -158,6 +158,13 @@ impl GetOpt {
         if spec.stdout.is_some() {
             return Err("--peers: a receiver serves the file from its disk; give -o FILE, not -o -".into());
         }
+        // Addresses given as numbers: this receiver must be among them.
+        let listed: Option<Vec<std::net::SocketAddr>> = self.peers.iter().map(|p| p.parse().ok()).collect();
+        if let (Some(listed), Some(me)) = (listed, self.share_listen.filter(|a| !a.ip().is_unspecified())) {
+            if !listed.contains(&me) {
+                return Err(format!("--share: {}", transfer::share::ShareError::NotListed));
+            }
+        }
         Ok(transfer::share::Share { peers, sharing: Arc::new(super::share::Unstarted), wait: SHARE_WAIT })
     }
 

@@ -11,6 +11,7 @@ mod archive_mpi;
 mod archive_plan;
 mod archive_rsync;
 mod archive_sync;
+mod fan_out;
 mod get;
 mod hardening;
 mod hostile;

@@ -1,0 +1,177 @@
+//! One file onto several receivers (`get --peers ... --share-listen`):
+//! every receiver serves what it has verified to the others, so the
+//! mirrors send the file about once; a lying peer is dropped and a killed
+//! one does not stop the rest. Real ddftpd mirrors (rate-limited, so that
+//! the mirrors' uplinks are what is scarce, as on a cluster), real
+//! receivers, each its own process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::fake_mirror::{FakeMirror, Script, Served};
+use crate::util::*;
+
+const SIZE: usize = 24 << 20;
+
+/// Free loopback addresses for the receivers' servers.
+fn free_addrs(n: usize) -> Vec<String> {
+    let ls: Vec<std::net::TcpListener> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    ls.iter().map(|l| l.local_addr().unwrap().to_string()).collect()
+}
+
+/// A receiver: `ddftp get big.bin` into `out`, serving on `listen`.
+fn receiver(mirrors: &str, out: &Path, peers: &[String], listen: &str) -> Child {
+    Command::new(bin("ddftp"))
+        .args(["get", "big.bin", "-m", mirrors, "-o"])
+        .arg(out)
+        .args(["--peers", &peers.join(","), "--share-listen", listen, "--json", "-q", "--retries", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a receiver")
+}
+
+/// Waits for a receiver: its exit code, JSON report and stderr.
+fn finish(c: Child) -> (Option<i32>, serde_json::Value, String) {
+    let out = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code(), v, err)
+}
+
+/// Bytes a receiver took from its peers and from the mirrors.
+fn from_peers_and_mirrors(v: &serde_json::Value) -> (u64, u64) {
+    let mut got = (0, 0);
+    for p in v["producers"].as_array().expect("producers in the report") {
+        let b = p["bytes"].as_u64().unwrap();
+        match p["mirror"].as_str().unwrap().starts_with("peer ") {
+            true => got.0 += b,
+            false => got.1 += b,
+        }
+    }
+    got
+}
+
+struct Setup {
+    _f: Fixture,
+    data: Vec<u8>,
+    mirrors: Vec<Mirror>,
+    outs: PathBuf,
+}
+
+fn setup() -> Setup {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big.bin"), SIZE, 54);
+    let extra = ["--rate-limit", "12MB", "--metrics", "127.0.0.1:0"];
+    let mirrors = vec![Mirror::start(&f.root(), &extra), Mirror::start(&f.root(), &extra)];
+    let outs = f.dir.path().join("outs");
+    std::fs::create_dir(&outs).unwrap();
+    Setup { _f: f, data, mirrors, outs }
+}
+
+impl Setup {
+    fn mirrors(&self) -> String {
+        mirrors_arg(&self.mirrors.iter().collect::<Vec<_>>())
+    }
+
+    /// Bytes the mirrors sent, all of them together.
+    fn uploaded(&self) -> f64 {
+        self.mirrors.iter().map(|m| metric(&scrape(m.metrics.as_ref().unwrap()), "ddftpd_sent_bytes_total")).sum()
+    }
+}
+
+#[test]
+fn three_receivers_get_exact_copies_and_the_mirrors_send_the_file_about_once() {
+    let s = setup();
+    let peers = free_addrs(3);
+    let began = Instant::now();
+    let kids: Vec<Child> =
+        (0..3).map(|i| receiver(&s.mirrors(), &s.outs.join(format!("c{i}")), &peers, &peers[i])).collect();
+    for (i, k) in kids.into_iter().enumerate() {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(s.outs.join(format!("c{i}"))).unwrap() == s.data, "receiver {i}'s copy differs");
+        let (peers_bytes, mirror_bytes) = from_peers_and_mirrors(&v);
+        assert_eq!(peers_bytes + mirror_bytes, SIZE as u64, "receiver {i}: {v}");
+        assert!(peers_bytes > SIZE as u64 / 3, "receiver {i} took {peers_bytes} bytes from its peers: {v}");
+    }
+    let copies = s.uploaded() / SIZE as f64;
+    assert!(copies < 1.2, "the mirrors sent {copies:.2} copies of the file");
+    // One copy at the mirrors' 24 MB/s is about a second; three apart
+    // would be three.
+    assert!(began.elapsed() < Duration::from_secs(20), "{:?}", began.elapsed());
+}
+
+#[test]
+fn a_peer_that_sends_corrupt_blocks_is_dropped_and_every_copy_is_exact() {
+    let s = setup();
+    let mut sent = s.data.clone();
+    for b in sent.iter_mut().step_by(4096) {
+        *b ^= 0x5a;
+    }
+    let liar = FakeMirror::start(Script {
+        files: [("big.bin".to_string(), Served { claimed: s.data.clone(), digest_lie: false, sent })].into(),
+        ..Script::default()
+    });
+    let mut peers = free_addrs(2);
+    peers.insert(1, liar.addr.clone());
+    let kids: Vec<Child> =
+        [0, 2].iter().map(|&i| receiver(&s.mirrors(), &s.outs.join(format!("c{i}")), &peers, &peers[i])).collect();
+    for (i, k) in kids.into_iter().enumerate() {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(s.outs.join(format!("c{}", [0, 2][i]))).unwrap() == s.data, "copy {i} differs");
+        let said = v["warnings"].to_string();
+        assert!(said.contains(&format!("dropping peer {}", liar.addr)) && said.contains("verif"), "{said}");
+    }
+}
+
+#[test]
+fn a_receiver_killed_mid_way_does_not_stop_the_others() {
+    let s = setup();
+    let peers = free_addrs(3);
+    let mut kids: Vec<Option<Child>> =
+        (0..3).map(|i| Some(receiver(&s.mirrors(), &s.outs.join(format!("c{i}")), &peers, &peers[i]))).collect();
+    // Once receiver 1 has some of the file, it dies.
+    let part = s.outs.join("c1.ddftp-part");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&part).map_or(0, |m| m.len()) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut dead = kids[1].take().unwrap();
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    for i in [0, 2] {
+        let (code, _, err) = finish(kids[i].take().unwrap());
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(s.outs.join(format!("c{i}"))).unwrap() == s.data, "receiver {i}'s copy differs");
+    }
+}
+
+#[test]
+fn a_receiver_not_in_its_own_peers_list_is_told_so() {
+    let s = setup();
+    let peers = free_addrs(3);
+    let out = ddftp(
+        &[
+            "get",
+            "big.bin",
+            "-m",
+            &s.mirrors(),
+            "-o",
+            s.outs.join("x").to_str().unwrap(),
+            "--peers",
+            &peers[..2].join(","),
+        ]
+        .iter()
+        .copied()
+        .chain(["--share-listen", &peers[2]])
+        .collect::<Vec<_>>(),
+        2,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--peers must list this receiver too"), "{err}");
+}
