@@ -559,6 +559,9 @@ fn a_forward_only_producer_keeps_to_its_edge_and_never_helps() {
     );
 }
 
+/// The whole file of the share tests.
+const WHOLE: Range<u64> = 0..60;
+
 /// Receiver 1 of 3: its mirrors (0, 1) and the other receivers' virtual
 /// pairs (2, 3: share 0; 4, 5: share 2).
 fn homes() -> Vec<Home> {
@@ -594,7 +597,7 @@ fn span_of(h: &Harness, p: ProducerId) -> Option<(u64, u64)> {
 
 #[test]
 fn with_homes_each_share_is_started_by_its_own_producers_from_both_ends() {
-    let h = shared_harness(&[0..60]);
+    let h = shared_harness(&[WHOLE]);
     let firsts: Vec<(ProducerId, u64, Direction)> = h
         .log
         .iter()
@@ -617,12 +620,12 @@ fn with_homes_each_share_is_started_by_its_own_producers_from_both_ends() {
 
 #[test]
 fn with_homes_a_peer_never_leaves_its_share_and_mirrors_help_where_peers_are_slow() {
-    let mut h = shared_harness(&[0..60]);
+    let mut h = shared_harness(&[WHOLE]);
     // The mirrors are fast, the peers deliver one block in four rounds.
     let mut round = 0u64;
     while !h.s.is_done() {
         for p in 0..6 {
-            if h.has_work(p) && (p < 2 || round % 4 == 0) {
+            if h.has_work(p) && (p < 2 || round.is_multiple_of(4)) {
                 h.deliver(p);
             }
         }
@@ -638,7 +641,7 @@ fn with_homes_a_peer_never_leaves_its_share_and_mirrors_help_where_peers_are_slo
 
 #[test]
 fn with_homes_a_failed_peer_s_share_goes_to_the_mirrors() {
-    let mut h = shared_harness(&[0..60]);
+    let mut h = shared_harness(&[WHOLE]);
     h.fail(4);
     h.fail(5);
     h.run_round_robin();
