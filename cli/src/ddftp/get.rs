@@ -113,6 +113,11 @@ pub struct GetOpt {
     /// until no peer has been connected for a few seconds.
     #[arg(long, value_name = "ADDR", requires = "peers")]
     pub share_listen: Option<std::net::SocketAddr>,
+    /// Under mpirun (a build with the `mpi` feature): every rank is a
+    /// receiver of the file, as with --peers, the ranks finding each other
+    /// through MPI. Rank 0 prints every rank's figures.
+    #[arg(long, conflicts_with = "peers")]
+    pub share: bool,
 }
 
 /// `%XX` escapes decoded (a URL's last segment as a file name).
@@ -424,22 +429,38 @@ pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<G
     Ok(GetResult { transfer: report, mb_per_s })
 }
 
-/// [`fetch`], serving what is verified on `listen` (`--peers`) meanwhile
-/// and after, while other receivers take it.
+/// [`fetch`], serving what is verified meanwhile and after, while other
+/// receivers take it (`--peers`, `--share`).
 async fn fetch_sharing(
     mut spec: GetSpec,
-    listen: Option<std::net::SocketAddr>,
+    mode: &super::share::Mode,
     bar: &mut dyn transfer::Progress,
 ) -> Result<GetResult, TransferError> {
-    let Some(listen) = listen else { return fetch(&spec, bar).await };
+    use super::share::Mode;
+    let listen = match mode {
+        Mode::Alone => return fetch(&spec, bar).await,
+        Mode::Listen(a) => *a,
+        #[cfg(feature = "mpi")]
+        Mode::Ranks(_) => std::net::SocketAddr::new(super::share::toward(&spec), 0),
+    };
     let server = super::share::ShareServer::start(listen, spec.token.as_deref())
         .await
         .map_err(|e| TransferError::Share(transfer::share::ShareError::Listen(e)))?;
+    #[cfg(feature = "mpi")]
+    if let Mode::Ranks(job) = mode {
+        let peers = job.peers(server.addr());
+        spec.share = Some(transfer::share::Share { peers, sharing: server.sharing(), wait: SHARE_WAIT });
+    }
     if let Some(s) = &mut spec.share {
         s.sharing = server.sharing();
     }
     let r = fetch(&spec, bar).await;
-    server.linger(SHARE_QUIET, SHARE_LINGER).await;
+    match mode {
+        #[cfg(feature = "mpi")]
+        // Every rank serves on until the last has its copy.
+        Mode::Ranks(job) => job.barrier(),
+        _ => server.linger(SHARE_QUIET, SHARE_LINGER).await,
+    }
     r
 }
 
@@ -506,7 +527,16 @@ pub fn run(opt: GetOpt) -> Exit {
         Some(_) => eprintln!("{text}"),
         None => println!("{text}"),
     };
-    let (exit, done) = match rt.block_on(fetch_sharing(spec.clone(), opt.share_listen, &mut bar)) {
+    let mode = match super::share::Mode::of(&opt) {
+        Ok(m) => m,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
+    let (exit, done) = match rt.block_on(fetch_sharing(spec.clone(), &mode, &mut bar)) {
+        // Rank 0 reports for every rank, below.
+        Ok(r) if mode.is_ranks() => (Exit::Ok, Some(r)),
         Ok(r) => {
             if opt.moving.json {
                 report(&serde_json::to_string(&r).expect("report serialises"));
@@ -530,6 +560,7 @@ pub fn run(opt: GetOpt) -> Exit {
             (exit, None)
         }
     };
+    mode.report(exit, done.as_ref(), &opt.moving);
     if let Some(f) = &opt.moving.metrics_file {
         let what = done.as_ref().map_or_else(|| opt.path.join(" "), |r| r.transfer.path.clone());
         super::metrics_file::write_or_warn(

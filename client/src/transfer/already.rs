@@ -114,6 +114,7 @@ pub fn report(
         verified: true,
         sha256_checked: checked,
         producers: vec![],
+        from_peers: 0,
         links: vec![],
         warnings: vec![],
         already_complete: true,

@@ -400,8 +400,10 @@ impl Coordinator<'_> {
                 bytes: mirror_bytes[m],
                 joined_bytes: delivered(m, self.first_joined, |d| d.1),
                 share: if total > 0 { mirror_bytes[m] as f64 / total as f64 } else { 0.0 },
+                peer: self.peers.clone().any(|s| tr.producer_mirror(s) == m),
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let from_peers = producers.iter().filter(|p| p.peer).map(|p| p.bytes).sum();
         let mut links: Vec<LinkReport> = vec![];
         for (s, route) in self.routes.iter().enumerate() {
             let i = links.iter().position(|l| l.route == *route).unwrap_or_else(|| {
@@ -427,6 +429,7 @@ impl Coordinator<'_> {
             verified,
             sha256_checked: Sha256Checked::Mirrors,
             producers,
+            from_peers,
             links,
             warnings: self.warnings.clone(),
             already_complete: false,

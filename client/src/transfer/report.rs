@@ -10,6 +10,8 @@ pub struct ProducerReport {
     /// Of `bytes`, those its producers that joined while the transfer ran
     /// delivered (a late mirror, or one back after a failure).
     pub joined_bytes: u64,
+    /// Another receiver of the file (`--share`), not a mirror.
+    pub peer: bool,
 }
 
 /// Per route (mirror and local address).
@@ -43,6 +45,8 @@ pub struct TransferReport {
     /// What the output's SHA-256 was checked against.
     pub sha256_checked: Sha256Checked,
     pub producers: Vec<ProducerReport>,
+    /// Of the bytes moved, those other receivers sent (`--share`).
+    pub from_peers: u64,
     /// Per route: with `--bind`, what each link carried.
     pub links: Vec<LinkReport>,
     pub warnings: Vec<String>,

@@ -64,6 +64,28 @@ impl Session {
         self.world.size() as usize
     }
 
+    /// Every rank's `mine` (at most `max` bytes each; longer is cut), in
+    /// rank order, on every rank.
+    pub fn all_gather_bytes(&self, mine: &[u8], max: usize) -> Vec<Vec<u8>> {
+        let n = mine.len().min(max);
+        let mut padded = vec![0u8; max + 4];
+        padded[..4].copy_from_slice(&(n as u32).to_le_bytes());
+        padded[4..4 + n].copy_from_slice(&mine[..n]);
+        let mut all = vec![0u8; (max + 4) * self.size()];
+        self.world.all_gather_into(&padded[..], &mut all[..]);
+        all.chunks(max + 4)
+            .map(|c| {
+                let len = (u32::from_le_bytes(c[..4].try_into().expect("4 bytes")) as usize).min(max);
+                c[4..4 + len].to_vec()
+            })
+            .collect()
+    }
+
+    /// Waits until every rank has come here.
+    pub fn barrier(&self) {
+        self.world.barrier();
+    }
+
     /// The whole job's report (the same on every rank): totals summed,
     /// seconds the slowest rank's, `per_worker` one entry count per rank.
     pub fn combine(&self, r: &Report) -> Report {

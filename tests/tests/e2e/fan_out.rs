@@ -175,3 +175,43 @@ fn a_receiver_not_in_its_own_peers_list_is_told_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--peers must list this receiver too"), "{err}");
 }
+
+#[test]
+fn mpirun_share_puts_an_exact_copy_on_every_rank_and_rank_0_reports_them_all() {
+    use crate::mpi::{have_mpirun, mpi_ddftp};
+    need(have_mpirun(), "OpenMPI (apt-get install openmpi-bin libopenmpi-dev libclang-dev)");
+    let exe = mpi_ddftp();
+    let s = setup();
+    // Every rank on this one machine: each writes its own copy.
+    let get = format!(
+        "exec {} get big.bin -m {} -o {}/c$OMPI_COMM_WORLD_RANK --share --json -q --retries 0",
+        exe.display(),
+        s.mirrors(),
+        s.outs.display()
+    );
+    let out = Command::new("mpirun")
+        .args(["-n", "3", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "sh", "-c", &get])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "mpirun: {:?}\n{stdout}\n{stderr}", out.status);
+    for i in 0..3 {
+        assert!(std::fs::read(s.outs.join(format!("c{i}"))).unwrap() == s.data, "rank {i}'s copy differs");
+    }
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(lines.len(), 1, "rank 0 alone reports: {stdout}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let ranks = v["receivers"].as_array().unwrap();
+    assert_eq!(ranks.len(), 3, "{v}");
+    for r in ranks {
+        assert_eq!(r["exit"], 0, "{v}");
+        assert!(r["from_peers"].as_u64().unwrap() > SIZE as u64 / 3, "{v}");
+        let moved = r["from_peers"].as_u64().unwrap() + r["from_mirrors"].as_u64().unwrap();
+        assert_eq!(moved, SIZE as u64, "{v}");
+    }
+    let copies = s.uploaded() / SIZE as f64;
+    assert!(copies < 1.2, "the mirrors sent {copies:.2} copies of the file");
+    let said = v["mirror_copies"].as_f64().unwrap();
+    assert!((said - copies).abs() < 0.1, "rank 0 says {said:.2} copies, the mirrors sent {copies:.2}");
+}
