@@ -435,17 +435,18 @@ async fn fetch_sharing(
     mut spec: GetSpec,
     mode: &super::share::Mode,
     bar: &mut dyn transfer::Progress,
-) -> Result<GetResult, TransferError> {
+) -> (Result<GetResult, TransferError>, Option<super::share::ShareServer>) {
     use super::share::Mode;
     let listen = match mode {
-        Mode::Alone => return fetch(&spec, bar).await,
+        Mode::Alone => return (fetch(&spec, bar).await, None),
         Mode::Listen(a) => *a,
         #[cfg(feature = "mpi")]
         Mode::Ranks(_) => std::net::SocketAddr::new(super::share::toward(&spec), 0),
     };
-    let server = super::share::ShareServer::start(listen, spec.token.as_deref())
-        .await
-        .map_err(|e| TransferError::Share(transfer::share::ShareError::Listen(e)))?;
+    let server = match super::share::ShareServer::start(listen, spec.token.as_deref()).await {
+        Ok(s) => s,
+        Err(e) => return (Err(TransferError::Share(transfer::share::ShareError::Listen(e))), None),
+    };
     #[cfg(feature = "mpi")]
     if let Mode::Ranks(job) = mode {
         let peers = job.peers(server.addr());
@@ -455,13 +456,14 @@ async fn fetch_sharing(
         s.sharing = server.sharing();
     }
     let r = fetch(&spec, bar).await;
-    match mode {
-        #[cfg(feature = "mpi")]
+    #[cfg(feature = "mpi")]
+    if let Mode::Ranks(job) = mode {
         // Every rank serves on until the last has its copy.
-        Mode::Ranks(job) => job.barrier(),
-        _ => server.linger(SHARE_QUIET, SHARE_LINGER).await,
+        job.barrier();
+        return (r, None);
     }
-    r
+    // The caller reports, then serves on while the others take blocks.
+    (r, Some(server))
 }
 
 /// How long a receiver waits for the other --peers to serve the file.
@@ -534,7 +536,8 @@ pub fn run(opt: GetOpt) -> Exit {
             return Exit::Usage;
         }
     };
-    let (exit, done) = match rt.block_on(fetch_sharing(spec.clone(), &mode, &mut bar)) {
+    let (fetched, server) = rt.block_on(fetch_sharing(spec.clone(), &mode, &mut bar));
+    let (exit, done) = match fetched {
         // Rank 0 reports for every rank, below.
         Ok(r) if mode.is_ranks() => (Exit::Ok, Some(r)),
         Ok(r) => {
@@ -567,6 +570,9 @@ pub fn run(opt: GetOpt) -> Exit {
             f,
             &super::metrics_file::get_page(&what, exit, done.as_ref().map(|r| &r.transfer)),
         );
+    }
+    if let Some(s) = server {
+        rt.block_on(s.linger(SHARE_QUIET, SHARE_LINGER));
     }
     exit
 }

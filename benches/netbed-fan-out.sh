@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Benchmark: one file onto N nodes (`ddftp get --peers ... --share-listen`,
+# every receiver serving what it has verified) against N separate
+# `ddftp get`s and N separate aria2c runs, on netbed --cluster: 2 mirrors
+# at 320mbit, N client hosts at 400mbit each way, 512 MiB, N = 1..4.
+#
+# Bound: max(S/r, S/U, N*S/(U + N*r)) with goodput 0.956 of the tbf rate
+# (r = 47.8 MB/s a node, U = 76.5 MB/s the mirrors): S/r for every N here,
+# 11.2 s. Separate runs share U: N*S/U once N*r > U.
+#
+# Cases: share (N = 1..4), separate ddftp gets, separate aria2c (nginx on
+# the mirrors), and "slow": N = 4 with client 4's link at 100mbit (the
+# others must not be held back to it).
+#
+# Each run starts every receiver at once; "all" is the time until the last
+# receiver has its verified copy (its report's seconds plus the start
+# spread), the mirrors' upload comes from their ddftpd metrics (share and
+# ddftp cases) in copies of the file. Outputs on tmpfs.
+#
+# Usage (root): benches/netbed-fan-out.sh [RUNS] [CASES]
+#   CASES: comma list of share, separate, aria2c, slow (default: all)
+# Writes benches/results/netbed-fan-out-<UTC date>.{md,json}.
+set -euo pipefail
+
+RUNS=${1:-3}
+CASES=${2:-share,separate,aria2c,slow}
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$TOP/benches/common.sh"
+NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
+BED=fo
+WORK=${WORK:-/tmp/ddftp-fan-out}
+OUT=${OUT:-/dev/shm/ddftp-fan-out}
+SIZE=$((512 << 20))
+log() { echo "[$(date +%T)] $*" >&2; }
+
+cd "$TOP"
+cargo build --release -q --bins
+DDFTP=$TOP/target/release/ddftp
+DDFTPD=$TOP/target/release/ddftpd
+mkdir -p "$WORK/data" "$WORK/run" "$OUT"
+chmod 755 "$WORK" "$WORK/data"
+[ "$(stat -c %s "$WORK/data/big.bin" 2>/dev/null || echo 0)" = $SIZE ] || head -c $SIZE /dev/urandom >"$WORK/data/big.bin"
+
+cleanup() {
+  pkill -f "ddftpd --root $WORK/data" 2>/dev/null || true
+  pkill -f "nginx -c $WORK/run" 2>/dev/null || true
+  "$NB" down $BED 2>/dev/null || true
+  rm -rf "$OUT"
+}
+trap cleanup EXIT
+"$NB" down $BED 2>/dev/null || true
+"$NB" up $BED --cluster 320mbit,320mbit --clients 400mbit,400mbit,400mbit,400mbit >/dev/null
+
+M1=10.79.0.11 M2=10.79.0.12
+for i in 1 2; do
+  ip=10.79.0.$((10 + i)); run=$WORK/run/m$i; mkdir -p "$run"; chmod 1777 "$run"
+  "$NB" exec $BED-m$i -- "$DDFTPD" --root "$WORK/data" --listen $ip:7400 --metrics $ip:9400 >"$run/ddftpd.log" 2>&1 &
+  nginx_conf "$run" $ip:8080 "$WORK/data" 1
+  "$NB" exec $BED-m$i -- nginx -c "$run/nginx.conf"
+done
+sleep 1
+# Warm the mirrors' page cache.
+cat "$WORK/data/big.bin" >/dev/null
+
+# The mirrors' bytes sent so far (their metrics, read from mirror 1's host).
+sent() {
+  local s=0 i v
+  for i in 1 2; do
+    v=$("$NB" exec $BED-m1 -- curl -s http://10.79.0.$((10 + i)):9400/metrics | awk '/^ddftpd_sent_bytes_total/ {print $2}')
+    s=$((s + ${v%.*}))
+  done
+  echo $s
+}
+
+# run CASE N: prints "ALL_SECONDS COPIES PER-RECEIVER-SECONDS..."
+run() {
+  local case=$1 n=$2 j peers="" pids=() t0 t1 before after
+  rm -f "$OUT"/c* 2>/dev/null || true
+  for j in $(seq 1 "$n"); do peers+="10.79.0.$((100 + j)):7500,"; done
+  peers=${peers%,}
+  before=$(sent)
+  t0=$(date +%s.%N)
+  for j in $(seq 1 "$n"); do
+    local o=$OUT/c$j
+    case $case in
+      share | slow) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json \
+        --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
+      separate) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json >"$o.json" 2>"$o.err" & ;;
+      aria2c) "$NB" exec $BED-c$j -- sh -c "aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true \
+        --dir $OUT -o c$j http://$M1:8080/big.bin http://$M2:8080/big.bin; date +%s.%N >$o.done" >"$o.err" 2>&1 & ;;
+    esac
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || { log "a receiver failed: $(cat "$OUT"/c*.err)"; }; done
+  t1=$(date +%s.%N)
+  after=$(sent)
+  python3 - "$case" "$n" "$t0" "$t1" "$before" "$after" "$OUT" "$SIZE" <<'PY'
+import json, os, sys
+case, n, t0, t1, before, after, out, size = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:5]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7], int(sys.argv[8])
+each = []
+for j in range(1, n + 1):
+    if case == "aria2c":
+        each.append(float(open(f"{out}/c{j}.done").read()) - t0)
+    else:
+        d = json.load(open(f"{out}/c{j}.json"))
+        assert d["bytes"] == size, d
+        each.append(d["seconds"])
+        for w in d.get("warnings", []):
+            print(f"receiver {j}: {w}", file=sys.stderr)
+copies = (after - before) / size if case != "aria2c" else float("nan")
+print(f"{max(each):.2f} {copies:.3f} " + " ".join(f"{s:.2f}" for s in each))
+PY
+  # Every copy exact (the first run of each case).
+  if [ "${CHECK:-1}" = 1 ]; then
+    for j in $(seq 1 "$n"); do cmp -s "$WORK/data/big.bin" "$OUT/c$j" || { log "copy $j differs ($case, N=$n)"; exit 1; }; done
+  fi
+}
+
+stamp=$(date -u +%Y-%m-%dT%H%MZ)
+md=$TOP/benches/results/netbed-fan-out-$stamp.md
+json=$TOP/benches/results/netbed-fan-out-$stamp.json
+echo "[" >"$json"
+first=1
+{
+  echo "# netbed fan-out: one 512 MiB file onto N nodes ($stamp)"
+  echo
+  echo "Command: \`benches/netbed-fan-out.sh $RUNS $CASES\` (root). netbed --cluster 320mbit,320mbit --clients 4 x 400mbit."
+  echo "Bound: S/r = 536.9 MB / 47.8 MB/s = 11.2 s for every N (goodput 0.956 of the tbf rate)."
+  echo "\"all\": seconds until the last receiver has its copy (median of $RUNS); copies: the mirrors' upload / S."
+  echo
+  echo "| case | N | all (s) median | runs | mirror copies | per receiver (last run) | all / one-node share time |"
+  echo "|---|---|---|---|---|---|---|"
+} >"$md"
+declare -A one
+IFS=, read -r -a cases <<<"$CASES"
+for c in "${cases[@]}"; do
+  ns="1 2 3 4"
+  [ "$c" = slow ] && ns=4
+  for n in $ns; do
+    [ "$c" = slow ] && "$NB" rate $BED c4 1 100mbit
+    results=()
+    for r in $(seq 1 "$RUNS"); do
+      line=$(CHECK=$([ "$r" = 1 ] && echo 1 || echo 0) run "$c" "$n")
+      log "$c N=$n run $r: $line"
+      results+=("$line")
+    done
+    [ "$c" = slow ] && "$NB" rate $BED c4 1 400mbit
+    med=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    cop=$(printf '%s\n' "${results[@]}" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    runs=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | paste -sd' ')
+    last=$(echo "${results[-1]}" | cut -d' ' -f3-)
+    [ "$c" = share ] && [ "$n" = 1 ] && one[share]=$med
+    ratio=$(python3 -c "print(f'{$med / ${one[share]:-$med}:.3f}')")
+    echo "| $c | $n | $med | $runs | $cop | $last | $ratio |" >>"$md"
+    [ $first = 1 ] || echo "," >>"$json"
+    first=0
+    printf '{"case":"%s","n":%s,"median_s":%s,"runs":"%s","mirror_copies":"%s","per_receiver_last":"%s"}' \
+      "$c" "$n" "$med" "$runs" "$cop" "$last" >>"$json"
+  done
+done
+echo "]" >>"$json"
+log "wrote $md"
+cat "$md"
