@@ -107,6 +107,8 @@ for j in range(1, n + 1):
         each.append(d["seconds"])
         for w in d.get("warnings", []):
             print(f"receiver {j}: {w}", file=sys.stderr)
+        if os.environ.get("VERBOSE"):
+            print(f"receiver {j}: " + ", ".join(f"{p['mirror']} {p['bytes'] >> 20} MiB" for p in d["producers"]), file=sys.stderr)
 copies = (after - before) / size if case != "aria2c" else float("nan")
 print(f"{max(each):.2f} {copies:.3f} " + " ".join(f"{s:.2f}" for s in each))
 PY

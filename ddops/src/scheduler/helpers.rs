@@ -42,6 +42,11 @@ impl Scheduler {
                 let back = s.remaining as f64 - slow * rtt(p);
                 let shared = rtt(p) + rtt(helper) + back / (slow + fast);
                 let worth = alone > 2.0 * ahead && alone > 2.0 * shared;
+                // Another receiver's claim only where it is slow (see
+                // `PEER_HELP_SPEEDUP`).
+                let worth = worth
+                    && (!self.producers[p].home_only
+                        || (fast > PEER_HELP_SPEEDUP * slow && alone > PEER_HELP_AFTER.as_secs_f64()));
                 (worth && back >= 1.0).then_some((id, alone))
             })
             .max_by(|a, b| a.1.total_cmp(&b.1));
@@ -120,6 +125,21 @@ impl Scheduler {
             let pair: f64 = edges.map(|id| self.speed(self.streams[&id].producer, now).unwrap_or(0.0)).sum();
             if pair > 0.0 {
                 let gap = seg.hi.saturating_sub(seg.lo) as f64;
+                // Another receiver's share (`with_homes`) is helped only
+                // where that receiver is slow: blocks this receiver's
+                // mirrors bring of it leave them twice, and while the peer
+                // keeps up the link is full either way.
+                let peer = [seg.up, seg.down]
+                    .into_iter()
+                    .flatten()
+                    .any(|id| self.producers[self.streams[&id].producer].home_only);
+                if peer {
+                    let much_faster = |p: ProducerId| self.speed(p, now).is_some_and(|r| r > PEER_HELP_SPEEDUP * pair);
+                    if gap / pair < PEER_HELP_AFTER.as_secs_f64() {
+                        return;
+                    }
+                    cands.retain(|&p| much_faster(p));
+                }
                 cands.retain(|&p| match self.speed(p, now) {
                     Some(r) if r > 0.0 => {
                         let share = (gap * r / (r + pair)).max(self.cfg.min_window as f64);
@@ -190,3 +210,9 @@ impl Scheduler {
         }
     }
 }
+
+/// A free producer helps another receiver's share only if it is this many
+/// times faster than that receiver's streams...
+const PEER_HELP_SPEEDUP: f64 = 4.0;
+/// ...and they would take longer than this for what is left.
+const PEER_HELP_AFTER: Duration = Duration::from_secs(2);

@@ -62,7 +62,12 @@ impl Harness {
                 Action::Extend { producer, stream, last } => {
                     self.queues[producer].find_mut(stream).for_each(|q| q.cursor.set_last(last));
                 }
-                Action::End { .. } => unreachable!("no End expected in these tests"),
+                // Only with the clock moving (rates known) is a claim taken over.
+                Action::End { producer, stream } => {
+                    if let Some(e) = self.queues[producer].end(stream) {
+                        self.s.on_stopped(producer, e.stream, e.sent, self.now).expect("obedient producer");
+                    }
+                }
             }
         }
     }
@@ -662,4 +667,60 @@ fn with_homes_a_resumed_share_starts_on_its_largest_missing_piece() {
         assert_eq!(h.got[b as usize], 1, "block {b}");
     }
     assert!(h.got[..2].iter().chain(&h.got[5..8]).chain(&h.got[18..20]).all(|&c| c == 0));
+}
+
+/// Runs the shared harness with the clock moving 10 ms a round; producer
+/// `p` delivers a block every `every(p)` rounds.
+fn run_timed(h: &mut Harness, every: impl Fn(ProducerId) -> u64) {
+    let mut round = 0u64;
+    while !h.s.is_done() {
+        h.now += Duration::from_millis(10);
+        for p in 0..6 {
+            if h.has_work(p) && round.is_multiple_of(every(p)) {
+                h.deliver(p);
+            }
+        }
+        round += 1;
+        assert!(round < 100_000, "no progress");
+    }
+    h.assert_each_block_once();
+}
+
+#[test]
+fn with_homes_mirrors_leave_a_peer_that_keeps_up_alone() {
+    // 600 blocks, shares of 200: the peers as fast as the mirrors.
+    let now = Instant::now();
+    let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
+    let mut h = Harness {
+        s: Scheduler::with_homes(&[0..600], 600, &homes(), 6, cfg, now),
+        now,
+        queues: (0..6).map(|_| Streams::default()).collect(),
+        got: vec![0; 600],
+        log: vec![],
+        base: 0,
+    };
+    h.pump();
+    run_timed(&mut h, |_| 1);
+    let c = h.s.contributions();
+    assert_eq!(c[0] + c[1], 200, "the mirrors brought their own share only: {c:?}");
+}
+
+#[test]
+fn with_homes_mirrors_help_a_peer_far_slower_than_they_are() {
+    let now = Instant::now();
+    let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
+    let mut h = Harness {
+        s: Scheduler::with_homes(&[0..600], 600, &homes(), 6, cfg, now),
+        now,
+        queues: (0..6).map(|_| Streams::default()).collect(),
+        got: vec![0; 600],
+        log: vec![],
+        base: 0,
+    };
+    h.pump();
+    // Receiver 2 (producers 4, 5) is ten times slower than the mirrors.
+    run_timed(&mut h, |p| if p >= 4 { 10 } else { 1 });
+    let c = h.s.contributions();
+    assert!(c[0] + c[1] > 250, "the mirrors took over much of the slow share: {c:?}");
+    assert!(c[2] + c[3] >= 190, "the peer that keeps up kept its share: {c:?}");
 }
