@@ -529,7 +529,7 @@ pub fn run(opt: GetOpt) -> Exit {
         Some(_) => eprintln!("{text}"),
         None => println!("{text}"),
     };
-    let mode = match super::share::Mode::of(&opt) {
+    let mode = match super::share::Mode::of(opt.share_listen, opt.share) {
         Ok(m) => m,
         Err(e) => {
             report_error(&e);
@@ -563,7 +563,7 @@ pub fn run(opt: GetOpt) -> Exit {
             (exit, None)
         }
     };
-    mode.report(exit, done.as_ref(), &opt.moving);
+    mode.report(exit, done.as_ref().map(|d| &d.transfer), &opt.moving);
     if let Some(f) = &opt.moving.metrics_file {
         let what = done.as_ref().map_or_else(|| opt.path.join(" "), |r| r.transfer.path.clone());
         super::metrics_file::write_or_warn(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ddftp::transfer::share::{Offer, Offered, Sharing};
+use ddftp::transfer::TransferReport;
 use ddftpd::share::{Share, Shares};
 use ddftpd::{Server, ServerConfig};
 
@@ -23,11 +24,12 @@ pub enum Mode {
 
 impl Mode {
     /// What the flags ask for.
-    pub fn of(opt: &super::get::GetOpt) -> Result<Mode, String> {
-        if let Some(a) = opt.share_listen {
+    /// What the flags ask for: `--share-listen ADDR`, `--share`.
+    pub fn of(share_listen: Option<SocketAddr>, share: bool) -> Result<Mode, String> {
+        if let Some(a) = share_listen {
             return Ok(Mode::Listen(a));
         }
-        if !opt.share {
+        if !share {
             return Ok(Mode::Alone);
         }
         #[cfg(feature = "mpi")]
@@ -57,7 +59,7 @@ impl Mode {
     /// Under mpirun, rank 0 prints every rank's figures; elsewhere the
     /// receiver's own summary was printed.
     #[allow(unused_variables)]
-    pub fn report(&self, exit: super::Exit, done: Option<&super::get::GetResult>, how: &super::flags::MoveOpt) {
+    pub fn report(&self, exit: super::Exit, done: Option<&TransferReport>, how: &super::flags::MoveOpt) {
         #[cfg(feature = "mpi")]
         if let Mode::Ranks(job) = self {
             job.report(exit, done, how);
@@ -100,12 +102,12 @@ impl Job {
         self.session.barrier();
     }
 
-    fn report(&self, exit: super::Exit, done: Option<&super::get::GetResult>, how: &super::flags::MoveOpt) {
+    fn report(&self, exit: super::Exit, done: Option<&TransferReport>, how: &super::flags::MoveOpt) {
         let host = std::env::var("HOSTNAME")
             .ok()
             .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
             .unwrap_or_else(|| "?".into());
-        let t = done.map(|d| &d.transfer);
+        let t = done;
         let mine = RankFigures {
             rank: self.session.rank(),
             host,
@@ -270,7 +272,7 @@ impl Offered for Verified {
     }
 }
 
-/// Stands for the server until it is up (`GetOpt::spec` runs before).
+/// Stands for the server until it is up (the spec is made before).
 pub struct Unstarted;
 
 impl Sharing for Unstarted {

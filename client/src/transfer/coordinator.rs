@@ -52,7 +52,7 @@ pub(super) struct Coordinator<'a> {
     /// The other receivers' slots (`--share`): not asked again once lost
     /// (a peer rejoining would help with shares it does not hold).
     peers: std::ops::Range<usize>,
-    /// `--share`: what this receiver serves, told of each verified run.
+    /// What this receiver serves (`--share`), told of each verified run.
     offered: Option<Arc<dyn super::share::Offered>>,
     wanted: Arc<Wanted>,
     /// For the retries' answers.
@@ -176,8 +176,7 @@ impl Coordinator<'_> {
                 self.unjournaled = true;
                 let grew = self.tr.handle_blocks(slot, run, now);
                 if let Some(o) = &self.offered {
-                    // Checked against the manifest before it was written.
-                    let (lo, hi) = run.bounds();
+                    let (lo, hi) = run.bounds(); // checked, then written
                     o.verified(lo * self.block_size, (hi + 1 - lo) * self.block_size);
                 }
                 match &mut self.pieces {
@@ -473,17 +472,7 @@ impl<'a> Coordinator<'a> {
         } = plan;
         let (mut slots, mut mirrors) = (slots, mirrors);
         let first_peer = slots.len();
-        let (offered, homes) = match shared {
-            Some((offered, peers)) => {
-                let homes = peers.homes(first_peer, first_peer);
-                for (name, producers) in peers.slots.into_iter().filter(|(_, ps)| !ps.is_empty()) {
-                    mirrors.push(name);
-                    slots.extend(producers.into_iter().map(|p| (mirrors.len() - 1, p)));
-                }
-                (Some(offered), Some(homes))
-            }
-            None => (None, None),
-        };
+        let (offered, homes) = shared.map(|(o, peers)| (o, peers.join(&mut slots, &mut mirrors))).unzip();
         let bs = u64::from(block_size);
         let verified = !matches!(check, Check::Nothing) || pieces.is_some();
         let mut pieces = match pieces {

@@ -242,10 +242,7 @@ pub async fn get_joining(
         return Err(TransferError::NoMirrors);
     }
     let https = spec.http.iter().chain(&spec.checksum_url).any(|u| u.starts_with("https://"));
-    let tls = match https {
-        true => Some(crate::http::tls::connector(spec.ca_file.as_deref())?),
-        false => None,
-    };
+    let tls = https.then(|| crate::http::tls::connector(spec.ca_file.as_deref())).transpose()?;
     // The clock a user sees: from the first connection to the last byte.
     let started = Instant::now();
     let mut warnings = vec![];
@@ -278,9 +275,7 @@ pub async fn get_joining(
             Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?))
         }
     };
-
     let (slots, mirror_names) = make_slots(spec, usable, http, spare, progress, &mut warnings).await;
-
     let sealed = spec.sealed_size.is_some();
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
@@ -343,31 +338,12 @@ pub async fn get_joining(
         (start::BlockCheck::Sealed, _) => (Check::Sealed, None),
         _ => (Check::Nothing, None),
     };
-    let shared = match (&spec.share, &check) {
-        (Some(share), Check::Manifest(m)) if spec.store.is_none() && !to_stdout && spec.range.is_none() => {
-            let offer = share::Offer {
-                path: &spec.path,
-                part: &part,
-                size,
-                mtime: mirrors_time.unwrap_or_default(),
-                digest: version.digest,
-                hashes: &m.hashes,
-            };
-            let offered = share.sharing.offer(offer).map_err(out_err)?;
-            for &(a, b) in &done {
-                offered.verified(a * u64::from(block_size), (b + 1 - a) * u64::from(block_size));
-            }
-            let peers =
-                share::connect_peers(share, &spec.path, &version, spec.token.clone(), progress, &mut warnings).await?;
-            Some((offered, peers))
-        }
-        (Some(_), _) => {
-            let w = "not sharing: only a file moved whole to its name, with a chunk manifest from ddftpd mirrors, is shared";
-            tell(progress, &mut warnings, w.to_string());
-            None
-        }
-        (None, _) => None,
+    let hashes = match &check {
+        Check::Manifest(m) if spec.store.is_none() && !to_stdout && spec.range.is_none() => Some(&m.hashes[..]),
+        _ => None,
     };
+    let at = share::Known { part: &part, mtime: mirrors_time.unwrap_or_default(), hashes, done: &done, block_size };
+    let shared = share::start(spec, &version, at, progress, &mut warnings).await?;
     let plan = Prepared {
         size,
         block_size,

@@ -76,6 +76,19 @@ pub(super) struct Peers {
 }
 
 impl Peers {
+    /// Adds the peers' producers to `slots` (each peer a mirror of its own
+    /// in `mirrors`, by name) after this receiver's mirrors' and returns
+    /// the scheduler's homes.
+    pub fn join(self, slots: &mut Vec<(usize, Producer)>, mirrors: &mut Vec<String>) -> Vec<Home> {
+        let first = slots.len();
+        let homes = self.homes(first, first);
+        for (name, producers) in self.slots.into_iter().filter(|(_, ps)| !ps.is_empty()) {
+            mirrors.push(name);
+            slots.extend(producers.into_iter().map(|p| (mirrors.len() - 1, p)));
+        }
+        homes
+    }
+
     /// The scheduler's homes, with this receiver's mirrors `mirror_slots`
     /// and the peers' producers numbered from `first`.
     pub fn homes(&self, mirror_slots: usize, first: usize) -> Vec<Home> {
@@ -113,6 +126,50 @@ pub enum ShareError {
     ListedTwice,
     #[error("{0}")]
     Listen(String),
+}
+
+/// What this receiver knows of its copy once the transfer is planned.
+pub(super) struct Known<'a> {
+    pub part: &'a Path,
+    pub mtime: (i64, u32),
+    /// The mirrors' chunk hashes, if every block is checked against them
+    /// and the file moves whole to its name (only then is it shared).
+    pub hashes: Option<&'a [Hash]>,
+    /// Blocks held from an earlier run (inclusive ranges).
+    pub done: &'a [(u64, u64)],
+    pub block_size: u32,
+}
+
+/// `--share`: serves the file as it comes (what an earlier run left
+/// included) and connects to the other receivers; `None` without
+/// `--share`, or (said) for a file that cannot be shared.
+pub(super) async fn start(
+    spec: &super::GetSpec,
+    version: &Version,
+    at: Known<'_>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Option<(Arc<dyn Offered>, Peers)>, super::TransferError> {
+    let Some(share) = &spec.share else { return Ok(None) };
+    let Some(hashes) = at.hashes else {
+        let w =
+            "not sharing: only a file moved whole to its name, with a chunk manifest from ddftpd mirrors, is shared";
+        super::tell(progress, warnings, w.to_string());
+        return Ok(None);
+    };
+    let offer =
+        Offer { path: &spec.path, part: at.part, size: version.size, mtime: at.mtime, digest: version.digest, hashes };
+    let offered = share.sharing.offer(offer).map_err(|source| super::TransferError::Output {
+        path: at.part.to_path_buf(),
+        source,
+        resume: super::Resume::Kept,
+    })?;
+    let bs = u64::from(at.block_size);
+    for &(a, b) in at.done {
+        offered.verified(a * bs, (b + 1 - a) * bs);
+    }
+    let peers = connect_peers(share, &spec.path, version, spec.token.clone(), progress, warnings).await?;
+    Ok(Some((offered, peers)))
 }
 
 /// Connects to every peer (two connections each) once it serves the

@@ -36,7 +36,10 @@ use crate::shared::{Phase, Shared};
 use crate::socket;
 
 mod served;
+mod start;
 mod walk;
+
+pub use start::{check_start, BadStart};
 
 use served::Served;
 
@@ -663,28 +666,6 @@ const DRAINING_IDLE: Duration = Duration::from_secs(1);
 /// `End`; with it, the stream reacts to the client within about a round trip
 /// and the client's claims need to run ahead only by what is truly in flight.
 const UNSENT_LOW_WATER: u32 = 512 * 1024;
-
-/// Whether `Start(first..last, dir)` names blocks of a `size`-byte file cut
-/// into `block_size`-byte blocks, with at least one block to send.
-pub fn check_start(size: u64, block_size: u32, first: u64, last: u64, dir: Direction) -> Result<(), BadStart> {
-    if block_size == 0 {
-        return Err(BadStart::ZeroBlockSize);
-    }
-    let blocks = size.div_ceil(u64::from(block_size));
-    if first >= blocks || last >= blocks || dir.span(first, last) == 0 {
-        return Err(BadStart::Range { first, last, blocks });
-    }
-    Ok(())
-}
-
-/// Why a `Start` names no blocks of its file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BadStart {
-    #[error("block size 0")]
-    ZeroBlockSize,
-    #[error("blocks {first}..{last} are not a valid range of its {blocks} blocks")]
-    Range { first: u64, last: u64, blocks: u64 },
-}
 
 fn unknown_bundle(name: &str) -> Reply {
     let message = format!("{name}: no such bundle (define it again)");

@@ -1,0 +1,168 @@
+//! `Scheduler::with_homes`: one receiver's share-out of a file several
+//! receivers fetch (`get --share`).
+
+use super::*;
+
+/// The whole file of the share tests.
+const WHOLE: Range<u64> = 0..60;
+
+/// Receiver 1 of 3: its mirrors (0, 1) and the other receivers' virtual
+/// pairs (2, 3: share 0; 4, 5: share 2).
+fn homes() -> Vec<Home> {
+    vec![
+        Home { producers: vec![2, 3], only_here: true },
+        Home { producers: vec![0, 1], only_here: false },
+        Home { producers: vec![4, 5], only_here: true },
+    ]
+}
+
+fn shared_harness(missing: &[Range<u64>]) -> Harness {
+    let now = Instant::now();
+    let mut h = Harness {
+        s: Scheduler::with_homes(missing, 60, &homes(), 6, tight(), now),
+        now,
+        queues: (0..6).map(|_| Streams::default()).collect(),
+        got: vec![0; 60],
+        log: vec![],
+        base: 0,
+    };
+    h.pump();
+    h
+}
+
+/// Blocks each producer delivered, lowest and highest.
+fn span_of(h: &Harness, p: ProducerId) -> Option<(u64, u64)> {
+    let starts = h.log.iter().filter_map(|a| match *a {
+        Action::Start { producer, first, last, .. } if producer == p => Some((first.min(last), first.max(last))),
+        _ => None,
+    });
+    starts.reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+#[test]
+fn with_homes_each_share_is_started_by_its_own_producers_from_both_ends() {
+    let h = shared_harness(&[WHOLE]);
+    let firsts: Vec<(ProducerId, u64, Direction)> = h
+        .log
+        .iter()
+        .filter_map(|a| match *a {
+            Action::Start { producer, first, dir, .. } => Some((producer, first, dir)),
+            _ => None,
+        })
+        .collect();
+    for want in [
+        (2, 0, Direction::Increment),
+        (3, 19, Direction::Decrement),
+        (0, 20, Direction::Increment),
+        (1, 39, Direction::Decrement),
+        (4, 40, Direction::Increment),
+        (5, 59, Direction::Decrement),
+    ] {
+        assert!(firsts.contains(&want), "{want:?} not in {firsts:?}");
+    }
+}
+
+#[test]
+fn with_homes_a_peer_never_leaves_its_share_and_mirrors_help_where_peers_are_slow() {
+    let mut h = shared_harness(&[WHOLE]);
+    // The mirrors are fast, the peers deliver one block in four rounds.
+    let mut round = 0u64;
+    while !h.s.is_done() {
+        for p in 0..6 {
+            if h.has_work(p) && (p < 2 || round.is_multiple_of(4)) {
+                h.deliver(p);
+            }
+        }
+        round += 1;
+        assert!(round < 100_000, "no progress");
+    }
+    h.assert_each_block_once();
+    assert!(span_of(&h, 2).unwrap().1 < 20 && span_of(&h, 3).unwrap().1 < 20, "{:?}", h.log);
+    assert!(span_of(&h, 4).unwrap().0 >= 40 && span_of(&h, 5).unwrap().0 >= 40, "{:?}", h.log);
+    let c = h.s.contributions();
+    assert!(c[0] + c[1] > 20, "the mirrors took over part of the slow shares: {c:?}");
+}
+
+#[test]
+fn with_homes_a_failed_peer_s_share_goes_to_the_mirrors() {
+    let mut h = shared_harness(&[WHOLE]);
+    h.fail(4);
+    h.fail(5);
+    h.run_round_robin();
+    h.assert_each_block_once();
+    let c = h.s.contributions();
+    assert_eq!(c[4] + c[5], 0);
+    assert!(c[0] + c[1] >= 20, "{c:?}");
+}
+
+#[test]
+fn with_homes_a_resumed_share_starts_on_its_largest_missing_piece() {
+    // Share 0 is missing 2..5 and 8..18; share 2 is whole.
+    let mut h = shared_harness(&[2..5, 8..18, 20..60]);
+    assert!(h.log.iter().any(|a| matches!(*a, Action::Start { producer: 2, first: 8, .. })), "{:?}", h.log);
+    h.run_round_robin();
+    assert!(h.s.is_done());
+    for b in (2..5).chain(8..18).chain(20..60) {
+        assert_eq!(h.got[b as usize], 1, "block {b}");
+    }
+    assert!(h.got[..2].iter().chain(&h.got[5..8]).chain(&h.got[18..20]).all(|&c| c == 0));
+}
+
+/// The whole file of the timed share tests.
+const SIX_HUNDRED: Range<u64> = 0..600;
+
+/// Runs the shared harness with the clock moving 10 ms a round; producer
+/// `p` delivers a block every `every(p)` rounds.
+fn run_timed(h: &mut Harness, every: impl Fn(ProducerId) -> u64) {
+    let mut round = 0u64;
+    while !h.s.is_done() {
+        h.now += Duration::from_millis(10);
+        for p in 0..6 {
+            if h.has_work(p) && round.is_multiple_of(every(p)) {
+                h.deliver(p);
+            }
+        }
+        round += 1;
+        assert!(round < 100_000, "no progress");
+    }
+    h.assert_each_block_once();
+}
+
+#[test]
+fn with_homes_mirrors_leave_a_peer_that_keeps_up_alone() {
+    // 600 blocks, shares of 200: the peers as fast as the mirrors.
+    let now = Instant::now();
+    let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
+    let mut h = Harness {
+        s: Scheduler::with_homes(&[SIX_HUNDRED], 600, &homes(), 6, cfg, now),
+        now,
+        queues: (0..6).map(|_| Streams::default()).collect(),
+        got: vec![0; 600],
+        log: vec![],
+        base: 0,
+    };
+    h.pump();
+    run_timed(&mut h, |_| 1);
+    let c = h.s.contributions();
+    assert_eq!(c[0] + c[1], 200, "the mirrors brought their own share only: {c:?}");
+}
+
+#[test]
+fn with_homes_mirrors_help_a_peer_far_slower_than_they_are() {
+    let now = Instant::now();
+    let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
+    let mut h = Harness {
+        s: Scheduler::with_homes(&[SIX_HUNDRED], 600, &homes(), 6, cfg, now),
+        now,
+        queues: (0..6).map(|_| Streams::default()).collect(),
+        got: vec![0; 600],
+        log: vec![],
+        base: 0,
+    };
+    h.pump();
+    // Receiver 2 (producers 4, 5) is ten times slower than the mirrors.
+    run_timed(&mut h, |p| if p >= 4 { 10 } else { 1 });
+    let c = h.s.contributions();
+    assert!(c[0] + c[1] > 250, "the mirrors took over much of the slow share: {c:?}");
+    assert!(c[2] + c[3] >= 190, "the peer that keeps up kept its share: {c:?}");
+}
