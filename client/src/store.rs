@@ -18,6 +18,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         let _ = mirror;
         Err(io::Error::other(format!("entry {index} unreadable ({why}), but this range has no entries")))
     }
+    /// The one file it writes, if it is one (a part file): what `--share`
+    /// serves, by this descriptor and never by its name again.
+    fn as_file(&self) -> Option<&File> {
+        None
+    }
 }
 
 impl Store for File {
@@ -29,5 +34,8 @@ impl Store for File {
     }
     fn sync_data(&self) -> io::Result<()> {
         File::sync_data(self)
+    }
+    fn as_file(&self) -> Option<&File> {
+        Some(self)
     }
 }

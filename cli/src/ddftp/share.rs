@@ -257,8 +257,7 @@ impl Sharing for Table {
     }
 
     fn offer(&self, o: Offer<'_>) -> std::io::Result<Arc<dyn Offered>> {
-        let file = std::fs::File::open(o.part)?;
-        let share = Arc::new(Share::new(file, o.size, o.mtime, o.digest, o.hashes.to_vec()));
+        let share = Arc::new(Share::new(o.file, o.size, o.mtime, o.digest, o.hashes.to_vec()));
         self.shares.offer(o.path, share.clone());
         Ok(Arc::new(Verified(share)))
     }

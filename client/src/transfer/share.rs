@@ -39,10 +39,11 @@ pub trait Offered: Send + Sync {
 }
 
 /// What a receiver serves: the file as the mirrors described it, its bytes
-/// in `part`.
+/// in `file` (the part file it writes, a descriptor of its own: a name a
+/// local user could swap for a symlink is never opened again).
 pub struct Offer<'a> {
     pub path: &'a str,
-    pub part: &'a Path,
+    pub file: std::fs::File,
     pub size: u64,
     pub mtime: (i64, u32),
     pub digest: FileDigest,
@@ -130,7 +131,10 @@ pub enum ShareError {
 
 /// What this receiver knows of its copy once the transfer is planned.
 pub(super) struct Known<'a> {
+    /// The part file being written (for errors).
     pub part: &'a Path,
+    /// What the transfer writes into.
+    pub store: &'a dyn crate::store::Store,
     pub mtime: (i64, u32),
     /// The mirrors' chunk hashes, if every block is checked against them
     /// and the file moves whole to its name (only then is it shared).
@@ -151,19 +155,16 @@ pub(super) async fn start(
     warnings: &mut Vec<String>,
 ) -> Result<Option<(Arc<dyn Offered>, Peers)>, super::TransferError> {
     let Some(share) = &spec.share else { return Ok(None) };
-    let Some(hashes) = at.hashes else {
+    let (Some(hashes), Some(file)) = (at.hashes, at.store.as_file()) else {
         let w =
             "not sharing: only a file moved whole to its name, with a chunk manifest from ddftpd mirrors, is shared";
         super::tell(progress, warnings, w.to_string());
         return Ok(None);
     };
-    let offer =
-        Offer { path: &spec.path, part: at.part, size: version.size, mtime: at.mtime, digest: version.digest, hashes };
-    let offered = share.sharing.offer(offer).map_err(|source| super::TransferError::Output {
-        path: at.part.to_path_buf(),
-        source,
-        resume: super::Resume::Kept,
-    })?;
+    let out_err = |source| super::TransferError::Output { path: at.part.to_path_buf(), source, resume: super::Resume::Kept };
+    let file = file.try_clone().map_err(out_err)?;
+    let offer = Offer { path: &spec.path, file, size: version.size, mtime: at.mtime, digest: version.digest, hashes };
+    let offered = share.sharing.offer(offer).map_err(out_err)?;
     let bs = u64::from(at.block_size);
     for &(a, b) in at.done {
         offered.verified(a * bs, (b + 1 - a) * bs);
