@@ -165,12 +165,12 @@ impl GetOpt {
         }
         // Addresses given as numbers: this receiver must be among them.
         let listed: Option<Vec<std::net::SocketAddr>> = self.peers.iter().map(|p| p.parse().ok()).collect();
-        if let (Some(listed), Some(me)) = (listed, self.share_listen.filter(|a| !a.ip().is_unspecified())) {
-            if !listed.contains(&me) {
-                return Err(format!("--share: {}", transfer::share::ShareError::NotListed));
-            }
+        let listen = self.share_listen.filter(|a| !a.ip().is_unspecified());
+        let me = listen.and_then(|a| self.peers.iter().position(|p| p.parse() == Ok(a)));
+        if listed.is_some() && listen.is_some() && me.is_none() {
+            return Err(format!("--share: {}", transfer::share::ShareError::NotListed));
         }
-        Ok(transfer::share::Share { peers, sharing: Arc::new(super::share::Unstarted), wait: SHARE_WAIT })
+        Ok(transfer::share::Share { peers, me, sharing: Arc::new(super::share::Unstarted), wait: SHARE_WAIT })
     }
 
     /// `--bind` addresses, then those of `--nic` interfaces.
@@ -450,7 +450,8 @@ async fn fetch_sharing(
     #[cfg(feature = "mpi")]
     if let Mode::Ranks(job) = mode {
         let peers = job.peers(server.addr());
-        spec.share = Some(transfer::share::Share { peers, sharing: server.sharing(), wait: SHARE_WAIT });
+        let me = Some(job.rank());
+        spec.share = Some(transfer::share::Share { peers, me, sharing: server.sharing(), wait: SHARE_WAIT });
     }
     if let Some(s) = &mut spec.share {
         s.sharing = server.sharing();

@@ -92,10 +92,17 @@ impl Job {
     /// Every rank's server, in rank order, this one's at `mine`.
     pub fn peers(&self, mine: SocketAddr) -> Vec<ddftp::transfer::Peer> {
         let all = self.session.all_gather_bytes(mine.to_string().as_bytes(), 64);
+        // One entry a rank, in rank order (a rank's place is its rank): an
+        // address that does not parse is port 0, not used.
         all.iter()
-            .filter_map(|a| std::str::from_utf8(a).ok()?.parse::<SocketAddr>().ok())
+            .map(|a| std::str::from_utf8(a).ok().and_then(|a| a.parse::<SocketAddr>().ok()))
+            .map(|a| a.unwrap_or_else(|| ([0, 0, 0, 0], 0).into()))
             .map(|a| ddftp::transfer::Peer::plain(ddftp_proto::Endpoint { host: a.ip().to_string(), port: a.port() }))
             .collect()
+    }
+
+    pub fn rank(&self) -> usize {
+        self.session.rank()
     }
 
     pub fn barrier(&self) {

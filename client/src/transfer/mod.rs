@@ -342,7 +342,14 @@ pub async fn get_joining(
         Check::Manifest(m) if spec.store.is_none() && !to_stdout && spec.range.is_none() => Some(&m.hashes[..]),
         _ => None,
     };
-    let at = share::Known { part: &part, store: &*file, mtime: mirrors_time.unwrap_or_default(), hashes, done: &done, block_size };
+    let at = share::Known {
+        part: &part,
+        store: &*file,
+        mtime: mirrors_time.unwrap_or_default(),
+        hashes,
+        done: &done,
+        block_size,
+    };
     let shared = share::start(spec, &version, at, progress, &mut warnings).await?;
     let plan = Prepared {
         size,

@@ -55,6 +55,10 @@ pub struct Offer<'a> {
 #[derive(Clone)]
 pub struct Share {
     pub peers: Vec<Peer>,
+    /// This receiver's place in `peers`, where known (its --share-listen
+    /// address is listed, or its MPI rank); otherwise the entry whose
+    /// server greets with this receiver's id.
+    pub me: Option<usize>,
     pub sharing: Arc<dyn Sharing>,
     /// How long to wait for the other receivers to serve the file (they
     /// start at about the same time, each after probing the mirrors).
@@ -116,6 +120,8 @@ pub(super) enum PeerError {
     Session(#[from] SessionError),
     #[error("it serves another version ({got}), not the mirrors' ({want})")]
     OtherVersion { got: String, want: String },
+    #[error("it answers with this receiver's own server id, and is not this receiver")]
+    ClaimsOurId,
 }
 
 /// Why sharing cannot start.
@@ -123,8 +129,6 @@ pub(super) enum PeerError {
 pub enum ShareError {
     #[error("--peers must list this receiver too (its own --share-listen address): the list's order numbers the shares, the same on every receiver")]
     NotListed,
-    #[error("--peers lists this receiver twice")]
-    ListedTwice,
     #[error("{0}")]
     Listen(String),
 }
@@ -161,7 +165,8 @@ pub(super) async fn start(
         super::tell(progress, warnings, w.to_string());
         return Ok(None);
     };
-    let out_err = |source| super::TransferError::Output { path: at.part.to_path_buf(), source, resume: super::Resume::Kept };
+    let out_err =
+        |source| super::TransferError::Output { path: at.part.to_path_buf(), source, resume: super::Resume::Kept };
     let file = file.try_clone().map_err(out_err)?;
     let offer = Offer { path: &spec.path, file, size: version.size, mtime: at.mtime, digest: version.digest, hashes };
     let offered = share.sharing.offer(offer).map_err(out_err)?;
@@ -183,14 +188,22 @@ pub(super) async fn connect_peers(
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<Peers, ShareError> {
-    let me = share.sharing.server_id();
+    let id = share.sharing.server_id();
     let deadline = Instant::now() + share.wait;
     let asks: Vec<_> = share
         .peers
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(k, p)| {
             let (route, path, version, token) = (p.route(None), path.to_string(), *version, token.clone());
-            tokio::spawn(async move { ask(route, &path, &version, token.as_deref(), me, deadline).await })
+            // This receiver, when its place is known, is not asked.
+            let me = share.me == Some(k);
+            tokio::spawn(async move {
+                match me {
+                    true => Ok(None),
+                    false => ask(route, &path, &version, token.as_deref(), id, deadline).await,
+                }
+            })
         })
         .collect();
     let mut answers = vec![];
@@ -199,9 +212,15 @@ pub(super) async fn connect_peers(
     }
     let mut peers = Peers { slots: vec![], shares: vec![] };
     let mut found = false;
-    for (peer, answer) in share.peers.iter().zip(answers) {
+    for (k, (peer, answer)) in share.peers.iter().zip(answers).enumerate() {
+        let answer = match answer {
+            // Another entry answering with this receiver's id (a peer
+            // replaying it) is not this receiver: its share comes from
+            // the mirrors, and nobody stops the download with it.
+            Ok(None) if found || share.me.is_some_and(|m| m != k) => Err(PeerError::ClaimsOurId),
+            a => a,
+        };
         match answer {
-            Ok(None) if found => return Err(ShareError::ListedTwice),
             Ok(None) => {
                 found = true;
                 peers.shares.push(None);

@@ -17,12 +17,17 @@ fn homes() -> Vec<Home> {
 }
 
 fn shared_harness(missing: &[Range<u64>]) -> Harness {
+    homes_harness(missing, 60, tight())
+}
+
+/// Receiver 1 of 3 ([`homes`]) over `total` blocks, `missing` to come.
+fn homes_harness(missing: &[Range<u64>], total: u64, cfg: Config) -> Harness {
     let now = Instant::now();
     let mut h = Harness {
-        s: Scheduler::with_homes(missing, 60, &homes(), 6, tight(), now),
+        s: Scheduler::with_homes(missing, total, &homes(), 6, cfg, now),
         now,
         queues: (0..6).map(|_| Streams::default()).collect(),
-        got: vec![0; 60],
+        got: vec![0; total as usize],
         log: vec![],
         base: 0,
     };
@@ -131,17 +136,8 @@ fn run_timed(h: &mut Harness, every: impl Fn(ProducerId) -> u64) {
 #[test]
 fn with_homes_mirrors_leave_a_peer_that_keeps_up_alone() {
     // 600 blocks, shares of 200: the peers as fast as the mirrors.
-    let now = Instant::now();
     let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
-    let mut h = Harness {
-        s: Scheduler::with_homes(&[SIX_HUNDRED], 600, &homes(), 6, cfg, now),
-        now,
-        queues: (0..6).map(|_| Streams::default()).collect(),
-        got: vec![0; 600],
-        log: vec![],
-        base: 0,
-    };
-    h.pump();
+    let mut h = homes_harness(&[SIX_HUNDRED], 600, cfg);
     run_timed(&mut h, |_| 1);
     let c = h.s.contributions();
     assert_eq!(c[0] + c[1], 200, "the mirrors brought their own share only: {c:?}");
@@ -149,17 +145,8 @@ fn with_homes_mirrors_leave_a_peer_that_keeps_up_alone() {
 
 #[test]
 fn with_homes_mirrors_help_a_peer_far_slower_than_they_are() {
-    let now = Instant::now();
     let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
-    let mut h = Harness {
-        s: Scheduler::with_homes(&[SIX_HUNDRED], 600, &homes(), 6, cfg, now),
-        now,
-        queues: (0..6).map(|_| Streams::default()).collect(),
-        got: vec![0; 600],
-        log: vec![],
-        base: 0,
-    };
-    h.pump();
+    let mut h = homes_harness(&[SIX_HUNDRED], 600, cfg);
     // Receiver 2 (producers 4, 5) is ten times slower than the mirrors.
     run_timed(&mut h, |p| if p >= 4 { 10 } else { 1 });
     let c = h.s.contributions();
