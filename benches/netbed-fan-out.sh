@@ -110,6 +110,11 @@ for j in range(1, n + 1):
         if os.environ.get("VERBOSE"):
             print(f"receiver {j}: " + ", ".join(f"{p['mirror']} {p['bytes'] >> 20} MiB" for p in d["producers"]), file=sys.stderr)
 copies = (after - before) / size if case != "aria2c" else float("nan")
+# Each receiver's bytes from peers, in percent (what `ddftp simulate
+# --receivers` predicts).
+if case != "aria2c":
+    peers = [json.load(open(f"{out}/c{j}.json")).get("from_peers", 0) * 100 / size for j in range(1, n + 1)]
+    open(f"{out}/peers.txt", "w").write(" ".join(f"{p:.1f}" for p in peers))
 print(f"{max(each):.2f} {copies:.3f} " + " ".join(f"{s:.2f}" for s in each))
 PY
   # Every copy exact (the first run of each case).
@@ -130,8 +135,8 @@ first=1
   echo "Bound: S/r = 536.9 MB / 47.8 MB/s = 11.2 s for every N (goodput 0.956 of the tbf rate)."
   echo "\"all\": seconds until the last receiver has its copy (median of $RUNS); copies: the mirrors' upload / S."
   echo
-  echo "| case | N | all (s) median | runs | mirror copies | per receiver (last run) | all / one-node share time |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| case | N | all (s) median | runs | mirror copies | per receiver (last run) | from peers % (last run) | all / one-node share time |"
+  echo "|---|---|---|---|---|---|---|---|"
 } >"$md"
 declare -A one
 IFS=, read -r -a cases <<<"$CASES"
@@ -151,13 +156,15 @@ for c in "${cases[@]}"; do
     cop=$(printf '%s\n' "${results[@]}" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
     runs=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | paste -sd' ')
     last=$(echo "${results[-1]}" | cut -d' ' -f3-)
+    peers=$(cat "$OUT/peers.txt" 2>/dev/null || echo -)
+    rm -f "$OUT/peers.txt"
     [ "$c" = share ] && [ "$n" = 1 ] && one[share]=$med
     ratio=$(python3 -c "print(f'{$med / ${one[share]:-$med}:.3f}')")
-    echo "| $c | $n | $med | $runs | $cop | $last | $ratio |" >>"$md"
+    echo "| $c | $n | $med | $runs | $cop | $last | $peers | $ratio |" >>"$md"
     [ $first = 1 ] || echo "," >>"$json"
     first=0
-    printf '{"case":"%s","n":%s,"median_s":%s,"runs":"%s","mirror_copies":"%s","per_receiver_last":"%s"}' \
-      "$c" "$n" "$med" "$runs" "$cop" "$last" >>"$json"
+    printf '{"case":"%s","n":%s,"median_s":%s,"runs":"%s","mirror_copies":"%s","per_receiver_last":"%s","from_peers_pct_last":"%s"}' \
+      "$c" "$n" "$med" "$runs" "$cop" "$last" "$peers" >>"$json"
   done
 done
 echo "]" >>"$json"

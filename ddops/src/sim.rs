@@ -20,6 +20,8 @@ use ddftp_proto::Direction;
 use crate::scheduler::{Action, StreamId};
 use crate::transfer::{self, BlockRun, Event, Transfer};
 
+pub mod group;
+
 /// One simulated mirror.
 #[derive(Debug, Clone)]
 pub struct SimServer {

@@ -369,12 +369,14 @@ impl Transfer {
 
     /// Time passed: drops the producers that stalled.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for p in 0..self.producers.len() {
+        // Owing as things stood: a producer given work by another's drop
+        // below starts its clock now.
+        for (p, owes) in self.sched.owing().into_iter().enumerate() {
             let pr = &self.producers[p];
             if pr.dropped {
                 continue;
             }
-            if !self.sched.owes_blocks(p) {
+            if !owes {
                 self.producers[p].last_progress = now;
             } else if now.saturating_duration_since(pr.last_progress) >= self.stall_timeout {
                 self.drop_producer(p, DropReason::Stalled(self.stall_timeout), now);
@@ -397,8 +399,9 @@ impl Transfer {
     /// When `handle_timeout` must be called next (a producer owing items
     /// could stall by then).
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let owing = self.sched.owing();
         (0..self.producers.len())
-            .filter(|&p| !self.producers[p].dropped && self.sched.owes_blocks(p))
+            .filter(|&p| !self.producers[p].dropped && owing[p])
             .map(|p| self.producers[p].last_progress + self.stall_timeout)
             .min()
     }
@@ -471,9 +474,9 @@ impl Transfer {
     /// A producer that owes nothing cannot stall: its clock starts when it
     /// is next asked for items. Called before and after every change.
     fn settle(&mut self, now: Instant) {
-        for p in 0..self.producers.len() {
-            if !self.producers[p].dropped && !self.sched.owes_blocks(p) {
-                self.producers[p].last_progress = now;
+        for (p, owes) in self.producers.iter_mut().zip(self.sched.owing()) {
+            if !p.dropped && !owes {
+                p.last_progress = now;
             }
         }
     }

@@ -6,13 +6,14 @@ use clap::Args;
 
 use super::flags::{parse_block_size, parse_seconds};
 use super::{report_error, Exit};
-use ddftp::sim::{self, Fault, FaultKind, SimSpec, SpeedChange};
+use ddftp::sim::{self, group, Fault, FaultKind, SimSpec, SpeedChange};
 use ddops::transfer;
 
 /// Run the DDOps scheduler against simulated mirrors (no sockets).
 #[derive(Debug, Args)]
-#[command(after_help = "Example:
+#[command(after_help = "Examples:
   ddftp simulate --blocks 4096 --speeds 40,20,10,5
+  ddftp simulate --blocks 4096 --speeds 146,146 --receivers 100 --receiver-speeds 182
 Docs: man ddftp-simulate; docs/simulate.md")]
 pub struct SimulateOpt {
     /// Number of blocks in the file.
@@ -47,6 +48,15 @@ pub struct SimulateOpt {
     /// this long is dropped.
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_seconds)]
     pub stall_timeout: f64,
+    /// Simulate N receivers sharing the file (`get --share`): each
+    /// downloads from the mirrors (--speeds: their uplinks) and from every
+    /// other receiver.
+    #[arg(long, value_name = "N", requires = "receiver_speeds")]
+    pub receivers: Option<usize>,
+    /// Each receiver's link, blocks per second each way: one value for all,
+    /// or one per receiver.
+    #[arg(long, value_delimiter = ',', value_name = "S1,S2,...")]
+    pub receiver_speeds: Vec<f64>,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -95,9 +105,13 @@ fn parse_rejoin(s: &str) -> Result<Fault, String> {
 }
 
 pub fn run(opt: SimulateOpt) -> Exit {
-    if let Some(bad) = opt.speeds.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+    let positive = |s: &&f64| !(s.is_finite() && **s > 0.0);
+    if let Some(bad) = opt.speeds.iter().chain(&opt.receiver_speeds).find(positive) {
         report_error(&format!("speed {bad} must be a positive number of blocks per second"));
         return Exit::Usage;
+    }
+    if let Some(n) = opt.receivers {
+        return receivers(&opt, n);
     }
     if let Some(c) = opt.changes.iter().find(|c| c.server >= opt.speeds.len()) {
         report_error(&format!("--change names mirror {}, but there are {} mirrors", c.server + 1, opt.speeds.len()));
@@ -165,5 +179,89 @@ pub fn run(opt: SimulateOpt) -> Exit {
     } else {
         report_error(&"the simulation did not complete");
         Exit::Transfer
+    }
+}
+
+/// `--receivers N`: the group model ([`ddftp::sim::group`]).
+fn receivers(opt: &SimulateOpt, n: usize) -> Exit {
+    let faults = opt.changes.len() + opt.fails.len() + opt.stalls.len() + opt.corrupts.len() + opt.rejoins.len();
+    if faults > 0 {
+        report_error(&"--receivers does not take --change, --fail, --stall, --corrupt or --rejoin yet");
+        return Exit::Usage;
+    }
+    let links = match (n, opt.receiver_speeds.len()) {
+        (0, _) => {
+            report_error(&"--receivers must be 1 or more");
+            return Exit::Usage;
+        }
+        (_, 1) => vec![opt.receiver_speeds[0]; n],
+        (n, k) if n == k => opt.receiver_speeds.clone(),
+        (n, k) => {
+            report_error(&format!(
+                "--receiver-speeds gives {k} speeds for {n} receivers: give one for all, or one each"
+            ));
+            return Exit::Usage;
+        }
+    };
+    let spec = group::GroupSpec {
+        blocks: opt.blocks,
+        mirrors: opt.speeds.clone(),
+        receivers: links.iter().map(|&s| group::Link { down: s, up: s }).collect(),
+        one_way_delay: opt.rtt_ms / 2000.0,
+        config: transfer::Config {
+            stall_timeout: std::time::Duration::from_secs_f64(opt.stall_timeout),
+            ..transfer::Config::for_blocks(u64::from(opt.block_size))
+        },
+    };
+    let r = group::run(&spec, std::time::Instant::now());
+    // A pipelined schedule's start-up: a block passes about log2(N+1)
+    // hops before the last receiver has one.
+    let slowest = links.iter().copied().fold(f64::INFINITY, f64::min);
+    let target = r.bound + ((n + 1) as f64).log2() / slowest;
+    if opt.json {
+        let mut v = serde_json::to_value(&r).expect("report serialises");
+        v["bound_plus_pipeline"] = serde_json::json!(target);
+        println!("{v}");
+    } else {
+        print_receivers(&r, n, target);
+    }
+    if r.completed {
+        Exit::Ok
+    } else {
+        report_error(&"the simulation did not complete: some receiver never held the whole file");
+        Exit::Transfer
+    }
+}
+
+fn print_receivers(r: &group::GroupReport, n: usize, target: f64) {
+    println!(
+        "{} blocks, {n} receivers: the last has the file at {:.3} s; bound {:.3} s ({:.3}x), bound + log2(N+1) blocks {:.3} s ({:.3}x); mirrors sent {:.3} copies",
+        r.blocks,
+        r.last,
+        r.bound,
+        r.last / r.bound,
+        target,
+        r.last / target,
+        r.mirror_copies
+    );
+    let mut order: Vec<usize> = (0..r.receivers.len()).collect();
+    order.sort_by(|&a, &b| {
+        r.receivers[b].done_at.unwrap_or(f64::INFINITY).total_cmp(&r.receivers[a].done_at.unwrap_or(f64::INFINITY))
+    });
+    println!("  {:>8} {:>10} {:>12} {:>12}", "receiver", "done (s)", "from mirrors", "from peers");
+    // The slowest first; all of them only for a few.
+    for &i in order.iter().take(if n <= 16 { n } else { 8 }) {
+        let x = &r.receivers[i];
+        let done = x.done_at.map_or("never".to_string(), |t| format!("{t:.3}"));
+        println!("  {:>8} {:>10} {:>12} {:>12}", i + 1, done, x.from_mirrors, x.from_peers);
+    }
+    if n > 16 {
+        println!("  ... {} more (--json lists every receiver)", n - 8);
+    }
+    for d in r.dropped.iter().take(20) {
+        println!("  at {:.3} s receiver {} dropped {}: {}", d.at, d.receiver + 1, d.from, d.why);
+    }
+    if r.dropped.len() > 20 {
+        println!("  ... {} more drops (--json lists them)", r.dropped.len() - 20);
     }
 }

@@ -46,7 +46,8 @@ impl Scheduler {
                 // `PEER_HELP_SPEEDUP`).
                 let worth = worth
                     && (!self.producers[p].home_only
-                        || (fast > PEER_HELP_SPEEDUP * slow && alone > PEER_HELP_AFTER.as_secs_f64()));
+                        || ((fast > PEER_HELP_SPEEDUP * slow || self.straggles(alone, now))
+                            && alone > PEER_HELP_AFTER.as_secs_f64()));
                 (worth && back >= 1.0).then_some((id, alone))
             })
             .max_by(|a, b| a.1.total_cmp(&b.1));
@@ -138,7 +139,9 @@ impl Scheduler {
                     if gap / pair < PEER_HELP_AFTER.as_secs_f64() {
                         return;
                     }
-                    cands.retain(|&p| much_faster(p));
+                    if !self.straggles(gap / pair, now) {
+                        cands.retain(|&p| much_faster(p));
+                    }
                 }
                 cands.retain(|&p| match self.speed(p, now) {
                     Some(r) if r > 0.0 => {
@@ -163,6 +166,22 @@ impl Scheduler {
                 self.grant(sid);
             }
         }
+    }
+
+    /// Whether another receiver's work that takes it `left` seconds more
+    /// would end well after everything else this receiver waits for (its
+    /// blocks to come over all its producers' rates): that receiver is slow
+    /// (a thin uplink), not the link busy, and this receiver's free
+    /// producers help it even at the cost of a block leaving the mirrors
+    /// twice.
+    fn straggles(&self, left: f64, now: Instant) -> bool {
+        let mut working = vec![false; self.producers.len()];
+        for s in self.streams.values().filter(|s| !s.finished()) {
+            working[s.producer] = true;
+        }
+        let rate: f64 = (0..working.len()).filter(|&p| working[p]).filter_map(|p| self.speed(p, now)).sum();
+        let remaining = self.total.saturating_sub(self.delivered) as f64;
+        rate > 0.0 && left > PEER_STRAGGLER * remaining / rate
     }
 
     /// Splits a busy segment for one or two helpers (rule 2 and Eq. 1-8).
@@ -214,5 +233,8 @@ impl Scheduler {
 /// A free producer helps another receiver's share only if it is this many
 /// times faster than that receiver's streams...
 const PEER_HELP_SPEEDUP: f64 = 4.0;
-/// ...and they would take longer than this for what is left.
+/// ...and they would take longer than this for what is left; or they
+/// straggle: they would take this many times longer than everything this
+/// receiver still waits for.
 const PEER_HELP_AFTER: Duration = Duration::from_secs(2);
+const PEER_STRAGGLER: f64 = 1.5;

@@ -520,10 +520,16 @@ impl Scheduler {
         self.producers[producer].failed
     }
 
-    /// Whether `producer` owes blocks it was asked for (a started stream with
-    /// claimed blocks not yet delivered): only then can it be stalled.
-    pub fn owes_blocks(&self, producer: ProducerId) -> bool {
-        self.streams.values().any(|s| s.producer == producer && !s.pending && s.remaining > 0)
+    /// Whether each producer owes blocks it was asked for (a started stream
+    /// with claimed blocks not yet delivered): only then can it be stalled.
+    /// One pass over the streams: a receiver with many peers asks this for
+    /// every block.
+    pub fn owing(&self) -> Vec<bool> {
+        let mut owes = vec![false; self.producers.len()];
+        for s in self.streams.values().filter(|s| !s.pending && s.remaining > 0) {
+            owes[s.producer] = true;
+        }
+        owes
     }
 }
 
