@@ -124,16 +124,21 @@ impl Scheduler {
             // what the transfer waits for.
             let edges = [seg.up, seg.down].into_iter().flatten();
             let pair: f64 = edges.map(|id| self.speed(self.streams[&id].producer, now).unwrap_or(0.0)).sum();
+            let peer =
+                [seg.up, seg.down].into_iter().flatten().any(|id| self.producers[self.streams[&id].producer].home_only);
+            // A peer that has sent nothing yet waits for its own mirrors
+            // (with many receivers, seconds): it is not slow, and if it
+            // never sends, the stall timeout drops it and its share is
+            // helped as one with no edge.
+            if peer && pair == 0.0 {
+                return;
+            }
             if pair > 0.0 {
                 let gap = seg.hi.saturating_sub(seg.lo) as f64;
                 // Another receiver's share (`with_homes`) is helped only
                 // where that receiver is slow: blocks this receiver's
                 // mirrors bring of it leave them twice, and while the peer
                 // keeps up the link is full either way.
-                let peer = [seg.up, seg.down]
-                    .into_iter()
-                    .flatten()
-                    .any(|id| self.producers[self.streams[&id].producer].home_only);
                 if peer {
                     let much_faster = |p: ProducerId| self.speed(p, now).is_some_and(|r| r > PEER_HELP_SPEEDUP * pair);
                     if gap / pair < PEER_HELP_AFTER.as_secs_f64() {
