@@ -46,7 +46,7 @@ impl Scheduler {
                 // `PEER_HELP_SPEEDUP`).
                 let worth = worth
                     && (!self.producers[p].home_only
-                        || ((fast > PEER_HELP_SPEEDUP * slow || self.straggles(alone, now))
+                        || ((fast > PEER_HELP_SPEEDUP * slow || self.straggles(alone, Work::Claim(id), now))
                             && alone > PEER_HELP_AFTER.as_secs_f64()));
                 (worth && back >= 1.0).then_some((id, alone))
             })
@@ -144,7 +144,7 @@ impl Scheduler {
                     if gap / pair < PEER_HELP_AFTER.as_secs_f64() {
                         return;
                     }
-                    if !self.straggles(gap / pair, now) {
+                    if !self.straggles(unprocessed(&seg) as f64 / pair, Work::Segment(sid), now) {
                         cands.retain(|&p| much_faster(p));
                     }
                 }
@@ -173,20 +173,29 @@ impl Scheduler {
         }
     }
 
-    /// Whether another receiver's work that takes it `left` seconds more
-    /// would end well after everything else this receiver waits for (its
-    /// blocks to come over all its producers' rates): that receiver is slow
-    /// (a thin uplink), not the link busy, and this receiver's free
-    /// producers help it even at the cost of a block leaving the mirrors
-    /// twice.
-    fn straggles(&self, left: f64, now: Instant) -> bool {
-        let mut working = vec![false; self.producers.len()];
-        for s in self.streams.values().filter(|s| !s.finished()) {
-            working[s.producer] = true;
-        }
-        let rate: f64 = (0..working.len()).filter(|&p| working[p]).filter_map(|p| self.speed(p, now)).sum();
-        let remaining = self.total.saturating_sub(self.delivered) as f64;
-        rate > 0.0 && left > PEER_STRAGGLER * remaining / rate
+    /// Whether another receiver's work (`this`) that takes it `left`
+    /// seconds more would end well after all the rest this receiver waits
+    /// for (each other segment at its edges' speed, each other claim at its
+    /// producer's): that receiver is slow (a thin uplink), not the link
+    /// busy, and this receiver's free producers help it even at the cost of
+    /// its blocks leaving the mirrors twice. Peers that keep pace with each
+    /// other are never stragglers, however fast this receiver's own share
+    /// came.
+    fn straggles(&self, left: f64, this: Work, now: Instant) -> bool {
+        let speed = |id: &StreamId| self.speed(self.streams[id].producer, now).unwrap_or(0.0);
+        let segments = self.segments.iter().filter(|(&sid, _)| this != Work::Segment(sid)).filter_map(|(_, seg)| {
+            let edges = [seg.up, seg.down].into_iter().flatten();
+            let work = seg.hi.saturating_sub(seg.lo) + edges.clone().map(|id| self.streams[&id].remaining).sum::<u64>();
+            let pair: f64 = edges.map(|id| speed(&id)).sum();
+            (work > 0 && pair > 0.0).then(|| work as f64 / pair)
+        });
+        let claims = self
+            .streams
+            .iter()
+            .filter(|(&id, s)| s.segment.is_none() && !s.finished() && this != Work::Claim(id))
+            .filter_map(|(_, s)| self.rate(s.producer).map(|r| s.remaining as f64 / r));
+        let rest = segments.chain(claims).fold(0.0, f64::max);
+        rest > 0.0 && left > PEER_STRAGGLER * rest
     }
 
     /// Splits a busy segment for one or two helpers (rule 2 and Eq. 1-8).
@@ -243,3 +252,10 @@ const PEER_HELP_SPEEDUP: f64 = 4.0;
 /// receiver still waits for.
 const PEER_HELP_AFTER: Duration = Duration::from_secs(2);
 const PEER_STRAGGLER: f64 = 1.5;
+
+/// A piece of work [`Scheduler::straggles`] weighs against the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Work {
+    Segment(usize),
+    Claim(StreamId),
+}
