@@ -178,13 +178,10 @@ impl Scheduler {
     /// for (each other segment at its edges' speed, each other claim at its
     /// producer's): that receiver is slow (a thin uplink), not the link
     /// busy, and this receiver's free producers help it even at the cost of
-    /// its blocks leaving the mirrors twice. Only while this receiver's link
-    /// has room (what arrives is well below the most it has carried):
-    /// while it is full, help only moves bytes from a peer to the mirrors.
+    /// its blocks leaving the mirrors twice. Peers that keep pace with each
+    /// other are never stragglers, however fast this receiver's own share
+    /// came.
     fn straggles(&self, left: f64, this: Work, now: Instant) -> bool {
-        if self.inflow.estimate.is_none_or(|r| r > PEER_ROOM * self.peak_inflow) {
-            return false;
-        }
         let speed = |id: &StreamId| self.speed(self.streams[id].producer, now).unwrap_or(0.0);
         let segments = self.segments.iter().filter(|(&sid, _)| this != Work::Segment(sid)).filter_map(|(_, seg)| {
             let edges = [seg.up, seg.down].into_iter().flatten();
@@ -255,8 +252,6 @@ const PEER_HELP_SPEEDUP: f64 = 4.0;
 /// receiver still waits for.
 const PEER_HELP_AFTER: Duration = Duration::from_secs(2);
 const PEER_STRAGGLER: f64 = 1.5;
-/// A link carrying less than this share of its peak has room.
-const PEER_ROOM: f64 = 0.85;
 
 /// A piece of work [`Scheduler::straggles`] weighs against the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

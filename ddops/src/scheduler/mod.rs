@@ -248,11 +248,6 @@ pub struct Scheduler {
     actions: VecDeque<Action>,
     stats: Stats,
     started: Instant,
-    /// Blocks per second arriving from all producers together, and the
-    /// most seen: how full this receiver's link is (`with_homes` helps a
-    /// slow peer only while it is not).
-    inflow: RateMeter,
-    peak_inflow: f64,
 }
 
 impl Scheduler {
@@ -271,8 +266,6 @@ impl Scheduler {
             actions: VecDeque::new(),
             stats: Stats::default(),
             started: now,
-            inflow: RateMeter::default(),
-            peak_inflow: 0.0,
             cfg,
         };
         let parts = producers.div_ceil(2) as u64;
@@ -407,8 +400,6 @@ impl Scheduler {
         p.contributed += count;
         p.rate.record(now, p.contributed);
         self.delivered += count;
-        self.inflow.record(now, self.delivered);
-        self.peak_inflow = self.peak_inflow.max(self.inflow.estimate.unwrap_or(0.0));
         if starved {
             self.widen(producer);
         }
