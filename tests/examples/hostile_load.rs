@@ -56,13 +56,9 @@ fn rss(pid: u32) -> (u64, u64) {
     (field("VmRSS:").unwrap_or(0), field("VmHWM:").unwrap_or(0))
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let bin = PathBuf::from(&args[1]);
-    let n: usize = args[2].parse().unwrap();
-    let seconds: u64 = args[3].parse().unwrap();
-    let max_conn = &args[4];
-
+/// What the server under load serves: a 16 MiB file and a tree of 2,000
+/// small files (in a directory that lives as long as the first value).
+fn served_root() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("tree")).unwrap();
@@ -72,6 +68,17 @@ fn main() {
     for i in 0..2000 {
         std::fs::write(root.join(format!("tree/{i}")), i.to_string()).unwrap();
     }
+    (dir, root)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bin = PathBuf::from(&args[1]);
+    let n: usize = args[2].parse().unwrap();
+    let seconds: u64 = args[3].parse().unwrap();
+    let max_conn = &args[4];
+
+    let (dir, root) = served_root();
     let mut server = Command::new(bin.join("ddftpd"))
         .arg("--root")
         .arg(&root)

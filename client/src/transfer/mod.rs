@@ -308,9 +308,7 @@ pub async fn get_joining(
         whole_only: slots.iter().all(|(_, p)| p.whole_only()),
         range: spec.range.clone(),
     })?;
-    for w in &started_from.warnings {
-        tell(progress, &mut warnings, w.clone());
-    }
+    started_from.warnings.iter().for_each(|w| tell(progress, &mut warnings, w.clone()));
     let start::Plan { identity: sha256, block_size, blocks, check, resume, done, .. } = started_from;
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
     let file = open_store(spec, &part, resume, size, ring.as_ref())?;
@@ -332,12 +330,7 @@ pub async fn get_joining(
         true => Some(spawn_hasher(&file, size, ring.as_ref()).map_err(out_err)?),
         false => None,
     };
-    let (check, pieces) = match (check, manifest) {
-        (start::BlockCheck::Hashes, Some(m)) => (Check::Manifest(m), None),
-        (start::BlockCheck::WholePieces, Some(m)) => (Check::Nothing, Some(m)),
-        (start::BlockCheck::Sealed, _) => (Check::Sealed, None),
-        _ => (Check::Nothing, None),
-    };
+    let (check, pieces) = block_check(check, manifest);
     let hashes = match &check {
         Check::Manifest(m) if spec.store.is_none() && !to_stdout && spec.range.is_none() => Some(&m.hashes[..]),
         _ => None,
@@ -388,6 +381,17 @@ pub async fn get_joining(
     report.sha256_checked = started_from.sha256_checked;
     let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };
     finish::check_and_place(spec, done, expected.as_ref())
+}
+
+/// What each block is checked against as it arrives, and the pieces
+/// checked whole once all their blocks are in, by the plan's verdict.
+fn block_check(verdict: start::BlockCheck, hashes: Option<Arc<Manifest>>) -> (Check, Option<Arc<Manifest>>) {
+    match (verdict, hashes) {
+        (start::BlockCheck::Hashes, Some(m)) => (Check::Manifest(m), None),
+        (start::BlockCheck::WholePieces, Some(m)) => (Check::Nothing, Some(m)),
+        (start::BlockCheck::Sealed, _) => (Check::Sealed, None),
+        _ => (Check::Nothing, None),
+    }
 }
 
 /// The mirrors that answered and agree on one version of the file (and
