@@ -64,9 +64,16 @@ impl StripeListener {
     /// Runs until the listener fails: spawn it, and end it with the channel.
     pub async fn take_back(&self, ch: Relink) -> io::Result<()> {
         let (session, count) = (ch.0.session, ch.0.out.len() as u32);
+        let mut strangers = 0u64;
         self.greeted(|(s, index, n, (sock, tls), peer)| {
             if (s, n) != (session, count) {
-                tracing::warn!(%peer, "a link of another session refused");
+                // Named while few; a flood is counted, not logged line by
+                // line (a stranger must not fill the log, or block a
+                // stderr nobody reads).
+                strangers += 1;
+                if strangers <= 3 || strangers.is_power_of_two() {
+                    tracing::warn!(%peer, refused = strangers, "a link of another session refused");
+                }
                 return None;
             }
             if let Err(e) = ch.0.revive(index as usize, sock, tls) {
