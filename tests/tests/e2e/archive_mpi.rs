@@ -121,7 +121,7 @@ fn kill_rank_1(mut cmd: Command, exe: &Path, dest: &Path, src: &Path) -> Output 
     let started = Instant::now();
     let rank1 = loop {
         assert!(started.elapsed() < Duration::from_secs(60), "rank 1 never moved a file");
-        if let Some(pid) = rank_pid(exe, 1) {
+        if let Some(pid) = rank_pid(exe, 1, child.id() as i32) {
             if complete(src, dest).len() > 20 {
                 break pid;
             }
@@ -133,18 +133,33 @@ fn kill_rank_1(mut cmd: Command, exe: &Path, dest: &Path, src: &Path) -> Output 
     child.wait_with_output().unwrap()
 }
 
-/// The process running `exe` as MPI rank `rank`.
-fn rank_pid(exe: &Path, rank: usize) -> Option<i32> {
+/// The process running `exe` as MPI rank `rank` of the job `mpirun` (its
+/// pid) started: another test's job runs the same binary at the same time.
+fn rank_pid(exe: &Path, rank: usize, mpirun: i32) -> Option<i32> {
     let want = format!("OMPI_COMM_WORLD_RANK={rank}");
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let is_exe = std::fs::read_link(e.path().join("exe")).is_ok_and(|p| p == exe);
         let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
-        if is_exe && env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+        if is_exe && env.split(|&b| b == 0).any(|v| v == want.as_bytes()) && descends_from(pid, mpirun) {
             return Some(pid);
         }
     }
     None
+}
+
+/// Whether `ancestor` is `pid`'s parent, grandparent, ...
+fn descends_from(mut pid: i32, ancestor: i32) -> bool {
+    while pid > 1 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let parent = status.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok());
+        match parent {
+            Some(p) if p == ancestor => return true,
+            Some(p) => pid = p,
+            None => return false,
+        }
+    }
+    false
 }
 
 /// DEST's files that are complete (size, mode, mtime as the source's),
