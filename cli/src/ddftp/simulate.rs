@@ -182,6 +182,8 @@ pub fn run(opt: SimulateOpt) -> Exit {
     }
 }
 
+const MAX_RECEIVERS: usize = 2_000;
+
 /// `--receivers N`: the group model ([`ddftp::sim::group`]).
 fn receivers(opt: &SimulateOpt, n: usize) -> Exit {
     let faults = opt.changes.len() + opt.fails.len() + opt.stalls.len() + opt.corrupts.len() + opt.rejoins.len();
@@ -192,6 +194,14 @@ fn receivers(opt: &SimulateOpt, n: usize) -> Exit {
     let links = match (n, opt.receiver_speeds.len()) {
         (0, _) => {
             report_error(&"--receivers must be 1 or more");
+            return Exit::Usage;
+        }
+        // Every receiver's transfer holds every other: memory and time grow
+        // with N squared.
+        (n, _) if n > MAX_RECEIVERS => {
+            report_error(&format!(
+                "--receivers {n}: at most {MAX_RECEIVERS} (each receiver models every other; 1,000 take about 1.2 GiB and 20 minutes)"
+            ));
             return Exit::Usage;
         }
         (_, 1) => vec![opt.receiver_speeds[0]; n],

@@ -28,6 +28,7 @@ impl Scheduler {
             free.iter().filter_map(|&c| self.speed(c, now).map(|r| (c, r))).max_by(|a, b| a.1.total_cmp(&b.1));
         let Some((helper, fast)) = fastest else { return };
         let rtt = |p: ProducerId| self.producers[p].rtt.unwrap_or_default().as_secs_f64();
+        let finishes = self.finishes(now);
         let slowest = self
             .streams
             .iter()
@@ -46,7 +47,7 @@ impl Scheduler {
                 // `PEER_HELP_SPEEDUP`).
                 let worth = worth
                     && (!self.producers[p].home_only
-                        || ((fast > PEER_HELP_SPEEDUP * slow || self.straggles(alone, Work::Claim(id), now))
+                        || ((fast > PEER_HELP_SPEEDUP * slow || finishes.straggles(alone, Work::Claim(id)))
                             && alone > PEER_HELP_AFTER.as_secs_f64()));
                 (worth && back >= 1.0).then_some((id, alone))
             })
@@ -144,7 +145,7 @@ impl Scheduler {
                     if gap / pair < PEER_HELP_AFTER.as_secs_f64() {
                         return;
                     }
-                    if !self.straggles(unprocessed(&seg) as f64 / pair, Work::Segment(sid), now) {
+                    if !self.finishes(now).straggles(unprocessed(&seg) as f64 / pair, Work::Segment(sid)) {
                         cands.retain(|&p| much_faster(p));
                     }
                 }
@@ -173,29 +174,35 @@ impl Scheduler {
         }
     }
 
-    /// Whether another receiver's work (`this`) that takes it `left`
-    /// seconds more would end well after all the rest this receiver waits
-    /// for (each other segment at its edges' speed, each other claim at its
-    /// producer's): that receiver is slow (a thin uplink), not the link
-    /// busy, and this receiver's free producers help it even at the cost of
-    /// its blocks leaving the mirrors twice. Peers that keep pace with each
-    /// other are never stragglers, however fast this receiver's own share
-    /// came.
-    fn straggles(&self, left: f64, this: Work, now: Instant) -> bool {
+    /// When the work this receiver waits for would end, seconds from now:
+    /// each segment at its edges' speed, each claim outside one at its
+    /// producer's (the two latest kept: what [`straggles`] weighs against).
+    ///
+    /// [`straggles`]: Finishes::straggles
+    fn finishes(&self, now: Instant) -> Finishes {
         let speed = |id: &StreamId| self.speed(self.streams[id].producer, now).unwrap_or(0.0);
-        let segments = self.segments.iter().filter(|(&sid, _)| this != Work::Segment(sid)).filter_map(|(_, seg)| {
+        let segments = self.segments.iter().filter_map(|(&sid, seg)| {
             let edges = [seg.up, seg.down].into_iter().flatten();
             let work = seg.hi.saturating_sub(seg.lo) + edges.clone().map(|id| self.streams[&id].remaining).sum::<u64>();
             let pair: f64 = edges.map(|id| speed(&id)).sum();
-            (work > 0 && pair > 0.0).then(|| work as f64 / pair)
+            (work > 0 && pair > 0.0).then(|| (Work::Segment(sid), work as f64 / pair))
         });
         let claims = self
             .streams
             .iter()
-            .filter(|(&id, s)| s.segment.is_none() && !s.finished() && this != Work::Claim(id))
-            .filter_map(|(_, s)| self.rate(s.producer).map(|r| s.remaining as f64 / r));
-        let rest = segments.chain(claims).fold(0.0, f64::max);
-        rest > 0.0 && left > PEER_STRAGGLER * rest
+            .filter(|(_, s)| s.segment.is_none() && !s.finished())
+            .filter_map(|(&id, s)| self.rate(s.producer).map(|r| (Work::Claim(id), s.remaining as f64 / r)));
+        let mut f = Finishes { latest: None, second: 0.0 };
+        for (w, t) in segments.chain(claims) {
+            match f.latest {
+                Some((_, l)) if t <= l => f.second = f.second.max(t),
+                _ => {
+                    f.second = f.latest.map_or(0.0, |(_, l)| l);
+                    f.latest = Some((w, t));
+                }
+            }
+        }
+        f
     }
 
     /// Splits a busy segment for one or two helpers (rule 2 and Eq. 1-8).
@@ -253,9 +260,32 @@ const PEER_HELP_SPEEDUP: f64 = 4.0;
 const PEER_HELP_AFTER: Duration = Duration::from_secs(2);
 const PEER_STRAGGLER: f64 = 1.5;
 
-/// A piece of work [`Scheduler::straggles`] weighs against the rest.
+/// A piece of work [`Finishes::straggles`] weighs against the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Work {
     Segment(usize),
     Claim(StreamId),
+}
+
+/// The two latest ends of [`Scheduler::finishes`].
+struct Finishes {
+    latest: Option<(Work, f64)>,
+    second: f64,
+}
+
+impl Finishes {
+    /// Whether another receiver's work (`this`) that takes it `left`
+    /// seconds more would end well after all the rest this receiver waits
+    /// for: that receiver is slow (a thin uplink), not the link busy, and
+    /// this receiver's free producers help it even at the cost of its
+    /// blocks leaving the mirrors twice. Peers that keep pace with each
+    /// other are never stragglers, however fast this receiver's own share
+    /// came.
+    fn straggles(&self, left: f64, this: Work) -> bool {
+        let rest = match self.latest {
+            Some((w, t)) if w != this => t,
+            _ => self.second,
+        };
+        rest > 0.0 && left > PEER_STRAGGLER * rest
+    }
 }
