@@ -58,6 +58,7 @@ const K_WALK: u8 = 0x08;
 const K_BUNDLE: u8 = 0x09;
 const K_BUNDLE_END: u8 = 0x0a;
 const K_WALK_FILTERED: u8 = 0x0b;
+const K_SEALS: u8 = 0x0c;
 const K_R_HELLO: u8 = 0x81;
 const K_R_STAT: u8 = 0x82;
 const K_R_BLOCK: u8 = 0x83;
@@ -146,6 +147,13 @@ pub enum Request {
     /// and `Start` read the entries' bytes as one range (each entry checked
     /// against the list as it is read).
     BundleEnd,
+    /// The seals (as a `SealedBlock` would carry them) of blocks
+    /// `first..first+count` of a bundle cut into `block_size`-byte blocks,
+    /// answered as `Manifest` replies (`count` ≤ [`MAX_MANIFEST_HASHES`]).
+    /// A receiver that takes a bundle's blocks from another receiver
+    /// (`archive --share`) checks them against these, from a mirror: a
+    /// peer's own seal vouches for nothing.
+    Seals { path: String, block_size: u32, first: u64, count: u32 },
 }
 
 /// What went wrong on the server, as a stable code plus a message for people.

@@ -100,7 +100,15 @@ pub struct Bundle {
     /// When it was registered: an entry changed since (its ctime says) is
     /// being written while the archive runs, not a stale copy.
     registered: (i64, i64),
+    /// Seals of blocks sent or asked for (`Seals`), by (block size,
+    /// block): receivers sharing the bundle ask for the seals of blocks
+    /// another receiver took from here, so each is read and hashed about
+    /// once. At most [`KEPT_SEALS`]; past that, computed again.
+    seals: Mutex<HashMap<(u32, u64), [u8; 32]>>,
 }
+
+/// Seals a bundle keeps (about 48 bytes each).
+const KEPT_SEALS: usize = 1 << 18;
 
 /// Why a bundle definition was refused.
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +162,60 @@ impl Bundle {
             + dirs.iter().map(|d| d.as_bytes().len() + PIECE_COST).sum::<usize>();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let registered = (now.as_secs() as i64, i64::from(now.subsec_nanos()));
-        Ok(Bundle { name, size: layout.size(), footprint, root, dirs, pieces, layout, registered })
+        Ok(Bundle {
+            name,
+            size: layout.size(),
+            footprint,
+            root,
+            dirs,
+            pieces,
+            layout,
+            registered,
+            seals: Mutex::default(),
+        })
+    }
+
+    /// Keeps the seal of block `block` (of `block_size` bytes) as read.
+    pub fn keep_seal(&self, block_size: u32, block: u64, seal: [u8; 32]) {
+        let mut kept = self.seals.lock().expect("seals lock");
+        if kept.len() < KEPT_SEALS {
+            kept.insert((block_size, block), seal);
+        }
+    }
+
+    /// The seals of blocks `first..first + count` of `block_size` bytes, as
+    /// a `SealedBlock` from here would carry them: kept ones, the others
+    /// read and hashed. A block holding an entry this mirror cannot read
+    /// has no seal here (an error naming it), nor one differing from the
+    /// list.
+    pub fn seals(&self, block_size: u32, first: u64, count: u32) -> io::Result<Vec<[u8; 32]>> {
+        let bs = u64::from(block_size);
+        let blocks = self.size.div_ceil(bs);
+        let end = first.checked_add(u64::from(count)).filter(|&e| e <= blocks && count > 0 && bs > 0);
+        let Some(end) = end else {
+            let why = format!("seals {first}+{count} are past the bundle's {blocks} blocks of {block_size} bytes");
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        };
+        let mut out = Vec::with_capacity(count as usize);
+        let mut buf = vec![];
+        for block in first..end {
+            let kept = self.seals.lock().expect("seals lock").get(&(block_size, block)).copied();
+            if let Some(s) = kept {
+                out.push(s);
+                continue;
+            }
+            let at = block * bs;
+            buf.resize((self.size - at).min(bs) as usize, 0);
+            let unreadable = self.read_exact_at(&mut buf, at)?;
+            if let Some(u) = unreadable.first() {
+                let why = format!("block {block} holds entry {} this mirror cannot read: {}", u.index, u.why);
+                return Err(io::Error::other(why));
+            }
+            let s = ddftp_proto::frame::seal(&buf);
+            self.keep_seal(block_size, block, s);
+            out.push(s);
+        }
+        Ok(out)
     }
 
     /// Fills `buf` with the range's bytes from `offset`; an entry that is
@@ -485,6 +546,40 @@ mod tests {
         let tight = Bundles { inner: Mutex::default(), keep_bytes: 1 };
         let n = tight.insert(define(7)).name.clone();
         assert!(tight.get(&n).is_some());
+    }
+
+    proptest::proptest! {
+        /// `Seals` answers exactly the blocks of the range, each the seal
+        /// of the block as read (kept or read again), and refuses a run
+        /// past its end.
+        #[test]
+        fn seals_are_the_blocks_seals(sizes in proptest::collection::vec(0usize..5000, 1..4),
+                                      bs in 512u32..2048, first in 0u64..40, count in 0u32..40) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut list = String::from("#ddftp-list 1\0");
+            for (i, &n) in sizes.iter().enumerate() {
+                let data: Vec<u8> = (0..n).map(|b| (b * 7 + i) as u8).collect();
+                std::fs::write(dir.path().join(format!("f{i}")), &data).unwrap();
+                let m = std::fs::metadata(dir.path().join(format!("f{i}"))).unwrap();
+                list.push_str(&format!("f {n} 644 {}.{:09} f{i}\0", m.mtime(), m.mtime_nsec()));
+            }
+            let root = Root::new(dir.path(), false).unwrap();
+            let b = Bundle::define(&root, list.as_bytes()).unwrap();
+            let blocks = b.size.div_ceil(u64::from(bs));
+            match b.seals(bs, first, count) {
+                Ok(got) => {
+                    proptest::prop_assert!(count > 0 && first + u64::from(count) <= blocks);
+                    for (k, s) in got.iter().enumerate() {
+                        let at = (first + k as u64) * u64::from(bs);
+                        let mut buf = vec![0; (b.size - at).min(u64::from(bs)) as usize];
+                        b.read_exact_at(&mut buf, at).unwrap();
+                        proptest::prop_assert_eq!(*s, ddftp_proto::frame::seal(&buf));
+                    }
+                    proptest::prop_assert_eq!(b.seals(bs, first, count).unwrap(), got);
+                }
+                Err(_) => proptest::prop_assert!(count == 0 || first + u64::from(count) > blocks),
+            }
+        }
     }
 
     #[test]

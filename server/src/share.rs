@@ -10,8 +10,12 @@
 //! next block is not yet there waits (the pipelining: blocks pass on as
 //! they arrive, never a whole file stored first).
 //!
+//! A bundle (`ddftp archive --share`) is shared the same way, read back
+//! through the receiver's own store and sent sealed; the other receivers
+//! check each block against the mirrors' seals (`Seals`), never this one's.
+//!
 //! A server made for sharing serves its shares and nothing else: no other
-//! path, no walk, no bundle ([`Shares::only`]).
+//! path, no walk, no bundle of its own ([`Shares::only`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -22,11 +26,32 @@ use tokio::sync::watch;
 
 use crate::digests::{Digests, Key};
 
-/// One file being shared.
+/// Where a share's bytes are read.
+pub enum ShareBytes {
+    /// A file's: its part file (read only), sent as it is.
+    File(Arc<File>),
+    /// A bundle's: the receiver's store, read block by block and sealed.
+    Sealed(Arc<dyn ReadAt>),
+}
+
+impl std::fmt::Debug for ShareBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ShareBytes::File(_) => "File",
+            ShareBytes::Sealed(_) => "Sealed",
+        })
+    }
+}
+
+/// A range's bytes by offset.
+pub trait ReadAt: Send + Sync {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+/// One file (or bundle) being shared.
 #[derive(Debug)]
 pub struct Share {
-    /// The part file (read only).
-    pub file: Arc<File>,
+    pub bytes: ShareBytes,
     /// What the mirrors said the file is.
     pub digests: Arc<Digests>,
     /// Verified byte ranges, `start -> end`, merged.
@@ -40,11 +65,27 @@ impl Share {
     /// mirrors described with `digest`, `hashes` and `mtime`.
     pub fn new(file: File, size: u64, mtime: (i64, u32), digest: FileDigest, hashes: Vec<Hash>) -> Share {
         let key = Key { dev: 0, ino: 0, size, mtime_secs: mtime.0, mtime_nanos: mtime.1 };
-        Share {
-            file: Arc::new(file),
-            digests: Arc::new(Digests { key, digest, hashes }),
-            have: Mutex::new(BTreeMap::new()),
-            grew: watch::Sender::new(0),
+        Share::of(ShareBytes::File(Arc::new(file)), Digests { key, digest, hashes })
+    }
+
+    /// A share of the `size`-byte bundle `bytes` reads: `Stat` says its
+    /// size (and digests of zeros: a bundle has none).
+    pub fn sealed(bytes: Arc<dyn ReadAt>, size: u64) -> Share {
+        let key = Key { dev: 0, ino: 0, size, mtime_secs: 0, mtime_nanos: 0 };
+        let digest =
+            FileDigest { chunk_size: ddftp_proto::manifest::chunk_size(size), sha256: [0; 32], manifest: [0; 32] };
+        Share::of(ShareBytes::Sealed(bytes), Digests { key, digest, hashes: vec![] })
+    }
+
+    fn of(bytes: ShareBytes, digests: Digests) -> Share {
+        Share { bytes, digests: Arc::new(digests), have: Mutex::new(BTreeMap::new()), grew: watch::Sender::new(0) }
+    }
+
+    /// Bytes of the share from `offset`.
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        match &self.bytes {
+            ShareBytes::File(f) => std::os::unix::fs::FileExt::read_exact_at(&**f, buf, offset),
+            ShareBytes::Sealed(r) => r.read_exact_at(buf, offset),
         }
     }
 

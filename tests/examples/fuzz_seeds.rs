@@ -30,6 +30,14 @@ fn main() {
         ("bundle-link", bundle(b"f 23 644 0.000000000 link\0")),
         ("bundle-up", bundle(b"f 23 644 0.000000000 d/up/../outside\0")),
         ("both", [bundle(b"f 4 644 0.000000000 d/f\0"), walk("d")].concat()),
+        (
+            "seals",
+            [
+                bundle(b"f 4 644 0.000000000 d/f\0"),
+                vec![Request::Seals { path: "@bundle/00".into(), block_size: 512, first: 0, count: 1 }],
+            ]
+            .concat(),
+        ),
     ];
     for (name, reqs) in seeds {
         let mut out = BytesMut::new();

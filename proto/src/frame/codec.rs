@@ -70,6 +70,13 @@ impl Request {
                 dst.put_slice(data);
             }
             Request::BundleEnd => put_header(dst, K_BUNDLE_END, 0),
+            Request::Seals { path, block_size, first, count } => {
+                put_header(dst, K_SEALS, 4 + 8 + 4 + 2 + path.len());
+                dst.put_u32(*block_size);
+                dst.put_u64(*first);
+                dst.put_u32(*count);
+                put_str(dst, path);
+            }
         }
     }
 
@@ -78,7 +85,7 @@ impl Request {
     pub fn decode(src: &mut BytesMut) -> Result<Option<Request>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
             K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH | K_MANIFEST | K_WALK | K_WALK_FILTERED
-            | K_BUNDLE_END => Some(MAX_CONTROL_BODY),
+            | K_BUNDLE_END | K_SEALS => Some(MAX_CONTROL_BODY),
             K_BUNDLE => Some(MAX_BUNDLE_CHUNK),
             _ => None,
         })?
@@ -160,6 +167,18 @@ impl Request {
                 Request::Bundle { data: r.bytes(n)? }
             }
             K_BUNDLE_END => Request::BundleEnd,
+            K_SEALS => {
+                let block_size = r.u32()?;
+                let first = r.u64()?;
+                let count = r.u32()?;
+                if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
+                    return Err(ProtoError::Malformed { kind, why: "block size out of range" });
+                }
+                if count == 0 || count > MAX_MANIFEST_HASHES {
+                    return Err(ProtoError::Malformed { kind, why: "seal count out of range" });
+                }
+                Request::Seals { path: r.path()?, block_size, first, count }
+            }
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;

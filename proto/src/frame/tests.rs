@@ -28,6 +28,8 @@ fn request() -> impl Strategy<Value = Request> {
         proptest::collection::vec(any::<u8>(), 0..MAX_BUNDLE_CHUNK)
             .prop_map(|d| Request::Bundle { data: Bytes::from(d) }),
         Just(Request::BundleEnd),
+        (".{0,64}", MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE, any::<u64>(), 1..=MAX_MANIFEST_HASHES)
+            .prop_map(|(path, block_size, first, count)| Request::Seals { path, block_size, first, count }),
     ]
 }
 

@@ -28,13 +28,15 @@ use ddnet::tls::{ReadHalf, Stream, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
-use crate::bundle::{self, Bundle, DefineError};
+use crate::bundle::{self, Bundle, Unreadable};
 use crate::digests::Digests;
 use crate::metrics::{ConnState, Refusal, State, StreamGuard};
 use crate::root::PathError;
+use crate::share::ShareBytes;
 use crate::shared::{Phase, Shared};
 use crate::socket;
 
+mod bundles;
 mod served;
 mod start;
 mod walk;
@@ -398,6 +400,7 @@ impl Conn {
             }
             Request::Bundle { data } => self.on_bundle_piece(data).await,
             Request::BundleEnd => self.on_bundle_end().await,
+            Request::Seals { path, block_size, first, count } => self.on_seals(path, block_size, first, count).await,
             Request::Walk { path } => self.walk(path, None, Default::default()).await,
             Request::WalkFiltered { path, rules, xattrs, names } => match ddtree::filter::Filter::from_rules(&rules) {
                 Ok(f) if f.is_empty() => self.walk(path, None, ddtree::walk::Extra { xattrs, names }).await,
@@ -467,7 +470,7 @@ impl Conn {
         } else if bundle::is_bundle_name(&path) {
             match self.shared.bundles.get(&path) {
                 Some(b) => (Source::Bundle(b.clone()), b.size),
-                None => return Ok(self.reply(unknown_bundle(&path)).await?),
+                None => return Ok(self.reply(bundles::unknown(&path)).await?),
             }
         } else {
             match self.open(&path) {
@@ -518,60 +521,15 @@ impl Conn {
         }
     }
 
-    /// `Bundle`: a piece of a bundle definition, within the uploads' budget.
-    async fn on_bundle_piece(&mut self, data: bytes::Bytes) -> Result<(), ConnError> {
-        if self.upload.len() + data.len() > bundle::UPLOADS {
-            let msg = format!("bundle definitions are limited to {} packed bytes", bundle::UPLOADS);
-            return self.refuse(ErrorCode::BadRequest, msg).await;
-        }
-        // Every connection's uploads share one budget: refused, not
-        // waited for, when it is spent (a definition is retried).
-        let Ok(more) = self.shared.uploads.clone().try_acquire_many_owned(data.len() as u32) else {
-            let msg = ddftp_proto::busy::message(
-                "the server is taking in other bundle definitions",
-                std::time::Duration::from_millis(500),
-            );
-            return self.refuse(ErrorCode::Busy, msg).await;
-        };
-        match &mut self.upload_permits {
-            Some(p) => p.merge(more),
-            None => self.upload_permits = Some(more),
-        }
-        self.upload.extend_from_slice(&data);
-        Ok(())
-    }
-
-    /// `BundleEnd`: the definition made a bundle (one at a time), or why not.
-    async fn on_bundle_end(&mut self) -> Result<(), ConnError> {
-        let packed = std::mem::take(&mut self.upload);
-        let held = self.upload_permits.take();
-        let shared = self.shared.clone();
-        // One definition at a time becomes a bundle: its unpacked
-        // list and entries are the largest transient memory here.
-        let turn = self.shared.defining.clone().acquire_owned().await.map_err(io::Error::other)?;
-        let defined = tokio::task::spawn_blocking(move || {
-            let list = packed::unpack(&packed, bundle::MAX_DEFINITION);
-            drop((packed, held));
-            let b = list.map_err(DefineError::from).and_then(|list| Bundle::define(&shared.root, &list));
-            drop(turn);
-            b
-        })
-        .await
-        .map_err(io::Error::other)?;
-        match defined {
-            Ok(b) => {
-                let b = self.shared.bundles.insert(b);
-                Ok(self.reply(Reply::Bundle { name: b.name.clone(), size: b.size }).await?)
-            }
-            Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::NotFound, message: e.to_string() }).await?),
-        }
-    }
-
     /// The digests of `path` as it is now (computed on first use). A
     /// bundle has none: its blocks come sealed.
     async fn digests(&mut self, path: &str) -> Result<Arc<Digests>, PathError> {
         if let Some(share) = self.shared.shares.get(path) {
             return Ok(share.digests.clone());
+        }
+        // A receiver's server: not (yet) offered, whatever the name.
+        if self.shared.shares.is_only() {
+            return Err(PathError::NotFound(path.to_string()));
         }
         if bundle::is_bundle_name(path) {
             return Err(PathError::Forbidden(path.to_string(), "a bundle has no digests (its blocks come sealed)"));
@@ -609,53 +567,67 @@ impl Conn {
         let a = &self.streams.running().expect("it just sent a block").data;
         let offset = block * u64::from(a.block_size);
         let len = (a.size - offset).min(u64::from(a.block_size)) as usize;
+        let block_size = a.block_size;
         let source = match &a.source {
-            Source::Share(share) => Source::File(share.file.clone()),
+            Source::Share(share) => match &share.bytes {
+                ShareBytes::File(f) => Source::File(f.clone()),
+                ShareBytes::Sealed(_) => Source::Share(share.clone()),
+            },
             other => other.clone(),
         };
         self.served.sent(a.served, len as u64);
         self.shared.metrics.sent(self.peer, len as u64);
-        match source {
+        let read: ReadBlock = match source {
             Source::File(file) => {
                 let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
                 put_block_header(&mut header, stream, block, len);
                 self.shared.limiter.acquire(header.len() + len).await;
                 let idle = self.shared.idle_timeout;
-                socket::send_block(&mut self.wr, &header, &file, offset, len, idle, &mut self.copy).await?
+                socket::send_block(&mut self.wr, &header, &file, offset, len, idle, &mut self.copy).await?;
+                return Ok(());
             }
-            Source::Share(_) => unreachable!("read as its file"),
-            Source::Bundle(b) => {
-                // Many small files a block: read them into one buffer off
-                // the runtime, and seal it there.
-                const AT: usize = HEADER_LEN + SEALED_PREFIX_LEN;
-                self.shared.limiter.acquire(AT + len).await;
-                let read = tokio::task::spawn_blocking(move || {
-                    let mut buf = vec![0u8; AT + len];
-                    let unreadable = b.read_exact_at(&mut buf[AT..], offset)?;
-                    let hash = seal(&buf[AT..]);
-                    put_sealed_block_header(&mut buf, stream, block, &hash, len);
-                    Ok::<_, io::Error>((buf, unreadable))
-                })
-                .await
-                .map_err(io::Error::other)?;
-                match read {
-                    Ok((buf, unreadable)) => {
-                        // Said before the block: the client skips those
-                        // entries' bytes in it.
-                        for u in unreadable {
-                            self.reply(Reply::Unreadable { index: u.index, message: u.why }).await?;
-                        }
-                        socket::write_all_within(&mut self.wr, &buf, self.shared.idle_timeout).await?
-                    }
-                    // An entry that is not what the list says: the client
-                    // learns why and takes the blocks from other mirrors.
-                    Err(e) => return self.refuse(ErrorCode::Io, e.to_string()).await,
+            Source::Share(share) => Box::new(move |buf| share.read_exact_at(buf, offset).map(|()| vec![])),
+            Source::Bundle(b) => Box::new(move |buf| {
+                let unreadable = b.read_exact_at(buf, offset)?;
+                if unreadable.is_empty() {
+                    b.keep_seal(block_size, block, seal(buf));
                 }
+                Ok(unreadable)
+            }),
+        };
+        // Many small files a block: read them into one buffer off the
+        // runtime, and seal it there.
+        const AT: usize = HEADER_LEN + SEALED_PREFIX_LEN;
+        self.shared.limiter.acquire(AT + len).await;
+        let read = tokio::task::spawn_blocking(move || {
+            let mut buf = vec![0u8; AT + len];
+            let unreadable = read(&mut buf[AT..])?;
+            let hash = seal(&buf[AT..]);
+            put_sealed_block_header(&mut buf, stream, block, &hash, len);
+            Ok::<_, io::Error>((buf, unreadable))
+        })
+        .await
+        .map_err(io::Error::other)?;
+        match read {
+            Ok((buf, unreadable)) => {
+                // Said before the block: the client skips those entries'
+                // bytes in it.
+                for u in unreadable {
+                    self.reply(Reply::Unreadable { index: u.index, message: u.why }).await?;
+                }
+                socket::write_all_within(&mut self.wr, &buf, self.shared.idle_timeout).await?
             }
+            // An entry that is not what the list says: the client learns
+            // why and takes the blocks from other mirrors.
+            Err(e) => return self.refuse(ErrorCode::Io, e.to_string()).await,
         }
         Ok(())
     }
 }
+
+/// Reads a block into the buffer given, saying which entries of it could
+/// not be read (a bundle's).
+type ReadBlock = Box<dyn FnOnce(&mut [u8]) -> io::Result<Vec<Unreadable>> + Send>;
 
 /// How long a connection with nothing to do stays open once the server
 /// is draining.
@@ -666,11 +638,6 @@ const DRAINING_IDLE: Duration = Duration::from_secs(1);
 /// `End`; with it, the stream reacts to the client within about a round trip
 /// and the client's claims need to run ahead only by what is truly in flight.
 const UNSENT_LOW_WATER: u32 = 512 * 1024;
-
-fn unknown_bundle(name: &str) -> Reply {
-    let message = format!("{name}: no such bundle (define it again)");
-    Reply::Error { code: ErrorCode::NotFound, message }
-}
 
 fn path_error_reply(e: PathError) -> Reply {
     let code = match &e {
