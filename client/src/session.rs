@@ -417,6 +417,9 @@ pub(crate) type WalkErrors = Vec<(String, String)>;
 /// Entries a walk hands over at a time.
 const WALK_BATCH: usize = 4096;
 
+/// How long a mirror may take to read and seal a run of blocks.
+const SEALS_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How long a mirror may take to register a bundle definition.
 const DEFINE_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -558,6 +561,28 @@ impl Session {
         match read_reply(&mut self.sock, &mut buf).await? {
             Reply::Stat { size, digest, .. } => Ok((size, checked_digest(size, digest)?)),
             other => Err(unexpected(other)),
+        }
+    }
+
+    /// The seals of blocks `first..first + count` of bundle `path` cut into
+    /// `block_size`-byte blocks, as this mirror reads them.
+    pub(crate) async fn seals(
+        &mut self,
+        path: &str,
+        block_size: u32,
+        first: u64,
+        count: u32,
+    ) -> Result<Vec<ddftp_proto::manifest::Hash>, SessionError> {
+        let mut out = BytesMut::new();
+        Request::Seals { path: path.to_string(), block_size, first, count }.encode(&mut out);
+        send(&mut self.sock, &out).await?;
+        let mut buf = BytesMut::new();
+        match tokio::time::timeout(SEALS_TIMEOUT, read_reply(&mut self.sock, &mut buf)).await {
+            Ok(Ok(Reply::Manifest { first: f, hashes })) if f == first && hashes.len() == count as usize => Ok(hashes),
+            Ok(Ok(Reply::Manifest { first, .. })) => Err(SessionError::ManifestOrder { first }),
+            Ok(Ok(other)) => Err(unexpected(other)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(SessionError::NoReply),
         }
     }
 

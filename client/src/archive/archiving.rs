@@ -27,6 +27,10 @@ pub(super) struct Archiving<'a> {
     pub(super) tally: std::sync::Mutex<Tally>,
     /// `--backup-dir`, opened by whichever step first backs something up.
     pub(super) backup_at: std::sync::OnceLock<backup::Backup>,
+    /// `--peers`/`--share`: the range the other receivers move too (the
+    /// whole list, the same on each), shared once; a range of this run's
+    /// own (entries moved again, read elsewhere) is not theirs.
+    pub(super) share: std::sync::Mutex<Option<crate::transfer::share::Share>>,
 }
 
 /// The list's check and what the list sets aside ([`Archiving::listing`]).
@@ -105,6 +109,7 @@ impl<'a> Archiving<'a> {
             listing: Default::default(),
             tally: Default::default(),
             backup_at: std::sync::OnceLock::new(),
+            share: std::sync::Mutex::new(spec.get.share.clone()),
         }
     }
 
@@ -196,6 +201,7 @@ impl<'a> Archiving<'a> {
         get.store = Some(store.clone() as Arc<dyn Store>);
         get.sealed_size = Some(store.layout.size());
         get.bundle = defs_def;
+        get.share = self.share.lock().expect("share lock").take();
         let moving = Instant::now();
         let mut report = None;
         if store.layout.size() > 0 {
@@ -301,7 +307,8 @@ impl<'a> Archiving<'a> {
             again.len(),
             said.iter().copied().collect::<Vec<_>>().join(", ")
         ));
-        let sub_spec = ArchiveSpec { get: GetSpec { mirrors: others, ..spec.get.clone() }, ..spec.clone() };
+        let sub_spec =
+            ArchiveSpec { get: GetSpec { mirrors: others, share: None, ..spec.get.clone() }, ..spec.clone() };
         let sub = Archiving::new(&sub_spec, self.src, self.started, self.fresh, self.dest.clone());
         let defs = define_everywhere(&sub_spec, Some(definition(&again)));
         let ready = sub.ready(&again, phases)?;

@@ -302,7 +302,13 @@ async fn archive_into(
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
     let (dest, mut fresh, dest_made) = open_dest(spec, ranked)?;
-    let streams = !spec.dry_run && !spec.itemize && spec.files_from.is_none() && spec.more_src.is_empty();
+    // Receivers sharing a tree move one range, the whole list, the same
+    // on each: not parts cut as a walk goes.
+    let streams = !spec.dry_run
+        && !spec.itemize
+        && spec.files_from.is_none()
+        && spec.more_src.is_empty()
+        && spec.get.share.is_none();
     if fresh && spec.list.is_none() && streams && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {
             Some(report) => return Ok(report),

@@ -359,6 +359,24 @@ impl TreeStore {
         Ok(f)
     }
 
+    /// File `i` to read back (`archive --share` serves what it wrote):
+    /// the part file being written, else the file under its name (written
+    /// whole, or put in place since). Never made here.
+    fn reader(&self, i: usize) -> io::Result<Arc<File>> {
+        if let Some(f) = self.open.lock().expect("store lock").get(&i) {
+            // The descriptor follows the file when it is put in place.
+            return Ok(f.clone());
+        }
+        let by_name = || deep::open(&self.path(i), libc::O_RDONLY, 0).map(Arc::new);
+        if self.is_finished(i) {
+            return by_name();
+        }
+        match deep::open(&self.part_path(i), libc::O_RDONLY, 0) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => by_name(),
+            r => r.map(Arc::new),
+        }
+    }
+
     /// Creates the directories of a fresh destination ahead of the files'
     /// bytes, on two threads (the part moving meanwhile leaves the CPU
     /// idle), until `stop`. (No file is made ahead: a file's name holds
@@ -474,7 +492,7 @@ impl Store for TreeStore {
                 buf[r].copy_from_slice(t.ok_or_else(|| io::Error::other("symlink target shorter than listed"))?);
                 Ok(())
             } else {
-                let read = self.file(i).and_then(|f| match &self.pieces[i].runs {
+                let read = self.reader(i).and_then(|f| match &self.pieces[i].runs {
                     None => FileExt::read_exact_at(&*f, &mut buf[r], within),
                     Some(runs) => {
                         let dst = &mut buf[r];

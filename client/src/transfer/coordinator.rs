@@ -403,16 +403,7 @@ impl Coordinator<'_> {
             })
             .collect::<Vec<_>>();
         let from_peers = producers.iter().filter(|p| p.peer).map(|p| p.bytes).sum();
-        let mut links: Vec<LinkReport> = vec![];
-        for (s, route) in self.routes.iter().enumerate() {
-            let i = links.iter().position(|l| l.route == *route).unwrap_or_else(|| {
-                links.push(LinkReport { route: route.clone(), blocks: 0, bytes: 0 });
-                links.len() - 1
-            });
-            let (blocks, bytes) = tr.producer_delivered(s);
-            links[i].blocks += blocks;
-            links[i].bytes += bytes;
-        }
+        let links = LinkReport::per_route(&self.routes, |s| tr.producer_delivered(s));
         TransferReport {
             path: spec.path.clone(),
             output: spec.output.display().to_string(),
@@ -473,6 +464,10 @@ impl<'a> Coordinator<'a> {
         let (mut slots, mut mirrors) = (slots, mirrors);
         let first_peer = slots.len();
         let (offered, homes) = shared.map(|(o, peers)| (o, peers.join(&mut slots, &mut mirrors))).unzip();
+        let check = match homes {
+            Some(_) => check.with_peers(spec, first_peer..slots.len(), block_size, size),
+            None => check,
+        };
         let bs = u64::from(block_size);
         let verified = !matches!(check, Check::Nothing) || pieces.is_some();
         let mut pieces = match pieces {

@@ -58,6 +58,7 @@ use producer::make_slots;
 mod producer;
 mod rejoin;
 mod report;
+mod seals;
 pub mod share;
 mod slot;
 mod start;
@@ -337,9 +338,10 @@ pub async fn get_joining(
     };
     let at = share::Known {
         part: &part,
-        store: &*file,
+        store: &file,
         mtime: mirrors_time.unwrap_or_default(),
         hashes,
+        sealed: matches!(check, Check::Sealed(_)),
         done: &done,
         block_size,
     };
@@ -389,7 +391,7 @@ fn block_check(verdict: start::BlockCheck, hashes: Option<Arc<Manifest>>) -> (Ch
     match (verdict, hashes) {
         (start::BlockCheck::Hashes, Some(m)) => (Check::Manifest(m), None),
         (start::BlockCheck::WholePieces, Some(m)) => (Check::Nothing, Some(m)),
-        (start::BlockCheck::Sealed, _) => (Check::Sealed, None),
+        (start::BlockCheck::Sealed, _) => (Check::Sealed(None), None),
         _ => (Check::Nothing, None),
     }
 }

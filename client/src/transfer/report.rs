@@ -22,6 +22,24 @@ pub struct LinkReport {
     pub bytes: u64,
 }
 
+impl LinkReport {
+    /// The blocks and bytes each producer (`routes[s]`, `delivered(s)`)
+    /// delivered, summed per route.
+    pub(super) fn per_route(routes: &[String], delivered: impl Fn(usize) -> (u64, u64)) -> Vec<LinkReport> {
+        let mut links: Vec<LinkReport> = vec![];
+        for (s, route) in routes.iter().enumerate() {
+            let i = links.iter().position(|l| l.route == *route).unwrap_or_else(|| {
+                links.push(LinkReport { route: route.clone(), blocks: 0, bytes: 0 });
+                links.len() - 1
+            });
+            let (blocks, bytes) = delivered(s);
+            links[i].blocks += blocks;
+            links[i].bytes += bytes;
+        }
+        links
+    }
+}
+
 /// What a finished transfer did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TransferReport {

@@ -38,16 +38,24 @@ pub trait Offered: Send + Sync {
     fn verified(&self, at: u64, len: u64);
 }
 
-/// What a receiver serves: the file as the mirrors described it, its bytes
-/// in `file` (the part file it writes, a descriptor of its own: a name a
-/// local user could swap for a symlink is never opened again).
+/// What a receiver serves, as the mirrors described it.
 pub struct Offer<'a> {
+    /// The file's path, or the bundle's name.
     pub path: &'a str,
-    pub file: std::fs::File,
     pub size: u64,
-    pub mtime: (i64, u32),
-    pub digest: FileDigest,
-    pub hashes: &'a [Hash],
+    pub bytes: Offering<'a>,
+}
+
+/// Where an offer's bytes are, and what vouches for them.
+pub enum Offering<'a> {
+    /// A file: its bytes in `file` (the part file it writes, a descriptor
+    /// of its own: a name a local user could swap for a symlink is never
+    /// opened again), checked against `hashes` by the other receivers.
+    File { file: std::fs::File, mtime: (i64, u32), digest: FileDigest, hashes: &'a [Hash] },
+    /// A bundle (`archive --share`): read back through the store the
+    /// transfer writes (beneath DEST, never through a symlink), checked by
+    /// the other receivers against the mirrors' seals.
+    Sealed(Arc<dyn crate::store::Store>),
 }
 
 /// `get --share`: every receiver, this one included, in one order all of
@@ -138,19 +146,22 @@ pub(super) struct Known<'a> {
     /// The part file being written (for errors).
     pub part: &'a Path,
     /// What the transfer writes into.
-    pub store: &'a dyn crate::store::Store,
+    pub store: &'a Arc<dyn crate::store::Store>,
     pub mtime: (i64, u32),
     /// The mirrors' chunk hashes, if every block is checked against them
-    /// and the file moves whole to its name (only then is it shared).
+    /// and the file moves whole to its name (only then is a file shared).
     pub hashes: Option<&'a [Hash]>,
+    /// A bundle whose every block is checked against a seal (only then is
+    /// a bundle shared).
+    pub sealed: bool,
     /// Blocks held from an earlier run (inclusive ranges).
     pub done: &'a [(u64, u64)],
     pub block_size: u32,
 }
 
-/// `--share`: serves the file as it comes (what an earlier run left
-/// included) and connects to the other receivers; `None` without
-/// `--share`, or (said) for a file that cannot be shared.
+/// `--share`: serves the file (or bundle) as it comes (what an earlier
+/// run left included) and connects to the other receivers; `None` without
+/// `--share`, or (said) for what cannot be shared.
 pub(super) async fn start(
     spec: &super::GetSpec,
     version: &Version,
@@ -159,17 +170,21 @@ pub(super) async fn start(
     warnings: &mut Vec<String>,
 ) -> Result<Option<(Arc<dyn Offered>, Peers)>, super::TransferError> {
     let Some(share) = &spec.share else { return Ok(None) };
-    let (Some(hashes), Some(file)) = (at.hashes, at.store.as_file()) else {
-        let w =
-            "not sharing: only a file moved whole to its name, with a chunk manifest from ddftpd mirrors, is shared";
-        super::tell(progress, warnings, w.to_string());
-        return Ok(None);
-    };
     let out_err =
         |source| super::TransferError::Output { path: at.part.to_path_buf(), source, resume: super::Resume::Kept };
-    let file = file.try_clone().map_err(out_err)?;
-    let offer = Offer { path: &spec.path, file, size: version.size, mtime: at.mtime, digest: version.digest, hashes };
-    let offered = share.sharing.offer(offer).map_err(out_err)?;
+    let bytes = match (at.sealed, at.hashes, at.store.as_file()) {
+        (true, ..) => Offering::Sealed(at.store.clone()),
+        (false, Some(hashes), Some(file)) => {
+            let file = file.try_clone().map_err(out_err)?;
+            Offering::File { file, mtime: at.mtime, digest: version.digest, hashes }
+        }
+        _ => {
+            let w = "not sharing: only a file moved whole to its name, with a chunk manifest from ddftpd mirrors, or an archive's verified range, is shared";
+            super::tell(progress, warnings, w.to_string());
+            return Ok(None);
+        }
+    };
+    let offered = share.sharing.offer(Offer { path: &spec.path, size: version.size, bytes }).map_err(out_err)?;
     let bs = u64::from(at.block_size);
     for &(a, b) in at.done {
         offered.verified(a * bs, (b + 1 - a) * bs);
@@ -265,8 +280,11 @@ async fn ask(
             Err(e) => return Err(e.into()),
         }
     };
+    // A bundle has no digests: the same name (the list's) and size is the
+    // same range, and each block is checked against the mirrors' seals.
+    let sealed = version.digest.chunk_size == 0;
     match got {
-        Some(v) if v == *version => {}
+        Some(v) if v == *version || (sealed && v.size == version.size) => {}
         other => {
             let got = other.map_or("no version".into(), |v| v.describe());
             return Err(PeerError::OtherVersion { got, want: version.describe() });

@@ -65,10 +65,41 @@ pub(super) struct SlotCtx {
 pub(super) enum Check {
     /// Against the voted chunk manifest.
     Manifest(Arc<Manifest>),
-    /// Against the seal each carries (a bundle's).
-    Sealed,
+    /// Against the seal each carries (a bundle's); a block another
+    /// receiver sends, against the mirrors' seal of it (`peers`).
+    Sealed(Option<Box<PeerSeals>>),
     /// Not at all (`--no-verify`, or an empty file).
     Nothing,
+}
+
+/// The slots that are other receivers, and the mirrors' seals their
+/// blocks are checked against.
+pub(super) struct PeerSeals {
+    pub(super) book: super::seals::Book,
+    pub(super) peers: std::ops::Range<ProducerId>,
+}
+
+impl Check {
+    /// This check once other receivers (slots `peers`) join the transfer:
+    /// a bundle's blocks from them are checked against the mirrors' seals.
+    pub(super) fn with_peers(self, spec: &GetSpec, peers: std::ops::Range<usize>, block_size: u32, size: u64) -> Check {
+        match self {
+            Check::Sealed(None) => {
+                let routes = spec.mirrors.iter().flat_map(|ep| super::routes_to(spec, ep)).collect();
+                let book = super::seals::Book::new(&spec.path, block_size, size, routes, spec.token.clone());
+                Check::Sealed(Some(Box::new(PeerSeals { book, peers })))
+            }
+            c => c,
+        }
+    }
+
+    /// The mirrors' seals, when `slot` is another receiver of a bundle.
+    fn peer_seals(&self, slot: ProducerId) -> Option<&super::seals::Book> {
+        match self {
+            Check::Sealed(Some(p)) if p.peers.contains(&slot) => Some(&p.book),
+            _ => None,
+        }
+    }
 }
 
 /// Runs the slot until its commands end (the connection back, and what it
@@ -210,6 +241,9 @@ async fn take_frames(
                 let _ = events.send(Event::Stopped { slot, stream, sent }).await;
                 continue;
             }
+            Reply::Unreadable { .. } if ctx.check.peer_seals(slot).is_some() => {
+                return Err(fail("a receiver said an entry is unreadable: it serves only what it verified".into()));
+            }
             Reply::Unreadable { index, message } => {
                 ctx.file.unreadable(index, &message, mirror).map_err(|e| fail(format!("protocol error: {e}")))?;
                 continue;
@@ -232,8 +266,17 @@ async fn take_frames(
         let intact = match (&ctx.check, seal) {
             (Check::Nothing, _) => true,
             (Check::Manifest(m), None) => m.verify(offset, &payload),
-            (Check::Sealed, Some(hash)) => frame::seal(&payload) == hash,
-            (Check::Sealed, None) => return Err(fail(format!("block {block} of a bundle came without its seal"))),
+            (Check::Sealed(_), Some(hash)) => match ctx.check.peer_seals(slot) {
+                None => frame::seal(&payload) == hash,
+                Some(book) => {
+                    let dir = e.cursor.dir();
+                    let want = book.seal(block, dir).await.map_err(|why| {
+                        fail(format!("no mirror gave the seal of block {block} (to check a receiver's): {why}"))
+                    })?;
+                    frame::seal(&payload) == want
+                }
+            },
+            (Check::Sealed(_), None) => return Err(fail(format!("block {block} of a bundle came without its seal"))),
             (Check::Manifest(_), Some(_)) => return Err(fail(format!("block {block} came sealed, not as a file's"))),
         };
         if !intact {
