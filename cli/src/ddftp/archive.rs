@@ -44,6 +44,8 @@ pub struct ArchiveOpt {
     pub strip: Option<String>,
     #[command(flatten)]
     pub moving: MoveOpt,
+    #[command(flatten)]
+    pub sharing: super::share::ShareOpt,
     /// fsync every file before modes and mtimes are set.
     #[arg(long)]
     pub sync: bool,
@@ -254,7 +256,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
             Err(format!("{url}: archive takes ddftpd mirrors only (an HTTP mirror serves single files: ddftp get)"))
         }
         None if g.mirrors.is_empty() => Err("no mirrors: give --mirrors A,B,...".into()),
-        None => Ok(g),
+        None => Ok(ddftp::transfer::GetSpec { share: o.sharing.peers(false)?, ..g }),
     });
     let get = match spec {
         Ok(g) => g,
@@ -321,6 +323,16 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
             return Exit::Local;
         }
     };
+    let mode = match o.sharing.mode() {
+        Ok(m) => m,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
+    if !matches!(mode, super::share::Mode::Alone) {
+        return sharing(&o, spec, &mode, &rt);
+    }
     // Under mpirun every rank is a mover; rank 0 leads (and reports).
     #[cfg(feature = "mpi")]
     let job = match ddtree::walk::mpi::launched_by_mpi().then(archive::ranks::Job::init) {
@@ -347,10 +359,43 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
     if let Some(job) = &job {
         job.release();
     }
+    finished(&o, result, bar, true)
+}
+
+/// `--peers`, `--share`: the tree onto every receiver, each serving what
+/// it has verified to the others (the whole list one range on each).
+fn sharing(o: &ArchiveOpt, mut spec: ArchiveSpec, mode: &super::share::Mode, rt: &tokio::runtime::Runtime) -> Exit {
+    let mut bar = o.moving.bar();
+    let (result, server) = rt.block_on(async {
+        let server = match super::share::start(&mut spec.get, mode).await {
+            Ok(s) => s,
+            Err(e) => return (Err(ArchiveError::Transfer(ddftp::transfer::TransferError::Share(e))), None),
+        };
+        let r = archive::archive_by(&spec, archive::Movers::One, &mut bar).await;
+        (r, super::share::serve_on(mode, server))
+    });
+    // Under mpirun rank 0 reports for every rank.
+    let ranks = mode.is_ranks();
+    let transfer = result.as_ref().ok().and_then(|r| r.transfer.clone());
+    let exit = finished(o, result, bar, !ranks);
+    mode.report(exit, transfer.as_ref(), &o.moving);
+    if let Some(s) = server {
+        rt.block_on(s.linger());
+    }
+    exit
+}
+
+/// Reports a run's end (its summary if `summary`) and its exit code.
+fn finished(
+    o: &ArchiveOpt,
+    result: Result<archive::ArchiveReport, ArchiveError>,
+    mut bar: ddftp::progress::Bar,
+    summary: bool,
+) -> Exit {
     // The bar (a dry run's, a failed run's) is gone before anything is printed.
     ddftp::transfer::Progress::finish(&mut bar);
     let exit = match &result {
-        Ok(r) => archived(&o, r),
+        Ok(r) => archived(o, r, summary),
         Err(e) => {
             report_error(e);
             let exit = exit_for_archive(e);
@@ -375,10 +420,11 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
 }
 
 /// What a finished archive says (stdout, stderr) and its exit code.
-fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport) -> Exit {
+fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport, summary: bool) -> Exit {
     {
         {
-            if o.moving.json {
+            if !summary {
+            } else if o.moving.json {
                 println!("{}", serde_json::to_string(r).expect("report serialises"));
             } else if !o.moving.quiet || r.dry_run.is_some() {
                 // A dry run's lines are its output, --quiet or not.

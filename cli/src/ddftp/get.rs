@@ -2,7 +2,6 @@
 //! `ddftp get --metalink F.meta4`: one file from k mirrors.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::Args;
 use ddftp_proto::units::HumanBytes;
@@ -102,22 +101,8 @@ pub struct GetOpt {
     /// Like --bind, naming interfaces (their first address, IPv4 first).
     #[arg(long, value_delimiter = ',', value_name = "IFACE,...")]
     pub nic: Vec<String>,
-    /// Every receiver of this file, this one included, each running the
-    /// same command: each fetches its share from the mirrors and the rest
-    /// from the others, which serve what they have verified (see
-    /// docs/fan-out.md). The same list, in the same order, on every one.
-    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...", requires = "share_listen")]
-    pub peers: Vec<String>,
-    /// Where this receiver serves the file to the --peers: its entry in
-    /// that list (or 0.0.0.0:PORT). It serves that file only, and stays up
-    /// until no peer has been connected for a few seconds.
-    #[arg(long, value_name = "ADDR", requires = "peers")]
-    pub share_listen: Option<std::net::SocketAddr>,
-    /// Under mpirun (a build with the `mpi` feature): every rank is a
-    /// receiver of the file, as with --peers, the ranks finding each other
-    /// through MPI. Rank 0 prints every rank's figures.
-    #[arg(long, conflicts_with = "peers")]
-    pub share: bool,
+    #[command(flatten)]
+    pub sharing: super::share::ShareOpt,
 }
 
 /// `%XX` escapes decoded (a URL's last segment as a file name).
@@ -149,30 +134,6 @@ pub struct GetResult {
 }
 
 impl GetOpt {
-    /// `--peers`, as a share of the download (its server comes later: a
-    /// placeholder that serves nothing until [`share::ShareServer`] is up).
-    fn share_peers(&self, spec: &GetSpec) -> Result<transfer::share::Share, String> {
-        let mut peers = vec![];
-        for p in &self.peers {
-            match super::flags::parse_mirror(p) {
-                Ok(super::flags::Mirror::Ddftpd(ep, false)) => peers.push(transfer::Peer::plain(ep)),
-                Ok(_) => return Err(format!("--peers {p:?}: a peer is HOST:PORT (its --share-listen)")),
-                Err(e) => return Err(format!("--peers: {e}")),
-            }
-        }
-        if spec.stdout.is_some() {
-            return Err("--peers: a receiver serves the file from its disk; give -o FILE, not -o -".into());
-        }
-        // Addresses given as numbers: this receiver must be among them.
-        let listed: Option<Vec<std::net::SocketAddr>> = self.peers.iter().map(|p| p.parse().ok()).collect();
-        let listen = self.share_listen.filter(|a| !a.ip().is_unspecified());
-        let me = listen.and_then(|a| self.peers.iter().position(|p| p.parse() == Ok(a)));
-        if listed.is_some() && listen.is_some() && me.is_none() {
-            return Err(format!("--share: {}", transfer::share::ShareError::NotListed));
-        }
-        Ok(transfer::share::Share { peers, me, sharing: Arc::new(super::share::Unstarted), wait: SHARE_WAIT })
-    }
-
     /// `--bind` addresses, then those of `--nic` interfaces.
     fn binds(&self) -> Result<Vec<std::net::IpAddr>, String> {
         let mut binds = self.bind.clone();
@@ -220,9 +181,7 @@ impl GetOpt {
             ..self.moving.spec(path, output, self.sync)?
         };
         spec.http.splice(0..0, urls);
-        if !self.peers.is_empty() {
-            spec.share = Some(self.share_peers(&spec)?);
-        }
+        spec.share = self.sharing.peers(spec.stdout.is_some())?;
         if spec.mirrors.is_empty() && spec.http.is_empty() {
             return Err("no mirrors: give --mirrors A,B,..., the file's URLs, or --metalink F.meta4".into());
         }
@@ -436,44 +395,13 @@ async fn fetch_sharing(
     mode: &super::share::Mode,
     bar: &mut dyn transfer::Progress,
 ) -> (Result<GetResult, TransferError>, Option<super::share::ShareServer>) {
-    use super::share::Mode;
-    let listen = match mode {
-        Mode::Alone => return (fetch(&spec, bar).await, None),
-        Mode::Listen(a) => *a,
-        #[cfg(feature = "mpi")]
-        Mode::Ranks(_) => std::net::SocketAddr::new(super::share::toward(&spec), 0),
-    };
-    let server = match super::share::ShareServer::start(listen, spec.token.as_deref()).await {
+    let server = match super::share::start(&mut spec, mode).await {
         Ok(s) => s,
-        Err(e) => return (Err(TransferError::Share(transfer::share::ShareError::Listen(e))), None),
+        Err(e) => return (Err(TransferError::Share(e)), None),
     };
-    #[cfg(feature = "mpi")]
-    if let Mode::Ranks(job) = mode {
-        let peers = job.peers(server.addr());
-        let me = Some(job.rank());
-        spec.share = Some(transfer::share::Share { peers, me, sharing: server.sharing(), wait: SHARE_WAIT });
-    }
-    if let Some(s) = &mut spec.share {
-        s.sharing = server.sharing();
-    }
     let r = fetch(&spec, bar).await;
-    #[cfg(feature = "mpi")]
-    if let Mode::Ranks(job) = mode {
-        // Every rank serves on until the last has its copy.
-        job.barrier();
-        return (r, None);
-    }
-    // The caller reports, then serves on while the others take blocks.
-    (r, Some(server))
+    (r, super::share::serve_on(mode, server))
 }
-
-/// How long a receiver waits for the other --peers to serve the file.
-const SHARE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-/// A receiver whose copy is whole serves on until no peer has been
-/// connected for this long...
-const SHARE_QUIET: std::time::Duration = std::time::Duration::from_secs(2);
-/// ...or this long at most.
-const SHARE_LINGER: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// `ddftp get` of one file (several: [`super::many`]).
 pub fn run(opt: GetOpt) -> Exit {
@@ -530,7 +458,7 @@ pub fn run(opt: GetOpt) -> Exit {
         Some(_) => eprintln!("{text}"),
         None => println!("{text}"),
     };
-    let mode = match super::share::Mode::of(opt.share_listen, opt.share) {
+    let mode = match opt.sharing.mode() {
         Ok(m) => m,
         Err(e) => {
             report_error(&e);
@@ -573,7 +501,7 @@ pub fn run(opt: GetOpt) -> Exit {
         );
     }
     if let Some(s) = server {
-        rt.block_on(s.linger(SHARE_QUIET, SHARE_LINGER));
+        rt.block_on(s.linger());
     }
     exit
 }

@@ -1,15 +1,119 @@
-//! `ddftp get --peers`: the server a receiver runs beside its download,
-//! serving what it has verified to the other receivers, and how long it
-//! stays up once its own copy is whole.
+//! `ddftp get --peers` and `ddftp archive --peers`: the flags, the server
+//! a receiver runs beside its download, serving what it has verified to
+//! the other receivers, and how long it stays up once its own copy is
+//! whole.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ddftp::transfer::share::{Offer, Offered, Sharing};
+use ddftp::transfer::share::{Offer, Offered, Offering, Sharing};
 use ddftp::transfer::TransferReport;
-use ddftpd::share::{Share, Shares};
+use ddftpd::share::{ReadAt, Share, Shares};
 use ddftpd::{Server, ServerConfig};
+
+/// How long a receiver waits for the other --peers to serve the file.
+const SHARE_WAIT: Duration = Duration::from_secs(30);
+/// A receiver whose copy is whole serves on until no peer has been
+/// connected for this long...
+const SHARE_QUIET: Duration = Duration::from_secs(2);
+/// ...or this long at most.
+const SHARE_LINGER: Duration = Duration::from_secs(600);
+
+/// The flags of several receivers of one file or tree (`get`, `archive`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ShareOpt {
+    /// Every receiver, this one included, each running the same command:
+    /// each fetches its share from the mirrors and the rest from the
+    /// others, which serve what they have verified (see
+    /// docs/fan-out.md). The same list, in the same order, on every one.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...", requires = "share_listen")]
+    pub peers: Vec<String>,
+    /// Where this receiver serves to the --peers: its entry in that list
+    /// (or 0.0.0.0:PORT). It serves what this command moves only, and
+    /// stays up until no peer has been connected for a few seconds.
+    #[arg(long, value_name = "ADDR", requires = "peers")]
+    pub share_listen: Option<SocketAddr>,
+    /// Under mpirun (a build with the `mpi` feature): every rank is a
+    /// receiver, as with --peers, the ranks finding each other through
+    /// MPI. Rank 0 prints every rank's figures.
+    #[arg(long, conflicts_with = "peers")]
+    pub share: bool,
+}
+
+impl ShareOpt {
+    /// `--peers`, as the share of a download (its server comes later: a
+    /// placeholder that serves nothing until [`ShareServer`] is up).
+    pub fn peers(&self, to_stdout: bool) -> Result<Option<ddftp::transfer::share::Share>, String> {
+        use ddftp::transfer::share::{Share as Sharing, ShareError};
+        if self.peers.is_empty() {
+            return Ok(None);
+        }
+        let mut peers = vec![];
+        for p in &self.peers {
+            match super::flags::parse_mirror(p) {
+                Ok(super::flags::Mirror::Ddftpd(ep, false)) => peers.push(ddftp::transfer::Peer::plain(ep)),
+                Ok(_) => return Err(format!("--peers {p:?}: a peer is HOST:PORT (its --share-listen)")),
+                Err(e) => return Err(format!("--peers: {e}")),
+            }
+        }
+        if to_stdout {
+            return Err("--peers: a receiver serves the file from its disk; give -o FILE, not -o -".into());
+        }
+        // Addresses given as numbers: this receiver must be among them.
+        let listed: Option<Vec<SocketAddr>> = self.peers.iter().map(|p| p.parse().ok()).collect();
+        let listen = self.share_listen.filter(|a| !a.ip().is_unspecified());
+        let me = listen.and_then(|a| self.peers.iter().position(|p| p.parse() == Ok(a)));
+        if listed.is_some() && listen.is_some() && me.is_none() {
+            return Err(format!("--share: {}", ShareError::NotListed));
+        }
+        Ok(Some(Sharing { peers, me, sharing: Arc::new(Unstarted), wait: SHARE_WAIT }))
+    }
+
+    /// How this receiver learns of the others.
+    pub fn mode(&self) -> Result<Mode, String> {
+        Mode::of(self.share_listen, self.share)
+    }
+}
+
+/// Starts this receiver's server as `mode` asks and puts it (and, under
+/// MPI, the ranks' servers) in `spec`'s share; `None` for a lone receiver.
+pub async fn start(
+    spec: &mut ddftp::transfer::GetSpec,
+    mode: &Mode,
+) -> Result<Option<ShareServer>, ddftp::transfer::share::ShareError> {
+    use ddftp::transfer::share::ShareError;
+    let listen = match mode {
+        Mode::Alone => return Ok(None),
+        Mode::Listen(a) => *a,
+        #[cfg(feature = "mpi")]
+        Mode::Ranks(_) => SocketAddr::new(toward(spec), 0),
+    };
+    let server = ShareServer::start(listen, spec.token.as_deref()).await.map_err(ShareError::Listen)?;
+    #[cfg(feature = "mpi")]
+    if let Mode::Ranks(job) = mode {
+        let peers = job.peers(server.addr());
+        let me = Some(job.rank());
+        spec.share = Some(ddftp::transfer::share::Share { peers, me, sharing: server.sharing(), wait: SHARE_WAIT });
+    }
+    if let Some(s) = &mut spec.share {
+        s.sharing = server.sharing();
+    }
+    Ok(Some(server))
+}
+
+/// Once this receiver's copy is whole: under MPI every rank serves on
+/// until the last has its copy (here); otherwise the caller reports, then
+/// serves on ([`ShareServer::linger`]) while the others take blocks.
+pub fn serve_on(mode: &Mode, server: Option<ShareServer>) -> Option<ShareServer> {
+    #[cfg(feature = "mpi")]
+    if let Mode::Ranks(job) = mode {
+        job.barrier();
+        return None;
+    }
+    let _ = mode;
+    server
+}
 
 /// How a receiver learns of the others.
 pub enum Mode {
@@ -232,8 +336,9 @@ impl ShareServer {
     }
 
     /// Serves on while other receivers are connected: until none has been
-    /// for `quiet`, at most `most`.
-    pub async fn linger(mut self, quiet: Duration, most: Duration) {
+    /// for a few seconds, at most ten minutes.
+    pub async fn linger(mut self) {
+        let (quiet, most) = (SHARE_QUIET, SHARE_LINGER);
         let metrics = self.server.metrics();
         tracing::info!(listen = %self.addr, "serving the file to the other receivers until none is connected");
         let began = Instant::now();
@@ -264,9 +369,23 @@ impl Sharing for Table {
     }
 
     fn offer(&self, o: Offer<'_>) -> std::io::Result<Arc<dyn Offered>> {
-        let share = Arc::new(Share::new(o.file, o.size, o.mtime, o.digest, o.hashes.to_vec()));
+        let share = match o.bytes {
+            Offering::File { file, mtime, digest, hashes } => Share::new(file, o.size, mtime, digest, hashes.to_vec()),
+            Offering::Sealed(store) => Share::sealed(Arc::new(Stored(store)), o.size),
+        };
+        let share = Arc::new(share);
         self.shares.offer(o.path, share.clone());
         Ok(Arc::new(Verified(share)))
+    }
+}
+
+/// A bundle's bytes as the archive wrote them (its store reads beneath
+/// DEST, never through a symlink).
+struct Stored(Arc<dyn ddftp::store::Store>);
+
+impl ReadAt for Stored {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.0.read_exact_at(buf, offset)
     }
 }
 

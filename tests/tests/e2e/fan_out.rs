@@ -15,16 +15,20 @@ use crate::util::*;
 const SIZE: usize = 24 << 20;
 
 /// Free loopback addresses for the receivers' servers.
-fn free_addrs(n: usize) -> Vec<String> {
+pub(crate) fn free_addrs(n: usize) -> Vec<String> {
     let ls: Vec<std::net::TcpListener> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
     ls.iter().map(|l| l.local_addr().unwrap().to_string()).collect()
 }
 
 /// A receiver: `ddftp get big.bin` into `out`, serving on `listen`.
 fn receiver(mirrors: &str, out: &Path, peers: &[String], listen: &str) -> Child {
+    sharing(["get", "big.bin", "-m", mirrors, "-o", out.to_str().unwrap()], peers, listen)
+}
+
+/// A receiver running `ddftp ARGS` among `peers`, serving on `listen`.
+pub(crate) fn sharing<const N: usize>(args: [&str; N], peers: &[String], listen: &str) -> Child {
     Command::new(bin("ddftp"))
-        .args(["get", "big.bin", "-m", mirrors, "-o"])
-        .arg(out)
+        .args(args)
         .args(["--peers", &peers.join(","), "--share-listen", listen, "--json", "-q", "--retries", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -34,7 +38,7 @@ fn receiver(mirrors: &str, out: &Path, peers: &[String], listen: &str) -> Child 
 }
 
 /// Waits for a receiver: its exit code, JSON report and stderr.
-fn finish(c: Child) -> (Option<i32>, serde_json::Value, String) {
+pub(crate) fn finish(c: Child) -> (Option<i32>, serde_json::Value, String) {
     let out = c.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
@@ -189,23 +193,11 @@ fn mpirun_share_puts_an_exact_copy_on_every_rank_and_rank_0_reports_them_all() {
         s.mirrors(),
         s.outs.display()
     );
-    let out = Command::new("mpirun")
-        .args(["-n", "3", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "sh", "-c", &get])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "mpirun: {:?}\n{stdout}\n{stderr}", out.status);
+    let v = mpirun_sharing(3, &get);
     for i in 0..3 {
         assert!(std::fs::read(s.outs.join(format!("c{i}"))).unwrap() == s.data, "rank {i}'s copy differs");
     }
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
-    assert_eq!(lines.len(), 1, "rank 0 alone reports: {stdout}");
-    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
-    let ranks = v["receivers"].as_array().unwrap();
-    assert_eq!(ranks.len(), 3, "{v}");
-    for r in ranks {
-        assert_eq!(r["exit"], 0, "{v}");
+    for r in v["receivers"].as_array().unwrap() {
         assert!(r["from_peers"].as_u64().unwrap() > SIZE as u64 / 3, "{v}");
         let moved = r["from_peers"].as_u64().unwrap() + r["from_mirrors"].as_u64().unwrap();
         assert_eq!(moved, SIZE as u64, "{v}");
@@ -214,4 +206,24 @@ fn mpirun_share_puts_an_exact_copy_on_every_rank_and_rank_0_reports_them_all() {
     assert!(copies < 1.2, "the mirrors sent {copies:.2} copies of the file");
     let said = v["mirror_copies"].as_f64().unwrap();
     assert!((said - copies).abs() < 0.1, "rank 0 says {said:.2} copies, the mirrors sent {copies:.2}");
+}
+
+/// Runs `sh -c CMD` on `n` ranks (each a receiver), checks that they all
+/// succeed and that rank 0 alone reports, and returns its report (every
+/// rank in it, each with exit code 0).
+pub(crate) fn mpirun_sharing(n: usize, cmd: &str) -> serde_json::Value {
+    let out = Command::new("mpirun")
+        .args(["-n", &n.to_string(), "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "sh", "-c", cmd])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "mpirun: {:?}\n{stdout}\n{stderr}", out.status);
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(lines.len(), 1, "rank 0 alone reports: {stdout}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let ranks = v["receivers"].as_array().unwrap();
+    assert_eq!(ranks.len(), n, "{v}");
+    assert!(ranks.iter().all(|r| r["exit"] == 0), "{v}");
+    v
 }

@@ -12,6 +12,7 @@ mod archive_plan;
 mod archive_rsync;
 mod archive_sync;
 mod fan_out;
+mod fan_out_tree;
 mod get;
 mod hardening;
 mod hostile;

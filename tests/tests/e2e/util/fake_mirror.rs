@@ -31,6 +31,10 @@ pub struct Script {
     pub stat: Option<(u64, ddftp_proto::FileDigest)>,
     /// Plain files by path, for `get`.
     pub files: HashMap<String, Served>,
+    /// A lying receiver of a tree (`archive --peers`): `Start` on any
+    /// bundle name sends `stat`'s size of these bytes, sealed (its own
+    /// seals, which match what it sends).
+    pub any_bundle: Option<u8>,
 }
 
 /// A plain file as the fake mirror describes and sends it.
@@ -203,9 +207,19 @@ fn serve(mut c: TcpStream, script: &Script, bundles: &Bundles) -> std::io::Resul
                     send(&mut c, Reply::Stopped { stream: old.id, sent: old.sent })?;
                 }
                 let n = path.strip_prefix('b').and_then(|n| n.parse::<usize>().ok());
+                let lie = match (script.any_bundle, &script.stat) {
+                    (Some(b), Some((size, _))) if path.starts_with("@bundle/") => {
+                        Some(Arc::new(vec![b; *size as usize]))
+                    }
+                    _ => None,
+                };
                 let file = script.files.get(&path).map(|f| Arc::new(f.sent.clone()));
+                let (file, lied) = match lie {
+                    Some(l) => (None, Some(l)),
+                    None => (file, None),
+                };
                 let sealed = file.is_none();
-                match file.or_else(|| n.and_then(|n| bundles.lock().unwrap().get(n).cloned())) {
+                match file.or(lied).or_else(|| n.and_then(|n| bundles.lock().unwrap().get(n).cloned())) {
                     Some(data) => {
                         let bs = block_size as u64;
                         let mut s = Stream { id: stream, bs, next: Some(first), last, dir, sent: 0, sealed };
