@@ -9,8 +9,10 @@
 # 11.2 s. Separate runs share U: N*S/U once N*r > U.
 #
 # Cases: share (N = 1..4), separate ddftp gets, separate aria2c (nginx on
-# the mirrors), and "slow": N = 4 with client 4's link at 100mbit (the
-# others must not be held back to it).
+# the mirrors), "slow": N = 4 with client 4's link at 100mbit (the
+# others must not be held back to it), and "tree": `ddftp archive --peers`
+# of a tree (the file cut in 8 files, and 4,096 files of 4 KiB) onto
+# N = 1..4 (copies: the mirrors' upload over the tree's bytes).
 #
 # Each run starts every receiver at once; "all" is the time until the last
 # receiver has its verified copy (its report's seconds plus the start
@@ -18,12 +20,12 @@
 # ddftp cases) in copies of the file. Outputs on tmpfs.
 #
 # Usage (root): benches/netbed-fan-out.sh [RUNS] [CASES]
-#   CASES: comma list of share, separate, aria2c, slow (default: all)
+#   CASES: comma list of share, separate, aria2c, slow, tree (default: all)
 # Writes benches/results/netbed-fan-out-<UTC date>.{md,json}.
 set -euo pipefail
 
 RUNS=${1:-3}
-CASES=${2:-share,separate,aria2c,slow}
+CASES=${2:-share,separate,aria2c,slow,tree}
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$TOP/benches/common.sh"
 NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
@@ -40,6 +42,13 @@ DDFTPD=$TOP/target/release/ddftpd
 mkdir -p "$WORK/data" "$WORK/run" "$OUT"
 chmod 755 "$WORK" "$WORK/data"
 [ "$(stat -c %s "$WORK/data/big.bin" 2>/dev/null || echo 0)" = $SIZE ] || head -c $SIZE /dev/urandom >"$WORK/data/big.bin"
+if [[ ,$CASES, == *,tree,* ]] && [ ! -d "$WORK/data/tree" ]; then
+  mkdir -p "$WORK/data/tree.new/small"
+  split -n 8 -d "$WORK/data/big.bin" "$WORK/data/tree.new/part-"
+  head -c $((4096 * 4096)) /dev/urandom | split -b 4096 -d -a 4 - "$WORK/data/tree.new/small/f-"
+  mv "$WORK/data/tree.new" "$WORK/data/tree"
+fi
+TREE_SIZE=$((SIZE + 4096 * 4096))
 
 cleanup() {
   pkill -f "ddftpd --root $WORK/data" 2>/dev/null || true
@@ -75,7 +84,7 @@ sent() {
 # run CASE N: prints "ALL_SECONDS COPIES PER-RECEIVER-SECONDS..."
 run() {
   local case=$1 n=$2 j peers="" pids=() t0 t1 before after
-  rm -f "$OUT"/c* 2>/dev/null || true
+  rm -rf "$OUT"/c* 2>/dev/null || true
   for j in $(seq 1 "$n"); do peers+="10.79.0.$((100 + j)):7500,"; done
   peers=${peers%,}
   before=$(sent)
@@ -84,6 +93,8 @@ run() {
     local o=$OUT/c$j
     case $case in
       share | slow) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json \
+        --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
+      tree) "$NB" exec $BED-c$j -- "$DDFTP" archive tree -m $M1:7400,$M2:7400 -d "$o" -q --json \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
       separate) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json >"$o.json" 2>"$o.err" & ;;
       aria2c) "$NB" exec $BED-c$j -- sh -c "aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true \
@@ -94,7 +105,9 @@ run() {
   for p in "${pids[@]}"; do wait "$p" || { log "a receiver failed: $(cat "$OUT"/c*.err)"; }; done
   t1=$(date +%s.%N)
   after=$(sent)
-  python3 - "$case" "$n" "$t0" "$t1" "$before" "$after" "$OUT" "$SIZE" <<'PY'
+  local size=$SIZE
+  [ "$case" = tree ] && size=$TREE_SIZE
+  python3 - "$case" "$n" "$t0" "$t1" "$before" "$after" "$OUT" "$size" <<'PY'
 import json, os, sys
 case, n, t0, t1, before, after, out, size = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:5]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7], int(sys.argv[8])
 each = []
@@ -104,6 +117,8 @@ for j in range(1, n + 1):
     else:
         d = json.load(open(f"{out}/c{j}.json"))
         assert d["bytes"] == size, d
+        # An archive's report holds its transfer's.
+        d = d.get("transfer", d)
         each.append(d["seconds"])
         for w in d.get("warnings", []):
             print(f"receiver {j}: {w}", file=sys.stderr)
@@ -113,13 +128,19 @@ copies = (after - before) / size if case != "aria2c" else float("nan")
 # Each receiver's bytes from peers, in percent (what `ddftp simulate
 # --receivers` predicts).
 if case != "aria2c":
-    peers = [json.load(open(f"{out}/c{j}.json")).get("from_peers", 0) * 100 / size for j in range(1, n + 1)]
+    reports = [json.load(open(f"{out}/c{j}.json")) for j in range(1, n + 1)]
+    peers = [r.get("transfer", r).get("from_peers", 0) * 100 / size for r in reports]
     open(f"{out}/peers.txt", "w").write(" ".join(f"{p:.1f}" for p in peers))
 print(f"{max(each):.2f} {copies:.3f} " + " ".join(f"{s:.2f}" for s in each))
 PY
   # Every copy exact (the first run of each case).
   if [ "${CHECK:-1}" = 1 ]; then
-    for j in $(seq 1 "$n"); do cmp -s "$WORK/data/big.bin" "$OUT/c$j" || { log "copy $j differs ($case, N=$n)"; exit 1; }; done
+    for j in $(seq 1 "$n"); do
+      case $case in
+        tree) diff -r -q "$WORK/data/tree" "$OUT/c$j" >/dev/null || { log "tree $j differs (N=$n)"; exit 1; } ;;
+        *) cmp -s "$WORK/data/big.bin" "$OUT/c$j" || { log "copy $j differs ($case, N=$n)"; exit 1; } ;;
+      esac
+    done
   fi
 }
 
@@ -158,8 +179,11 @@ for c in "${cases[@]}"; do
     last=$(echo "${results[-1]}" | cut -d' ' -f3-)
     peers=$(cat "$OUT/peers.txt" 2>/dev/null || echo -)
     rm -f "$OUT/peers.txt"
-    [ "$c" = share ] && [ "$n" = 1 ] && one[share]=$med
-    ratio=$(python3 -c "print(f'{$med / ${one[share]:-$med}:.3f}')")
+    [ "$n" = 1 ] && one[$c]=$med
+    # Against the one-node time of the same kind (a tree's, or the file's).
+    base=${one[share]:-$med}
+    [ "$c" = tree ] && base=${one[tree]}
+    ratio=$(python3 -c "print(f'{$med / $base:.3f}')")
     echo "| $c | $n | $med | $runs | $cop | $last | $peers | $ratio |" >>"$md"
     [ $first = 1 ] || echo "," >>"$json"
     first=0

@@ -269,6 +269,15 @@ impl Transfer {
         self.sched.set_forward_only(producer);
     }
 
+    /// Bytes of an item not yet whole arrived from `producer`: it is not
+    /// stalled, however long one item takes over its link (a thin link, a
+    /// large block, a receiver passing blocks to hundreds of others).
+    pub fn handle_bytes(&mut self, producer: ProducerId, now: Instant) {
+        if let Some(p) = self.producers.get_mut(producer).filter(|p| !p.dropped) {
+            p.last_progress = now;
+        }
+    }
+
     /// A run of items arrived (verified) from `producer`; returns the new
     /// complete prefix if it grew.
     pub fn handle_blocks(&mut self, producer: ProducerId, run: BlockRun, now: Instant) -> Option<u64> {

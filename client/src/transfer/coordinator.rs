@@ -201,6 +201,7 @@ impl Coordinator<'_> {
                 self.tr.handle_failed(slot, error, now)
             }
             Event::Corrupt { slot, block } => self.tr.handle_corrupt(slot, block, now),
+            Event::Alive { slot } => self.tr.handle_bytes(slot, now),
             Event::Local(e) => return Err(e),
             Event::Joined { .. } | Event::Warn(_) => unreachable!("handled by the transfer loop"),
         }

@@ -24,6 +24,11 @@ pub(super) enum Event {
         /// How long the server asked us to wait before asking again.
         wait: Option<Duration>,
     },
+    /// Bytes of a block not yet whole came (at most one a second): the
+    /// producer is not stalled, however long a block takes over its link.
+    Alive {
+        slot: ProducerId,
+    },
     /// A block failed verification: its mirror is not to be trusted.
     Corrupt {
         slot: ProducerId,
@@ -102,6 +107,9 @@ impl Check {
     }
 }
 
+/// How often a slot that receives bytes says so ([`Event::Alive`]).
+const ALIVE_EVERY: Duration = Duration::from_secs(1);
+
 /// Runs the slot until its commands end (the connection back, and what it
 /// still owes, if the transfer completed) or its connection fails.
 pub(super) async fn run_slot(
@@ -118,6 +126,7 @@ pub(super) async fn run_slot(
     let mut out = BytesMut::new();
     let mut expect: VecDeque<Expect> = VecDeque::new();
     let fail = |error: String| Event::Failed { slot, error, wait: None };
+    let mut alive = Instant::now();
     loop {
         tokio::select! {
             // Commands first: once they end, no block is written.
@@ -159,6 +168,10 @@ pub(super) async fn run_slot(
                             cap.acquire(n).await;
                         }
                     }
+                }
+                if alive.elapsed() >= ALIVE_EVERY {
+                    alive = Instant::now();
+                    let _ = events.send(Event::Alive { slot }).await;
                 }
                 if let Err(ev) = drain_frames(slot, &mirror, &ctx, &mut inbuf, &mut expect, &events).await {
                     let _ = events.send(ev).await;

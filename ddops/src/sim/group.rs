@@ -110,6 +110,9 @@ struct Conn {
     queued: bool,
     /// Blocks it may send (its share of the links so far).
     credit: f64,
+    /// When its receiver last heard bytes of a block not yet whole come
+    /// (the client's `Alive`, at most once a second).
+    alive_at: f64,
 }
 
 /// A host's uplink: its speed and the connections that may have something
@@ -163,7 +166,7 @@ pub fn run(spec: &GroupSpec, origin: Instant) -> GroupReport {
         if g.receivers.iter().all(|r| r.tr.is_done() || r.tr.is_stuck()) {
             break;
         }
-        g.send();
+        g.send(t);
         g.step += 1;
         t += g.dt;
     }
@@ -225,6 +228,7 @@ impl Group {
                 gone: false,
                 queued: false,
                 credit: 0.0,
+                alive_at: 0.0,
             }));
             receivers.push(Receiver {
                 tr,
@@ -382,7 +386,7 @@ impl Group {
     /// connections that can send; a downlink offered more than it carries
     /// takes from each in proportion (TCP's sharing, roughly). A
     /// connection sends a block whenever its credit reaches one.
-    fn send(&mut self) {
+    fn send(&mut self, t: f64) {
         let dt = self.dt;
         let mut active: Vec<(usize, f64)> = vec![];
         let nodes = (0..self.mirrors.len()).map(Node::Mirror).chain((0..self.ups.len()).map(Node::Receiver));
@@ -409,6 +413,13 @@ impl Group {
             let to = self.conns[c].to;
             let scale = (self.receivers[to].down / offered[to]).min(1.0);
             self.conns[c].credit += rate * scale * dt;
+            // Bytes of a block are on their way: its receiver hears them
+            // (the delay aside), as a slot says `Alive`.
+            if t >= self.conns[c].alive_at + 1.0 {
+                self.conns[c].alive_at = t;
+                let (local, now) = (self.conns[c].local, self.at(t));
+                self.receivers[to].tr.handle_bytes(local, now);
+            }
             let n = self.conns[c].from;
             while self.conns[c].credit >= 1.0 && self.can_send(n, c) {
                 if self.step_conn(c) {

@@ -43,6 +43,26 @@ fn a_producer_owing_items_that_sends_none_is_dropped_at_its_timeout() {
 }
 
 #[test]
+fn a_producer_whose_bytes_keep_coming_is_not_stalled_however_long_an_item_takes() {
+    let t0 = Instant::now();
+    let mut t = Transfer::fresh(1000, &[0, 1], 2, &cfg(), t0);
+    actions(&mut t);
+    // Each first item takes 12 s over its link: bytes every 4 s.
+    for s in [4, 8, 12] {
+        let at = t0 + Duration::from_secs(s);
+        t.handle_bytes(0, at);
+        t.handle_bytes(1, at);
+        t.handle_timeout(at);
+    }
+    assert!(t.poll_event().is_none(), "bytes came: not stalled");
+    assert_eq!(t.poll_timeout(), Some(t0 + Duration::from_secs(17)));
+    t.handle_timeout(t0 + Duration::from_secs(17));
+    let dropped: Vec<ProducerId> =
+        std::iter::from_fn(|| t.poll_event()).map(|Event::Dropped { producer, .. }| producer).collect();
+    assert_eq!(dropped, vec![0, 1], "nothing for 5 s: both stalled");
+}
+
+#[test]
 fn a_corrupt_item_drops_every_producer_of_its_mirror() {
     let t0 = Instant::now();
     // Producers 0 and 2 are both mirror 0 (two links to it).

@@ -229,6 +229,21 @@ fn stalled_mirror_is_dropped_and_covered() {
 }
 
 #[test]
+fn a_mirror_slower_than_a_block_per_stall_timeout_is_not_dropped_while_its_bytes_come() {
+    // A block takes 5 s over the link (--limit-rate), the stall timeout is
+    // 2 s: bytes of the block keep coming, so nothing is stalled.
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 2 << 20, 11);
+    let m = Mirror::start(&f.root(), &[]);
+    let o = f.out("f");
+    let args = ["get", "f", "-m", &m.addr, "-o", o.to_str().unwrap(), "--block-size", "1MiB", "--limit-rate", "400KB"];
+    let out = ddftp(&[&args[..], &["--stall-timeout", "2", "--retries", "0", "-q"]].concat(), 0);
+    assert!(std::fs::read(&o).unwrap() == data);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("stalled"), "{err}");
+}
+
+#[test]
 fn published_checksum_is_enforced() {
     let f = Fixture::new();
     let data = random_file(&f.root().join("f"), 500_000, 40);
