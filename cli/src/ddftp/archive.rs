@@ -331,7 +331,13 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
         }
     };
     if !matches!(mode, super::share::Mode::Alone) {
-        return sharing(&o, spec, &mode, &rt);
+        return match o.sharing.tls(&o.moving.tls) {
+            Ok(tls) => sharing(&o, spec, (&mode, &tls), &rt),
+            Err(e) => {
+                report_error(&e);
+                Exit::Usage
+            }
+        };
     }
     // Under mpirun every rank is a mover; rank 0 leads (and reports).
     #[cfg(feature = "mpi")]
@@ -364,10 +370,15 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
 
 /// `--peers`, `--share`: the tree onto every receiver, each serving what
 /// it has verified to the others (the whole list one range on each).
-fn sharing(o: &ArchiveOpt, mut spec: ArchiveSpec, mode: &super::share::Mode, rt: &tokio::runtime::Runtime) -> Exit {
+fn sharing(
+    o: &ArchiveOpt,
+    mut spec: ArchiveSpec,
+    (mode, tls): (&super::share::Mode, &super::share::PeerTls),
+    rt: &tokio::runtime::Runtime,
+) -> Exit {
     let mut bar = o.moving.bar();
     let (result, server) = rt.block_on(async {
-        let server = match super::share::start(&mut spec.get, mode).await {
+        let server = match super::share::start(&mut spec.get, mode, tls).await {
             Ok(s) => s,
             Err(e) => return (Err(ArchiveError::Transfer(ddftp::transfer::TransferError::Share(e))), None),
         };

@@ -392,10 +392,10 @@ pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<G
 /// receivers take it (`--peers`, `--share`).
 async fn fetch_sharing(
     mut spec: GetSpec,
-    mode: &super::share::Mode,
+    (mode, tls): (&super::share::Mode, &super::share::PeerTls),
     bar: &mut dyn transfer::Progress,
 ) -> (Result<GetResult, TransferError>, Option<super::share::ShareServer>) {
-    let server = match super::share::start(&mut spec, mode).await {
+    let server = match super::share::start(&mut spec, mode, tls).await {
         Ok(s) => s,
         Err(e) => return (Err(TransferError::Share(e)), None),
     };
@@ -465,7 +465,14 @@ pub fn run(opt: GetOpt) -> Exit {
             return Exit::Usage;
         }
     };
-    let (fetched, server) = rt.block_on(fetch_sharing(spec.clone(), &mode, &mut bar));
+    let tls = match opt.sharing.tls(&opt.moving.tls) {
+        Ok(t) => t,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
+    let (fetched, server) = rt.block_on(fetch_sharing(spec.clone(), (&mode, &tls), &mut bar));
     let (exit, done) = match fetched {
         // Rank 0 reports for every rank, below.
         Ok(r) if mode.is_ranks() => (Exit::Ok, Some(r)),

@@ -39,9 +39,42 @@ pub struct ShareOpt {
     /// MPI. Rank 0 prints every rank's figures.
     #[arg(long, conflicts_with = "peers")]
     pub share: bool,
+    /// This receiver's certificate chain (PEM): its server speaks TLS
+    /// only, and the other receivers are reached over TLS too, checked
+    /// against --ca-file (or the system's CAs) by the name or address
+    /// they are listed under. Every receiver needs one.
+    #[arg(long, value_name = "CERT.pem", requires = "share_key")]
+    pub share_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --share-cert.
+    #[arg(long, value_name = "KEY.pem", requires = "share_cert")]
+    pub share_key: Option<std::path::PathBuf>,
+}
+
+/// TLS between receivers (`--share-cert`): this one's server's, and how
+/// it reaches the others.
+#[derive(Clone, Default)]
+pub struct PeerTls {
+    server: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    client: Option<ddftp::session::Secure>,
 }
 
 impl ShareOpt {
+    /// TLS between the receivers, with `how`'s CA file and client
+    /// certificate: none without --share-cert.
+    pub fn tls(&self, how: &super::flags::TlsOpt) -> Result<PeerTls, String> {
+        let Some(server) = self.share_cert.clone().zip(self.share_key.clone()) else {
+            let sharing = !self.peers.is_empty() || self.share;
+            if sharing && how.tls {
+                // Blocks from peers are verified either way; what TLS adds
+                // is privacy, which needs each receiver's certificate.
+                eprintln!("ddftp: warning: the receivers reach each other in plain TCP (--tls is for the mirrors): give each a --share-cert and --share-key for TLS between them");
+            }
+            return Ok(PeerTls::default());
+        };
+        let client = how.connector(true).map_err(|e| format!("--share-cert: {e}"))?;
+        Ok(PeerTls { server: Some(server), client })
+    }
+
     /// `--peers`, as the share of a download (its server comes later: a
     /// placeholder that serves nothing until [`ShareServer`] is up).
     pub fn peers(&self, to_stdout: bool) -> Result<Option<ddftp::transfer::share::Share>, String> {
@@ -52,6 +85,7 @@ impl ShareOpt {
         let mut peers = vec![];
         for p in &self.peers {
             match super::flags::parse_mirror(p) {
+                // Over TLS or not, as `start` says (--share-cert).
                 Ok(super::flags::Mirror::Ddftpd(ep, false)) => peers.push(ddftp::transfer::Peer::plain(ep)),
                 Ok(_) => return Err(format!("--peers {p:?}: a peer is HOST:PORT (its --share-listen)")),
                 Err(e) => return Err(format!("--peers: {e}")),
@@ -76,11 +110,13 @@ impl ShareOpt {
     }
 }
 
-/// Starts this receiver's server as `mode` asks and puts it (and, under
-/// MPI, the ranks' servers) in `spec`'s share; `None` for a lone receiver.
+/// Starts this receiver's server as `mode` asks (over TLS if `tls` says)
+/// and puts it (and, under MPI, the ranks' servers) in `spec`'s share;
+/// `None` for a lone receiver.
 pub async fn start(
     spec: &mut ddftp::transfer::GetSpec,
     mode: &Mode,
+    tls: &PeerTls,
 ) -> Result<Option<ShareServer>, ddftp::transfer::share::ShareError> {
     use ddftp::transfer::share::ShareError;
     let listen = match mode {
@@ -89,7 +125,8 @@ pub async fn start(
         #[cfg(feature = "mpi")]
         Mode::Ranks(_) => SocketAddr::new(toward(spec), 0),
     };
-    let server = ShareServer::start(listen, spec.token.as_deref()).await.map_err(ShareError::Listen)?;
+    let server =
+        ShareServer::start(listen, spec.token.as_deref(), tls.server.as_ref()).await.map_err(ShareError::Listen)?;
     #[cfg(feature = "mpi")]
     if let Mode::Ranks(job) = mode {
         let peers = job.peers(server.addr());
@@ -98,6 +135,9 @@ pub async fn start(
     }
     if let Some(s) = &mut spec.share {
         s.sharing = server.sharing();
+        for p in &mut s.peers {
+            p.tls = tls.client.clone();
+        }
     }
     Ok(Some(server))
 }
@@ -297,7 +337,15 @@ pub struct ShareServer {
 impl ShareServer {
     /// Listens on `listen`; peers must prove they know `token`, as for
     /// the mirrors.
-    pub async fn start(listen: SocketAddr, token: Option<&[u8]>) -> Result<ShareServer, String> {
+    pub async fn start(
+        listen: SocketAddr,
+        token: Option<&[u8]>,
+        tls: Option<&(std::path::PathBuf, std::path::PathBuf)>,
+    ) -> Result<ShareServer, String> {
+        let tls = tls
+            .map(|(cert, key)| ddftpd::tls::Tls::new(cert, key, None))
+            .transpose()
+            .map_err(|e| format!("--share-cert: {e}"))?;
         let l = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| format!("--share-listen {listen}: {e} (another receiver or program on that port?)"))?;
@@ -306,6 +354,7 @@ impl ShareServer {
         let cfg = ServerConfig {
             token: token.map(<[u8]>::to_vec),
             shares: Some(shares.clone()),
+            tls,
             log_errors: false,
             // The peers' streams wait for blocks that are on their way.
             idle_timeout: Duration::from_secs(60),

@@ -22,11 +22,11 @@ pub(crate) fn free_addrs(n: usize) -> Vec<String> {
 
 /// A receiver: `ddftp get big.bin` into `out`, serving on `listen`.
 fn receiver(mirrors: &str, out: &Path, peers: &[String], listen: &str) -> Child {
-    sharing(["get", "big.bin", "-m", mirrors, "-o", out.to_str().unwrap()], peers, listen)
+    sharing(&["get", "big.bin", "-m", mirrors, "-o", out.to_str().unwrap()], peers, listen)
 }
 
 /// A receiver running `ddftp ARGS` among `peers`, serving on `listen`.
-pub(crate) fn sharing<const N: usize>(args: [&str; N], peers: &[String], listen: &str) -> Child {
+pub(crate) fn sharing(args: &[&str], peers: &[String], listen: &str) -> Child {
     Command::new(bin("ddftp"))
         .args(args)
         .args(["--peers", &peers.join(","), "--share-listen", listen, "--json", "-q", "--retries", "0"])
@@ -226,4 +226,34 @@ pub(crate) fn mpirun_sharing(n: usize, cmd: &str) -> serde_json::Value {
     assert_eq!(ranks.len(), n, "{v}");
     assert!(ranks.iter().all(|r| r["exit"] == 0), "{v}");
     v
+}
+
+#[test]
+fn receivers_with_certificates_share_over_tls_and_one_that_cannot_verify_them_uses_none() {
+    let s = setup();
+    let pki = crate::util::pki::Pki::new(&s.outs, "ddftp test CA");
+    let cert = pki.issue("receiver", "IP:127.0.0.1", false);
+    let other = crate::util::pki::Pki::new(&s.outs, "another CA");
+    let peers = free_addrs(3);
+    let kids: Vec<Child> = (0..3)
+        .map(|i| {
+            let out = s.outs.join(format!("c{i}"));
+            let tls = ["--share-cert", cert.cert(), "--share-key", cert.key()];
+            // Receiver 0 trusts another CA: it cannot verify the others.
+            let ca = if i == 0 { other.ca() } else { pki.ca() };
+            let args = ["get", "big.bin", "-m", &s.mirrors(), "-o", out.to_str().unwrap(), "--ca-file", ca];
+            sharing(&[&args[..], &tls[..]].concat(), &peers, &peers[i])
+        })
+        .collect();
+    for (i, k) in kids.into_iter().enumerate() {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(s.outs.join(format!("c{i}"))).unwrap() == s.data, "receiver {i}'s copy differs");
+        let (from_peers, _) = from_peers_and_mirrors(&v);
+        let said = v["warnings"].to_string();
+        match i {
+            0 => assert!(from_peers == 0 && said.contains("not using peer") && said.contains("certificate"), "{v}"),
+            _ => assert!(from_peers > SIZE as u64 / 3, "receiver {i} took {from_peers} bytes from its peers: {v}"),
+        }
+    }
 }

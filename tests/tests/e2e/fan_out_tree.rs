@@ -16,7 +16,7 @@ use crate::util::*;
 
 /// A receiver: `ddftp archive src` into `dest`, serving on `listen`.
 fn receiver(mirrors: &str, dest: &Path, peers: &[String], listen: &str) -> Child {
-    sharing(["archive", "src", "-m", mirrors, "-X", "-d", dest.to_str().unwrap()], peers, listen)
+    sharing(&["archive", "src", "-m", mirrors, "-X", "-d", dest.to_str().unwrap()], peers, listen)
 }
 
 /// Large files beside the awkward tree: most of the range, so that what
