@@ -47,6 +47,10 @@ pub const SERVER_ID_LEN: usize = 16;
 /// Largest block size: bounds each connection's buffer on both ends.
 pub const MAX_BLOCK_SIZE: u32 = 64 << 20;
 
+/// The most bytes of blocks one `Seals` request covers (`count` times
+/// `block_size`): a mirror reads and hashes what it has not kept, and one
+/// request must not make it read gigabytes.
+pub const MAX_SEALS_BYTES: u64 = 256 << 20;
 const K_HELLO: u8 = 0x01;
 const K_STAT: u8 = 0x02;
 const K_START: u8 = 0x03;
@@ -149,7 +153,8 @@ pub enum Request {
     BundleEnd,
     /// The seals (as a `SealedBlock` would carry them) of blocks
     /// `first..first+count` of a bundle cut into `block_size`-byte blocks,
-    /// answered as `Manifest` replies (`count` ≤ [`MAX_MANIFEST_HASHES`]).
+    /// answered as `Manifest` replies (`count` ≤ [`MAX_MANIFEST_HASHES`],
+    /// and `count * block_size` ≤ [`MAX_SEALS_BYTES`]).
     /// A receiver that takes a bundle's blocks from another receiver
     /// (`archive --share`) checks them against these, from a mirror: a
     /// peer's own seal vouches for nothing.

@@ -108,7 +108,7 @@ pub struct Bundle {
 }
 
 /// Seals a bundle keeps (about 48 bytes each).
-const KEPT_SEALS: usize = 1 << 18;
+const KEPT_SEALS: usize = 1 << 16;
 
 /// Why a bundle definition was refused.
 #[derive(Debug, thiserror::Error)]

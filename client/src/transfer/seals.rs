@@ -8,13 +8,14 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use ddftp_proto::frame::MAX_SEALS_BYTES;
 use ddftp_proto::manifest::Hash;
 use ddftp_proto::Direction;
 
 use crate::session::{Route, Session, SessionError};
 
 /// Seals asked for at once: one round trip per this many blocks a stream
-/// takes from a peer.
+/// takes from a peer (fewer of large blocks: [`MAX_SEALS_BYTES`]).
 const RUN: u64 = 256;
 
 /// The seals asked for and not yet used, and the mirror asked.
@@ -60,7 +61,8 @@ impl Book {
         if let Some(h) = self.take(block) {
             return Ok(h);
         }
-        let (first, count) = run(block, dir, self.blocks);
+        let most = (MAX_SEALS_BYTES / u64::from(self.block_size.max(1))).clamp(1, RUN);
+        let (first, count) = run(block, dir, self.blocks, most);
         let mut last = SessionError::NoReply;
         // The connection in hand, else each mirror's in turn.
         let mut held = asking.take();
@@ -98,12 +100,13 @@ impl Book {
 }
 
 /// The run of seals to ask for when `block` is needed by a stream going
-/// `dir`: `block` and those after it in that direction, within the range.
-fn run(block: u64, dir: Direction, blocks: u64) -> (u64, u64) {
+/// `dir`: `block` and those after it in that direction, within the range,
+/// at most `most`.
+fn run(block: u64, dir: Direction, blocks: u64, most: u64) -> (u64, u64) {
     match dir {
-        Direction::Increment => (block, (blocks - block.min(blocks)).clamp(1, RUN)),
+        Direction::Increment => (block, (blocks - block.min(blocks)).clamp(1, most)),
         Direction::Decrement => {
-            let first = block.saturating_sub(RUN - 1);
+            let first = block.saturating_sub(most - 1);
             (first, block - first + 1)
         }
     }
@@ -116,21 +119,22 @@ mod tests {
 
     #[test]
     fn a_run_goes_the_stream_s_way_and_stays_in_the_range() {
-        assert_eq!(run(0, Direction::Increment, 1000), (0, RUN));
-        assert_eq!(run(990, Direction::Increment, 1000), (990, 10));
-        assert_eq!(run(999, Direction::Decrement, 1000), (999 - (RUN - 1), RUN));
-        assert_eq!(run(3, Direction::Decrement, 1000), (0, 4));
+        assert_eq!(run(0, Direction::Increment, 1000, RUN), (0, RUN));
+        assert_eq!(run(990, Direction::Increment, 1000, RUN), (990, 10));
+        assert_eq!(run(999, Direction::Decrement, 1000, RUN), (999 - (RUN - 1), RUN));
+        assert_eq!(run(3, Direction::Decrement, 1000, RUN), (0, 4));
+        assert_eq!(run(500, Direction::Decrement, 1000, 1), (500, 1));
     }
 
     proptest! {
         /// Whatever block and way: the run holds the block, at most RUN
         /// blocks, all within the range.
         #[test]
-        fn a_run_holds_its_block(blocks in 1u64..1_000_000, at in any::<u64>(), inc in any::<bool>()) {
+        fn a_run_holds_its_block(blocks in 1u64..1_000_000, at in any::<u64>(), inc in any::<bool>(), most in 1..=RUN) {
             let block = at % blocks;
             let dir = if inc { Direction::Increment } else { Direction::Decrement };
-            let (first, count) = run(block, dir, blocks);
-            prop_assert!((1..=RUN).contains(&count));
+            let (first, count) = run(block, dir, blocks, most);
+            prop_assert!((1..=most).contains(&count));
             prop_assert!(first <= block && block < first + count);
             prop_assert!(first + count <= blocks);
         }

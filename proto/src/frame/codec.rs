@@ -177,6 +177,9 @@ impl Request {
                 if count == 0 || count > MAX_MANIFEST_HASHES {
                     return Err(ProtoError::Malformed { kind, why: "seal count out of range" });
                 }
+                if u64::from(count) * u64::from(block_size) > MAX_SEALS_BYTES {
+                    return Err(ProtoError::Malformed { kind, why: "seals of more than 256 MiB of blocks" });
+                }
                 Request::Seals { path: r.path()?, block_size, first, count }
             }
             _ => unreachable!("kinds were filtered by peek_header"),

@@ -28,9 +28,25 @@ fn request() -> impl Strategy<Value = Request> {
         proptest::collection::vec(any::<u8>(), 0..MAX_BUNDLE_CHUNK)
             .prop_map(|d| Request::Bundle { data: Bytes::from(d) }),
         Just(Request::BundleEnd),
-        (".{0,64}", MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE, any::<u64>(), 1..=MAX_MANIFEST_HASHES)
-            .prop_map(|(path, block_size, first, count)| Request::Seals { path, block_size, first, count }),
+        (".{0,64}", MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE, any::<u64>(), 1..=MAX_MANIFEST_HASHES).prop_map(
+            |(path, block_size, first, count)| {
+                let most = (MAX_SEALS_BYTES / u64::from(block_size)).clamp(1, u64::from(MAX_MANIFEST_HASHES)) as u32;
+                Request::Seals { path, block_size, first, count: count.min(most) }
+            }
+        ),
     ]
+}
+
+proptest! {
+    /// A `Seals` over more than `MAX_SEALS_BYTES` of blocks is refused as
+    /// it is read.
+    #[test]
+    fn seals_past_their_byte_cap_are_malformed(block_size in MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE, count in 1..=MAX_MANIFEST_HASHES) {
+        let mut b = BytesMut::new();
+        Request::Seals { path: "@bundle/x".into(), block_size, first: 0, count }.encode(&mut b);
+        let over = u64::from(count) * u64::from(block_size) > MAX_SEALS_BYTES;
+        prop_assert_eq!(Request::decode(&mut b).is_err(), over);
+    }
 }
 
 fn reply() -> impl Strategy<Value = Reply> {

@@ -72,6 +72,12 @@ impl Conn {
             let why = "a receiver does not vouch for blocks: ask a mirror for seals";
             return self.refuse(ErrorCode::Forbidden, why.into()).await;
         }
+        if block_size > self.shared.max_block_size {
+            let max = self.shared.max_block_size;
+            return self
+                .refuse(ErrorCode::BadRequest, format!("block size {block_size} is over this server's limit {max}"))
+                .await;
+        }
         let Some(b) = bundle::is_bundle_name(&path).then(|| self.shared.bundles.get(&path)).flatten() else {
             return Ok(self.reply(unknown(&path)).await?);
         };
