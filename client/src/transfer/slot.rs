@@ -110,6 +110,15 @@ impl Check {
 /// How often a slot that receives bytes says so ([`Event::Alive`]).
 const ALIVE_EVERY: Duration = Duration::from_secs(1);
 
+/// [`Event::Alive`], if the last was `ALIVE_EVERY` ago: when it was.
+async fn say_alive(slot: ProducerId, last: Instant, events: &mpsc::Sender<Event>) -> Instant {
+    if last.elapsed() < ALIVE_EVERY {
+        return last;
+    }
+    let _ = events.send(Event::Alive { slot }).await;
+    Instant::now()
+}
+
 /// Runs the slot until its commands end (the connection back, and what it
 /// still owes, if the transfer completed) or its connection fails.
 pub(super) async fn run_slot(
@@ -162,17 +171,19 @@ pub(super) async fn run_slot(
                 match n {
                     Ok(0) => { let _ = events.send(fail("connection closed by the server".into())).await; return None; }
                     Err(e) => { let _ = events.send(fail(format!("receive: {e}"))).await; return None; }
-                    Ok(n) => {
-                        // `--limit-rate`: the next read waits for the budget.
-                        if let Some(cap) = &ctx.cap {
-                            cap.acquire(n).await;
+                    Ok(mut n) => {
+                        // `--limit-rate`: the next read waits for the budget
+                        // (a read may hold many blocks: taken a piece at a
+                        // time, the bytes that came said to keep coming).
+                        while let Some(cap) = ctx.cap.as_ref().filter(|_| n > 0) {
+                            let piece = n.min(64 * 1024);
+                            cap.acquire(piece).await;
+                            n -= piece;
+                            alive = say_alive(slot, alive, &events).await;
                         }
                     }
                 }
-                if alive.elapsed() >= ALIVE_EVERY {
-                    alive = Instant::now();
-                    let _ = events.send(Event::Alive { slot }).await;
-                }
+                alive = say_alive(slot, alive, &events).await;
                 if let Err(ev) = drain_frames(slot, &mirror, &ctx, &mut inbuf, &mut expect, &events).await {
                     let _ = events.send(ev).await;
                     return None;
