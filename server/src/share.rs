@@ -138,17 +138,33 @@ pub struct Shares {
     map: RwLock<HashMap<String, Arc<Share>>>,
     /// Serve these and nothing else (a receiver's server).
     only: bool,
+    /// Everything this server will share is offered (or it shares
+    /// nothing): a path not offered now never will be.
+    settled: std::sync::atomic::AtomicBool,
 }
 
 impl Shares {
     /// A table for a server that serves its shares only.
     pub fn only() -> Shares {
-        Shares { map: RwLock::default(), only: true }
+        Shares { map: RwLock::default(), only: true, settled: Default::default() }
     }
 
-    /// Serves `share` as `path` from now on.
+    /// Serves `share` as `path` from now on (and nothing else: a receiver
+    /// moves one file or one tree's range).
     pub fn offer(&self, path: &str, share: Arc<Share>) {
         self.map.write().expect("shares lock").insert(path.to_string(), share);
+        self.decline();
+    }
+
+    /// Nothing (more) will be offered: a receiver that cannot share what
+    /// it moves, or moves something else than it is asked for.
+    pub fn decline(&self) {
+        self.settled.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether a path not offered now never will be.
+    pub fn settled(&self) -> bool {
+        self.settled.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn get(&self, path: &str) -> Option<Arc<Share>> {

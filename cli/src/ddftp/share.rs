@@ -426,6 +426,10 @@ impl Sharing for Table {
         self.shares.offer(o.path, share.clone());
         Ok(Arc::new(Verified(share)))
     }
+
+    fn decline(&self) {
+        self.shares.decline()
+    }
 }
 
 /// A bundle's bytes as the archive wrote them (its store reads beneath
@@ -457,4 +461,6 @@ impl Sharing for Unstarted {
     fn offer(&self, _: Offer<'_>) -> std::io::Result<Arc<dyn Offered>> {
         Err(std::io::Error::other("the sharing server is not running"))
     }
+
+    fn decline(&self) {}
 }

@@ -30,6 +30,8 @@ pub trait Sharing: Send + Sync {
     fn server_id(&self) -> [u8; SERVER_ID_LEN];
     /// Serves the file `offer` describes (nothing of it verified yet).
     fn offer(&self, offer: Offer<'_>) -> std::io::Result<Arc<dyn Offered>>;
+    /// Shares nothing: the other receivers, told so, do not wait for it.
+    fn decline(&self);
 }
 
 /// A file being served as it is downloaded.
@@ -181,6 +183,7 @@ pub(super) async fn start(
         _ => {
             let w = "not sharing: only a file moved whole to its name, with a chunk manifest from ddftpd mirrors, or an archive's verified range, is shared";
             super::tell(progress, warnings, w.to_string());
+            share.sharing.decline();
             return Ok(None);
         }
     };

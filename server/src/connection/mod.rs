@@ -527,9 +527,13 @@ impl Conn {
         if let Some(share) = self.shared.shares.get(path) {
             return Ok(share.digests.clone());
         }
-        // A receiver's server: not (yet) offered, whatever the name.
+        // A receiver's server: not offered yet (asked again), or never
+        // (refused: the asker takes it from the mirrors at once).
         if self.shared.shares.is_only() {
-            return Err(PathError::NotFound(path.to_string()));
+            return Err(match self.shared.shares.settled() {
+                true => PathError::Forbidden(path.to_string(), NOT_SHARED),
+                false => PathError::NotFound(path.to_string()),
+            });
         }
         if bundle::is_bundle_name(path) {
             return Err(PathError::Forbidden(path.to_string(), "a bundle has no digests (its blocks come sealed)"));
@@ -628,6 +632,9 @@ impl Conn {
 /// Reads a block into the buffer given, saying which entries of it could
 /// not be read (a bundle's).
 type ReadBlock = Box<dyn FnOnce(&mut [u8]) -> io::Result<Vec<Unreadable>> + Send>;
+
+/// Why a receiver refuses what it does not share.
+const NOT_SHARED: &str = "this receiver moves another version or list (its copy or DEST differs), or cannot share it";
 
 /// How long a connection with nothing to do stays open once the server
 /// is draining.

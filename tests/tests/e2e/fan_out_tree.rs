@@ -147,3 +147,34 @@ fn mpirun_share_puts_the_tree_on_every_rank_and_rank_0_reports_them_all() {
     let copies = uploaded(&ms) / v["bytes"].as_u64().unwrap() as f64;
     assert!(copies < 1.5, "the mirrors sent {copies:.2} copies of the range");
 }
+
+#[test]
+fn a_receiver_whose_dest_differs_is_not_waited_for() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    bulk(&src);
+    let ms = mirrors(&f);
+    let m = mirrors_arg(&ms.iter().collect::<Vec<_>>());
+    // Receiver 1's DEST holds the tree but one file: its list is another.
+    let d1 = f.out("d1");
+    ddftp(&["archive", "src", "-m", &m, "-d", d1.to_str().unwrap(), "-q"], 0);
+    std::fs::remove_file(d1.join("bulk/large-1")).unwrap();
+    let peers = free_addrs(2);
+    let began = std::time::Instant::now();
+    let kids = [receiver(&m, &f.out("d0"), &peers, &peers[0]), receiver(&m, &d1, &peers, &peers[1])];
+    for (i, k) in kids.into_iter().enumerate() {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        let said = v["transfer"]["warnings"].to_string();
+        assert!(said.contains("not using peer") && said.contains("another version or list"), "receiver {i}: {said}");
+    }
+    for d in ["d0", "d1"] {
+        for n in 0..3 {
+            let name = format!("bulk/large-{n}");
+            let same = std::fs::read(f.out(d).join(&name)).unwrap() == std::fs::read(src.join(&name)).unwrap();
+            assert!(same, "{d}: {name} differs");
+        }
+    }
+    // Told at once, not after the 30 s a peer that is still starting gets.
+    assert!(began.elapsed() < std::time::Duration::from_secs(20), "{:?}", began.elapsed());
+}
