@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,6 +57,10 @@ pub struct TreeStore {
     owners: bool,
     /// Entries a mirror could not read: never written, reported.
     bad: Vec<AtomicBool>,
+    /// The inode each file was written through (0: none yet): what
+    /// `archive --share` reads back must be that file, not another put
+    /// under its name.
+    written: Vec<std::sync::atomic::AtomicU64>,
     /// Why each of those could not be read, and the mirrors that said so.
     why: Mutex<HashMap<usize, Unread>>,
 }
@@ -134,6 +138,7 @@ impl TreeStore {
         })?;
         let finished = items.iter().map(|_| AtomicBool::new(false)).collect();
         let bad = items.iter().map(|_| AtomicBool::new(false)).collect();
+        let written = items.iter().map(|_| Default::default()).collect();
         Ok(TreeStore {
             pieces,
             dirs,
@@ -145,6 +150,7 @@ impl TreeStore {
             umask,
             owners,
             bad,
+            written,
             why: Mutex::default(),
         })
     }
@@ -276,6 +282,7 @@ impl TreeStore {
         // O_TRUNC: an older, longer file under the name (a resync) keeps no tail.
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
         let f = File::from(deep::open_in(dir.as_raw_fd(), &p.name, flags, p.mode)?);
+        self.wrote_through(i, &f)?;
         self.write_at(i, &f, data, 0)?;
         if p.runs.is_some() {
             f.set_len(p.size)?;
@@ -354,6 +361,7 @@ impl TreeStore {
             }
             r => r?,
         };
+        self.wrote_through(i, &f)?;
         let f = Arc::new(f);
         open.insert(i, f.clone());
         Ok(f)
@@ -367,14 +375,32 @@ impl TreeStore {
             // The descriptor follows the file when it is put in place.
             return Ok(f.clone());
         }
-        let by_name = || deep::open(&self.path(i), libc::O_RDONLY, 0).map(Arc::new);
-        if self.is_finished(i) {
-            return by_name();
+        let by_name = || deep::open(&self.path(i), libc::O_RDONLY, 0);
+        let f = match self.is_finished(i) {
+            true => by_name()?,
+            false => match deep::open(&self.part_path(i), libc::O_RDONLY, 0) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => by_name()?,
+                r => r?,
+            },
+        };
+        // Only the file this run wrote is sent: another put under its name
+        // (a link to a file someone cannot read) is not ours to send. One
+        // an interrupted run wrote has no other name.
+        let m = f.metadata()?;
+        let ours = match self.written[i].load(Ordering::Acquire) {
+            0 => m.is_file() && m.nlink() == 1,
+            ino => m.is_file() && m.ino() == ino,
+        };
+        if !ours {
+            return Err(io::Error::other("not the file this archive wrote: not served"));
         }
-        match deep::open(&self.part_path(i), libc::O_RDONLY, 0) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => by_name(),
-            r => r.map(Arc::new),
-        }
+        Ok(Arc::new(f))
+    }
+
+    /// Keeps the inode file `i` is written through.
+    fn wrote_through(&self, i: usize, f: &File) -> io::Result<()> {
+        self.written[i].store(f.metadata()?.ino(), Ordering::Release);
+        Ok(())
     }
 
     /// Creates the directories of a fresh destination ahead of the files'

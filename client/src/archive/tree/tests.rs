@@ -26,14 +26,20 @@ fn assert_written(dir: &Path, items: &[Item]) {
     }
 }
 
+/// "a" and "b", "abcde" written whole into a fresh `dir`.
+fn abcde(dir: &Path) -> (TreeStore, [Item; 2]) {
+    let items = [item("a", 3, 0o640, 1_000_000_000), item("b", 2, 0o444, 1_100_000_000)];
+    let refs: Vec<&Item> = items.iter().collect();
+    let store = TreeStore::new(&refs, &Dest::open(dir).unwrap(), true, 0o022, false).unwrap();
+    store.create().unwrap();
+    store.write_all_at(b"abcde", 0).unwrap();
+    (store, items)
+}
+
 #[test]
 fn whole_files_are_finished_as_written_and_once() {
     let dir = tempfile::tempdir().unwrap();
-    let items = [item("a", 3, 0o640, 1_000_000_000), item("b", 2, 0o444, 1_100_000_000)];
-    let refs: Vec<&Item> = items.iter().collect();
-    let store = TreeStore::new(&refs, &Dest::open(dir.path()).unwrap(), true, 0o022, false).unwrap();
-    store.create().unwrap();
-    store.write_all_at(b"abcde", 0).unwrap();
+    let (store, items) = abcde(dir.path());
     assert_written(dir.path(), &items);
     assert!(store.is_finished(0) && store.is_finished(1));
     // The same bytes again (a pair's overlap): dropped, mtime kept.
@@ -107,4 +113,28 @@ fn a_resumed_run_leaves_files_an_interrupted_one_finished() {
     assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), b"xyz");
     assert_eq!(std::fs::read(dir.path().join("b")).unwrap(), b"def");
     assert!(is_done(&Dest::open(dir.path()).unwrap().join("b"), &items[1].entry));
+}
+
+#[test]
+fn what_is_read_back_to_share_is_the_file_written_not_one_put_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = abcde(dir.path());
+    let mut buf = [0u8; 5];
+    store.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"abcde");
+    // A local user swaps "a" for a link to a file of theirs (or anyone's).
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, b"XYZ").unwrap();
+    std::fs::remove_file(dir.path().join("a")).unwrap();
+    std::fs::hard_link(&secret, dir.path().join("a")).unwrap();
+    let e = store.read_exact_at(&mut buf, 0).unwrap_err();
+    assert!(e.to_string().contains("not the file this archive wrote"), "{e}");
+    // And for a symlink: never followed.
+    std::fs::remove_file(dir.path().join("a")).unwrap();
+    std::os::unix::fs::symlink(&secret, dir.path().join("a")).unwrap();
+    assert!(store.read_exact_at(&mut buf, 0).is_err());
+    // "b" is untouched: still served.
+    let mut b = [0u8; 2];
+    store.read_exact_at(&mut b, 3).unwrap();
+    assert_eq!(&b, b"de");
 }
