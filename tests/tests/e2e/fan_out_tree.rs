@@ -28,6 +28,15 @@ fn bulk(src: &Path) {
     }
 }
 
+/// Whether `dest` holds `bulk`'s files as `src` does.
+fn assert_bulk_copied(src: &Path, dest: &Path) {
+    for n in 0..3 {
+        let name = format!("bulk/large-{n}");
+        let same = std::fs::read(dest.join(&name)).unwrap() == std::fs::read(src.join(&name)).unwrap();
+        assert!(same, "{}: {name} differs", dest.display());
+    }
+}
+
 /// The awkward tree with large files beside it (every kind of entry the
 /// running user can make), served by two mirrors.
 struct Tree {
@@ -106,13 +115,7 @@ fn a_receiver_that_sends_a_corrupt_tree_is_dropped_and_every_copy_is_exact() {
     for (i, k) in kids {
         let (code, v, err) = finish(k);
         assert_eq!(code, Some(0), "receiver {i}: {err}");
-        for n in 0..3 {
-            let name = format!("bulk/large-{n}");
-            assert!(
-                std::fs::read(f.out(&format!("d{i}")).join(&name)).unwrap() == std::fs::read(src.join(&name)).unwrap(),
-                "receiver {i}: {name} differs"
-            );
-        }
+        assert_bulk_copied(&src, &f.out(&format!("d{i}")));
         let said = v["transfer"]["warnings"].to_string();
         assert!(said.contains(&format!("peer {}", liar.addr)) && said.contains("verif"), "receiver {i}: {said} {v}");
     }
@@ -169,11 +172,7 @@ fn a_receiver_whose_dest_differs_is_not_waited_for() {
         assert!(said.contains("not using peer") && said.contains("another version or list"), "receiver {i}: {said}");
     }
     for d in ["d0", "d1"] {
-        for n in 0..3 {
-            let name = format!("bulk/large-{n}");
-            let same = std::fs::read(f.out(d).join(&name)).unwrap() == std::fs::read(src.join(&name)).unwrap();
-            assert!(same, "{d}: {name} differs");
-        }
+        assert_bulk_copied(&src, &f.out(d));
     }
     // Told at once, not after the 30 s a peer that is still starting gets.
     assert!(began.elapsed() < std::time::Duration::from_secs(20), "{:?}", began.elapsed());
