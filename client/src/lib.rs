@@ -17,6 +17,7 @@
 //! so this library needs neither clap nor the server.
 pub mod archive;
 pub mod checksum;
+pub mod delta;
 pub mod digest;
 pub mod http;
 pub mod input_list;

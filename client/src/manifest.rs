@@ -30,7 +30,7 @@ pub enum ChunkHash {
 }
 
 impl ChunkHash {
-    fn of(self, data: &[u8]) -> Hash {
+    pub fn of(self, data: &[u8]) -> Hash {
         use sha2::Digest;
         match self {
             ChunkHash::Blake3 => manifest::chunk_hash(data),

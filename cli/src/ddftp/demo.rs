@@ -172,6 +172,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         bundle: None,
         range: None,
         no_clobber: false,
+        delta: false,
         keep_mtime: false,
         share: None,
         asking: Default::default(),

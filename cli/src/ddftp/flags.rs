@@ -276,6 +276,7 @@ impl MoveOpt {
             bundle: None,
             range: None,
             no_clobber: false,
+            delta: false,
             keep_mtime: false,
             asking: self.web.asking()?,
             pool: None,

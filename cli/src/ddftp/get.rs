@@ -76,6 +76,11 @@ pub struct GetOpt {
     /// SHA-256, is kept either way and nothing moves.)
     #[arg(long)]
     pub no_clobber: bool,
+    /// Fetch the whole file even when OUT holds an older version (rsync's
+    /// -W): by default the chunks OUT shares with the new version are
+    /// copied from it and only the rest moves.
+    #[arg(long, visible_alias = "whole-file", short = 'W')]
+    pub no_delta: bool,
     /// Move nothing: ask every mirror about the file and vote, then print
     /// each one's size, digest, round trip and whether it agrees (exit 0:
     /// all answer and agree; 3: some serve another version; 1: some did not
@@ -177,6 +182,7 @@ impl GetOpt {
             metalink,
             stdout: to_stdout.then_some(self.window),
             no_clobber: self.no_clobber,
+            delta: !self.no_delta,
             keep_mtime: !self.no_mtime,
             ..self.moving.spec(path, output, self.sync)?
         };
@@ -305,11 +311,23 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
         },
         if t.verified { "; every block verified as it arrived" } else { "" }
     )?;
-    if t.reused_bytes > 0 {
+    if t.matched_bytes > 0 {
+        // rsync --stats' words: what the old copy held, what moved.
+        let moved = t.bytes.saturating_sub(t.reused_bytes);
+        writeln!(
+            to,
+            "delta: matched data {} (in the older copy), literal data {} (from the mirrors), speed-up {:.1}x",
+            HumanBytes(t.matched_bytes),
+            HumanBytes(moved),
+            t.bytes as f64 / moved.max(1) as f64
+        )?;
+    }
+    let resumed = t.reused_bytes.saturating_sub(t.matched_bytes);
+    if resumed > 0 {
         writeln!(
             to,
             "resumed: {} were already there from the interrupted run ({} in all)",
-            HumanBytes(t.reused_bytes),
+            HumanBytes(resumed),
             HumanBytes(t.bytes)
         )?;
     }

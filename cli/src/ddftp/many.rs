@@ -252,7 +252,7 @@ fn listed(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
 
 /// What one file's download came to.
 enum Outcome {
-    Done(GetResult),
+    Done(Box<GetResult>),
     Failed(String, Exit),
 }
 
@@ -316,7 +316,7 @@ pub fn run(o: GetOpt) -> Exit {
                 let outcome = match got {
                     Ok(mut r) => {
                         r.transfer.output = show(std::mem::take(&mut r.transfer.output));
-                        Outcome::Done(r)
+                        Outcome::Done(Box::new(r))
                     }
                     Err(e) => Outcome::Failed(show(e.to_string()), exit_for(&e)),
                 };

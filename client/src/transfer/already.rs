@@ -104,6 +104,7 @@ pub fn report(
         output: output.display().to_string(),
         bytes: 0,
         reused_bytes: size,
+        matched_bytes: 0,
         seconds: took.as_secs_f64(),
         block_size: 0,
         starts: 0,

@@ -410,6 +410,7 @@ impl Coordinator<'_> {
             output: spec.output.display().to_string(),
             bytes: self.size,
             reused_bytes,
+            matched_bytes: 0,
             seconds,
             block_size: self.ctx.block_size,
             starts: stats.starts,

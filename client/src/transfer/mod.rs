@@ -59,6 +59,7 @@ mod producer;
 mod rejoin;
 mod report;
 mod seals;
+mod seed;
 pub mod share;
 mod slot;
 mod start;
@@ -180,6 +181,10 @@ pub struct GetSpec {
     pub range: Option<std::ops::Range<u64>>,
     /// An output that holds another file is kept, and the download fails.
     pub no_clobber: bool,
+    /// An output that holds an older version gives the chunks it shares
+    /// with the new one (found by the mirrors' chunk manifest), and only
+    /// the rest moves (`--no-delta` fetches the whole file).
+    pub delta: bool,
     /// The output gets the mirrors' modification time.
     pub keep_mtime: bool,
     /// What requests to web mirrors carry: headers, user agent, where
@@ -286,6 +291,7 @@ pub async fn get_joining(
         true => None,
         false => load_earlier(spec, &part, &jpath)?,
     };
+    let seed = seed::look(spec, manifest.as_deref(), size, earlier.is_some(), progress, &mut warnings);
     let mirrors_sha256 = hex(&version.digest.sha256);
     let limit = slots.iter().filter_map(|(_, p)| p.max_block_size()).min().unwrap_or(u32::MAX);
     let started_from = start::plan(&start::Facts {
@@ -295,7 +301,11 @@ pub async fn get_joining(
         http_only,
         verify: spec.verify,
         to_stdout,
-        asked_block: spec.block_size,
+        // A block whole in the older copy only if each of its chunks is.
+        asked_block: match (&seed, &manifest) {
+            (Some(_), Some(m)) => m.chunk_size,
+            _ => spec.block_size,
+        },
         limit,
         hashes: manifest.as_ref().map(|m| m.chunk_size),
         mirrors_sha256: Some(&mirrors_sha256),
@@ -310,9 +320,17 @@ pub async fn get_joining(
         range: spec.range.clone(),
     })?;
     started_from.warnings.iter().for_each(|w| tell(progress, &mut warnings, w.clone()));
-    let start::Plan { identity: sha256, block_size, blocks, check, resume, done, .. } = started_from;
+    let start::Plan { identity: sha256, block_size, blocks, check, resume, mut done, .. } = started_from;
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
     let file = open_store(spec, &part, resume, size, ring.as_ref())?;
+    let matched_bytes = match (seed, &manifest) {
+        (Some(s), Some(m)) => {
+            let (blocks, bytes) = seed::place(s, m, size, block_size, file.as_ref()).map_err(out_err)?;
+            done.extend(blocks);
+            bytes
+        }
+        _ => 0,
+    };
     let mut journal = Journal::new(&spec.path, size, &sha256, block_size);
     let mut completed = Completed::new(blocks);
     for &(a, b) in &done {
@@ -379,6 +397,7 @@ pub async fn get_joining(
     let got = hasher.map(PrefixHasher::finish).transpose();
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
+    report.matched_bytes = matched_bytes;
     report.sha256 = got.map_err(out_err)?;
     report.sha256_checked = started_from.sha256_checked;
     let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };

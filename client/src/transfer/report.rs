@@ -46,8 +46,12 @@ pub struct TransferReport {
     pub path: String,
     pub output: String,
     pub bytes: u64,
-    /// Bytes already in the part file from an interrupted run, not fetched again.
+    /// Bytes in place before the transfer began, not fetched: an
+    /// interrupted run's, and those matched in an older copy.
     pub reused_bytes: u64,
+    /// Of those, the bytes the older copy at the output held (delta;
+    /// rsync's "matched data").
+    pub matched_bytes: u64,
     pub seconds: f64,
     pub block_size: u32,
     pub starts: u64,

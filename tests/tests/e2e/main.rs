@@ -11,6 +11,7 @@ mod archive_mpi;
 mod archive_plan;
 mod archive_rsync;
 mod archive_sync;
+mod delta;
 mod fan_out;
 mod fan_out_tree;
 mod get;

@@ -1,0 +1,142 @@
+//! Delta: the chunks of a new version that a local file (the old output)
+//! already holds, found with the mirror's chunk manifest, so that only the
+//! rest moves.
+//!
+//! The local file is read once and hashed a chunk at a time at every whole
+//! chunk offset; a chunk whose hash is in the manifest is one the new
+//! version has (at its own place, or moved by whole chunks: an insertion
+//! or removal of whole chunks, pieces reordered). What is found is then
+//! copied into the part file beside the old output, each chunk hashed again
+//! as it is copied: a local file that changes meanwhile (a lying seed) costs
+//! that chunk a download, never a wrong byte. The old output is only read;
+//! the finished part file replaces it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+use ddftp_proto::manifest::{Hash, MAX_CHUNK};
+
+use crate::manifest::Manifest;
+use crate::store::Store;
+
+/// Where each chunk of the new version lies in the local file, if it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Per chunk of the new version: its offset in the local file.
+    pub at: Vec<Option<u64>>,
+}
+
+impl Found {
+    /// Chunks found.
+    pub fn count(&self) -> u64 {
+        self.at.iter().filter(|a| a.is_some()).count() as u64
+    }
+}
+
+/// Chunk length of chunk `j` of a file of `size` bytes.
+fn chunk_len(size: u64, chunk: u64, j: u64) -> usize {
+    (size - j * chunk).min(chunk) as usize
+}
+
+/// Whether a manifest can be matched at all (a Metalink's pieces larger
+/// than a block are checked whole, not block by block).
+pub fn usable(m: &Manifest, size: u64) -> bool {
+    m.chunk_size > 0
+        && m.chunk_size <= MAX_CHUNK
+        && m.hashes.len() as u64 == ddftp_proto::manifest::chunk_count(size, m.chunk_size)
+}
+
+/// Reads the local file (`len` bytes) once and finds every chunk of the new
+/// version (`size` bytes, `m` its manifest) it holds at a whole-chunk
+/// offset; the new version's last, shorter chunk is looked for where it
+/// was and at the local file's end.
+pub fn find(local: &File, len: u64, m: &Manifest, size: u64) -> io::Result<Found> {
+    let chunk = u64::from(m.chunk_size);
+    let n = m.hashes.len() as u64;
+    let mut at = vec![None; n as usize];
+    if !usable(m, size) || n == 0 {
+        return Ok(Found { at });
+    }
+    // Full chunks by hash (several chunks may share one: runs of zeros).
+    let full = if size.is_multiple_of(chunk) { n } else { n - 1 };
+    let mut wanted: HashMap<Hash, Vec<u32>> = HashMap::with_capacity(full as usize);
+    for j in 0..full {
+        wanted.entry(m.hashes[j as usize]).or_default().push(j as u32);
+    }
+    let per_read = (4 << 20) / chunk.max(1);
+    let mut buf = vec![0u8; (chunk * per_read.max(1)) as usize];
+    let mut off = 0u64;
+    while off + chunk <= len {
+        let want = ((len - off) / chunk).min(per_read.max(1)) * chunk;
+        let b = &mut buf[..want as usize];
+        FileExt::read_exact_at(local, b, off)?;
+        for (k, piece) in b.chunks_exact(chunk as usize).enumerate() {
+            if let Some(js) = wanted.get(&m.kind.of(piece)) {
+                for &j in js {
+                    at[j as usize].get_or_insert(off + k as u64 * chunk);
+                }
+            }
+        }
+        off += want;
+    }
+    if full < n {
+        let j = n - 1;
+        let tail = chunk_len(size, chunk, j) as u64;
+        let mut b = vec![0u8; tail as usize];
+        for place in [j * chunk, len.wrapping_sub(tail)] {
+            if len >= tail && place <= len - tail {
+                FileExt::read_exact_at(local, &mut b, place)?;
+                if m.kind.of(&b) == m.hashes[j as usize] {
+                    at[j as usize] = Some(place);
+                    break;
+                }
+            }
+        }
+    }
+    Ok(Found { at })
+}
+
+/// Copies the found chunks from the local file into `store` at their place
+/// in the new version, each hashed again as copied (a chunk that no longer
+/// matches is left to be fetched). Returns the chunks placed. A local read
+/// that fails leaves the chunk to be fetched; a write that fails is the
+/// output's error.
+pub fn place(local: &File, found: &Found, m: &Manifest, size: u64, store: &dyn Store) -> io::Result<Vec<bool>> {
+    let chunk = u64::from(m.chunk_size);
+    let mut placed = vec![false; found.at.len()];
+    let mut buf = vec![0u8; chunk as usize];
+    for (j, at) in found.at.iter().enumerate() {
+        let Some(from) = *at else { continue };
+        let len = chunk_len(size, chunk, j as u64);
+        let b = &mut buf[..len];
+        if FileExt::read_exact_at(local, b, from).is_err() || m.kind.of(b) != m.hashes[j] {
+            continue;
+        }
+        store.write_all_at(b, j as u64 * chunk)?;
+        placed[j] = true;
+    }
+    Ok(placed)
+}
+
+/// The blocks of `block_size` bytes whose every chunk was placed, as
+/// inclusive ranges.
+pub fn whole_blocks(placed: &[bool], chunk: u32, block_size: u32) -> Vec<(u64, u64)> {
+    let per = (block_size / chunk.max(1)).max(1) as usize;
+    let mut out: Vec<(u64, u64)> = vec![];
+    for (b, chunks) in placed.chunks(per).enumerate() {
+        if !chunks.iter().all(|&p| p) {
+            continue;
+        }
+        let b = b as u64;
+        match out.last_mut() {
+            Some((_, hi)) if *hi + 1 == b => *hi = b,
+            _ => out.push((b, b)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+//! `get` onto an older copy (delta): the chunks the old output shares with
+//! the new version come from it, only the rest moves, the result is the
+//! new version byte for byte, and the old copy is never damaged.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{RngCore, SeedableRng};
+
+use crate::util::*;
+
+const MIB: usize = 1 << 20;
+const SIZE: usize = 64 * MIB;
+/// ddftpd's chunk for a 64 MiB file (4,096 chunks).
+const CHUNK: u64 = 16 * 1024;
+
+fn random(n: usize, seed: u64) -> Vec<u8> {
+    let mut d = vec![0u8; n];
+    rand::rngs::StdRng::seed_from_u64(seed).fill_bytes(&mut d);
+    d
+}
+
+/// Replaces the served file with `data` as an editor or rsync would (a new
+/// file renamed over it).
+fn publish(root: &Path, data: &[u8]) {
+    std::fs::write(root.join("f.new"), data).unwrap();
+    std::fs::rename(root.join("f.new"), root.join("f")).unwrap();
+}
+
+fn moved(j: &serde_json::Value) -> u64 {
+    j["producers"].as_array().unwrap().iter().map(|p| p["bytes"].as_u64().unwrap()).sum()
+}
+
+/// Gets `old`, then `new` onto it: the report of the second run, checked
+/// byte for byte.
+fn update(old: &[u8], new: &[u8], extra: &[&str]) -> serde_json::Value {
+    let f = Fixture::new();
+    publish(&f.root(), old);
+    let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let ms = mirrors_arg(&[&a, &b]);
+    let out = f.out("f");
+    let o = out.to_str().unwrap();
+    ddftp(&["get", "f", "-m", &ms, "-o", o, "-q"], 0);
+    publish(&f.root(), new);
+    let mut args = vec!["get", "f", "-m", &ms, "-o", o, "-q", "--json"];
+    args.extend_from_slice(extra);
+    let j = json(&ddftp(&args, 0));
+    assert!(std::fs::read(&out).unwrap() == new, "the output is not the new version");
+    assert_eq!(j["bytes"].as_u64(), Some(new.len() as u64));
+    j
+}
+
+/// What moved is at most `changed` bytes plus one chunk for each of
+/// `changes`, and the rest was matched in the old copy.
+fn at_most(j: &serde_json::Value, changed: u64, changes: u64) {
+    let (m, matched) = (moved(j), j["matched_bytes"].as_u64().unwrap());
+    assert!(m <= changed + changes * CHUNK, "moved {m} bytes for {changed} changed in {changes} places");
+    assert_eq!(m + matched, j["bytes"].as_u64().unwrap(), "moved + matched is the file");
+}
+
+#[test]
+fn delta_scattered_edits_move_only_the_chunks_they_touch() {
+    let old = random(SIZE, 1);
+    let mut new = old.clone();
+    for k in 0..16 {
+        // 4 KiB at odd places, most across a chunk boundary.
+        let at = k * 4 * MIB + 13 * 1024 + k * 977;
+        new[at..at + 4096].copy_from_slice(&random(4096, 100 + k as u64));
+    }
+    at_most(&update(&old, &new, &[]), 16 * 4096, 16);
+}
+
+#[test]
+fn delta_data_inserted_at_the_start_moves_only_itself() {
+    let old = random(SIZE, 2);
+    let new = [random(MIB, 3), old.clone()].concat();
+    at_most(&update(&old, &new, &[]), MIB as u64, 1);
+}
+
+#[test]
+fn delta_data_removed_in_the_middle_moves_nothing_new() {
+    let old = random(SIZE, 4);
+    let new = [&old[..30 * MIB], &old[31 * MIB..]].concat();
+    at_most(&update(&old, &new, &[]), 0, 1);
+}
+
+#[test]
+fn delta_a_truncated_or_extended_file_moves_only_its_new_end() {
+    let old = random(SIZE, 5);
+    at_most(&update(&old, &old[..40 * MIB + 1000], &[]), 0, 1);
+    let extended = [old.clone(), random(3 * MIB + 77, 6)].concat();
+    at_most(&update(&old, &extended, &[]), 3 * MIB as u64 + 77, 1);
+}
+
+#[test]
+fn delta_pieces_shuffled_are_found_where_they_went() {
+    let old = random(SIZE, 7);
+    let mut pieces: Vec<&[u8]> = old.chunks(MIB).collect();
+    // A fixed shuffle: every piece moves.
+    pieces.rotate_left(17);
+    pieces.swap(3, 40);
+    pieces.reverse();
+    at_most(&update(&old, &pieces.concat(), &[]), 0, 1);
+}
+
+#[test]
+fn delta_no_delta_fetches_the_whole_file_as_rsync_w_does() {
+    let old = random(16 * MIB, 8);
+    let mut new = old.clone();
+    new[5] ^= 1;
+    for flag in ["--no-delta", "-W"] {
+        let j = update(&old, &new, &[flag]);
+        assert_eq!((moved(&j), j["matched_bytes"].as_u64()), (new.len() as u64, Some(0)), "{flag}");
+    }
+}
+
+/// An update killed half way leaves the old copy as it was; the next run
+/// resumes it (the matched chunks are in its journal) and ends exact.
+#[test]
+fn delta_an_interrupted_update_leaves_the_old_copy_intact_and_resumes() {
+    let f = Fixture::new();
+    let old = random(SIZE, 9);
+    // Half the file new: enough to move for a while at the limited rate.
+    let new = [&old[..32 * MIB], &random(32 * MIB, 10)[..]].concat();
+    publish(&f.root(), &old);
+    let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let ms = mirrors_arg(&[&a, &b]);
+    let out = f.out("f");
+    let o = out.to_str().unwrap();
+    ddftp(&["get", "f", "-m", &ms, "-o", o, "-q"], 0);
+    publish(&f.root(), &new);
+    let mut run = Command::new(bin("ddftp"))
+        .args(["get", "f", "-m", &ms, "-o", o, "-q", "--limit-rate", "8MB"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once part of the new half has arrived.
+    let part = f.out("f.ddftp-part");
+    let t = Instant::now();
+    while std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0) == 0 || t.elapsed() < Duration::from_millis(1500) {
+        assert!(t.elapsed() < Duration::from_secs(20), "no part file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert!(std::fs::read(&out).unwrap() == old, "the old copy changed while the update ran");
+    let j = json(&ddftp(&["get", "f", "-m", &ms, "-o", o, "-q", "--json"], 0));
+    assert!(std::fs::read(&out).unwrap() == new);
+    assert!(moved(&j) < 32 * MIB as u64, "the resumed run moved {} bytes", moved(&j));
+}
