@@ -107,7 +107,7 @@ mod tests {
     async fn session(listener: &tokio::net::TcpListener) -> Session {
         let sock = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let sock = ddnet::tls::Stream::Plain(sock);
-        Session { sock, rtt: std::time::Duration::ZERO, server_id: [0; _], max_block_size: 1, mtime: None }
+        Session { sock, rtt: std::time::Duration::ZERO, server_id: [0; _], max_block_size: 1, version: 8, mtime: None }
     }
 
     fn route(port: u16, local: Option<std::net::IpAddr>) -> Route {

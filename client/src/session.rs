@@ -198,6 +198,8 @@ pub(crate) struct Session {
     pub server_id: [u8; SERVER_ID_LEN],
     /// The largest block the server serves.
     pub max_block_size: u32,
+    /// The protocol version the server answered in.
+    pub version: u16,
     /// The file's modification time on this mirror (seconds, nanoseconds),
     /// from its `Stat`.
     pub mtime: Option<(i64, u32)>,
@@ -269,17 +271,17 @@ pub(crate) async fn connect_within(
             return Err(SessionError::TokenRequired);
         }
         let hello = match reply {
-            Reply::Hello { version, server_id, max_block_size } if version == PROTOCOL_VERSION => {
-                (server_id, max_block_size)
+            Reply::Hello { version, server_id, max_block_size } if ddftp_proto::frame::spoken(version) => {
+                (server_id, max_block_size, version)
             }
             Reply::Hello { version, .. } => return Err(SessionError::Version { server: version }),
             other => return Err(unexpected(other)),
         };
         Ok((buf, rtt, hello))
     };
-    let (mut buf, rtt, (server_id, max_block_size)) =
+    let (mut buf, rtt, (server_id, max_block_size, version)) =
         tokio::time::timeout(within, exchange).await.map_err(|_| SessionError::NoReply)??;
-    let mut session = Session { sock, rtt, server_id, max_block_size, mtime: None };
+    let mut session = Session { sock, rtt, server_id, max_block_size, version, mtime: None };
     let Some((_, with_manifest)) = stat else {
         return Ok((session, None, None));
     };
@@ -387,6 +389,34 @@ pub(crate) async fn fetch_manifest(
     }
     send(sock, &out).await?;
     read_manifest(sock, &mut BytesMut::with_capacity(64 * 1024), size, digest).await
+}
+
+/// Asks for the weak checksums of all `chunks` chunks of `path` (every
+/// range request at once) on a greeted connection. They are hints only
+/// (a chunk is taken on its strong hash), so nothing ties them to a digest.
+pub(crate) async fn fetch_weak_sums(sock: &mut Stream, path: &str, chunks: u64) -> Result<Vec<u32>, SessionError> {
+    let mut out = BytesMut::new();
+    let mut first = 0;
+    while first < chunks {
+        let count = (chunks - first).min(u64::from(MAX_MANIFEST_HASHES)) as u32;
+        Request::WeakSums { path: path.to_string(), first, count }.encode(&mut out);
+        first += u64::from(count);
+    }
+    send(sock, &out).await?;
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut sums = Vec::with_capacity(chunks as usize);
+    while (sums.len() as u64) < chunks {
+        match read_reply(sock, &mut buf).await? {
+            Reply::WeakSums { first, sums: part }
+                if first == sums.len() as u64 && !part.is_empty() && (sums.len() + part.len()) as u64 <= chunks =>
+            {
+                sums.extend_from_slice(&part)
+            }
+            Reply::WeakSums { first, .. } => return Err(SessionError::ManifestOrder { first }),
+            other => return Err(unexpected(other)),
+        }
+    }
+    Ok(sums)
 }
 
 /// Reads the `Manifest` replies of a whole manifest (asked for by `fetch`,

@@ -20,8 +20,18 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
-/// Bumped on any incompatible change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 7;
+/// Bumped on any change; exchanged in `Hello`.
+pub const PROTOCOL_VERSION: u16 = 8;
+/// The oldest version still spoken: 8 only added `WeakSums`, which a
+/// client asks only of a server that said 8.
+pub const OLDEST_PROTOCOL_VERSION: u16 = 7;
+/// The first version with `WeakSums`.
+pub const WEAK_SUMS_VERSION: u16 = 8;
+
+/// Whether a peer's `Hello` version is one this side speaks.
+pub fn spoken(version: u16) -> bool {
+    (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&version)
+}
 /// The first bytes of a `Hello` body, so a stray client is recognised at once.
 pub const MAGIC: &[u8; 5] = b"DDFTP";
 /// Bytes before every body: kind and length.
@@ -63,6 +73,7 @@ const K_BUNDLE: u8 = 0x09;
 const K_BUNDLE_END: u8 = 0x0a;
 const K_WALK_FILTERED: u8 = 0x0b;
 const K_SEALS: u8 = 0x0c;
+const K_WEAK_SUMS: u8 = 0x0d;
 const K_R_HELLO: u8 = 0x81;
 const K_R_STAT: u8 = 0x82;
 const K_R_BLOCK: u8 = 0x83;
@@ -75,6 +86,7 @@ const K_R_LIST_END: u8 = 0x89;
 const K_R_SEALED_BLOCK: u8 = 0x8a;
 const K_R_UNREADABLE: u8 = 0x8b;
 const K_R_WALK_ERROR: u8 = 0x8c;
+const K_R_WEAK_SUMS: u8 = 0x8d;
 const K_R_ERROR: u8 = 0x8f;
 
 /// Which way a producer walks its blocks.
@@ -159,6 +171,11 @@ pub enum Request {
     /// (`archive --share`) checks them against these, from a mirror: a
     /// peer's own seal vouches for nothing.
     Seals { path: String, block_size: u32, first: u64, count: u32 },
+    /// The weak (rolling) checksums of chunks `first..first+count` of
+    /// `path`'s manifest ([`crate::rolling`]; `count` ≤
+    /// [`MAX_MANIFEST_HASHES`]), answered as `WeakSums` replies: what a
+    /// client slides over an older copy to find chunks that moved.
+    WeakSums { path: String, first: u64, count: u32 },
 }
 
 /// What went wrong on the server, as a stable code plus a message for people.
@@ -258,6 +275,11 @@ pub enum Reply {
         data: Bytes,
     },
     /// The walk is over; `errors` directories or entries could not be read.
+    /// Weak checksums of chunks starting at chunk `first`.
+    WeakSums {
+        first: u64,
+        sums: Vec<u32>,
+    },
     ListEnd {
         errors: u64,
     },

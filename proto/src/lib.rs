@@ -27,6 +27,7 @@ pub mod frame;
 pub mod manifest;
 pub mod packed;
 pub mod relpath;
+pub mod rolling;
 pub mod shown;
 pub mod streams;
 pub mod units;

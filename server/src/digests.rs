@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ddftp_proto::manifest::{self, chunk_count, chunk_size, FileDigest, Hash, HASH_LEN};
+use ddftp_proto::rolling::WeakSum;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
@@ -28,8 +29,10 @@ pub const INDEX_DIR_NAME: &str = ".ddftpd-index";
 /// cache starts over (the index directory still has them).
 const MEMORY_CAP_HASHES: usize = 4 << 20;
 
-/// Version 2: BLAKE3 chunk hashes (version 1 had SHA-256 ones).
-const MAGIC: &[u8; 8] = b"DDIDX\x02\0\0";
+/// Version 3: BLAKE3 chunk hashes, then each chunk's weak checksum and the
+/// BLAKE3 of those (the manifest root vouches for the hashes only); version
+/// 2 had no weak checksums, version 1 SHA-256 chunk hashes.
+const MAGIC: &[u8; 8] = b"DDIDX\x03\0\0";
 const HEADER_LEN: usize = 8 + 8 + 8 + 8 + 8 + 4 + 4 + 2 * HASH_LEN;
 
 /// One version of a file.
@@ -65,6 +68,8 @@ pub struct Digests {
     pub digest: FileDigest,
     /// One BLAKE3 hash per chunk.
     pub hashes: Vec<Hash>,
+    /// One weak (rolling) checksum per chunk ([`ddftp_proto::rolling`]).
+    pub weak: Vec<u32>,
 }
 
 impl Digests {
@@ -86,26 +91,31 @@ impl Digests {
         let mut whole = Sha256::new();
         let mut hashes = Vec::with_capacity(chunk_count(key.size, chunk) as usize);
         let mut at = 0u64;
+        let mut weak = Vec::with_capacity(hashes.capacity());
         let mut part = blake3::Hasher::new();
+        let mut sum = WeakSum::default();
         while at < key.size {
             let want = ((key.size - at) as usize).min(piece);
             read_exact_at(&mut buf[..want], at)?;
             whole.update(&buf[..want]);
             part.update(&buf[..want]);
+            sum.update(&buf[..want]);
             at += want as u64;
             let into_chunk = at % u64::from(chunk);
             if into_chunk == 0 || at == key.size {
                 hashes.push(part.finalize().into());
                 part.reset();
+                weak.push(sum.finish());
+                sum = WeakSum::default();
             }
         }
         let digest =
             FileDigest { chunk_size: chunk, sha256: whole.finalize().into(), manifest: manifest::root(&hashes) };
-        Ok(Digests { key, digest, hashes })
+        Ok(Digests { key, digest, hashes, weak })
     }
 
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER_LEN + HASH_LEN * self.hashes.len());
+        let mut out = Vec::with_capacity(HEADER_LEN + (HASH_LEN + 4) * self.hashes.len());
         out.extend_from_slice(MAGIC);
         for v in [self.key.dev, self.key.ino, self.key.size] {
             out.extend_from_slice(&v.to_be_bytes());
@@ -118,6 +128,12 @@ impl Digests {
         for h in &self.hashes {
             out.extend_from_slice(h);
         }
+        let weak_at = out.len();
+        for w in &self.weak {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+        let check = blake3::hash(&out[weak_at..]);
+        out.extend_from_slice(check.as_bytes());
         out
     }
 
@@ -140,16 +156,23 @@ impl Digests {
             return None;
         }
         let body = &b[HEADER_LEN..];
-        if body.len() as u64 != chunk_count(key.size, chunk) * HASH_LEN as u64 {
+        let n = chunk_count(key.size, chunk);
+        if body.len() as u64 != n * (HASH_LEN as u64 + 4) + HASH_LEN as u64 {
+            return None;
+        }
+        let (body, weak) = body.split_at(n as usize * HASH_LEN);
+        let (weak, check) = weak.split_at(weak.len() - HASH_LEN);
+        if blake3::hash(weak).as_bytes() != check {
             return None;
         }
         let hashes: Vec<Hash> = body.chunks_exact(HASH_LEN).map(|c| c.try_into().expect("HASH_LEN bytes")).collect();
+        let weak = weak.chunks_exact(4).map(|c| u32::from_be_bytes(c.try_into().expect("4 bytes"))).collect();
         let manifest: Hash = b[48 + HASH_LEN..HEADER_LEN].try_into().expect("HASH_LEN bytes");
         if manifest::root(&hashes) != manifest {
             return None;
         }
         let sha256 = b[48..48 + HASH_LEN].try_into().expect("HASH_LEN bytes");
-        Some(Digests { key: found, digest: FileDigest { chunk_size: chunk, sha256, manifest }, hashes })
+        Some(Digests { key: found, digest: FileDigest { chunk_size: chunk, sha256, manifest }, hashes, weak })
     }
 }
 
@@ -258,6 +281,9 @@ mod tests {
         let expect: Vec<Hash> = data.chunks(chunk_size(data.len() as u64) as usize).map(manifest::chunk_hash).collect();
         assert_eq!(expect.len(), 150);
         assert_eq!(g.hashes, expect);
+        let weak: Vec<u32> =
+            data.chunks(chunk_size(data.len() as u64) as usize).map(ddftp_proto::rolling::weak).collect();
+        assert_eq!(g.weak, weak);
         assert_eq!(g.digest.manifest, manifest::root(&expect));
         std::fs::write(d.join("empty"), b"").unwrap();
         let e = Digests::compute(&File::open(d.join("empty")).unwrap()).unwrap();
@@ -282,12 +308,16 @@ mod tests {
         assert_eq!((s3, &*c), (Source::IndexFile, &*a));
         // A damaged index file is not trusted: recomputed.
         let idx_file = d.join("idx").join(a.key.file_name());
-        let mut bytes = std::fs::read(&idx_file).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        std::fs::write(&idx_file, &bytes).unwrap();
-        let (e, s4) = rt.block_on(Index::new(d.join("idx")).digests(file.clone())).unwrap();
-        assert_eq!((s4, &*e), (Source::Computed, &*a));
+        let good = std::fs::read(&idx_file).unwrap();
+        // A chunk hash, a weak checksum, the check after them.
+        let n = a.hashes.len();
+        for at in [HEADER_LEN + 5, HEADER_LEN + n * HASH_LEN + 2, good.len() - 1] {
+            let mut bytes = good.clone();
+            bytes[at] ^= 1;
+            std::fs::write(&idx_file, &bytes).unwrap();
+            let (e, s4) = rt.block_on(Index::new(d.join("idx")).digests(file.clone())).unwrap();
+            assert_eq!((s4, &*e), (Source::Computed, &*a), "byte {at} damaged");
+        }
         // A new version (other size) is a new key.
         std::fs::write(d.join("f"), vec![5u8; 300_001]).unwrap();
         let (f, s5) = rt.block_on(index.digests(Arc::new(File::open(d.join("f")).unwrap()))).unwrap();

@@ -65,7 +65,7 @@ impl Share {
     /// mirrors described with `digest`, `hashes` and `mtime`.
     pub fn new(file: File, size: u64, mtime: (i64, u32), digest: FileDigest, hashes: Vec<Hash>) -> Share {
         let key = Key { dev: 0, ino: 0, size, mtime_secs: mtime.0, mtime_nanos: mtime.1 };
-        Share::of(ShareBytes::File(Arc::new(file)), Digests { key, digest, hashes })
+        Share::of(ShareBytes::File(Arc::new(file)), Digests { key, digest, hashes, weak: vec![] })
     }
 
     /// A share of the `size`-byte bundle `bytes` reads: `Stat` says its
@@ -74,7 +74,7 @@ impl Share {
         let key = Key { dev: 0, ino: 0, size, mtime_secs: 0, mtime_nanos: 0 };
         let digest =
             FileDigest { chunk_size: ddftp_proto::manifest::chunk_size(size), sha256: [0; 32], manifest: [0; 32] };
-        Share::of(ShareBytes::Sealed(bytes), Digests { key, digest, hashes: vec![] })
+        Share::of(ShareBytes::Sealed(bytes), Digests { key, digest, hashes: vec![], weak: vec![] })
     }
 
     fn of(bytes: ShareBytes, digests: Digests) -> Share {

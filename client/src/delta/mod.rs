@@ -2,14 +2,20 @@
 //! already holds, found with the mirror's chunk manifest, so that only the
 //! rest moves.
 //!
-//! The local file is read once and hashed a chunk at a time at every whole
-//! chunk offset; a chunk whose hash is in the manifest is one the new
-//! version has (at its own place, or moved by whole chunks: an insertion
-//! or removal of whole chunks, pieces reordered). What is found is then
+//! The local file is read once. With the mirror's weak checksums, a window
+//! of one chunk slides over it a byte at a time (rsync's rolling checksum,
+//! [`rolling`]): where the window's weak checksum is one of the new
+//! version's, its strong hash decides, and a match moves the window on by a
+//! whole chunk; so chunks are found wherever they moved, by any number of
+//! bytes. Without them, the file is hashed a chunk at a time at every whole
+//! chunk offset: chunks at their own place or moved by whole chunks (an
+//! insertion or removal of whole chunks, pieces reordered). What is found is then
 //! copied into the part file beside the old output, each chunk hashed again
 //! as it is copied: a local file that changes meanwhile (a lying seed) costs
 //! that chunk a download, never a wrong byte. The old output is only read;
 //! the finished part file replaces it.
+
+mod rolling;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -48,19 +54,43 @@ pub fn usable(m: &Manifest, size: u64) -> bool {
         && m.hashes.len() as u64 == ddftp_proto::manifest::chunk_count(size, m.chunk_size)
 }
 
-/// Reads the local file (`len` bytes) once and finds every chunk of the new
-/// version (`size` bytes, `m` its manifest) it holds at a whole-chunk
-/// offset; the new version's last, shorter chunk is looked for where it
+/// Reads the local file (`len` bytes) once and finds the chunks of the new
+/// version (`size` bytes, `m` its manifest) it holds: at any offset with
+/// `weak` (the mirror's weak checksums, one per chunk), else at whole-chunk
+/// offsets. The new version's last, shorter chunk is looked for where it
 /// was and at the local file's end.
-pub fn find(local: &File, len: u64, m: &Manifest, size: u64) -> io::Result<Found> {
+pub fn find(local: &File, len: u64, m: &Manifest, size: u64, weak: Option<&[u32]>) -> io::Result<Found> {
     let chunk = u64::from(m.chunk_size);
     let n = m.hashes.len() as u64;
     let mut at = vec![None; n as usize];
     if !usable(m, size) || n == 0 {
         return Ok(Found { at });
     }
-    // Full chunks by hash (several chunks may share one: runs of zeros).
     let full = if size.is_multiple_of(chunk) { n } else { n - 1 };
+    match weak.filter(|w| w.len() as u64 == n) {
+        Some(w) => rolling::find(local, len, m, &w[..full as usize], &mut at)?,
+        None => aligned(local, len, m, full, &mut at)?,
+    }
+    if full < n {
+        let j = n - 1;
+        let tail = chunk_len(size, chunk, j) as u64;
+        let mut b = vec![0u8; tail as usize];
+        for place in [j * chunk, len.wrapping_sub(tail)] {
+            if at[j as usize].is_none() && len >= tail && place <= len - tail {
+                FileExt::read_exact_at(local, &mut b, place)?;
+                if m.kind.of(&b) == m.hashes[j as usize] {
+                    at[j as usize] = Some(place);
+                }
+            }
+        }
+    }
+    Ok(Found { at })
+}
+
+/// The first `full` chunks of the new version found at whole-chunk offsets.
+fn aligned(local: &File, len: u64, m: &Manifest, full: u64, at: &mut [Option<u64>]) -> io::Result<()> {
+    let chunk = u64::from(m.chunk_size);
+    // Full chunks by hash (several chunks may share one: runs of zeros).
     let mut wanted: HashMap<Hash, Vec<u32>> = HashMap::with_capacity(full as usize);
     for j in 0..full {
         wanted.entry(m.hashes[j as usize]).or_default().push(j as u32);
@@ -81,21 +111,7 @@ pub fn find(local: &File, len: u64, m: &Manifest, size: u64) -> io::Result<Found
         }
         off += want;
     }
-    if full < n {
-        let j = n - 1;
-        let tail = chunk_len(size, chunk, j) as u64;
-        let mut b = vec![0u8; tail as usize];
-        for place in [j * chunk, len.wrapping_sub(tail)] {
-            if len >= tail && place <= len - tail {
-                FileExt::read_exact_at(local, &mut b, place)?;
-                if m.kind.of(&b) == m.hashes[j as usize] {
-                    at[j as usize] = Some(place);
-                    break;
-                }
-            }
-        }
-    }
-    Ok(Found { at })
+    Ok(())
 }
 
 /// Copies the found chunks from the local file into `store` at their place

@@ -29,14 +29,34 @@ fn random(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+fn weak_sums(data: &[u8]) -> Vec<u32> {
+    data.chunks(CHUNK as usize).map(ddftp_proto::rolling::weak).collect()
+}
+
 /// Builds the new version from the old through `found` and `place`, the
-/// rest from `new` itself (what the mirrors would send).
+/// rest from `new` itself (what the mirrors would send), with the whole
+/// chunk search.
 fn rebuild(old: &[u8], new: &[u8]) -> (Vec<u8>, u64) {
+    rebuild_with(old, new, None)
+}
+
+/// The same with the mirror's weak checksums: chunks found at any offset.
+fn rebuild_rolling(old: &[u8], new: &[u8]) -> (Vec<u8>, u64) {
+    rebuild_with(old, new, Some(weak_sums(new)))
+}
+
+fn rebuild_with(old: &[u8], new: &[u8], weak: Option<Vec<u32>>) -> (Vec<u8>, u64) {
     let m = manifest(new);
     let (_d, local) = file(old);
-    let found = find(&local, old.len() as u64, &m, new.len() as u64).unwrap();
+    let found = find(&local, old.len() as u64, &m, new.len() as u64, weak.as_deref()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let out = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.path().join("o")).unwrap();
+    let out = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("o"))
+        .unwrap();
     out.set_len(new.len() as u64).unwrap();
     let placed = place(&local, &found, &m, new.len() as u64, &out).unwrap();
     for (j, p) in placed.iter().enumerate() {
@@ -93,7 +113,7 @@ fn a_local_file_that_changes_after_the_scan_lands_no_wrong_byte() {
     let old = random(16 * CHUNK as usize, 6);
     let m = manifest(&old);
     let (d, local) = file(&old);
-    let found = find(&local, old.len() as u64, &m, old.len() as u64).unwrap();
+    let found = find(&local, old.len() as u64, &m, old.len() as u64, None).unwrap();
     assert_eq!(found.count(), 16);
     // The seed changes under us: two of its chunks no longer hold what
     // was found there.
@@ -120,11 +140,71 @@ fn a_manifest_that_does_not_fit_the_size_finds_nothing() {
     let mut m = manifest(&old);
     m.hashes.pop();
     let (_d, local) = file(&old);
-    assert_eq!(find(&local, old.len() as u64, &m, old.len() as u64).unwrap().count(), 0);
+    assert_eq!(find(&local, old.len() as u64, &m, old.len() as u64, None).unwrap().count(), 0);
+}
+
+#[test]
+fn with_weak_sums_chunks_are_found_whatever_the_shift() {
+    let c = CHUNK as usize;
+    let old = random(32 * c, 11);
+    // 100 bytes in front, 1,000 taken out in the middle, 7 bytes changed.
+    let mut new = [random(100, 12), old[..10 * c].to_vec(), old[10 * c + 1000..].to_vec()].concat();
+    new[20 * c + 5..20 * c + 12].copy_from_slice(b"changed");
+    let (got, placed) = rebuild_rolling(&old, &new);
+    assert_eq!(got, new);
+    let chunks = new.len().div_ceil(c) as u64;
+    // Each change costs the chunks it touches: the first (100 new bytes),
+    // one across the removal, one for the 7 bytes (and the short last).
+    assert!(placed + 4 >= chunks, "placed {placed} of {chunks}");
+    // Without them, nothing is in place.
+    assert!(rebuild(&old, &new).1 <= 1);
+}
+
+#[test]
+fn weak_sums_that_match_everywhere_cost_bounded_time_and_no_wrong_chunk() {
+    let old = random(64 * CHUNK as usize, 13);
+    let new = random(64 * CHUNK as usize, 14);
+    let m = manifest(&new);
+    let (_d, local) = file(&old);
+    // A lying mirror: every weak checksum is that of a chunk of zeros, so
+    // in a file of zeros every window is a candidate.
+    let all_zero = vec![ddftp_proto::rolling::weak(&vec![0u8; CHUNK as usize]); m.hashes.len()];
+    let t = std::time::Instant::now();
+    let found = find(&local, old.len() as u64, &m, new.len() as u64, Some(&all_zero)).unwrap();
+    assert_eq!(found.count(), 0);
+    assert!(t.elapsed() < std::time::Duration::from_secs(20));
+    let zeros = vec![0u8; 64 * CHUNK as usize];
+    let (_z, zl) = file(&zeros);
+    let t = std::time::Instant::now();
+    let found = find(&zl, zeros.len() as u64, &m, new.len() as u64, Some(&all_zero)).unwrap();
+    assert_eq!(found.count(), 0);
+    assert!(t.elapsed() < std::time::Duration::from_secs(20));
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Whatever bytes were inserted, removed or changed, the rolling search
+    /// rebuilds the new version exactly.
+    #[test]
+    fn rolling_always_gives_the_new_version(
+        seed in any::<u64>(),
+        old_len in 0usize..(12 * 4096),
+        ops in proptest::collection::vec((0usize..3, 0usize..(12 * 4096), 0usize..5000), 0..6),
+    ) {
+        let old = random(old_len, seed);
+        let mut new = old.clone();
+        for (op, at, n) in ops {
+            let at = at.min(new.len());
+            match op {
+                0 => { let ins = random(n, seed ^ at as u64); new.splice(at..at, ins); }
+                1 => { let end = (at + n).min(new.len()); new.drain(at..end); }
+                _ => if at < new.len() { new[at] ^= 0x5a; },
+            }
+        }
+        let (got, _) = rebuild_rolling(&old, &new);
+        prop_assert_eq!(got, new);
+    }
+
     /// Whatever the old file and the new version, the rebuilt file is the
     /// new version, and every chunk the old file holds at a whole-chunk
     /// offset is taken from it.

@@ -287,12 +287,12 @@ fn spawn_slot(
     match producer {
         Producer::Ddftpd(route, conn) => {
             let mirror = route.endpoint.to_string().into();
-            let Session { sock, rtt, server_id, max_block_size, .. } = conn;
+            let Session { sock, rtt, server_id, max_block_size, version, .. } = conn;
             let (ctx, pool) = (ctx.clone(), pool.cloned());
             let task = tasks.spawn(async move {
                 let back = run_slot(slot, mirror, sock, ctx, rx, events).await;
                 if let (Some(pool), Some((sock, left))) = (pool, back) {
-                    pool.put(route, Session { sock, rtt, server_id, max_block_size, mtime: None }, left);
+                    pool.put(route, Session { sock, rtt, server_id, max_block_size, version, mtime: None }, left);
                 }
             });
             (rtt, task)

@@ -281,17 +281,17 @@ pub async fn get_joining(
             Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?))
         }
     };
-    let (slots, mirror_names) = make_slots(spec, usable, http, spare, progress, &mut warnings).await;
-    let sealed = spec.sealed_size.is_some();
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
-    let out_err = unwritable(&part);
     let to_stdout = spec.stdout.is_some();
     let earlier = match to_stdout {
         true => None,
         false => load_earlier(spec, &part, &jpath)?,
     };
-    let seed = seed::look(spec, manifest.as_deref(), size, earlier.is_some(), progress, &mut warnings);
+    let seed = seed::find(spec, manifest.as_ref(), size, earlier.is_some(), &mut usable, progress, &mut warnings).await;
+    let (slots, mirror_names) = make_slots(spec, usable, http, spare, progress, &mut warnings).await;
+    let sealed = spec.sealed_size.is_some();
+    let out_err = unwritable(&part);
     let mirrors_sha256 = hex(&version.digest.sha256);
     let limit = slots.iter().filter_map(|(_, p)| p.max_block_size()).min().unwrap_or(u32::MAX);
     let started_from = start::plan(&start::Facts {
@@ -301,11 +301,7 @@ pub async fn get_joining(
         http_only,
         verify: spec.verify,
         to_stdout,
-        // A block whole in the older copy only if each of its chunks is.
-        asked_block: match (&seed, &manifest) {
-            (Some(_), Some(m)) => m.chunk_size,
-            _ => spec.block_size,
-        },
+        asked_block: seed.as_ref().map_or(spec.block_size, seed::Seed::block_size),
         limit,
         hashes: manifest.as_ref().map(|m| m.chunk_size),
         mirrors_sha256: Some(&mirrors_sha256),
@@ -323,14 +319,8 @@ pub async fn get_joining(
     let start::Plan { identity: sha256, block_size, blocks, check, resume, mut done, .. } = started_from;
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
     let file = open_store(spec, &part, resume, size, ring.as_ref())?;
-    let matched_bytes = match (seed, &manifest) {
-        (Some(s), Some(m)) => {
-            let (blocks, bytes) = seed::place(s, m, size, block_size, file.as_ref()).map_err(out_err)?;
-            done.extend(blocks);
-            bytes
-        }
-        _ => 0,
-    };
+    let (reused, matched_bytes) = seed::place(seed, size, block_size, file.as_ref()).map_err(out_err)?;
+    done.extend(reused);
     let mut journal = Journal::new(&spec.path, size, &sha256, block_size);
     let mut completed = Completed::new(blocks);
     for &(a, b) in &done {
@@ -377,18 +367,7 @@ pub async fn get_joining(
         jpath: jpath.clone(),
         reused_bytes,
         ring: ring.clone(),
-        wanted: Arc::new(rejoin::Wanted {
-            path: spec.path.clone(),
-            version: (!sealed && !http_only).then_some(version),
-            size,
-            token: spec.token.clone(),
-            bundle: spec.bundle.clone(),
-            http: copy.clone(),
-            tls: tls.clone(),
-            asking: spec.asking.clone(),
-            policy: spec.retry,
-            connect_timeout: spec.connect_timeout,
-        }),
+        wanted: Arc::new(rejoin::Wanted::of(spec, (!sealed && !http_only).then_some(version), size, &copy, &tls)),
         later,
         shared,
     };

@@ -275,6 +275,30 @@ pub(super) async fn fetch_manifest(
     Err(TransferError::NoUsableMirror { path: path.to_string(), failures })
 }
 
+/// The weak checksums of `chunks` chunks of `path` from the first usable
+/// mirror, for finding moved chunks in an older copy. Without them delta
+/// still finds chunks moved by whole chunks; a mirror that fails to give
+/// them is dropped like one that fails to give the manifest (its
+/// connection is in no known state).
+pub(super) async fn fetch_weak_sums(
+    path: &str,
+    chunks: usize,
+    usable: &mut Vec<(MirrorInfo, Session)>,
+    progress: &mut dyn Progress,
+) -> Option<Vec<u32>> {
+    let (m, conn) = usable.iter_mut().find(|(_, c)| c.version >= ddftp_proto::frame::WEAK_SUMS_VERSION)?;
+    let fetch = crate::session::fetch_weak_sums(&mut conn.sock, path, chunks as u64);
+    match tokio::time::timeout(STAT_TIMEOUT, fetch).await.unwrap_or(Err(SessionError::ManifestTimeout)) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            let route = m.route.clone();
+            progress.warn(&format!("dropping {route}: weak checksums: {e}"));
+            usable.retain(|(m, _)| m.route != route);
+            None
+        }
+    }
+}
+
 /// How to reach a mirror again.
 #[derive(Clone, Debug)]
 pub(super) enum Source {

@@ -33,6 +33,31 @@ pub(super) struct Wanted {
     pub(super) connect_timeout: Duration,
 }
 
+impl Wanted {
+    /// What `spec`'s mirrors must serve to rejoin: `version` (none for a
+    /// sealed bundle or web mirrors alone), or for a web mirror `copy`.
+    pub(super) fn of(
+        spec: &super::GetSpec,
+        version: Option<Version>,
+        size: u64,
+        copy: &plan::HttpCopy,
+        tls: &Option<tokio_rustls::TlsConnector>,
+    ) -> Wanted {
+        Wanted {
+            path: spec.path.clone(),
+            version,
+            size,
+            token: spec.token.clone(),
+            bundle: spec.bundle.clone(),
+            http: copy.clone(),
+            tls: tls.clone(),
+            asking: spec.asking.clone(),
+            policy: spec.retry,
+            connect_timeout: spec.connect_timeout,
+        }
+    }
+}
+
 /// Why one try failed, and whether another may help.
 struct Failed {
     why: String,

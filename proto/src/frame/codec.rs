@@ -77,6 +77,12 @@ impl Request {
                 dst.put_u32(*count);
                 put_str(dst, path);
             }
+            Request::WeakSums { path, first, count } => {
+                put_header(dst, K_WEAK_SUMS, 8 + 4 + 2 + path.len());
+                dst.put_u64(*first);
+                dst.put_u32(*count);
+                put_str(dst, path);
+            }
         }
     }
 
@@ -85,7 +91,7 @@ impl Request {
     pub fn decode(src: &mut BytesMut) -> Result<Option<Request>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
             K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH | K_MANIFEST | K_WALK | K_WALK_FILTERED
-            | K_BUNDLE_END | K_SEALS => Some(MAX_CONTROL_BODY),
+            | K_BUNDLE_END | K_SEALS | K_WEAK_SUMS => Some(MAX_CONTROL_BODY),
             K_BUNDLE => Some(MAX_BUNDLE_CHUNK),
             _ => None,
         })?
@@ -182,6 +188,14 @@ impl Request {
                 }
                 Request::Seals { path: r.path()?, block_size, first, count }
             }
+            K_WEAK_SUMS => {
+                let first = r.u64()?;
+                let count = r.u32()?;
+                if count == 0 || count > MAX_MANIFEST_HASHES {
+                    return Err(ProtoError::Malformed { kind, why: "weak sum count out of range" });
+                }
+                Request::WeakSums { path: r.path()?, first, count }
+            }
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;
@@ -216,6 +230,14 @@ impl Reply {
                 dst.put_u64(*first);
                 for h in hashes {
                     dst.put_slice(h);
+                }
+            }
+            Reply::WeakSums { first, sums } => {
+                assert!(sums.len() <= MAX_MANIFEST_HASHES as usize, "weak sum replies are capped");
+                put_header(dst, K_R_WEAK_SUMS, 8 + 4 * sums.len());
+                dst.put_u64(*first);
+                for s in sums {
+                    dst.put_u32(*s);
                 }
             }
             Reply::Block { stream, block, payload } => {
@@ -286,6 +308,7 @@ impl Reply {
             K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
             K_R_SEALED_BLOCK => Some(SEALED_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
             K_R_MANIFEST => Some(8 + HASH_LEN * MAX_MANIFEST_HASHES as usize),
+            K_R_WEAK_SUMS => Some(8 + 4 * MAX_MANIFEST_HASHES as usize),
             _ => None,
         })?
         else {
@@ -320,6 +343,15 @@ impl Reply {
                 let hashes = r.buf.chunks_exact(HASH_LEN).map(|c| c.try_into().expect("HASH_LEN bytes")).collect();
                 r.buf.clear();
                 Reply::Manifest { first, hashes }
+            }
+            K_R_WEAK_SUMS => {
+                let first = r.u64()?;
+                if !r.buf.len().is_multiple_of(4) {
+                    return Err(ProtoError::Malformed { kind, why: "weak sums body is not whole sums" });
+                }
+                let sums = r.buf.chunks_exact(4).map(|c| u32::from_be_bytes(c.try_into().expect("4 bytes"))).collect();
+                r.buf.clear();
+                Reply::WeakSums { first, sums }
             }
             K_R_BLOCK => {
                 let stream = r.u32()?;

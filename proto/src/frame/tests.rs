@@ -34,6 +34,11 @@ fn request() -> impl Strategy<Value = Request> {
                 Request::Seals { path, block_size, first, count: count.min(most) }
             }
         ),
+        (".{0,64}", any::<u64>(), 1..=MAX_MANIFEST_HASHES).prop_map(|(path, first, count)| Request::WeakSums {
+            path,
+            first,
+            count
+        }),
     ]
 }
 
@@ -63,6 +68,8 @@ fn reply() -> impl Strategy<Value = Reply> {
         ),
         (any::<u64>(), proptest::collection::vec(any::<[u8; 32]>(), 0..64))
             .prop_map(|(first, hashes)| Reply::Manifest { first, hashes }),
+        (any::<u64>(), proptest::collection::vec(any::<u32>(), 0..64))
+            .prop_map(|(first, sums)| Reply::WeakSums { first, sums }),
         (any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..2048))
             .prop_map(|(stream, block, p)| Reply::Block { stream, block, payload: Bytes::from(p) }),
         (any::<u32>(), any::<u64>(), any::<[u8; 32]>(), proptest::collection::vec(any::<u8>(), 0..2048))
@@ -157,4 +164,12 @@ fn direction_span_and_step() {
     assert_eq!(Direction::Decrement.span(5, 3), 3);
     assert_eq!(Direction::Decrement.step(0), None);
     assert_eq!(Direction::Increment.step(0), Some(1));
+}
+
+#[test]
+fn versions_7_and_8_are_spoken_and_no_other() {
+    assert!(spoken(7) && spoken(8));
+    assert!(!spoken(6) && !spoken(9) && !spoken(0));
+    // 8 only added WeakSums, which needs it.
+    assert_eq!((OLDEST_PROTOCOL_VERSION, WEAK_SUMS_VERSION, PROTOCOL_VERSION), (7, 8, 8));
 }

@@ -91,6 +91,8 @@ struct Conn {
     /// Where a TLS connection reads a block's pieces before encrypting them.
     copy: Vec<u8>,
     greeted: bool,
+    /// The protocol version the client spoke in its `Hello`.
+    version: u16,
     /// The nonce of a `Challenge` sent and the token it asks about, until
     /// `Auth` answers it.
     challenge: Option<([u8; NONCE_LEN], Arc<[u8]>)>,
@@ -134,6 +136,7 @@ pub async fn handle(
         out: BytesMut::new(),
         copy: Vec::new(),
         greeted: false,
+        version: PROTOCOL_VERSION,
         challenge: None,
         peer,
         phase: shared.phase.subscribe(),
@@ -306,7 +309,7 @@ impl Conn {
 
     fn hello(&self) -> Reply {
         Reply::Hello {
-            version: PROTOCOL_VERSION,
+            version: self.version,
             server_id: self.shared.server_id,
             max_block_size: self.shared.max_block_size,
         }
@@ -357,7 +360,7 @@ impl Conn {
             let Request::Hello { version } = req else {
                 return self.refuse(ErrorCode::BadRequest, "the first message must be Hello".into()).await;
             };
-            if version != PROTOCOL_VERSION {
+            if !ddftp_proto::frame::spoken(version) {
                 return self
                     .refuse(
                         ErrorCode::BadRequest,
@@ -365,6 +368,9 @@ impl Conn {
                     )
                     .await;
             }
+            // The conversation's version: the client's (every spoken one
+            // is a subset of ours).
+            self.version = version;
             let token = self.shared.token.read().expect("token lock").clone();
             if let Some(token) = token {
                 let nonce: [u8; NONCE_LEN] = rand::random();
@@ -388,6 +394,7 @@ impl Conn {
             Request::Auth { .. } => self.refuse(ErrorCode::BadRequest, "Auth without a Challenge".into()).await,
             Request::Stat { path, manifest } => self.on_stat(path, manifest).await,
             Request::Manifest { path, first, count } => self.on_manifest(path, first, count).await,
+            Request::WeakSums { path, first, count } => self.on_weak_sums(path, first, count).await,
             Request::Start { stream, path, block_size, first, last, dir } => {
                 self.on_start(stream, path, block_size, first, last, dir).await
             }
@@ -446,6 +453,26 @@ impl Conn {
         let end = first.saturating_add(u64::from(count)).min(n);
         let hashes = d.hashes[first as usize..end as usize].to_vec();
         Ok(self.reply(Reply::Manifest { first, hashes }).await?)
+    }
+
+    /// `WeakSums`: the weak checksums beside the manifest (from the same
+    /// digests: one read of the file gives both).
+    async fn on_weak_sums(&mut self, path: String, first: u64, count: u32) -> Result<(), ConnError> {
+        let d = match self.digests(&path).await {
+            Ok(d) => d,
+            Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
+        };
+        let n = d.weak.len() as u64;
+        if n != d.hashes.len() as u64 {
+            return self.refuse(ErrorCode::BadRequest, format!("{path}: no weak checksums here")).await;
+        }
+        if first > n {
+            let msg = format!("{path}: manifest has {n} chunks, asked from chunk {first}");
+            return self.refuse(ErrorCode::BadRequest, msg).await;
+        }
+        let end = first.saturating_add(u64::from(count)).min(n);
+        let sums = d.weak[first as usize..end as usize].to_vec();
+        Ok(self.reply(Reply::WeakSums { first, sums }).await?)
     }
 
     /// `Start`: a stream of a file's (or bundle's) blocks, checked against what it holds.

@@ -93,6 +93,15 @@ fn delta_a_truncated_or_extended_file_moves_only_its_new_end() {
     at_most(&update(&old, &extended, &[]), 3 * MIB as u64 + 77, 1);
 }
 
+/// Bytes inserted and removed in numbers that are not whole chunks shift
+/// everything after them: the mirror's weak checksums find it all again.
+#[test]
+fn delta_data_shifted_by_any_number_of_bytes_is_found_again() {
+    let old = random(SIZE, 11);
+    let new = [b"a short header".to_vec(), old[..20 * MIB].to_vec(), old[20 * MIB + 333..].to_vec()].concat();
+    at_most(&update(&old, &new, &[]), 14, 2);
+}
+
 #[test]
 fn delta_pieces_shuffled_are_found_where_they_went() {
     let old = random(SIZE, 7);

@@ -546,3 +546,28 @@ fn wrong_token_proofs_are_throttled_per_address() {
         std::thread::sleep(Duration::from_secs(1));
     }
 }
+
+/// A client of protocol 7 (before `WeakSums`) is answered in 7 and served;
+/// a version never spoken is refused; a file's weak checksums come one
+/// per chunk of its manifest.
+#[test]
+fn an_older_client_is_served_in_its_version_and_weak_sums_come_per_chunk() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 1 << 20, 27);
+    let m = Mirror::start(&f.root(), &[]);
+    let mut r = Raw::connect(&m.addr);
+    r.send(&[Request::Hello { version: 7 }, Request::Stat { path: "f".into(), manifest: false }]);
+    assert!(matches!(r.reply(), Some(Reply::Hello { version: 7, .. })));
+    assert!(matches!(r.reply(), Some(Reply::Stat { size, .. }) if size == 1 << 20));
+    let mut r = Raw::connect(&m.addr);
+    r.send(&[Request::Hello { version: 6 }]);
+    assert_eq!(r.errors_until_closed(), vec![ErrorCode::BadRequest]);
+    let mut r = Raw::greeted(&m.addr);
+    r.send(&[Request::WeakSums { path: "f".into(), first: 0, count: 4096 }]);
+    let chunk = ddftp_proto::manifest::chunk_size(data.len() as u64) as usize;
+    let want: Vec<u32> = data.chunks(chunk).map(ddftp_proto::rolling::weak).collect();
+    match r.reply() {
+        Some(Reply::WeakSums { first: 0, sums }) => assert_eq!(sums, want),
+        other => panic!("{other:?}"),
+    }
+}

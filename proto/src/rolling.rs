@@ -1,0 +1,116 @@
+//! The weak checksum of a chunk (rsync's rolling checksum): ddftpd sends
+//! one per chunk of its manifest, and a client slides it over an older
+//! copy one byte at a time to find chunks that moved by any number of
+//! bytes. Only a hint: a chunk is taken only when its strong hash (the
+//! manifest's) matches too.
+//!
+//! For bytes x_0..x_{L-1}: a = sum of x_i, b = sum of (L - i) x_i, both
+//! mod 2^16; the sum is a | b << 16.
+
+/// The weak checksum of `data`.
+pub fn weak(data: &[u8]) -> u32 {
+    let mut w = WeakSum::default();
+    w.update(data);
+    w.finish()
+}
+
+/// A weak checksum computed a piece at a time (a chunk read in pieces).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WeakSum {
+    /// Sum of the bytes.
+    a: u32,
+    /// Sum of i * x_i (their index in the chunk).
+    c: u32,
+    n: u32,
+}
+
+impl WeakSum {
+    pub fn update(&mut self, data: &[u8]) {
+        for &x in data {
+            let x = u32::from(x);
+            self.a = self.a.wrapping_add(x);
+            self.c = self.c.wrapping_add(self.n.wrapping_mul(x));
+            self.n = self.n.wrapping_add(1);
+        }
+    }
+
+    /// The checksum of everything given (b = L a - sum i x_i: mod 2^16
+    /// arithmetic agrees with wrapping u32 arithmetic).
+    pub fn finish(&self) -> u32 {
+        let b = self.n.wrapping_mul(self.a).wrapping_sub(self.c);
+        (self.a & 0xffff) | (b & 0xffff) << 16
+    }
+}
+
+/// The weak checksum of a window of fixed length sliding over data.
+#[derive(Debug, Clone, Copy)]
+pub struct Rolling {
+    a: u32,
+    b: u32,
+    len: u32,
+}
+
+impl Rolling {
+    /// The window `data` (its length is the window's).
+    pub fn new(data: &[u8]) -> Rolling {
+        let len = data.len() as u32;
+        let (mut a, mut b) = (0u32, 0u32);
+        for (i, &x) in data.iter().enumerate() {
+            a = a.wrapping_add(u32::from(x));
+            b = b.wrapping_add((len - i as u32).wrapping_mul(u32::from(x)));
+        }
+        Rolling { a, b, len }
+    }
+
+    /// Slides the window one byte: `out` leaves at its start, `into`
+    /// enters at its end.
+    #[inline]
+    pub fn roll(&mut self, out: u8, into: u8) {
+        let (out, into) = (u32::from(out), u32::from(into));
+        self.a = self.a.wrapping_sub(out).wrapping_add(into);
+        self.b = self.b.wrapping_sub(self.len.wrapping_mul(out)).wrapping_add(self.a);
+    }
+
+    #[inline]
+    pub fn sum(&self) -> u32 {
+        (self.a & 0xffff) | (self.b & 0xffff) << 16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn known_values() {
+        assert_eq!(weak(b""), 0);
+        // a = 97 + 98 + 99 = 294; b = 3*97 + 2*98 + 99 = 586.
+        assert_eq!(weak(b"abc"), 294 | 586 << 16);
+    }
+
+    proptest! {
+        /// Rolling over data gives, at every offset, the checksum of the
+        /// window there; pieces give the checksum of the whole.
+        #[test]
+        fn rolling_agrees_with_the_window_s_checksum(
+            data in proptest::collection::vec(any::<u8>(), 1..3000),
+            len in 1usize..600,
+            cut in 0usize..3000,
+        ) {
+            let len = len.min(data.len());
+            let mut r = Rolling::new(&data[..len]);
+            for o in 0..=data.len() - len {
+                prop_assert_eq!(r.sum(), weak(&data[o..o + len]));
+                if o + len < data.len() {
+                    r.roll(data[o], data[o + len]);
+                }
+            }
+            let cut = cut.min(data.len());
+            let mut w = WeakSum::default();
+            w.update(&data[..cut]);
+            w.update(&data[cut..]);
+            prop_assert_eq!(w.finish(), weak(&data));
+        }
+    }
+}
