@@ -30,7 +30,8 @@ fuzz_target!(|data: &[u8]| {
     let mut local = tempfile_in_memory(old);
     let found = ddftp::delta::find(&local, old.len() as u64, &m, new.len() as u64, Some(&weak)).expect("read");
     let out = tempfile_in_memory(&vec![0u8; new.len()]);
-    let placed = ddftp::delta::place(&local, &found, &m, new.len() as u64, &out).expect("write");
+    let mut placed = vec![false; m.hashes.len()];
+    ddftp::delta::place(&local, &found, &m, new.len() as u64, &out, &mut placed).expect("write");
     for (j, p) in placed.iter().enumerate().filter(|(_, p)| **p) {
         let a = j * CHUNK as usize;
         let b = (a + CHUNK as usize).min(new.len());

@@ -173,6 +173,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         range: None,
         no_clobber: false,
         delta: false,
+        seeds: vec![],
         keep_mtime: false,
         share: None,
         asking: Default::default(),

@@ -277,6 +277,7 @@ impl MoveOpt {
             range: None,
             no_clobber: false,
             delta: false,
+            seeds: vec![],
             keep_mtime: false,
             asking: self.web.asking()?,
             pool: None,

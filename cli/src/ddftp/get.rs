@@ -81,6 +81,12 @@ pub struct GetOpt {
     /// copied from it and only the rest moves.
     #[arg(long, visible_alias = "whole-file", short = 'W')]
     pub no_delta: bool,
+    /// A local file that may hold some of the new version (an older copy
+    /// elsewhere, a similar image, as zsync's -i): its chunks the new
+    /// version has are copied from it, after OUT's. May be given several
+    /// times.
+    #[arg(long, value_name = "FILE")]
+    pub seed: Vec<PathBuf>,
     /// Move nothing: ask every mirror about the file and vote, then print
     /// each one's size, digest, round trip and whether it agrees (exit 0:
     /// all answer and agree; 3: some serve another version; 1: some did not
@@ -183,6 +189,7 @@ impl GetOpt {
             stdout: to_stdout.then_some(self.window),
             no_clobber: self.no_clobber,
             delta: !self.no_delta,
+            seeds: self.seed.clone(),
             keep_mtime: !self.no_mtime,
             ..self.moving.spec(path, output, self.sync)?
         };

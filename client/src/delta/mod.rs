@@ -116,15 +116,25 @@ fn aligned(local: &File, len: u64, m: &Manifest, full: u64, at: &mut [Option<u64
 
 /// Copies the found chunks from the local file into `store` at their place
 /// in the new version, each hashed again as copied (a chunk that no longer
-/// matches is left to be fetched). Returns the chunks placed. A local read
-/// that fails leaves the chunk to be fetched; a write that fails is the
+/// matches is left to be fetched), and marks them in `placed` (those
+/// already marked, from another file, are left alone). A local read that
+/// fails leaves the chunk to be fetched; a write that fails is the
 /// output's error.
-pub fn place(local: &File, found: &Found, m: &Manifest, size: u64, store: &dyn Store) -> io::Result<Vec<bool>> {
+pub fn place(
+    local: &File,
+    found: &Found,
+    m: &Manifest,
+    size: u64,
+    store: &dyn Store,
+    placed: &mut [bool],
+) -> io::Result<()> {
     let chunk = u64::from(m.chunk_size);
-    let mut placed = vec![false; found.at.len()];
     let mut buf = vec![0u8; chunk as usize];
     for (j, at) in found.at.iter().enumerate() {
         let Some(from) = *at else { continue };
+        if placed[j] {
+            continue;
+        }
         let len = chunk_len(size, chunk, j as u64);
         let b = &mut buf[..len];
         if FileExt::read_exact_at(local, b, from).is_err() || m.kind.of(b) != m.hashes[j] {
@@ -133,7 +143,7 @@ pub fn place(local: &File, found: &Found, m: &Manifest, size: u64, store: &dyn S
         store.write_all_at(b, j as u64 * chunk)?;
         placed[j] = true;
     }
-    Ok(placed)
+    Ok(())
 }
 
 /// The blocks of `block_size` bytes whose every chunk was placed, as

@@ -58,7 +58,8 @@ fn rebuild_with(old: &[u8], new: &[u8], weak: Option<Vec<u32>>) -> (Vec<u8>, u64
         .open(dir.path().join("o"))
         .unwrap();
     out.set_len(new.len() as u64).unwrap();
-    let placed = place(&local, &found, &m, new.len() as u64, &out).unwrap();
+    let mut placed = vec![false; m.hashes.len()];
+    place(&local, &found, &m, new.len() as u64, &out, &mut placed).unwrap();
     for (j, p) in placed.iter().enumerate() {
         if !p {
             let a = j * CHUNK as usize;
@@ -122,7 +123,8 @@ fn a_local_file_that_changes_after_the_scan_lands_no_wrong_byte() {
     changed[9 * CHUNK as usize + 7] ^= 1;
     std::fs::write(d.path().join("f"), &changed).unwrap();
     let out = tempfile::tempfile().unwrap();
-    let placed = place(&local, &found, &m, old.len() as u64, &out).unwrap();
+    let mut placed = vec![false; 16];
+    place(&local, &found, &m, old.len() as u64, &out, &mut placed).unwrap();
     assert_eq!(placed.iter().filter(|&&p| !p).count(), 2);
     assert!(!placed[5] && !placed[9]);
 }

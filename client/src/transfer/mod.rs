@@ -185,6 +185,9 @@ pub struct GetSpec {
     /// with the new one (found by the mirrors' chunk manifest), and only
     /// the rest moves (`--no-delta` fetches the whole file).
     pub delta: bool,
+    /// Other local files that may hold some of the new version
+    /// (`--seed`), looked into after the output.
+    pub seeds: Vec<PathBuf>,
     /// The output gets the mirrors' modification time.
     pub keep_mtime: bool,
     /// What requests to web mirrors carry: headers, user agent, where

@@ -1,25 +1,27 @@
-//! `get` onto an older copy: the output's chunks that the new version
-//! holds are copied into the part file before a byte moves, and count as
-//! done; the mirrors send only the rest. The old output is only read, and
-//! the part file replaces it at the end, so an interrupted run leaves it
-//! as it was (and resumes from its journal like any other).
+//! `get` onto an older copy (and from `--seed` files): the chunks of the
+//! new version they hold are copied into the part file before a byte
+//! moves, and count as done; the mirrors send only the rest. An older
+//! output is only read, and the part file replaces it at the end, so an
+//! interrupted run leaves it as it was (and resumes from its journal like
+//! any other).
 
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::delta::{self, Found};
 use crate::manifest::Manifest;
+use crate::session::Session;
 use crate::store::Store;
 
 use super::producer::fetch_weak_sums;
 use super::{GetSpec, MirrorInfo, Progress};
-use crate::session::Session;
-use std::sync::Arc;
 
-/// An older copy, and where the new version's chunks lie in it.
+/// Local files holding some of the new version, and where its chunks lie
+/// in each (the output first, then `--seed` files in order).
 pub(super) struct Seed {
-    file: File,
-    found: Found,
+    sources: Vec<(File, Found)>,
     manifest: Arc<Manifest>,
 }
 
@@ -31,9 +33,49 @@ impl Seed {
     }
 }
 
-/// The output, if it is an older copy that holds some of the new
-/// version's chunks; the weak checksums asked of the first mirror that
-/// has them.
+/// A local file to look into.
+struct Local {
+    file: File,
+    len: u64,
+    name: PathBuf,
+}
+
+/// The local files that may hold some of the new version, if delta
+/// applies (a part file of a whole file, no interrupted run to resume):
+/// the output, opened never through a symlink, never waiting on a FIFO,
+/// if it is a regular file with something in it; then each `--seed`
+/// (a file the user named: followed if a symlink; one that cannot be read
+/// is said and left out).
+fn locals(spec: &GetSpec, resuming: bool, mut tell: impl FnMut(String)) -> Vec<Local> {
+    let whole_file =
+        spec.stdout.is_some() || spec.store.is_some() || spec.range.is_some() || spec.sealed_size.is_some();
+    if !spec.delta || whole_file || resuming {
+        return vec![];
+    }
+    let regular = |f: File, name: &Path| {
+        let len = f.metadata().ok().filter(|m| m.is_file() && m.len() > 0)?.len();
+        Some(Local { file: f, len, name: name.to_path_buf() })
+    };
+    let mut out = vec![];
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    if let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(&spec.output) {
+        out.extend(regular(f, &spec.output));
+    }
+    for s in &spec.seeds {
+        match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(s) {
+            Ok(f) => match regular(f, s) {
+                Some(l) => out.push(l),
+                None => tell(format!("--seed {}: not a regular file with data; left out", s.display())),
+            },
+            Err(e) => tell(format!("--seed {}: {e}; left out", s.display())),
+        }
+    }
+    out
+}
+
+/// The local files holding some of the new version's chunks; the weak
+/// checksums are asked of the first mirror that has them when there is
+/// anything to look into.
 pub(super) async fn find(
     spec: &GetSpec,
     manifest: Option<&Arc<Manifest>>,
@@ -43,77 +85,39 @@ pub(super) async fn find(
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Option<Seed> {
-    let weak = match worth_looking(spec, manifest.map(|m| &**m), size, resuming) {
-        true => fetch_weak_sums(&spec.path, manifest.map_or(0, |m| m.hashes.len()), usable, progress).await,
-        false => None,
-    };
-    look(spec, manifest, weak.as_deref(), size, resuming, progress, warnings)
-}
-
-/// The output, if delta applies (a part file of a whole file, no
-/// interrupted run to resume) and it is a regular file with something in
-/// it: opened never through a symlink, never waiting on a FIFO.
-fn older_copy(spec: &GetSpec, resuming: bool) -> Option<(File, u64)> {
-    let whole_file =
-        spec.stdout.is_some() || spec.store.is_some() || spec.range.is_some() || spec.sealed_size.is_some();
-    if !spec.delta || whole_file || resuming {
+    let locals = locals(spec, resuming, |w| super::tell(progress, warnings, w));
+    if locals.is_empty() {
         return None;
     }
-    let file =
-        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&spec.output);
-    let file = file.ok()?;
-    let len = file.metadata().ok().filter(|m| m.is_file() && m.len() > 0)?.len();
-    Some((file, len))
-}
-
-/// Whether the output is worth looking into with this manifest: the
-/// mirror's weak checksums are then asked for.
-fn worth_looking(spec: &GetSpec, manifest: Option<&Manifest>, size: u64, resuming: bool) -> bool {
-    manifest.is_some_and(|m| delta::usable(m, size)) && older_copy(spec, resuming).is_some()
-}
-
-/// The output, if it is an older copy that holds some of the new
-/// version's chunks (found at any offset with the mirror's `weak`
-/// checksums, else at whole-chunk offsets).
-fn look(
-    spec: &GetSpec,
-    manifest: Option<&Arc<Manifest>>,
-    weak: Option<&[u32]>,
-    size: u64,
-    resuming: bool,
-    progress: &mut dyn Progress,
-    warnings: &mut Vec<String>,
-) -> Option<Seed> {
-    let (file, len) = older_copy(spec, resuming)?;
-    let out = spec.output.display();
     let Some(m) = manifest.filter(|m| delta::usable(m, size)) else {
         let why = match manifest {
             None => "no mirror gives a chunk manifest (a ddftpd mirror does)",
             Some(_) => "the mirrors' pieces are too large to match",
         };
-        super::tell(progress, warnings, format!("{out} holds another version, but {why}; fetching the whole file"));
+        let what = locals.iter().map(|l| l.name.display().to_string()).collect::<Vec<_>>().join(", ");
+        super::tell(progress, warnings, format!("not reusing {what}: {why}; fetching the whole file"));
         return None;
     };
-    progress.status(&format!("looking for the new version's chunks in {out}"));
-    match delta::find(&file, len, m, size, weak) {
-        Ok(found) if found.count() > 0 => Some(Seed { file, found, manifest: m.clone() }),
-        Ok(_) => {
-            tracing::info!(output = %out, "the older copy shares no chunk with the new version");
-            None
-        }
-        Err(e) => {
-            super::tell(
-                progress,
-                warnings,
-                format!("could not read {out} to reuse its chunks ({e}); fetching the whole file"),
-            );
-            None
+    let weak = fetch_weak_sums(&spec.path, m.hashes.len(), usable, progress).await;
+    let mut sources = vec![];
+    for l in locals {
+        let name = l.name.display();
+        progress.status(&format!("looking for the new version's chunks in {name}"));
+        match delta::find(&l.file, l.len, m, size, weak.as_deref()) {
+            Ok(found) if found.count() > 0 => sources.push((l.file, found)),
+            Ok(_) => tracing::info!(local = %name, "shares no chunk with the new version"),
+            Err(e) => {
+                let w = format!("could not read {name} to reuse its chunks ({e}); it is left out");
+                super::tell(progress, warnings, w);
+            }
         }
     }
+    (!sources.is_empty()).then(|| Seed { sources, manifest: m.clone() })
 }
 
-/// Copies the seed's chunks into `store` (each hashed again as copied):
-/// the blocks now whole, and the bytes copied (none without a seed).
+/// Copies the chunks found into `store` (each hashed again as copied; a
+/// chunk comes from the first file that holds it): the blocks now whole,
+/// and the bytes copied (none without a seed).
 pub(super) fn place(
     seed: Option<Seed>,
     size: u64,
@@ -122,7 +126,10 @@ pub(super) fn place(
 ) -> std::io::Result<(Vec<(u64, u64)>, u64)> {
     let Some(seed) = seed else { return Ok((vec![], 0)) };
     let m = &seed.manifest;
-    let placed = delta::place(&seed.file, &seed.found, m, size, store)?;
+    let mut placed = vec![false; m.hashes.len()];
+    for (file, found) in &seed.sources {
+        delta::place(file, found, m, size, store, &mut placed)?;
+    }
     let blocks = delta::whole_blocks(&placed, m.chunk_size, block_size);
     let bs = u64::from(block_size);
     let bytes = blocks.iter().map(|&(a, b)| ((b + 1) * bs).min(size) - a * bs).sum();

@@ -159,3 +159,27 @@ fn delta_an_interrupted_update_leaves_the_old_copy_intact_and_resumes() {
     assert!(std::fs::read(&out).unwrap() == new);
     assert!(moved(&j) < 32 * MIB as u64, "the resumed run moved {} bytes", moved(&j));
 }
+
+/// `--seed FILE` (as zsync's -i): a local file elsewhere gives the chunks
+/// it holds to a new OUT; a seed that cannot be read is said and left out.
+#[test]
+fn delta_a_seed_file_gives_its_chunks_to_a_new_output() {
+    let f = Fixture::new();
+    let old = random(16 * MIB, 12);
+    let mut new = old.clone();
+    new[3 * MIB..3 * MIB + 100].copy_from_slice(&[7u8; 100]);
+    publish(&f.root(), &new);
+    std::fs::write(f.out("seed"), &old).unwrap();
+    let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let ms = mirrors_arg(&[&a, &b]);
+    let out = f.out("new");
+    let seed = f.out("seed");
+    let args = ["get", "f", "-m", &ms, "-o", out.to_str().unwrap(), "-q", "--json"];
+    let missing = f.out("no-such-seed");
+    let run = ddftp(&[&args[..], &["--seed", missing.to_str().unwrap(), "--seed", seed.to_str().unwrap()]].concat(), 0);
+    let j = json(&run);
+    assert!(std::fs::read(&out).unwrap() == new);
+    at_most(&j, 100, 1);
+    assert!(String::from_utf8_lossy(&run.stderr).contains("no-such-seed"), "the missing seed is said");
+    assert!(std::fs::read(&seed).unwrap() == old, "a seed is only read");
+}
