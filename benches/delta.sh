@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Benchmark: updating an older copy (delta) with `ddftp get` against rsync
+# (daemon mode, its delta algorithm on, as over any network) and zsync
+# (a .zsync file over HTTP), on netbed: 2 mirrors at 320mbit (rsync and
+# zsync use mirror 1; ddftp both), a 1 GiB file, one edit pattern a case:
+#   edits    16 scattered 4 KiB edits
+#   insert   1 MiB inserted at the start
+#   remove   1 MiB removed in the middle
+#   truncate the last 256 MiB cut off
+#   extend   16 MiB appended
+#   shuffle  the file's 1 MiB pieces in another order
+# Each run starts from the old copy (copied to tmpfs) and ends with the new
+# version checked byte for byte. "wire": bytes the client's links received
+# (its netbed interfaces' counters: data, headers, checksums, all of it);
+# "time": wall seconds of the command. Medians of RUNS.
+#
+# Not here yet: a tree (archive) of 1,000 files with 5% edited (archive
+# does not update changed files by delta yet).
+#
+# Usage (root): benches/delta.sh [RUNS] [CASES]
+# Writes benches/results/delta-<UTC date>.md.
+set -euo pipefail
+
+RUNS=${1:-3}
+CASES=${2:-edits,insert,remove,truncate,extend,shuffle}
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$TOP/benches/common.sh"
+NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
+BED=dl
+WORK=${WORK:-/tmp/ddftp-delta}
+OUT=${OUT:-/dev/shm/ddftp-delta}
+MIB=$((1 << 20))
+SIZE=$((1024 * MIB))
+log() { echo "[$(date +%T)] $*" >&2; }
+
+for p in rsync zsync nginx-light iproute2; do
+  dpkg -s "$p" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$p" >/dev/null; }
+done
+cd "$TOP"
+cargo build --release -q --bins
+DDFTP=$TOP/target/release/ddftp
+DDFTPD=$TOP/target/release/ddftpd
+mkdir -p "$WORK/v" "$WORK/run" "$OUT"
+chmod 755 "$WORK" "$WORK/v"
+[ "$(stat -c %s "$WORK/old.bin" 2>/dev/null || echo 0)" = $SIZE ] || head -c $SIZE /dev/urandom >"$WORK/old.bin"
+
+# The new versions, one directory each, and their .zsync files.
+IFS=, read -r -a cases <<<"$CASES"
+for c in "${cases[@]}"; do
+  d=$WORK/v/$c
+  [ -s "$d/f.bin.zsync" ] && continue
+  mkdir -p "$d"
+  python3 - "$WORK/old.bin" "$d/f.bin" "$c" <<'PY'
+import random, sys
+old, new, case = sys.argv[1], sys.argv[2], sys.argv[3]
+M = 1 << 20
+d = bytearray(open(old, "rb").read())
+r = random.Random(7)
+if case == "edits":
+    for k in range(16):
+        at = k * (len(d) // 16) + r.randrange(len(d) // 16 - 4096)
+        d[at:at + 4096] = r.randbytes(4096)
+elif case == "insert":
+    d[0:0] = r.randbytes(M)
+elif case == "remove":
+    del d[len(d) // 2:len(d) // 2 + M]
+elif case == "truncate":
+    del d[len(d) - 256 * M:]
+elif case == "extend":
+    d += r.randbytes(16 * M)
+elif case == "shuffle":
+    pieces = [d[i:i + M] for i in range(0, len(d), M)]
+    r.shuffle(pieces)
+    d = bytearray(b"".join(pieces))
+open(new, "wb").write(d)
+PY
+  (cd "$d" && zsyncmake -o f.bin.zsync -u f.bin f.bin >/dev/null 2>&1)
+done
+
+cleanup() {
+  pkill -f "ddftpd --root $WORK/v" 2>/dev/null || true
+  pkill -f "nginx -c $WORK/run" 2>/dev/null || true
+  pkill -f "rsync --daemon --config=$WORK/run" 2>/dev/null || true
+  "$NB" down $BED 2>/dev/null || true
+  rm -rf "$OUT"
+}
+trap cleanup EXIT
+"$NB" down $BED 2>/dev/null || true
+"$NB" up $BED --mirrors 320mbit,320mbit >/dev/null
+M1=10.77.1.2 M2=10.77.2.2
+# ddftpd computes the digests (and weak checksums) ahead, as an operator would.
+"$DDFTPD" index "$WORK/v" >/dev/null 2>&1 || true
+for i in 1 2; do
+  "$NB" exec $BED-m$i -- "$DDFTPD" --root "$WORK/v" --listen 10.77.$i.2:7400 >"$WORK/run/ddftpd$i.log" 2>&1 &
+done
+nginx_conf "$WORK/run" $M1:8080 "$WORK/v" 1
+"$NB" exec $BED-m1 -- nginx -c "$WORK/run/nginx.conf"
+cat >"$WORK/run/rsyncd.conf" <<CONF
+pid file = $WORK/run/rsyncd.pid
+use chroot = no
+[v]
+  path = $WORK/v
+  read only = yes
+CONF
+"$NB" exec $BED-m1 -- rsync --daemon --config="$WORK/run/rsyncd.conf" --address=$M1
+sleep 1
+# Bytes the client's links have received.
+rx() { "$NB" exec $BED-c -- awk -F'[: ]+' '/veth|eth|m[0-9]/ && $2 != "lo" {s += $3} END {print s}' /proc/net/dev; }
+
+# run CASE TOOL: prints "SECONDS WIRE_BYTES"
+run() {
+  local c=$1 tool=$2 o=$OUT/f.bin t0 t1 b0 b1
+  rm -f "$OUT"/*
+  cp "$WORK/old.bin" "$o"
+  b0=$(rx)
+  t0=$(date +%s.%N)
+  case $tool in
+    ddftp) "$NB" exec $BED-c -- "$DDFTP" get "$c/f.bin" -m $M1:7400,$M2:7400 -o "$o" -q ;;
+    rsync) "$NB" exec $BED-c -- rsync --no-whole-file "rsync://$M1/v/$c/f.bin" "$o" ;;
+    zsync) (cd "$OUT" && "$NB" exec $BED-c -- zsync -q -i "$o" -o "$o.new" "http://$M1:8080/$c/f.bin.zsync" >/dev/null 2>&1 && mv "$o.new" "$o") ;;
+  esac
+  t1=$(date +%s.%N)
+  b1=$(rx)
+  cmp -s "$o" "$WORK/v/$c/f.bin" || { log "$tool $c: the result differs"; exit 1; }
+  echo "$(python3 -c "print(f'{$t1 - $t0:.2f}')") $((b1 - b0))"
+}
+
+stamp=$(date -u +%Y-%m-%dT%H%MZ)
+md=$TOP/benches/results/delta-$stamp.md
+{
+  echo "# delta: updating a 1 GiB copy ($stamp)"
+  echo
+  echo "Command: \`benches/delta.sh $RUNS $CASES\` (root). netbed --mirrors 320mbit,320mbit; rsync (daemon, delta on) and zsync from mirror 1, ddftp from both."
+  echo "wire: bytes the client's links received (MiB); time: wall seconds (median of $RUNS)."
+  echo
+  echo "| case | ddftp time | ddftp wire | rsync time | rsync wire | zsync time | zsync wire | ddftp/rsync time | ddftp/rsync wire |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+} >"$md"
+for c in "${cases[@]}"; do
+  # Warm: the mirrors' digests, the page cache.
+  "$NB" exec $BED-c -- "$DDFTP" get "$c/f.bin" -m $M1:7400,$M2:7400 --check >/dev/null 2>&1 || true
+  cat "$WORK/v/$c/f.bin" "$WORK/old.bin" >/dev/null
+  declare -A T=() W=()
+  for r in $(seq 1 "$RUNS"); do
+    for tool in ddftp rsync zsync; do
+      read -r s w < <(run "$c" $tool)
+      log "$c $tool run $r: $s s, $((w / 1024)) KiB on the wire"
+      T[$tool]+="$s "
+      W[$tool]+="$w "
+    done
+  done
+  python3 - "$c" "${T[ddftp]}" "${W[ddftp]}" "${T[rsync]}" "${W[rsync]}" "${T[zsync]}" "${W[zsync]}" >>"$md" <<'PY'
+import statistics, sys
+c = sys.argv[1]
+t = [list(map(float, a.split())) for a in sys.argv[2::2]]
+w = [list(map(float, a.split())) for a in sys.argv[3::2]]
+mt = [statistics.median(x) for x in t]
+mw = [statistics.median(x) / 2**20 for x in w]
+print(f"| {c} | {mt[0]:.2f} | {mw[0]:.2f} | {mt[1]:.2f} | {mw[1]:.2f} | {mt[2]:.2f} | {mw[2]:.2f} | {mt[0] / mt[1]:.2f} | {mw[0] / mw[1]:.2f} |")
+PY
+  unset T W
+done
+echo >>"$md"
+echo "Build: $(git -C "$TOP" rev-parse --short HEAD)." >>"$md"
+log "wrote $md"
+cat "$md"
