@@ -14,8 +14,8 @@
 # (its netbed interfaces' counters: data, headers, checksums, all of it);
 # "time": wall seconds of the command. Medians of RUNS.
 #
-# Not here yet: a tree (archive) of 1,000 files with 5% edited (archive
-# does not update changed files by delta yet).
+# Not here yet: a tree (archive) of 1,000 files with 5% edited against
+# `rsync -a` from a daemon.
 #
 # Usage (root): benches/delta.sh [RUNS] [CASES]
 # Writes benches/results/delta-<UTC date>.md.

@@ -89,6 +89,12 @@ pub struct ArchiveOpt {
     /// name, whatever it holds: only what is missing is copied.
     #[arg(long)]
     pub ignore_existing: bool,
+    /// Move a changed file whole (rsync's -W). By default a file DEST
+    /// holds an older version of is updated: the chunks it holds are
+    /// copied from it, only the rest moves (its own transfer, after the
+    /// tree's).
+    #[arg(long, short = 'W')]
+    pub whole_file: bool,
     /// With --delete, delete at most N entries; the others SRC no longer
     /// has stay, are counted, and the exit code is 5.
     #[arg(long, value_name = "N", requires = "delete")]
@@ -173,6 +179,15 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         r.files_per_second,
         HumanBytes((r.mb_per_second * 1e6) as u64)
     )?;
+    if r.matched_bytes > 0 {
+        // rsync --stats' words.
+        writeln!(
+            to,
+            "  delta: matched data {} (in DEST's older versions), literal data {} (moved)",
+            HumanBytes(r.matched_bytes),
+            HumanBytes(r.bytes)
+        )?;
+    }
     if r.resumed_bytes > 0 {
         writeln!(
             to,
@@ -256,7 +271,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
             Err(format!("{url}: archive takes ddftpd mirrors only (an HTTP mirror serves single files: ddftp get)"))
         }
         None if g.mirrors.is_empty() => Err("no mirrors: give --mirrors A,B,...".into()),
-        None => Ok(ddftp::transfer::GetSpec { share: o.sharing.peers(false)?, ..g }),
+        None => Ok(ddftp::transfer::GetSpec { share: o.sharing.peers(false)?, delta: !o.whole_file, ..g }),
     });
     let get = match spec {
         Ok(g) => g,

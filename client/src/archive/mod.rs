@@ -41,6 +41,7 @@ mod report;
 mod streamed;
 pub mod sync;
 mod tree;
+mod update;
 
 pub use mirrors::walk_stream;
 use report::merge_reports;
@@ -339,7 +340,8 @@ async fn archive_into(
         false => None,
     };
     let listed = started.elapsed();
-    let chosen = run.chosen(&items, ranked, progress)?;
+    let mut chosen = run.chosen(&items, ranked, progress)?;
+    let updates = run.updates(&mut chosen, ranked);
     run.tally.lock().expect("tally lock").counts = EntryCounts {
         listed: items.len() as u64,
         listed_bytes: items.iter().filter(|it| it.entry.kind == Kind::File).map(|it| it.entry.size).sum(),
@@ -361,18 +363,19 @@ async fn archive_into(
         #[cfg(not(feature = "mpi"))]
         (false, Movers::_Never(_)) => unreachable!("no ranks without MPI"),
     };
+    let updated = run.update(&updates, progress).await;
     let specials = run.make_specials();
     let hard_links = run.make_links();
     let deleted = run.delete_extraneous(&items, progress)?;
     run.dirs().finish(items.iter())?;
     let attrs_set = run.keep_meta(items.iter()) + chosen.owners_fixed;
-    let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64;
+    let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64 + updated.files;
     let failed = run.take_failures();
     let changes = planned.map(|p| p.made(src, &failed)).unwrap_or_default();
     let Chosen { files, links, skipped_files, skipped_bytes, bytes, modes_fixed, .. } = chosen;
     // What an interrupted run had moved of the range is not this run's.
     let resumed_bytes = transfer.as_ref().map_or(0, |t| t.reused_bytes).min(bytes);
-    let bytes = bytes - resumed_bytes;
+    let bytes = bytes - resumed_bytes + updated.moved;
     let dirs = items.iter().filter(|it| it.entry.kind == Kind::Dir).count() as u64;
     let seconds = started.elapsed().as_secs_f64();
     phases.finish = seconds - phases.list - phases.prepare - phases.check - phases.moving;
@@ -389,6 +392,7 @@ async fn archive_into(
         links,
         bytes,
         resumed_bytes,
+        matched_bytes: updated.matched,
         skipped_files,
         skipped_bytes,
         seconds,

@@ -22,6 +22,9 @@ pub struct ArchiveReport {
     /// Bytes of the range an interrupted run had moved already (resumed
     /// from its journal; not in `bytes` nor in the rate).
     pub resumed_bytes: u64,
+    /// Bytes of changed files that their older versions in DEST held
+    /// (delta: copied there, not moved; rsync's "matched data").
+    pub matched_bytes: u64,
     /// Files skipped because they were already complete and correct.
     pub skipped_files: u64,
     pub skipped_bytes: u64,

@@ -335,6 +335,7 @@ impl Archiving<'_> {
             links: items().filter(|it| it.entry.kind == Kind::Link).count() as u64,
             bytes,
             resumed_bytes: 0,
+            matched_bytes: 0,
             skipped_files: 0,
             skipped_bytes: 0,
             seconds,

@@ -291,6 +291,7 @@ impl Archiving<'_> {
             links: count(Kind::Link),
             bytes: 0,
             resumed_bytes: 0,
+            matched_bytes: 0,
             skipped_files: 0,
             skipped_bytes: 0,
             seconds,

@@ -183,3 +183,56 @@ fn delta_a_seed_file_gives_its_chunks_to_a_new_output() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("no-such-seed"), "the missing seed is said");
     assert!(std::fs::read(&seed).unwrap() == old, "a seed is only read");
 }
+
+/// Every file of `a` is in `b` with the same bytes, and nothing more.
+fn same_tree(a: &Path, b: &Path) {
+    let out = Command::new("diff").arg("-r").arg(a).arg(b).output().unwrap();
+    assert!(out.status.success(), "trees differ: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// `archive` onto the tree it copied before: a changed file is updated
+/// from its older version (the bytes that moved are the changes, plus a
+/// chunk each), the others as usual; `-W` moves changed files whole.
+#[test]
+fn delta_archive_updates_changed_files_from_their_older_versions() {
+    let f = Fixture::new();
+    let tree = f.root().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    let big = random(SIZE, 20);
+    std::fs::write(tree.join("big.bin"), &big).unwrap();
+    let mid = random(2 * MIB, 21);
+    std::fs::write(tree.join("sub/mid.bin"), &mid).unwrap();
+    std::fs::write(tree.join("small.txt"), b"small\n").unwrap();
+    let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let ms = mirrors_arg(&[&a, &b]);
+    let dest = f.out("dest");
+    let d = dest.to_str().unwrap();
+    ddftp(&["archive", "tree", "-m", &ms, "-d", d, "-q"], 0);
+    // 1 MiB in front of the big file, 100 bytes changed in the middle one,
+    // one file new; each written as a new file (a new mtime).
+    std::thread::sleep(Duration::from_millis(1100));
+    let new_big = [random(MIB, 22), big.clone()].concat();
+    publish_as(&tree.join("big.bin"), &new_big);
+    let mut new_mid = mid.clone();
+    new_mid[MIB..MIB + 100].copy_from_slice(&[9u8; 100]);
+    publish_as(&tree.join("sub/mid.bin"), &new_mid);
+    std::fs::write(tree.join("sub/new.txt"), b"new\n").unwrap();
+    let j = json(&ddftp(&["archive", "tree", "-m", &ms, "-d", d, "-q", "--json"], 0));
+    same_tree(&tree, &dest);
+    let (moved, matched) = (j["bytes"].as_u64().unwrap(), j["matched_bytes"].as_u64().unwrap());
+    // Chunks: 16 KiB in the 64 MiB file, 4 KiB in the 2 MiB one.
+    assert!(moved <= MIB as u64 + 16 * 1024 + 100 + 4096 + 4 + 100, "moved {moved}");
+    assert!(matched >= (SIZE + 2 * MIB - 8 * 1024) as u64 - 100, "matched {matched}");
+    // The same change again, whole.
+    publish_as(&tree.join("big.bin"), &big);
+    let j = json(&ddftp(&["archive", "tree", "-m", &ms, "-d", d, "-q", "--json", "-W"], 0));
+    same_tree(&tree, &dest);
+    assert_eq!((j["bytes"].as_u64(), j["matched_bytes"].as_u64()), (Some(SIZE as u64), Some(0)));
+}
+
+/// Replaces `path` with `data` as a new file renamed over it.
+fn publish_as(path: &Path, data: &[u8]) {
+    let tmp = path.with_extension("new-version");
+    std::fs::write(&tmp, data).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
