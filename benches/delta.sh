@@ -14,15 +14,16 @@
 # (its netbed interfaces' counters: data, headers, checksums, all of it);
 # "time": wall seconds of the command. Medians of RUNS.
 #
-# Not here yet: a tree (archive) of 1,000 files with 5% edited against
-# `rsync -a` from a daemon.
+#   tree     (archive) 1,000 files of 2 MiB, 5% of them with 4 KiB
+#            changed (rewritten: a new mtime): `ddftp archive` against
+#            `rsync -a` from the daemon (zsync has no trees)
 #
 # Usage (root): benches/delta.sh [RUNS] [CASES]
 # Writes benches/results/delta-<UTC date>.md.
 set -euo pipefail
 
 RUNS=${1:-3}
-CASES=${2:-edits,insert,remove,truncate,extend,shuffle}
+CASES=${2:-edits,insert,remove,truncate,extend,shuffle,tree}
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$TOP/benches/common.sh"
 NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
@@ -44,9 +45,34 @@ mkdir -p "$WORK/v" "$WORK/run" "$OUT"
 chmod 755 "$WORK" "$WORK/v"
 [ "$(stat -c %s "$WORK/old.bin" 2>/dev/null || echo 0)" = $SIZE ] || head -c $SIZE /dev/urandom >"$WORK/old.bin"
 
+# The tree: the old one, and the new one the mirrors serve.
+if [[ ,$CASES, == *,tree,* ]] && [ ! -d "$WORK/v/tree" ]; then
+  python3 - "$WORK" <<'PY'
+import os, random, shutil, sys
+work = sys.argv[1]
+old, new = f"{work}/treeold", f"{work}/v/tree.new"
+r = random.Random(9)
+for i in range(1000):
+    d = f"{old}/d{i // 100:02d}"
+    os.makedirs(d, exist_ok=True)
+    with open(f"{d}/f{i:04d}", "wb") as f:
+        f.write(os.urandom(2 << 20))
+shutil.copytree(old, new)
+for i in r.sample(range(1000), 50):
+    p = f"{new}/d{i // 100:02d}/f{i:04d}"
+    d = bytearray(open(p, "rb").read())
+    at = r.randrange(len(d) - 4096)
+    d[at:at + 4096] = os.urandom(4096)
+    open(p + ".tmp", "wb").write(d)
+    os.replace(p + ".tmp", p)
+os.rename(new, f"{work}/v/tree")
+PY
+fi
+
 # The new versions, one directory each, and their .zsync files.
 IFS=, read -r -a cases <<<"$CASES"
 for c in "${cases[@]}"; do
+  [ "$c" = tree ] && continue
   d=$WORK/v/$c
   [ -s "$d/f.bin.zsync" ] && continue
   mkdir -p "$d"
@@ -110,7 +136,22 @@ rx() { "$NB" exec $BED-c -- awk -F'[: ]+' '/veth|eth|m[0-9]/ && $2 != "lo" {s +=
 # run CASE TOOL: prints "SECONDS WIRE_BYTES"
 run() {
   local c=$1 tool=$2 o=$OUT/f.bin t0 t1 b0 b1
-  rm -f "$OUT"/*
+  rm -rf "${OUT:?}"/*
+  if [ "$c" = tree ]; then
+    [ "$tool" = zsync ] && { echo "nan 0"; return; }
+    cp -a "$WORK/treeold" "$OUT/tree"
+    b0=$(rx)
+    t0=$(date +%s.%N)
+    case $tool in
+      ddftp) "$NB" exec $BED-c -- "$DDFTP" archive tree -m $M1:7400,$M2:7400 -d "$OUT/tree" -q ;;
+      rsync) "$NB" exec $BED-c -- rsync -a "rsync://$M1/v/tree/" "$OUT/tree/" ;;
+    esac
+    t1=$(date +%s.%N)
+    b1=$(rx)
+    diff -r -q "$OUT/tree" "$WORK/v/tree" >/dev/null || { log "$tool tree: the result differs"; exit 1; }
+    echo "$(python3 -c "print(f'{$t1 - $t0:.2f}')") $((b1 - b0))"
+    return
+  fi
   cp "$WORK/old.bin" "$o"
   b0=$(rx)
   t0=$(date +%s.%N)
@@ -137,9 +178,13 @@ md=$TOP/benches/results/delta-$stamp.md
   echo "|---|---|---|---|---|---|---|---|---|"
 } >"$md"
 for c in "${cases[@]}"; do
-  # Warm: the mirrors' digests, the page cache.
-  "$NB" exec $BED-c -- "$DDFTP" get "$c/f.bin" -m $M1:7400,$M2:7400 --check >/dev/null 2>&1 || true
-  cat "$WORK/v/$c/f.bin" "$WORK/old.bin" >/dev/null
+  # Warm: the mirrors' digests (indexed ahead), the page cache.
+  if [ "$c" = tree ]; then
+    cat "$WORK"/v/tree/*/* "$WORK"/treeold/*/* >/dev/null
+  else
+    "$NB" exec $BED-c -- "$DDFTP" get "$c/f.bin" -m $M1:7400,$M2:7400 --check >/dev/null 2>&1 || true
+    cat "$WORK/v/$c/f.bin" "$WORK/old.bin" >/dev/null
+  fi
   declare -A T=() W=()
   for r in $(seq 1 "$RUNS"); do
     for tool in ddftp rsync zsync; do

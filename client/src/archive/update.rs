@@ -33,7 +33,8 @@ pub(super) struct Updated {
 impl Archiving<'_> {
     /// Takes out of `chosen` the files to update by delta (this process
     /// moves alone, DEST held something, the list is a mirror's walk,
-    /// nothing is backed up): regular files of at least [`SMALLEST`] bytes,
+    /// nothing is backed up, and no interrupted run's range is resumed: that
+    /// range, the same list, is taken up whole): regular files of at least [`SMALLEST`] bytes,
     /// neither sparse nor hard-linked, whose name in DEST is a regular file.
     pub(super) fn updates<'i>(&self, chosen: &mut Chosen<'i>, ranked: bool) -> Vec<&'i Item> {
         let spec = self.spec;
@@ -43,7 +44,9 @@ impl Archiving<'_> {
             || spec.list.is_some()
             || spec.strip.is_some()
             || spec.backup_dir.is_some()
-            || spec.get.share.is_some();
+            || spec.get.share.is_some()
+            || std::fs::symlink_metadata(self.saved()).is_ok()
+            || std::fs::symlink_metadata(super::journal_path(&self.output())).is_ok();
         if off {
             return vec![];
         }
@@ -77,7 +80,7 @@ impl Archiving<'_> {
                 Ok(r) => {
                     done.files += 1;
                     done.matched += r.matched_bytes;
-                    done.moved += r.bytes - r.reused_bytes;
+                    done.moved += r.bytes.saturating_sub(r.reused_bytes);
                 }
                 Err(why) => {
                     let shown = std::path::Path::new(self.src).join(&it.rel);
@@ -111,8 +114,10 @@ impl Archiving<'_> {
         };
         progress.status(&format!("updating {}", std::path::Path::new(self.src).join(&it.rel).display()));
         let report = transfer::get(&spec, &mut Told(progress)).await.map_err(|e| e.to_string())?;
-        if report.bytes != e.size {
-            return Err(format!("the mirrors serve {} bytes, the list says {}", report.bytes, e.size));
+        // (A file already whole there, an interrupted run's, moved nothing.)
+        let size = if report.already_complete { report.reused_bytes } else { report.bytes };
+        if size != e.size {
+            return Err(format!("the mirrors serve {size} bytes, the list says {}", e.size));
         }
         let owner = chown_to(e.meta.owner, self.spec.owners, true);
         finish_entry(&path, e, false, self.umask, owner).map_err(|e| e.to_string())?;

@@ -95,7 +95,16 @@ pub(super) async fn find(
             Some(_) => "the mirrors' pieces are too large to match",
         };
         let what = locals.iter().map(|l| l.name.display().to_string()).collect::<Vec<_>>().join(", ");
-        super::tell(progress, warnings, format!("not reusing {what}: {why}; fetching the whole file"));
+        let say = format!("not reusing {what}: {why}; fetching the whole file");
+        // A --seed named is a wish not met: a warning. An older output is
+        // the usual case of a download done again: said, not warned.
+        match spec.seeds.is_empty() {
+            true => {
+                tracing::info!("{say}");
+                progress.status(&say);
+            }
+            false => super::tell(progress, warnings, say),
+        }
         return None;
     };
     let weak = fetch_weak_sums(&spec.path, m.hashes.len(), usable, progress).await;
