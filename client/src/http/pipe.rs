@@ -47,7 +47,13 @@ pub enum Got<E> {
     /// The server closes the connection after that reply (`Connection:
     /// close`, HTTP/1.0): the requests after it go unanswered.
     Closing,
+    /// Bytes keep coming though no block is whole yet (a thin link, a
+    /// large block, `--limit-rate`): at most once a second.
+    Alive,
 }
+
+/// How often [`Got::Alive`] may be said.
+const ALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One pipelined connection; dropped, it closes.
 pub struct Pipe {
@@ -117,15 +123,22 @@ async fn read_replies<E, F>(
     F: FnMut(u64, &[u8]) -> Result<(), E> + Send,
 {
     let mut buf = BytesMut::with_capacity(2 * bs.max(64 << 10));
+    let mut said = tokio::time::Instant::now();
+    let mut alive = || {
+        if said.elapsed() >= ALIVE_EVERY {
+            said = tokio::time::Instant::now();
+            let _ = tx.send(Got::Alive);
+        }
+    };
     while let Some((id, a, b)) = asks.recv().await {
         let mut blocks = 0;
-        let r = read_reply(&mut rd, &mut buf, (a, b), size, bs, cap.as_deref(), &mut |at, block: &[u8]| {
+        let placing = &mut |at, block: &[u8]| {
             place(at, block)?;
             blocks += 1;
             let _ = tx.send(Got::Placed { id, blocks });
             Ok(())
-        })
-        .await;
+        };
+        let r = read_reply(&mut rd, &mut buf, (a, b), size, bs, cap.as_deref(), placing, &mut alive).await;
         match r {
             Ok(last) => {
                 let _ = tx.send(Got::Done { id });
@@ -162,6 +175,7 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
     bs: usize,
     cap: Option<&RateLimiter>,
     place: &mut F,
+    alive: &mut (dyn FnMut() + Send),
 ) -> Result<bool, Fail<E>> {
     let (status, headers, keep_alive) = loop {
         if let Some(head) = parse_head(buf).map_err(Fail::Http)? {
@@ -188,13 +202,19 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
                     e => e,
                 })
             })?;
+            alive();
         }
         place(at, &buf[..full]).map_err(Fail::Place)?;
         buf.advance(full);
         at += full as u64;
-        // `--limit-rate`: the next read waits for the budget.
-        if let Some(cap) = cap {
-            cap.acquire(full).await;
+        // `--limit-rate`: the next read waits for the budget, taken a piece
+        // at a time (the bytes that came said to keep coming).
+        let mut left = full;
+        while let Some(cap) = cap.filter(|_| left > 0) {
+            let piece = left.min(64 << 10);
+            cap.acquire(piece).await;
+            left -= piece;
+            alive();
         }
     }
     Ok(!keep_alive)

@@ -247,6 +247,10 @@ impl HttpSlot {
     async fn on_got(&mut self, got: Got<Unplaced>) -> Going {
         let id = match got {
             Got::Placed { id, .. } | Got::Done { id } | Got::Failed { id, .. } => id,
+            Got::Alive => {
+                let _ = self.events.send(Event::Alive { slot: self.slot }).await;
+                return Going::Continue(());
+            }
             Got::Closing => {
                 // Not an error: ask the rest on a new connection, one
                 // request at a time from now on.
@@ -268,7 +272,7 @@ impl HttpSlot {
         match got {
             Got::Placed { blocks, .. } => run.placed = run.asked_at.unwrap_or(0) + blocks,
             Got::Done { .. } => run.placed = run.count,
-            Got::Closing => unreachable!("handled above"),
+            Got::Closing | Got::Alive => unreachable!("handled above"),
             Got::Failed { error: Fail::Place(why), .. } => {
                 let ev = match why {
                     Unplaced::Corrupt(block) => Event::Corrupt { slot: self.slot, block },

@@ -260,3 +260,20 @@ fn urls_that_name_no_file_are_usage_errors_with_the_way_out() {
     assert!(!err.contains("several"), "{err}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "nothing written but the fixture's root");
 }
+
+/// A web mirror slower than a block per stall timeout (nginx's
+/// `limit_rate`) is not dropped while the block's bytes keep coming (its
+/// reader says so at most once a second), as for a ddftpd mirror.
+#[test]
+fn a_web_mirror_slower_than_a_block_per_stall_timeout_is_not_dropped_while_its_bytes_come() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f"), 2 << 20, 12);
+    let web = Nginx::serve(&f.root(), Some("400k"));
+    let o = f.out("f");
+    let url = format!("{}f", web.url);
+    let args = ["get", &url, "-o", o.to_str().unwrap(), "--block-size", "1MiB"];
+    let out = ddftp(&[&args[..], &["--stall-timeout", "2", "--retries", "0", "-q"]].concat(), 0);
+    assert!(std::fs::read(&o).unwrap() == data);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("stalled"), "{err}");
+}
