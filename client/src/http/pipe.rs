@@ -52,6 +52,13 @@ pub enum Got<E> {
     Alive,
 }
 
+/// What paces a reply's reading: `--limit-rate`'s budget, and telling
+/// that bytes keep coming ([`Got::Alive`]).
+struct Pace<'a> {
+    cap: Option<&'a RateLimiter>,
+    alive: &'a mut (dyn FnMut() + Send),
+}
+
 /// How often [`Got::Alive`] may be said.
 const ALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -138,7 +145,8 @@ async fn read_replies<E, F>(
             let _ = tx.send(Got::Placed { id, blocks });
             Ok(())
         };
-        let r = read_reply(&mut rd, &mut buf, (a, b), size, bs, cap.as_deref(), placing, &mut alive).await;
+        let pace = Pace { cap: cap.as_deref(), alive: &mut alive };
+        let r = read_reply(&mut rd, &mut buf, (a, b), size, bs, pace, placing).await;
         match r {
             Ok(last) => {
                 let _ = tx.send(Got::Done { id });
@@ -173,10 +181,10 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
     (a, b): (u64, u64),
     size: u64,
     bs: usize,
-    cap: Option<&RateLimiter>,
+    pace: Pace<'_>,
     place: &mut F,
-    alive: &mut (dyn FnMut() + Send),
 ) -> Result<bool, Fail<E>> {
+    let Pace { cap, alive } = pace;
     let (status, headers, keep_alive) = loop {
         if let Some(head) = parse_head(buf).map_err(Fail::Http)? {
             break head;
