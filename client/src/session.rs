@@ -379,16 +379,19 @@ pub(crate) async fn fetch_manifest(
     size: u64,
     digest: &FileDigest,
 ) -> Result<Manifest, SessionError> {
-    let n = chunk_count(size, digest.chunk_size);
     let mut out = BytesMut::new();
-    let mut first = 0;
-    while first < n {
-        let count = (n - first).min(u64::from(MAX_MANIFEST_HASHES)) as u32;
+    for (first, count) in runs(chunk_count(size, digest.chunk_size)) {
         Request::Manifest { path: path.to_string(), first, count }.encode(&mut out);
-        first += u64::from(count);
     }
     send(sock, &out).await?;
     read_manifest(sock, &mut BytesMut::with_capacity(64 * 1024), size, digest).await
+}
+
+/// The (first, count) runs that ask for `n` chunks' hashes or sums, each
+/// at most [`MAX_MANIFEST_HASHES`].
+fn runs(n: u64) -> impl Iterator<Item = (u64, u32)> {
+    let most = u64::from(MAX_MANIFEST_HASHES);
+    (0..n.div_ceil(most)).map(move |k| (k * most, (n - k * most).min(most) as u32))
 }
 
 /// Asks for the weak checksums of all `chunks` chunks of `path` (every
@@ -396,11 +399,8 @@ pub(crate) async fn fetch_manifest(
 /// (a chunk is taken on its strong hash), so nothing ties them to a digest.
 pub(crate) async fn fetch_weak_sums(sock: &mut Stream, path: &str, chunks: u64) -> Result<Vec<u32>, SessionError> {
     let mut out = BytesMut::new();
-    let mut first = 0;
-    while first < chunks {
-        let count = (chunks - first).min(u64::from(MAX_MANIFEST_HASHES)) as u32;
+    for (first, count) in runs(chunks) {
         Request::WeakSums { path: path.to_string(), first, count }.encode(&mut out);
-        first += u64::from(count);
     }
     send(sock, &out).await?;
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -645,4 +645,24 @@ pub struct WalkAsk {
     pub xattrs: bool,
     /// List the names of each entry's owner and group.
     pub names: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_ask_for_every_chunk_once_in_capped_pieces() {
+        let most = u64::from(MAX_MANIFEST_HASHES);
+        for n in [0, 1, most - 1, most, most + 1, 3 * most + 7] {
+            let r: Vec<(u64, u32)> = runs(n).collect();
+            assert!(r.iter().all(|&(_, c)| c >= 1 && u64::from(c) <= most));
+            let mut next = 0;
+            for &(first, count) in &r {
+                assert_eq!(first, next);
+                next += u64::from(count);
+            }
+            assert_eq!(next, n);
+        }
+    }
 }

@@ -445,14 +445,10 @@ impl Conn {
             Ok(d) => d,
             Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
         };
-        let n = d.hashes.len() as u64;
-        if first > n {
-            let msg = format!("{path}: manifest has {n} chunks, asked from chunk {first}");
-            return self.refuse(ErrorCode::BadRequest, msg).await;
-        }
-        let end = first.saturating_add(u64::from(count)).min(n);
-        let hashes = d.hashes[first as usize..end as usize].to_vec();
-        Ok(self.reply(Reply::Manifest { first, hashes }).await?)
+        let Some(run) = chunk_run(d.hashes.len(), first, count) else {
+            return self.refuse(ErrorCode::BadRequest, past_end(&path, d.hashes.len(), first)).await;
+        };
+        Ok(self.reply(Reply::Manifest { first, hashes: d.hashes[run].to_vec() }).await?)
     }
 
     /// `WeakSums`: the weak checksums beside the manifest (from the same
@@ -462,17 +458,13 @@ impl Conn {
             Ok(d) => d,
             Err(e) => return Ok(self.reply(path_error_reply(e)).await?),
         };
-        let n = d.weak.len() as u64;
-        if n != d.hashes.len() as u64 {
+        if d.weak.len() != d.hashes.len() {
             return self.refuse(ErrorCode::BadRequest, format!("{path}: no weak checksums here")).await;
         }
-        if first > n {
-            let msg = format!("{path}: manifest has {n} chunks, asked from chunk {first}");
-            return self.refuse(ErrorCode::BadRequest, msg).await;
-        }
-        let end = first.saturating_add(u64::from(count)).min(n);
-        let sums = d.weak[first as usize..end as usize].to_vec();
-        Ok(self.reply(Reply::WeakSums { first, sums }).await?)
+        let Some(run) = chunk_run(d.weak.len(), first, count) else {
+            return self.refuse(ErrorCode::BadRequest, past_end(&path, d.weak.len(), first)).await;
+        };
+        Ok(self.reply(Reply::WeakSums { first, sums: d.weak[run].to_vec() }).await?)
     }
 
     /// `Start`: a stream of a file's (or bundle's) blocks, checked against what it holds.
@@ -661,6 +653,17 @@ impl Conn {
 type ReadBlock = Box<dyn FnOnce(&mut [u8]) -> io::Result<Vec<Unreadable>> + Send>;
 
 /// Why a receiver refuses what it does not share.
+/// Chunks `first..first + count` of a manifest of `n`, cut at its end;
+/// `None` when `first` is past it (`Manifest` and `WeakSums` alike).
+fn chunk_run(n: usize, first: u64, count: u32) -> Option<std::ops::Range<usize>> {
+    let n = n as u64;
+    (first <= n).then(|| first as usize..first.saturating_add(u64::from(count)).min(n) as usize)
+}
+
+fn past_end(path: &str, n: usize, first: u64) -> String {
+    format!("{path}: manifest has {n} chunks, asked from chunk {first}")
+}
+
 const NOT_SHARED: &str = "this receiver moves another version or list (its copy or DEST differs), or cannot share it";
 
 /// How long a connection with nothing to do stays open once the server
