@@ -164,12 +164,14 @@ pub enum Request {
     /// against the list as it is read).
     BundleEnd,
     /// The seals (as a `SealedBlock` would carry them) of blocks
-    /// `first..first+count` of a bundle cut into `block_size`-byte blocks,
+    /// `first..first+count` of a bundle (or file) cut into `block_size`-byte blocks,
     /// answered as `Manifest` replies (`count` ≤ [`MAX_MANIFEST_HASHES`],
     /// and `count * block_size` ≤ [`MAX_SEALS_BYTES`]).
     /// A receiver that takes a bundle's blocks from another receiver
     /// (`archive --share`) checks them against these, from a mirror: a
-    /// peer's own seal vouches for nothing.
+    /// peer's own seal vouches for nothing. Of a file (protocol 8): a
+    /// client updating an older copy finds which pieces of a changed chunk
+    /// it holds, and asks only for the others.
     Seals { path: String, block_size: u32, first: u64, count: u32 },
     /// The weak (rolling) checksums of chunks `first..first+count` of
     /// `path`'s manifest ([`crate::rolling`]; `count` ≤

@@ -190,15 +190,10 @@ impl Bundle {
     /// list.
     pub fn seals(&self, block_size: u32, first: u64, count: u32) -> io::Result<Vec<[u8; 32]>> {
         let bs = u64::from(block_size);
-        let blocks = self.size.div_ceil(bs);
-        let end = first.checked_add(u64::from(count)).filter(|&e| e <= blocks && count > 0 && bs > 0);
-        let Some(end) = end else {
-            let why = format!("seals {first}+{count} are past the bundle's {blocks} blocks of {block_size} bytes");
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
-        };
+        let run = crate::seals::run(self.size, block_size, first, count, "bundle")?;
         let mut out = Vec::with_capacity(count as usize);
         let mut buf = vec![];
-        for block in first..end {
+        for block in run {
             let kept = self.seals.lock().expect("seals lock").get(&(block_size, block)).copied();
             if let Some(s) = kept {
                 out.push(s);

@@ -38,6 +38,7 @@ pub mod per_client;
 pub mod privileges;
 pub use ddnet::ratelimit;
 pub mod root;
+pub mod seals;
 pub mod server;
 pub mod share;
 pub mod shared;

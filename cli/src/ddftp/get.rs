@@ -320,7 +320,7 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
     )?;
     if t.matched_bytes > 0 {
         // rsync --stats' words: what the old copy held, what moved.
-        let moved = t.bytes.saturating_sub(t.reused_bytes);
+        let moved = t.literal_bytes();
         writeln!(
             to,
             "delta: matched data {} (in the older copy), literal data {} (from the mirrors), speed-up {:.1}x",
@@ -329,7 +329,7 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
             t.bytes as f64 / moved.max(1) as f64
         )?;
     }
-    let resumed = t.reused_bytes.saturating_sub(t.matched_bytes);
+    let resumed = t.resumed_bytes();
     if resumed > 0 {
         writeln!(
             to,

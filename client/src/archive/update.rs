@@ -80,7 +80,7 @@ impl Archiving<'_> {
                 Ok(r) => {
                     done.files += 1;
                     done.matched += r.matched_bytes;
-                    done.moved += r.bytes.saturating_sub(r.reused_bytes);
+                    done.moved += r.literal_bytes();
                 }
                 Err(why) => {
                     let shown = std::path::Path::new(self.src).join(&it.rel);

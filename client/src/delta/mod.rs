@@ -15,6 +15,7 @@
 //! that chunk a download, never a wrong byte. The old output is only read;
 //! the finished part file replaces it.
 
+pub mod pieces;
 mod rolling;
 
 use std::collections::HashMap;
@@ -42,7 +43,7 @@ impl Found {
 }
 
 /// Chunk length of chunk `j` of a file of `size` bytes.
-fn chunk_len(size: u64, chunk: u64, j: u64) -> usize {
+pub fn chunk_len(size: u64, chunk: u64, j: u64) -> usize {
     (size - j * chunk).min(chunk) as usize
 }
 

@@ -105,6 +105,7 @@ pub fn report(
         bytes: 0,
         reused_bytes: size,
         matched_bytes: 0,
+        piece_bytes: 0,
         seconds: took.as_secs_f64(),
         block_size: 0,
         starts: 0,

@@ -411,6 +411,7 @@ impl Coordinator<'_> {
             bytes: self.size,
             reused_bytes,
             matched_bytes: 0,
+            piece_bytes: 0,
             seconds,
             block_size: self.ctx.block_size,
             starts: stats.starts,

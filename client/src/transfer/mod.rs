@@ -46,6 +46,7 @@ use ddops::transfer::BlockRun;
 mod already;
 mod check;
 mod coordinator;
+mod cut;
 mod error;
 mod expected;
 mod finish;
@@ -322,8 +323,8 @@ pub async fn get_joining(
     let start::Plan { identity: sha256, block_size, blocks, check, resume, mut done, .. } = started_from;
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
     let file = open_store(spec, &part, resume, size, ring.as_ref())?;
-    let (reused, matched_bytes) = seed::place(seed, size, block_size, file.as_ref()).map_err(out_err)?;
-    done.extend(reused);
+    let placed = seed::place(seed, size, block_size, file.as_ref()).map_err(out_err)?;
+    done.extend(placed.blocks);
     let mut journal = Journal::new(&spec.path, size, &sha256, block_size);
     let mut completed = Completed::new(blocks);
     for &(a, b) in &done {
@@ -379,7 +380,8 @@ pub async fn get_joining(
     let got = hasher.map(PrefixHasher::finish).transpose();
     // On failure the part file and the journal stay for the next run.
     let mut report = result?;
-    report.matched_bytes = matched_bytes;
+    report.matched_bytes = placed.matched;
+    report.piece_bytes = placed.pieces;
     report.sha256 = got.map_err(out_err)?;
     report.sha256_checked = started_from.sha256_checked;
     let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };

@@ -52,6 +52,9 @@ pub struct TransferReport {
     /// Of those, the bytes the older copy at the output held (delta;
     /// rsync's "matched data").
     pub matched_bytes: u64,
+    /// Of `reused_bytes`, those fetched before the transfer as pieces of
+    /// changed chunks (delta: the rest of each such chunk was matched).
+    pub piece_bytes: u64,
     pub seconds: f64,
     pub block_size: u32,
     pub starts: u64,
@@ -75,6 +78,20 @@ pub struct TransferReport {
     /// The output already held the file (its size and SHA-256): nothing
     /// moved.
     pub already_complete: bool,
+}
+
+impl TransferReport {
+    /// Bytes the mirrors sent for this file (rsync's "literal data"): all
+    /// but those in place before (an interrupted run's, an older copy's),
+    /// counting the pieces of changed chunks fetched before the transfer.
+    pub fn literal_bytes(&self) -> u64 {
+        self.bytes.saturating_sub(self.reused_bytes) + self.piece_bytes
+    }
+
+    /// Bytes an interrupted run had already written.
+    pub fn resumed_bytes(&self) -> u64 {
+        self.reused_bytes.saturating_sub(self.matched_bytes + self.piece_bytes)
+    }
 }
 
 /// What a download's SHA-256 was compared with.

@@ -15,6 +15,7 @@ use crate::manifest::Manifest;
 use crate::session::Session;
 use crate::store::Store;
 
+use super::cut::{self, Cut};
 use super::producer::fetch_weak_sums;
 use super::{GetSpec, MirrorInfo, Progress};
 
@@ -23,6 +24,8 @@ use super::{GetSpec, MirrorInfo, Progress};
 pub(super) struct Seed {
     sources: Vec<(File, Found)>,
     manifest: Arc<Manifest>,
+    /// Chunks no file holds whole, assembled from their pieces.
+    cut: Cut,
 }
 
 impl Seed {
@@ -121,26 +124,45 @@ pub(super) async fn find(
             }
         }
     }
-    (!sources.is_empty()).then(|| Seed { sources, manifest: m.clone() })
+    if sources.is_empty() {
+        return None;
+    }
+    let looked: Vec<cut::Local> =
+        sources.iter().map(|(f, found)| (f, f.metadata().map_or(0, |m| m.len()), found)).collect();
+    let cut = cut::cut(&spec.path, m, size, &looked, usable, progress).await;
+    Some(Seed { sources, manifest: m.clone(), cut })
+}
+
+/// What placing a seed did.
+#[derive(Debug, Default)]
+pub(super) struct Placed {
+    /// The blocks now whole.
+    pub(super) blocks: Vec<(u64, u64)>,
+    /// Bytes copied from local files.
+    pub(super) matched: u64,
+    /// Bytes of changed chunks' pieces fetched before the transfer.
+    pub(super) pieces: u64,
 }
 
 /// Copies the chunks found into `store` (each hashed again as copied; a
-/// chunk comes from the first file that holds it): the blocks now whole,
-/// and the bytes copied (none without a seed).
-pub(super) fn place(
-    seed: Option<Seed>,
-    size: u64,
-    block_size: u32,
-    store: &dyn Store,
-) -> std::io::Result<(Vec<(u64, u64)>, u64)> {
-    let Some(seed) = seed else { return Ok((vec![], 0)) };
+/// chunk comes from the first file that holds it), then the chunks
+/// assembled from pieces (none without a seed).
+pub(super) fn place(seed: Option<Seed>, size: u64, block_size: u32, store: &dyn Store) -> std::io::Result<Placed> {
+    let Some(seed) = seed else { return Ok(Placed::default()) };
     let m = &seed.manifest;
     let mut placed = vec![false; m.hashes.len()];
     for (file, found) in &seed.sources {
         delta::place(file, found, m, size, store, &mut placed)?;
     }
+    let mut pieces = 0;
+    for (j, bytes, fetched) in &seed.cut.chunks {
+        if !std::mem::replace(&mut placed[*j as usize], true) {
+            store.write_all_at(bytes, j * u64::from(m.chunk_size))?;
+            pieces += fetched;
+        }
+    }
     let blocks = delta::whole_blocks(&placed, m.chunk_size, block_size);
     let bs = u64::from(block_size);
-    let bytes = blocks.iter().map(|&(a, b)| ((b + 1) * bs).min(size) - a * bs).sum();
-    Ok((blocks, bytes))
+    let bytes: u64 = blocks.iter().map(|&(a, b)| ((b + 1) * bs).min(size) - a * bs).sum();
+    Ok(Placed { blocks, matched: bytes - pieces, pieces })
 }

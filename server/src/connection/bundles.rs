@@ -1,5 +1,6 @@
-//! A connection's bundle requests: definitions taken in, and the seals
-//! of a bundle's blocks for receivers that take them from each other.
+//! A connection's bundle requests: definitions taken in; and the seals of
+//! a bundle's blocks (for receivers that take them from each other) or a
+//! file's (for a client finding the pieces of a changed chunk it holds).
 
 use std::io;
 
@@ -59,8 +60,9 @@ impl Conn {
         }
     }
 
-    /// `Seals`: the seals of a run of a bundle's blocks, as this mirror
-    /// reads them (never a receiver's: it would vouch for itself).
+    /// `Seals`: the seals of a run of a bundle's or a file's blocks, as
+    /// this mirror reads them (never a receiver's: it would vouch for
+    /// itself).
     pub(super) async fn on_seals(
         &mut self,
         path: String,
@@ -78,11 +80,19 @@ impl Conn {
                 .refuse(ErrorCode::BadRequest, format!("block size {block_size} is over this server's limit {max}"))
                 .await;
         }
-        let Some(b) = bundle::is_bundle_name(&path).then(|| self.shared.bundles.get(&path)).flatten() else {
-            return Ok(self.reply(unknown(&path)).await?);
+        let read = if bundle::is_bundle_name(&path) {
+            let Some(b) = self.shared.bundles.get(&path) else {
+                return Ok(self.reply(unknown(&path)).await?);
+            };
+            tokio::task::spawn_blocking(move || b.seals(block_size, first, count)).await
+        } else {
+            let f = match self.open(&path) {
+                Ok(f) => f,
+                Err(e) => return Ok(self.reply(super::path_error_reply(e)).await?),
+            };
+            tokio::task::spawn_blocking(move || crate::seals::of_file(&f, block_size, first, count)).await
         };
-        let read =
-            tokio::task::spawn_blocking(move || b.seals(block_size, first, count)).await.map_err(io::Error::other)?;
+        let read = read.map_err(io::Error::other)?;
         match read {
             Ok(hashes) => Ok(self.reply(Reply::Manifest { first, hashes }).await?),
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => {

@@ -549,7 +549,7 @@ fn wrong_token_proofs_are_throttled_per_address() {
 
 /// A client of protocol 7 (before `WeakSums`) is answered in 7 and served;
 /// a version never spoken is refused; a file's weak checksums come one
-/// per chunk of its manifest.
+/// per chunk of its manifest, its seals one per block.
 #[test]
 fn an_older_client_is_served_in_its_version_and_weak_sums_come_per_chunk() {
     let f = Fixture::new();
@@ -569,5 +569,22 @@ fn an_older_client_is_served_in_its_version_and_weak_sums_come_per_chunk() {
     match r.reply() {
         Some(Reply::WeakSums { first: 0, sums }) => assert_eq!(sums, want),
         other => panic!("{other:?}"),
+    }
+    // A file's seals (pieces of changed chunks): its blocks' BLAKE3; none
+    // past its end, none of a file outside the root.
+    r.send(&[Request::Seals { path: "f".into(), block_size: 4096, first: 3, count: 5 }]);
+    let want: Vec<[u8; 32]> = data.chunks(4096).skip(3).take(5).map(ddftp_proto::frame::seal).collect();
+    match r.reply() {
+        Some(Reply::Manifest { first: 3, hashes }) => assert_eq!(hashes, want),
+        other => panic!("{other:?}"),
+    }
+    r.send(&[Request::Seals { path: "f".into(), block_size: 4096, first: 256, count: 1 }]);
+    assert!(matches!(r.reply(), Some(Reply::Error { code: ErrorCode::BadRequest, .. })));
+    // A path out of the root is a malformed request: the connection ends.
+    for path in ["../f", "/etc/passwd"] {
+        let mut r = Raw::greeted(&m.addr);
+        r.send(&[Request::Seals { path: path.into(), block_size: 4096, first: 0, count: 1 }]);
+        let got = r.reply();
+        assert!(matches!(got, None | Some(Reply::Error { .. })), "{path}: {got:?}");
     }
 }
