@@ -40,6 +40,11 @@ impl Found {
     pub fn count(&self) -> u64 {
         self.at.iter().filter(|a| a.is_some()).count() as u64
     }
+
+    /// Whether every chunk (of `chunk` bytes) was found at its own offset.
+    pub fn all_in_place(&self, chunk: u32) -> bool {
+        self.at.iter().enumerate().all(|(j, a)| *a == Some(j as u64 * u64::from(chunk)))
+    }
 }
 
 /// Chunk length of chunk `j` of a file of `size` bytes.
@@ -118,9 +123,9 @@ fn aligned(local: &File, len: u64, m: &Manifest, full: u64, at: &mut [Option<u64
 /// Copies the found chunks from the local file into `store` at their place
 /// in the new version, each hashed again as copied (a chunk that no longer
 /// matches is left to be fetched), and marks them in `placed` (those
-/// already marked, from another file, are left alone). A local read that
-/// fails leaves the chunk to be fetched; a write that fails is the
-/// output's error.
+/// already marked, from another file, are left alone; `then` sees each
+/// mark). A local read that fails leaves the chunk to be fetched; a write
+/// that fails is the output's error.
 pub fn place(
     local: &File,
     found: &Found,
@@ -128,6 +133,7 @@ pub fn place(
     size: u64,
     store: &dyn Store,
     placed: &mut [bool],
+    mut then: impl FnMut(&[bool]),
 ) -> io::Result<()> {
     let chunk = u64::from(m.chunk_size);
     let mut buf = vec![0u8; chunk as usize];
@@ -143,6 +149,7 @@ pub fn place(
         }
         store.write_all_at(b, j as u64 * chunk)?;
         placed[j] = true;
+        then(placed);
     }
     Ok(())
 }

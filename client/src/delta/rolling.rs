@@ -45,29 +45,36 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
     let mut r = Rolling::new(win.bytes(o, l));
     loop {
         let s = r.sum();
-        let mut matched = false;
+        let mut matched = None;
         if filter[slot(s) >> 6] & (1 << (slot(s) & 63)) != 0 {
             if let Some(js) = wanted.get(&s).filter(|js| js.iter().any(|&j| at[j as usize].is_none())) {
                 if budget < l as u64 {
                     return Ok(());
                 }
                 budget -= l as u64;
-                let h = m.kind.of(win.bytes(o, l));
-                for &j in js {
-                    if at[j as usize].is_none() && m.hashes[j as usize] == h {
-                        at[j as usize] = Some(o);
-                        matched = true;
-                    }
-                }
+                matched = take(js, m.kind.of(win.bytes(o, l)), m, o, at);
             }
         }
-        if matched {
-            // What matched is taken: the next chunk starts after it.
-            o += l as u64;
-            if o + l as u64 > len {
-                return Ok(());
+        if let Some(mut j) = matched {
+            // What matched is taken: the next chunk starts after it, and is
+            // most often the next chunk of the new version (data in
+            // order): tried first, on its strong hash alone.
+            loop {
+                o += l as u64;
+                if o + l as u64 > len {
+                    return Ok(());
+                }
+                win.fill(o, l)?;
+                let next = j as usize + 1;
+                if next >= weak.len() || at[next].is_some() || budget < l as u64 {
+                    break;
+                }
+                budget -= l as u64;
+                match take(&wanted[&weak[next]], m.kind.of(win.bytes(o, l)), m, o, at) {
+                    Some(k) => j = k,
+                    None => break,
+                }
             }
-            win.fill(o, l)?;
             r = Rolling::new(win.bytes(o, l));
             continue;
         }
@@ -79,6 +86,19 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
         r.roll(b[0], b[l]);
         o += 1;
     }
+}
+
+/// Takes the window at `o` (strong hash `h`) for every chunk of `js` not
+/// found yet whose hash it is; the last one taken, if any.
+fn take(js: &[u32], h: ddftp_proto::manifest::Hash, m: &Manifest, o: u64, at: &mut [Option<u64>]) -> Option<u32> {
+    let mut last = None;
+    for &j in js {
+        if at[j as usize].is_none() && m.hashes[j as usize] == h {
+            at[j as usize] = Some(o);
+            last = Some(j);
+        }
+    }
+    last
 }
 
 /// The part of the file the window slides over, read a few MiB at a time.

@@ -59,7 +59,7 @@ fn rebuild_with(old: &[u8], new: &[u8], weak: Option<Vec<u32>>) -> (Vec<u8>, u64
         .unwrap();
     out.set_len(new.len() as u64).unwrap();
     let mut placed = vec![false; m.hashes.len()];
-    place(&local, &found, &m, new.len() as u64, &out, &mut placed).unwrap();
+    place(&local, &found, &m, new.len() as u64, &out, &mut placed, |_| ()).unwrap();
     for (j, p) in placed.iter().enumerate() {
         if !p {
             let a = j * CHUNK as usize;
@@ -124,7 +124,7 @@ fn a_local_file_that_changes_after_the_scan_lands_no_wrong_byte() {
     std::fs::write(d.path().join("f"), &changed).unwrap();
     let out = tempfile::tempfile().unwrap();
     let mut placed = vec![false; 16];
-    place(&local, &found, &m, old.len() as u64, &out, &mut placed).unwrap();
+    place(&local, &found, &m, old.len() as u64, &out, &mut placed, |_| ()).unwrap();
     assert_eq!(placed.iter().filter(|&&p| !p).count(), 2);
     assert!(!placed[5] && !placed[9]);
 }

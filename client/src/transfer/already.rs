@@ -77,17 +77,29 @@ pub(super) async fn done_before(
         .and_then(|r| r)
         .map_err(|source| TransferError::Output { path: spec.output.clone(), source, resume: Resume::Nothing })?;
     match (found, want) {
-        (Output::Same, Some(sha)) => {
-            if let Some(t) = mtime.filter(|&t| mtime_of(&spec.output) != Some(t)) {
-                let _ = set_mtime(&spec.output, t);
-            }
-            let _ = std::fs::remove_file(super::part_path(&spec.output));
-            let _ = crate::journal::Journal::remove(&crate::journal::journal_path(&spec.output));
-            Ok(Some(report(&spec.path, &spec.output, size, sha, checked, started.elapsed())))
-        }
+        (Output::Same, Some(sha)) => Ok(Some(done(spec, size, sha, checked, mtime, started))),
         (Output::Differs, _) if spec.no_clobber => Err(TransferError::Clobber { path: spec.output.clone() }),
         _ => Ok(None),
     }
+}
+
+/// The output is the file (`sha256`, hex), found so by its SHA-256 or by
+/// every chunk of the mirrors' manifest: OUT given the mirror's `mtime`
+/// only if it differs, an interrupted run's leftovers removed.
+pub(super) fn done(
+    spec: &super::GetSpec,
+    size: u64,
+    sha256: String,
+    checked: Sha256Checked,
+    mtime: Option<(i64, u32)>,
+    started: std::time::Instant,
+) -> TransferReport {
+    if let Some(t) = mtime.filter(|&t| mtime_of(&spec.output) != Some(t)) {
+        let _ = set_mtime(&spec.output, t);
+    }
+    let _ = std::fs::remove_file(super::part_path(&spec.output));
+    let _ = crate::journal::Journal::remove(&crate::journal::journal_path(&spec.output));
+    report(&spec.path, &spec.output, size, sha256, checked, started.elapsed())
 }
 
 /// The report of a download that found its output complete.

@@ -261,17 +261,17 @@ pub async fn get_joining(
     let size = version.size;
     let mirrors_time = mirrors_mtime(&usable, &http);
     let mtime = mirrors_time.filter(|_| spec.keep_mtime);
-    if spec.stdout.is_none() && spec.store.is_none() && spec.sealed_size.is_none() {
-        let want =
-            expected.as_ref().map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| hex(&version.digest.sha256)));
-        let checked = start::checked_against(false, http_only, expected.as_ref().map(|e| e.from));
-        if let Some(mut r) = already::done_before(spec, size, want, checked, mtime, started).await? {
-            r.warnings = warnings;
-            // Nothing moved on them: the next file of the command may.
-            if let Some(pool) = &spec.pool {
-                usable.into_iter().for_each(|(m, conn)| pool.put(m.route, conn, Default::default()));
-            }
-            return Ok(r);
+    let plain = spec.stdout.is_none() && spec.store.is_none() && spec.sealed_size.is_none();
+    let want =
+        expected.as_ref().map(|e| e.sha256.clone()).or_else(|| (!http_only).then(|| hex(&version.digest.sha256)));
+    let checked = start::checked_against(false, http_only, expected.as_ref().map(|e| e.from));
+    // An older output that delta reads anyway tells by its chunks (under
+    // the mirrors' manifest) whether it is the file already: not read
+    // twice. A SHA-256 the user gave is checked as given.
+    let by_chunks = plain && expected.is_none() && !http_only && seed::reads_output(spec);
+    if plain && !by_chunks {
+        if let Some(r) = already::done_before(spec, size, want.clone(), checked, mtime, started).await? {
+            return Ok(nothing_moved(spec, r, warnings, usable));
         }
     }
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
@@ -293,6 +293,10 @@ pub async fn get_joining(
         false => load_earlier(spec, &part, &jpath)?,
     };
     let seed = seed::find(spec, manifest.as_ref(), size, earlier.is_some(), &mut usable, progress, &mut warnings).await;
+    if let (true, Some(sha)) = (by_chunks && seed.as_ref().is_some_and(seed::Seed::is_the_output), &want) {
+        let r = already::done(spec, size, sha.clone(), checked, mtime, started);
+        return Ok(nothing_moved(spec, r, warnings, usable));
+    }
     let (slots, mirror_names) = make_slots(spec, usable, http, spare, progress, &mut warnings).await;
     let sealed = spec.sealed_size.is_some();
     let out_err = unwritable(&part);
@@ -323,7 +327,13 @@ pub async fn get_joining(
     let start::Plan { identity: sha256, block_size, blocks, check, resume, mut done, .. } = started_from;
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
     let file = open_store(spec, &part, resume, size, ring.as_ref())?;
-    let placed = seed::place(seed, size, block_size, file.as_ref()).map_err(out_err)?;
+    let hasher = match started_from.hash_whole {
+        true => Some(spawn_hasher(&file, size, ring.as_ref()).map_err(out_err)?),
+        false => None,
+    };
+    // The whole file's hash follows the chunks placed, on its own thread.
+    let whole_to = |bytes| hasher.iter().for_each(|h| h.advance(bytes));
+    let placed = seed::place(seed, size, block_size, file.as_ref(), whole_to).map_err(out_err)?;
     done.extend(placed.blocks);
     let mut journal = Journal::new(&spec.path, size, &sha256, block_size);
     let mut completed = Completed::new(blocks);
@@ -339,10 +349,6 @@ pub async fn get_joining(
             resume: Resume::Nothing,
         })?;
     }
-    let hasher = match started_from.hash_whole {
-        true => Some(spawn_hasher(&file, size, ring.as_ref()).map_err(out_err)?),
-        false => None,
-    };
     let (check, pieces) = block_check(check, manifest);
     let hashes = match &check {
         Check::Manifest(m) if spec.store.is_none() && !to_stdout && spec.range.is_none() => Some(&m.hashes[..]),
@@ -386,6 +392,22 @@ pub async fn get_joining(
     report.sha256_checked = started_from.sha256_checked;
     let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };
     finish::check_and_place(spec, done, expected.as_ref())
+}
+
+/// The report of a download whose output was the file already; its
+/// mirrors' connections go back to the pool (the next file of the
+/// command may use them).
+fn nothing_moved(
+    spec: &GetSpec,
+    mut r: TransferReport,
+    warnings: Vec<String>,
+    usable: Vec<(MirrorInfo, Session)>,
+) -> TransferReport {
+    r.warnings = warnings;
+    if let Some(pool) = &spec.pool {
+        usable.into_iter().for_each(|(m, conn)| pool.put(m.route, conn, Default::default()));
+    }
+    r
 }
 
 /// What each block is checked against as it arrives, and the pieces

@@ -26,6 +26,8 @@ pub(super) struct Seed {
     manifest: Arc<Manifest>,
     /// Chunks no file holds whole, assembled from their pieces.
     cut: Cut,
+    /// The output holds every chunk at its place and nothing more.
+    output_whole: bool,
 }
 
 impl Seed {
@@ -34,6 +36,37 @@ impl Seed {
     pub(super) fn block_size(&self) -> u32 {
         self.manifest.chunk_size
     }
+
+    /// Whether the output is the new version already, byte for byte (its
+    /// every chunk matched the manifest, at its place, and it is no longer).
+    pub(super) fn is_the_output(&self) -> bool {
+        self.output_whole
+    }
+}
+
+/// Whether delta reads the output (and may so find it is the file): on,
+/// with verification, no `--no-clobber` (which wants the answer before
+/// anything else), no interrupted run to resume, and a regular file there.
+pub(super) fn reads_output(spec: &GetSpec) -> bool {
+    let journal = crate::journal::journal_path(&spec.output);
+    spec.delta
+        && spec.verify
+        && !spec.no_clobber
+        && std::fs::symlink_metadata(journal).is_err()
+        && open_output(spec).is_some()
+}
+
+/// The output, opened never through a symlink, never waiting on a FIFO,
+/// if it is a regular file with something in it.
+fn open_output(spec: &GetSpec) -> Option<Local> {
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(&spec.output).ok()?;
+    regular(f, &spec.output)
+}
+
+fn regular(f: File, name: &Path) -> Option<Local> {
+    let len = f.metadata().ok().filter(|m| m.is_file() && m.len() > 0)?.len();
+    Some(Local { file: f, len, name: name.to_path_buf() })
 }
 
 /// A local file to look into.
@@ -55,15 +88,7 @@ fn locals(spec: &GetSpec, resuming: bool, mut tell: impl FnMut(String)) -> Vec<L
     if !spec.delta || whole_file || resuming {
         return vec![];
     }
-    let regular = |f: File, name: &Path| {
-        let len = f.metadata().ok().filter(|m| m.is_file() && m.len() > 0)?.len();
-        Some(Local { file: f, len, name: name.to_path_buf() })
-    };
-    let mut out = vec![];
-    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    if let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(&spec.output) {
-        out.extend(regular(f, &spec.output));
-    }
+    let mut out: Vec<Local> = open_output(spec).into_iter().collect();
     for s in &spec.seeds {
         match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(s) {
             Ok(f) => match regular(f, s) {
@@ -112,11 +137,15 @@ pub(super) async fn find(
     };
     let weak = fetch_weak_sums(&spec.path, m.hashes.len(), usable, progress).await;
     let mut sources = vec![];
+    let mut output_whole = false;
     for l in locals {
         let name = l.name.display();
         progress.status(&format!("looking for the new version's chunks in {name}"));
         match delta::find(&l.file, l.len, m, size, weak.as_deref()) {
-            Ok(found) if found.count() > 0 => sources.push((l.file, found)),
+            Ok(found) if found.count() > 0 => {
+                output_whole |= l.name == spec.output && l.len == size && found.all_in_place(m.chunk_size);
+                sources.push((l.file, found))
+            }
             Ok(_) => tracing::info!(local = %name, "shares no chunk with the new version"),
             Err(e) => {
                 let w = format!("could not read {name} to reuse its chunks ({e}); it is left out");
@@ -127,10 +156,13 @@ pub(super) async fn find(
     if sources.is_empty() {
         return None;
     }
+    if output_whole {
+        return Some(Seed { sources, manifest: m.clone(), cut: Cut::default(), output_whole });
+    }
     let looked: Vec<cut::Local> =
         sources.iter().map(|(f, found)| (f, f.metadata().map_or(0, |m| m.len()), found)).collect();
     let cut = cut::cut(&spec.path, m, size, &looked, usable, progress).await;
-    Some(Seed { sources, manifest: m.clone(), cut })
+    Some(Seed { sources, manifest: m.clone(), cut, output_whole })
 }
 
 /// What placing a seed did.
@@ -146,13 +178,32 @@ pub(super) struct Placed {
 
 /// Copies the chunks found into `store` (each hashed again as copied; a
 /// chunk comes from the first file that holds it), then the chunks
-/// assembled from pieces (none without a seed).
-pub(super) fn place(seed: Option<Seed>, size: u64, block_size: u32, store: &dyn Store) -> std::io::Result<Placed> {
+/// assembled from pieces (none without a seed). `whole_to` is told how far
+/// from the start the file is whole, as it grows.
+pub(super) fn place(
+    seed: Option<Seed>,
+    size: u64,
+    block_size: u32,
+    store: &dyn Store,
+    mut whole_to: impl FnMut(u64),
+) -> std::io::Result<Placed> {
     let Some(seed) = seed else { return Ok(Placed::default()) };
     let m = &seed.manifest;
     let mut placed = vec![false; m.hashes.len()];
+    let chunk = u64::from(m.chunk_size);
+    // Told every few MiB, not every chunk.
+    let every = ((8 << 20) / chunk).max(1) as usize;
+    let mut prefix = 0usize;
     for (file, found) in &seed.sources {
-        delta::place(file, found, m, size, store, &mut placed)?;
+        delta::place(file, found, m, size, store, &mut placed, |placed: &[bool]| {
+            let was = prefix;
+            while prefix < placed.len() && placed[prefix] {
+                prefix += 1;
+            }
+            if prefix / every != was / every {
+                whole_to((prefix as u64 * chunk).min(size));
+            }
+        })?;
     }
     let mut pieces = 0;
     for (j, bytes, fetched) in &seed.cut.chunks {
