@@ -19,6 +19,8 @@ use crate::transfer::{self, GetSpec, Progress};
 /// Files smaller than this move whole in the bundle: matching costs a
 /// connection and a manifest, more than such a file.
 const SMALLEST: u64 = 64 * 1024;
+/// Updates run at once.
+const SIDE_BY_SIDE: usize = 4;
 
 /// What the updates did.
 #[derive(Debug, Default)]
@@ -70,13 +72,25 @@ impl Archiving<'_> {
         updates
     }
 
-    /// Updates each file of `updates` from the mirrors; one that fails is
+    /// Updates each file of `updates` from the mirrors, [`SIDE_BY_SIDE`]
+    /// at a time (each is a few round trips and a read of its older
+    /// version: alone, they would wait on each other); one that fails is
     /// named and keeps its older version (exit 5 as for any entry not
     /// copied).
     pub(super) async fn update(&self, updates: &[&Item], progress: &mut dyn Progress) -> Updated {
+        use futures_util::stream::{self, StreamExt};
         let mut done = Updated::default();
-        for it in updates {
-            match self.update_one(it, progress).await {
+        let mut running = stream::iter(updates.iter().copied())
+            .map(|it| async move {
+                let mut said = Said::default();
+                let r = self.update_one(it, &mut said).await;
+                (it, r, said)
+            })
+            .buffer_unordered(SIDE_BY_SIDE);
+        while let Some((it, r, said)) = running.next().await {
+            said.0.iter().for_each(|w| progress.warn(w));
+            progress.status(&format!("updated {}", std::path::Path::new(self.src).join(&it.rel).display()));
+            match r {
                 Ok(r) => {
                     done.files += 1;
                     done.matched += r.matched_bytes;
@@ -112,8 +126,7 @@ impl Archiving<'_> {
             seeds: vec![],
             ..self.spec.get.clone()
         };
-        progress.status(&format!("updating {}", std::path::Path::new(self.src).join(&it.rel).display()));
-        let report = transfer::get(&spec, &mut Told(progress)).await.map_err(|e| e.to_string())?;
+        let report = transfer::get(&spec, progress).await.map_err(|e| e.to_string())?;
         // (A file already whole there, an interrupted run's, moved nothing.)
         let size = if report.already_complete { report.reused_bytes } else { report.bytes };
         if size != e.size {
@@ -125,15 +138,16 @@ impl Archiving<'_> {
     }
 }
 
-/// The archive's progress, told only warnings while a file is updated:
-/// the bar keeps counting the tree.
-struct Told<'a>(&'a mut dyn Progress);
+/// What one update says: only its warnings, told when it ends (the bar
+/// keeps counting the tree; updates side by side would interleave).
+#[derive(Default)]
+struct Said(Vec<String>);
 
-impl Progress for Told<'_> {
+impl Progress for Said {
     fn start(&mut self, _total: u64, _mirrors: &[String]) {}
     fn update(&mut self, _done: u64, _per_mirror: &[u64]) {}
     fn warn(&mut self, msg: &str) {
-        self.0.warn(msg);
+        self.0.push(msg.to_string());
     }
     fn joined(&mut self, _mirror: &str) {}
     fn finish(&mut self) {}
