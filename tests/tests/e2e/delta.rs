@@ -248,3 +248,53 @@ fn publish_as(path: &Path, data: &[u8]) {
     std::fs::write(&tmp, data).unwrap();
     std::fs::rename(&tmp, path).unwrap();
 }
+
+/// `archive` onto an older tree, each file changed one of the ways `get`'s
+/// tests change one: every file byte for byte, and what moved at most the
+/// changed data plus a chunk for each change.
+#[test]
+fn delta_archive_moves_only_what_changed_in_each_pattern() {
+    const N: usize = 24 * MIB;
+    /// ddftpd's chunk for a 24 MiB file.
+    const C: u64 = 8 * 1024;
+    let f = Fixture::new();
+    let tree = f.root().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    let names = ["edits", "insert", "remove", "truncate", "extend", "shuffle"];
+    let olds: Vec<Vec<u8>> = (0..names.len()).map(|i| random(N, 40 + i as u64)).collect();
+    for (name, old) in names.iter().zip(&olds) {
+        std::fs::write(tree.join(name), old).unwrap();
+    }
+    let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let ms = mirrors_arg(&[&a, &b]);
+    let dest = f.out("dest");
+    let d = dest.to_str().unwrap();
+    ddftp(&["archive", "tree", "-m", &ms, "-d", d, "-q"], 0);
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut edited = olds[0].clone();
+    for k in 0..16 {
+        let at = k * MIB + 5 * 1024 + k * 977;
+        edited[at..at + 4096].copy_from_slice(&random(4096, 60 + k as u64));
+    }
+    let mut pieces: Vec<&[u8]> = olds[5].chunks(MIB).collect();
+    pieces.rotate_left(7);
+    pieces.reverse();
+    let news = [
+        edited,
+        [random(MIB, 61), olds[1].clone()].concat(),
+        [&olds[2][..10 * MIB], &olds[2][11 * MIB..]].concat(),
+        olds[3][..16 * MIB + 1000].to_vec(),
+        [olds[4].clone(), random(3 * MIB + 77, 62)].concat(),
+        pieces.concat(),
+    ];
+    for (name, new) in names.iter().zip(&news) {
+        publish_as(&tree.join(name), new);
+    }
+    let j = json(&ddftp(&["archive", "tree", "-m", &ms, "-d", d, "-q", "--json"], 0));
+    same_tree(&tree, &dest);
+    let changed = (16 * 4096 + MIB + 3 * MIB + 77) as u64;
+    let changes = 16 + 5;
+    let moved = j["bytes"].as_u64().unwrap();
+    assert!(moved <= changed + changes * C, "moved {moved} for {changed} changed in {changes} places: {j}");
+    assert_eq!(j["matched_bytes"].as_u64().unwrap() + moved, news.iter().map(|n| n.len() as u64).sum::<u64>());
+}
