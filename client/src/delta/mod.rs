@@ -120,12 +120,20 @@ fn aligned(local: &File, len: u64, m: &Manifest, full: u64, at: &mut [Option<u64
     Ok(())
 }
 
+/// Bytes copied (and read back) at once: a run of chunks that lie in the
+/// same order in the local file, up to this.
+const RUN: u64 = 4 << 20;
+
 /// Copies the found chunks from the local file into `store` at their place
-/// in the new version, each hashed again as copied (a chunk that no longer
-/// matches is left to be fetched), and marks them in `placed` (those
-/// already marked, from another file, are left alone; `then` sees each
-/// mark). A local read that fails leaves the chunk to be fetched; a write
-/// that fails is the output's error.
+/// in the new version and marks them in `placed` (those already marked,
+/// from another file, are left alone; `then` sees each mark). Each chunk is
+/// checked against its hash as it landed: into a part file, a run of
+/// chunks is copied by the kernel (`copy_file_range`: shared extents where
+/// the file system has them, no copy through this process otherwise) and
+/// read back; elsewhere it is read, checked, then written. A local file
+/// that changes meanwhile costs the chunks it changed a download, never a
+/// wrong byte. A local read that fails leaves the chunk to be fetched; a
+/// write that fails is the output's error.
 pub fn place(
     local: &File,
     found: &Found,
@@ -136,20 +144,70 @@ pub fn place(
     mut then: impl FnMut(&[bool]),
 ) -> io::Result<()> {
     let chunk = u64::from(m.chunk_size);
-    let mut buf = vec![0u8; chunk as usize];
-    for (j, at) in found.at.iter().enumerate() {
-        let Some(from) = *at else { continue };
-        if placed[j] {
-            continue;
+    let per_run = (RUN / chunk).max(1) as usize;
+    let mut buf = vec![0u8; chunk as usize * per_run];
+    let mut kernel = store.as_file();
+    let n = found.at.len();
+    let mut j = 0;
+    while j < n {
+        let from = match found.at[j] {
+            Some(f) if !placed[j] => f,
+            _ => {
+                j += 1;
+                continue;
+            }
+        };
+        let mut k = j + 1;
+        while k < n && k - j < per_run && !placed[k] && found.at[k] == Some(from + (k - j) as u64 * chunk) {
+            k += 1;
         }
-        let len = chunk_len(size, chunk, j as u64);
-        let b = &mut buf[..len];
-        if FileExt::read_exact_at(local, b, from).is_err() || m.kind.of(b) != m.hashes[j] {
-            continue;
+        let to = j as u64 * chunk;
+        let len = (k as u64 * chunk).min(size) - to;
+        if let Some(dst) = kernel {
+            if copy_range(local, from, dst, to, len).is_ok() {
+                let b = &mut buf[..len as usize];
+                FileExt::read_exact_at(dst, b, to)?;
+                for (i, c) in b.chunks(chunk as usize).enumerate() {
+                    if m.kind.of(c) == m.hashes[j + i] {
+                        placed[j + i] = true;
+                        then(placed);
+                    }
+                }
+                j = k;
+                continue;
+            }
+            // Not between these files: read and write from now on.
+            kernel = None;
         }
-        store.write_all_at(b, j as u64 * chunk)?;
-        placed[j] = true;
-        then(placed);
+        for i in j..k {
+            let b = &mut buf[..chunk_len(size, chunk, i as u64)];
+            let at = from + (i - j) as u64 * chunk;
+            if FileExt::read_exact_at(local, b, at).is_err() || m.kind.of(b) != m.hashes[i] {
+                continue;
+            }
+            store.write_all_at(b, i as u64 * chunk)?;
+            placed[i] = true;
+            then(placed);
+        }
+        j = k;
+    }
+    Ok(())
+}
+
+/// `len` bytes of `src` from `from` copied by the kernel into `dst` at `to`.
+fn copy_range(src: &File, from: u64, dst: &File, to: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (mut off_in, mut off_out) = (from as libc::loff_t, to as libc::loff_t);
+    let mut left = len as usize;
+    while left > 0 {
+        // SAFETY: both descriptors are open files borrowed for the call;
+        // the offsets are this function's own.
+        let n = unsafe { libc::copy_file_range(src.as_raw_fd(), &mut off_in, dst.as_raw_fd(), &mut off_out, left, 0) };
+        match n {
+            n if n > 0 => left -= n as usize,
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            _ => return Err(io::Error::last_os_error()),
+        }
     }
     Ok(())
 }

@@ -232,3 +232,41 @@ proptest! {
         prop_assert_eq!(got, new);
     }
 }
+
+/// A store that is not one file (as an archive's tree or standard
+/// output): chunks are read, checked and written, not copied by the kernel.
+#[derive(Debug)]
+struct NotAFile(File);
+
+impl Store for NotAFile {
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        FileExt::write_all_at(&self.0, buf, offset)
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        FileExt::read_exact_at(&self.0, buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn into_a_store_that_is_not_a_file_chunks_are_read_checked_and_written() {
+    let old = random(16 * CHUNK as usize, 8);
+    let m = manifest(&old);
+    let (d, local) = file(&old);
+    let found = find(&local, old.len() as u64, &m, old.len() as u64, None).unwrap();
+    let mut changed = old.clone();
+    changed[3 * CHUNK as usize + 1] ^= 1;
+    std::fs::write(d.path().join("f"), &changed).unwrap();
+    let out = NotAFile(tempfile::tempfile().unwrap());
+    let mut placed = vec![false; 16];
+    place(&local, &found, &m, old.len() as u64, &out, &mut placed, |_| ()).unwrap();
+    assert_eq!(placed.iter().filter(|&&p| !p).count(), 1);
+    let mut got = vec![0u8; old.len()];
+    out.read_exact_at(&mut got, 0).unwrap();
+    for (j, p) in placed.iter().enumerate() {
+        let r = j * CHUNK as usize..(j + 1) * CHUNK as usize;
+        assert!(!p || got[r.clone()] == old[r], "chunk {j}");
+    }
+}
