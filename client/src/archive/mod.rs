@@ -341,7 +341,7 @@ async fn archive_into(
     };
     let listed = started.elapsed();
     let mut chosen = run.chosen(&items, ranked, progress)?;
-    let updates = run.updates(&mut chosen, ranked);
+    let updates = run.updates(&mut chosen);
     run.tally.lock().expect("tally lock").counts = EntryCounts {
         listed: items.len() as u64,
         listed_bytes: items.iter().filter(|it| it.entry.kind == Kind::File).map(|it| it.entry.size).sum(),

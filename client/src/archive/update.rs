@@ -33,15 +33,16 @@ pub(super) struct Updated {
 }
 
 impl Archiving<'_> {
-    /// Takes out of `chosen` the files to update by delta (this process
-    /// moves alone, DEST held something, the list is a mirror's walk,
-    /// nothing is backed up, and no interrupted run's range is resumed: that
-    /// range, the same list, is taken up whole): regular files of at least [`SMALLEST`] bytes,
+    /// Takes out of `chosen` the files to update by delta (DEST held
+    /// something, the list is a mirror's walk, nothing is backed up, and no
+    /// interrupted run's range is resumed: that range, the same list, is
+    /// taken up whole): regular files of at least [`SMALLEST`] bytes,
     /// neither sparse nor hard-linked, whose name in DEST is a regular file.
-    pub(super) fn updates<'i>(&self, chosen: &mut Chosen<'i>, ranked: bool) -> Vec<&'i Item> {
+    /// Under `mpirun` the lead rank updates them once the ranks have moved
+    /// the range.
+    pub(super) fn updates<'i>(&self, chosen: &mut Chosen<'i>) -> Vec<&'i Item> {
         let spec = self.spec;
         let off = !spec.get.delta
-            || ranked
             || self.fresh
             || spec.list.is_some()
             || spec.strip.is_some()

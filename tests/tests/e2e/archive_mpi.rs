@@ -93,6 +93,14 @@ fn three_ranks_copy_every_kind_of_entry_and_sync_as_one_process_does() {
     std::fs::remove_file(src.join("plain/empty")).unwrap();
     random_file(&src.join("bulk/large-0"), 2 << 20, 8);
     std::fs::set_permissions(src.join("bulk/large-1"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // 4 KiB changed in a 3 MiB file (a new file renamed over it, in a later
+    // second: size and mtime in seconds tell a change, as for rsync):
+    // updated by delta, by the lead rank as by one process.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let mut edited = std::fs::read(src.join("bulk/large-3")).unwrap();
+    edited[1 << 20..(1 << 20) + 4096].fill(7);
+    std::fs::write(src.join("bulk/large-3.new"), &edited).unwrap();
+    std::fs::rename(src.join("bulk/large-3.new"), src.join("bulk/large-3")).unwrap();
     let said = |o: Output| -> Vec<String> {
         let mut v: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(String::from).collect();
         v.sort();
@@ -106,10 +114,11 @@ fn three_ranks_copy_every_kind_of_entry_and_sync_as_one_process_does() {
     let j1 = json(&ddftp(&[&one[..], &["--delete", "--json", "-q"]].concat(), 0));
     let out = mpirun(3, &exe, &[&base[..], &["--delete", "--json", "-q"]].concat()).output().unwrap();
     let j: serde_json::Value = serde_json::from_slice(&ok(out, "--delete").stdout).unwrap();
-    for k in ["files", "skipped_files", "deleted", "dirs", "links", "modes_fixed"] {
+    for k in ["files", "skipped_files", "deleted", "dirs", "links", "modes_fixed", "matched_bytes"] {
         assert_eq!(j[k], j1[k], "{k}: ranks {j}\none process {j1}");
     }
     assert_eq!(j["deleted"].as_u64(), Some(2), "{j}");
+    assert!(j["matched_bytes"].as_u64().unwrap() >= (3 << 20) - 8192, "{j}");
     assert_equal(&scan(&src, look), &scan(&dst, look));
     assert_equal(&scan(&dst1, look), &scan(&dst, look));
 }
