@@ -14,6 +14,10 @@
 # (its netbed interfaces' counters: data, headers, checksums, all of it);
 # "time": wall seconds of the command. Medians of RUNS.
 #
+# "cp time": the old copy copied to a new file on the same tmpfs, timed
+# the same way: what any tool that builds the new version beside the old
+# (rsync, zsync, ddftp) spends at least, whatever it moves.
+#
 #   tree     (archive) 1,000 files of 2 MiB, 5% of them with 4 KiB
 #            changed (rewritten: a new mtime): `ddftp archive` against
 #            `rsync -a` from the daemon (zsync has no trees)
@@ -138,7 +142,7 @@ run() {
   local c=$1 tool=$2 o=$OUT/f.bin t0 t1 b0 b1
   rm -rf "${OUT:?}"/*
   if [ "$c" = tree ]; then
-    [ "$tool" = zsync ] && { echo "nan 0"; return; }
+    [ "$tool" = zsync ] || [ "$tool" = cp ] && { echo "nan 0"; return; }
     cp -a "$WORK/treeold" "$OUT/tree"
     b0=$(rx)
     t0=$(date +%s.%N)
@@ -153,6 +157,13 @@ run() {
     return
   fi
   cp "$WORK/old.bin" "$o"
+  if [ "$tool" = cp ]; then
+    t0=$(date +%s.%N)
+    cp --reflink=never "$o" "$o.copy"
+    t1=$(date +%s.%N)
+    echo "$(python3 -c "print(f'{$t1 - $t0:.2f}')") 0"
+    return
+  fi
   b0=$(rx)
   t0=$(date +%s.%N)
   case $tool in
@@ -174,8 +185,8 @@ md=$TOP/benches/results/delta-$stamp.md
   echo "Command: \`benches/delta.sh $RUNS $CASES\` (root). netbed --mirrors 320mbit,320mbit; rsync (daemon, delta on) and zsync from mirror 1, ddftp from both."
   echo "wire: bytes the client's links received (MiB); time: wall seconds (median of $RUNS)."
   echo
-  echo "| case | ddftp time | ddftp wire | rsync time | rsync wire | zsync time | zsync wire | ddftp/rsync time | ddftp/rsync wire |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| case | ddftp time | ddftp wire | rsync time | rsync wire | zsync time | zsync wire | cp time | ddftp/rsync time | ddftp/rsync wire |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
 } >"$md"
 for c in "${cases[@]}"; do
   # Warm: the mirrors' digests (indexed ahead), the page cache.
@@ -187,21 +198,21 @@ for c in "${cases[@]}"; do
   fi
   declare -A T=() W=()
   for r in $(seq 1 "$RUNS"); do
-    for tool in ddftp rsync zsync; do
+    for tool in ddftp rsync zsync cp; do
       read -r s w < <(run "$c" $tool)
       log "$c $tool run $r: $s s, $((w / 1024)) KiB on the wire"
       T[$tool]+="$s "
       W[$tool]+="$w "
     done
   done
-  python3 - "$c" "${T[ddftp]}" "${W[ddftp]}" "${T[rsync]}" "${W[rsync]}" "${T[zsync]}" "${W[zsync]}" >>"$md" <<'PY'
+  python3 - "$c" "${T[ddftp]}" "${W[ddftp]}" "${T[rsync]}" "${W[rsync]}" "${T[zsync]}" "${W[zsync]}" "${T[cp]}" "${W[cp]}" >>"$md" <<'PY'
 import statistics, sys
 c = sys.argv[1]
 t = [list(map(float, a.split())) for a in sys.argv[2::2]]
 w = [list(map(float, a.split())) for a in sys.argv[3::2]]
 mt = [statistics.median(x) for x in t]
 mw = [statistics.median(x) / 2**20 for x in w]
-print(f"| {c} | {mt[0]:.2f} | {mw[0]:.2f} | {mt[1]:.2f} | {mw[1]:.2f} | {mt[2]:.2f} | {mw[2]:.2f} | {mt[0] / mt[1]:.2f} | {mw[0] / mw[1]:.2f} |")
+print(f"| {c} | {mt[0]:.2f} | {mw[0]:.2f} | {mt[1]:.2f} | {mw[1]:.2f} | {mt[2]:.2f} | {mw[2]:.2f} | {mt[3]:.2f} | {mt[0] / mt[1]:.2f} | {mw[0] / mw[1]:.2f} |")
 PY
   unset T W
 done

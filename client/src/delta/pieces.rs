@@ -43,6 +43,16 @@ pub fn worth_cutting(found: &[&Found], chunks: u64, most: usize) -> Vec<u64> {
     (0..chunks).filter(|&j| !is_found(j) && near(j)).take(most).collect()
 }
 
+/// Chunks found in no local file that lie before the last one found, at
+/// most `most`: the whole file's hash, which reads it in order, waits for
+/// them; fetched before the found chunks are placed, they let it follow
+/// the placing.
+pub fn holes(found: &[&Found], chunks: u64, most: usize) -> Vec<u64> {
+    let is_found = |j: u64| found.iter().any(|f| f.at.get(j as usize).is_some_and(|a| a.is_some()));
+    let Some(last) = (0..chunks).rev().find(|&j| is_found(j)) else { return vec![] };
+    (0..last).filter(|&j| !is_found(j)).take(most).collect()
+}
+
 /// Where chunk `j` (of `chunk` bytes) may lie in a local file of `len`
 /// bytes: where the nearest chunk found before it puts it, where the
 /// nearest found after it does, and at its own offset; each once.
@@ -136,6 +146,14 @@ mod tests {
         let g = found(&[None, None, None, Some(3), None, None, None, None]);
         assert_eq!(worth_cutting(&[&f, &g], 8, 10), vec![1, 2, 4, 5, 7]);
         assert_eq!(worth_cutting(&[&g], 8, 10), vec![1, 2, 4, 5]);
+    }
+
+    #[test]
+    fn holes_are_the_missing_chunks_before_the_last_found() {
+        let f = found(&[None, None, Some(0), None, Some(9), None, None]);
+        assert_eq!(holes(&[&f], 7, 10), vec![0, 1, 3]);
+        assert_eq!(holes(&[&f], 7, 2), vec![0, 1]);
+        assert!(holes(&[&found(&[None, None])], 2, 10).is_empty());
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! mirror before the transfer begins: the seals of each chunk worth
 //! cutting, then, after the local files gave what they hold, the pieces
 //! still missing, as streams of piece-sized blocks on the same connection.
-//! A chunk assembled this way is kept (in memory, within a budget) only if
-//! it matches its manifest hash; the others move whole in the transfer.
+//! A few MiB of missing chunks that lie before the last chunk found come
+//! the same way (the whole file's hash, which reads in order, would wait
+//! for them). A chunk assembled this way is kept (in memory, within a
+//! budget) only if it matches its manifest hash; the others move whole in
+//! the transfer.
 
 use std::fs::File;
 use std::time::Duration;
@@ -21,6 +24,9 @@ use super::{MirrorInfo, Progress};
 
 /// Chunks cut at once are held in memory until the part file is open.
 const MOST_BYTES: u64 = 64 << 20;
+/// Missing chunks before the last one found ([`pieces::holes`]) fetched
+/// with them, at most: more would be better moved by every mirror.
+const HOLES_MOST: u64 = 4 << 20;
 /// Stream ids of the pieces' streams (the transfer's own are small).
 const FIRST_STREAM: u32 = 0xC000_0000;
 /// All of it, seals and pieces, within this.
@@ -45,9 +51,10 @@ struct Assembly {
 pub(super) type Local<'a> = (&'a File, u64, &'a Found);
 
 /// Cuts the missing chunks next to found ones into pieces and assembles
-/// those the local files hold some of, asking the first mirror that speaks
-/// protocol 8. A mirror that fails at it is dropped (as it would be for a
-/// failed manifest); one that refuses is only not asked.
+/// those the local files hold some of, and fetches a few MiB of the other
+/// missing chunks before the last one found, asking the first mirror that
+/// speaks protocol 8. A mirror that fails at it is dropped (as it would be
+/// for a failed manifest); one that refuses is only not asked.
 pub(super) async fn cut(
     path: &str,
     m: &Manifest,
@@ -56,16 +63,22 @@ pub(super) async fn cut(
     usable: &mut Vec<(MirrorInfo, Session)>,
     progress: &mut dyn Progress,
 ) -> Cut {
-    let Some(piece) = pieces::piece_size(m.chunk_size) else { return Cut::default() };
+    let (chunk, n) = (u64::from(m.chunk_size), m.hashes.len() as u64);
     let found: Vec<&Found> = locals.iter().map(|l| l.2).collect();
-    let most = (MOST_BYTES / u64::from(m.chunk_size)) as usize;
-    let todo = pieces::worth_cutting(&found, m.hashes.len() as u64, most);
+    let most = (MOST_BYTES / chunk) as usize;
+    let (piece, todo) = match pieces::piece_size(m.chunk_size) {
+        Some(p) => (p, pieces::worth_cutting(&found, n, most)),
+        None => (m.chunk_size, vec![]),
+    };
+    let mut holes = pieces::holes(&found, n, (HOLES_MOST / chunk) as usize);
+    holes.retain(|j| !todo.contains(j));
     let v8 = ddftp_proto::frame::WEAK_SUMS_VERSION;
-    let Some((mirror, conn)) = usable.iter_mut().find(|(_, c)| c.version >= v8).filter(|_| !todo.is_empty()) else {
+    let some = !todo.is_empty() || !holes.is_empty();
+    let Some((mirror, conn)) = usable.iter_mut().find(|(_, c)| c.version >= v8).filter(|_| some) else {
         return Cut::default();
     };
     progress.status(&format!("looking for the pieces of {} changed chunks", todo.len()));
-    let work = assemble(&mut conn.sock, path, m, size, piece, &todo, locals);
+    let work = assemble(&mut conn.sock, path, m, size, piece, (&todo, &holes), locals);
     match tokio::time::timeout(TIMEOUT, work).await.unwrap_or(Err(SessionError::NoReply)) {
         Ok(cut) => cut,
         Err(SessionError::Refused { message, .. }) => {
@@ -87,7 +100,7 @@ async fn assemble(
     m: &Manifest,
     size: u64,
     piece: u32,
-    todo: &[u64],
+    (todo, holes): (&[u64], &[u64]),
     locals: &[Local<'_>],
 ) -> Result<Cut, SessionError> {
     let chunk = u64::from(m.chunk_size);
@@ -107,6 +120,10 @@ async fn assemble(
         if held > 0 {
             work.push(a);
         }
+    }
+    for &j in holes {
+        let have = vec![false; pieces_of(size, chunk, j, piece) as usize];
+        work.push(Assembly { chunk: j, buf: vec![0; delta::chunk_len(size, chunk, j)], have, fetched: 0 });
     }
     fetch_pieces(sock, path, size, piece, per, &mut work).await?;
     let mut cut = Cut::default();
