@@ -39,6 +39,8 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
         wanted.entry(w).or_default().push(j as u32);
     }
     let mut budget = 2 * len + 64 * l as u64;
+    // Once every chunk is found, the rest of the file has nothing to give.
+    let mut left = weak.len();
     let mut win = Window { file: local, len, buf: Vec::with_capacity(READ + 2 * l), start: 0 };
     let mut o = 0u64;
     win.fill(o, l)?;
@@ -52,7 +54,7 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
                     return Ok(());
                 }
                 budget -= l as u64;
-                matched = take(js, m.kind.of(win.bytes(o, l)), m, o, at);
+                matched = take(js, m.kind.of(win.bytes(o, l)), m, o, at, &mut left);
             }
         }
         if let Some(mut j) = matched {
@@ -61,7 +63,7 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
             // order): tried first, on its strong hash alone.
             loop {
                 o += l as u64;
-                if o + l as u64 > len {
+                if o + l as u64 > len || left == 0 {
                     return Ok(());
                 }
                 win.fill(o, l)?;
@@ -70,7 +72,7 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
                     break;
                 }
                 budget -= l as u64;
-                match take(&wanted[&weak[next]], m.kind.of(win.bytes(o, l)), m, o, at) {
+                match take(&wanted[&weak[next]], m.kind.of(win.bytes(o, l)), m, o, at, &mut left) {
                     Some(k) => j = k,
                     None => break,
                 }
@@ -90,12 +92,20 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
 
 /// Takes the window at `o` (strong hash `h`) for every chunk of `js` not
 /// found yet whose hash it is; the last one taken, if any.
-fn take(js: &[u32], h: ddftp_proto::manifest::Hash, m: &Manifest, o: u64, at: &mut [Option<u64>]) -> Option<u32> {
+fn take(
+    js: &[u32],
+    h: ddftp_proto::manifest::Hash,
+    m: &Manifest,
+    o: u64,
+    at: &mut [Option<u64>],
+    left: &mut usize,
+) -> Option<u32> {
     let mut last = None;
     for &j in js {
         if at[j as usize].is_none() && m.hashes[j as usize] == h {
             at[j as usize] = Some(o);
             last = Some(j);
+            *left -= 1;
         }
     }
     last

@@ -70,8 +70,7 @@ pub(super) async fn cut(
         Some(p) => (p, pieces::worth_cutting(&found, n, most)),
         None => (m.chunk_size, vec![]),
     };
-    let mut holes = pieces::holes(&found, n, (HOLES_MOST / chunk) as usize);
-    holes.retain(|j| !todo.contains(j));
+    let holes = pieces::holes(&found, n, (HOLES_MOST / chunk) as usize);
     let v8 = ddftp_proto::frame::WEAK_SUMS_VERSION;
     let some = !todo.is_empty() || !holes.is_empty();
     let Some((mirror, conn)) = usable.iter_mut().find(|(_, c)| c.version >= v8).filter(|_| some) else {
@@ -121,9 +120,12 @@ async fn assemble(
             work.push(a);
         }
     }
+    // Holes, whole: those cut above whose pieces no file held too.
     for &j in holes {
-        let have = vec![false; pieces_of(size, chunk, j, piece) as usize];
-        work.push(Assembly { chunk: j, buf: vec![0; delta::chunk_len(size, chunk, j)], have, fetched: 0 });
+        if !work.iter().any(|a| a.chunk == j) {
+            let have = vec![false; pieces_of(size, chunk, j, piece) as usize];
+            work.push(Assembly { chunk: j, buf: vec![0; delta::chunk_len(size, chunk, j)], have, fetched: 0 });
+        }
     }
     fetch_pieces(sock, path, size, piece, per, &mut work).await?;
     let mut cut = Cut::default();

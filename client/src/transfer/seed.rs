@@ -193,25 +193,29 @@ pub(super) fn place(
     let chunk = u64::from(m.chunk_size);
     // Told every few MiB, not every chunk.
     let every = ((8 << 20) / chunk).max(1) as usize;
-    let mut prefix = 0usize;
-    for (file, found) in &seed.sources {
-        delta::place(file, found, m, size, store, &mut placed, |placed: &[bool]| {
-            let was = prefix;
-            while prefix < placed.len() && placed[prefix] {
-                prefix += 1;
-            }
-            if prefix / every != was / every {
-                whole_to((prefix as u64 * chunk).min(size));
-            }
-        })?;
-    }
+    // Chunks assembled from pieces first (no local file holds them whole):
+    // then the whole file's hash follows the local files' chunks as they land.
     let mut pieces = 0;
     for (j, bytes, fetched) in &seed.cut.chunks {
         if !std::mem::replace(&mut placed[*j as usize], true) {
-            store.write_all_at(bytes, j * u64::from(m.chunk_size))?;
+            store.write_all_at(bytes, j * chunk)?;
             pieces += fetched;
         }
     }
+    let mut prefix = 0usize;
+    let mut follow = |placed: &[bool]| {
+        let was = prefix;
+        while prefix < placed.len() && placed[prefix] {
+            prefix += 1;
+        }
+        if prefix / every != was / every || prefix == placed.len() {
+            whole_to((prefix as u64 * chunk).min(size));
+        }
+    };
+    for (file, found) in &seed.sources {
+        delta::place(file, found, m, size, store, &mut placed, &mut follow)?;
+    }
+    follow(&placed);
     let blocks = delta::whole_blocks(&placed, m.chunk_size, block_size);
     let bs = u64::from(block_size);
     let bytes: u64 = blocks.iter().map(|&(a, b)| ((b + 1) * bs).min(size) - a * bs).sum();
