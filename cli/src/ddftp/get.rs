@@ -305,7 +305,7 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
         "{} -> {}: {} in {:.2} s ({}/s)\nsha256 {} ({}{})",
         t.path,
         t.output,
-        HumanBytes(t.bytes.saturating_sub(t.reused_bytes)),
+        HumanBytes(t.literal_bytes()),
         t.seconds,
         HumanBytes((r.mb_per_s * 1e6) as u64),
         t.sha256.as_deref().unwrap_or("not computed"),
@@ -407,8 +407,9 @@ fn check(opt: &GetOpt, spec: &GetSpec, rt: &tokio::runtime::Runtime) -> Exit {
 /// Runs a transfer.
 pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<GetResult, TransferError> {
     let report = transfer::get(spec, bar).await?;
-    // This run's speed: bytes an interrupted run left are not counted.
-    let moved = report.bytes.saturating_sub(report.reused_bytes);
+    // This run's speed: what the mirrors sent (an interrupted run's bytes
+    // and an older copy's are not counted; the pieces of changed chunks are).
+    let moved = report.literal_bytes();
     let mb_per_s = if report.seconds > 0.0 { moved as f64 / report.seconds / 1e6 } else { 0.0 };
     Ok(GetResult { transfer: report, mb_per_s })
 }

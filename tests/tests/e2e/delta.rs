@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use rand::{RngCore, SeedableRng};
 
+use crate::util::nginx::Nginx;
 use crate::util::*;
 
 const MIB: usize = 1 << 20;
@@ -297,4 +298,27 @@ fn delta_archive_moves_only_what_changed_in_each_pattern() {
     let moved = j["bytes"].as_u64().unwrap();
     assert!(moved <= changed + changes * C, "moved {moved} for {changed} changed in {changes} places: {j}");
     assert_eq!(j["matched_bytes"].as_u64().unwrap() + moved, news.iter().map(|n| n.len() as u64).sum::<u64>());
+}
+
+/// A ddftpd beside a web mirror gives the manifest and the weak checksums;
+/// the web mirror moves its share of the rest with it, checked the same.
+#[test]
+fn delta_with_a_web_mirror_beside_a_ddftpd_moves_only_what_changed() {
+    let f = Fixture::new();
+    let old = random(SIZE, 30);
+    publish(&f.root(), &old);
+    let d = Mirror::start(&f.root(), &[]);
+    let w = Nginx::serve(&f.root(), None);
+    let ms = format!("{},{}", d.addr, w.url);
+    let out = f.out("f");
+    let o = out.to_str().unwrap();
+    ddftp(&["get", "f", "-m", &ms, "-o", o, "-q"], 0);
+    let new = [old.clone(), random(8 * MIB + 77, 31)].concat();
+    publish(&f.root(), &new);
+    let j = json(&ddftp(&["get", "f", "-m", &ms, "-o", o, "-q", "--json"], 0));
+    assert!(std::fs::read(&out).unwrap() == new, "the output is not the new version");
+    at_most(&j, 8 * MIB as u64 + 77, 1);
+    let producers = j["producers"].as_array().unwrap();
+    assert!(producers.len() == 2 && producers.iter().all(|p| p["bytes"].as_u64().unwrap() > 0), "{j}");
+    assert_eq!(j["verified"], true, "{j}");
 }
