@@ -15,6 +15,7 @@
 //! that chunk a download, never a wrong byte. The old output is only read;
 //! the finished part file replaces it.
 
+pub mod claim;
 pub mod pieces;
 mod rolling;
 

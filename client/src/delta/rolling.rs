@@ -41,7 +41,7 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
     let mut budget = 2 * len + 64 * l as u64;
     // Once every chunk is found, the rest of the file has nothing to give.
     let mut left = weak.len();
-    let mut win = Window { file: local, len, buf: Vec::with_capacity(READ + 2 * l), start: 0 };
+    let mut win = Window::new(local, len, l);
     let mut o = 0u64;
     win.fill(o, l)?;
     let mut r = Rolling::new(win.bytes(o, l));
@@ -112,7 +112,7 @@ fn take(
 }
 
 /// The part of the file the window slides over, read a few MiB at a time.
-struct Window<'a> {
+pub(super) struct Window<'a> {
     file: &'a File,
     len: u64,
     buf: Vec<u8>,
@@ -120,9 +120,22 @@ struct Window<'a> {
     start: u64,
 }
 
-impl Window<'_> {
+impl<'a> Window<'a> {
+    /// A window of up to `l`-byte chunks over `file` (`len` bytes).
+    pub(super) fn new(file: &'a File, len: u64, l: usize) -> Window<'a> {
+        Window { file, len, buf: Vec::with_capacity(READ + 2 * l), start: 0 }
+    }
+
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub(super) fn file(&self) -> &'a File {
+        self.file
+    }
+
     /// Makes `n` bytes from `o` (all within the file) readable.
-    fn fill(&mut self, o: u64, n: usize) -> io::Result<()> {
+    pub(super) fn fill(&mut self, o: u64, n: usize) -> io::Result<()> {
         if o + n as u64 <= self.start + self.buf.len() as u64 {
             return Ok(());
         }
@@ -139,7 +152,7 @@ impl Window<'_> {
         Ok(())
     }
 
-    fn bytes(&self, o: u64, n: usize) -> &[u8] {
+    pub(super) fn bytes(&self, o: u64, n: usize) -> &[u8] {
         let i = (o - self.start) as usize;
         &self.buf[i..i + n]
     }

@@ -45,6 +45,7 @@ use ddops::transfer::BlockRun;
 
 mod already;
 mod check;
+mod claimed;
 mod coordinator;
 mod cut;
 mod error;
@@ -277,12 +278,15 @@ pub async fn get_joining(
     let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
     let pieces = spec.metalink.as_ref().and_then(|m| m.pieces.clone());
     let wanted = (spec.verify && size > 0, spec.sealed_size.is_some());
+    let mut claims = None;
     let manifest = match start::hashes_from(wanted, early.is_some(), !usable.is_empty(), pieces.is_some()) {
         start::HashesFrom::None => None,
         start::HashesFrom::Probe => early.map(Arc::new),
         start::HashesFrom::Metalink => pieces.map(Arc::new),
         start::HashesFrom::Fetch => {
-            Some(Arc::new(fetch_manifest(&spec.path, &version, &mut usable, progress, &mut warnings).await?))
+            let (m, found) = fetch_hashes(spec, &version, by_chunks, &mut usable, progress, &mut warnings).await?;
+            claims = found;
+            Some(Arc::new(m))
         }
     };
     let part = part_path(&spec.output);
@@ -292,7 +296,8 @@ pub async fn get_joining(
         true => None,
         false => load_earlier(spec, &part, &jpath)?,
     };
-    let seed = seed::find(spec, manifest.as_ref(), size, earlier.is_some(), &mut usable, progress, &mut warnings).await;
+    let looked = (earlier.is_some(), claims);
+    let seed = seed::find(spec, manifest.as_ref(), size, looked, &mut usable, progress, &mut warnings).await;
     if let (true, Some(sha)) = (by_chunks && seed.as_ref().is_some_and(seed::Seed::is_the_output), &want) {
         let r = already::done(spec, size, sha.clone(), checked, mtime, started);
         return Ok(nothing_moved(spec, r, warnings, usable));
@@ -392,6 +397,25 @@ pub async fn get_joining(
     report.sha256_checked = started_from.sha256_checked;
     let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };
     finish::check_and_place(spec, done, expected.as_ref())
+}
+
+/// The chunk hashes blocks are checked against, fetched: for a download
+/// onto an older output, only those of the chunks it lacks (with where it
+/// holds the others, and the weak checksums), else the whole manifest.
+async fn fetch_hashes(
+    spec: &GetSpec,
+    version: &Version,
+    by_chunks: bool,
+    usable: &mut Vec<(MirrorInfo, Session)>,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<(Manifest, Option<seed::Looked>), TransferError> {
+    if by_chunks {
+        if let Some(c) = claimed::manifest(spec, version, usable, progress).await {
+            return Ok((c.manifest, Some(seed::Looked { found: c.found, weak: c.weak })));
+        }
+    }
+    Ok((fetch_manifest(&spec.path, version, usable, progress, warnings).await?, None))
 }
 
 /// The report of a download whose output was the file already; its

@@ -66,9 +66,11 @@ pub(super) async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<t
     }
     // The first route also sends the chunk manifest right behind its Stat,
     // so verification costs no extra round trip when that mirror agrees
-    // with the majority (the usual case).
+    // with the majority (the usual case); not onto an older output, which
+    // needs only the hashes of the chunks it lacks.
+    let whole_manifest = spec.verify && !super::seed::reads_output(spec);
     for (i, r) in routes.iter().enumerate() {
-        let stat = spec.sealed_size.is_none().then(|| (spec.path.clone(), spec.verify && i == 0));
+        let stat = spec.sealed_size.is_none().then(|| (spec.path.clone(), whole_manifest && i == 0));
         let (r, token, sealed, within) = (r.clone(), spec.token.clone(), spec.sealed_size, spec.connect_timeout);
         let pool = spec.pool.clone();
         probing.spawn(async move { Probed::Ddftpd(i, probe(r, stat, token, sealed, within, pool).await) });

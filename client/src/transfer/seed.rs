@@ -58,7 +58,7 @@ pub(super) fn reads_output(spec: &GetSpec) -> bool {
 
 /// The output, opened never through a symlink, never waiting on a FIFO,
 /// if it is a regular file with something in it.
-fn open_output(spec: &GetSpec) -> Option<Local> {
+pub(super) fn open_output(spec: &GetSpec) -> Option<Local> {
     let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
     let f = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(&spec.output).ok()?;
     regular(f, &spec.output)
@@ -69,11 +69,19 @@ fn regular(f: File, name: &Path) -> Option<Local> {
     Some(Local { file: f, len, name: name.to_path_buf() })
 }
 
+/// The output, looked into already while the manifest was made from its
+/// chunks ([`super::claimed`]): where it holds each, and the weak
+/// checksums, not asked again.
+pub(super) struct Looked {
+    pub(super) found: Found,
+    pub(super) weak: Vec<u32>,
+}
+
 /// A local file to look into.
-struct Local {
-    file: File,
-    len: u64,
-    name: PathBuf,
+pub(super) struct Local {
+    pub(super) file: File,
+    pub(super) len: u64,
+    pub(super) name: PathBuf,
 }
 
 /// The local files that may hold some of the new version, if delta
@@ -108,7 +116,7 @@ pub(super) async fn find(
     spec: &GetSpec,
     manifest: Option<&Arc<Manifest>>,
     size: u64,
-    resuming: bool,
+    (resuming, output): (bool, Option<Looked>),
     usable: &mut Vec<(MirrorInfo, Session)>,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
@@ -135,13 +143,20 @@ pub(super) async fn find(
         }
         return None;
     };
-    let weak = fetch_weak_sums(&spec.path, m.hashes.len(), usable, progress).await;
+    let (weak, mut output) = match output {
+        Some(l) => (Some(l.weak), Some(l.found)),
+        None => (fetch_weak_sums(&spec.path, m.hashes.len(), usable, progress).await, None),
+    };
     let mut sources = vec![];
     let mut output_whole = false;
     for l in locals {
         let name = l.name.display();
         progress.status(&format!("looking for the new version's chunks in {name}"));
-        match delta::find(&l.file, l.len, m, size, weak.as_deref()) {
+        let looked = match output.take().filter(|_| l.name == spec.output) {
+            Some(found) => Ok(found),
+            None => delta::find(&l.file, l.len, m, size, weak.as_deref()),
+        };
+        match looked {
             Ok(found) if found.count() > 0 => {
                 output_whole |= l.name == spec.output && l.len == size && found.all_in_place(m.chunk_size);
                 sources.push((l.file, found))

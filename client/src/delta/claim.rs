@@ -1,0 +1,180 @@
+//! Finding chunks before the manifest is known. The manifest's root is
+//! BLAKE3 over the chunk hashes in order, so a client that finds a chunk
+//! in its older copy can hash it itself: only the hashes of the chunks it
+//! did not find need to travel, and the root then checks every chunk at
+//! once (`Manifest::checked`). Without strong hashes to decide, a weak
+//! match is taken only when the next chunk's weak checksum matches right
+//! after it too (zsync's two in a row): a false match then needs two
+//! collisions side by side. A claim that is still wrong makes the root
+//! disagree, and the caller fetches the whole manifest and looks again.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+
+use ddftp_proto::manifest::Hash;
+use ddftp_proto::rolling::{weak as weak_of, Rolling};
+
+use super::rolling::Window;
+use super::Found;
+use crate::manifest::ChunkHash;
+
+/// Chunks found by their weak checksums: where each lies in the local file
+/// and its hash, computed here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claims {
+    pub found: Found,
+    pub hashes: Vec<Option<Hash>>,
+}
+
+impl Claims {
+    /// The runs of chunks not claimed, as (first, count).
+    pub fn missing(&self) -> Vec<(u64, u32)> {
+        let mut out: Vec<(u64, u32)> = vec![];
+        for (j, h) in self.hashes.iter().enumerate() {
+            if h.is_some() {
+                continue;
+            }
+            match out.last_mut() {
+                Some((a, c)) if *a + u64::from(*c) == j as u64 => *c += 1,
+                _ => out.push((j as u64, 1)),
+            }
+        }
+        out
+    }
+}
+
+/// Claims the chunks of a new version of `size` bytes in chunks of `chunk`
+/// (`weak`: one weak checksum per chunk, the last chunk's too) that
+/// `local` (`len` bytes) holds, hashing each with `kind`.
+pub fn claim(local: &File, len: u64, chunk: u32, size: u64, weak: &[u32], kind: ChunkHash) -> io::Result<Claims> {
+    let n = weak.len();
+    let mut c = Claims { found: Found { at: vec![None; n] }, hashes: vec![None; n] };
+    let l = chunk as usize;
+    if chunk == 0 || n as u64 != ddftp_proto::manifest::chunk_count(size, chunk) || n == 0 {
+        return Ok(c);
+    }
+    let full = if size.is_multiple_of(u64::from(chunk)) { n } else { n - 1 };
+    if full > 0 && len >= l as u64 {
+        scan(local, len, l, &weak[..full], kind, &mut c)?;
+    }
+    if full < n {
+        tail(local, len, (size - (n as u64 - 1) * u64::from(chunk)) as usize, n - 1, l, weak[n - 1], kind, &mut c)?;
+    }
+    Ok(c)
+}
+
+/// The new version's last, shorter chunk: where it was, or at the local
+/// file's end, by its weak checksum and its neighbour's claim.
+#[allow(clippy::too_many_arguments)]
+fn tail(
+    local: &File,
+    len: u64,
+    tail: usize,
+    j: usize,
+    l: usize,
+    w: u32,
+    kind: ChunkHash,
+    c: &mut Claims,
+) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let before = j.checked_sub(1).and_then(|k| c.found.at[k]).map(|a| a + l as u64);
+    let mut b = vec![0u8; tail];
+    for place in [before, Some((j * l) as u64), len.checked_sub(tail as u64)].into_iter().flatten() {
+        if place + tail as u64 > len {
+            continue;
+        }
+        local.read_exact_at(&mut b, place)?;
+        // The last chunk has no next one to confirm it: the chunk before
+        // it, claimed right before this place, does (or a file of one chunk).
+        let confirmed = j == 0 || before == Some(place);
+        if confirmed && weak_of(&b) == w {
+            c.found.at[j] = Some(place);
+            c.hashes[j] = Some(kind.of(&b));
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The full chunks (`weak`), at any offset.
+fn scan(local: &File, len: u64, l: usize, weak: &[u32], kind: ChunkHash, c: &mut Claims) -> io::Result<()> {
+    let mut wanted: HashMap<u32, Vec<u32>> = HashMap::with_capacity(weak.len());
+    for (j, &w) in weak.iter().enumerate() {
+        wanted.entry(w).or_default().push(j as u32);
+    }
+    let mut left = weak.len();
+    let mut win = Window::new(local, len, l);
+    let mut o = 0u64;
+    win.fill(o, l)?;
+    let mut r = Rolling::new(win.bytes(o, l));
+    loop {
+        let mut taken = None;
+        if let Some(js) = wanted.get(&r.sum()) {
+            for &j in js {
+                let j = j as usize;
+                if c.hashes[j].is_some() || !confirmed(&mut win, o, l, j, weak)? {
+                    continue;
+                }
+                c.found.at[j] = Some(o);
+                c.hashes[j] = Some(kind.of(win.bytes(o, l)));
+                left -= 1;
+                taken = Some(j);
+            }
+        }
+        if let Some(mut j) = taken {
+            // The chunks that follow in order, each confirmed by the one
+            // before it.
+            loop {
+                o += l as u64;
+                if o + l as u64 > len || left == 0 {
+                    return Ok(());
+                }
+                win.fill(o, l)?;
+                let next = j + 1;
+                if next >= weak.len() || c.hashes[next].is_some() || weak_of(win.bytes(o, l)) != weak[next] {
+                    break;
+                }
+                c.found.at[next] = Some(o);
+                c.hashes[next] = Some(kind.of(win.bytes(o, l)));
+                left -= 1;
+                j = next;
+            }
+            r = Rolling::new(win.bytes(o, l));
+            continue;
+        }
+        if o + l as u64 >= len {
+            return Ok(());
+        }
+        win.fill(o, l + 1)?;
+        let b = win.bytes(o, l + 1);
+        r.roll(b[0], b[l]);
+        o += 1;
+    }
+}
+
+/// Whether the window at `o`, weakly chunk `j`, has chunk `j + 1` right
+/// after it (or, for the last full chunk, `j - 1` right before it).
+fn confirmed(win: &mut Window, o: u64, l: usize, j: usize, weak: &[u32]) -> io::Result<bool> {
+    let lu = l as u64;
+    if j + 1 < weak.len() {
+        if o + 2 * lu > win.len() {
+            return Ok(false);
+        }
+        win.fill(o, 2 * l)?;
+        return Ok(weak_of(win.bytes(o + lu, l)) == weak[j + 1]);
+    }
+    if j == 0 {
+        return Ok(true);
+    }
+    if o < lu {
+        return Ok(false);
+    }
+    // The window reads forward only: read the one before on its own.
+    let mut b = vec![0u8; l];
+    std::os::unix::fs::FileExt::read_exact_at(win.file(), &mut b, o - lu)?;
+    Ok(weak_of(&b) == weak[j - 1])
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+use super::*;
+use crate::delta::chunk_len;
+use crate::manifest::Manifest;
+
+const CHUNK: u32 = 4096;
+
+fn random(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn file(data: &[u8]) -> (tempfile::TempDir, File) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), data).unwrap();
+    let f = File::open(dir.path().join("f")).unwrap();
+    (dir, f)
+}
+
+/// Claims `new`'s chunks in `old`, fills the rest from `new` (what the
+/// mirror would send), and checks the result against `new`'s manifest.
+fn claimed(old: &[u8], new: &[u8]) -> (Claims, bool) {
+    let weak: Vec<u32> = new.chunks(CHUNK as usize).map(weak_of).collect();
+    let (_d, local) = file(old);
+    let c = claim(&local, old.len() as u64, CHUNK, new.len() as u64, &weak, ChunkHash::Blake3).unwrap();
+    let truth: Vec<Hash> = new.chunks(CHUNK as usize).map(|b| ChunkHash::Blake3.of(b)).collect();
+    let hashes: Vec<Hash> = c.hashes.iter().zip(&truth).map(|(h, t)| h.unwrap_or(*t)).collect();
+    let root = ddftp_proto::manifest::root(&truth);
+    let ok = ddftp_proto::manifest::root(&hashes) == root;
+    // Every claim is where the chunk lies.
+    for (j, at) in c.found.at.iter().enumerate() {
+        if let Some(a) = at {
+            let len = chunk_len(new.len() as u64, u64::from(CHUNK), j as u64);
+            assert_eq!(&old[*a as usize..*a as usize + len], &new[j * CHUNK as usize..][..len], "chunk {j}");
+        }
+    }
+    let _ = Manifest { chunk_size: CHUNK, hashes: truth, kind: ChunkHash::Blake3 };
+    (c, ok)
+}
+
+#[test]
+fn an_edit_an_insertion_and_a_truncation_leave_only_their_chunks_unclaimed() {
+    let old = random(64 * CHUNK as usize + 100, 1);
+    let mut edited = old.clone();
+    edited[10 * CHUNK as usize + 5] ^= 1;
+    let (c, ok) = claimed(&old, &edited);
+    assert!(ok);
+    assert_eq!(c.missing(), vec![(10, 1)]);
+    let inserted = [b"12345".to_vec(), old.clone()].concat();
+    let (c, ok) = claimed(&old, &inserted);
+    assert!(ok);
+    assert_eq!(c.missing(), vec![(0, 1)]);
+    let (c, ok) = claimed(&old, &old[..20 * CHUNK as usize + 7]);
+    assert!(ok);
+    assert!(c.missing().len() <= 1, "{:?}", c.missing());
+}
+
+#[test]
+fn nothing_shared_claims_nothing() {
+    let (c, ok) = claimed(&random(40 * CHUNK as usize, 2), &random(40 * CHUNK as usize, 3));
+    assert!(ok);
+    assert_eq!(c.missing(), vec![(0, 40)]);
+}
+
+proptest::proptest! {
+    /// Whatever the two files, a claim is where its chunk lies (checked in
+    /// `claimed`) and the root of claims plus the rest is the new one's.
+    #[test]
+    fn claims_are_true(old in proptest::collection::vec(0u8..3, 0..40_000),
+                       new in proptest::collection::vec(0u8..3, 1..40_000)) {
+        let (_, ok) = claimed(&old, &new);
+        proptest::prop_assert!(ok);
+    }
+}
