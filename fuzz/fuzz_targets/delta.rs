@@ -1,6 +1,7 @@
 //! Arbitrary bytes as an older copy, a new version and the weak checksums
-//! a mirror sends (which may lie): finding and placing chunks never
-//! panics, and every chunk placed is the new version's, byte for byte.
+//! a mirror sends (which may lie): finding, claiming and placing chunks
+//! never panics, and every chunk placed is the new version's, byte for
+//! byte.
 #![no_main]
 
 use std::io::Write;
@@ -31,13 +32,29 @@ fuzz_target!(|data: &[u8]| {
     let found = ddftp::delta::find(&local, old.len() as u64, &m, new.len() as u64, Some(&weak)).expect("read");
     let out = tempfile_in_memory(&vec![0u8; new.len()]);
     let mut placed = vec![false; m.hashes.len()];
-    ddftp::delta::place(&local, &found, &m, new.len() as u64, &out, &mut placed).expect("write");
+    ddftp::delta::place(&local, &found, &m, new.len() as u64, &out, &mut placed, |_| ()).expect("write");
     for (j, p) in placed.iter().enumerate().filter(|(_, p)| **p) {
         let a = j * CHUNK as usize;
         let b = (a + CHUNK as usize).min(new.len());
         let mut got = vec![0u8; b - a];
         out.read_exact_at(&mut got, a as u64).expect("read back");
         assert_eq!(got, new[a..b], "chunk {j} placed wrong ({p})");
+    }
+    // Claims (no manifest yet): each is the hash of the local bytes it
+    // names; if they make the new version's root, each is its chunk.
+    let c = ddftp::delta::claim::claim(&local, old.len() as u64, CHUNK, new.len() as u64, &weak, ChunkHash::Blake3)
+        .expect("read");
+    let mut whole = m.hashes.clone();
+    for (j, (at, h)) in c.found.at.iter().zip(&c.hashes).enumerate() {
+        let (Some(at), Some(h)) = (at, h) else { continue };
+        let len = (new.len() - j * CHUNK as usize).min(CHUNK as usize);
+        let mut got = vec![0u8; len];
+        local.read_exact_at(&mut got, *at).expect("read back");
+        assert_eq!(ChunkHash::Blake3.of(&got), *h, "claim {j}");
+        whole[j] = *h;
+    }
+    if ddftp_proto::manifest::root(&whole) == ddftp_proto::manifest::root(&m.hashes) {
+        assert_eq!(whole, m.hashes);
     }
     local.flush().ok();
 });

@@ -275,20 +275,7 @@ pub async fn get_joining(
             return Ok(nothing_moved(spec, r, warnings, usable));
         }
     }
-    let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
-    let pieces = spec.metalink.as_ref().and_then(|m| m.pieces.clone());
-    let wanted = (spec.verify && size > 0, spec.sealed_size.is_some());
-    let mut claims = None;
-    let manifest = match start::hashes_from(wanted, early.is_some(), !usable.is_empty(), pieces.is_some()) {
-        start::HashesFrom::None => None,
-        start::HashesFrom::Probe => early.map(Arc::new),
-        start::HashesFrom::Metalink => pieces.map(Arc::new),
-        start::HashesFrom::Fetch => {
-            let (m, found) = fetch_hashes(spec, &version, by_chunks, &mut usable, progress, &mut warnings).await?;
-            claims = found;
-            Some(Arc::new(m))
-        }
-    };
+    let (manifest, claims) = block_hashes(spec, &version, by_chunks, &mut usable, progress, &mut warnings).await?;
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
     let to_stdout = spec.stdout.is_some();
@@ -399,23 +386,37 @@ pub async fn get_joining(
     finish::check_and_place(spec, done, expected.as_ref())
 }
 
-/// The chunk hashes blocks are checked against, fetched: for a download
-/// onto an older output, only those of the chunks it lacks (with where it
-/// holds the others, and the weak checksums), else the whole manifest.
-async fn fetch_hashes(
+/// The chunk hashes blocks are checked against, if any: the manifest a
+/// probe brought, a Metalink's pieces, or fetched; for a download onto an
+/// older output (`by_chunks`), only the hashes of the chunks it lacks
+/// (with where it holds the others, and the weak checksums), else the
+/// whole manifest.
+async fn block_hashes(
     spec: &GetSpec,
     version: &Version,
     by_chunks: bool,
     usable: &mut Vec<(MirrorInfo, Session)>,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
-) -> Result<(Manifest, Option<seed::Looked>), TransferError> {
-    if by_chunks {
-        if let Some(c) = claimed::manifest(spec, version, usable, progress).await {
-            return Ok((c.manifest, Some(seed::Looked { found: c.found, weak: c.weak })));
+) -> Result<(Option<Arc<Manifest>>, Option<seed::Looked>), TransferError> {
+    let early = usable.iter_mut().find_map(|(m, _)| m.manifest.take());
+    let pieces = spec.metalink.as_ref().and_then(|m| m.pieces.clone());
+    let wanted = (spec.verify && version.size > 0, spec.sealed_size.is_some());
+    Ok(match start::hashes_from(wanted, early.is_some(), !usable.is_empty(), pieces.is_some()) {
+        start::HashesFrom::None => (None, None),
+        start::HashesFrom::Probe => (early.map(Arc::new), None),
+        start::HashesFrom::Metalink => (pieces.map(Arc::new), None),
+        start::HashesFrom::Fetch => {
+            let claimed = match by_chunks {
+                true => claimed::manifest(spec, version, usable, progress).await,
+                false => None,
+            };
+            match claimed {
+                Some(c) => (Some(Arc::new(c.manifest)), Some(seed::Looked { found: c.found, weak: c.weak })),
+                None => (Some(Arc::new(fetch_manifest(&spec.path, version, usable, progress, warnings).await?)), None),
+            }
         }
-    }
-    Ok((fetch_manifest(&spec.path, version, usable, progress, warnings).await?, None))
+    })
 }
 
 /// The report of a download whose output was the file already; its
