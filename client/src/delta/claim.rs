@@ -143,13 +143,9 @@ fn scan(local: &File, len: u64, l: usize, weak: &[u32], kind: ChunkHash, c: &mut
             r = Rolling::new(win.bytes(o, l));
             continue;
         }
-        if o + l as u64 >= len {
+        if !win.slide(&mut r, &mut o, l)? {
             return Ok(());
         }
-        win.fill(o, l + 1)?;
-        let b = win.bytes(o, l + 1);
-        r.roll(b[0], b[l]);
-        o += 1;
     }
 }
 

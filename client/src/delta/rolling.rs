@@ -80,13 +80,9 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
             r = Rolling::new(win.bytes(o, l));
             continue;
         }
-        if o + l as u64 >= len {
+        if !win.slide(&mut r, &mut o, l)? {
             return Ok(());
         }
-        win.fill(o, l + 1)?;
-        let b = win.bytes(o, l + 1);
-        r.roll(b[0], b[l]);
-        o += 1;
     }
 }
 
@@ -150,6 +146,19 @@ impl<'a> Window<'a> {
             self.file.read_exact_at(&mut self.buf[have..], o + have as u64)?;
         }
         Ok(())
+    }
+
+    /// Slides the window of `l` bytes at `o` (its sum `r`) on by a byte;
+    /// false at the file's end.
+    pub(super) fn slide(&mut self, r: &mut Rolling, o: &mut u64, l: usize) -> io::Result<bool> {
+        if *o + l as u64 >= self.len {
+            return Ok(false);
+        }
+        self.fill(*o, l + 1)?;
+        let b = self.bytes(*o, l + 1);
+        r.roll(b[0], b[l]);
+        *o += 1;
+        Ok(true)
     }
 
     pub(super) fn bytes(&self, o: u64, n: usize) -> &[u8] {

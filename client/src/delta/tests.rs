@@ -9,7 +9,7 @@ fn manifest(data: &[u8]) -> Manifest {
     Manifest { chunk_size: CHUNK, hashes, kind: ChunkHash::Blake3 }
 }
 
-fn file(data: &[u8]) -> (tempfile::TempDir, File) {
+pub(super) fn file(data: &[u8]) -> (tempfile::TempDir, File) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("f");
     std::fs::write(&p, data).unwrap();
@@ -17,7 +17,7 @@ fn file(data: &[u8]) -> (tempfile::TempDir, File) {
     (dir, f)
 }
 
-fn random(n: usize, seed: u64) -> Vec<u8> {
+pub(super) fn random(n: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {

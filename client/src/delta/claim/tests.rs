@@ -1,27 +1,9 @@
 use super::*;
 use crate::delta::chunk_len;
+use crate::delta::tests::{file, random};
 use crate::manifest::Manifest;
 
 const CHUNK: u32 = 4096;
-
-fn random(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn file(data: &[u8]) -> (tempfile::TempDir, File) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("f"), data).unwrap();
-    let f = File::open(dir.path().join("f")).unwrap();
-    (dir, f)
-}
 
 /// Claims `new`'s chunks in `old`, fills the rest from `new` (what the
 /// mirror would send), and checks the result against `new`'s manifest.
