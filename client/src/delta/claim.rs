@@ -104,6 +104,11 @@ fn scan(local: &File, len: u64, l: usize, weak: &[u32], kind: ChunkHash, c: &mut
         wanted.entry(w).or_default().push(j as u32);
     }
     let mut left = weak.len();
+    // Checking weak matches (a chunk's checksum read, a candidate looked
+    // at) is capped at about twice the file's bytes: weak checksums from a
+    // lying mirror, made to match everywhere, cost time, not much, and
+    // the chunks not claimed then are asked for.
+    let mut budget = 2 * len + 64 * l as u64;
     let mut win = Window::new(local, len, l);
     let mut o = 0u64;
     win.fill(o, l)?;
@@ -113,7 +118,14 @@ fn scan(local: &File, len: u64, l: usize, weak: &[u32], kind: ChunkHash, c: &mut
         if let Some(js) = wanted.get(&r.sum()) {
             for &j in js {
                 let j = j as usize;
-                if c.hashes[j].is_some() || !confirmed(&mut win, o, l, j, weak)? {
+                if c.hashes[j].is_some() {
+                    continue;
+                }
+                budget = match budget.checked_sub(l as u64) {
+                    Some(b) => b,
+                    None => return Ok(()),
+                };
+                if !confirmed(&mut win, o, l, j, weak)? {
                     continue;
                 }
                 c.found.at[j] = Some(o);
