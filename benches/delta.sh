@@ -10,13 +10,21 @@
 #   extend   16 MiB appended
 #   shuffle  the file's 1 MiB pieces in another order
 # Each run starts from the old copy (copied to tmpfs) and ends with the new
-# version checked byte for byte. "wire": bytes the client's links received
-# (its netbed interfaces' counters: data, headers, checksums, all of it);
-# "time": wall seconds of the command. Medians of RUNS.
+# version checked byte for byte. "wire": bytes the client's links carried
+# both ways (its netbed interfaces' counters: data, headers, checksums,
+# all of it: rsync's client sends its block checksums, ddftp's and zsync's
+# receive the mirror's); "rx": the received part alone; "time": wall
+# seconds of the command. Medians of RUNS.
 #
 # "cp time": the old copy copied to a new file on the same tmpfs, timed
 # the same way: what any tool that builds the new version beside the old
 # (rsync, zsync, ddftp) spends at least, whatever it moves.
+# "floor": what a delta update that checks what it lands must spend at
+# least on this machine's 2 cores: the copy, one BLAKE3 pass (every chunk
+# placed checked against its hash) and one SHA-256 pass (the whole file
+# against the mirrors' digest), spread perfectly over both cores:
+# max(cp, (cp + BLAKE3 + SHA-256) / 2), each hash timed on one core
+# (client/examples/hash_cost.rs) in the same run.
 #
 #   tree     (archive) 1,000 files of 2 MiB, 5% of them with 4 KiB
 #            changed (rewritten: a new mtime): `ddftp archive` against
@@ -43,6 +51,7 @@ for p in rsync zsync nginx-light iproute2; do
 done
 cd "$TOP"
 cargo build --release -q --bins
+cargo build --release -q -p ddftp --example hash_cost
 DDFTP=$TOP/target/release/ddftp
 DDFTPD=$TOP/target/release/ddftpd
 mkdir -p "$WORK/v" "$WORK/run" "$OUT"
@@ -134,26 +143,26 @@ use chroot = no
 CONF
 "$NB" exec $BED-m1 -- rsync --daemon --config="$WORK/run/rsyncd.conf" --address=$M1
 sleep 1
-# Bytes the client's links have received.
-rx() { "$NB" exec $BED-c -- awk -F'[: ]+' '/veth|eth|m[0-9]/ && $2 != "lo" {s += $3} END {print s}' /proc/net/dev; }
+# Bytes the client's links have received and sent: "RX TX".
+counters() { "$NB" exec $BED-c -- awk -F'[: ]+' '/veth|eth|m[0-9]/ && $2 != "lo" {r += $3; t += $11} END {print r, t}' /proc/net/dev; }
 
-# run CASE TOOL: prints "SECONDS WIRE_BYTES"
+# run CASE TOOL: prints "SECONDS WIRE_BYTES RX_BYTES" (cp: "SECONDS FLOOR_SECONDS 0")
 run() {
-  local c=$1 tool=$2 o=$OUT/f.bin t0 t1 b0 b1
+  local c=$1 tool=$2 o=$OUT/f.bin t0 t1 r0 x0 r1 x1 b3 sha
   rm -rf "${OUT:?}"/*
   if [ "$c" = tree ]; then
-    [ "$tool" = zsync ] || [ "$tool" = cp ] && { echo "nan 0"; return; }
+    [ "$tool" = zsync ] || [ "$tool" = cp ] && { echo "nan nan nan"; return; }
     cp -a "$WORK/treeold" "$OUT/tree"
-    b0=$(rx)
+    read -r r0 x0 < <(counters)
     t0=$(date +%s.%N)
     case $tool in
       ddftp) "$NB" exec $BED-c -- "$DDFTP" archive tree -m $M1:7400,$M2:7400 -d "$OUT/tree" -q ;;
       rsync) "$NB" exec $BED-c -- rsync -a "rsync://$M1/v/tree/" "$OUT/tree/" ;;
     esac
     t1=$(date +%s.%N)
-    b1=$(rx)
+    read -r r1 x1 < <(counters)
     diff -r -q "$OUT/tree" "$WORK/v/tree" >/dev/null || { log "$tool tree: the result differs"; exit 1; }
-    echo "$(python3 -c "print(f'{$t1 - $t0:.2f}')") $((b1 - b0))"
+    echo "$(python3 -c "print(f'{$t1 - $t0:.2f}')") $((r1 - r0 + x1 - x0)) $((r1 - r0))"
     return
   fi
   cp "$WORK/old.bin" "$o"
@@ -161,10 +170,11 @@ run() {
     t0=$(date +%s.%N)
     cp --reflink=never "$o" "$o.copy"
     t1=$(date +%s.%N)
-    echo "$(python3 -c "print(f'{$t1 - $t0:.2f}')") 0"
+    read -r b3 sha < <("$TOP/target/release/examples/hash_cost" "$WORK/v/$c/f.bin")
+    python3 -c "c = $t1 - $t0; print(f'{c:.2f} {max(c, (c + $b3 + $sha) / 2):.2f} 0')"
     return
   fi
-  b0=$(rx)
+  read -r r0 x0 < <(counters)
   t0=$(date +%s.%N)
   case $tool in
     ddftp) "$NB" exec $BED-c -- "$DDFTP" get "$c/f.bin" -m $M1:7400,$M2:7400 -o "$o" -q ;;
@@ -172,9 +182,9 @@ run() {
     zsync) (cd "$OUT" && "$NB" exec $BED-c -- zsync -q -i "$o" -o "$o.new" "http://$M1:8080/$c/f.bin.zsync" >/dev/null 2>&1 && mv "$o.new" "$o") ;;
   esac
   t1=$(date +%s.%N)
-  b1=$(rx)
+  read -r r1 x1 < <(counters)
   cmp -s "$o" "$WORK/v/$c/f.bin" || { log "$tool $c: the result differs"; exit 1; }
-  echo "$(python3 -c "print(f'{$t1 - $t0:.2f}')") $((b1 - b0))"
+  echo "$(python3 -c "print(f'{$t1 - $t0:.2f}')") $((r1 - r0 + x1 - x0)) $((r1 - r0))"
 }
 
 stamp=$(date -u +%Y-%m-%dT%H%MZ)
@@ -183,10 +193,10 @@ md=$TOP/benches/results/delta-$stamp.md
   echo "# delta: updating a 1 GiB copy ($stamp)"
   echo
   echo "Command: \`benches/delta.sh $RUNS $CASES\` (root). netbed --mirrors 320mbit,320mbit; rsync (daemon, delta on) and zsync from mirror 1, ddftp from both."
-  echo "wire: bytes the client's links received (MiB); time: wall seconds (median of $RUNS)."
+  echo "wire: bytes the client's links carried both ways (MiB), rx: received alone; time: wall seconds; floor: max(cp, (cp + BLAKE3 + SHA-256 of the file) / 2 cores), the least a checked update spends here (median of $RUNS)."
   echo
-  echo "| case | ddftp time | ddftp wire | rsync time | rsync wire | zsync time | zsync wire | cp time | ddftp/rsync time | ddftp/rsync wire |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| case | ddftp time | ddftp wire (rx) | rsync time | rsync wire (rx) | zsync time | zsync wire (rx) | cp time | floor | ddftp/rsync time | floor/rsync time | ddftp/rsync wire (rx) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$md"
 for c in "${cases[@]}"; do
   # Warm: the mirrors' digests (indexed ahead), the page cache.
@@ -196,25 +206,28 @@ for c in "${cases[@]}"; do
     "$NB" exec $BED-c -- "$DDFTP" get "$c/f.bin" -m $M1:7400,$M2:7400 --check >/dev/null 2>&1 || true
     cat "$WORK/v/$c/f.bin" "$WORK/old.bin" >/dev/null
   fi
-  declare -A T=() W=()
+  declare -A T=() W=() X=()
   for r in $(seq 1 "$RUNS"); do
     for tool in ddftp rsync zsync cp; do
-      read -r s w < <(run "$c" $tool)
-      log "$c $tool run $r: $s s, $((w / 1024)) KiB on the wire"
+      read -r s w x < <(run "$c" $tool)
+      log "$c $tool run $r: $s s; wire, received (bytes; cp: floor seconds): $w $x"
       T[$tool]+="$s "
       W[$tool]+="$w "
+      X[$tool]+="$x "
     done
   done
-  python3 - "$c" "${T[ddftp]}" "${W[ddftp]}" "${T[rsync]}" "${W[rsync]}" "${T[zsync]}" "${W[zsync]}" "${T[cp]}" "${W[cp]}" >>"$md" <<'PY'
-import statistics, sys
+  python3 - "$c" "${T[ddftp]}" "${W[ddftp]}" "${X[ddftp]}" "${T[rsync]}" "${W[rsync]}" "${X[rsync]}" "${T[zsync]}" "${W[zsync]}" "${X[zsync]}" "${T[cp]}" "${W[cp]}" "${X[cp]}" >>"$md" <<'PY'
+import math, statistics, sys
 c = sys.argv[1]
-t = [list(map(float, a.split())) for a in sys.argv[2::2]]
-w = [list(map(float, a.split())) for a in sys.argv[3::2]]
-mt = [statistics.median(x) for x in t]
-mw = [statistics.median(x) / 2**20 for x in w]
-print(f"| {c} | {mt[0]:.2f} | {mw[0]:.2f} | {mt[1]:.2f} | {mw[1]:.2f} | {mt[2]:.2f} | {mw[2]:.2f} | {mt[3]:.2f} | {mt[0] / mt[1]:.2f} | {mw[0] / mw[1]:.2f} |")
+med = lambda a: statistics.median(map(float, a.split()))
+t, w, x = [med(a) for a in sys.argv[2::3]], [med(a) / 2**20 for a in sys.argv[3::3]], [med(a) / 2**20 for a in sys.argv[4::3]]
+# cp's "wire" column holds the floor, in seconds.
+floor = w[3] * 2**20
+ratio = lambda a, b: a / b if b and not math.isnan(b) else float("nan")
+print(f"| {c} | {t[0]:.2f} | {w[0]:.2f} ({x[0]:.2f}) | {t[1]:.2f} | {w[1]:.2f} ({x[1]:.2f}) | {t[2]:.2f} | {w[2]:.2f} ({x[2]:.2f}) "
+      f"| {t[3]:.2f} | {floor:.2f} | {ratio(t[0], t[1]):.2f} | {ratio(floor, t[1]):.2f} | {ratio(w[0], w[1]):.2f} ({ratio(x[0], x[1]):.2f}) |")
 PY
-  unset T W
+  unset T W X
 done
 echo >>"$md"
 echo "Build: $(git -C "$TOP" rev-parse --short HEAD)." >>"$md"
