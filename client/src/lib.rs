@@ -30,6 +30,7 @@ pub mod progress;
 pub mod reach;
 pub mod retry;
 pub mod session;
+pub mod ssh;
 pub mod stdout;
 pub mod store;
 pub mod transfer;

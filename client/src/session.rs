@@ -144,16 +144,29 @@ impl std::fmt::Debug for Secure {
 pub struct Peer {
     pub endpoint: Endpoint,
     pub tls: Option<Secure>,
+    /// This mirror's own token (an ssh mirror's, made for the session),
+    /// proved instead of `--token-file`'s.
+    pub token: Option<Token>,
+}
+
+/// A token proved to one mirror: never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(pub std::sync::Arc<[u8]>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
 }
 
 impl Peer {
     pub fn plain(endpoint: Endpoint) -> Peer {
-        Peer { endpoint, tls: None }
+        Peer { endpoint, tls: None, token: None }
     }
 
     /// The route to it from wherever the OS routes, or from `local`.
     pub fn route(&self, local: Option<IpAddr>) -> Route {
-        Route { endpoint: self.endpoint.clone(), local, tls: self.tls.clone() }
+        Route { endpoint: self.endpoint.clone(), local, tls: self.tls.clone(), token: self.token.clone() }
     }
 }
 
@@ -174,6 +187,8 @@ pub struct Route {
     pub endpoint: Endpoint,
     pub local: Option<IpAddr>,
     pub tls: Option<Secure>,
+    /// The mirror's own token, if it has one (see [`Peer::token`]).
+    pub token: Option<Token>,
 }
 
 impl std::fmt::Display for Route {
@@ -228,6 +243,8 @@ pub(crate) async fn connect_within(
     token: Option<&[u8]>,
     within: Duration,
 ) -> Result<Probed, SessionError> {
+    // A mirror's own token wins over the one every mirror is given.
+    let token = route.token.as_ref().map(|t| &*t.0).or(token);
     let fut = async {
         let sock = open_socket(route).await.map_err(SessionError::Connect)?;
         sock.set_nodelay(true).map_err(SessionError::Connect)?;

@@ -41,6 +41,7 @@
 mod der;
 pub mod endpoint;
 pub mod greeting;
+pub mod pinned;
 pub mod plan;
 pub mod ratelimit;
 pub mod stream;

@@ -50,7 +50,7 @@ fn file_error(what: &'static str, path: &Path, why: impl ToString) -> FileError 
     FileError { what, path: path.display().to_string(), why: why.to_string() }
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -139,14 +139,19 @@ pub fn server_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Resul
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder
+    let config = builder
         .with_single_cert(read_certs("certificate", cert)?, read_key(key)?)
         .map_err(|e| file_error("certificate", cert, format!("does not go with key {}: {e}", key.display())))?;
+    Ok(acceptor(config))
+}
+
+/// A listener's acceptor from its configuration: ALPN `ddftp`, no tickets.
+pub(crate) fn acceptor(mut config: ServerConfig) -> TlsAcceptor {
     config.alpn_protocols = vec![ALPN.to_vec()];
     // No resumption: every connection is a full handshake, so tickets are
     // work for nothing.
     config.send_tls13_tickets = 0;
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    TlsAcceptor::from(Arc::new(config))
 }
 
 /// The name a server's certificate must carry: an address (IP SAN) or a

@@ -37,6 +37,12 @@ impl Tls {
     pub fn new(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<Tls, ddnet::tls::FileError> {
         Ok(Tls { acceptor: ddnet::tls::server_config(cert, key, client_ca)?, mutual: client_ca.is_some() })
     }
+
+    /// TLS with an acceptor made elsewhere (a session's own certificate),
+    /// no client certificates.
+    pub fn from_acceptor(acceptor: TlsAcceptor) -> Tls {
+        Tls { acceptor, mutual: false }
+    }
 }
 
 /// `sock` as the connection a handler reads requests from: as it is

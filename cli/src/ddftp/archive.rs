@@ -277,10 +277,11 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
         Ok(g) => g,
         Err(e) => {
             report_error(&e);
+            let exit = super::ssh::setup_exit(&e);
             if o.moving.json {
-                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));
+                println!("{}", json_failure(&e, exit, serde_json::json!({ "src": o.src.join(" ") })));
             }
-            return Exit::Usage;
+            return exit;
         }
     };
     let filter = match Filter::new(&rules(&o, matches)) {

@@ -12,6 +12,7 @@ use ddftp_proto::{parse_endpoint, Endpoint};
 use ddftp::progress::Bar;
 use ddftp::scheduler::Config;
 use ddftp::session::Secure;
+use ddftp::ssh::SshMirror;
 use ddftp::transfer::{GetSpec, Peer};
 
 /// When and how often a lost mirror (or link) is asked again: one
@@ -187,10 +188,20 @@ impl TlsOpt {
 pub struct MoveOpt {
     /// Mirrors serving the same data: ddftpd at HOST[:PORT] (port 7400 if
     /// omitted, IPv6 in brackets), ddftpd over TLS at ddftps://HOST[:PORT],
-    /// or HTTP servers that honour Range: http://HOST[:PORT]/DIR/ (PATH is
-    /// appended) or the file's own URL.
+    /// HTTP servers that honour Range: http://HOST[:PORT]/DIR/ (PATH is
+    /// appended) or the file's own URL, or hosts you can ssh to:
+    /// ssh://[USER@]HOST[:PORT]/DIR (ddftpd runs there for this command
+    /// alone; no daemon needed).
     #[arg(long, short = 'm', value_delimiter = ',', value_parser = parse_mirror)]
     pub mirrors: Vec<Mirror>,
+    /// The remote shell for ssh:// mirrors, with its options (rsync's -e):
+    /// e.g. -e 'ssh -i ~/.ssh/data_key -o BatchMode=yes'.
+    #[arg(long = "rsh", short = 'e', value_name = "COMMAND", default_value = "ssh")]
+    pub rsh: String,
+    /// The ddftpd to run on ssh:// mirrors (rsync's --rsync-path), if it
+    /// is not on the remote PATH as `ddftpd`.
+    #[arg(long, value_name = "PATH", default_value = "ddftpd")]
+    pub remote_ddftpd: String,
     #[command(flatten)]
     pub tls: TlsOpt,
     #[command(flatten)]
@@ -240,14 +251,26 @@ impl MoveOpt {
     pub fn spec(&self, path: String, output: PathBuf, sync: bool) -> Result<GetSpec, String> {
         let tls = self.tls_connector()?;
         let (mut mirrors, mut http) = (vec![], vec![]);
+        let ssh: Vec<SshMirror> =
+            self.mirrors.iter().filter_map(|m| if let Mirror::Ssh(s) = m { Some(s.clone()) } else { None }).collect();
+        let mut ssh = match ssh.is_empty() {
+            true => vec![],
+            false => super::ssh::peers(&ssh, &self.rsh()?),
+        }
+        .into_iter();
         for m in &self.mirrors {
             match m {
                 Mirror::Ddftpd(ep, secure) => {
                     let tls = (*secure || self.tls.tls).then(|| tls.clone().expect("built when a mirror needs it"));
-                    mirrors.push(Peer { endpoint: ep.clone(), tls })
+                    mirrors.push(Peer { endpoint: ep.clone(), tls, token: None })
                 }
                 Mirror::Http(u) => http.push(u.clone()),
+                // Those that started, in the order given.
+                Mirror::Ssh(_) => mirrors.extend(ssh.next()),
             }
+        }
+        if mirrors.is_empty() && http.is_empty() && self.mirrors.iter().any(|m| matches!(m, Mirror::Ssh(_))) {
+            return Err(format!("{} (each said why above)", super::ssh::NONE_STARTED));
         }
         Ok(GetSpec {
             path,
@@ -287,6 +310,13 @@ impl MoveOpt {
 }
 
 impl MoveOpt {
+    /// How ssh:// mirrors are started.
+    fn rsh(&self) -> Result<super::ssh::Rsh<'_>, String> {
+        let words = ddftp::ssh::split_rsh(&self.rsh)?;
+        let within = std::time::Duration::from_secs_f64(self.connect_timeout.max(30.0));
+        Ok(super::ssh::Rsh { words, remote_ddftpd: &self.remote_ddftpd, within })
+    }
+
     /// What shows progress: a bar on a terminal, lines in a log.
     pub fn bar(&self) -> Bar {
         Bar::new(!self.quiet, std::time::Duration::from_secs_f64(self.progress_interval))
@@ -300,14 +330,19 @@ impl MoveOpt {
     }
 }
 
-/// A `--mirrors` entry: a ddftpd (over TLS or not) or an HTTP(S) URL.
+/// A `--mirrors` entry: a ddftpd (over TLS or not), an HTTP(S) URL, or a
+/// host reached over ssh.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mirror {
     Ddftpd(Endpoint, bool),
     Http(String),
+    Ssh(SshMirror),
 }
 
 pub(crate) fn parse_mirror(s: &str) -> Result<Mirror, String> {
+    if s.starts_with("ssh://") {
+        return SshMirror::parse_url(s).map(Mirror::Ssh);
+    }
     if ddftp::http::is_url(s) {
         // Checked now (the path is appended later).
         ddftp::http::HttpMirror::parse(s, "f").map_err(|e| e.to_string())?;

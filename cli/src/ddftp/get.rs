@@ -462,10 +462,11 @@ pub fn run(opt: GetOpt) -> Exit {
         Ok(s) => s,
         Err(e) => {
             report_error(&e);
+            let exit = super::ssh::setup_exit(&e);
             if opt.moving.json {
-                println!("{}", json_failure(&e, Exit::Usage, known(&[], None)));
+                println!("{}", json_failure(&e, exit, known(&[], None)));
             }
-            return Exit::Usage;
+            return exit;
         }
     };
     let rt = match runtime() {

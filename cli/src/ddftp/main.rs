@@ -15,6 +15,7 @@ mod outcome;
 mod pipe;
 mod share;
 mod simulate;
+mod ssh;
 mod walk;
 
 use std::process::ExitCode;
@@ -182,6 +183,7 @@ fn main() -> ExitCode {
             }
         },
     };
+    ssh::end_all();
     exit.into()
 }
 

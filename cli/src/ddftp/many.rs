@@ -308,7 +308,10 @@ pub fn run(o: GetOpt) -> Exit {
                 };
                 let spec = match opt.and_then(|opt| opt.spec()) {
                     Ok(s) => GetSpec { pool: Some(pool), ..s },
-                    Err(e) => return (job.label, Outcome::Failed(show(e), Exit::Usage)),
+                    Err(e) => {
+                        let exit = super::ssh::setup_exit(&e);
+                        return (job.label, Outcome::Failed(show(e), exit));
+                    }
                 };
                 // Each file's warnings go to stderr; no bar for many files.
                 let mut bar = Bar::new(false, every);

@@ -135,6 +135,21 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
     },
+    /// Serve DIR to the one client that started this over ssh (`ddftp get
+    /// -m ssh://HOST/DIR` runs it; rsync's `rsync --server` in spirit): on
+    /// a free port, TLS with a certificate made for this session, a token
+    /// made for it; the address, port, token and the certificate's SHA-256
+    /// go to the client on standard output. Only connections that prove
+    /// the token are served; it ends when standard input closes (the ssh
+    /// session ended). Digests are kept in ~/.cache/ddftpd, never in DIR.
+    Session {
+        /// The directory to serve (relative to the home directory, as
+        /// rsync's HOST:DIR; ~/ is the home directory too).
+        dir: PathBuf,
+        /// Follow symlinks that stay inside DIR (others are always refused).
+        #[arg(long)]
+        follow_symlinks: bool,
+    },
     /// Print a man page (roff) or a shell completion script for ddftpd.
     #[command(hide = true)]
     Generate {

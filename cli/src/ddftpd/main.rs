@@ -4,6 +4,7 @@
 mod config;
 mod flags;
 mod logging;
+mod session;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -228,6 +229,17 @@ fn main() -> ExitCode {
         Some(Command::Index { ref dir, ref index, jobs }) => {
             let _ = logging::init(flags::LogFormat::Text, logging::level(flags.verbose, flags.quiet), None);
             return match self::index(dir, index.clone(), jobs) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ddftpd: {e:#}");
+                    ExitCode::from(EXIT_CANNOT_SERVE)
+                }
+            };
+        }
+        Some(Command::Session { ref dir, follow_symlinks }) => {
+            // Warnings and errors go back to the client over ssh's stderr.
+            let _ = logging::init(flags::LogFormat::Text, logging::level(flags.verbose, flags.quiet.max(1)), None);
+            return match session::run(dir, follow_symlinks) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("ddftpd: {e:#}");

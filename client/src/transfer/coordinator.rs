@@ -203,7 +203,7 @@ impl Coordinator<'_> {
             Event::Corrupt { slot, block } => self.tr.handle_corrupt(slot, block, now),
             Event::Alive { slot } => self.tr.handle_bytes(slot, now),
             Event::Local(e) => return Err(e),
-            Event::Joined { .. } | Event::Warn(_) => unreachable!("handled by the transfer loop"),
+            Event::Joined(_) | Event::Warn(_) => unreachable!("handled by the transfer loop"),
         }
         Ok(())
     }
@@ -342,7 +342,7 @@ impl Coordinator<'_> {
                     tokio::spawn(async move {
                         let conn = connect(&route, None, token.as_deref()).await;
                         let got = conn.map(|(s, ..)| Producer::Ddftpd(route.clone(), s)).map_err(|e| e.to_string());
-                        let _ = tx.send(Event::Joined { source: Source::Ddftpd(route), got }).await;
+                        let _ = tx.send(Event::Joined(Box::new((Source::Ddftpd(route), got)))).await;
                     });
                 }
             }
@@ -654,7 +654,8 @@ pub(super) async fn run_transfer(
         };
         let now = Instant::now();
         let ev = match ev {
-            Event::Joined { source, got } => {
+            Event::Joined(joined) => {
+                let (source, got) = *joined;
                 c.on_joined(source, got, now, progress);
                 continue;
             }

@@ -81,7 +81,7 @@ pub(super) async fn retry(
         }
         tokio::time::sleep(wait).await;
         match attempt(&source, &wanted).await {
-            Ok(producer) => return Event::Joined { source, got: Ok(producer) },
+            Ok(producer) => return Event::Joined(Box::new((source, Ok(producer)))),
             Err(f) => {
                 last = f.why;
                 hint = f.hint;
@@ -92,7 +92,7 @@ pub(super) async fn retry(
         }
     }
     let why = format!("not used again after {} tries: {last}", state.tries.min(wanted.policy.tries()));
-    Event::Joined { source, got: Err(why) }
+    Event::Joined(Box::new((source, Err(why))))
 }
 
 /// One try: a producer on a fresh connection, if it serves the same file.

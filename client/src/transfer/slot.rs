@@ -40,10 +40,7 @@ pub(super) enum Event {
     Warn(String),
     /// A producer of a mirror joining the transfer (a late one, or one
     /// asked again), or why not.
-    Joined {
-        source: super::producer::Source,
-        got: Result<Producer, String>,
-    },
+    Joined(Box<(super::producer::Source, Result<Producer, String>)>),
 }
 
 /// What a slot expects next on its connection.

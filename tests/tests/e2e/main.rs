@@ -33,6 +33,7 @@ mod rerun;
 mod resume;
 mod retry;
 mod server_limits;
+mod ssh;
 mod stdout;
 mod tls;
 mod walk;

@@ -17,6 +17,7 @@ pub mod fake_mirror;
 pub mod nginx;
 pub mod pki;
 pub mod proxy;
+pub mod sshd;
 pub mod tree;
 
 /// The directory holding the workspace's binaries for this test profile.

@@ -1,0 +1,318 @@
+//! Mirrors reached over ssh, with no daemon running there: `ddftp` runs
+//! `ssh [USER@]HOST ddftpd session DIR` (the user's ssh, keys, agent and
+//! `~/.ssh/config`; `-e`/`--rsh` and `--remote-ddftpd` as rsync's `-e`
+//! and `--rsync-path`). The remote ddftpd listens on a free port and
+//! answers one line on the ssh channel: the address the ssh client
+//! reached, the port, a token made for this session and its certificate's
+//! SHA-256. The data then goes over direct TCP connections to that port,
+//! TLS pinned to that certificate, each proving the token: a mirror as any
+//! other, so DDOps pairs and several NICs work. The remote ddftpd ends
+//! when the ssh session does; the session ends when this process does
+//! (the ssh client's standard input is ours alone: closed, however we
+//! end, it ends the remote command).
+//!
+//! Nothing from the user reaches a shell unquoted: the host and user are
+//! ssh's arguments after `--` (and may not look like options), the
+//! remote command line is built of single-quoted words.
+
+use std::io::{BufRead, BufReader};
+use std::net::IpAddr;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ddftp_proto::Endpoint;
+
+use crate::session::{Peer, Secure, Token};
+
+/// The first words of the line a remote `ddftpd session` answers.
+pub const GREETING: &str = "ddftpd-session 1";
+
+/// `ssh://[USER@]HOST[:PORT]/DIR`, or rsync's `[USER@]HOST:DIR`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SshMirror {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+    /// The directory on the host: absolute, or from the home directory.
+    pub dir: String,
+}
+
+impl std::fmt::Display for SshMirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ssh://")?;
+        if let Some(u) = &self.user {
+            write!(f, "{u}@")?;
+        }
+        match self.host.contains(':') {
+            true => write!(f, "[{}]", self.host)?,
+            false => f.write_str(&self.host)?,
+        }
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+        }
+        match self.dir.starts_with('/') {
+            true => f.write_str(&self.dir),
+            false => write!(f, "/~/{}", self.dir),
+        }
+    }
+}
+
+/// Whether a host or user name can be given to ssh as it is: not empty,
+/// not an option, no white space, control characters, or characters
+/// ssh's config expansion or a shell would read.
+fn plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('-')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '%'))
+}
+
+impl SshMirror {
+    /// Parses `ssh://[USER@]HOST[:PORT]/DIR` (`/~/DIR` or a DIR with no
+    /// leading slash after the host's: from the home directory).
+    pub fn parse_url(s: &str) -> Result<SshMirror, String> {
+        let rest =
+            s.strip_prefix("ssh://").ok_or_else(|| format!("{s:?}: an ssh mirror is ssh://[USER@]HOST[:PORT]/DIR"))?;
+        let (auth, dir) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/~"),
+        };
+        let dir = match dir.strip_prefix("/~") {
+            Some("") => ".".to_string(),
+            Some(d) if d.starts_with('/') => d.trim_start_matches('/').to_string(),
+            _ => dir.to_string(),
+        };
+        let (user, hostport) = match auth.rsplit_once('@') {
+            Some((u, h)) => (Some(u.to_string()), h),
+            None => (None, auth),
+        };
+        let (host, port) = match hostport.strip_prefix('[') {
+            Some(v6) => {
+                let (h, after) = v6.split_once(']').ok_or_else(|| format!("{s:?}: an IPv6 host ends with ]"))?;
+                (h.to_string(), after.strip_prefix(':'))
+            }
+            None => match hostport.split_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (hostport.to_string(), None),
+            },
+        };
+        let port = match port {
+            None => None,
+            Some(p) => {
+                Some(p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| format!("{s:?}: {p:?} is not a port"))?)
+            }
+        };
+        SshMirror { user, host, port, dir }.checked(s)
+    }
+
+    /// Parses rsync's `[USER@]HOST:DIR` (DIR from the home directory
+    /// unless absolute).
+    pub fn parse_rsync(s: &str) -> Result<SshMirror, String> {
+        let (auth, dir) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected [USER@]HOST:DIR"))?;
+        let (user, host) = match auth.rsplit_once('@') {
+            Some((u, h)) => (Some(u.to_string()), h.to_string()),
+            None => (None, auth.to_string()),
+        };
+        let dir = if dir.is_empty() { ".".to_string() } else { dir.to_string() };
+        SshMirror { user, host, port: None, dir }.checked(s)
+    }
+
+    fn checked(self, s: &str) -> Result<SshMirror, String> {
+        if !plain_name(&self.host) {
+            return Err(format!("{s:?}: {:?} is not a host name ssh can be given", self.host));
+        }
+        if let Some(u) = self.user.as_deref().filter(|u| !plain_name(u) || u.contains(':')) {
+            return Err(format!("{s:?}: {u:?} is not a user name ssh can be given"));
+        }
+        if self.dir.contains('\0') || self.dir.chars().any(char::is_control) {
+            return Err(format!("{s:?}: the directory has control characters"));
+        }
+        Ok(self)
+    }
+
+    /// The command that starts the remote ddftpd: `rsh` (ssh and its
+    /// options), the port and user, `--`, the host, and the remote command
+    /// as single-quoted words.
+    pub fn command(&self, rsh: &[String], remote_ddftpd: &str) -> Command {
+        let (program, opts) = match rsh.split_first() {
+            Some((p, o)) => (p.as_str(), o),
+            None => ("ssh", &[][..]),
+        };
+        let mut c = Command::new(program);
+        c.args(opts);
+        if let Some(p) = self.port {
+            c.arg("-p").arg(p.to_string());
+        }
+        if let Some(u) = &self.user {
+            c.arg("-l").arg(u);
+        }
+        let remote = [remote_ddftpd, "session", "--", &self.dir].map(quote).join(" ");
+        c.arg("--").arg(&self.host).arg(remote);
+        c
+    }
+}
+
+/// `s` as one word to a POSIX shell: single-quoted, a single quote inside
+/// closed, escaped and opened again.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Splits `-e`'s command into words as a shell would for plain words and
+/// quotes (no expansion): `ssh -i 'my key' -o X=1`.
+pub fn split_rsh(s: &str) -> Result<Vec<String>, String> {
+    let (mut words, mut cur, mut quote, mut started) = (vec![], String::new(), None, false);
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, '\'' | '"') => (quote, started) = (Some(c), true),
+            (Some(q), c) if c == q => quote = None,
+            (None | Some('"'), '\\') => match chars.next() {
+                Some(n) => (cur.push(n), started = true).0,
+                None => return Err(format!("{s:?}: ends with a backslash")),
+            },
+            (None, c) if c.is_whitespace() => {
+                if started {
+                    words.push(std::mem::take(&mut cur));
+                    started = false;
+                }
+            }
+            (_, c) => {
+                cur.push(c);
+                started = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err(format!("{s:?}: a quote is not closed"));
+    }
+    if started {
+        words.push(cur);
+    }
+    if words.is_empty() {
+        return Err("-e/--rsh: an empty command".into());
+    }
+    Ok(words)
+}
+
+/// What a remote ddftpd said: where to connect and how.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Announced {
+    pub host: IpAddr,
+    pub port: u16,
+    pub token: Token,
+    pub pin: [u8; 32],
+}
+
+impl std::fmt::Debug for Announced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Announced").field("host", &self.host).field("port", &self.port).finish_non_exhaustive()
+    }
+}
+
+/// Parses the remote ddftpd's line. What it names is checked as anything
+/// from a mirror: a port that is not 0, a token of 16 to 128 visible
+/// characters, a fingerprint of 64 hexadecimal digits.
+pub fn parse_announce(line: &str) -> Result<Announced, String> {
+    let rest = line.trim_end().strip_prefix(GREETING).ok_or("it did not answer as a ddftpd session does")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let [host, port, token, pin] = f[..] else { return Err("its answer has the wrong number of fields".into()) };
+    let host: IpAddr = host.parse().map_err(|_| "its answer names no address")?;
+    let port = port.parse::<u16>().ok().filter(|&p| p > 0).ok_or("its answer names no port")?;
+    if !(16..=128).contains(&token.len()) || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("its answer has no usable token".into());
+    }
+    let mut pin_bytes = [0u8; 32];
+    if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("its answer has no certificate fingerprint".into());
+    }
+    for (i, b) in pin_bytes.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&pin[2 * i..2 * i + 2], 16).map_err(|_| "bad fingerprint")?;
+    }
+    Ok(Announced { host, port, token: Token(Arc::from(token.as_bytes())), pin: pin_bytes })
+}
+
+/// Why an ssh mirror could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    #[error("cannot run {program}: {source}")]
+    Spawn { program: String, source: std::io::Error },
+    #[error("ssh could not connect or log in (its message is above); check that `ssh HOST` works without a prompt")]
+    Login,
+    #[error("ddftpd is not on the remote PATH: install it there, or name it with --remote-ddftpd PATH")]
+    NoDdftpd,
+    #[error("the remote ddftpd did not answer ({status}); its message is above")]
+    Ended { status: String },
+    #[error("no answer from ssh within {0} s (a password or host key prompt? use keys, an agent, or -e 'ssh -o BatchMode=yes')")]
+    Timeout(u64),
+    #[error("the remote ddftpd answered, but {0}")]
+    Announce(String),
+}
+
+/// A running ssh session with a remote ddftpd: the remote end lives as
+/// long as this does (dropping it closes ssh's standard input and waits a
+/// moment for ssh to end, then stops it).
+pub struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        for _ in 0..20 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `m`'s remote ddftpd (over `rsh`, running `remote_ddftpd`) and
+/// returns the session and the mirror to connect to: TLS pinned to the
+/// session's certificate, its token. Waits at most `within` for the answer.
+pub fn start(
+    m: &SshMirror,
+    rsh: &[String],
+    remote_ddftpd: &str,
+    within: Duration,
+) -> Result<(Session, Peer), SshError> {
+    let mut cmd = m.command(rsh, remote_ddftpd);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = cmd.spawn().map_err(|source| SshError::Spawn { program, source })?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().expect("piped");
+    let mut session = Session { child, stdin };
+    // The line is read on a thread of its own so that a silent ssh can be
+    // given up on; it reads one line at most (a bounded one).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let r = std::io::Read::take(BufReader::new(stdout), 1024).read_line(&mut line);
+        let _ = tx.send(r.map(|_| line));
+    });
+    let line = match rx.recv_timeout(within) {
+        Ok(Ok(l)) if !l.is_empty() => l,
+        Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            return Err(match session.child.wait() {
+                // ssh's own failures; a shell's "command not found".
+                Ok(s) if s.code() == Some(255) => SshError::Login,
+                Ok(s) if s.code() == Some(127) => SshError::NoDdftpd,
+                Ok(s) => SshError::Ended { status: s.to_string() },
+                Err(e) => SshError::Ended { status: e.to_string() },
+            });
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return Err(SshError::Timeout(within.as_secs())),
+    };
+    let a = parse_announce(&line).map_err(SshError::Announce)?;
+    let endpoint = Endpoint { host: a.host.to_string(), port: a.port };
+    let peer = Peer { endpoint, tls: Some(Secure(ddnet::pinned::connector(a.pin))), token: Some(a.token) };
+    Ok((session, peer))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,202 @@
+//! Mirrors over ssh, against a real OpenSSH server on 127.0.0.1: `ddftp
+//! get -m ssh://HOST/DIR` starts ddftpd there for this command alone; the
+//! data is byte-exact, mixed with ddftpd and nginx mirrors; nothing keeps
+//! running there after success, failure or a killed client; a client
+//! without the session's token is refused.
+
+use std::io::{BufRead, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::util::nginx::Nginx;
+use crate::util::sshd::{gone, Sshd};
+use crate::util::*;
+
+/// `ddftp get` flags that reach `sshd` and run this build's ddftpd there.
+fn over(sshd: &Sshd) -> Vec<String> {
+    vec!["-e".into(), sshd.rsh(), "--remote-ddftpd".into(), bin("ddftpd").display().to_string()]
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Mirrors that sent bytes, in a `--json` report.
+fn contributors(j: &serde_json::Value) -> usize {
+    let mut names: Vec<&str> = j["producers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["bytes"].as_u64().unwrap_or(0) > 0)
+        .filter_map(|p| p["mirror"].as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len()
+}
+
+#[test]
+fn get_from_two_ssh_mirrors_is_byte_exact_and_leaves_nothing_running() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let (a, b) = (f.root().join("a"), f.root().join("b"));
+    std::fs::create_dir_all(a.join("d")).unwrap();
+    std::fs::create_dir_all(b.join("d")).unwrap();
+    let data = random_file(&a.join("d/f.bin"), 24 << 20, 61);
+    std::fs::copy(a.join("d/f.bin"), b.join("d/f.bin")).unwrap();
+    let out = f.out("got");
+    let mut v = vec!["get".into(), "d/f.bin".into(), "-m".into(), format!("{},{}", sshd.url(&a), sshd.url(&b))];
+    v.extend(over(&sshd));
+    v.extend(["-o".into(), out.display().to_string(), "--json".into(), "-q".into()]);
+    let run = ddftp(&args(&v), 0);
+    assert!(std::fs::read(&out).unwrap() == data, "the output differs");
+    assert_eq!(contributors(&json(&run)), 2, "both ssh mirrors took part");
+    assert_eq!(gone(&a), Vec::<String>::new(), "a remote ddftpd is still running");
+    assert_eq!(gone(&b), Vec::<String>::new(), "a remote ddftpd is still running");
+    // Its digests went to the user's cache, never into the served tree.
+    assert!(!a.join(".ddftpd-index").exists() && !b.join(".ddftpd-index").exists());
+}
+
+#[test]
+fn get_from_ssh_ddftpd_and_nginx_mirrors_mixed_is_byte_exact() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f.bin"), 32 << 20, 62);
+    let ddftpd = Mirror::start(&f.root(), &[]);
+    let nginx = Nginx::serve(&f.root(), None);
+    let out = f.out("got");
+    let mirrors = format!("{},{},{}", sshd.url(&f.root()), ddftpd.addr, nginx.url);
+    let mut v = vec!["get".into(), "f.bin".into(), "-m".into(), mirrors];
+    v.extend(over(&sshd));
+    v.extend(["-o".into(), out.display().to_string(), "--json".into(), "-q".into()]);
+    let run = ddftp(&args(&v), 0);
+    assert!(std::fs::read(&out).unwrap() == data, "the output differs");
+    assert_eq!(contributors(&json(&run)), 3, "every mirror took part");
+    assert_eq!(gone(&f.root()), Vec::<String>::new());
+}
+
+#[test]
+fn a_failed_get_and_a_missing_directory_leave_nothing_running() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    random_file(&f.root().join("f.bin"), 1 << 20, 63);
+    // The file is not there: the transfer fails, the session ends.
+    let mut v = vec!["get".into(), "nothing.bin".into(), "-m".into(), sshd.url(&f.root())];
+    v.extend(over(&sshd));
+    v.extend(["-o".into(), f.out("x").display().to_string(), "-q".into()]);
+    let out = Command::new(bin("ddftp")).args(&v).stdin(Stdio::null()).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(gone(&f.root()), Vec::<String>::new());
+    // The directory is not there: the remote ddftpd says so, over ssh.
+    let missing = f.root().join("no-such-dir");
+    let mut v = vec!["get".into(), "f.bin".into(), "-m".into(), sshd.url(&missing)];
+    v.extend(over(&sshd));
+    v.extend(["-o".into(), f.out("y").display().to_string()]);
+    let out = Command::new(bin("ddftp")).args(&v).stdin(Stdio::null()).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    // No mirror could start: a transfer that failed (1), not a usage error.
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("cannot serve") && said.contains("no-such-dir"), "{said}");
+    assert!(said.contains("remote ddftpd did not answer"), "{said}");
+    // No ddftpd there: said so, with what to do.
+    let mut v = vec!["get".into(), "f.bin".into(), "-m".into(), sshd.url(&f.root()), "-e".into(), sshd.rsh()];
+    v.extend(["--remote-ddftpd".into(), "/nonexistent/ddftpd".into(), "-o".into(), f.out("z").display().to_string()]);
+    let out = Command::new(bin("ddftp")).args(&v).stdin(Stdio::null()).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("--remote-ddftpd PATH"), "{said}");
+}
+
+#[test]
+fn a_killed_client_leaves_nothing_running() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    random_file(&f.root().join("f.bin"), 64 << 20, 64);
+    let mut v = vec!["get".into(), "f.bin".into(), "-m".into(), sshd.url(&f.root())];
+    v.extend(over(&sshd));
+    v.extend(["-o".into(), f.out("x").display().to_string(), "-q".into(), "--limit-rate".into(), "4MiB".into()]);
+    let mut client = Command::new(bin("ddftp")).args(&v).stdin(Stdio::null()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while crate::util::sshd::sessions_serving(&f.root()).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the remote ddftpd never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(client.try_wait().unwrap().is_none(), "the transfer ended before it was killed");
+    client.kill().unwrap();
+    client.wait().unwrap();
+    assert_eq!(gone(&f.root()), Vec::<String>::new(), "killing the client left the remote ddftpd running");
+}
+
+/// The session's port, to a client that did not start it: without TLS it
+/// is told to use TLS; with the pinned certificate but no token it is
+/// asked for one and refused when it asks for a file.
+#[test]
+fn a_client_without_the_token_is_refused() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    random_file(&f.root().join("f.bin"), 1 << 20, 65);
+    let rsh: Vec<String> = sshd.rsh().split_whitespace().map(String::from).collect();
+    let remote = format!("'{}' session -- '{}'", bin("ddftpd").display(), f.root().display());
+    let mut session = Command::new(&rsh[0])
+        .args(&rsh[1..])
+        .args(["-p", &sshd.port.to_string(), "--", "127.0.0.1", &remote])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(session.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let f5: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f5[..2], ["ddftpd-session", "1"], "{line}");
+    let port: u16 = f5[3].parse().unwrap();
+    let mut pin = [0u8; 32];
+    for (i, b) in pin.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&f5[5][2 * i..2 * i + 2], 16).unwrap();
+    }
+    // Plaintext: refused.
+    let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    plain.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut hello = bytes::BytesMut::new();
+    ddftp_proto::frame::Request::Hello { version: ddftp_proto::frame::PROTOCOL_VERSION }.encode(&mut hello);
+    plain.write_all(&hello).unwrap();
+    let mut got = vec![];
+    let _ = plain.read_to_end(&mut got);
+    assert!(String::from_utf8_lossy(&got).contains("TLS only"), "{got:?}");
+    // TLS to the right certificate, no token: a challenge, then nothing.
+    use ddnet::tls::rustls;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(ddnet::pinned::client_config(pin), name).unwrap();
+    let sock = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    tls.write_all(&hello).unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let reply = read_reply(&mut tls, &mut buf);
+    assert!(matches!(reply, Some(ddftp_proto::frame::Reply::Challenge { .. })), "{reply:?}");
+    let mut stat = bytes::BytesMut::new();
+    ddftp_proto::frame::Request::Stat { path: "f.bin".into(), manifest: false }.encode(&mut stat);
+    let _ = tls.write_all(&stat);
+    let reply = read_reply(&mut tls, &mut buf);
+    assert!(
+        !matches!(reply, Some(ddftp_proto::frame::Reply::Stat { .. })),
+        "a client without the token was told about a file: {reply:?}"
+    );
+    drop(session.stdin.take());
+    session.wait().unwrap();
+    assert_eq!(gone(&f.root()), Vec::<String>::new());
+}
+
+/// The next reply on `s`, or None once it closed or failed.
+fn read_reply(s: &mut impl Read, buf: &mut bytes::BytesMut) -> Option<ddftp_proto::frame::Reply> {
+    loop {
+        if let Ok(Some(r)) = ddftp_proto::frame::Reply::decode(buf) {
+            return Some(r);
+        }
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
