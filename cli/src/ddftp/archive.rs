@@ -1,6 +1,6 @@
 //! `ddftp archive SRC --mirrors A,B,... --dest DIR`: a tree from k mirrors.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use ddftp_proto::units::{parse_size, HumanBytes};
@@ -20,6 +20,7 @@ use ddftp::progress::terminal_safe;
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   ddftp archive data/run3 -m mirror1,mirror2 --dest /scratch/run3
+  ddftp archive alice@site-a:/data/run3 /scratch     (over ssh, rsync's form: /scratch/run3)
   ddftp archive data -m m1,m2 --dest /backup/data --delete -n    (what a sync would change)
   ddftp archive data -m m1,m2 --dest /backup/data --delete -i --backup-dir .replaced
   ddftp archive data -m m1,m2 --dest /scratch/sel --files-from wanted.txt
@@ -32,8 +33,10 @@ pub struct ArchiveOpt {
     #[arg(required = true, num_args = 1..)]
     pub src: Vec<String>,
     /// Where the tree is recreated (SRC's content goes directly inside).
+    /// Without it, the last argument is DEST (rsync's form: `ddftp archive
+    /// [USER@]HOST:DIR DEST` copies DIR from HOST over ssh into DEST/DIR).
     #[arg(long, short = 'd')]
-    pub dest: PathBuf,
+    pub dest: Option<PathBuf>,
     /// Move the entries of this list (ddftp's, or mpifileutils' v4 as
     /// `dwalk --output` writes) instead of asking a mirror to walk SRC.
     #[arg(long, value_name = "LIST")]
@@ -265,8 +268,23 @@ fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
 
 /// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
 /// changes too (here in the `-i` lines).
-pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
-    let spec = o.moving.spec(String::new(), o.dest.clone(), o.sync).and_then(|g| match g.http.first() {
+impl ArchiveOpt {
+    /// DEST (set by the time the archive starts: `--dest`, or the last
+    /// argument).
+    fn dest(&self) -> &Path {
+        self.dest.as_deref().unwrap_or(Path::new(""))
+    }
+}
+
+pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
+    if let Err(e) = super::rsync_form::apply(&mut o) {
+        report_error(&e);
+        if o.moving.json {
+            println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));
+        }
+        return Exit::Usage;
+    }
+    let spec = o.moving.spec(String::new(), o.dest().to_path_buf(), o.sync).and_then(|g| match g.http.first() {
         Some(url) => {
             Err(format!("{url}: archive takes ddftpd mirrors only (an HTTP mirror serves single files: ddftp get)"))
         }
@@ -326,7 +344,7 @@ pub fn run(o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Ex
         checksum: o.checksum,
         src: o.src[0].clone(),
         more_src: o.src[1..].to_vec(),
-        dest: o.dest.clone(),
+        dest: o.dest().to_path_buf(),
         list: o.list.clone(),
         strip: o.strip.clone(),
         part_bytes: o.part_bytes,
@@ -429,7 +447,7 @@ fn finished(
             if o.moving.json {
                 let known = serde_json::json!({
                     "src": o.src.join(" "),
-                    "dest": o.dest.display().to_string(),
+                    "dest": o.dest().display().to_string(),
                     "warnings": bar.warnings(),
                 });
                 println!("{}", json_failure(e, exit, known));

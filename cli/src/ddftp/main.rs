@@ -13,6 +13,7 @@ mod many;
 mod metrics_file;
 mod outcome;
 mod pipe;
+mod rsync_form;
 mod share;
 mod simulate;
 mod ssh;

@@ -200,3 +200,40 @@ fn read_reply(s: &mut impl Read, buf: &mut bytes::BytesMut) -> Option<ddftp_prot
         }
     }
 }
+
+/// rsync's form, `ddftp archive HOST:DIR DEST`, of the awkward tree (every
+/// entry kind): DEST/DIR as `rsync -aHAXS --numeric-ids -e ssh` makes it.
+#[test]
+fn archive_host_dir_dest_copies_the_awkward_tree_as_rsync_over_ssh_does() {
+    use crate::util::tree::{assert_equal, scan, Look};
+    let sshd = Sshd::start();
+    let root = is_root();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir(&src).unwrap();
+    crate::archive_kinds::awkward(&src, root);
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let remote = format!("127.0.0.1:{}", src.display());
+    let ddftpd = bin("ddftpd").display().to_string();
+    let r = ddftp(
+        &["archive", &remote, ours.to_str().unwrap(), "-e", &rsh, "--remote-ddftpd", &ddftpd, "-X", "--json", "-q"],
+        0,
+    );
+    assert_eq!(json(&r)["hard_links"].as_u64(), Some(2), "{}", String::from_utf8_lossy(&r.stdout));
+    let look = Look { owners: root, setid: root, devices: root };
+    let got = scan(&ours.join("src"), look);
+    assert_equal(&scan(&src, look), &got);
+    // rsync cannot go past PATH_MAX: the rest is compared with its copy.
+    let o = Command::new("rsync")
+        .args(["-aHAXS", "--numeric-ids", "--exclude", "/src/long", "-e", &rsh, &remote])
+        .arg(&theirs)
+        .output()
+        .expect("rsync (CI installs it)");
+    assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
+    let short = |m: std::collections::BTreeMap<Vec<u8>, _>| -> std::collections::BTreeMap<Vec<u8>, _> {
+        m.into_iter().filter(|(k, _): &(Vec<u8>, _)| !k.starts_with(b"long")).collect()
+    };
+    assert_equal(&short(scan(&theirs.join("src"), look)), &short(got));
+    assert_eq!(gone(&src), Vec::<String>::new());
+}

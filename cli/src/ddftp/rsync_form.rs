@@ -1,0 +1,130 @@
+//! rsync's way of naming an archive's ends: `ddftp archive SRC... DEST`
+//! (DEST last, without `--dest`) and `[USER@]HOST:DIR` as SRC, a host
+//! reached over ssh (an `ssh://` mirror, see docs/ssh.md). As rsync:
+//! `HOST:DIR` copies the directory DIR into DEST (DEST/NAME),
+//! `HOST:DIR/` copies what is in it.
+
+use std::path::{Path, PathBuf};
+
+use ddftp::ssh::SshMirror;
+
+use super::flags::Mirror;
+
+/// What rsync's form says: the SRCs, DEST, and the ssh mirror if a SRC
+/// named a host.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Ends {
+    pub src: Vec<String>,
+    pub dest: PathBuf,
+    pub mirror: Option<SshMirror>,
+}
+
+/// Whether `s` names a remote path as rsync reads it: a colon before any
+/// slash (`host:dir`, `user@host:dir`), not a local path with a colon in
+/// a later component.
+fn is_remote(s: &str) -> bool {
+    match (s.find(':'), s.find('/')) {
+        (Some(c), Some(sl)) => c < sl && c > 0,
+        (Some(c), None) => c > 0,
+        _ => false,
+    }
+}
+
+/// Reads `src` (and `dest`, if given) as rsync would; `mirrors`
+/// tells whether `--mirrors` was given too.
+pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<Ends, String> {
+    let dest = match dest {
+        Some(d) => d.to_path_buf(),
+        None if src.len() >= 2 => PathBuf::from(src.pop().expect("two or more")),
+        None => return Err("no DEST: give it last (rsync's form: ddftp archive HOST:DIR DEST) or as --dest DIR".into()),
+    };
+    let remote: Vec<&String> = src.iter().filter(|s| is_remote(s)).collect();
+    if remote.is_empty() {
+        return Ok(Ends { src, dest, mirror: None });
+    }
+    if remote.len() < src.len() || remote.len() > 1 {
+        return Err("one HOST:DIR source at a time (its tree is copied from that host over ssh)".into());
+    }
+    if mirrors {
+        return Err(format!(
+            "{}: a HOST:DIR source names its mirror; with --mirrors, give SRC relative to the mirrors' root instead",
+            remote[0]
+        ));
+    }
+    if remote[0].contains("::") {
+        return Err(format!(
+            "{}: rsync daemon sources (HOST::MODULE) are not mirrors; give ssh://HOST/DIR or a ddftpd",
+            remote[0]
+        ));
+    }
+    let whole = SshMirror::parse_rsync(remote[0])?;
+    // DIR/ (or the home directory itself): its content goes into DEST.
+    let (dir, name) = match whole.dir.trim_end_matches('/') {
+        d if whole.dir.ends_with('/') || d == "." || d.is_empty() || d == "~" => (whole.dir.clone(), None),
+        d => match d.rsplit_once('/') {
+            Some(("", n)) => ("/".to_string(), Some(n.to_string())),
+            Some((parent, n)) => (parent.to_string(), Some(n.to_string())),
+            None => (".".to_string(), Some(d.to_string())),
+        },
+    };
+    let mirror = SshMirror { dir, ..whole };
+    Ok(match name {
+        Some(n) => Ends { src: vec![n.clone()], dest: dest.join(n), mirror: Some(mirror) },
+        None => Ends { src: vec![".".into()], dest, mirror: Some(mirror) },
+    })
+}
+
+/// Applies [`ends`] to an archive's flags.
+pub fn apply(o: &mut super::archive::ArchiveOpt) -> Result<(), String> {
+    let e = ends(std::mem::take(&mut o.src), o.dest.as_deref(), !o.moving.mirrors.is_empty())?;
+    o.src = e.src;
+    o.dest = Some(e.dest);
+    if let Some(m) = e.mirror {
+        o.moving.mirrors = vec![Mirror::Ssh(m)];
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn dest_is_the_last_argument_without_dest() {
+        let e = ends(v(&["data", "/scratch/x"]), None, true).unwrap();
+        assert_eq!((e.src, e.dest, e.mirror), (v(&["data"]), PathBuf::from("/scratch/x"), None));
+        let e = ends(v(&["a", "b"]), Some(Path::new("/d")), true).unwrap();
+        assert_eq!((e.src, e.dest), (v(&["a", "b"]), PathBuf::from("/d")));
+        assert!(ends(v(&["data"]), None, true).is_err());
+    }
+
+    #[test]
+    fn host_dir_copies_the_directory_and_host_dir_slash_its_content() {
+        let e = ends(v(&["u@h:/srv/tree", "/d"]), None, false).unwrap();
+        let m = e.mirror.unwrap();
+        assert_eq!((m.user.as_deref(), m.host.as_str(), m.dir.as_str()), (Some("u"), "h", "/srv"));
+        assert_eq!((e.src, e.dest), (v(&["tree"]), PathBuf::from("/d/tree")));
+        let e = ends(v(&["h:/srv/tree/", "/d"]), None, false).unwrap();
+        assert_eq!((e.mirror.unwrap().dir, e.src, e.dest), ("/srv/tree/".to_string(), v(&["."]), PathBuf::from("/d")));
+        let e = ends(v(&["h:rel", "/d"]), None, false).unwrap();
+        assert_eq!((e.mirror.unwrap().dir, e.src), (".".to_string(), v(&["rel"])));
+        let e = ends(v(&["h:/top", "/d"]), None, false).unwrap();
+        assert_eq!((e.mirror.unwrap().dir, e.src), ("/".to_string(), v(&["top"])));
+        let e = ends(v(&["h:", "/d"]), None, false).unwrap();
+        assert_eq!((e.mirror.unwrap().dir, e.src), (".".to_string(), v(&["."])));
+    }
+
+    #[test]
+    fn local_looking_paths_mixed_forms_and_daemons_are_told_apart() {
+        // A colon after a slash: a local name, as rsync reads it.
+        assert!(ends(v(&["dir/a:b", "/d"]), None, true).unwrap().mirror.is_none());
+        assert!(ends(v(&["h:/a", "/d"]), None, true).is_err(), "with --mirrors");
+        assert!(ends(v(&["h:/a", "g:/b", "/d"]), None, false).is_err());
+        assert!(ends(v(&["h::mod", "/d"]), None, false).is_err());
+        assert!(ends(v(&["-oProxyCommand=x:/a", "/d"]), None, false).is_err());
+    }
+}
