@@ -111,7 +111,7 @@ mod tests {
     }
 
     fn route(port: u16, local: Option<std::net::IpAddr>) -> Route {
-        Route { endpoint: Endpoint { host: "127.0.0.1".into(), port }, local, tls: None, token: None }
+        Route { endpoint: Endpoint { host: "127.0.0.1".into(), port }, local, tls: None, own: None }
     }
 
     #[tokio::test]

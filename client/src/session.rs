@@ -144,34 +144,41 @@ impl std::fmt::Debug for Secure {
 pub struct Peer {
     pub endpoint: Endpoint,
     pub tls: Option<Secure>,
-    /// This mirror's own token (an ssh mirror's, made for the session),
-    /// proved instead of `--token-file`'s.
-    pub token: Option<Token>,
+    /// What a mirror this command started (an ssh mirror) has of its own.
+    pub own: Option<Own>,
 }
 
-/// A token proved to one mirror: never printed.
+/// A mirror's own token (made for its session, proved instead of
+/// `--token-file`'s) and the name it goes by (its `ssh://` URL, not the
+/// session's port). The token is never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Token(pub std::sync::Arc<[u8]>);
+pub struct Own {
+    pub token: std::sync::Arc<[u8]>,
+    pub name: std::sync::Arc<str>,
+}
 
-impl std::fmt::Debug for Token {
+impl std::fmt::Debug for Own {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(..)")
+        f.debug_struct("Own").field("name", &self.name).finish_non_exhaustive()
     }
 }
 
 impl Peer {
     pub fn plain(endpoint: Endpoint) -> Peer {
-        Peer { endpoint, tls: None, token: None }
+        Peer { endpoint, tls: None, own: None }
     }
 
     /// The route to it from wherever the OS routes, or from `local`.
     pub fn route(&self, local: Option<IpAddr>) -> Route {
-        Route { endpoint: self.endpoint.clone(), local, tls: self.tls.clone(), token: self.token.clone() }
+        Route { endpoint: self.endpoint.clone(), local, tls: self.tls.clone(), own: self.own.clone() }
     }
 }
 
 impl std::fmt::Display for Peer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(own) = &self.own {
+            return f.write_str(&own.name);
+        }
         match self.tls {
             Some(_) => write!(f, "ddftps://{}", self.endpoint),
             None => write!(f, "{}", self.endpoint),
@@ -187,12 +194,27 @@ pub struct Route {
     pub endpoint: Endpoint,
     pub local: Option<IpAddr>,
     pub tls: Option<Secure>,
-    /// The mirror's own token, if it has one (see [`Peer::token`]).
-    pub token: Option<Token>,
+    /// What the mirror has of its own (see [`Peer::own`]).
+    pub own: Option<Own>,
+}
+
+impl Route {
+    /// Its mirror's name: the address, or the name it goes by.
+    pub fn mirror(&self) -> String {
+        match &self.own {
+            Some(own) => own.name.to_string(),
+            None => self.endpoint.to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for Route {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.own, self.local) {
+            (Some(own), Some(l)) => return write!(f, "{} via {l}", own.name),
+            (Some(own), None) => return f.write_str(&own.name),
+            _ => {}
+        }
         if self.tls.is_some() {
             f.write_str("ddftps://")?;
         }
@@ -244,7 +266,7 @@ pub(crate) async fn connect_within(
     within: Duration,
 ) -> Result<Probed, SessionError> {
     // A mirror's own token wins over the one every mirror is given.
-    let token = route.token.as_ref().map(|t| &*t.0).or(token);
+    let token = route.own.as_ref().map(|o| &*o.token).or(token);
     let fut = async {
         let sock = open_socket(route).await.map_err(SessionError::Connect)?;
         sock.set_nodelay(true).map_err(SessionError::Connect)?;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use ddftp_proto::Endpoint;
 
-use crate::session::{Peer, Secure, Token};
+use crate::session::{Own, Peer, Secure};
 
 /// The first words of the line a remote `ddftpd session` answers.
 pub const GREETING: &str = "ddftpd-session 1";
@@ -200,7 +200,7 @@ pub fn split_rsh(s: &str) -> Result<Vec<String>, String> {
 pub struct Announced {
     pub host: IpAddr,
     pub port: u16,
-    pub token: Token,
+    pub token: Arc<[u8]>,
     pub pin: [u8; 32],
 }
 
@@ -229,7 +229,7 @@ pub fn parse_announce(line: &str) -> Result<Announced, String> {
     for (i, b) in pin_bytes.iter_mut().enumerate() {
         *b = u8::from_str_radix(&pin[2 * i..2 * i + 2], 16).map_err(|_| "bad fingerprint")?;
     }
-    Ok(Announced { host, port, token: Token(Arc::from(token.as_bytes())), pin: pin_bytes })
+    Ok(Announced { host, port, token: Arc::from(token.as_bytes()), pin: pin_bytes })
 }
 
 /// Why an ssh mirror could not be started.
@@ -310,7 +310,8 @@ pub fn start(
     };
     let a = parse_announce(&line).map_err(SshError::Announce)?;
     let endpoint = Endpoint { host: a.host.to_string(), port: a.port };
-    let peer = Peer { endpoint, tls: Some(Secure(ddnet::pinned::connector(a.pin))), token: Some(a.token) };
+    let own = Own { token: a.token, name: m.to_string().into() };
+    let peer = Peer { endpoint, tls: Some(Secure(ddnet::pinned::connector(a.pin))), own: Some(own) };
     Ok((session, peer))
 }
 

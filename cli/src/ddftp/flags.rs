@@ -262,7 +262,7 @@ impl MoveOpt {
             match m {
                 Mirror::Ddftpd(ep, secure) => {
                     let tls = (*secure || self.tls.tls).then(|| tls.clone().expect("built when a mirror needs it"));
-                    mirrors.push(Peer { endpoint: ep.clone(), tls, token: None })
+                    mirrors.push(Peer { endpoint: ep.clone(), tls, own: None })
                 }
                 Mirror::Http(u) => http.push(u.clone()),
                 // Those that started, in the order given.

@@ -93,7 +93,7 @@ pub fn run(o: LsOpt) -> Exit {
             return Exit::Usage;
         }
     };
-    let peer = Peer { endpoint: ep, tls, token: None };
+    let peer = Peer { endpoint: ep, tls, own: None };
     let src = if path.trim_matches('/').is_empty() { ".".to_string() } else { path.trim_end_matches('/').to_string() };
     let rt = match super::runtime() {
         Ok(rt) => rt,

@@ -88,7 +88,7 @@ proptest! {
         let _ = parse_announce(&line);
         let l = format!("{GREETING} 127.0.0.1 9 {token} {}", "0".repeat(64));
         if let Ok(a) = parse_announce(&l) {
-            prop_assert_eq!(&*a.token.0, token.as_bytes());
+            prop_assert_eq!(&*a.token, token.as_bytes());
         }
     }
 

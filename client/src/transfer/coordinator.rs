@@ -286,7 +286,7 @@ fn spawn_slot(
 ) -> (Duration, tokio::task::AbortHandle) {
     match producer {
         Producer::Ddftpd(route, conn) => {
-            let mirror = route.endpoint.to_string().into();
+            let mirror = route.mirror().into();
             let Session { sock, rtt, server_id, max_block_size, version, .. } = conn;
             let (ctx, pool) = (ctx.clone(), pool.cloned());
             let task = tasks.spawn(async move {

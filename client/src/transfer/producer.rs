@@ -313,7 +313,7 @@ impl Source {
     /// Its mirror's name (the report's and the scheduler's).
     pub(super) fn mirror(&self) -> String {
         match self {
-            Source::Ddftpd(r) => r.endpoint.to_string(),
+            Source::Ddftpd(r) => r.mirror(),
             Source::Http(m) => m.url.clone(),
             Source::LateHttp(u) => u.clone(),
         }
