@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Benchmark: `ddftp archive` from 4 ssh mirrors (no daemon: `ddftpd
+# session` started over ssh by the command) against the same 4 mirrors
+# run as ddftpd, and against `rsync -a -e ssh` from the fastest mirror, in
+# one sitting. netbed: 4 mirrors at 320/240/160/80 mbit, each running
+# sshd on its address (port 22, its own host key; the client logs in with
+# a key made here).
+#
+# Tree (`tree`): 256 files of 2 MiB and 1,000 of 16 KiB, 528 MB. Cases:
+#   first   a first copy into an empty DEST
+#   resync  DEST holds the tree as it was before 1% of its files (26)
+#           were rewritten on the mirrors (new bytes, new mtime); the copy
+#           is put back untimed before every run; `--delete` for both
+# Every run ends with DEST compared with the tree (diff -r). Warm page
+# cache; the digests computed once before (an untimed run of each kind:
+# ddftpd's index beside the tree, the sessions' in ~/.cache/ddftpd).
+# "of ideal": bytes / (0.956 x the links' rates): the 4 links for ddftp,
+# mirror 1's for rsync.
+#
+# `--via-ssh` (the data inside the ssh session) is not built: no figure.
+#
+# Usage (root): benches/netbed-ssh.sh [RUNS] [CASES]   (CASES: first,resync)
+# Writes benches/results/netbed-ssh-<UTC date>.md.
+set -euo pipefail
+
+RUNS=${1:-3}
+CASES=${2:-first,resync}
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+NB=$(cd "$TOP/../shared/testbed" && pwd)/netbed
+BED=dsh
+WORK=${WORK:-/tmp/ddftp-ssh-bench}
+OUT=${OUT:-/dev/shm/ddftp-ssh-out}
+RATES=(320mbit 240mbit 160mbit 80mbit)
+log() { echo "[$(date +%T)] $*" >&2; }
+
+for p in rsync openssh-server openssh-client iproute2; do
+  dpkg -s "$p" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$p" >/dev/null; }
+done
+cd "$TOP"
+cargo build --release -q --bins
+DDFTP=$TOP/target/release/ddftp
+DDFTPD=$TOP/target/release/ddftpd
+
+DATA=$WORK/data
+mkdir -p "$WORK/run" "$WORK/keys" "$OUT"
+chmod 755 "$WORK"
+if [ ! -e "$DATA/.complete" ]; then
+  log "generating the tree"
+  rm -rf "$DATA" "$WORK/old"
+  mkdir -p "$DATA/tree/big" "$DATA/tree/small"
+  for i in $(seq 1 256); do head -c $((2 << 20)) /dev/urandom >"$DATA/tree/big/b$i"; done
+  for i in $(seq 1 1000); do head -c 16384 /dev/urandom >"$DATA/tree/small/s$i"; done
+  cp -a "$DATA/tree" "$WORK/old"
+  # 1% of the files rewritten: 3 big and 23 small, an hour later (made
+  # within the same second, size and mtime would say "unchanged" to both
+  # tools' quick check).
+  for i in 7 77 177; do head -c $((2 << 20)) /dev/urandom >"$DATA/tree/big/b$i"; touch -d '+1 hour' "$DATA/tree/big/b$i"; done
+  for i in $(seq 10 43 1000); do head -c 16384 /dev/urandom >"$DATA/tree/small/s$i"; touch -d '+1 hour' "$DATA/tree/small/s$i"; done
+  touch "$DATA/.complete"
+fi
+chmod 755 "$DATA"
+BYTES=$(find "$DATA/tree" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+
+K=$WORK/keys
+[ -s "$K/id" ] || ssh-keygen -q -t ed25519 -N '' -f "$K/id"
+[ -s "$K/host" ] || ssh-keygen -q -t ed25519 -N '' -f "$K/host"
+cp "$K/id.pub" "$K/authorized_keys"
+mkdir -p /run/sshd
+RSH="ssh -F /dev/null -i $K/id -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o BatchMode=yes -o LogLevel=ERROR"
+
+cleanup() {
+  pkill -f "ddftpd --root $DATA" 2>/dev/null || true
+  pkill -f "sshd -f $WORK/run/sshd" 2>/dev/null || true
+  "$NB" down $BED 2>/dev/null || true
+}
+trap cleanup EXIT
+"$NB" down $BED 2>/dev/null || true
+"$NB" up $BED --mirrors "$(IFS=,; echo "${RATES[*]}")" >/dev/null
+for i in 1 2 3 4; do
+  cat >"$WORK/run/sshd-$i.conf" <<CONF
+Port 22
+ListenAddress 10.77.$i.2
+HostKey $K/host
+AuthorizedKeysFile $K/authorized_keys
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PermitRootLogin prohibit-password
+PidFile $WORK/run/sshd-$i.pid
+CONF
+  "$NB" exec $BED-m$i -- /usr/sbin/sshd -f "$WORK/run/sshd-$i.conf"
+done
+
+ddftpds() { # fresh ddftpd on every mirror: each run a first archive
+  pkill -f "ddftpd --root $DATA" 2>/dev/null || true
+  sleep 0.2
+  for i in 1 2 3 4; do
+    "$NB" exec $BED-m$i -- "$DDFTPD" --root "$DATA" --listen 10.77.$i.2:7400 -q >>"$WORK/run/ddftpd-$i.log" 2>&1 &
+  done
+  for i in 1 2 3 4; do
+    until "$NB" exec $BED-c -- bash -c "exec 3<>/dev/tcp/10.77.$i.2/7400" 2>/dev/null; do sleep 0.05; done
+  done
+}
+SSH_M=$(for i in 1 2 3 4; do printf 'ssh://10.77.%s.2%s,' "$i" "$DATA"; done)
+SSH_M=${SSH_M%,}
+DD_M=10.77.1.2:7400,10.77.2.2:7400,10.77.3.2:7400,10.77.4.2:7400
+
+# tool CASE TOOL DEST: runs one tool into DEST
+tool() {
+  local del=()
+  [ "$1" = resync ] && del=(--delete)
+  case $2 in
+    ssh) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q "${del[@]}" ;;
+    ddftpd) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$DD_M" --dest "$3" -q "${del[@]}" ;;
+    rsync) "$NB" exec $BED-c -- rsync -a "${del[@]}" -e "$RSH" "10.77.1.2:$DATA/tree/" "$3/" ;;
+  esac
+}
+
+# Digests and page cache warm, untimed.
+log "warming"
+ddftpds
+find "$DATA" -type f -exec cat {} + >/dev/null
+for t in ssh ddftpd; do rm -rf "$OUT/warm"; tool first $t "$OUT/warm"; done
+rm -rf "$OUT/warm"
+
+declare -A T=()
+IFS=, read -r -a cases <<<"$CASES"
+for c in "${cases[@]}"; do
+  for r in $(seq 1 "$RUNS"); do
+    for t in ssh ddftpd rsync; do
+      rm -rf "$OUT/d"
+      [ "$c" = resync ] && cp -a "$WORK/old" "$OUT/d"
+      [ "$t" = ddftpd ] && ddftpds
+      t0=$(date +%s.%N)
+      tool "$c" $t "$OUT/d"
+      t1=$(date +%s.%N)
+      diff -r -q "$OUT/d" "$DATA/tree" >/dev/null || { log "$t $c: the copy differs"; exit 1; }
+      s=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+      log "$c $t run $r: $s s"
+      T[$c-$t]+="$s "
+    done
+  done
+done
+
+stamp=$(date -u +%Y-%m-%dT%H%MZ)
+md=$TOP/benches/results/netbed-ssh-$stamp.md
+{
+  echo "# ssh mirrors against ddftpd mirrors and rsync -e ssh ($stamp)"
+  echo
+  echo "Command: \`benches/netbed-ssh.sh $RUNS $CASES\` (root). netbed --mirrors ${RATES[*]}, sshd on each; tree of $BYTES bytes (256 x 2 MiB + 1,000 x 16 KiB); resync: 1% of the files rewritten, --delete."
+  echo "Wall seconds, median of $RUNS (all runs in brackets); of ideal: bytes / (0.956 x link rates: all 4 for ddftp, mirror 1 for rsync); first copy only."
+  echo
+  echo "| case | ddftp, 4 ssh mirrors | ddftp, 4 ddftpd mirrors | rsync -a -e ssh, mirror 1 | ssh / ddftpd (speed) | ddftp ssh / rsync (speed) |"
+  echo "|---|---|---|---|---|---|"
+  for c in "${cases[@]}"; do
+    python3 - "$c" "$BYTES" "${T[$c-ssh]}" "${T[$c-ddftpd]}" "${T[$c-rsync]}" <<'PY'
+import statistics, sys
+c, b = sys.argv[1], int(sys.argv[2])
+runs = [list(map(float, a.split())) for a in sys.argv[3:6]]
+m = [statistics.median(x) for x in runs]
+ideal = [b / (0.956 * 800e6 / 8), b / (0.956 * 800e6 / 8), b / (0.956 * 320e6 / 8)]
+def cell(i):
+    s = f"{m[i]:.2f} s ({', '.join(f'{x:.2f}' for x in runs[i])})"
+    return s + (f", {ideal[i] / m[i]:.3f} of ideal" if c == "first" else "")
+print(f"| {c} | {cell(0)} | {cell(1)} | {cell(2)} | {m[1] / m[0]:.3f} | {m[2] / m[0]:.2f}x |")
+PY
+  done
+  echo
+  echo "\`--via-ssh\`: not built, no figure. Build: $(git -C "$TOP" rev-parse --short HEAD)."
+} >"$md"
+log "wrote $md"
+cat "$md"
