@@ -4,18 +4,24 @@
 //! so an excluded directory (`.snapshot`) is never read there.
 //!
 //! Rules are tried in the order given; the first whose pattern matches
-//! decides. Patterns are gitignore-like globs on the path below SRC: `*`
-//! and `?` stay within one name, `**` crosses directories, `[abc]` is a
-//! class; a pattern with a `/` in it (other than at its end) is anchored
-//! at SRC (a leading `/` is allowed), one without matches a name at any
-//! depth; a trailing `/` matches directories only. An excluded directory
-//! is not entered: nothing below it is moved or deleted, whatever later
-//! rules say (as rsync).
+//! decides. Patterns are rsync's, on the path below SRC: `*` and `?` stay
+//! within one name, `**` matches anything, `/` included (`logs/**/*.gz`
+//! needs a directory between, as in rsync), a trailing `dir/***` is the
+//! directory and everything in it, `[abc]` and `[!abc]` are classes, `\`
+//! quotes the next character. A pattern that starts with `/` is anchored
+//! at SRC; any other matches the end of the path at any depth (`*.tmp` a
+//! name anywhere, `deep/f1` also `a/b/deep/f1`: a user who excludes it
+//! from a tree means it wherever it is); a trailing `/` matches
+//! directories only. An excluded directory is not entered: nothing below
+//! it is moved or deleted, whatever later rules say (as rsync).
+//!
+//! A pattern becomes a regular expression (the `regex` crate: matching
+//! in time linear in the path, whatever a mirror's client sends).
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use globset::{GlobBuilder, GlobMatcher};
+use regex::Regex;
 
 /// A pattern that is not a valid glob, or a rules file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +36,7 @@ pub struct FilterError {
 struct Rule {
     include: bool,
     dir_only: bool,
-    matcher: GlobMatcher,
+    matcher: Regex,
     /// As given (sent to a mirror as is).
     pattern: String,
 }
@@ -88,16 +94,20 @@ impl Filter {
         if p.is_empty() {
             return Err(bad("an empty pattern matches nothing".into()));
         }
-        let anchored = p.contains('/');
-        let p = p.trim_start_matches('/');
-        // Unanchored: the name at any depth.
-        let glob = if anchored { p.to_string() } else { format!("**/{p}") };
-        let matcher = GlobBuilder::new(&glob)
-            .literal_separator(true)
-            .backslash_escape(true)
+        let anchored = p.starts_with('/');
+        let mut p = p.trim_start_matches('/');
+        // Unanchored, a leading `**/` also matches no directory (rsync's
+        // `**/deep/*` takes `deep/f1`; anchored, `/**/deep/*` does not).
+        while let Some(rest) = p.strip_prefix("**/").filter(|_| !anchored) {
+            p = rest;
+        }
+        let body = translate(p).map_err(bad)?;
+        // Unanchored: the end of the path, at any depth.
+        let re = if anchored { format!("^{body}$") } else { format!("^(?:.*/)?{body}$") };
+        let matcher = regex::RegexBuilder::new(&re)
+            .size_limit(1 << 20)
             .build()
-            .map_err(|e| bad(e.kind().to_string()))?
-            .compile_matcher();
+            .map_err(|e| bad(format!("too complex a pattern ({e})")))?;
         self.rules.push(Rule { include, dir_only, matcher, pattern: pattern.to_string() });
         Ok(())
     }
@@ -130,7 +140,10 @@ impl Filter {
     /// What the first matching rule says of `rel` (a path below SRC):
     /// `Some(true)` include, `Some(false)` exclude, `None` no rule matches.
     fn verdict(&self, rel: &Path, is_dir: bool) -> Option<bool> {
-        self.rules.iter().find(|r| (is_dir || !r.dir_only) && r.matcher.is_match(rel)).map(|r| r.include)
+        self.rules
+            .iter()
+            .find(|r| (is_dir || !r.dir_only) && r.matcher.is_match(&rel.to_string_lossy()))
+            .map(|r| r.include)
     }
 
     /// Whether `rel` is excluded: by a rule on it, or because a directory
@@ -157,6 +170,71 @@ impl Filter {
         dirs.insert(dir.to_path_buf(), v);
         v
     }
+}
+
+/// An rsync pattern (no leading `/`, no trailing `/`) as the body of a
+/// regular expression.
+fn translate(p: &str) -> Result<String, String> {
+    // `dir/***`: the directory itself and everything below it.
+    let (p, below) = match p.strip_suffix("/***") {
+        Some(d) => (d, "(?:/.*)?"),
+        None => (p, ""),
+    };
+    let mut out = String::with_capacity(p.len() * 2);
+    let mut chars = p.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if chars.peek() == Some(&'*') => {
+                while chars.peek() == Some(&'*') {
+                    chars.next();
+                }
+                out.push_str(".*");
+            }
+            '*' => out.push_str("[^/]*"),
+            '?' => out.push_str("[^/]"),
+            '\\' => match chars.next() {
+                Some(n) => out.push_str(&regex::escape(&n.to_string())),
+                None => return Err("ends with a backslash".into()),
+            },
+            '[' => {
+                let mut class = String::new();
+                if matches!(chars.peek(), Some('!' | '^')) {
+                    chars.next();
+                    class.push('^');
+                }
+                let mut first = true;
+                loop {
+                    match chars.next() {
+                        None => return Err("a [ class is not closed".into()),
+                        Some(']') if !first => break,
+                        Some('[') if chars.peek() == Some(&':') => {
+                            // A POSIX class, [:alpha:], as it is.
+                            class.push('[');
+                            loop {
+                                match chars.next() {
+                                    None => return Err("a [: class is not closed".into()),
+                                    Some(']') => break,
+                                    Some(x) => class.push(x),
+                                }
+                            }
+                            class.push(']');
+                        }
+                        Some(x @ ('\\' | '[' | ']' | '^' | '&' | '~' | '-')) if x != '-' || first => {
+                            class.push('\\');
+                            class.push(x);
+                        }
+                        Some(x) => class.push(x),
+                    }
+                    first = false;
+                }
+                // A class never matches the separator.
+                out.push_str(&format!("[[^/]&&[{class}]]"));
+            }
+            c => out.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    out.push_str(below);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -191,17 +269,51 @@ mod tests {
     #[test]
     fn double_star_crosses_directories_single_does_not() {
         let flt = f(&[("logs/**/*.gz", false), ("data/*.bin", false)]);
-        assert!(ex(&flt, "logs/2026/11/a.gz", false) && ex(&flt, "logs/a.gz", false));
+        assert!(ex(&flt, "logs/2026/11/a.gz", false) && !ex(&flt, "logs/a.gz", false), "as rsync");
         assert!(ex(&flt, "data/x.bin", false) && !ex(&flt, "data/sub/x.bin", false));
-        assert!(!ex(&flt, "x/logs/a.gz", false), "a pattern with / is anchored");
+        assert!(ex(&flt, "x/logs/2026/a.gz", false), "a pattern with / matches at any depth, as rsync");
+        let flt = f(&[("/tmp/***", false), ("a\\*b", false), ("[!x]y", false), ("[[:digit:]]z", false)]);
+        assert!(ex(&flt, "tmp", true) && ex(&flt, "tmp/a/b", false) && !ex(&flt, "tmpx", false));
+        assert!(ex(&flt, "a*b", false) && !ex(&flt, "axb", false));
+        assert!(ex(&flt, "ay", false) && !ex(&flt, "xy", false) && ex(&flt, "d/ay", false));
+        assert!(ex(&flt, "7z", false) && !ex(&flt, "qz", false));
+        // rsync's answers for these (checked against rsync itself).
+        let flt = f(&[("**/a/f1", false)]);
+        assert!(ex(&flt, "a/f1", false) && ex(&flt, "x/a/f1", false) && !ex(&flt, "a/b/f1", false));
+        let flt = f(&[("/**/a/f1", false)]);
+        assert!(!ex(&flt, "a/f1", false) && ex(&flt, "x/a/f1", false));
+        let flt = f(&[("a/**/f1", false)]);
+        assert!(!ex(&flt, "a/f1", false) && ex(&flt, "a/b/f1", false) && !ex(&flt, "x/a/f1", false));
+        let flt = f(&[("a/**", false)]);
+        assert!(ex(&flt, "x/a/f1", false) && !ex(&flt, "f1", false));
+        let flt = f(&[("/logs/*.gz", false), ("deep/f1", false)]);
+        assert!(ex(&flt, "logs/a.gz", false) && !ex(&flt, "x/logs/a.gz", false), "a leading / anchors");
+        assert!(ex(&flt, "deep/f1", false) && ex(&flt, "a/b/deep/f1", false) && !ex(&flt, "a/deep/f1x", false));
+        assert!(!ex(&flt, "adeep/f1", false), "at a name's start only");
     }
 
     #[test]
     fn an_excluded_dir_is_not_entered_whatever_comes_after() {
         let flt = f(&[("cache", false), ("cache/keep", true)]);
         assert!(ex(&flt, "cache/keep", false));
-        let flt = f(&[("cache/keep", true), ("cache/*", false)]);
+        let flt = f(&[("/cache/keep", true), ("/cache/*", false)]);
         assert!(!ex(&flt, "cache/keep", false) && ex(&flt, "cache/other", false));
+    }
+
+    proptest::proptest! {
+        /// Any pattern a client sends is refused or compiled, and any path
+        /// is then matched without a panic; a pattern of plain characters
+        /// matches itself.
+        #[test]
+        fn any_pattern_compiles_or_is_refused(p in "[ -~]{0,40}", path in "[ -~]{0,60}", name in "[a-z0-9._-]{1,12}") {
+            if let Ok(flt) = Filter::new(&[RuleSpec::Exclude(p)]) {
+                let _ = ex(&flt, &path, false);
+                let _ = ex(&flt, &path, true);
+            }
+            let flt = Filter::new(&[RuleSpec::Exclude(name.clone())]).unwrap();
+            let below = format!("d/{}", name);
+            proptest::prop_assert!(ex(&flt, &name, false) && ex(&flt, &below, false));
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ mod readme;
 mod rerun;
 mod resume;
 mod retry;
+mod rsync_language;
 mod server_limits;
 mod ssh;
 mod stdout;

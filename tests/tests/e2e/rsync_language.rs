@@ -1,0 +1,97 @@
+//! `ddftp archive` speaks rsync's language where it has the same concept:
+//! real rsync and ddftp run on the same trees with the same options, and
+//! the trees they make (and their exit codes) are compared.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::tree::{assert_equal, scan, Look};
+use crate::util::*;
+
+/// rsync -a OPTIONS SRC/ DEST/ (local), its exit code.
+fn rsync(src: &Path, dest: &Path, opts: &[&str]) -> i32 {
+    let o = Command::new("rsync")
+        .arg("-a")
+        .args(opts)
+        .arg(format!("{}/", src.display()))
+        .arg(format!("{}/", dest.display()))
+        .output()
+        .expect("rsync (CI installs it)");
+    o.status.code().unwrap_or(-1)
+}
+
+/// ddftp archive SRC (below the mirror's root) into DEST with OPTIONS,
+/// its exit code.
+fn ours(m: &Mirror, src: &str, dest: &Path, opts: &[&str]) -> i32 {
+    let mut args = vec!["archive", src, "-m", &m.addr, "-d", dest.to_str().unwrap(), "-q"];
+    args.extend(opts);
+    let o = Command::new(bin("ddftp")).args(&args).output().expect("run ddftp");
+    o.status.code().unwrap_or(-1)
+}
+
+/// The same entries, kinds, modes, owners, contents and file times; not
+/// directories' times (rsync leaves some of its directories with the time
+/// it wrote into them when a filter left entries out).
+fn same_tree(a: &Path, b: &Path) {
+    let look = Look { owners: is_root(), setid: is_root(), devices: false };
+    let strip = |m: std::collections::BTreeMap<Vec<u8>, crate::util::tree::Seen>| {
+        m.into_iter()
+            .map(|(k, mut v)| {
+                if let Some(at) = v.line.find(" dir-mtime ") {
+                    v.line.truncate(at);
+                }
+                (k, v)
+            })
+            .collect()
+    };
+    assert_equal(&strip(scan(a, look)), &strip(scan(b, look)));
+}
+
+/// `--exclude`/`--include` patterns anchored as rsync anchors them: a
+/// leading `/` at SRC, any other at any depth (a file meant to stay
+/// private is left out wherever it is), `**`, a trailing `/`, first
+/// match wins.
+#[test]
+fn filter_patterns_leave_out_what_rsync_leaves_out() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["deep", "a/deep", "a/b/deep", "logs/2026", "x/logs", "keep", "cache"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in [
+        "deep/f1",
+        "a/deep/f1",
+        "a/b/deep/f1",
+        "a/deep/f1x",
+        "top.tmp",
+        "a/top.tmp",
+        "logs/2026/x.gz",
+        "logs/y.gz",
+        "x/logs/z.gz",
+        "keep/secret.key",
+        "keep/public.txt",
+        "cache/c",
+        "a/cache",
+    ]
+    .iter()
+    .enumerate()
+    {
+        random_file(&src.join(p), 100 + i, i as u64);
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    let sets: [&[&str]; 7] = [
+        &["--exclude", "deep/f1"],
+        &["--exclude", "/top.tmp", "--exclude", "logs/**/*.gz"],
+        &["--include", "public.txt", "--exclude", "keep/*"],
+        &["--exclude", "cache/", "--exclude", "a/b/"],
+        &["--exclude", "/logs/***", "--exclude", "f[0-9]"],
+        &["--exclude", "**/deep/*", "--exclude", "[!a-z]*"],
+        &["--exclude", "*.gz", "--include", "*/", "--exclude", "*.key"],
+    ];
+    for (k, opts) in sets.iter().enumerate() {
+        let (theirs, mine) = (f.out(&format!("rsync{k}")), f.out(&format!("ddftp{k}")));
+        assert_eq!(rsync(&src, &theirs, opts), 0, "rsync {opts:?}");
+        assert_eq!(ours(&m, "src", &mine, opts), 0, "ddftp {opts:?}");
+        same_tree(&theirs, &mine);
+    }
+}
