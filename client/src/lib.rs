@@ -29,6 +29,7 @@ pub mod pool;
 pub mod progress;
 pub mod reach;
 pub mod retry;
+pub mod route;
 pub mod session;
 pub mod ssh;
 pub mod stdout;

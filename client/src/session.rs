@@ -7,20 +7,20 @@
 //! is a second kind of session: the transfer above it does not change.
 
 use std::io;
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ddftp_proto::auth;
 use ddftp_proto::frame::{PROTOCOL_VERSION, SERVER_ID_LEN};
-use ddftp_proto::{Endpoint, ErrorCode, ProtoError, Reply, Request};
-use ddnet::tls::{Stream, TlsConnector};
+use ddftp_proto::{ErrorCode, ProtoError, Reply, Request};
+use ddnet::tls::Stream;
 use ddops::scheduler::StreamId;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::consensus::Version;
 use crate::manifest::{Manifest, ManifestMismatch};
+pub use crate::route::{Own, Peer, Route, Secure};
 use ddftp_proto::manifest::{chunk_count, MAX_MANIFEST_HASHES};
 use ddftp_proto::FileDigest;
 
@@ -119,111 +119,6 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a mirror may take to answer `Stat`: one that has not indexed
 /// the file reads it whole first (`ddftpd index` avoids the wait).
 pub(crate) const STAT_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// How a ddftps mirror is reached: the one TLS client configuration of a
-/// command (`--ca-file`, `--cert`, `--key`).
-#[derive(Clone)]
-pub struct Secure(pub TlsConnector);
-
-impl PartialEq for Secure {
-    fn eq(&self, other: &Secure) -> bool {
-        std::sync::Arc::ptr_eq(self.0.config(), other.0.config())
-    }
-}
-
-impl Eq for Secure {}
-
-impl std::fmt::Debug for Secure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secure")
-    }
-}
-
-/// A ddftpd mirror: its address and, for `ddftps://`, its TLS.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Peer {
-    pub endpoint: Endpoint,
-    pub tls: Option<Secure>,
-    /// What a mirror this command started (an ssh mirror) has of its own.
-    pub own: Option<Own>,
-}
-
-/// A mirror's own token (made for its session, proved instead of
-/// `--token-file`'s) and the name it goes by (its `ssh://` URL, not the
-/// session's port). The token is never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Own {
-    pub token: std::sync::Arc<[u8]>,
-    pub name: std::sync::Arc<str>,
-}
-
-impl std::fmt::Debug for Own {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Own").field("name", &self.name).finish_non_exhaustive()
-    }
-}
-
-impl Peer {
-    pub fn plain(endpoint: Endpoint) -> Peer {
-        Peer { endpoint, tls: None, own: None }
-    }
-
-    /// The route to it from wherever the OS routes, or from `local`.
-    pub fn route(&self, local: Option<IpAddr>) -> Route {
-        Route { endpoint: self.endpoint.clone(), local, tls: self.tls.clone(), own: self.own.clone() }
-    }
-}
-
-impl std::fmt::Display for Peer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let Some(own) = &self.own {
-            return f.write_str(&own.name);
-        }
-        match self.tls {
-            Some(_) => write!(f, "ddftps://{}", self.endpoint),
-            None => write!(f, "{}", self.endpoint),
-        }
-    }
-}
-
-/// One way to reach a mirror: from a local address (`--bind`), or from
-/// wherever the OS routes. Every route is a producer of its own, so a
-/// mirror reached over two NICs is two producers, one per link.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    pub endpoint: Endpoint,
-    pub local: Option<IpAddr>,
-    pub tls: Option<Secure>,
-    /// What the mirror has of its own (see [`Peer::own`]).
-    pub own: Option<Own>,
-}
-
-impl Route {
-    /// Its mirror's name: the address, or the name it goes by.
-    pub fn mirror(&self) -> String {
-        match &self.own {
-            Some(own) => own.name.to_string(),
-            None => self.endpoint.to_string(),
-        }
-    }
-}
-
-impl std::fmt::Display for Route {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.own, self.local) {
-            (Some(own), Some(l)) => return write!(f, "{} via {l}", own.name),
-            (Some(own), None) => return f.write_str(&own.name),
-            _ => {}
-        }
-        if self.tls.is_some() {
-            f.write_str("ddftps://")?;
-        }
-        match self.local {
-            Some(l) => write!(f, "{} via {l}", self.endpoint),
-            None => write!(f, "{}", self.endpoint),
-        }
-    }
-}
 
 /// A greeted connection to one mirror (a producer), the round trip its
 /// greeting took and what the greeting said. Blocks then stream on `sock`.
