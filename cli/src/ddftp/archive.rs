@@ -268,6 +268,18 @@ fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
 
 /// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
 /// changes too (here in the `-i` lines).
+/// rsync's form of the command line ([`super::rsync_form`]) applied to
+/// the flags: DEST last, a `HOST:DIR` SRC as its ssh mirror.
+fn rsync_form(o: &mut ArchiveOpt) -> Result<(), String> {
+    let e = super::rsync_form::ends(std::mem::take(&mut o.src), o.dest.as_deref(), !o.moving.mirrors.is_empty())?;
+    o.src = e.src;
+    o.dest = Some(e.dest);
+    if let Some(m) = e.mirror {
+        o.moving.mirrors = vec![super::flags::Mirror::Ssh(m)];
+    }
+    Ok(())
+}
+
 impl ArchiveOpt {
     /// DEST (set by the time the archive starts: `--dest`, or the last
     /// argument).
@@ -277,7 +289,7 @@ impl ArchiveOpt {
 }
 
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
-    if let Err(e) = super::rsync_form::apply(&mut o) {
+    if let Err(e) = rsync_form(&mut o) {
         report_error(&e);
         if o.moving.json {
             println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));

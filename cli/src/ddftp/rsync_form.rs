@@ -8,8 +8,6 @@ use std::path::{Path, PathBuf};
 
 use ddftp::ssh::SshMirror;
 
-use super::flags::Mirror;
-
 /// What rsync's form says: the SRCs, DEST, and the ssh mirror if a SRC
 /// named a host.
 #[derive(Debug, PartialEq, Eq)]
@@ -72,17 +70,6 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
         Some(n) => Ends { src: vec![n.clone()], dest: dest.join(n), mirror: Some(mirror) },
         None => Ends { src: vec![".".into()], dest, mirror: Some(mirror) },
     })
-}
-
-/// Applies [`ends`] to an archive's flags.
-pub fn apply(o: &mut super::archive::ArchiveOpt) -> Result<(), String> {
-    let e = ends(std::mem::take(&mut o.src), o.dest.as_deref(), !o.moving.mirrors.is_empty())?;
-    o.src = e.src;
-    o.dest = Some(e.dest);
-    if let Some(m) = e.mirror {
-        o.moving.mirrors = vec![Mirror::Ssh(m)];
-    }
-    Ok(())
 }
 
 #[cfg(test)]
