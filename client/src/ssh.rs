@@ -25,8 +25,7 @@ use ddftp_proto::Endpoint;
 
 use crate::session::{Own, Peer, Secure};
 
-/// The first words of the line a remote `ddftpd session` answers.
-pub const GREETING: &str = "ddftpd-session 1";
+pub use ddftp_proto::session::GREETING;
 
 /// `ssh://[USER@]HOST[:PORT]/DIR`, or rsync's `[USER@]HOST:DIR`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -134,6 +133,11 @@ impl SshMirror {
     /// options), the port and user, `--`, the host, and the remote command
     /// as single-quoted words.
     pub fn command(&self, rsh: &[String], remote_ddftpd: &str) -> Command {
+        self.remote(rsh, &[remote_ddftpd, "session", "--", &self.dir])
+    }
+
+    /// The command that runs `words` on the host (each single-quoted).
+    pub fn remote(&self, rsh: &[String], words: &[&str]) -> Command {
         let (program, opts) = match rsh.split_first() {
             Some((p, o)) => (p.as_str(), o),
             None => ("ssh", &[][..]),
@@ -146,7 +150,7 @@ impl SshMirror {
         if let Some(u) = &self.user {
             c.arg("-l").arg(u);
         }
-        let remote = [remote_ddftpd, "session", "--", &self.dir].map(quote).join(" ");
+        let remote = words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ");
         c.arg("--").arg(&self.host).arg(remote);
         c
     }
@@ -309,10 +313,15 @@ pub fn start(
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return Err(SshError::Timeout(within.as_secs())),
     };
     let a = parse_announce(&line).map_err(SshError::Announce)?;
+    Ok((session, peer(a, m.to_string())))
+}
+
+/// The mirror a session's line names: TLS pinned to its certificate, its
+/// token, going by `name`.
+pub fn peer(a: Announced, name: String) -> Peer {
     let endpoint = Endpoint { host: a.host.to_string(), port: a.port };
-    let own = Own { token: a.token, name: m.to_string().into() };
-    let peer = Peer { endpoint, tls: Some(Secure(ddnet::pinned::connector(a.pin))), own: Some(own) };
-    Ok((session, peer))
+    let own = Own { token: a.token, name: name.into() };
+    Peer { endpoint, tls: Some(Secure(ddnet::pinned::connector(a.pin))), own: Some(own) }
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod manifest;
 pub mod packed;
 pub mod relpath;
 pub mod rolling;
+pub mod session;
 pub mod shown;
 pub mod streams;
 pub mod units;

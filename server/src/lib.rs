@@ -40,6 +40,7 @@ pub use ddnet::ratelimit;
 pub mod root;
 pub mod seals;
 pub mod server;
+pub mod session;
 pub mod share;
 pub mod shared;
 pub mod socket;

@@ -32,6 +32,10 @@ pub struct ArchiveOpt {
     /// `rsync -a A/ B/ DEST/` (a name the first has, it gives).
     #[arg(required = true, num_args = 1..)]
     pub src: Vec<String>,
+    /// The remote end of a push: the serving end's line comes on
+    /// standard input (`ddftp archive SRC HOST:DIR` runs this over ssh).
+    #[arg(long, hide = true)]
+    pub session_stdin: bool,
     /// Where the tree is recreated (SRC's content goes directly inside).
     /// Without it, the last argument is DEST (rsync's form: `ddftp archive
     /// [USER@]HOST:DIR DEST` copies DIR from HOST over ssh into DEST/DIR).
@@ -270,14 +274,73 @@ fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
 /// changes too (here in the `-i` lines).
 /// rsync's form of the command line ([`super::rsync_form`]) applied to
 /// the flags: DEST last, a `HOST:DIR` SRC as its ssh mirror.
-fn rsync_form(o: &mut ArchiveOpt) -> Result<(), String> {
+fn rsync_form(o: &mut ArchiveOpt) -> Result<Option<ddftp::ssh::SshMirror>, String> {
+    if o.session_stdin {
+        o.moving.mirrors = vec![super::flags::Mirror::Pinned(pushed_from()?)];
+        return Ok(None);
+    }
     let e = super::rsync_form::ends(std::mem::take(&mut o.src), o.dest.as_deref(), !o.moving.mirrors.is_empty())?;
     o.src = e.src;
     o.dest = Some(e.dest);
     if let Some(m) = e.mirror {
         o.moving.mirrors = vec![super::flags::Mirror::Ssh(m)];
     }
-    Ok(())
+    Ok(e.push)
+}
+
+/// The flags the remote archive is given: those a push passes on.
+fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
+    if !o.include.is_empty() && !o.exclude.is_empty() {
+        return Err("pushing with both --include and --exclude is not supported yet (their order would be lost)".into());
+    }
+    if o.list.is_some() || o.files_from.is_some() || o.backup_dir.is_some() || !o.exclude_from.is_empty() {
+        return Err("pushing takes no --list, --files-from, --backup-dir or --exclude-from yet".into());
+    }
+    let mut v: Vec<String> = vec![];
+    for (on, flag) in [
+        (o.dry_run, "-n"),
+        (o.itemize, "-i"),
+        (o.delete, "--delete"),
+        (o.xattrs, "-X"),
+        (o.checksum, "-c"),
+        (o.ignore_existing, "--ignore-existing"),
+        (o.whole_file, "--whole-file"),
+        (o.no_owner, "--no-owner"),
+        (o.by_name, "--by-name"),
+        (o.moving.quiet, "-q"),
+        (o.moving.json, "--json"),
+    ] {
+        if on {
+            v.push(flag.into());
+        }
+    }
+    if let Some(n) = o.max_delete {
+        v.extend(["--max-delete".into(), n.to_string()]);
+    }
+    // Rules in the order given (only one kind each: their relative order
+    // is the command line's, as the archive's own reading of them).
+    for p in &o.exclude {
+        v.extend(["--exclude".into(), p.clone()]);
+    }
+    for p in &o.include {
+        v.extend(["--include".into(), p.clone()]);
+    }
+    Ok(v)
+}
+
+/// The serving end of a push, from the line on standard input: at the
+/// address the ssh client came from (`SSH_CONNECTION`).
+fn pushed_from() -> Result<ddftp::session::Peer, String> {
+    let from = std::env::var("SSH_CONNECTION")
+        .ok()
+        .and_then(|c| c.split_whitespace().next().map(String::from))
+        .ok_or("--session-stdin is for a push over ssh (SSH_CONNECTION is not set)")?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::Read::take(std::io::stdin().lock(), 1024), &mut line)
+        .map_err(|e| format!("reading the pushing end's line: {e}"))?;
+    let line = line.replacen(&format!("{} - ", ddftp::ssh::GREETING), &format!("{} {from} ", ddftp::ssh::GREETING), 1);
+    let a = ddftp::ssh::parse_announce(&line).map_err(|e| format!("the pushing end: {e}"))?;
+    Ok(ddftp::ssh::peer(a, format!("ssh push from {from}")))
 }
 
 impl ArchiveOpt {
@@ -289,12 +352,26 @@ impl ArchiveOpt {
 }
 
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
-    if let Err(e) = rsync_form(&mut o) {
-        report_error(&e);
-        if o.moving.json {
-            println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));
+    match rsync_form(&mut o) {
+        Ok(Some(to)) => {
+            let flags = match passed_on(&o) {
+                Ok(f) => f,
+                Err(e) => {
+                    report_error(&e);
+                    return Exit::Usage;
+                }
+            };
+            let how = super::push::How { flags, rsh: &o.moving.rsh, remote_ddftp: &o.moving.remote_ddftp };
+            return super::push::run(&o.src[0], &to, how);
         }
-        return Exit::Usage;
+        Ok(None) => {}
+        Err(e) => {
+            report_error(&e);
+            if o.moving.json {
+                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));
+            }
+            return Exit::Usage;
+        }
     }
     let spec = o.moving.spec(String::new(), o.dest().to_path_buf(), o.sync).and_then(|g| match g.http.first() {
         Some(url) => {

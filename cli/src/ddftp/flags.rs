@@ -202,6 +202,10 @@ pub struct MoveOpt {
     /// is not on the remote PATH as `ddftpd`.
     #[arg(long, value_name = "PATH", default_value = "ddftpd")]
     pub remote_ddftpd: String,
+    /// The ddftp to run on the host an archive is pushed to (`ddftp
+    /// archive SRC HOST:DIR`), if it is not on the remote PATH as `ddftp`.
+    #[arg(long, value_name = "PATH", default_value = "ddftp")]
+    pub remote_ddftp: String,
     #[command(flatten)]
     pub tls: TlsOpt,
     #[command(flatten)]
@@ -267,6 +271,7 @@ impl MoveOpt {
                 Mirror::Http(u) => http.push(u.clone()),
                 // Those that started, in the order given.
                 Mirror::Ssh(_) => mirrors.extend(ssh.next()),
+                Mirror::Pinned(p) => mirrors.push(p.clone()),
             }
         }
         if mirrors.is_empty() && http.is_empty() && self.mirrors.iter().any(|m| matches!(m, Mirror::Ssh(_))) {
@@ -337,6 +342,9 @@ pub enum Mirror {
     Ddftpd(Endpoint, bool),
     Http(String),
     Ssh(SshMirror),
+    /// A mirror given with its own token and certificate: the serving end
+    /// of a push, as it told this end over ssh.
+    Pinned(Peer),
 }
 
 pub(crate) fn parse_mirror(s: &str) -> Result<Mirror, String> {

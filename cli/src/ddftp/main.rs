@@ -13,6 +13,7 @@ mod many;
 mod metrics_file;
 mod outcome;
 mod pipe;
+mod push;
 mod rsync_form;
 mod share;
 mod simulate;
@@ -43,6 +44,26 @@ pub enum Exit {
     Tls = 6,
     /// Interrupted (Ctrl-C); resumable.
     Interrupted = 130,
+}
+
+impl Exit {
+    /// The exit code another ddftp ended with (a push's remote end); one
+    /// this ddftp does not give is a failed transfer.
+    pub fn from_code(c: i32) -> Exit {
+        [
+            Exit::Ok,
+            Exit::Transfer,
+            Exit::Usage,
+            Exit::Integrity,
+            Exit::Local,
+            Exit::Partial,
+            Exit::Tls,
+            Exit::Interrupted,
+        ]
+        .into_iter()
+        .find(|e| *e as i32 == c)
+        .unwrap_or(Exit::Transfer)
+    }
 }
 
 impl From<Exit> for ExitCode {

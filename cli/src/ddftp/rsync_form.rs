@@ -1,6 +1,7 @@
 //! rsync's way of naming an archive's ends: `ddftp archive SRC... DEST`
 //! (DEST last, without `--dest`) and `[USER@]HOST:DIR` as SRC, a host
-//! reached over ssh (an `ssh://` mirror, see docs/ssh.md). As rsync:
+//! reached over ssh (an `ssh://` mirror, see docs/ssh.md), or as DEST,
+//! a host to push SRC to. As rsync:
 //! `HOST:DIR` copies the directory DIR into DEST (DEST/NAME),
 //! `HOST:DIR/` copies what is in it.
 
@@ -15,6 +16,8 @@ pub struct Ends {
     pub src: Vec<String>,
     pub dest: PathBuf,
     pub mirror: Option<SshMirror>,
+    /// DEST is `HOST:DIR`: SRC (local) is pushed there.
+    pub push: Option<SshMirror>,
 }
 
 /// Whether `s` names a remote path as rsync reads it: a colon before any
@@ -31,6 +34,17 @@ fn is_remote(s: &str) -> bool {
 /// Reads `src` (and `dest`, if given) as rsync would; `mirrors`
 /// tells whether `--mirrors` was given too.
 pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<Ends, String> {
+    if dest.is_none() && src.len() >= 2 && src.last().is_some_and(|d| is_remote(d)) {
+        let to = src.pop().expect("two or more");
+        if src.len() > 1 || src.iter().any(|s| is_remote(s)) {
+            return Err("a push takes one local SRC (ddftp archive SRC HOST:DIR)".into());
+        }
+        if mirrors {
+            return Err(format!("{to}: a push serves SRC from here; --mirrors has no place in it"));
+        }
+        let push = SshMirror::parse_rsync(&to)?;
+        return Ok(Ends { src, dest: PathBuf::from(&push.dir), mirror: None, push: Some(push) });
+    }
     let dest = match dest {
         Some(d) => d.to_path_buf(),
         None if src.len() >= 2 => PathBuf::from(src.pop().expect("two or more")),
@@ -38,7 +52,7 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
     };
     let remote: Vec<&String> = src.iter().filter(|s| is_remote(s)).collect();
     if remote.is_empty() {
-        return Ok(Ends { src, dest, mirror: None });
+        return Ok(Ends { src, dest, mirror: None, push: None });
     }
     if remote.len() < src.len() || remote.len() > 1 {
         return Err("one HOST:DIR source at a time (its tree is copied from that host over ssh)".into());
@@ -67,8 +81,8 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
     };
     let mirror = SshMirror { dir, ..whole };
     Ok(match name {
-        Some(n) => Ends { src: vec![n.clone()], dest: dest.join(n), mirror: Some(mirror) },
-        None => Ends { src: vec![".".into()], dest, mirror: Some(mirror) },
+        Some(n) => Ends { src: vec![n.clone()], dest: dest.join(n), mirror: Some(mirror), push: None },
+        None => Ends { src: vec![".".into()], dest, mirror: Some(mirror), push: None },
     })
 }
 
@@ -103,6 +117,15 @@ mod tests {
         assert_eq!((e.mirror.unwrap().dir, e.src), ("/".to_string(), v(&["top"])));
         let e = ends(v(&["h:", "/d"]), None, false).unwrap();
         assert_eq!((e.mirror.unwrap().dir, e.src), (".".to_string(), v(&["."])));
+    }
+
+    #[test]
+    fn a_remote_dest_is_a_push_of_one_local_src() {
+        let e = ends(v(&["tree", "u@h:/srv"]), None, false).unwrap();
+        assert_eq!((e.src, e.push.map(|p| (p.host, p.dir))), (v(&["tree"]), Some(("h".into(), "/srv".into()))));
+        assert!(ends(v(&["a", "b", "h:/srv"]), None, false).is_err());
+        assert!(ends(v(&["g:/a", "h:/srv"]), None, false).is_err());
+        assert!(ends(v(&["a", "h:/srv"]), None, true).is_err());
     }
 
     #[test]

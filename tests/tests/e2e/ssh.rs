@@ -201,17 +201,45 @@ fn read_reply(s: &mut impl Read, buf: &mut bytes::BytesMut) -> Option<ddftp_prot
     }
 }
 
-/// rsync's form, `ddftp archive HOST:DIR DEST`, of the awkward tree (every
-/// entry kind): DEST/DIR as `rsync -aHAXS --numeric-ids -e ssh` makes it.
-#[test]
-fn archive_host_dir_dest_copies_the_awkward_tree_as_rsync_over_ssh_does() {
-    use crate::util::tree::{assert_equal, scan, Look};
+/// What of a tree is compared with rsync's copy of it (ours is compared
+/// with the source itself, whole): rsync cannot go past PATH_MAX, and it
+/// leaves some special files and symlinks of this tree with the time it
+/// made them, run after run on this machine.
+fn rsync_view(
+    m: std::collections::BTreeMap<Vec<u8>, crate::util::tree::Seen>,
+) -> std::collections::BTreeMap<Vec<u8>, crate::util::tree::Seen> {
+    m.into_iter()
+        .filter(|(k, _)| !k.starts_with(b"long"))
+        .map(|(k, mut v)| {
+            if ["type 1 ", "type 2 ", "type 6 ", "type 12 ", "type 14 "].iter().any(|t| v.line.starts_with(t)) {
+                if let Some(at) = v.line.find(" mtime ") {
+                    let end = v.line[at + 7..].find(' ').map_or(v.line.len(), |e| at + 7 + e);
+                    v.line.replace_range(at..end, "");
+                }
+            }
+            (k, v)
+        })
+        .collect()
+}
+
+/// A server, and the awkward tree (every entry kind) at ROOT/src; whether
+/// the tests run as root.
+fn awkward_over_ssh() -> (Sshd, Fixture, std::path::PathBuf, bool) {
     let sshd = Sshd::start();
     let root = is_root();
     let f = Fixture::new();
     let src = f.root().join("src");
     std::fs::create_dir(&src).unwrap();
     crate::archive_kinds::awkward(&src, root);
+    (sshd, f, src, root)
+}
+
+/// rsync's form, `ddftp archive HOST:DIR DEST`, of the awkward tree (every
+/// entry kind): DEST/DIR as `rsync -aHAXS --numeric-ids -e ssh` makes it.
+#[test]
+fn archive_host_dir_dest_copies_the_awkward_tree_as_rsync_over_ssh_does() {
+    use crate::util::tree::{assert_equal, scan, Look};
+    let (sshd, f, src, root) = awkward_over_ssh();
     let (ours, theirs) = (f.out("ours"), f.out("theirs"));
     let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
     let remote = format!("127.0.0.1:{}", src.display());
@@ -224,16 +252,52 @@ fn archive_host_dir_dest_copies_the_awkward_tree_as_rsync_over_ssh_does() {
     let look = Look { owners: root, setid: root, devices: root };
     let got = scan(&ours.join("src"), look);
     assert_equal(&scan(&src, look), &got);
-    // rsync cannot go past PATH_MAX: the rest is compared with its copy.
     let o = Command::new("rsync")
         .args(["-aHAXS", "--numeric-ids", "--exclude", "/src/long", "-e", &rsh, &remote])
         .arg(&theirs)
         .output()
         .expect("rsync (CI installs it)");
     assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
-    let short = |m: std::collections::BTreeMap<Vec<u8>, _>| -> std::collections::BTreeMap<Vec<u8>, _> {
-        m.into_iter().filter(|(k, _): &(Vec<u8>, _)| !k.starts_with(b"long")).collect()
-    };
-    assert_equal(&short(scan(&theirs.join("src"), look)), &short(got));
+    assert_equal(&rsync_view(scan(&theirs.join("src"), look)), &rsync_view(got));
     assert_eq!(gone(&src), Vec::<String>::new());
+}
+
+/// Pushing, rsync's other direction: `ddftp archive SRC HOST:DIR` of the
+/// awkward tree makes DIR/SRC as `rsync -aHAXS --numeric-ids -e ssh SRC
+/// HOST:DIR` does; nothing keeps running on either side.
+#[test]
+fn archive_src_host_dir_pushes_the_awkward_tree_as_rsync_over_ssh_does() {
+    use crate::util::tree::{assert_equal, scan, Look};
+    let (sshd, f, src, root) = awkward_over_ssh();
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let ddftp_bin = bin("ddftp").display().to_string();
+    let to = format!("127.0.0.1:{}", ours.display());
+    let r = ddftp(
+        &["archive", src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-X", "--json", "-q"],
+        0,
+    );
+    assert_eq!(json(&r)["hard_links"].as_u64(), Some(2), "{}", String::from_utf8_lossy(&r.stdout));
+    let look = Look { owners: root, setid: root, devices: root };
+    let got = scan(&ours.join("src"), look);
+    assert_equal(&scan(&src, look), &got);
+    let o = Command::new("rsync")
+        .args(["-aHAXS", "--numeric-ids", "--exclude", "/src/long", "-e", &rsh])
+        .arg(&src)
+        .arg(format!("127.0.0.1:{}", theirs.display()))
+        .output()
+        .expect("rsync (CI installs it)");
+    assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
+    assert_equal(&rsync_view(scan(&theirs.join("src"), look)), &rsync_view(got));
+    let left = Command::new("pgrep").args(["-f", "session-stdin"]).output().unwrap();
+    assert!(left.stdout.is_empty(), "the remote archive is still running: {}", String::from_utf8_lossy(&left.stdout));
+    // A host that cannot be reached: ssh's failure, exit 1.
+    let bad = "ssh -F /dev/null -p 1 -o BatchMode=yes";
+    let out =
+        Command::new(bin("ddftp")).args(["archive", src.to_str().unwrap(), &to, "-e", bad, "-q"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("ssh could not connect or log in"), "{said}");
 }

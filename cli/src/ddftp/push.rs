@@ -1,0 +1,159 @@
+//! Pushing: `ddftp archive SRC [USER@]HOST:DIR`. The local end serves SRC
+//! ([`ddftpd::session`]: a free port, TLS with a certificate made for
+//! this push, a token made for it) and runs `ddftp archive` on the host
+//! over ssh, the consumer there connecting back; the serving end's line
+//! goes to it on ssh's standard input (never on a command line another
+//! user could read). The remote archive's summary and exit code are the
+//! push's; the local server stops when ssh ends.
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use ddftp::ssh::SshMirror;
+
+use super::{report_error, Exit};
+
+/// What the remote end runs: its SRC (below what this end serves) and
+/// its DEST, as rsync places a SRC under HOST:DIR.
+fn ends(src: &str, dir: &str) -> Result<(PathBuf, String, String), String> {
+    let path = Path::new(src);
+    let full = path.canonicalize().map_err(|e| format!("{src}: {e}"))?;
+    let under = |name: &str| match dir.trim_end_matches('/') {
+        "" if dir.starts_with('/') => format!("/{name}"),
+        "" => name.to_string(),
+        d => format!("{d}/{name}"),
+    };
+    if src.ends_with('/') || !full.is_dir() && full.parent().is_none() {
+        return Ok((full, ".".into(), if dir.is_empty() { ".".into() } else { dir.into() }));
+    }
+    let name = full.file_name().ok_or_else(|| format!("{src}: names no entry"))?.to_string_lossy().into_owned();
+    let root = full.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+    // A file goes to DIR/NAME (the remote archive's file SRC), a
+    // directory's content into DIR/NAME.
+    let dest = if full.is_dir() {
+        under(&name)
+    } else {
+        if dir.is_empty() {
+            ".".into()
+        } else {
+            dir.into()
+        }
+    };
+    Ok((root, name, dest))
+}
+
+/// How a push runs: the flags the remote archive is given, the remote
+/// shell and the remote ddftp.
+pub struct How<'a> {
+    pub flags: Vec<String>,
+    pub rsh: &'a str,
+    pub remote_ddftp: &'a str,
+}
+
+/// Pushes `src` to `to` (its `dir` the remote DIR).
+pub fn run(src: &str, to: &SshMirror, how: How<'_>) -> Exit {
+    let (root, name, dest) = match ends(src, &to.dir) {
+        Ok(e) => e,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
+    let rsh = match ddftp::ssh::split_rsh(how.rsh) {
+        Ok(r) => r,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
+    let flags = how.flags;
+    let rt = match super::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Local;
+        }
+    };
+    rt.block_on(async {
+        let family = to.host.parse::<IpAddr>().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let session = match ddftpd::session::Session::start(&root, family, false).await {
+            Ok(s) => s,
+            Err(e) => {
+                report_error(&format_args!("cannot serve {}: {e}", root.display()));
+                return Exit::Local;
+            }
+        };
+        let line = match session.announce("-") {
+            Ok(l) => l,
+            Err(e) => {
+                report_error(&e);
+                return Exit::Local;
+            }
+        };
+        let mut words: Vec<&str> = vec![how.remote_ddftp, "archive", "--session-stdin"];
+        words.extend(flags.iter().map(String::as_str));
+        words.extend(["-d", &dest, "--", &name]);
+        let mut cmd = to.remote(&rsh, &words);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                report_error(&format_args!("cannot run {}: {e}", rsh[0]));
+                return Exit::Usage;
+            }
+        };
+        // The line, and standard input kept open while the push runs.
+        let mut stdin = child.stdin.take().expect("piped");
+        let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+        let (done_tx, done) = tokio::sync::oneshot::channel();
+        let waiting = tokio::task::spawn_blocking(move || {
+            let status = child.wait();
+            let _ = done_tx.send(());
+            drop(stdin);
+            status
+        });
+        session
+            .run(async move {
+                let _ = done.await;
+            })
+            .await;
+        let status = waiting.await.map_err(std::io::Error::other).and_then(|s| s);
+        match status.map(|s| s.code()) {
+            Ok(Some(0)) => Exit::Ok,
+            Ok(Some(255)) => {
+                report_error(&format_args!("{to}: ssh could not connect or log in (its message is above)"));
+                Exit::Transfer
+            }
+            Ok(Some(127)) => {
+                report_error(&format_args!(
+                    "{to}: ddftp is not on the remote PATH: install it there, or name it with --remote-ddftp PATH"
+                ));
+                Exit::Transfer
+            }
+            Ok(Some(c)) => Exit::from_code(c),
+            Ok(None) | Err(_) => Exit::Transfer,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_goes_under_dir_its_content_with_a_slash_a_file_beside() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("tree");
+        std::fs::create_dir(&tree).unwrap();
+        std::fs::write(d.path().join("f"), b"x").unwrap();
+        let t = tree.to_str().unwrap();
+        assert_eq!(ends(t, "/srv").unwrap(), (d.path().canonicalize().unwrap(), "tree".into(), "/srv/tree".into()));
+        assert_eq!(ends(&format!("{t}/"), "/srv").unwrap(), (tree.canonicalize().unwrap(), ".".into(), "/srv".into()));
+        let f = d.path().join("f");
+        assert_eq!(ends(f.to_str().unwrap(), "in").unwrap().1, "f");
+        assert_eq!(ends(f.to_str().unwrap(), "in").unwrap().2, "in");
+        assert_eq!(ends(t, "").unwrap().2, "tree");
+    }
+}

@@ -1,0 +1,82 @@
+//! A server for one client that met it over ssh: the remote end of an
+//! `ssh://` mirror (`ddftpd session DIR`), or the local end of a push
+//! (`ddftp archive SRC HOST:DIR`, the remote consumer connecting back).
+//! It listens on a free port, speaks TLS with a certificate made for the
+//! session (in memory only) and serves only connections that prove a
+//! token made for it; [`Session::announce`] is what the other end is told
+//! over ssh. Digests go to the user's cache directory, never into the
+//! served tree.
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use crate::{Server, ServerConfig};
+
+/// A session's server, bound and ready.
+pub struct Session {
+    server: Server,
+    listener: tokio::net::TcpListener,
+    token: String,
+    pin: [u8; 32],
+}
+
+impl Session {
+    /// Serves `root` on a free port of every address of `family`'s kind.
+    pub async fn start(root: &Path, family: IpAddr, follow_symlinks: bool) -> io::Result<Session> {
+        let identity = ddnet::pinned::Identity::generate()
+            .map_err(|e| io::Error::other(format!("cannot make the session's certificate: {e}")))?;
+        let acceptor =
+            identity.acceptor().map_err(|e| io::Error::other(format!("cannot use the session's certificate: {e}")))?;
+        let token: String = rand::random::<[u8; 32]>().iter().map(|b| format!("{b:02x}")).collect();
+        let cfg = ServerConfig {
+            follow_symlinks,
+            token: Some(token.clone().into_bytes()),
+            index_dir: Some(index_dir(root)?),
+            tls: Some(crate::tls::Tls::from_acceptor(acceptor)),
+            ..ServerConfig::default()
+        };
+        let server = Server::new(root, &cfg)?;
+        let any = match family {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        };
+        let listener = tokio::net::TcpListener::bind(SocketAddr::new(any, 0)).await?;
+        Ok(Session { server, listener, token, pin: identity.fingerprint() })
+    }
+
+    /// The line the other end is told: connect to `host` (or `-`: the
+    /// address the ssh client came from) at this session's port.
+    pub fn announce(&self, host: &str) -> io::Result<String> {
+        let port = self.listener.local_addr()?.port();
+        Ok(ddftp_proto::session::announce(host, port, &self.token, &self.pin))
+    }
+
+    /// Serves until `until` resolves.
+    pub async fn run(self, until: impl Future<Output = ()> + Send + 'static) {
+        self.server.run(vec![self.listener], until).await;
+    }
+}
+
+/// A short stable name for a root: its path hashed.
+fn root_name(root: &Path) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(root.as_os_str().as_encoded_bytes());
+    h[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The index of `root`'s digests: beneath the user's cache directory
+/// (`$XDG_CACHE_HOME` or `~/.cache`), one per root, made private.
+pub fn index_dir(root: &Path) -> io::Result<PathBuf> {
+    let cache = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+        (Some(c), _) if Path::new(&c).is_absolute() => PathBuf::from(c),
+        (_, Some(h)) => Path::new(&h).join(".cache"),
+        _ => return Err(io::Error::other("no home directory (HOME) to keep the digest index in")),
+    };
+    let dir = cache.join("ddftpd").join(root_name(root));
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot make the digest index {}: {e}", dir.display())))?;
+    Ok(dir)
+}
