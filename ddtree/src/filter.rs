@@ -53,8 +53,13 @@ pub enum RuleSpec {
     Exclude(String),
     Include(String),
     /// A file of rules: `- PATTERN` or a bare pattern excludes, `+ PATTERN`
-    /// includes; blank lines and `#` comments are skipped.
+    /// includes; blank lines and `#` or `;` comments are skipped.
     From(std::path::PathBuf),
+    /// `--include-from`: the same, a bare pattern including.
+    IncludeFrom(std::path::PathBuf),
+    /// `-f`/`--filter`: one rule as rsync writes it, `- PATTERN`,
+    /// `+ PATTERN`, `exclude PATTERN` or `include PATTERN`.
+    Rule(String),
 }
 
 impl Filter {
@@ -64,23 +69,46 @@ impl Filter {
             match s {
                 RuleSpec::Exclude(p) => f.push(false, p)?,
                 RuleSpec::Include(p) => f.push(true, p)?,
-                RuleSpec::From(path) => {
-                    let text = std::fs::read_to_string(path).map_err(|e| FilterError {
-                        what: "--exclude-from",
-                        pattern: path.display().to_string(),
-                        why: e.to_string(),
-                    })?;
-                    for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-                        match (line.strip_prefix("+ "), line.strip_prefix("- ")) {
-                            (Some(p), _) => f.push(true, p)?,
-                            (_, Some(p)) => f.push(false, p)?,
-                            _ => f.push(false, line)?,
+                RuleSpec::From(path) => f.push_file(path, false)?,
+                RuleSpec::IncludeFrom(path) => f.push_file(path, true)?,
+                RuleSpec::Rule(r) => {
+                    let (include, p) = match r.split_once([' ', '_']) {
+                        Some(("-" | "exclude", p)) => (false, p),
+                        Some(("+" | "include", p)) => (true, p),
+                        _ => {
+                            return Err(FilterError {
+                                what: "--filter",
+                                pattern: r.clone(),
+                                why: "takes `- PATTERN`, `+ PATTERN`, `exclude PATTERN` or `include PATTERN` \
+                                      (no merge files or modifiers yet)"
+                                    .into(),
+                            })
                         }
-                    }
+                    };
+                    f.push(include, p)?
                 }
             }
         }
         Ok(f)
+    }
+
+    /// The rules of a file: `+ `/`- ` prefixes as rsync reads them, a bare
+    /// pattern including when `include`.
+    fn push_file(&mut self, path: &Path, include: bool) -> Result<(), FilterError> {
+        let what = if include { "--include-from" } else { "--exclude-from" };
+        let text = std::fs::read_to_string(path).map_err(|e| FilterError {
+            what,
+            pattern: path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty() && !l.starts_with(['#', ';'])) {
+            match (line.strip_prefix("+ "), line.strip_prefix("- ")) {
+                (Some(p), _) => self.push(true, p)?,
+                (_, Some(p)) => self.push(false, p)?,
+                _ => self.push(include, line)?,
+            }
+        }
+        Ok(())
     }
 
     fn push(&mut self, include: bool, pattern: &str) -> Result<(), FilterError> {

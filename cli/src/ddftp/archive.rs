@@ -71,9 +71,9 @@ pub struct ArchiveOpt {
     #[arg(long)]
     pub delete: bool,
     /// Leave out entries matching this pattern (repeatable; the first
-    /// matching --exclude/--include wins): gitignore-like, `**` crosses
-    /// directories, a pattern with a `/` is anchored at SRC, a trailing `/`
-    /// matches directories only.
+    /// matching rule wins), as rsync reads it: a leading `/` anchors it at
+    /// SRC, any other matches at any depth; `**` matches across
+    /// directories; a trailing `/` matches directories only.
     #[arg(long, value_name = "PATTERN")]
     pub exclude: Vec<String>,
     /// Keep entries matching this pattern even if a later --exclude would
@@ -84,6 +84,13 @@ pub struct ArchiveOpt {
     /// `+ PATTERN` includes; `#` comments.
     #[arg(long, value_name = "FILE")]
     pub exclude_from: Vec<PathBuf>,
+    /// Rules from a file, a bare pattern including (rsync's).
+    #[arg(long, value_name = "FILE")]
+    pub include_from: Vec<PathBuf>,
+    /// One rule as rsync writes it: `- PATTERN`, `+ PATTERN`, `exclude
+    /// PATTERN`, `include PATTERN` (repeatable, in order with the others).
+    #[arg(long, short = 'f', value_name = "RULE", allow_hyphen_values = true)]
+    pub filter: Vec<String>,
     /// Copy only the entries this file names (paths below SRC, one a
     /// line; `#` and `;` start comments), and the directories on their
     /// way: rsync's --files-from (a directory named is made, not entered).
@@ -96,6 +103,10 @@ pub struct ArchiveOpt {
     /// name, whatever it holds: only what is missing is copied.
     #[arg(long)]
     pub ignore_existing: bool,
+    /// Update only what DEST already has under its name; make nothing new
+    /// (no new file or directory), as rsync's --existing.
+    #[arg(long, visible_alias = "ignore-non-existing")]
+    pub existing: bool,
     /// Move a changed file whole (rsync's -W). By default a file DEST
     /// holds an older version of is updated: the chunks it holds are
     /// copied from it, only the rest moves (its own transfer, after the
@@ -266,12 +277,16 @@ fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
     for (i, p) in at("exclude_from", o.exclude_from.len()).into_iter().zip(&o.exclude_from) {
         tagged.push((i, RuleSpec::From(p.clone())));
     }
+    for (i, p) in at("include_from", o.include_from.len()).into_iter().zip(&o.include_from) {
+        tagged.push((i, RuleSpec::IncludeFrom(p.clone())));
+    }
+    for (i, r) in at("filter", o.filter.len()).into_iter().zip(&o.filter) {
+        tagged.push((i, RuleSpec::Rule(r.clone())));
+    }
     tagged.sort_by_key(|(i, _)| *i);
     tagged.into_iter().map(|(_, r)| r).collect()
 }
 
-/// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
-/// changes too (here in the `-i` lines).
 /// rsync's form of the command line ([`super::rsync_form`]) applied to
 /// the flags: DEST last, a `HOST:DIR` SRC as its ssh mirror.
 fn rsync_form(o: &mut ArchiveOpt) -> Result<Option<ddftp::ssh::SshMirror>, String> {
@@ -293,8 +308,14 @@ fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
     if !o.include.is_empty() && !o.exclude.is_empty() {
         return Err("pushing with both --include and --exclude is not supported yet (their order would be lost)".into());
     }
-    if o.list.is_some() || o.files_from.is_some() || o.backup_dir.is_some() || !o.exclude_from.is_empty() {
-        return Err("pushing takes no --list, --files-from, --backup-dir or --exclude-from yet".into());
+    if o.list.is_some()
+        || o.files_from.is_some()
+        || o.backup_dir.is_some()
+        || !o.exclude_from.is_empty()
+        || !o.include_from.is_empty()
+        || !o.filter.is_empty()
+    {
+        return Err("pushing takes no --list, --files-from, --backup-dir, -f or --exclude/include-from yet".into());
     }
     let mut v: Vec<String> = vec![];
     for (on, flag) in [
@@ -304,6 +325,7 @@ fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
         (o.xattrs, "-X"),
         (o.checksum, "-c"),
         (o.ignore_existing, "--ignore-existing"),
+        (o.existing, "--existing"),
         (o.whole_file, "--whole-file"),
         (o.no_owner, "--no-owner"),
         (o.by_name, "--by-name"),
@@ -351,6 +373,8 @@ impl ArchiveOpt {
     }
 }
 
+/// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
+/// changes too (here in the `-i` lines).
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
     match rsync_form(&mut o) {
         Ok(Some(to)) => {
@@ -419,6 +443,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
     let spec = ArchiveSpec {
         files_from,
         ignore_existing: o.ignore_existing,
+        existing: o.existing,
         max_delete: o.max_delete,
         backup_dir: o.backup_dir.clone(),
         file_src: false,

@@ -387,6 +387,9 @@ impl Archiving<'_> {
         if self.spec.ignore_existing {
             self.leave_existing(&mut items);
         }
+        if self.spec.existing {
+            self.leave_missing(&mut items);
+        }
         self.protect_backup()?;
         if self.spec.file_src {
             items.retain(|it| !it.rel.as_os_str().is_empty());

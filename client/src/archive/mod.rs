@@ -121,6 +121,9 @@ pub struct ArchiveSpec {
     /// `--ignore-existing`: an entry (not a directory) DEST holds under
     /// its name is left as it is.
     pub ignore_existing: bool,
+    /// `--existing`: only what DEST already has under its name is
+    /// updated; nothing new is made (DEST itself aside), as rsync's.
+    pub existing: bool,
     /// `--max-delete N`: at most N entries deleted; the others are named
     /// as not deleted.
     pub max_delete: Option<u64>,

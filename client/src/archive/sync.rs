@@ -452,6 +452,18 @@ impl Archiving<'_> {
         linked.retain(|l| leave(&l.item));
     }
 
+    /// `--existing`: leaves out every entry DEST does not have under its
+    /// name (a new directory with all it holds), DEST itself aside.
+    pub(super) fn leave_missing(&self, items: &mut Vec<Item>) {
+        let there =
+            |it: &Item| it.rel.as_os_str().is_empty() || deep::symlink_metadata(&self.dest.join(&it.rel)).is_ok();
+        let mut listing = self.listing.lock().expect("listing lock");
+        let super::archiving::Listing { specials, linked, .. } = &mut *listing;
+        items.retain(there);
+        specials.retain(there);
+        linked.retain(|l| there(&l.item));
+    }
+
     /// Makes the FIFOs and sockets (with their modes and mtimes) where DEST
     /// does not have them already; one that cannot be made is named, the
     /// rest go on. Before directories get their times: making an entry

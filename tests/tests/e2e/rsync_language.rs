@@ -88,10 +88,50 @@ fn filter_patterns_leave_out_what_rsync_leaves_out() {
         &["--exclude", "**/deep/*", "--exclude", "[!a-z]*"],
         &["--exclude", "*.gz", "--include", "*/", "--exclude", "*.key"],
     ];
-    for (k, opts) in sets.iter().enumerate() {
+    // Rules files, and -f rules, in order with the others.
+    let rules = f.out("rules");
+    std::fs::write(&rules, "# kept\n; also a comment\npublic.txt\n- secret.key\n").unwrap();
+    let rules = rules.to_str().unwrap();
+    let more: [&[&str]; 3] = [
+        &["--include-from", rules, "--exclude", "keep/*"],
+        &["-f", "- deep/f1", "--filter", "+ *.gz", "-f", "exclude logs/"],
+        &["--exclude-from", rules, "-f", "include_*.key", "--exclude", "*.txt"],
+    ];
+    for (k, opts) in sets.iter().chain(more.iter()).enumerate() {
         let (theirs, mine) = (f.out(&format!("rsync{k}")), f.out(&format!("ddftp{k}")));
         assert_eq!(rsync(&src, &theirs, opts), 0, "rsync {opts:?}");
         assert_eq!(ours(&m, "src", &mine, opts), 0, "ddftp {opts:?}");
+        same_tree(&theirs, &mine);
+    }
+}
+
+/// `--existing` (`--ignore-non-existing`) updates only what DEST has and
+/// makes nothing new; `--ignore-existing` makes only what DEST lacks:
+/// from the same DEST, the same trees as rsync's.
+#[test]
+fn existing_and_ignore_existing_update_what_rsync_updates() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["d", "e/deeper"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in ["a", "d/b", "d/new", "e/c", "e/deeper/x"].iter().enumerate() {
+        random_file(&src.join(p), 500 + i, 70 + i as u64);
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    // DEST as it was: d/b older (other bytes and mtime), a and e missing.
+    let before = |dest: &Path| {
+        std::fs::create_dir_all(dest.join("d")).unwrap();
+        random_file(&dest.join("d/b"), 300, 99);
+        let t = std::fs::File::options().write(true).open(dest.join("d/b")).unwrap();
+        t.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000)).unwrap();
+    };
+    for flag in ["--existing", "--ignore-non-existing", "--ignore-existing"] {
+        let (theirs, mine) = (f.out(&format!("rsync{flag}")), f.out(&format!("ddftp{flag}")));
+        before(&theirs);
+        before(&mine);
+        assert_eq!(rsync(&src, &theirs, &[flag]), 0, "rsync {flag}");
+        assert_eq!(ours(&m, "src", &mine, &[flag]), 0, "ddftp {flag}");
         same_tree(&theirs, &mine);
     }
 }
