@@ -6,7 +6,7 @@
 //! Both are reached beneath their directory descriptors, as DEST is.
 
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::deep::{self, Beneath, Dest};
@@ -40,8 +40,8 @@ impl Backup {
             }
             return Ok(Backup { root: dest.clone(), under });
         }
-        // The directories made for it are the owner's alone, as below DEST.
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        // The user's own path: made as `mkdir -p` makes it.
+        std::fs::create_dir_all(dir)?;
         // An absolute DIR inside DEST is below DEST as a relative one is:
         // reached beneath DEST's descriptor and kept from `--delete`.
         match below(dir, dest.path()) {
@@ -71,7 +71,31 @@ impl Backup {
     pub(super) fn keep(&self, from: &Beneath, rel: &Path) -> io::Result<()> {
         let to = self.root.join(self.under.join(rel));
         if let Some(parent) = to.parent() {
+            let made: Vec<&Path> =
+                above(rel).filter(|a| deep::symlink_metadata(&self.root.join(self.under.join(a))).is_err()).collect();
+            let dir_made: Vec<&Path> = self
+                .under
+                .ancestors()
+                .take_while(|a| !a.as_os_str().is_empty())
+                .filter(|a| deep::symlink_metadata(&self.root.join(a)).is_err())
+                .collect();
             deep::make_dir_all(&parent)?;
+            // DIR itself as `mkdir -p` would make it (the umask's mode).
+            for a in dir_made {
+                deep::set_mode(&self.root.join(a), 0o777 & !super::umask())?;
+            }
+            // As rsync: a directory made for a backup has the mode of the
+            // one in DEST it stands for (made owner-only first, then so).
+            let mut orig = from.parent();
+            for a in above(rel) {
+                let Some(o) = orig else { break };
+                if made.contains(&a) {
+                    if let Ok(m) = deep::symlink_metadata(&o) {
+                        deep::set_mode(&self.root.join(self.under.join(a)), m.permissions().mode() & 0o7777)?;
+                    }
+                }
+                orig = o.parent();
+            }
         }
         deep::rename(from, &to).map_err(|e| match e.raw_os_error() {
             Some(libc::EXDEV) => {
@@ -80,6 +104,11 @@ impl Backup {
             _ => e,
         })
     }
+}
+
+/// The directories above `rel` (below DEST), nearest first.
+fn above(rel: &Path) -> impl Iterator<Item = &Path> {
+    rel.ancestors().skip(1).take_while(|a| !a.as_os_str().is_empty())
 }
 
 /// `dir` as a path below `dest` (both as they resolve now; empty where it

@@ -477,7 +477,7 @@ fn local(path: &Path) -> impl FnOnce(io::Error) -> ArchiveError {
 }
 
 /// The process's umask (set and restored at once).
-fn umask() -> u32 {
+pub(super) fn umask() -> u32 {
     // SAFETY: umask cannot fail; the old value is put back immediately.
     unsafe {
         let old = libc::umask(0o022);

@@ -135,3 +135,45 @@ fn existing_and_ignore_existing_update_what_rsync_updates() {
         same_tree(&theirs, &mine);
     }
 }
+
+/// `--backup-dir` keeps what a run replaces or deletes, under its path,
+/// in directories with the modes of DEST's (rsync's), not owner-only.
+#[test]
+fn backup_dir_keeps_what_rsync_keeps_with_its_directories_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["open/inner", "shut"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in ["open/inner/a", "shut/b", "top"].iter().enumerate() {
+        random_file(&src.join(p), 400 + i, 80 + i as u64);
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    // DEST: older files in directories of their own modes, one to delete.
+    let before = |dest: &Path| {
+        for d in ["open/inner", "shut"] {
+            std::fs::create_dir_all(dest.join(d)).unwrap();
+        }
+        for (i, p) in ["open/inner/a", "shut/b", "top", "shut/gone"].iter().enumerate() {
+            random_file(&dest.join(p), 100 + i, 90 + i as u64);
+            // One time in both DESTs: the backups keep it.
+            let t = std::fs::File::options().write(true).open(dest.join(p)).unwrap();
+            t.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000)).unwrap();
+        }
+        for (d, mode) in [("open", 0o755), ("open/inner", 0o751), ("shut", 0o750)] {
+            std::fs::set_permissions(dest.join(d), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+    };
+    for (d, mode) in [("open", 0o755), ("open/inner", 0o751), ("shut", 0o750)] {
+        std::fs::set_permissions(src.join(d), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let (theirs, mine) = (f.out("rsync"), f.out("ddftp"));
+    before(&theirs);
+    before(&mine);
+    let opts = ["--delete", "--backup-dir", ".replaced"];
+    assert_eq!(rsync(&src, &theirs, &["-b", opts[0], opts[1], opts[2]]), 0);
+    assert_eq!(ours(&m, "src", &mine, &opts), 0);
+    same_tree(&theirs.join(".replaced"), &mine.join(".replaced"));
+    same_tree(&theirs, &mine);
+}
