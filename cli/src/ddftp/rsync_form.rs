@@ -31,6 +31,17 @@ fn is_remote(s: &str) -> bool {
     }
 }
 
+/// A SRC named twice is copied once, as rsync does (`a` and `a/` are
+/// one SRC here: its content).
+fn once_each(src: Vec<String>) -> Vec<String> {
+    let key = |s: &str| match s.trim_end_matches('/') {
+        "" => ".".to_string(),
+        k => k.to_string(),
+    };
+    let mut seen = std::collections::HashSet::new();
+    src.into_iter().filter(|s| seen.insert(key(s))).collect()
+}
+
 /// Reads `src` (and `dest`, if given) as rsync would; `mirrors`
 /// tells whether `--mirrors` was given too.
 pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<Ends, String> {
@@ -52,7 +63,7 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
     };
     let remote: Vec<&String> = src.iter().filter(|s| is_remote(s)).collect();
     if remote.is_empty() {
-        return Ok(Ends { src, dest, mirror: None, push: None });
+        return Ok(Ends { src: once_each(src), dest, mirror: None, push: None });
     }
     if remote.len() < src.len() || remote.len() > 1 {
         return Err("one HOST:DIR source at a time (its tree is copied from that host over ssh)".into());
@@ -117,6 +128,12 @@ mod tests {
         assert_eq!((e.mirror.unwrap().dir, e.src), ("/".to_string(), v(&["top"])));
         let e = ends(v(&["h:", "/d"]), None, false).unwrap();
         assert_eq!((e.mirror.unwrap().dir, e.src), (".".to_string(), v(&["."])));
+    }
+
+    #[test]
+    fn a_src_named_twice_is_one() {
+        let e = ends(v(&["a", "b", "a/", "b"]), Some(Path::new("/d")), true).unwrap();
+        assert_eq!(e.src, v(&["a", "b"]));
     }
 
     #[test]

@@ -177,3 +177,26 @@ fn backup_dir_keeps_what_rsync_keeps_with_its_directories_modes() {
     same_tree(&theirs.join(".replaced"), &mine.join(".replaced"));
     same_tree(&theirs, &mine);
 }
+
+/// A SRC named twice is copied once, as rsync does (it used to be refused
+/// as two SRCs that overlap).
+#[test]
+fn a_src_named_twice_is_copied_once() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    random_file(&src.join("a/f"), 300, 5);
+    let m = Mirror::start(&f.root(), &[]);
+    let (theirs, mine) = (f.out("rsync"), f.out("ddftp"));
+    let o = Command::new("rsync")
+        .arg("-a")
+        .arg(format!("{}/", src.display()))
+        .arg(format!("{}/", src.display()))
+        .arg(format!("{}/", theirs.display()))
+        .status()
+        .expect("rsync (CI installs it)");
+    assert!(o.success());
+    let out = ddftp(&["archive", "src", "src/", "-m", &m.addr, "-d", mine.to_str().unwrap(), "-q"], 0);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    same_tree(&theirs, &mine);
+}
