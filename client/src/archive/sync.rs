@@ -8,6 +8,7 @@
 //! `.d..tp.....` one whose mtime or mode changes, `cL+++++++++` a new
 //! symlink, `*deleting   PATH` a removal (directories end in `/`).
 
+use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -72,9 +73,10 @@ impl Plan {
         }
     }
 
-    /// DEST was made by this run (before the plan): its line is a new
-    /// directory's.
-    fn dest_made(&mut self) {
+    /// DEST (`dest`, as given) is made by this run: its line is a new
+    /// directory's, and rsync's `created directory DEST` comes first.
+    fn dest_made(&mut self, dest: &Path) {
+        use std::os::unix::ffi::OsStrExt;
         if let Some(at) = self.rels.iter().position(|r| r.as_os_str().is_empty()) {
             if !self.lines[at].starts_with("cd") {
                 self.lines[at] = "cd+++++++++ ./".into();
@@ -82,6 +84,9 @@ impl Plan {
                 self.new_dirs += 1;
             }
         }
+        let shown = escaped(dest.as_os_str().as_bytes());
+        self.lines.insert(0, format!("created directory {}", shown.trim_end_matches('/')));
+        self.rels.insert(0, PathBuf::new());
     }
 
     /// The lines of the changes a run made: those of the entries it did
@@ -135,7 +140,7 @@ pub(super) fn plan(
     keep: Keep,
 ) -> Plan {
     let mut p = Plan::default();
-    let mut lines: Vec<(PathBuf, String)> = vec![];
+    let mut lines: Vec<(PathBuf, Shown, String)> = vec![];
     let specials = specials.iter().filter(|it| !blocked.contains(&it.rel));
     let linked = linked.iter().filter(|l| !blocked.contains(&l.item.rel));
     let items = items.iter().filter(|it| !blocked.contains(&it.rel));
@@ -147,7 +152,7 @@ pub(super) fn plan(
             _ => {
                 p.new_links += 1;
                 let line = format!("hf+++++++++ {} => {}", shown(&l.item.rel, false), l.to.display());
-                lines.push((l.item.rel.clone(), line));
+                lines.push((l.item.rel.clone(), Shown::Other, line));
             }
         }
     }
@@ -168,16 +173,55 @@ pub(super) fn plan(
         if let Some(code) = decide::code(e.kind, action, attrs.as_deref()) {
             let to = e.meta.target().filter(|_| e.kind == Kind::Link);
             let to = to.map(|t| format!(" -> {}", escaped(t))).unwrap_or_default();
-            lines.push((it.rel.clone(), format!("{code} {}{to}", shown(&it.rel, e.kind == Kind::Dir))));
+            let what = if e.kind == Kind::Dir { Shown::Dir } else { Shown::Other };
+            lines.push((it.rel.clone(), what, format!("{code} {}{to}", shown(&it.rel, e.kind == Kind::Dir))));
         }
     }
     for (rel, dir) in extra {
         p.deletions += 1;
-        lines.push((rel.clone(), format!("*deleting   {}", shown(rel, *dir))));
+        lines.push((rel.clone(), Shown::Deleted, format!("*deleting   {}", shown(rel, *dir))));
     }
-    lines.sort_by(|a, b| a.0.cmp(&b.0));
-    (p.rels, p.lines) = lines.into_iter().unzip();
+    let deleted: HashSet<&Path> = extra.iter().map(|(r, _)| r.as_path()).collect();
+    lines.sort_by_cached_key(|(rel, what, _)| in_rsyncs_order(rel, *what, &deleted));
+    (p.rels, p.lines) = lines.into_iter().map(|(r, _, l)| (r, l)).unzip();
     p
+}
+
+/// A line's place: deletions (0) or the rest (1), the directory path in
+/// the recursion's order, and for deletions the path reversed.
+type Place = (u8, Vec<(u8, Vec<u8>)>, Reverse<Vec<u8>>);
+
+/// What a line is of, for its place among the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Deleted,
+    Other,
+    Dir,
+}
+
+/// A line's place in rsync's order (its recursion, directory by
+/// directory): the deletions first, directory by directory, each
+/// directory's in reverse order (what a deleted directory held before
+/// it); then a directory's line, its other entries by name, then each
+/// subdirectory the same way, by name.
+fn in_rsyncs_order(rel: &Path, what: Shown, deleted: &HashSet<&Path>) -> Place {
+    use std::os::unix::ffi::OsStrExt;
+    let walk = |p: &Path, what: Shown| -> Vec<(u8, Vec<u8>)> {
+        let names: Vec<&[u8]> = p.iter().map(|c| c.as_bytes()).collect();
+        let last = names.len().saturating_sub(1);
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (if i == last && what == Shown::Other { 1 } else { 2 }, n.to_vec()))
+            .collect()
+    };
+    if what != Shown::Deleted {
+        return (1, walk(rel, what), Reverse(vec![]));
+    }
+    // The top of the deleted subtree `rel` is in: its directory's group.
+    let top = rel.ancestors().filter(|a| deleted.contains(a)).last().unwrap_or(rel);
+    let dir = top.parent().unwrap_or(Path::new(""));
+    (0, walk(dir, Shown::Dir), Reverse(rel.as_os_str().as_bytes().to_vec()))
 }
 
 fn flag(set: bool, c: char) -> char {
@@ -343,8 +387,9 @@ impl Archiving<'_> {
         let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
         let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
         plan.deletions_skipped = skipped;
-        if self.tally.lock().expect("tally lock").dest_made {
-            plan.dest_made();
+        let dry_made = self.spec.dry_run && self.spec.dest.symlink_metadata().is_err();
+        if self.tally.lock().expect("tally lock").dest_made || dry_made {
+            plan.dest_made(&self.spec.dest);
         }
         Ok(plan)
     }

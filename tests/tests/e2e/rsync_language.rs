@@ -200,3 +200,52 @@ fn a_src_named_twice_is_copied_once() {
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     same_tree(&theirs, &mine);
 }
+
+/// `-i` prints rsync's lines in rsync's order: `created directory DEST`
+/// for a new DEST, a directory's files before its subdirectories, the
+/// deletions first, deepest first in each directory.
+#[test]
+fn itemized_lines_come_in_rsyncs_order() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["k/deep", "b"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in ["z", "k/a", "k/deep/x", "b/y", "c"].iter().enumerate() {
+        random_file(&src.join(p), 50 + i, 60 + i as u64);
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    let lines = |out: &[u8], dest: &Path| -> Vec<String> {
+        String::from_utf8_lossy(out)
+            .lines()
+            .filter(|l| !l.starts_with("dry run"))
+            .map(|l| l.replace(&dest.display().to_string(), "DEST"))
+            .collect()
+    };
+    let (theirs, mine) = (f.out("rsync"), f.out("ddftp"));
+    let r = Command::new("rsync")
+        .args(["-ai", "--delete"])
+        .arg(format!("{}/", src.display()))
+        .arg(&theirs)
+        .output()
+        .expect("rsync (CI installs it)");
+    let o = ddftp(&["archive", "src", "-m", &m.addr, "-d", mine.to_str().unwrap(), "-i", "--delete", "-q"], 0);
+    let said = lines(&o.stdout, &mine);
+    assert_eq!(said[0], "created directory DEST", "{said:#?}");
+    assert_eq!(lines(&r.stdout, &theirs), said);
+    // Into the copies: entries to delete, some in a directory to delete.
+    for d in [&theirs, &mine] {
+        std::fs::create_dir_all(d.join("gone/sub")).unwrap();
+        for p in ["gone/f", "gone/sub/g", "k/old", "a0"] {
+            std::fs::write(d.join(p), b"x").unwrap();
+        }
+    }
+    let r = Command::new("rsync")
+        .args(["-ai", "--delete"])
+        .arg(format!("{}/", src.display()))
+        .arg(&theirs)
+        .output()
+        .unwrap();
+    let o = ddftp(&["archive", "src", "-m", &m.addr, "-d", mine.to_str().unwrap(), "-i", "--delete", "-q"], 0);
+    assert_eq!(lines(&r.stdout, &theirs), lines(&o.stdout, &mine));
+}
