@@ -36,6 +36,9 @@ pub struct ArchiveOpt {
     /// standard input (`ddftp archive SRC HOST:DIR` runs this over ssh).
     #[arg(long, hide = true)]
     pub session_stdin: bool,
+    /// rsync's `HOST:DIR/NAME DEST` added NAME to DEST (see `rsync_form`).
+    #[arg(skip)]
+    pub dest_named: bool,
     /// Where the tree is recreated (SRC's content goes directly inside).
     /// Without it, the last argument is DEST (rsync's form: `ddftp archive
     /// [USER@]HOST:DIR DEST` copies DIR from HOST over ssh into DEST/DIR).
@@ -297,6 +300,7 @@ fn rsync_form(o: &mut ArchiveOpt) -> Result<Option<ddftp::ssh::SshMirror>, Strin
     let e = super::rsync_form::ends(std::mem::take(&mut o.src), o.dest.as_deref(), !o.moving.mirrors.is_empty())?;
     o.src = e.src;
     o.dest = Some(e.dest);
+    o.dest_named = e.named;
     if let Some(m) = e.mirror {
         o.moving.mirrors = vec![super::flags::Mirror::Ssh(m)];
     }
@@ -444,6 +448,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         files_from,
         ignore_existing: o.ignore_existing,
         existing: o.existing,
+        file_to_parent: o.dest_named,
         max_delete: o.max_delete,
         backup_dir: o.backup_dir.clone(),
         file_src: false,

@@ -18,6 +18,9 @@ pub struct Ends {
     pub mirror: Option<SshMirror>,
     /// DEST is `HOST:DIR`: SRC (local) is pushed there.
     pub push: Option<SshMirror>,
+    /// DEST is the DEST given with SRC's name added (a directory SRC goes
+    /// there; a file SRC into the DEST given).
+    pub named: bool,
 }
 
 /// Whether `s` names a remote path as rsync reads it: a colon before any
@@ -54,7 +57,7 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
             return Err(format!("{to}: a push serves SRC from here; --mirrors has no place in it"));
         }
         let push = SshMirror::parse_rsync(&to)?;
-        return Ok(Ends { src, dest: PathBuf::from(&push.dir), mirror: None, push: Some(push) });
+        return Ok(Ends { src, dest: PathBuf::from(&push.dir), mirror: None, push: Some(push), named: false });
     }
     let dest = match dest {
         Some(d) => d.to_path_buf(),
@@ -63,7 +66,7 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
     };
     let remote: Vec<&String> = src.iter().filter(|s| is_remote(s)).collect();
     if remote.is_empty() {
-        return Ok(Ends { src: once_each(src), dest, mirror: None, push: None });
+        return Ok(Ends { src: once_each(src), dest, mirror: None, push: None, named: false });
     }
     if remote.len() < src.len() || remote.len() > 1 {
         return Err("one HOST:DIR source at a time (its tree is copied from that host over ssh)".into());
@@ -92,8 +95,8 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
     };
     let mirror = SshMirror { dir, ..whole };
     Ok(match name {
-        Some(n) => Ends { src: vec![n.clone()], dest: dest.join(n), mirror: Some(mirror), push: None },
-        None => Ends { src: vec![".".into()], dest, mirror: Some(mirror), push: None },
+        Some(n) => Ends { src: vec![n.clone()], dest: dest.join(n), mirror: Some(mirror), push: None, named: true },
+        None => Ends { src: vec![".".into()], dest, mirror: Some(mirror), push: None, named: false },
     })
 }
 

@@ -121,6 +121,9 @@ pub struct ArchiveSpec {
     /// `--ignore-existing`: an entry (not a directory) DEST holds under
     /// its name is left as it is.
     pub ignore_existing: bool,
+    /// rsync's `HOST:DIR/NAME DEST` made DEST `DEST/NAME`, for a directory
+    /// NAME: a file NAME goes into the DEST given (its parent here).
+    pub file_to_parent: bool,
     /// `--existing`: only what DEST already has under its name is
     /// updated; nothing new is made (DEST itself aside), as rsync's.
     pub existing: bool,
@@ -269,13 +272,24 @@ async fn archive_file(
     rules.push((false, "*/".into()));
     let filter = filter::Filter::from_rules(&rules)
         .map_err(|e| ArchiveError::BadEntry { path: src.into(), why: e.to_string() })?;
-    let one = ArchiveSpec { src: dir.into(), files_from: Some(named), filter, file_src: true, ..spec.clone() };
+    let dest = match (spec.file_to_parent, spec.dest.parent()) {
+        (true, Some(p)) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => spec.dest.clone(),
+    };
+    let one = ArchiveSpec {
+        src: dir.into(),
+        files_from: Some(named),
+        filter,
+        file_src: true,
+        dest: dest.clone(),
+        ..spec.clone()
+    };
     if !existed && !spec.dry_run {
         // The walk that found SRC a file made DEST private, for a tree.
         if holds_no_data(&spec.dest) {
             let _ = std::fs::remove_dir_all(&spec.dest);
         }
-        std::fs::create_dir_all(&spec.dest).map_err(local(&spec.dest))?;
+        std::fs::create_dir_all(&dest).map_err(local(&dest))?;
     }
     let mut report = archive_into(&one, movers, progress).await?;
     report.src = spec.src.clone();

@@ -301,3 +301,23 @@ fn archive_src_host_dir_pushes_the_awkward_tree_as_rsync_over_ssh_does() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("ssh could not connect or log in"), "{said}");
 }
+
+/// rsync's form with a file: `ddftp archive HOST:DIR/FILE DEST` puts it
+/// in DEST (an existing directory) as rsync does, not in DEST/FILE/.
+#[test]
+fn archive_host_file_dest_puts_the_file_in_dest() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("f.bin"), 300_000, 66);
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let remote = format!("127.0.0.1:{}", f.root().join("f.bin").display());
+    let ddftpd = bin("ddftpd").display().to_string();
+    ddftp(&["archive", &remote, ours.to_str().unwrap(), "-e", &rsh, "--remote-ddftpd", &ddftpd, "-q"], 0);
+    let o = Command::new("rsync").args(["-a", "-e", &rsh, &remote]).arg(&theirs).status().expect("rsync");
+    assert!(o.success());
+    assert!(std::fs::read(ours.join("f.bin")).unwrap() == data, "DEST/f.bin");
+    assert!(std::fs::read(theirs.join("f.bin")).unwrap() == data);
+}
