@@ -29,19 +29,13 @@ fn ends(src: &str, dir: &str) -> Result<(PathBuf, String, String), String> {
         return Ok((full, ".".into(), if dir.is_empty() { ".".into() } else { dir.into() }));
     }
     let name = full.file_name().ok_or_else(|| format!("{src}: names no entry"))?.to_string_lossy().into_owned();
+    // A directory is served itself (the host is shown nothing beside it),
+    // its content going into DIR/NAME; a file from its directory, into DIR.
+    if full.is_dir() {
+        return Ok((full, ".".into(), under(&name)));
+    }
     let root = full.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
-    // A file goes to DIR/NAME (the remote archive's file SRC), a
-    // directory's content into DIR/NAME.
-    let dest = if full.is_dir() {
-        under(&name)
-    } else {
-        if dir.is_empty() {
-            ".".into()
-        } else {
-            dir.into()
-        }
-    };
-    Ok((root, name, dest))
+    Ok((root, name, if dir.is_empty() { ".".into() } else { dir.into() }))
 }
 
 /// How a push runs: the flags the remote archive is given, the remote
@@ -149,7 +143,7 @@ mod tests {
         std::fs::create_dir(&tree).unwrap();
         std::fs::write(d.path().join("f"), b"x").unwrap();
         let t = tree.to_str().unwrap();
-        assert_eq!(ends(t, "/srv").unwrap(), (d.path().canonicalize().unwrap(), "tree".into(), "/srv/tree".into()));
+        assert_eq!(ends(t, "/srv").unwrap(), (tree.canonicalize().unwrap(), ".".into(), "/srv/tree".into()));
         assert_eq!(ends(&format!("{t}/"), "/srv").unwrap(), (tree.canonicalize().unwrap(), ".".into(), "/srv".into()));
         let f = d.path().join("f");
         assert_eq!(ends(f.to_str().unwrap(), "in").unwrap().1, "f");
