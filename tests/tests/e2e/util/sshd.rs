@@ -2,7 +2,7 @@
 //! host key, a client key made here and authorized, no password. `rsh()`
 //! is the `-e` that reaches it without prompts.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -71,11 +71,6 @@ impl Sshd {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default()
-    }
-
-    /// The client key's path.
-    pub fn key(&self) -> PathBuf {
-        self.dir.path().join("id")
     }
 }
 
