@@ -24,7 +24,7 @@ pub struct MetalinkFile {
     pub sha256: Option<String>,
     /// Piece hashes, checked like a chunk manifest.
     pub pieces: Option<Manifest>,
-    /// `http(s)` URLs, most preferred first (by `priority`).
+    /// `http(s)` and `ddftp(s)` URLs, most preferred first (by `priority`).
     pub urls: Vec<String>,
     /// What is in it that ddftp does not use (other URL schemes, piece
     /// hashes of a kind it does not check, `metaurl`, a signature...),
@@ -150,10 +150,14 @@ pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
                         }
                         file.sha256 = Some(text.to_ascii_lowercase());
                     }
-                    Some("url") if text.starts_with("http://") || text.starts_with("https://") => {
+                    Some("url")
+                        if ["http://", "https://", "ddftp://", "ddftps://"].iter().any(|p| text.starts_with(p)) =>
+                    {
                         b.urls.push((b.url_priority, text))
                     }
-                    Some("url") => push_once(&mut file.unused, format!("URL {text} (only http and https are used)")),
+                    Some("url") => {
+                        push_once(&mut file.unused, format!("URL {text} (only http(s) and ddftp(s) are used)"))
+                    }
                     Some("hash") if !b.in_pieces => {
                         let kind = b.hash_type.as_deref().unwrap_or_default();
                         let what = format!("a whole-file hash of type {kind:?} is not checked (sha-256 is)");

@@ -1,9 +1,11 @@
 //! Byte sizes as people write them: `40MB`, `512KiB`, `1.5G`, `4096`.
 //!
-//! K/M/G/T are powers of 10 and Ki/Mi/Gi/Ti powers of 2, as most storage
-//! tools say, in any case (`40mb` is `40MB`); a trailing `B` (or `/s` for
-//! rates) is optional, and `bit` counts bits (`400mbit` is 50 MB, as tc and
-//! the link figures in the README write it; `bps` too).
+//! A single letter K/M/G/T is a power of 2, as curl, wget and aria2c read
+//! `50M`; with a `B` (KB, MB, GB, TB) it is a power of 10, as storage
+//! vendors write it; Ki/Mi/Gi/Ti (with or without `B`) are powers of 2.
+//! Any case (`40mb` is `40MB`); a trailing `/s` for rates is optional, and
+//! `bit` counts bits in powers of 10 (`400mbit` is 50 MB, as tc and the
+//! link figures in the README write it; `bps` too).
 
 use std::fmt;
 
@@ -15,13 +17,15 @@ pub struct SizeError {
     pub why: &'static str,
 }
 
-/// A rate in bytes a second (`20MB`, `16MiB/s`), above 0.
+/// A rate limit in bytes a second (`20MB`, `16MiB/s`, `400mbit`); 0 is
+/// no limit, as in curl's and aria2c's `--limit-rate 0`.
 pub fn parse_rate(input: &str) -> Result<u64, String> {
-    match parse_size(input) {
-        Ok(0) => Err(format!("{input:?}: a rate must be above 0")),
-        Ok(r) => Ok(r),
-        Err(e) => Err(e.to_string()),
-    }
+    parse_size(input).map_err(|e| e.to_string())
+}
+
+/// A rate limit as [`parse_rate`] reads it: `None` for 0 (no limit).
+pub fn rate_limit(r: u64) -> Option<u64> {
+    (r > 0).then_some(r)
 }
 
 /// Parses a byte count such as `40MB`, `512KiB`, `1.5G` or `4096`.
@@ -36,15 +40,23 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
     }
     let unit = unit.trim().to_ascii_lowercase();
     // Bits: `mbit`, `Gbit/s`, `100mbps`; bytes: anything else (`b` or `B`).
-    let (unit, bits) = match unit.strip_suffix("bits").or_else(|| unit.strip_suffix("bit")) {
-        Some(u) => (u, true),
+    let (unit, bits, with_b) = match unit.strip_suffix("bits").or_else(|| unit.strip_suffix("bit")) {
+        Some(u) => (u, true, true),
         None => match unit.strip_suffix("bps") {
-            Some(u) => (u, true),
-            None => (unit.strip_suffix('b').unwrap_or(&unit), false),
+            Some(u) => (u, true, true),
+            None => match unit.strip_suffix('b') {
+                Some(u) => (u, false, true),
+                None => (unit.as_str(), false, false),
+            },
         },
     };
     let mult: u64 = match unit {
         "" => 1,
+        // `50M` as curl, wget and aria2c read it; `50MB` and `50mbit` decimal.
+        "k" if !with_b => 1 << 10,
+        "m" if !with_b => 1 << 20,
+        "g" if !with_b => 1 << 30,
+        "t" if !with_b => 1 << 40,
         "k" => 1_000,
         "m" => 1_000_000,
         "g" => 1_000_000_000,
@@ -101,7 +113,11 @@ mod tests {
     fn decimal_and_binary_units() {
         assert_eq!(parse_size("4096"), Ok(4096));
         assert_eq!(parse_size("40MB"), Ok(40_000_000));
-        assert_eq!(parse_size("40M"), Ok(40_000_000));
+        assert_eq!(parse_size("40M"), Ok(40 << 20));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("1mbps"), Ok(125_000));
         assert_eq!(parse_size("512KiB"), Ok(512 * 1024));
         assert_eq!(parse_size("1Gi"), Ok(1 << 30));
         assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));

@@ -244,11 +244,11 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         )?;
     }
     if !r.ranks.is_empty() {
-        writeln!(to, "  {:<6} {:<20} {:>12} {:>9} {:>6} {:>9}", "rank", "host", "bytes", "files", "parts", "MB/s")?;
+        writeln!(to, "  {:<6} {:<20} {:>12} {:>9} {:>6} {:>9}", "rank", "host", "bytes", "files", "parts", "rate")?;
         for k in &r.ranks {
-            let rate = k.bytes as f64 / 1e6 / k.seconds.max(1e-9);
+            let rate = format!("{}/s", HumanBytes((k.bytes as f64 / k.seconds.max(1e-9)) as u64));
             let bytes = HumanBytes(k.bytes).to_string();
-            writeln!(to, "  {:<6} {:<20} {:>12} {:>9} {:>6} {:>9.1}", k.rank, k.host, bytes, k.files, k.parts, rate)?;
+            writeln!(to, "  {:<6} {:<20} {:>12} {:>9} {:>6} {:>9}", k.rank, k.host, bytes, k.files, k.parts, rate)?;
         }
     }
     if let Some(t) = &r.transfer {

@@ -61,7 +61,7 @@ impl Progress for SlowDownHalfWay<'_> {
         if self.slowed_at.is_none() && done * 2 >= self.total {
             self.slowed_at = self.started.map(|t| t.elapsed().as_secs_f64());
             self.server.limiter().set_rate(Some(SLOWED));
-            self.inner.warn(&format!("(demo) mirror 1 slows down to {} MB/s", SLOWED / 1_000_000));
+            self.inner.warn(&format!("(demo) mirror 1 slows down to {}/s", HumanBytes(SLOWED)));
         }
         self.inner.update(done, per_mirror);
     }
@@ -139,8 +139,8 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     }
     println!("started 4 mirrors on 127.0.0.1:");
     for (i, (m, r)) in mirrors.iter().zip(RATES).enumerate() {
-        let note = if i == 0 { format!(" (drops to {} MB/s half way)", SLOWED / 1_000_000) } else { String::new() };
-        println!("  mirror {} {m}: {} MB/s{note}", i + 1, r / 1_000_000);
+        let note = if i == 0 { format!(" (drops to {}/s half way)", HumanBytes(SLOWED)) } else { String::new() };
+        println!("  mirror {} {m}: {}/s{note}", i + 1, HumanBytes(r));
     }
     println!("ddftp get demo.bin --mirrors {}", mirrors.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
 

@@ -264,7 +264,7 @@ impl MoveOpt {
         .into_iter();
         for m in &self.mirrors {
             match m {
-                Mirror::Ddftpd(ep, secure) => {
+                Mirror::Ddftpd(ep, secure, _) => {
                     let tls = (*secure || self.tls.tls).then(|| tls.clone().expect("built when a mirror needs it"));
                     mirrors.push(Peer { endpoint: ep.clone(), tls, own: None })
                 }
@@ -278,7 +278,7 @@ impl MoveOpt {
             return Err(format!("{} (each said why above)", super::ssh::NONE_STARTED));
         }
         Ok(GetSpec {
-            path,
+            path: ddftpd_path(&self.mirrors, &path)?,
             mirrors,
             http,
             output,
@@ -299,7 +299,7 @@ impl MoveOpt {
             metalink: None,
             retry: self.retry.policy(),
             connect_timeout: std::time::Duration::from_secs_f64(self.connect_timeout),
-            limit_rate: self.limit_rate,
+            limit_rate: self.limit_rate.and_then(ddftp_proto::units::rate_limit),
             stdout: None,
             bundle: None,
             range: None,
@@ -330,7 +330,7 @@ impl MoveOpt {
     /// The TLS client configuration, when some ddftpd mirror is reached
     /// over TLS (ddftps:// or --tls).
     fn tls_connector(&self) -> Result<Option<Secure>, String> {
-        let any = self.mirrors.iter().any(|m| matches!(m, Mirror::Ddftpd(_, true)));
+        let any = self.mirrors.iter().any(|m| matches!(m, Mirror::Ddftpd(_, true, _)));
         self.tls.connector(any)
     }
 }
@@ -339,7 +339,9 @@ impl MoveOpt {
 /// host reached over ssh.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mirror {
-    Ddftpd(Endpoint, bool),
+    /// A ddftpd, over TLS or not, and the path its URL named (a directory
+    /// ending in `/` that PATH is put under, or the file itself).
+    Ddftpd(Endpoint, bool, Option<String>),
     Http(String),
     Ssh(SshMirror),
     /// A mirror given with its own token and certificate: the serving end
@@ -356,19 +358,101 @@ pub(crate) fn parse_mirror(s: &str) -> Result<Mirror, String> {
         ddftp::http::HttpMirror::parse(s, "f").map_err(|e| e.to_string())?;
         return Ok(Mirror::Http(s.to_string()));
     }
-    let (addr, tls) = match (s.strip_prefix("ddftps://"), s.strip_prefix("ddftp://")) {
-        (Some(a), _) => (a.trim_end_matches('/'), true),
-        (_, Some(a)) => (a.trim_end_matches('/'), false),
-        _ if s.contains("://") => {
-            return Err(format!("{s:?}: a mirror is HOST[:PORT], ddftps://HOST[:PORT] or an http(s):// URL"))
-        }
-        _ => (s, false),
-    };
-    match parse_endpoint(addr) {
+    if let Some(url) = parse_ddftp_url(s) {
+        let u = url?;
+        let at = (!u.path.is_empty()).then_some(u.path);
+        return Ok(Mirror::Ddftpd(u.endpoint, u.tls, at));
+    }
+    if s.contains("://") {
+        return Err(format!("{s:?}: a mirror is HOST[:PORT], ddftp(s)://HOST[:PORT][/DIR/] or an http(s):// URL"));
+    }
+    match parse_endpoint(s) {
         Ok(ep) if ep.port == 0 => Err(format!("{s:?}: a mirror's port cannot be 0")),
-        Ok(ep) => Ok(Mirror::Ddftpd(ep, tls)),
+        Ok(ep) => Ok(Mirror::Ddftpd(ep, false, None)),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A ddftpd file's (or directory's) URL: `ddftp://HOST[:PORT]/PATH`, or
+/// `ddftps://` over TLS; the one form `get`'s arguments, `-i` lists,
+/// Metalink files, `--mirrors` and `ls` take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DdftpUrl {
+    pub endpoint: Endpoint,
+    pub tls: bool,
+    /// Below the server's root, percent-decoded, without the leading `/`
+    /// (a trailing one kept: a directory).
+    pub path: String,
+}
+
+/// Whether `s` names a file by URL (ddftp, ddftps, http, https).
+pub fn is_file_url(s: &str) -> bool {
+    ddftp::http::is_url(s) || s.starts_with("ddftp://") || s.starts_with("ddftps://")
+}
+
+/// `s` as a [`DdftpUrl`], if it is one (and why it is a bad one).
+pub fn parse_ddftp_url(s: &str) -> Option<Result<DdftpUrl, String>> {
+    let (rest, tls) = match (s.strip_prefix("ddftps://"), s.strip_prefix("ddftp://")) {
+        (Some(r), _) => (r, true),
+        (_, Some(r)) => (r, false),
+        _ => return None,
+    };
+    let (addr, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    Some(match parse_endpoint(addr) {
+        Ok(ep) if ep.port == 0 => Err(format!("{s:?}: a mirror's port cannot be 0")),
+        Ok(endpoint) => Ok(DdftpUrl { endpoint, tls, path: percent_decode(path).trim_start_matches('/').to_string() }),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    })
+}
+
+/// `%XX` escapes decoded (a bad one kept as written).
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The path every ddftpd mirror is asked for: PATH, or what their URLs
+/// name (a directory PATH goes under, or the file itself). The engine asks
+/// every ddftpd the same path, so URLs that name different ones are
+/// refused with both named.
+fn ddftpd_path(mirrors: &[Mirror], path: &str) -> Result<String, String> {
+    let mut asked: Option<(String, String)> = None;
+    for m in mirrors {
+        let Mirror::Ddftpd(ep, _, at) = m else { continue };
+        let here = match at.as_deref() {
+            None => path.to_string(),
+            Some(dir) if dir.ends_with('/') => format!("{dir}{}", path.trim_start_matches('/')),
+            Some(file) => file.to_string(),
+        };
+        match &asked {
+            Some((first, by)) if *first != here => {
+                return Err(format!(
+                    "the ddftpd mirrors would be asked for two paths ({first:?} on {by}, {here:?} on {ep}): \
+                     every ddftpd mirror serves the file under one path; give PATH with the mirrors as \
+                     HOST:PORT, or URLs that name the same path"
+                ))
+            }
+            Some(_) => {}
+            None => asked = Some((here, ep.to_string())),
+        }
+    }
+    Ok(asked.map_or_else(|| path.to_string(), |(p, _)| p))
 }
 
 /// A token file's content without trailing white space.

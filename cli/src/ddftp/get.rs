@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use ddftp_proto::units::HumanBytes;
 
-use super::flags::{parse_checksum, parse_mirror, parse_window, Mirror, MoveOpt};
+use super::flags::{is_file_url, parse_checksum, parse_mirror, parse_window, percent_decode, Mirror, MoveOpt};
 use super::outcome::{exit_for, json_failure};
 use super::{report_error, runtime, Exit};
 use ddftp::metalink::{self, MetalinkFile};
@@ -46,9 +46,18 @@ pub struct GetOpt {
     #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 4)]
     pub jobs: usize,
     /// A Metalink 4 file (.meta4, RFC 5854): the mirrors, size, SHA-256 and
-    /// piece hashes come from it; every piece is verified as it arrives.
-    #[arg(long, value_name = "FILE")]
+    /// piece hashes come from it; every piece is verified as it arrives
+    /// (aria2c's -M).
+    #[arg(long, short = 'M', value_name = "FILE")]
     pub metalink: Option<PathBuf>,
+    /// Accepted for wget's and curl's habit: an interrupted download always
+    /// continues where it stopped (same command); --restart starts over.
+    #[arg(short = 'c', long = "continue", conflicts_with = "restart")]
+    pub continue_: bool,
+    /// Accepted for curl's habit: the file is saved under its own name by
+    /// default (in -d DIR if given).
+    #[arg(short = 'O', long = "remote-name", conflicts_with = "output")]
+    pub remote_name: bool,
     /// A SHA256SUMS-style listing (`HEX  NAME` lines) that gives the file's
     /// SHA-256; a mismatch discards the download and exits with 3.
     #[arg(long, value_name = "URL")]
@@ -116,26 +125,6 @@ pub struct GetOpt {
     pub sharing: super::share::ShareOpt,
 }
 
-/// `%XX` escapes decoded (a URL's last segment as a file name).
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match (b[i], s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The result of a finished `get`, as printed with `--json`.
 #[derive(Debug, serde::Serialize)]
 pub struct GetResult {
@@ -156,6 +145,12 @@ impl GetOpt {
 
     pub fn spec(&self) -> Result<GetSpec, String> {
         let (path, urls, metalink) = self.what()?;
+        // A ddftpd file's URLs are mirrors asked for the path they name.
+        let (ddftpd, urls): (Vec<String>, Vec<String>) = urls.into_iter().partition(|u| !ddftp::http::is_url(u));
+        let mut moving = self.moving.clone();
+        for (i, u) in ddftpd.iter().enumerate() {
+            moving.mirrors.insert(i, parse_mirror(u)?);
+        }
         let output = match &self.output {
             Some(o) => o.clone(),
             None => {
@@ -191,7 +186,7 @@ impl GetOpt {
             delta: !self.no_delta,
             seeds: self.seed.clone(),
             keep_mtime: !self.no_mtime,
-            ..self.moving.spec(path, output, self.sync)?
+            ..moving.spec(path, output, self.sync)?
         };
         spec.http.splice(0..0, urls);
         spec.share = self.sharing.peers(spec.stdout.is_some())?;
@@ -232,11 +227,18 @@ impl GetOpt {
         }
         match &self.path[..] {
             [] => Err("name the file: ddftp get PATH --mirrors A,B,... (or its URLs, or --metalink F.meta4)".into()),
-            [one] if !ddftp::http::is_url(one) => Ok((one.clone(), vec![], None)),
+            [one] if !is_file_url(one) => Ok((one.clone(), vec![], None)),
             urls => {
+                if let Some(m) = forgotten_mirrors(urls, &self.moving.mirrors) {
+                    return Err(format!(
+                        "{m:?} is not a URL: if it is a mirror, give it with --mirrors: ddftp get {} --mirrors {m}",
+                        urls.iter().filter(|u| **u != m).cloned().collect::<Vec<_>>().join(" ")
+                    ));
+                }
                 for u in urls {
                     match parse_mirror(u) {
                         Ok(Mirror::Http(_)) if !u.ends_with('/') => {}
+                        Ok(Mirror::Ddftpd(_, _, Some(p))) if !p.ends_with('/') => {}
                         Ok(_) if urls.len() == 1 => {
                             return Err(format!(
                                 "{u:?} is a directory URL, which names no file: give the file's own URL, \
@@ -252,6 +254,19 @@ impl GetOpt {
             }
         }
     }
+}
+
+/// An argument that reads as a ddftpd's HOST:PORT among a command's
+/// arguments without --mirrors (`get big.bin 127.0.0.1:7400`): the user
+/// forgot `-m`.
+fn forgotten_mirrors<'a>(args: &'a [String], mirrors: &[Mirror]) -> Option<&'a str> {
+    if !mirrors.is_empty() || args.iter().all(|a| is_file_url(a)) {
+        return None;
+    }
+    let hostport = |a: &str| {
+        a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    args.iter().map(String::as_str).find(|a| !is_file_url(a) && hostport(a))
 }
 
 /// Refuses, before a byte moves, an output that cannot be a downloaded

@@ -44,15 +44,8 @@ pub struct LsOpt {
 
 /// The mirror, whether over TLS, and the path a target names.
 pub fn parse_target(s: &str) -> Result<(Endpoint, bool, String), String> {
-    let url = |rest: &str, tls| {
-        let (addr, path) = rest.split_once('/').unwrap_or((rest, ""));
-        parse_endpoint(addr).map(|ep| (ep, tls, path.to_string())).map_err(|e| e.to_string())
-    };
-    if let Some(rest) = s.strip_prefix("ddftps://") {
-        return url(rest, true);
-    }
-    if let Some(rest) = s.strip_prefix("ddftp://") {
-        return url(rest, false);
+    if let Some(url) = super::flags::parse_ddftp_url(s) {
+        return url.map(|u| (u.endpoint, u.tls, u.path));
     }
     if s.contains("://") {
         return Err(format!("{s:?}: a ddftpd mirror is HOST[:PORT][:PATH] or ddftp(s)://HOST[:PORT][/PATH]"));

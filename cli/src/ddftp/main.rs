@@ -42,6 +42,10 @@ pub enum Exit {
     /// No mirror could be used and some failed their TLS handshake (a
     /// certificate that does not verify, a plaintext peer, ours refused).
     Tls = 6,
+    /// Every mirror says the file is not there (a ddftpd's "not found",
+    /// HTTP 404 or 410): its own code, as aria2c's 3 and wget's 8, so a
+    /// script tells a wrong name from a network failure.
+    NotFound = 7,
     /// Interrupted (Ctrl-C); resumable.
     Interrupted = 130,
 }
@@ -58,6 +62,7 @@ impl Exit {
             Exit::Local,
             Exit::Partial,
             Exit::Tls,
+            Exit::NotFound,
             Exit::Interrupted,
         ]
         .into_iter()
@@ -108,7 +113,7 @@ Examples:
 
 Exit codes: 0 done, 1 transfer failed (resumable), 2 bad usage, 3 mirrors
 disagree or a checksum failed, 4 local write error, 5 some entries failed,
-6 TLS, 130 interrupted.
+6 TLS, 7 not found on any mirror, 130 interrupted.
 Docs: man ddftp, man ddftp-get, ...; /usr/share/doc/ddftp/ (README.md and docs/ in the source).";
 
 #[derive(Debug, Parser)]
@@ -174,7 +179,21 @@ fn refused(e: clap::Error) -> ! {
         let first = detail.lines().next().unwrap_or(why).trim_start_matches("error: ").to_string();
         println!("{}", outcome::json_failure(&first, Exit::Usage, serde_json::json!({})));
     }
+    if e.kind() == ErrorKind::UnknownArgument {
+        // clap's "to pass '-x' as a value, use '-- -x'" sends a user who
+        // mistyped a flag to make it a file name.
+        eprint!("{}", without_value_tip(&e.render().to_string()));
+        std::process::exit(Exit::Usage as i32);
+    }
     e.exit()
+}
+
+/// clap's message without its "tip: to pass '-x' as a value" line.
+fn without_value_tip(text: &str) -> String {
+    let kept: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("tip: to pass")).collect();
+    let mut out = kept.join("\n").replace("\n\n\n", "\n\n");
+    out.push('\n');
+    out
 }
 
 fn main() -> ExitCode {

@@ -34,13 +34,19 @@ pub fn get(opt: GetOpt) -> Exit {
 }
 
 fn is_many(o: &GetOpt) -> Result<bool, String> {
-    if o.input_file.is_some() {
-        return Ok(true);
+    let many = o.input_file.is_some()
+        || (!o.moving.mirrors.is_empty() && o.path.len() > 1)
+        || (o.metalink.is_some() && o.path.is_empty() && metalink_names(o)?.len() > 1);
+    match &o.output {
+        // curl pairs each -o with a URL; one -o for several files would
+        // put them all under one name (or none of them where asked).
+        Some(out) if many => Err(format!(
+            "-o {} names one output, and this command gets several files: use -d DIR (each file under its own name there){}",
+            out.display(),
+            if o.input_file.is_some() { ", or out=NAME below a list's entry" } else { "" }
+        )),
+        _ => Ok(many),
     }
-    if !o.moving.mirrors.is_empty() && o.path.len() > 1 {
-        return Ok(true);
-    }
-    Ok(o.metalink.is_some() && o.path.is_empty() && metalink_names(o)?.len() > 1)
 }
 
 fn metalink_names(o: &GetOpt) -> Result<Vec<String>, String> {
@@ -191,7 +197,7 @@ fn listed(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
                     if let Some(why) = &e.bad {
                         return Err(why.clone());
                     }
-                    let urls = e.sources.iter().filter(|s| ddftp::http::is_url(s)).count();
+                    let urls = e.sources.iter().filter(|s| super::flags::is_file_url(s)).count();
                     let mut one = match (urls, e.sources.len()) {
                         (0, 1) if o.moving.mirrors.is_empty() => {
                             return Err(format!("line {}: a path needs --mirrors to get it from", e.line))
@@ -356,6 +362,12 @@ pub fn run(o: GetOpt) -> Exit {
             Outcome::Failed(..) => 0,
         })
         .sum();
+    // Files put in place with nothing to check them against (HTTP mirrors
+    // without a digest): counted where the totals are, not only per file.
+    let unverified = outcomes
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Done(r) if r.transfer.sha256_checked == ddftp::transfer::Sha256Checked::Nothing))
+        .count();
     if o.moving.json {
         let files: Vec<serde_json::Value> = outcomes
             .iter()
@@ -368,7 +380,7 @@ pub fn run(o: GetOpt) -> Exit {
             .collect();
         let mut v = serde_json::json!({
             "files": files, "complete": done, "failed": failed.len(), "bytes": bytes, "exit_code": exit as i32,
-            "warnings": warnings,
+            "not_verified": unverified, "warnings": warnings,
         });
         super::outcome::hide_user_info(&mut v);
         println!("{v}");
@@ -380,10 +392,18 @@ pub fn run(o: GetOpt) -> Exit {
                     if t.already_complete { "already complete".to_string() } else { format!("{:.2} s", t.seconds) };
                 // Names from a Metalink or a list may hold terminal escapes.
                 let (path, output) = (terminal_safe(&t.path), terminal_safe(&t.output));
-                println!("{path} -> {output}: {} ({what})", HumanBytes(t.bytes));
+                let not_verified = t.sha256_checked == ddftp::transfer::Sha256Checked::Nothing;
+                let flag = if not_verified { ", NOT VERIFIED: no digest to check it against" } else { "" };
+                println!("{path} -> {output}: {} ({what}){flag}", HumanBytes(t.bytes));
             }
         }
-        println!("{n} files: {done} complete, {} failed; {} moved", failed.len(), HumanBytes(bytes));
+        let flag = match unverified {
+            0 => String::new(),
+            k => format!(
+                "; {k} NOT VERIFIED (HTTP mirrors gave no digest: give checksum=sha-256=HEX in the list, or --checksum-url)"
+            ),
+        };
+        println!("{n} files: {done} complete, {} failed; {} moved{flag}", failed.len(), HumanBytes(bytes));
     }
     if let Some(f) = &o.moving.metrics_file {
         let what = match &o.input_file {

@@ -52,5 +52,6 @@ pub fn exit_for(e: &TransferError) -> Exit {
         TransferError::Untrusted { .. } => Exit::Tls,
         TransferError::Output { .. } | TransferError::NoSpace { .. } | TransferError::Clobber { .. } => Exit::Local,
         TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => Exit::Transfer,
+        TransferError::NotFound { .. } => Exit::NotFound,
     }
 }

@@ -120,9 +120,9 @@ fn summary(what: &str, bytes: u64, started: Instant, stats: &ddnet::Stats, names
         n => format!(", {} sent again", HumanBytes(n)),
     };
     eprintln!(
-        "ddftp: {what} {} in {secs:.2} s ({:.1} MB/s) {links}{}",
+        "ddftp: {what} {} in {secs:.2} s ({}/s) {links}{}",
         HumanBytes(bytes),
-        bytes as f64 / secs.max(1e-9) / 1e6,
+        HumanBytes((bytes as f64 / secs.max(1e-9)) as u64),
         if what != "sent" { String::new() } else { format!("{again} ({})", per.join(" / ")) }
     );
 }

@@ -86,7 +86,7 @@ impl ShareOpt {
         for p in &self.peers {
             match super::flags::parse_mirror(p) {
                 // Over TLS or not, as `start` says (--share-cert).
-                Ok(super::flags::Mirror::Ddftpd(ep, false)) => peers.push(ddftp::transfer::Peer::plain(ep)),
+                Ok(super::flags::Mirror::Ddftpd(ep, false, None)) => peers.push(ddftp::transfer::Peer::plain(ep)),
                 Ok(_) => return Err(format!("--peers {p:?}: a peer is HOST:PORT (its --share-listen)")),
                 Err(e) => return Err(format!("--peers: {e}")),
             }

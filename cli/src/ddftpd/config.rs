@@ -132,7 +132,8 @@ pub fn merge(flags: &Flags, file: FileConfig) -> Result<Settings, ConfigError> {
             Some(ddftp_proto::units::parse_rate(&t).map_err(|e| bad(format!("config rate-limit: {e}")))?)
         }
         (None, None) => None,
-    };
+    }
+    .and_then(ddftp_proto::units::rate_limit);
     let allow = if flags.allow.is_empty() {
         let list = file.allow.unwrap_or_default();
         list.iter().map(|a| Cidr::parse(a)).collect::<Result<_, _>>().map_err(|e| bad(format!("config allow: {e}")))?

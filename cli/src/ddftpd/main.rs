@@ -107,7 +107,7 @@ fn banner(s: &Settings, listeners: &[SocketAddr], token: bool) {
     } else {
         s.allow.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
     };
-    let rate = s.rate_limit.map_or("none".to_string(), |r| format!("{r} B/s"));
+    let rate = s.rate_limit.map_or("none".to_string(), |r| format!("{}/s", ddftp_proto::units::HumanBytes(r)));
     let addrs = listeners.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ");
     tracing::info!(
         "ddftpd {} serving {} on {addrs}; tls: {tls}; auth: {auth}; allow: {allow}; rate limit: {rate}; \

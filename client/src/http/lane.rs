@@ -96,6 +96,8 @@ impl Lane {
         for (name, value) in self.mirror.request_headers() {
             req = req.header(name, value);
         }
+        let shown = range.map(|(a, b)| format!(" (Range: bytes={a}-{b})")).unwrap_or_default();
+        tracing::info!("> GET {}{shown}", self.mirror.shown_in_log());
         if let Some((a, b)) = range {
             req = req.header(header::RANGE, format!("bytes={a}-{b}"));
             if let Some(v) = &self.mirror.if_range {
@@ -130,6 +132,10 @@ impl Lane {
             let asked = Instant::now();
             let resp = lane.ask(range).await?;
             let rtt = asked.elapsed();
+            tracing::info!("< {:?} {} from {}", resp.version(), resp.status(), lane.mirror.shown_in_log());
+            if resp.status() == StatusCode::UNAUTHORIZED && lane.mirror.sends_credentials() {
+                return Err(HttpError::Rejected(resp.status()));
+            }
             if !resp.status().is_redirection() {
                 return Ok((lane, resp, rtt));
             }

@@ -31,7 +31,8 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct HttpMirror {
     /// As the user gave it (with PATH appended to a directory URL), or
-    /// where a redirect led.
+    /// where a redirect led; its query shown as `?...` (a signed URL's
+    /// signature is a secret) and never with credentials. For messages.
     pub url: String,
     pub host: String,
     pub port: u16,
@@ -49,6 +50,10 @@ pub struct HttpMirror {
     /// It ignores `Range` (its probe got the whole file, 200): it can only
     /// send one body from byte 0, as an increment-only producer.
     pub whole_only: bool,
+    /// The PATH asked for when the URL was taken for the file's own (no
+    /// trailing `/`): put under it if the server redirects the URL to
+    /// itself with a `/` (a directory, as nginx and Apache answer).
+    pub(crate) wanted: String,
     /// What every request carries (`--header`, `--user-agent`, where
     /// credentials come from).
     pub asking: Arc<auth::Asking>,
@@ -82,6 +87,8 @@ pub enum HttpError {
     RetryAfter(StatusCode, Duration),
     #[error("redirect: {0}")]
     Redirect(String),
+    #[error("HTTP {0}: the credentials sent were rejected (check --user's password, the ~/.netrc entry or the URL's user info)")]
+    Rejected(StatusCode),
     #[error("proxy: {0}")]
     Proxy(String),
     #[error("it ignores Range requests (answered 200 with the whole file)")]
@@ -96,6 +103,15 @@ pub enum HttpError {
     Closed,
     #[error("not HTTP as asked: {0}")]
     Malformed(String),
+}
+
+/// A URL as messages show it: its query (which may carry a signature or
+/// a token) as `?...`.
+pub fn without_query(url: &str) -> String {
+    match url.split_once('?') {
+        Some((before, _)) => format!("{before}?..."),
+        None => url.to_string(),
+    }
 }
 
 /// What to do about a refusal that credentials would lift.
@@ -207,12 +223,14 @@ impl HttpMirror {
             }
             _ => (authority.to_string(), default),
         };
+        let wanted = if target.ends_with('/') { String::new() } else { path.trim_start_matches('/').to_string() };
         let (target, url) = if target.ends_with('/') {
             let enc = encode_path(path.trim_start_matches('/'));
             (format!("{target}{enc}"), format!("{url}{}", path.trim_start_matches('/')))
         } else {
             (encode_target(target), url.to_string())
         };
+        let url = without_query(&url);
         let proxy = proxy::from_env(https, &host)?;
         Ok(HttpMirror {
             url,
@@ -224,6 +242,7 @@ impl HttpMirror {
             proxy,
             if_range: None,
             whole_only: false,
+            wanted,
             asking: Arc::default(),
             credentials,
         })
@@ -251,6 +270,12 @@ impl HttpMirror {
         h
     }
 
+    /// Whether its requests carry credentials (ours, or the user's own
+    /// `Authorization` header).
+    pub(crate) fn sends_credentials(&self) -> bool {
+        self.request_headers().iter().any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+    }
+
     fn same_origin(&self, other: &HttpMirror) -> bool {
         (self.https, self.host.to_ascii_lowercase(), self.port)
             == (other.https, other.host.to_ascii_lowercase(), other.port)
@@ -261,7 +286,8 @@ impl HttpMirror {
     /// down to `http`.
     pub fn redirected(&self, location: &str) -> Result<HttpMirror, HttpError> {
         let mut next = if location.starts_with('/') && !location.starts_with("//") {
-            HttpMirror { url: format!("{}{location}", self.origin()), target: encode_target(location), ..self.clone() }
+            let url = without_query(&format!("{}{location}", self.origin()));
+            HttpMirror { url, target: encode_target(location), ..self.clone() }
         } else if is_url(location) {
             let mut m = HttpMirror::parse(location.trim_end_matches('/'), "")?;
             m.tls = self.tls.clone();
@@ -288,6 +314,16 @@ impl HttpMirror {
             return Err(HttpError::Redirect(format!("from https down to {}: refused", next.url)));
         }
         next.tls = self.tls.clone();
+        // `-m http://host/dir` without its slash: the server says it is a
+        // directory (a redirect to `dir/`), so PATH goes under it, asked
+        // once, instead of the same redirect again and again.
+        let into_dir = location.split(['?', '#']).next().is_some_and(|l| l.ends_with('/'));
+        let here = self.target.split('?').next().unwrap_or("");
+        if into_dir && !self.wanted.is_empty() && self.same_origin(&next) && next.target.trim_end_matches('/') == here {
+            next.target = format!("{here}/{}", encode_path(&self.wanted));
+            next.url = format!("{}/{}", self.url.trim_end_matches('/'), self.wanted);
+            next.wanted.clear();
+        }
         Ok(next)
     }
 
@@ -299,6 +335,13 @@ impl HttpMirror {
         let if_range =
             strong.or_else(|| v.last_modified.clone()).filter(|t| t.bytes().all(|b| (b' '..=b'~').contains(&b)));
         HttpMirror { if_range, whole_only: !v.ranges, ..self.clone() }
+    }
+
+    /// The mirror as `-v` names it in a request line: origin and path,
+    /// never the query (a signed URL's signature) nor credentials.
+    pub(crate) fn shown_in_log(&self) -> String {
+        let (path, query) = self.target.split_once('?').map_or((self.target.as_str(), ""), |(p, _)| (p, "?..."));
+        format!("{}{path}{query}", self.origin())
     }
 
     fn origin(&self) -> String {

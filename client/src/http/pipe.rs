@@ -94,7 +94,7 @@ impl Pipe {
     {
         let (rd, wr) = tokio::io::split(open(&mirror).await?);
         let (asked, asks) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(read_replies(rd, asks, size, bs, place, tx, cap));
+        let reader = tokio::spawn(read_replies(rd, asks, (size, bs), place, tx, cap, mirror.shown_in_log()));
         Ok(Pipe { wr, asked, reader, mirror })
     }
 
@@ -109,6 +109,7 @@ impl Pipe {
             m.request_target(),
             m.host_header(),
         );
+        tracing::info!("> GET {} (Range: bytes={a}-{b})", m.shown_in_log());
         let _ = self.asked.send((id, a, b));
         match tokio::time::timeout(TIMEOUT, self.wr.write_all(req.as_bytes())).await {
             Ok(r) => r.map_err(|_| HttpError::Closed),
@@ -120,11 +121,11 @@ impl Pipe {
 async fn read_replies<E, F>(
     mut rd: ReadHalf<Box<dyn Io>>,
     mut asks: mpsc::UnboundedReceiver<(u64, u64, u64)>,
-    size: u64,
-    bs: usize,
+    (size, bs): (u64, usize),
     mut place: F,
     tx: mpsc::UnboundedSender<Got<E>>,
     cap: Option<Arc<RateLimiter>>,
+    shown: String,
 ) where
     E: Send,
     F: FnMut(u64, &[u8]) -> Result<(), E> + Send,
@@ -146,7 +147,7 @@ async fn read_replies<E, F>(
             Ok(())
         };
         let pace = Pace { cap: cap.as_deref(), alive: &mut alive };
-        let r = read_reply(&mut rd, &mut buf, (a, b), size, bs, pace, placing).await;
+        let r = read_reply(&mut rd, &mut buf, (a, b), (size, bs), pace, placing, &shown).await;
         match r {
             Ok(last) => {
                 let _ = tx.send(Got::Done { id });
@@ -179,10 +180,10 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
     rd: &mut ReadHalf<Box<dyn Io>>,
     buf: &mut BytesMut,
     (a, b): (u64, u64),
-    size: u64,
-    bs: usize,
+    (size, bs): (u64, usize),
     pace: Pace<'_>,
     place: &mut F,
+    shown: &str,
 ) -> Result<bool, Fail<E>> {
     let Pace { cap, alive } = pace;
     let (status, headers, keep_alive) = loop {
@@ -194,6 +195,7 @@ async fn read_reply<E, F: FnMut(u64, &[u8]) -> Result<(), E> + Send>(
         }
         fill(rd, buf, 16 << 10).await.map_err(Fail::Http)?;
     };
+    tracing::info!("< {status} from {shown} (bytes {a}-{b})");
     check_range(status, &headers, a, b, size).map_err(Fail::Http)?;
     if !headers.contains_key(hyper::header::CONTENT_LENGTH) {
         let why = "a range reply without Content-Length (chunked): cannot be pipelined".to_string();

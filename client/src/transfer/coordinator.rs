@@ -73,8 +73,8 @@ impl Coordinator<'_> {
                     *producer
                 }
             };
-            // -v: where each mirror starts and stops (pairs, splits);
-            // -vv: every decision, grants included.
+            // -v: where each mirror starts and stops (pairs, splits) beside
+            // each HTTP request; -vv: every decision, grants included.
             let mirror = &self.mirrors[self.tr.producer_mirror(p)];
             match &a {
                 Action::Extend { .. } => {

@@ -49,6 +49,11 @@ pub enum TransferError {
         .failures.join("\n")
     )]
     NotAFile { path: String, failures: Vec<String> },
+    #[error(
+        "no mirror has {path}: each says it is not there (check the path, and what the mirrors serve: `ddftp ls HOST:DIR` for a ddftpd)\n{}",
+        .failures.join("\n")
+    )]
+    NotFound { path: String, failures: Vec<String> },
     #[error("{} holds another file and --no-clobber keeps it: nothing was moved (remove it, or drop --no-clobber to replace it)", .path.display())]
     Clobber { path: PathBuf },
     #[error("mirrors disagree on {path} and no majority says which copy is right: {}", .versions.join("; "))]

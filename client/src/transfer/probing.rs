@@ -51,6 +51,9 @@ pub(super) struct Round {
     pub(super) untrusted: bool,
     /// Mirrors that said the path is not a regular file (a directory?).
     pub(super) not_a_file: usize,
+    /// Mirrors that said there is no such file (ddftpd's NotFound, HTTP
+    /// 404 or 410).
+    pub(super) not_found: usize,
     /// The virtual pair's second connection, under way.
     pub(super) spare: Option<tokio::task::JoinHandle<(Route, Result<crate::session::Probed, SessionError>)>>,
 }
@@ -129,6 +132,7 @@ pub(super) async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<t
         at_start: crate::retry::AtStart::NoSuchHost,
         untrusted: false,
         not_a_file: 0,
+        not_found: 0,
         spare,
     };
     let mut unreached = vec![];
@@ -138,6 +142,7 @@ pub(super) async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<t
             Some(Err(e)) => {
                 r.untrusted |= matches!(e, SessionError::Tls(_));
                 r.not_a_file += usize::from(matches!(e, SessionError::Refused { code: ErrorCode::NotAFile, .. }));
+                r.not_found += usize::from(matches!(e, SessionError::Refused { code: ErrorCode::NotFound, .. }));
                 if e.is_transient() {
                     r.transient = true;
                     r.hints.extend(e.wait_hint());
@@ -159,6 +164,8 @@ pub(super) async fn probe_round(spec: &GetSpec, routes: &[Route], tls: &Option<t
             Some(Ok(x)) => r.http.push(x),
             Some(Err((shown, e))) => {
                 r.untrusted |= matches!(e, crate::http::HttpError::Tls(_));
+                r.not_found +=
+                    usize::from(matches!(&e, crate::http::HttpError::Status(s) if matches!(s.as_u16(), 404 | 410)));
                 if e.is_transient() {
                     r.transient = true;
                     r.hints.extend(e.wait_hint());
@@ -208,6 +215,7 @@ pub(super) async fn probe_until_one_answers(
                 true => TransferError::Untrusted { path, failures },
                 // Every mirror says so: most often a directory, for `archive`.
                 false if round.not_a_file == failures.len() => TransferError::NotAFile { path, failures },
+                false if round.not_found == failures.len() => TransferError::NotFound { path, failures },
                 false => TransferError::NoUsableMirror { path, failures },
             });
         };

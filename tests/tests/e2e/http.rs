@@ -87,7 +87,7 @@ fn checksum_mismatch_fails_with_exit_3_and_a_match_is_reported() {
 fn a_missing_file_is_named_with_the_status() {
     let f = Fixture::new();
     let s = Nginx::serve(&f.root(), None);
-    let out = ddftp(&["get", "nothere.bin", "--mirrors", &s.url, "-o", f.out("o").to_str().unwrap()], 1);
+    let out = ddftp(&["get", "nothere.bin", "--mirrors", &s.url, "-o", f.out("o").to_str().unwrap()], 7);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("404") && err.contains("nothere.bin"), "{err}");
 }

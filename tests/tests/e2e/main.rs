@@ -15,6 +15,7 @@ mod delta;
 mod fan_out;
 mod fan_out_tree;
 mod get;
+mod habits;
 mod hardening;
 mod hostile;
 mod http;

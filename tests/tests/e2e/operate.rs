@@ -231,7 +231,7 @@ fn the_config_file_and_the_flags_combine_as_documented() {
     m.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     let root = f.root().canonicalize().unwrap();
     assert!(err.contains(&format!("serving {}", root.display())), "{err}");
-    assert!(err.contains("auth: token") && err.contains("rate limit: 50000000 B/s"), "{err}");
+    assert!(err.contains("auth: token") && err.contains("rate limit: 47.68 MiB/s"), "{err}");
     // A key the server does not know is an error naming it, exit 2.
     std::fs::write(&conf, "root = \"/\"\nrate_limit = 5\n").unwrap();
     let o = Command::new(bin("ddftpd")).args(["--config", conf.to_str().unwrap()]).output().unwrap();

@@ -176,9 +176,9 @@ fn item11_a_block_size_over_the_mirrors_limit_is_agreed_down() {
 fn item12_json_on_failure_and_an_honest_rerun_hint() {
     let f = Fixture::new();
     let a = Mirror::start(&f.root(), &[]);
-    let res = ddftp(&["get", "nothere", "--mirrors", &a.addr, "-o", f.out("x").to_str().unwrap(), "--json"], 1);
+    let res = ddftp(&["get", "nothere", "--mirrors", &a.addr, "-o", f.out("x").to_str().unwrap(), "--json"], 7);
     let j = json(&res);
-    assert_eq!(j["exit_code"], 1);
+    assert_eq!(j["exit_code"], 7);
     assert!(j["error"].as_str().unwrap().contains("nothere"), "{j}");
     assert_eq!(j["resume"], "nothing");
 

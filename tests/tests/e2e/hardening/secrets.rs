@@ -91,12 +91,12 @@ fn item02_a_failing_get_prints_no_password_or_header_value() {
     let m = metrics.to_str().unwrap().to_string();
     let d = f.out("d").to_str().unwrap().to_string();
     let cases: Vec<(&str, Vec<String>, i32)> = vec![
-        ("one URL", vec![u(&refusing, "x.bin"), "-o".into(), f.out("x").to_str().unwrap().into()], 1),
-        ("a redirect", vec![u(&redirecting, "y.bin"), "-o".into(), f.out("y").to_str().unwrap().into()], 1),
-        ("several URLs", vec![u(&refusing, "z.bin"), u(&redirecting, "z.bin")], 1),
-        ("a -i list", vec!["-i".into(), list.to_str().unwrap().into(), "-d".into(), d.clone()], 1),
+        ("one URL", vec![u(&refusing, "x.bin"), "-o".into(), f.out("x").to_str().unwrap().into()], 7),
+        ("a redirect", vec![u(&redirecting, "y.bin"), "-o".into(), f.out("y").to_str().unwrap().into()], 7),
+        ("several URLs", vec![u(&refusing, "z.bin"), u(&redirecting, "z.bin")], 7),
+        ("a -i list", vec!["-i".into(), list.to_str().unwrap().into(), "-d".into(), d.clone()], 7),
         ("a bad port", vec![format!("http://{creds}@127.0.0.1:99999/p.bin")], 2),
-        ("a path on a mirror", vec!["p.bin".into(), "--mirrors".into(), u(&refusing, ""), "-d".into(), d.clone()], 1),
+        ("a path on a mirror", vec!["p.bin".into(), "--mirrors".into(), u(&refusing, ""), "-d".into(), d.clone()], 7),
     ];
     for (what, args, exit) in cases {
         for json in [true, false] {
