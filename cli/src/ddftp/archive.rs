@@ -198,7 +198,7 @@ fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Res
         HumanBytes(r.bytes),
         r.seconds,
         r.files_per_second,
-        HumanBytes((r.mb_per_second * 1e6) as u64)
+        HumanBytes((r.mb_per_s * 1e6) as u64)
     )?;
     if r.matched_bytes > 0 {
         // rsync --stats' words.
@@ -559,7 +559,7 @@ fn finished(
     // The bar (a dry run's, a failed run's) is gone before anything is printed.
     ddftp::transfer::Progress::finish(&mut bar);
     let exit = match &result {
-        Ok(r) => archived(o, r, summary),
+        Ok(r) => archived(o, r, summary, bar.warnings()),
         Err(e) => {
             report_error(e);
             let exit = exit_for_archive(e);
@@ -584,39 +584,38 @@ fn finished(
 }
 
 /// What a finished archive says (stdout, stderr) and its exit code.
-fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport, summary: bool) -> Exit {
-    {
-        {
-            if !summary {
-            } else if o.moving.json {
-                println!("{}", serde_json::to_string(r).expect("report serialises"));
-            } else if !o.moving.quiet || r.dry_run.is_some() {
-                // A dry run's lines are its output, --quiet or not.
-                let _ = print_summary(r, &mut std::io::stdout());
-            } else {
-                // So are the changes asked for with -i.
-                for l in &r.changes {
-                    println!("{l}");
-                }
-            }
-            let held = r.dry_run.as_ref().map_or(r.deletions_skipped, |p| p.deletions_skipped);
-            if held > 0 {
-                report_error(&format!(
-                    "--max-delete {}: {held} entries SRC no longer has were not deleted (raise it, or delete them yourself)",
-                    o.max_delete.unwrap_or_default()
-                ));
-            }
-            if r.failed.is_empty() {
-                return if held > 0 { Exit::Partial } else { Exit::Ok };
-            }
-            // Named on stderr too, whatever was asked for on stdout.
-            for f in &r.failed {
-                eprintln!("ddftp: error: not copied: {}", terminal_safe(&format!("{}: {}", f.path, f.why)));
-            }
-            report_error(&format!("{} entries could not be copied; everything else was", r.failed.len()));
-            Exit::Partial
+fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport, summary: bool, warnings: &[String]) -> Exit {
+    let held = r.dry_run.as_ref().map_or(r.deletions_skipped, |p| p.deletions_skipped);
+    let exit = if r.failed.is_empty() && held == 0 { Exit::Ok } else { Exit::Partial };
+    if !summary {
+    } else if o.moving.json {
+        let mut v = serde_json::to_value(r).expect("report serialises");
+        v["exit_code"] = serde_json::json!(exit as i32);
+        v["warnings"] = serde_json::json!(warnings);
+        println!("{v}");
+    } else if !o.moving.quiet || r.dry_run.is_some() {
+        // A dry run's lines are its output, --quiet or not.
+        let _ = print_summary(r, &mut std::io::stdout());
+    } else {
+        // So are the changes asked for with -i.
+        for l in &r.changes {
+            println!("{l}");
         }
     }
+    if held > 0 {
+        report_error(&format!(
+            "--max-delete {}: {held} entries SRC no longer has were not deleted (raise it, or delete them yourself)",
+            o.max_delete.unwrap_or_default()
+        ));
+    }
+    if !r.failed.is_empty() {
+        // Named on stderr too, whatever was asked for on stdout.
+        for f in &r.failed {
+            eprintln!("ddftp: error: not copied: {}", terminal_safe(&format!("{}: {}", f.path, f.why)));
+        }
+        report_error(&format!("{} entries could not be copied; everything else was", r.failed.len()));
+    }
+    exit
 }
 
 /// A rank of an MPI job but the lead: it moves what the lead deals it and

@@ -230,7 +230,8 @@ pub struct MoveOpt {
     #[command(flatten)]
     pub retry: RetryOpt,
     /// The most bytes a second to take from all mirrors together, e.g.
-    /// 20MB (decimal) or 16MiB; each mirror keeps its share of it.
+    /// 20MB (decimal), 16M or 16MiB (binary, as curl), 400mbit; 0: no
+    /// limit. Each mirror keeps its share of it.
     #[arg(long, value_name = "RATE", value_parser = ddftp_proto::units::parse_rate)]
     pub limit_rate: Option<u64>,
     /// How long a mirror has to accept the connection and greet; the
@@ -323,8 +324,9 @@ impl MoveOpt {
     }
 
     /// What shows progress: a bar on a terminal, lines in a log.
+    /// With `--json` no progress either: stderr has warnings and errors only.
     pub fn bar(&self) -> Bar {
-        Bar::new(!self.quiet, std::time::Duration::from_secs_f64(self.progress_interval))
+        Bar::new(!self.quiet && !self.json, std::time::Duration::from_secs_f64(self.progress_interval))
     }
 
     /// The TLS client configuration, when some ddftpd mirror is reached

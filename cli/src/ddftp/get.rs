@@ -131,6 +131,8 @@ pub struct GetResult {
     #[serde(flatten)]
     pub transfer: TransferReport,
     pub mb_per_s: f64,
+    /// 0: a result is a success (a failure's object has its own code).
+    pub exit_code: i32,
 }
 
 impl GetOpt {
@@ -426,7 +428,7 @@ pub async fn fetch(spec: &GetSpec, bar: &mut dyn transfer::Progress) -> Result<G
     // and an older copy's are not counted; the pieces of changed chunks are).
     let moved = report.literal_bytes();
     let mb_per_s = if report.seconds > 0.0 { moved as f64 / report.seconds / 1e6 } else { 0.0 };
-    Ok(GetResult { transfer: report, mb_per_s })
+    Ok(GetResult { transfer: report, mb_per_s, exit_code: 0 })
 }
 
 /// [`fetch`], serving what is verified meanwhile and after, while other
@@ -454,24 +456,12 @@ pub fn run(opt: GetOpt) -> Exit {
         }
     }
     let known = |warnings: &[String], e: Option<&TransferError>| {
-        let output = opt.output.clone().or_else(|| opt.spec().ok().map(|s| s.output));
-        let mut v = serde_json::json!({
-            "path": opt.path,
-            "output": output.as_ref().map(|o| o.display().to_string()),
-            "warnings": warnings,
-        });
-        let (missing, total, resume) = match e {
-            Some(TransferError::AllMirrorsFailed { missing, total, resume, .. }) => {
-                (Some(missing), Some(total), *resume)
-            }
-            Some(TransferError::Interrupted { missing, total }) => (Some(missing), Some(total), transfer::Resume::Kept),
-            Some(TransferError::Output { resume, .. }) => (None, None, *resume),
-            _ => (None, None, transfer::Resume::Nothing),
-        };
-        v["missing_bytes"] = serde_json::json!(missing);
-        v["total_bytes"] = serde_json::json!(total);
-        v["resume"] = serde_json::json!(resume);
-        v
+        let spec = opt.spec().ok();
+        let output = opt.output.clone().or_else(|| spec.as_ref().map(|s| s.output.clone()));
+        // A string, as on success: the file asked for (its URLs' first when
+        // the command could not even say which path that is).
+        let path = spec.map(|s| s.path).or_else(|| opt.path.first().cloned()).unwrap_or_default();
+        super::outcome::get_failure(&path, output.as_deref(), warnings, e)
     };
     let spec = match opt.spec() {
         Ok(s) => s,
@@ -520,10 +510,8 @@ pub fn run(opt: GetOpt) -> Exit {
         Ok(r) if mode.is_ranks() => (Exit::Ok, Some(r)),
         Ok(r) => {
             if opt.moving.json {
+                // With --json, stderr has warnings and errors only.
                 report(&serde_json::to_string(&r).expect("report serialises"));
-                if !opt.moving.quiet && spec.stdout.is_none() {
-                    let _ = print_summary(&r, &mut std::io::stderr());
-                }
             } else if !opt.moving.quiet {
                 let _ = match spec.stdout {
                     Some(_) => print_summary(&r, &mut std::io::stderr()),

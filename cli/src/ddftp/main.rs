@@ -80,7 +80,9 @@ impl From<Exit> for ExitCode {
 /// Prints `ddftp: error: ...` with the full cause chain.
 pub fn report_error(e: &dyn std::fmt::Display) {
     let text = format!("{e:#}");
-    eprintln!("ddftp: error: {}", ddftp::progress::terminal_safe(&ddftp::http::auth::hide_user_info(&text)));
+    let text = ddftp::http::auth::hide_user_info(&text);
+    outcome::note_error(&text);
+    eprintln!("ddftp: error: {}", ddftp::progress::terminal_safe(&text));
 }
 
 /// Logs to stderr through `tracing`: `DDFTP_LOG` if set (e.g. `debug`,
@@ -176,8 +178,15 @@ fn refused(e: clap::Error) -> ! {
     if !shown && std::env::args_os().any(|a| a == "--json") {
         let why = e.kind().as_str().unwrap_or("bad command line");
         let detail = e.render().to_string();
-        let first = detail.lines().next().unwrap_or(why).trim_start_matches("error: ").to_string();
+        // The message's first paragraph (clap lists missing arguments on
+        // the lines after its first).
+        let para: Vec<&str> = detail.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+        let first = if para.is_empty() { why.to_string() } else { para.join(" ") };
+        let first = first.trim_start_matches("error: ").to_string();
         println!("{}", outcome::json_failure(&first, Exit::Usage, serde_json::json!({})));
+        // stderr as every --json failure has it: one error line.
+        eprintln!("ddftp: error: {first} (see --help)");
+        std::process::exit(Exit::Usage as i32);
     }
     if e.kind() == ErrorKind::UnknownArgument {
         // clap's "to pass '-x' as a value, use '-- -x'" sends a user who
@@ -204,10 +213,10 @@ fn main() -> ExitCode {
         Cmd::Get(o) => many::get(o),
         Cmd::Send(o) => pipe::run_send(o),
         Cmd::Recv(o) => pipe::run_recv(o),
-        Cmd::Simulate(o) => simulate::run(o),
-        Cmd::Walk(o) => walk::run(o),
+        Cmd::Simulate(o) => outcome::json_on_failure(o.json, || simulate::run(o)),
+        Cmd::Walk(o) => outcome::json_on_failure(o.json, || walk::run(o)),
         Cmd::List(o) => list::run(o),
-        Cmd::Ls(o) => ls::run(o),
+        Cmd::Ls(o) => outcome::json_on_failure(o.json, || ls::run(o)),
         // The filter rules' order across --exclude and --include is theirs
         // on the command line.
         Cmd::Archive(o) => archive::run(o, matches.subcommand_matches("archive"), cli.verbose),

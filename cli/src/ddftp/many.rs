@@ -256,10 +256,11 @@ fn listed(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
     Ok((jobs, vec![]))
 }
 
-/// What one file's download came to.
+/// What one file's download came to: done, or why not, its exit code and
+/// what its `--json` object says besides ([`super::outcome::get_failure`]).
 enum Outcome {
     Done(Box<GetResult>),
-    Failed(String, Exit),
+    Failed(String, Exit, serde_json::Value),
 }
 
 pub fn run(o: GetOpt) -> Exit {
@@ -298,10 +299,14 @@ pub fn run(o: GetOpt) -> Exit {
             let pool = pool.clone();
             running.push(tokio::spawn(async move {
                 let _turn = turn;
-                let (mut opt, held) = match (job.opt, &job.below) {
+                let out = job.opt.as_ref().ok().and_then(|o| o.output.clone());
+                let known = |e: Option<&ddftp::transfer::TransferError>, warnings: &[String]| {
+                    super::outcome::get_failure(&job.label, out.as_deref(), warnings, e)
+                };
+                let (mut opt, held) = match (job.opt.clone(), &job.below) {
                     (Ok(opt), Some((base, sub))) => match Held::make(base, sub) {
                         Ok(h) => (Ok(opt), Some(h)),
-                        Err(e) => return (job.label, Outcome::Failed(e, Exit::Local)),
+                        Err(e) => return (job.label.clone(), Outcome::Failed(e, Exit::Local, known(None, &[]))),
                     },
                     (opt, _) => (opt, None),
                 };
@@ -316,7 +321,7 @@ pub fn run(o: GetOpt) -> Exit {
                     Ok(s) => GetSpec { pool: Some(pool), ..s },
                     Err(e) => {
                         let exit = super::ssh::setup_exit(&e);
-                        return (job.label, Outcome::Failed(show(e), exit));
+                        return (job.label.clone(), Outcome::Failed(show(e), exit, known(None, &[])));
                     }
                 };
                 // Each file's warnings go to stderr; no bar for many files.
@@ -327,9 +332,9 @@ pub fn run(o: GetOpt) -> Exit {
                         r.transfer.output = show(std::mem::take(&mut r.transfer.output));
                         Outcome::Done(Box::new(r))
                     }
-                    Err(e) => Outcome::Failed(show(e.to_string()), exit_for(&e)),
+                    Err(e) => Outcome::Failed(show(e.to_string()), exit_for(&e), known(Some(&e), bar.warnings())),
                 };
-                (job.label, outcome)
+                (job.label.clone(), outcome)
             }));
         }
         let mut out = vec![];
@@ -341,7 +346,7 @@ pub fn run(o: GetOpt) -> Exit {
     let failed: Vec<(&str, &String, Exit)> = outcomes
         .iter()
         .filter_map(|(l, o)| match o {
-            Outcome::Failed(e, x) => Some((l.as_str(), e, *x)),
+            Outcome::Failed(e, x, _) => Some((l.as_str(), e, *x)),
             Outcome::Done(_) => None,
         })
         .collect();
@@ -371,10 +376,10 @@ pub fn run(o: GetOpt) -> Exit {
     if o.moving.json {
         let files: Vec<serde_json::Value> = outcomes
             .iter()
-            .map(|(label, o)| match o {
+            .map(|(_, o)| match o {
                 Outcome::Done(r) => serde_json::to_value(r).expect("report serialises"),
-                Outcome::Failed(e, x) => {
-                    serde_json::from_str(&json_failure(e, *x, serde_json::json!({ "path": label }))).expect("json")
+                Outcome::Failed(e, x, known) => {
+                    serde_json::from_str(&json_failure(e, *x, known.clone())).expect("json")
                 }
             })
             .collect();

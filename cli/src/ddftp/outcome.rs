@@ -1,5 +1,11 @@
 //! How a command's failure is told: the exit code of a transfer error,
-//! the `--json` object, and no password of a URL in either.
+//! the `--json` object, and no password of a URL in either. Every
+//! `--json` command prints exactly one object on stdout (`ls`: one per
+//! entry), on failure too: [`json_on_failure`] makes that object for the
+//! commands that do not make their own (docs/json.md).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use ddftp::transfer::TransferError;
 
@@ -32,6 +38,33 @@ pub fn hide_user_info(v: &mut serde_json::Value) {
 
 use ddftp::transfer::share::ShareError;
 
+/// What a failed `get` of one file says besides its error (docs/json.md's
+/// "get failure"): the file, where it was going, the warnings, and whether
+/// the same command continues.
+pub fn get_failure(
+    path: &str,
+    output: Option<&std::path::Path>,
+    warnings: &[String],
+    e: Option<&TransferError>,
+) -> serde_json::Value {
+    let (missing, total, resume) = match e {
+        Some(TransferError::AllMirrorsFailed { missing, total, resume, .. }) => (Some(missing), Some(total), *resume),
+        Some(TransferError::Interrupted { missing, total }) => {
+            (Some(missing), Some(total), ddftp::transfer::Resume::Kept)
+        }
+        Some(TransferError::Output { resume, .. }) => (None, None, *resume),
+        _ => (None, None, ddftp::transfer::Resume::Nothing),
+    };
+    serde_json::json!({
+        "path": path,
+        "output": output.map(|o| o.display().to_string()),
+        "warnings": warnings,
+        "missing_bytes": missing,
+        "total_bytes": total,
+        "resume": resume,
+    })
+}
+
 /// Exit code for a failed transfer.
 pub fn exit_for(e: &TransferError) -> Exit {
     match e {
@@ -54,4 +87,39 @@ pub fn exit_for(e: &TransferError) -> Exit {
         TransferError::NoUsableMirror { .. } | TransferError::AllMirrorsFailed { .. } => Exit::Transfer,
         TransferError::NotFound { .. } => Exit::NotFound,
     }
+}
+
+/// Whether the running command wants its failure as JSON
+/// ([`json_on_failure`]); the errors it told, and whether it printed its
+/// own object.
+static CAPTURE: AtomicBool = AtomicBool::new(false);
+static PRINTED: AtomicBool = AtomicBool::new(false);
+static ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// An error told on stderr ([`super::report_error`]): kept for the JSON
+/// object of a command that fails without printing its own.
+pub fn note_error(text: &str) {
+    if CAPTURE.load(Ordering::Relaxed) {
+        ERRORS.lock().unwrap_or_else(|p| p.into_inner()).push(text.to_string());
+    }
+}
+
+/// Prints a command's JSON object (its result, or a failure it describes
+/// itself) on stdout.
+pub fn print_json(v: &serde_json::Value) {
+    PRINTED.store(true, Ordering::Relaxed);
+    println!("{v}");
+}
+
+/// Runs a command; with `--json`, a failure that printed no object of its
+/// own prints `{"error", "exit_code"}` with the errors it told.
+pub fn json_on_failure(json: bool, run: impl FnOnce() -> Exit) -> Exit {
+    CAPTURE.store(json, Ordering::Relaxed);
+    let exit = run();
+    if json && exit != Exit::Ok && !PRINTED.load(Ordering::Relaxed) {
+        let errors = std::mem::take(&mut *ERRORS.lock().unwrap_or_else(|p| p.into_inner()));
+        let error = if errors.is_empty() { format!("failed (exit {})", exit as i32) } else { errors.join("; ") };
+        println!("{}", json_failure(&error, exit, serde_json::json!({})));
+    }
+    exit
 }

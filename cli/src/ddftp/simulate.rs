@@ -144,7 +144,8 @@ pub fn run(opt: SimulateOpt) -> Exit {
     if opt.json {
         let mut v = serde_json::to_value(&r).expect("report serialises");
         v["eq10_starts"] = serde_json::json!(eq10);
-        println!("{v}");
+        v["exit_code"] = serde_json::json!(if r.completed { 0 } else { Exit::Transfer as i32 });
+        super::outcome::print_json(&v);
     } else {
         println!(
             "{} blocks, {} mirrors: makespan {:.3} s, ideal {:.3} s, efficiency {:.3}",
@@ -231,7 +232,8 @@ fn receivers(opt: &SimulateOpt, n: usize) -> Exit {
     if opt.json {
         let mut v = serde_json::to_value(&r).expect("report serialises");
         v["bound_plus_pipeline"] = serde_json::json!(target);
-        println!("{v}");
+        v["exit_code"] = serde_json::json!(if r.completed { 0 } else { Exit::Transfer as i32 });
+        super::outcome::print_json(&v);
     } else {
         print_receivers(&r, n, target);
     }

@@ -73,8 +73,9 @@ pub fn run(o: WalkOpt) -> Exit {
         report_error(&format_args!("writing the list: {e}"));
         return Exit::Local;
     }
-    print_report(&o, &report, to_stdout);
-    exit_for(&report)
+    let exit = exit_for(&report);
+    print_report(&o, &report, exit);
+    exit
 }
 
 /// Reports a failed walk: a bad root is the caller's mistake (2), a list
@@ -148,10 +149,11 @@ fn run_mpi(o: &WalkOpt, threads: usize, to_stdout: bool) -> Exit {
         return Exit::Local;
     }
     let all = session.combine(&report);
+    let exit = exit_for(&all);
     if rank == 0 {
-        print_report(o, &all, to_stdout);
+        print_report(o, &all, exit);
     }
-    exit_for(&all)
+    exit
 }
 
 fn exit_for(report: &Report) -> Exit {
@@ -195,12 +197,14 @@ fn open_output(format: ListFormat, path: Option<&Path>, to_stdout: bool) -> std:
     })
 }
 
-fn print_report(o: &WalkOpt, r: &Report, to_stdout: bool) {
+fn print_report(o: &WalkOpt, r: &Report, exit: Exit) {
+    let to_stdout = o.output.as_deref() == Some(Path::new("-"));
     if o.json {
         let mut v = serde_json::to_value(r).expect("report serializes");
         v["entries_per_second"] = serde_json::json!(r.totals.entries() as f64 / r.seconds.max(1e-9));
         v["threads"] = serde_json::json!(r.per_worker.len());
-        println!("{v}");
+        v["exit_code"] = serde_json::json!(exit as i32);
+        super::outcome::print_json(&v);
         return;
     }
     if o.quiet {

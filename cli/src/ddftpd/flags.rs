@@ -45,7 +45,8 @@ pub struct Flags {
     /// picks a free one). Default: 0.0.0.0:7400.
     #[arg(long = "listen", value_name = "ADDR:PORT")]
     pub listen: Vec<String>,
-    /// Cap on the total send rate, in bytes per second: 40MB, 512KiB, 1.5G.
+    /// Cap on the total send rate, in bytes per second: 40MB (decimal),
+    /// 512K or 512KiB (binary), 400mbit; 0: no cap.
     #[arg(long, value_name = "RATE", value_parser = ddftp_proto::units::parse_rate)]
     pub rate_limit: Option<u64>,
     /// Follow symlinks that stay inside the root (others are always refused).

@@ -414,7 +414,7 @@ async fn archive_into(
         skipped_bytes,
         seconds,
         files_per_second: moved as f64 / seconds.max(1e-9),
-        mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+        mb_per_s: bytes as f64 / 1e6 / seconds.max(1e-9),
         phases,
         setid_cleared,
         failed,

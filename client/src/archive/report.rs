@@ -30,7 +30,7 @@ pub struct ArchiveReport {
     pub skipped_bytes: u64,
     pub seconds: f64,
     pub files_per_second: f64,
-    pub mb_per_second: f64,
+    pub mb_per_s: f64,
     /// Where the time went.
     pub phases: Phases,
     /// Files copied without their setuid/setgid bits (owners are not kept).

@@ -340,7 +340,7 @@ impl Archiving<'_> {
             skipped_bytes: 0,
             seconds,
             files_per_second: files as f64 / seconds.max(1e-9),
-            mb_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+            mb_per_s: bytes as f64 / 1e6 / seconds.max(1e-9),
             phases,
             setid_cleared,
             failed: self.take_failures(),

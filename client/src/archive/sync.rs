@@ -340,7 +340,7 @@ impl Archiving<'_> {
             skipped_bytes: 0,
             seconds,
             files_per_second: 0.0,
-            mb_per_second: 0.0,
+            mb_per_s: 0.0,
             phases: Phases::default(),
             setid_cleared,
             failed: self.take_failures(),

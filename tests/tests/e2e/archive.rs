@@ -462,7 +462,7 @@ fn an_interrupted_archive_resumes_where_it_stopped() {
     let n = |k: &str| j[k].as_u64().unwrap();
     assert_eq!(n("resumed_bytes"), reused, "{j}");
     assert_eq!(n("bytes") + n("resumed_bytes"), j["transfer"]["bytes"].as_u64().unwrap(), "{j}");
-    let rate = j["mb_per_second"].as_f64().unwrap() * 1e6 * j["seconds"].as_f64().unwrap();
+    let rate = j["mb_per_s"].as_f64().unwrap() * 1e6 * j["seconds"].as_f64().unwrap();
     assert!((rate - n("bytes") as f64).abs() < 1.0, "the rate counts this run's bytes: {j}");
     assert_same(&proj, &f.out("copy"));
 }

@@ -119,7 +119,7 @@ fn missing_file_is_a_clear_error_and_leaves_nothing() {
     let f = Fixture::new();
     let a = Mirror::start(&f.root(), &[]);
     let o = f.out("nope");
-    let res = ddftp(&["get", "nope", "--mirrors", &a.addr, "-o", o.to_str().unwrap()], 1);
+    let res = ddftp(&["get", "nope", "--mirrors", &a.addr, "-o", o.to_str().unwrap()], 7);
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(err.contains("no such file") && err.contains(&a.addr), "{err}");
     assert!(!o.exists());

@@ -221,7 +221,7 @@ fn the_config_file_and_the_flags_combine_as_documented() {
             "--retries",
             "0",
         ],
-        1,
+        7,
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("no such file"), "{}", String::from_utf8_lossy(&o.stderr));
     ddftp(&["get", "only-in-root", "-m", &m.addr, "-o", out.to_str().unwrap(), "-q", "--retries", "0"], 1);
@@ -362,7 +362,7 @@ fn a_batch_jobs_metrics_file_parses_and_says_what_it_moved() {
     assert_eq!(sample(&s, "ddftp_files", job), 2.0);
 
     // A failed job still writes its exit code.
-    ddftp(&["get", "nope", "-m", &m.addr, "-o", out.to_str().unwrap(), "-q", "--retries", "0", "--metrics-file", p], 1);
+    ddftp(&["get", "nope", "-m", &m.addr, "-o", out.to_str().unwrap(), "-q", "--retries", "0", "--metrics-file", p], 7);
     let s = parse_with_prometheus_client(&std::fs::read_to_string(&prom).unwrap());
-    assert_eq!(sample(&s, "ddftp_exit_code", r#"{"command": "get", "what": "nope"}"#), 1.0);
+    assert_eq!(sample(&s, "ddftp_exit_code", r#"{"command": "get", "what": "nope"}"#), 7.0);
 }

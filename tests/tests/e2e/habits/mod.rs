@@ -3,3 +3,4 @@
 //! it.
 
 mod get;
+mod json;
