@@ -23,8 +23,8 @@ use ddftp::session::{Peer, WalkAsk};
 /// List what a ddftpd mirror serves (from its walk).
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
-  ddftp ls mirror1                  everything mirror1:7400 serves
-  ddftp ls mirror1:7401:data/run3   under data/run3, on port 7401
+  ddftp ls mirror1                  what mirror1:7400 serves at the top of its root
+  ddftp ls -R mirror1:7401:data/run3   everything under data/run3, on port 7401
   ddftp ls -l ddftps://mirror1/data --ca-file ca.pem
   ddftp ls --json [::1]:7400 | jq -r 'select(.kind==\"file\") | .path'
 Docs: man ddftp-ls; docs/ddftpd.md")]
@@ -32,9 +32,17 @@ pub struct LsOpt {
     /// HOST[:PORT][:PATH], [IPv6]:PORT[:PATH], or ddftp(s)://HOST[:PORT][/PATH];
     /// PATH is a directory under the mirror's root (default: the root).
     pub target: String,
-    /// Long listing: mode, size, modification time (UTC), path.
+    /// Long listing: mode, size, modification time (UTC), path, and a
+    /// symlink's `-> target`.
     #[arg(short = 'l', long = "long")]
     pub long: bool,
+    /// Everything below PATH, not only its own entries (ls -R, rclone lsf -R).
+    #[arg(short = 'R', long = "recursive")]
+    pub recursive: bool,
+    /// Print entries as the mirror's walk finds them, unsorted (ls -U):
+    /// with -R on a tree of millions, nothing is held to sort.
+    #[arg(short = 'U')]
+    pub unsorted: bool,
     /// One JSON object per entry and line: path, kind, size, mode, mtime.
     #[arg(long, conflicts_with = "long")]
     pub json: bool,
@@ -102,7 +110,46 @@ pub fn run(o: LsOpt) -> Exit {
     } else {
         Style::Short
     };
-    rt.block_on(list(&peer, &src, token.as_deref(), style))
+    let how = How { style, recursive: o.recursive, sorted: !o.unsorted };
+    rt.block_on(list_or_file(&peer, &src, token.as_deref(), how))
+}
+
+/// What `ls` prints and how much of the tree.
+#[derive(Debug, Clone, Copy)]
+struct How {
+    style: Style,
+    recursive: bool,
+    sorted: bool,
+}
+
+/// `src` listed; a file lists itself (as `ls FILE` does), found in its
+/// directory's walk.
+async fn list_or_file(peer: &Peer, src: &str, token: Option<&[u8]>, how: How) -> Exit {
+    use ddftp_proto::frame::ErrorCode;
+    // A file, or a symlink (which the mirror will not walk through).
+    let not_a_dir = |e: &ddftp::session::SessionError| {
+        matches!(e, ddftp::session::SessionError::Refused { code: ErrorCode::NotAFile | ErrorCode::Forbidden, .. })
+    };
+    match list(peer, src, token, how, None).await {
+        Err(e) if not_a_dir(&e) && src != "." => {
+            let (dir, name) = src.rsplit_once('/').unwrap_or((".", src));
+            match list(peer, dir, token, how, Some(name)).await {
+                Ok((exit, n)) if n > 0 => exit,
+                Ok(_) | Err(_) => failed(peer, &e),
+            }
+        }
+        Ok((exit, _)) => exit,
+        Err(e) => failed(peer, &e),
+    }
+}
+
+fn failed(peer: &Peer, e: &ddftp::session::SessionError) -> Exit {
+    report_error(&format_args!("{}: {e}", peer.endpoint));
+    match e {
+        ddftp::session::SessionError::Tls(_) => Exit::Tls,
+        ddftp::session::SessionError::Refused { code: ddftp_proto::frame::ErrorCode::NotFound, .. } => Exit::NotFound,
+        _ => Exit::Transfer,
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -112,51 +159,94 @@ pub(crate) enum Style {
     Json,
 }
 
-async fn list(peer: &Peer, src: &str, token: Option<&[u8]>, style: Style) -> Exit {
+/// The walk of `src` printed (its own entries, or with `-R` all below
+/// it; `only`: the one entry of that name) and how many entries; the
+/// walk's error, if it could not begin.
+async fn list(
+    peer: &Peer,
+    src: &str,
+    token: Option<&[u8]>,
+    how: How,
+    only: Option<&str>,
+) -> Result<(Exit, usize), ddftp::session::SessionError> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Entry>>(4);
     let mut began = false;
-    let ask = WalkAsk::default();
+    // The mirror leaves out what is not printed (and walks no deeper).
+    let rules = match (only, how.recursive) {
+        (Some(name), _) => vec![(true, format!("/{}", literal(name))), (false, "*".to_string())],
+        (None, false) => vec![(false, "/*/*".to_string())],
+        (None, true) => vec![],
+    };
+    let ask = WalkAsk { rules, ..WalkAsk::default() };
     let walk = ddftp::archive::walk_stream(peer, src, &ask, token, tx, &mut began);
     let label = src.as_bytes().to_vec();
     let print = async {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let mut line = Vec::with_capacity(256);
+        let mut held: Vec<(Vec<u8>, Entry)> = vec![];
+        let mut shown = 0;
         while let Some(batch) = rx.recv().await {
-            for e in &batch {
+            for e in batch {
                 let Some(rel) = below(&e.path, &label) else { continue };
+                if !how.recursive && rel.contains(&b'/') {
+                    continue;
+                }
+                // A file is shown as it was named.
+                let rel = match only {
+                    Some(name) if src == "." => name.as_bytes().to_vec(),
+                    Some(name) => format!("{src}/{name}").into_bytes(),
+                    None => rel.to_vec(),
+                };
+                shown += 1;
+                if how.sorted {
+                    held.push((rel, e));
+                    continue;
+                }
                 line.clear();
-                render(&mut line, rel, e, style);
+                render(&mut line, &rel, &e, how.style);
                 out.write_all(&line)?;
             }
         }
-        out.flush()
+        held.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (rel, e) in &held {
+            line.clear();
+            render(&mut line, rel, e, how.style);
+            out.write_all(&line)?;
+        }
+        out.flush().map(|()| shown)
     };
     let (walked, printed) = tokio::join!(walk, print);
-    match printed {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Exit::Ok,
+    let shown = match printed {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok((Exit::Ok, 1)),
         Err(e) => {
             report_error(&format_args!("writing stdout: {e}"));
-            return Exit::Local;
+            return Ok((Exit::Local, 1));
         }
-    }
+    };
     match walked {
-        Ok(errors) if errors.is_empty() => Exit::Ok,
+        Ok(errors) if errors.is_empty() => Ok((Exit::Ok, shown)),
         Ok(errors) => {
             for (p, why) in &errors {
-                eprintln!("ddftp: {}: {why} (not listed)", escape(p.as_bytes()));
+                eprintln!("ddftp: warning: {}: {why} (not listed)", escape(p.as_bytes()));
             }
-            eprintln!("ddftp: the mirror could not read {} entries; the rest are listed", errors.len());
-            Exit::Partial
+            report_error(&format_args!("the mirror could not read {} entries; the rest are listed", errors.len()));
+            Ok((Exit::Partial, shown))
         }
-        Err(e) => {
-            report_error(&format_args!("{}: {e}", peer.endpoint));
-            match e {
-                ddftp::session::SessionError::Tls(_) => Exit::Tls,
-                _ => Exit::Transfer,
-            }
-        }
+        Err(e) => Err(e),
     }
+}
+
+/// `name` as a walk rule that matches it alone (rsync's wildcards escaped).
+fn literal(name: &str) -> String {
+    let mut s = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s
 }
 
 /// `path` relative to the walked directory `label`; `None` for the
@@ -172,6 +262,9 @@ pub(crate) fn render(line: &mut Vec<u8>, rel: &[u8], e: &Entry, style: Style) {
         Style::Long => {
             let s = format!("{} {:>14} {} {}", mode_string(e.kind, e.perm), e.size, utc(e.mtime.sec), escape(rel));
             line.extend_from_slice(s.as_bytes());
+            if let Some(t) = e.meta.target() {
+                line.extend_from_slice(format!(" -> {}", escape(t)).as_bytes());
+            }
         }
         Style::Json => {
             let mut v = serde_json::json!({
@@ -186,6 +279,9 @@ pub(crate) fn render(line: &mut Vec<u8>, rel: &[u8], e: &Entry, style: Style) {
             // bytes, exactly, beside the escaped form shown in "path".
             if std::str::from_utf8(rel).is_err() {
                 v["path_hex"] = rel.iter().map(|b| format!("{b:02x}")).collect::<String>().into();
+            }
+            if let Some(t) = e.meta.target() {
+                v["target"] = json_path(t).into();
             }
             line.extend_from_slice(v.to_string().as_bytes());
         }

@@ -308,14 +308,14 @@ fn ls_lists_exactly_what_find_lists_under_the_root() {
         v.sort();
         v
     };
-    assert_eq!(ls(&["ls", &m.addr]), find(&r, ""));
-    assert_eq!(ls(&["ls", &format!("{}:a", m.addr)]), find(&r, "a"));
-    assert_eq!(ls(&["ls", &format!("ddftp://{}/with space", m.addr)]), find(&r, "with space"));
+    assert_eq!(ls(&["ls", "-R", &m.addr]), find(&r, ""));
+    assert_eq!(ls(&["ls", "-R", &format!("{}:a", m.addr)]), find(&r, "a"));
+    assert_eq!(ls(&["ls", "-RU", &format!("ddftp://{}/with space", m.addr)]), find(&r, "with space"));
     // -l: mode, size, time, path; --json: one object a line.
     let long = ls(&["ls", "-l", &format!("{}:a/b", m.addr)]);
     assert!(long.iter().any(|l| l.starts_with("-rw") && l.ends_with(" y") && l.contains(" 200 ")), "{long:?}");
     assert!(long.iter().any(|l| l.starts_with("drwx") && l.ends_with(" c")), "{long:?}");
-    let o = ddftp(&["ls", "--json", &m.addr], 0);
+    let o = ddftp(&["ls", "-R", "--json", &m.addr], 0);
     let mut paths = vec![];
     for line in String::from_utf8(o.stdout).unwrap().lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -332,7 +332,7 @@ fn ls_lists_exactly_what_find_lists_under_the_root() {
     // A path outside the root or not there: a clear error, not a listing.
     let o = ddftp(&["ls", &format!("{}:../etc", m.addr)], 1);
     assert!(String::from_utf8_lossy(&o.stderr).contains("not allowed"), "{}", String::from_utf8_lossy(&o.stderr));
-    ddftp(&["ls", &format!("{}:nope", m.addr)], 1);
+    ddftp(&["ls", &format!("{}:nope", m.addr)], 7);
 }
 
 #[test]

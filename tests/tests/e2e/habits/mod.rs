@@ -4,3 +4,4 @@
 
 mod get;
 mod json;
+mod ls;
