@@ -12,7 +12,8 @@
 //!   (`--rate-limit`), adjustable while running.
 //! - [`access`]: `--allow CIDR`.
 //! - [`digests`]: whole-file SHA-256 and chunk manifests, cached per
-//!   version of a file in memory and in an index directory.
+//!   version of a file in memory and in an index directory, outside the
+//!   root unless asked ([`index_home`]).
 //! - [`indexer`]: `ddftpd index DIR`, the digests of a whole tree ahead of time.
 //! - [`watcher`]: indexing of files published while serving (inotify, rescan).
 //! - [`bundle`]: many files served as one range (`ddftp archive`).
@@ -31,6 +32,7 @@ pub mod bundle;
 pub mod connection;
 pub mod digests;
 pub mod exporter;
+pub mod index_home;
 pub mod indexer;
 pub mod logline;
 pub mod metrics;

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::access::{self, Cidr};
 use crate::connection;
-use crate::digests::{Index, INDEX_DIR_NAME};
+use crate::digests::Index;
 use crate::metrics::{Metrics, Refusal};
 use crate::per_client::PerClient;
 use crate::ratelimit::RateLimiter;
@@ -48,7 +48,7 @@ pub struct ServerConfig {
     pub allow: Vec<Cidr>,
     /// Shared token clients must prove they know (challenge-response).
     pub token: Option<Vec<u8>>,
-    /// Where file digests are kept (default: `ROOT/.ddftpd-index`).
+    /// Where file digests are kept (default: [`crate::index_home`]).
     pub index_dir: Option<PathBuf>,
     /// Speak TLS only, with this certificate (and client CA).
     pub tls: Option<Tls>,
@@ -106,7 +106,10 @@ const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 impl Server {
     pub fn new(root: &Path, cfg: &ServerConfig) -> io::Result<Server> {
         let root = Root::new(root, cfg.follow_symlinks)?;
-        let index_dir = cfg.index_dir.clone().unwrap_or_else(|| root.dir().join(INDEX_DIR_NAME));
+        let index_dir = match &cfg.index_dir {
+            Some(d) => d.clone(),
+            None => crate::index_home::default_for(root.dir())?,
+        };
         Ok(Server {
             shared: Arc::new(Shared {
                 index: Index::new(index_dir),

@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::{Server, ServerConfig};
 
@@ -33,7 +33,7 @@ impl Session {
         let cfg = ServerConfig {
             follow_symlinks,
             token: Some(token.clone().into_bytes()),
-            index_dir: Some(index_dir(root)?),
+            index_dir: Some(crate::index_home::default_for(&root.canonicalize()?)?),
             tls: Some(crate::tls::Tls::from_acceptor(acceptor)),
             ..ServerConfig::default()
         };
@@ -57,26 +57,4 @@ impl Session {
     pub async fn run(self, until: impl Future<Output = ()> + Send + 'static) {
         self.server.run(vec![self.listener], until).await;
     }
-}
-
-/// A short stable name for a root: its path hashed.
-fn root_name(root: &Path) -> String {
-    use sha2::Digest;
-    let h = sha2::Sha256::digest(root.as_os_str().as_encoded_bytes());
-    h[..16].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The index of `root`'s digests: beneath the user's cache directory
-/// (`$XDG_CACHE_HOME` or `~/.cache`), one per root, made private.
-pub fn index_dir(root: &Path) -> io::Result<PathBuf> {
-    let cache = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
-        (Some(c), _) if Path::new(&c).is_absolute() => PathBuf::from(c),
-        (_, Some(h)) => Path::new(&h).join(".cache"),
-        _ => return Err(io::Error::other("no home directory (HOME) to keep the digest index in")),
-    };
-    let dir = cache.join("ddftpd").join(root_name(root));
-    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
-        .create(&dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot make the digest index {}: {e}", dir.display())))?;
-    Ok(dir)
 }

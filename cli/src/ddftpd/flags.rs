@@ -37,8 +37,10 @@ pub struct Flags {
     /// Directory to serve; clients name files relative to it.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Directory of the digest index (default: ROOT/.ddftpd-index, which is
-    /// never served). Digests computed while serving are written there too.
+    /// Directory of the digest index (default: outside the root, in
+    /// $STATE_DIRECTORY/index/ under systemd, else ~/.cache/ddftpd/, one
+    /// directory per root; ROOT/.ddftpd-index only if given, never served).
+    /// Digests computed while serving are written there too.
     #[arg(long, value_name = "DIR")]
     pub index: Option<PathBuf>,
     /// Address to listen on, HOST[:PORT] or [IPv6]:PORT (repeatable; port 0
@@ -129,7 +131,8 @@ pub enum Command {
     Index {
         /// The root to index (the same DIR as `ddftpd --root DIR`).
         dir: PathBuf,
-        /// Directory of the digest index (default: DIR/.ddftpd-index).
+        /// Directory of the digest index (default: where `ddftpd --root DIR`
+        /// keeps it, outside DIR).
         #[arg(long, value_name = "DIR")]
         index: Option<PathBuf>,
         /// Files hashed at once (default: one per core).

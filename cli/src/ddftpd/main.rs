@@ -68,7 +68,10 @@ fn reloadable(s: &Settings) -> anyhow::Result<Reload> {
 /// `ddftpd index`: prints a summary; fails if any file could not be indexed.
 fn index(dir: &Path, index: Option<PathBuf>, jobs: Option<usize>) -> anyhow::Result<()> {
     let root = dir.canonicalize().with_context(|| format!("cannot index {}", dir.display()))?;
-    let index = index.unwrap_or_else(|| root.join(ddftpd::digests::INDEX_DIR_NAME));
+    let index = match index {
+        Some(i) => i,
+        None => ddftpd::index_home::default_for(&root)?,
+    };
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let started = std::time::Instant::now();
     let s = ddftpd::indexer::index_tree(&root, &index, jobs);

@@ -117,8 +117,12 @@ fn without_block_verification_the_final_digest_still_refuses_bad_data() {
 fn the_index_directory_is_not_served() {
     let f = Fixture::new();
     let (roots, _) = three_copies(&f);
-    index(&roots[0]);
-    let a = Mirror::start(&roots[0], &[]);
+    // An index kept in the root, as `--index ROOT/.ddftpd-index` asks.
+    let inside = roots[0].join(".ddftpd-index");
+    let out =
+        std::process::Command::new(bin("ddftpd")).arg("index").arg(&roots[0]).arg("--index").arg(&inside).output();
+    assert!(out.unwrap().status.success());
+    let a = Mirror::start(&roots[0], &["--index", inside.to_str().unwrap()]);
     let name = std::fs::read_dir(roots[0].join(".ddftpd-index")).unwrap().next().unwrap().unwrap().file_name();
     let path = format!(".ddftpd-index/{}", name.to_str().unwrap());
     let o = f.out("idx");

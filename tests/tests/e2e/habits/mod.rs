@@ -5,3 +5,4 @@
 mod get;
 mod json;
 mod ls;
+mod operator;
