@@ -55,7 +55,7 @@ async fn answer(mut sock: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
         head.extend_from_slice(&buf[..n]);
     }
     let (status, body) = match asks_for_page(&head) {
-        true => ("200 OK", metrics.render()),
+        true => ("200 OK", metrics.render() + &crate::process_metrics::render()),
         false => ("404 Not Found", "GET /metrics\n".to_string()),
     };
     let reply = format!(

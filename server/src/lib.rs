@@ -22,7 +22,7 @@
 //! - [`tls`]: a TLS listener's handshake (`--tls-cert`, `--client-ca`).
 //! - [`per_client`], [`privileges`]: `--max-per-client`, `--user`.
 //! - [`metrics`]: what the server counts, as the Prometheus text format;
-//!   [`exporter`] serves it (`--metrics ADDR`).
+//!   [`exporter`] serves it (`--metrics ADDR`) with [`process_metrics`].
 //! - [`share`]: a file a receiver serves while it downloads it
 //!   (`ddftp get --share`), block by verified block.
 //! - [`server`]: accepts connections, caps their number, drains on shutdown.
@@ -38,6 +38,7 @@ pub mod logline;
 pub mod metrics;
 pub mod per_client;
 pub mod privileges;
+pub mod process_metrics;
 pub use ddnet::ratelimit;
 pub mod root;
 pub mod seals;

@@ -1,6 +1,9 @@
 //! The log: timestamped lines through `tracing`, as text or JSON, to
 //! stderr or to `--log-file` (which SIGHUP reopens, so logrotate can move
 //! it away). The level is `-v`/`-q`'s unless `DDFTP_LOG` says otherwise.
+//! On systemd's journal (stderr is the stream `JOURNAL_STREAM` names), a
+//! text line carries no timestamp (the journal adds its own) and begins
+//! with its priority, `<3>` to `<7>`, as sd-daemon(3) reads it.
 
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
@@ -134,10 +137,52 @@ pub fn init(format: LogFormat, level: &str, file: Option<&Path>) -> io::Result<S
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(sink.clone()).with_ansi(false);
     let _ = match format {
+        LogFormat::Text if matches!(sink, Sink::Stderr) && stderr_is_journal() => {
+            b.event_format(Journal(tracing_subscriber::fmt::format().without_time())).try_init()
+        }
         LogFormat::Text => b.try_init(),
         LogFormat::Json => b.json().flatten_event(true).try_init(),
     };
     Ok(sink)
+}
+
+/// Whether stderr is the journal's stream: `JOURNAL_STREAM` is its
+/// `DEVICE:INODE` (systemd.exec(5)), not inherited by something else.
+fn stderr_is_journal() -> bool {
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else { return false };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else { return false };
+    // SAFETY: fstat of fd 2 into a zeroed stat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(2, &mut st) } != 0 {
+        return false;
+    }
+    dev.parse() == Ok(st.st_dev as u64) && ino.parse() == Ok(st.st_ino as u64)
+}
+
+/// A text line for the journal: its priority first (`<4>` for a warning).
+struct Journal<F>(F);
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for Journal<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let priority = match *event.metadata().level() {
+            tracing::Level::ERROR => 3,
+            tracing::Level::WARN => 4,
+            tracing::Level::INFO => 6,
+            _ => 7,
+        };
+        write!(w, "<{priority}>")?;
+        self.0.format_event(ctx, w, event)
+    }
 }
 
 impl<'a> MakeWriter<'a> for Sink {

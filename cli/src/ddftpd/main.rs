@@ -112,16 +112,33 @@ fn banner(s: &Settings, listeners: &[SocketAddr], token: bool) {
     };
     let rate = s.rate_limit.map_or("none".to_string(), |r| format!("{}/s", ddftp_proto::units::HumanBytes(r)));
     let addrs = listeners.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ");
-    tracing::info!(
-        "ddftpd {} serving {} on {addrs}; tls: {tls}; auth: {auth}; allow: {allow}; rate limit: {rate}; \
-         connections: {} ({} per client); idle timeout {} s; grace {} s",
-        env!("CARGO_PKG_VERSION"),
-        s.root.display(),
-        s.max_connections,
-        s.max_per_client,
-        s.idle_timeout,
-        s.grace,
-    );
+    match s.log_format {
+        // One field each, for a log pipeline to read (rate in bytes a second).
+        flags::LogFormat::Json => tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            root = %s.root.display(),
+            listen = %addrs,
+            tls = %tls,
+            auth,
+            allow = %allow,
+            rate_limit_bytes_per_second = s.rate_limit,
+            max_connections = s.max_connections,
+            max_per_client = s.max_per_client,
+            idle_timeout_seconds = s.idle_timeout,
+            grace_seconds = s.grace,
+            "serving"
+        ),
+        flags::LogFormat::Text => tracing::info!(
+            "ddftpd {} serving {} on {addrs}; tls: {tls}; auth: {auth}; allow: {allow}; rate limit: {rate}; \
+             connections: {} ({} per client); idle timeout {} s; grace {} s",
+            env!("CARGO_PKG_VERSION"),
+            s.root.display(),
+            s.max_connections,
+            s.max_per_client,
+            s.idle_timeout,
+            s.grace,
+        ),
+    }
     let open: Vec<_> = listeners.iter().filter(|a| !a.ip().is_loopback()).map(|a| a.to_string()).collect();
     if auth == "none" && !open.is_empty() {
         tracing::warn!(

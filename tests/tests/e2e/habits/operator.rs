@@ -61,3 +61,66 @@ fn walk_count(dir: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
     rd.map(|e| e.unwrap().path()).map(|p| if p.is_dir() { walk_count(&p) } else { 1 }).sum()
 }
+
+#[test]
+fn on_the_journal_lines_carry_a_priority_and_no_second_timestamp() {
+    let f = Fixture::new();
+    random_file(&f.root().join("x"), 1000, 4);
+    let log = f.out("journal.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let m = file.metadata().unwrap();
+    let mut cmd = Command::new(bin("ddftpd"));
+    cmd.env("JOURNAL_STREAM", format!("{}:{}", m.dev(), m.ino())).env_remove("DDFTP_LOG");
+    cmd.arg("--root").arg(f.root()).args(["--listen", "127.0.0.1:0", "--index", f.out("idx").to_str().unwrap()]);
+    cmd.stderr(file);
+    let mirror = Mirror::command(cmd, false);
+    ddftp(&["get", "nothere", "-m", &mirror.addr, "-o", f.out("o").to_str().unwrap(), "--retries", "0"], 7);
+    mirror.signal(libc::SIGTERM);
+    drop(mirror);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with('<')).collect();
+    assert!(lines.iter().any(|l| l.starts_with("<6>") && l.contains("serving")), "{text}");
+    for l in &lines {
+        assert!(!l.contains("2026-") && !l.contains("Z "), "a second timestamp: {l}");
+    }
+    // Not on the journal (another stream): timestamps as before.
+    let other = f.out("plain.log");
+    let mut cmd = Command::new(bin("ddftpd"));
+    cmd.env("JOURNAL_STREAM", "1:1").env_remove("DDFTP_LOG");
+    cmd.arg("--root").arg(f.root()).args(["--listen", "127.0.0.1:0", "--index", f.out("idx").to_str().unwrap()]);
+    cmd.stderr(std::fs::File::create(&other).unwrap());
+    let mirror = Mirror::command(cmd, false);
+    drop(mirror);
+    let text = std::fs::read_to_string(&other).unwrap();
+    assert!(text.lines().next().is_some_and(|l| !l.starts_with('<') && l.contains('T')), "{text}");
+}
+
+#[test]
+fn metrics_have_the_process_families_and_the_version_and_the_json_banner_has_fields() {
+    let f = Fixture::new();
+    let log = f.out("log.json");
+    let mut cmd = Command::new(bin("ddftpd"));
+    cmd.env_remove("DDFTP_LOG").env_remove("JOURNAL_STREAM");
+    cmd.arg("--root").arg(f.root()).args(["--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]);
+    cmd.args(["--log-format", "json", "--rate-limit", "40MB", "--index", f.out("idx").to_str().unwrap()]);
+    cmd.stderr(std::fs::File::create(&log).unwrap());
+    let m = Mirror::command(cmd, true);
+    let page = scrape(m.metrics.as_deref().unwrap());
+    for family in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(page.contains(&format!("# TYPE {family} ")), "{family}: {page}");
+    }
+    let version = format!("ddftpd_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+    assert!(page.contains(&version), "{page}");
+    let banner = std::fs::read_to_string(&log).unwrap();
+    let v: serde_json::Value = serde_json::from_str(banner.lines().next().unwrap()).unwrap();
+    assert_eq!((v["message"].as_str(), v["auth"].as_str()), (Some("serving"), Some("none")), "{v}");
+    assert_eq!(v["rate_limit_bytes_per_second"], 40_000_000, "{v}");
+    assert!(v["listen"].as_str().is_some_and(|l| l == m.addr), "{v}");
+}
