@@ -71,6 +71,22 @@ impl Exit {
     }
 }
 
+/// ddftp(1)'s EXIT STATUS (the README's table, shorter).
+const EXIT_STATUS: &[(i32, &str)] = &[
+    (0, "Done: every output complete and verified."),
+    (
+        1,
+        "The transfer failed (no usable mirror, every mirror lost); what arrived is kept and the same command resumes.",
+    ),
+    (2, "Usage: a bad flag, address, size, URL or output."),
+    (3, "Integrity: mirrors disagree, or a checksum failed; nothing wrong is kept."),
+    (4, "Local: the output cannot be written (permissions, full disk); resumable once fixed."),
+    (5, "Some files or entries could not be copied (each named); all the others were."),
+    (6, "TLS: no mirror could be used and TLS is why."),
+    (7, "Not found: every mirror says the file is not there."),
+    (130, "Interrupted (Ctrl-C); resumable."),
+];
+
 impl From<Exit> for ExitCode {
     fn from(e: Exit) -> ExitCode {
         ExitCode::from(e as u8)
@@ -153,13 +169,41 @@ enum Cmd {
     },
 }
 
-/// `ddftp man DIR`: one page for ddftp and one per subcommand.
+/// `ddftp man DIR`: one page for ddftp and one per subcommand. clap's
+/// sections, but the help text's examples under EXAMPLES (not clap's
+/// EXTRA), no `help` subcommand (there is no page for it), and ddftp(1)
+/// with the exit codes.
 fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let cmd = Cli::command();
+    let cmd = Cli::command().disable_help_subcommand(true);
     let page = |c: clap::Command, name: &str| {
+        let after = c.get_after_help().map(|a| a.to_string());
+        let top = name == "ddftp";
+        let man = clap_mangen::Man::new(c).title(name.to_uppercase());
         let mut buf = vec![];
-        clap_mangen::Man::new(c).title(name.to_uppercase()).render(&mut buf)?;
+        man.render_title(&mut buf)?;
+        man.render_name_section(&mut buf)?;
+        man.render_synopsis_section(&mut buf)?;
+        man.render_description_section(&mut buf)?;
+        man.render_options_section(&mut buf)?;
+        man.render_subcommands_section(&mut buf)?;
+        if top {
+            buf.extend_from_slice(b".SH EXIT STATUS\n");
+            for (code, what) in EXIT_STATUS {
+                buf.extend_from_slice(format!(".TP\n\\fB{code}\\fR\n{}\n", what.replace('-', "\\-")).as_bytes());
+            }
+        }
+        if let Some(text) = after {
+            // Lines as written, in no-fill mode.
+            buf.extend_from_slice(b".SH EXAMPLES\n.nf\n");
+            for l in text.lines().filter(|l| !l.starts_with("Examples:")) {
+                let l = l.replace('\\', "\\e").replace('-', "\\-");
+                let l = if l.starts_with(['.', '\'']) { format!("\\&{l}") } else { l };
+                buf.extend_from_slice(format!("{l}\n").as_bytes());
+            }
+            buf.extend_from_slice(b".fi\n");
+        }
+        buf.extend_from_slice(format!(".SH VERSION\n{}\n", env!("CARGO_PKG_VERSION")).as_bytes());
         std::fs::write(dir.join(format!("{name}.1")), buf)
     };
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {

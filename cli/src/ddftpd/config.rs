@@ -24,6 +24,31 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// Every key of the file: its name, the flag it stands for, and its
+/// value's form (for `man ddftpd`; a test holds it to the parser's keys).
+pub const KEYS: &[(&str, &str, &str)] = &[
+    ("root", "root", "\"DIR\""),
+    ("index", "index", "\"DIR\""),
+    ("listen", "listen", "[\"ADDR:PORT\", ...]"),
+    ("rate-limit", "rate-limit", "\"RATE\" or BYTES"),
+    ("follow-symlinks", "follow-symlinks", "true|false"),
+    ("max-connections", "max-connections", "N"),
+    ("max-per-client", "max-per-client", "N"),
+    ("user", "user", "\"NAME\""),
+    ("allow", "allow", "[\"CIDR\", ...]"),
+    ("token-file", "token-file", "\"PATH\""),
+    ("tls-cert", "tls-cert", "\"CERT.pem\""),
+    ("tls-key", "tls-key", "\"KEY.pem\""),
+    ("client-ca", "client-ca", "\"CA.pem\""),
+    ("idle-timeout", "idle-timeout", "SECONDS"),
+    ("grace", "grace", "SECONDS"),
+    ("metrics", "metrics", "\"ADDR:PORT\""),
+    ("rescan", "rescan", "SECONDS"),
+    ("watch", "no-watch", "true|false"),
+    ("log-format", "log-format", "\"text\"|\"json\""),
+    ("log-file", "log-file", "\"PATH\""),
+];
+
 /// The file: every key is a long flag's name.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -224,6 +249,18 @@ pub fn settings(flags: &Flags) -> Result<Settings, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_documented_keys_are_the_parser_s() {
+        // serde names every field it takes when it meets one it does not.
+        let e = FileConfig::parse("no-such-key = 1").unwrap_err();
+        let expected = e.split("expected one of").nth(1).expect("the parser lists its keys");
+        let mut parsed: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+        let mut documented: Vec<&str> = KEYS.iter().map(|k| k.0).collect();
+        parsed.sort_unstable();
+        documented.sort_unstable();
+        assert_eq!(parsed, documented, "{e}");
+    }
     use clap::Parser;
     use proptest::prelude::*;
 

@@ -4,6 +4,7 @@
 mod config;
 mod flags;
 mod logging;
+mod manual;
 mod session;
 
 use std::net::SocketAddr;
@@ -234,7 +235,7 @@ fn generate(what: Generate) -> std::io::Result<()> {
     let mut cmd = Flags::command();
     let out = &mut std::io::stdout();
     let shell = match what {
-        Generate::Man => return clap_mangen::Man::new(cmd).section("8").render(out),
+        Generate::Man => return manual::render(out),
         Generate::Bash => clap_complete::Shell::Bash,
         Generate::Zsh => clap_complete::Shell::Zsh,
         Generate::Fish => clap_complete::Shell::Fish,
