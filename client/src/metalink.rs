@@ -53,6 +53,9 @@ struct Building {
     piece_len: Option<u64>,
     piece_kind: Option<ChunkHash>,
     piece_hashes: Vec<[u8; 32]>,
+    /// Each `<pieces>` of a checked kind (a file may have one of each
+    /// kind, as aria2's own test files do): length, kind, hashes.
+    piece_sets: Vec<(u64, ChunkHash, Vec<[u8; 32]>)>,
     in_pieces: bool,
     hash_type: Option<String>,
     url_priority: u32,
@@ -82,7 +85,7 @@ fn element(name: &str) -> Element {
         "signature" => Element::Unused("<signature> is not checked (check it with gpg yourself)"),
         "origin" | "dynamic" => Element::Unused("<origin>/<dynamic> (where a newer Metalink is) is not fetched"),
         "os" => Element::Unused("<os> is not compared with this system"),
-        "language" => Element::Unused("<language> is not chosen by"),
+        "language" => Element::Unused("<language> is not used to choose among files"),
         _ => Element::Unknown,
     }
 }
@@ -169,7 +172,12 @@ pub fn parse(xml: &str) -> Result<Vec<MetalinkFile>, MetalinkError> {
             Event::End(_) => {
                 let name = path.pop().unwrap_or_default();
                 match name.as_str() {
-                    "pieces" => b.in_pieces = false,
+                    "pieces" => {
+                        b.in_pieces = false;
+                        if let (Some(len), Some(kind)) = (b.piece_len, b.piece_kind) {
+                            b.piece_sets.push((len, kind, std::mem::take(&mut b.piece_hashes)));
+                        }
+                    }
                     "file" => files.push(finish(&mut b)?),
                     _ => {}
                 }
@@ -271,7 +279,17 @@ fn finish(b: &mut Building) -> Result<MetalinkFile, MetalinkError> {
     }
     b.urls.sort_by_key(|(p, _)| *p);
     file.urls = b.urls.drain(..).map(|(_, u)| u).collect();
-    if let (Some(len), Some(kind)) = (b.piece_len, b.piece_kind) {
+    // SHA-256 pieces where there are, else SHA-1; the others told.
+    let mut sets = std::mem::take(&mut b.piece_sets);
+    sets.sort_by_key(|(_, kind, _)| u8::from(*kind != ChunkHash::Sha256));
+    let mut sets = sets.into_iter();
+    let chosen = sets.next();
+    for (_, kind, _) in sets {
+        let kind = if kind == ChunkHash::Sha1 { "sha-1" } else { "sha-256" };
+        push_once(&mut file.unused, format!("another set of piece hashes ({kind}) is not checked (a sha-256 set is)"));
+    }
+    if let Some((len, kind, hashes)) = chosen {
+        b.piece_hashes = hashes;
         let size = file.size.ok_or_else(|| bad("piece hashes without a <size>".into()))?;
         let want = size.div_ceil(len);
         if b.piece_hashes.len() as u64 != want {

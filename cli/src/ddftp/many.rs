@@ -235,11 +235,19 @@ fn listed(o: &GetOpt) -> Result<(Vec<Job>, Vec<String>), String> {
         return Ok((jobs, warnings));
     }
     if o.metalink.is_some() && o.path.is_empty() {
+        // A name with directories (RFC 5854 allows a relative path, checked
+        // by the parser) lands in them, made beneath -d (or .), as aria2c
+        // puts it.
+        let base = o.dir.clone().unwrap_or_else(|| PathBuf::from("."));
         let jobs = metalink_names(o)?
             .into_iter()
             .map(|name| {
-                let out = under(base_name(&name), o.dir.as_deref());
-                Job { label: name.clone(), opt: Ok(one(o, vec![name], out)), below: None }
+                let below = name.rsplit_once('/').map(|(d, _)| (base.clone(), d.to_string()));
+                let out = match &below {
+                    Some((b, d)) => Some(b.join(d).join(base_name(&name))),
+                    None => under(base_name(&name), o.dir.as_deref()),
+                };
+                Job { label: name.clone(), opt: Ok(one(o, vec![name], out)), below }
             })
             .collect();
         return Ok((jobs, vec![]));

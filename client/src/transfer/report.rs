@@ -114,6 +114,9 @@ pub enum Sha256Checked {
     DigestHeader,
     /// Nothing: HTTP mirrors only and no `--checksum`.
     Nothing,
+    /// No whole-file digest, but every block was checked against the
+    /// Metalink's piece hashes as it arrived.
+    Pieces,
     /// A bundle: none computed, its blocks are sealed.
     Sealed,
 }
@@ -127,6 +130,7 @@ impl Sha256Checked {
             Sha256Checked::ListChecksum => "the list's checksum=",
             Sha256Checked::Metalink => "the Metalink file",
             Sha256Checked::ChecksumUrl => "the --checksum-url listing",
+            Sha256Checked::Pieces => "the Metalink's piece hashes",
             Sha256Checked::DigestHeader => "the servers' Repr-Digest/Digest header",
             Sha256Checked::Nothing => "nothing",
             Sha256Checked::Sealed => "the blocks' seals",

@@ -187,7 +187,11 @@ pub(super) fn plan(f: &Facts) -> Result<Plan, TransferError> {
         done: done_before(earlier, f.range.as_ref(), blocks, block_size),
         save_journal: !f.to_stdout && blocks > 1,
         hash_whole: !f.sealed,
-        sha256_checked: checked_against(f.sealed, f.http_only, f.expected.map(|(_, from)| from)),
+        sha256_checked: match checked_against(f.sealed, f.http_only, f.expected.map(|(_, from)| from)) {
+            // Every block checked against the Metalink's piece hashes.
+            Sha256Checked::Nothing if hashes => Sha256Checked::Pieces,
+            c => c,
+        },
         warnings,
     })
 }

@@ -5,4 +5,5 @@
 mod get;
 mod json;
 mod ls;
+mod metalink;
 mod operator;
