@@ -124,3 +124,27 @@ fn metrics_have_the_process_families_and_the_version_and_the_json_banner_has_fie
     assert_eq!(v["rate_limit_bytes_per_second"], 40_000_000, "{v}");
     assert!(v["listen"].as_str().is_some_and(|l| l == m.addr), "{v}");
 }
+
+#[test]
+fn the_exit_code_tables_list_exactly_the_codes_ddftp_gives() {
+    // What `ddftp --help` names (from the Exit enum's own list).
+    let o = std::process::Command::new(bin("ddftp")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&o.stdout).to_string();
+    let line: String = help.split("Exit codes:").nth(1).unwrap().split("Docs:").next().unwrap().replace('\n', " ");
+    let mut codes: Vec<u32> = line.split(',').filter_map(|p| p.split_whitespace().next()?.parse().ok()).collect();
+    codes.sort_unstable();
+    assert!(codes.contains(&7) && codes.contains(&130), "{line}");
+    for doc in ["README.md", "docs/get.md"] {
+        let text = std::fs::read_to_string(format!("{}/../{doc}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let table = text.split("| code | meaning |").nth(1).unwrap_or_else(|| panic!("{doc} has no exit table"));
+        let mut listed: Vec<u32> = table
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|l| l.trim_start_matches('|').split('|').next()?.trim().parse().ok())
+            .collect();
+        listed.sort_unstable();
+        assert_eq!(listed, codes, "{doc}'s exit table");
+        assert!(!table.contains("`archive` only"), "{doc}: 5 is `get`'s too");
+    }
+}
