@@ -381,42 +381,11 @@ pub fn run(o: GetOpt) -> Exit {
         .iter()
         .filter(|(_, o)| matches!(o, Outcome::Done(r) if r.transfer.sha256_checked == ddftp::transfer::Sha256Checked::Nothing))
         .count();
+    let totals = Totals { n, done, failed: failed.len(), bytes, unverified, exit };
     if o.moving.json {
-        let files: Vec<serde_json::Value> = outcomes
-            .iter()
-            .map(|(_, o)| match o {
-                Outcome::Done(r) => serde_json::to_value(r).expect("report serialises"),
-                Outcome::Failed(e, x, known) => {
-                    serde_json::from_str(&json_failure(e, *x, known.clone())).expect("json")
-                }
-            })
-            .collect();
-        let mut v = serde_json::json!({
-            "files": files, "complete": done, "failed": failed.len(), "bytes": bytes, "exit_code": exit as i32,
-            "not_verified": unverified, "warnings": warnings,
-        });
-        super::outcome::hide_user_info(&mut v);
-        println!("{v}");
+        print_json(&outcomes, &totals, &warnings);
     } else if !o.moving.quiet {
-        for (_, outcome) in &outcomes {
-            if let Outcome::Done(r) = outcome {
-                let t = &r.transfer;
-                let what =
-                    if t.already_complete { "already complete".to_string() } else { format!("{:.2} s", t.seconds) };
-                // Names from a Metalink or a list may hold terminal escapes.
-                let (path, output) = (terminal_safe(&t.path), terminal_safe(&t.output));
-                let not_verified = t.sha256_checked == ddftp::transfer::Sha256Checked::Nothing;
-                let flag = if not_verified { ", NOT VERIFIED: no digest to check it against" } else { "" };
-                println!("{path} -> {output}: {} ({what}){flag}", HumanBytes(t.bytes));
-            }
-        }
-        let flag = match unverified {
-            0 => String::new(),
-            k => format!(
-                "; {k} NOT VERIFIED (HTTP mirrors gave no digest: give checksum=sha-256=HEX in the list, or --checksum-url)"
-            ),
-        };
-        println!("{n} files: {done} complete, {} failed; {} moved{flag}", failed.len(), HumanBytes(bytes));
+        print_summary(&outcomes, &totals);
     }
     if let Some(f) = &o.moving.metrics_file {
         let what = match &o.input_file {
@@ -432,6 +401,56 @@ pub fn run(o: GetOpt) -> Exit {
         ));
     }
     exit
+}
+
+/// What several files came to, in numbers.
+struct Totals {
+    n: usize,
+    done: usize,
+    failed: usize,
+    bytes: u64,
+    /// Files put in place with nothing to check them against.
+    unverified: usize,
+    exit: Exit,
+}
+
+/// `--json`: one object with every file's (docs/json.md's "get several").
+fn print_json(outcomes: &[(String, Outcome)], t: &Totals, warnings: &[String]) {
+    let files: Vec<serde_json::Value> = outcomes
+        .iter()
+        .map(|(_, o)| match o {
+            Outcome::Done(r) => serde_json::to_value(r).expect("report serialises"),
+            Outcome::Failed(e, x, known) => serde_json::from_str(&json_failure(e, *x, known.clone())).expect("json"),
+        })
+        .collect();
+    let mut v = serde_json::json!({
+        "files": files, "complete": t.done, "failed": t.failed, "bytes": t.bytes, "exit_code": t.exit as i32,
+        "not_verified": t.unverified, "warnings": warnings,
+    });
+    super::outcome::hide_user_info(&mut v);
+    println!("{v}");
+}
+
+/// The human summary: a line per file done, then the totals.
+fn print_summary(outcomes: &[(String, Outcome)], t: &Totals) {
+    for (_, outcome) in outcomes {
+        if let Outcome::Done(r) = outcome {
+            let f = &r.transfer;
+            let what = if f.already_complete { "already complete".to_string() } else { format!("{:.2} s", f.seconds) };
+            // Names from a Metalink or a list may hold terminal escapes.
+            let (path, output) = (terminal_safe(&f.path), terminal_safe(&f.output));
+            let not_verified = f.sha256_checked == ddftp::transfer::Sha256Checked::Nothing;
+            let flag = if not_verified { ", NOT VERIFIED: no digest to check it against" } else { "" };
+            println!("{path} -> {output}: {} ({what}){flag}", HumanBytes(f.bytes));
+        }
+    }
+    let flag = match t.unverified {
+        0 => String::new(),
+        k => format!(
+            "; {k} NOT VERIFIED (HTTP mirrors gave no digest: give checksum=sha-256=HEX in the list, or --checksum-url)"
+        ),
+    };
+    println!("{} files: {} complete, {} failed; {} moved{flag}", t.n, t.done, t.failed, HumanBytes(t.bytes));
 }
 
 #[cfg(test)]
