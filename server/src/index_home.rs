@@ -8,6 +8,17 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// For serving: [`default_for`], or where that cannot be made (an account
+/// without a writable home, as `nobody`), a place that never exists, so
+/// the digests stay in memory (as with an index directory that is not
+/// writable), with a warning.
+pub fn default_or_memory(root: &Path) -> PathBuf {
+    default_for(root).unwrap_or_else(|e| {
+        tracing::warn!("{e}: digests are kept in memory only (give --index DIR to keep them)");
+        PathBuf::from("/dev/null/ddftpd-index")
+    })
+}
+
 /// The index directory for `root` (an absolute, canonical path), made if
 /// missing (mode 0700).
 pub fn default_for(root: &Path) -> io::Result<PathBuf> {

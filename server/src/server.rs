@@ -108,7 +108,7 @@ impl Server {
         let root = Root::new(root, cfg.follow_symlinks)?;
         let index_dir = match &cfg.index_dir {
             Some(d) => d.clone(),
-            None => crate::index_home::default_for(root.dir())?,
+            None => crate::index_home::default_or_memory(root.dir()),
         };
         Ok(Server {
             shared: Arc::new(Shared {

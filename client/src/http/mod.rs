@@ -127,7 +127,7 @@ fn status_hint(s: StatusCode) -> &'static str {
 /// ddftpd given with http://).
 fn not_http_hint(e: &hyper::Error) -> &'static str {
     match e.is_parse() {
-        true => ": it does not answer in HTTP; if it is a ddftpd, give it as HOST:PORT (or ddftps://HOST:PORT), without http://",
+        true => ": it does not answer in HTTP; if it is a ddftpd, give it as HOST:PORT or ddftp://HOST:PORT/DIR/ (ddftps:// over TLS), not http://",
         false => "",
     }
 }
