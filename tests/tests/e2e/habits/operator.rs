@@ -90,6 +90,11 @@ fn on_the_journal_lines_carry_a_priority_and_no_second_timestamp() {
     cmd.arg("--root").arg(f.root()).args(["--listen", "127.0.0.1:0", "--index", f.out("idx").to_str().unwrap()]);
     cmd.stderr(std::fs::File::create(&other).unwrap());
     let mirror = Mirror::command(cmd, false);
+    // The banner follows the listening line: waited for, not raced.
+    let t = Instant::now();
+    while std::fs::read_to_string(&other).unwrap().is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     drop(mirror);
     let text = std::fs::read_to_string(&other).unwrap();
     assert!(text.lines().next().is_some_and(|l| !l.starts_with('<') && l.contains('T')), "{text}");

@@ -32,12 +32,12 @@ fn item05_two_files_with_one_output_name_the_second_is_refused() {
     assert!(stderr(&o).contains("same.bin"), "{}", stderr(&o));
     assert!(std::fs::read(d.join("same.bin")).unwrap() == small);
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no part file or journal left");
-    // A Metalink of two <file>s with one base name.
+    // A Metalink of two <file>s of one name (each from its own URL).
     let web = Nginx::serve(&f.root(), None);
-    let file = |name: &str| {
-        let data = std::fs::read(f.root().join(name)).unwrap();
+    let file = |name: &str, from: &str| {
+        let data = std::fs::read(f.root().join(from)).unwrap();
         format!(
-            "<file name=\"{name}\"><size>{}</size><hash type=\"sha-256\">{}</hash><url>{}{name}</url></file>",
+            "<file name=\"{name}\"><size>{}</size><hash type=\"sha-256\">{}</hash><url>{}{from}</url></file>",
             data.len(),
             sha256_hex(&data),
             web.url
@@ -46,13 +46,24 @@ fn item05_two_files_with_one_output_name_the_second_is_refused() {
     let m = f.out("two.meta4");
     let xml = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">{}{}</metalink>\n",
-        file("d1/s.bin"),
-        file("d2/s.bin")
+        file("s.bin", "d1/s.bin"),
+        file("s.bin", "d2/s.bin")
     );
     std::fs::write(&m, xml).unwrap();
     let d = f.out("meta");
     ddftp(&["get", "--metalink", m.to_str().unwrap(), "-d", d.to_str().unwrap(), "-j", "2", "-q"], 5);
     assert!(std::fs::read(d.join("s.bin")).unwrap() == small);
+    // Names with directories land in them (as aria2c puts them): no clash.
+    let xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">{}{}</metalink>\n",
+        file("d1/s.bin", "d1/s.bin"),
+        file("d2/s.bin", "d2/s.bin")
+    );
+    std::fs::write(&m, xml).unwrap();
+    let d = f.out("meta-dirs");
+    ddftp(&["get", "--metalink", m.to_str().unwrap(), "-d", d.to_str().unwrap(), "-j", "2", "-q"], 0);
+    assert!(std::fs::read(d.join("d1/s.bin")).unwrap() == small);
+    assert_eq!(std::fs::metadata(d.join("d2/s.bin")).unwrap().len(), 16 << 20);
 }
 
 /// Found by `random_lies`: a Metalink of one file with `-d D` wrote the
