@@ -586,7 +586,12 @@ fn finished(
 /// What a finished archive says (stdout, stderr) and its exit code.
 fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport, summary: bool, warnings: &[String]) -> Exit {
     let held = r.dry_run.as_ref().map_or(r.deletions_skipped, |p| p.deletions_skipped);
-    let exit = if r.failed.is_empty() && held == 0 { Exit::Ok } else { Exit::Partial };
+    let exit = match (r.failed.is_empty(), held) {
+        (true, 0) => Exit::Ok,
+        // As rsync: deletions held back are exit 25, failed entries 5 (23 in rsync).
+        (true, _) => Exit::MaxDelete,
+        (false, _) => Exit::Partial,
+    };
     if !summary {
     } else if o.moving.json {
         let mut v = serde_json::to_value(r).expect("report serialises");

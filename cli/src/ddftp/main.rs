@@ -46,6 +46,9 @@ pub enum Exit {
     /// HTTP 404 or 410): its own code, as aria2c's 3 and wget's 8, so a
     /// script tells a wrong name from a network failure.
     NotFound = 7,
+    /// `archive --max-delete`: the limit stopped deletions (rsync's 25);
+    /// everything else was done.
+    MaxDelete = 25,
     /// Interrupted (Ctrl-C); resumable.
     Interrupted = 130,
 }
@@ -63,6 +66,7 @@ impl Exit {
             Exit::Partial,
             Exit::Tls,
             Exit::NotFound,
+            Exit::MaxDelete,
             Exit::Interrupted,
         ]
         .into_iter()
@@ -84,6 +88,7 @@ const EXIT_STATUS: &[(i32, &str)] = &[
     (5, "Some files or entries could not be copied (each named); all the others were."),
     (6, "TLS: no mirror could be used and TLS is why."),
     (7, "Not found: every mirror says the file is not there."),
+    (25, "archive --max-delete: the limit stopped deletions (as rsync's 25); everything else was done."),
     (130, "Interrupted (Ctrl-C); resumable."),
 ];
 
@@ -131,7 +136,8 @@ Examples:
 
 Exit codes: 0 done, 1 transfer failed (resumable), 2 bad usage, 3 mirrors
 disagree or a checksum failed, 4 local write error, 5 some entries failed,
-6 TLS, 7 not found on any mirror, 130 interrupted.
+6 TLS, 7 not found on any mirror, 25 --max-delete stopped deletions,
+130 interrupted.
 Docs: man ddftp, man ddftp-get, ...; /usr/share/doc/ddftp/ (README.md and docs/ in the source).";
 
 #[derive(Debug, Parser)]

@@ -19,6 +19,11 @@ use crate::transfer::Progress;
 /// itself is kept, and so is whatever stands under the name of a listed
 /// entry that is not copied (`kept`). Each with whether it is a
 /// directory; a directory's contents come before it.
+///
+/// In rsync's order, so that `--max-delete N` deletes the N entries rsync
+/// deletes: SRC's directories depth first, by name; in each, DEST's
+/// extraneous entries in the reverse of rsync's sort (files before
+/// directories, by name), a directory's contents (the same way) before it.
 pub(super) fn extraneous(
     items: &[Item],
     dest: &deep::Dest,
@@ -31,7 +36,9 @@ pub(super) fn extraneous(
     }
     let mut listed: HashSet<&[u8]> = items.iter().map(|it| bytes(&it.rel)).collect();
     listed.extend(kept.iter().map(|p| bytes(p)));
-    let dirs: Vec<&Item> = items.iter().filter(|it| it.entry.kind == Kind::Dir).collect();
+    let mut dirs: Vec<&Item> = items.iter().filter(|it| it.entry.kind == Kind::Dir).collect();
+    // Paths compare component by component: a directory, then what is in it.
+    dirs.sort_by(|a, b| a.rel.cmp(&b.rel));
     // A resync of a large tree reads every directory of DEST: spread over
     // the cores, names looked up without a path made for each.
     let found = super::listing::par_map(&dirs, |d| -> std::io::Result<Vec<(PathBuf, bool)>> {
@@ -50,6 +57,7 @@ pub(super) fn extraneous(
         };
         let (mut cache, mut out, mut key) = (HashMap::new(), vec![], Vec::new());
         let top = d.rel.as_os_str().is_empty();
+        let mut gone = vec![];
         for name in names {
             key.clear();
             if !top {
@@ -65,6 +73,9 @@ pub(super) fn extraneous(
             if filter.excludes(&rel, is_dir, &mut cache) {
                 continue;
             }
+            gone.push((rel, is_dir));
+        }
+        for (rel, is_dir) in in_rsyncs_deletion_order(gone) {
             below(dest, &rel, is_dir, filter, &mut cache, &mut out)?;
         }
         Ok(out)
@@ -104,6 +115,7 @@ fn below(
 ) -> std::io::Result<bool> {
     let mut whole = true;
     if is_dir {
+        let mut inside = vec![];
         for name in deep::read_dir(&dest.join(rel))? {
             let r = rel.join(name);
             let d = deep::symlink_metadata(&dest.join(&r)).is_ok_and(|m| m.is_dir());
@@ -111,6 +123,9 @@ fn below(
                 whole = false;
                 continue;
             }
+            inside.push((r, d));
+        }
+        for (r, d) in in_rsyncs_deletion_order(inside) {
             whole &= below(dest, &r, d, filter, cache, out)?;
         }
     }
@@ -118,6 +133,14 @@ fn below(
         out.push((rel.to_path_buf(), is_dir));
     }
     Ok(whole)
+}
+
+/// One directory's entries as rsync deletes them: the reverse of its
+/// sort (files before directories, each by name).
+fn in_rsyncs_deletion_order(mut entries: Vec<(PathBuf, bool)>) -> Vec<(PathBuf, bool)> {
+    entries.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    entries.reverse();
+    entries
 }
 
 /// The first `max` of `extra` (`--max-delete`; all without it), and how

@@ -300,7 +300,7 @@ fn max_delete_stops_deleting_at_n_as_rsync_does() {
         a.extend(["--delete", "--max-delete", "2"].iter().chain(more).map(|s| s.to_string()));
         a
     };
-    let dry = ddftp(&args(&ours, &["-n"]).iter().map(String::as_str).collect::<Vec<_>>(), 5);
+    let dry = ddftp(&args(&ours, &["-n"]).iter().map(String::as_str).collect::<Vec<_>>(), 25);
     let said = String::from_utf8(dry.stdout.clone()).unwrap();
     let (code, theirs_said) = rsync_with(&src, &theirs, &["-n", "-i", "--delete", "--max-delete=2"]);
     assert_eq!(code, 25);
@@ -308,11 +308,15 @@ fn max_delete_stops_deleting_at_n_as_rsync_does() {
     assert_eq!(deleting(said.lines().map(String::from).collect()), deleting(theirs_said));
     assert!(String::from_utf8_lossy(&dry.stderr).contains("--max-delete 2: 3 entries"), "{dry:?}");
 
-    let o = ddftp(&args(&ours, &["--json", "-q"]).iter().map(String::as_str).collect::<Vec<_>>(), 5);
+    let o = ddftp(&args(&ours, &["--json", "-q"]).iter().map(String::as_str).collect::<Vec<_>>(), 25);
     let r = json(&o);
     assert_eq!((r["deleted"].as_u64(), r["deletions_skipped"].as_u64()), (Some(2), Some(3)), "{r}");
     assert_eq!(rsync_with(&src, &theirs, &["--delete", "--max-delete=2"]).0, 25);
     assert_eq!((extra(&ours), extra(&theirs)), (3, 3), "both deleted two of five");
+    // The same two: rsync's order (SRC's directories depth first; in each,
+    // its sort reversed, a directory's contents before it).
+    let left = |d: &Path| contents(d).into_keys().filter(|k| k.contains("gone")).collect::<Vec<_>>();
+    assert_eq!(left(&ours), left(&theirs));
 }
 
 #[test]

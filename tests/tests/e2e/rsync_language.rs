@@ -249,3 +249,36 @@ fn itemized_lines_come_in_rsyncs_order() {
     let o = ddftp(&["archive", "src", "-m", &m.addr, "-d", mine.to_str().unwrap(), "-i", "--delete", "-q"], 0);
     assert_eq!(lines(&r.stdout, &theirs), lines(&o.stdout, &mine));
 }
+
+/// `--max-delete N` deletes the N entries rsync deletes (its order:
+/// SRC's directories depth first; in each, its sort reversed, a
+/// directory's contents before it) and exits 25 as rsync does.
+#[test]
+fn max_delete_deletes_what_rsync_deletes_and_exits_25() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["a", "b"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+        std::fs::write(src.join(d).join("f"), d).unwrap();
+    }
+    let m = Mirror::start(&f.root(), &["--index", f.out("idx").to_str().unwrap()]);
+    let old = f.out("old");
+    for sub in ["a/x", "b", "c/d"] {
+        std::fs::create_dir_all(old.join(sub)).unwrap();
+    }
+    for p in ["a/f", "b/f", "a/x/1", "a/x/2", "a/y", "a/z", "b/k", "c/d/e", "c/q", "top1", "top2"] {
+        std::fs::write(old.join(p), "old").unwrap();
+    }
+    for n in ["1", "2", "3", "5", "9"] {
+        let (ours_d, theirs_d) = (f.out(&format!("ours{n}")), f.out(&format!("theirs{n}")));
+        for d in [&ours_d, &theirs_d] {
+            let ok = Command::new("cp").arg("-a").arg(&old).arg(d).status().unwrap().success();
+            assert!(ok, "cp -a");
+        }
+        let max = format!("--max-delete={n}");
+        let theirs = rsync(&src, &theirs_d, &["--delete", &max]);
+        let ours = ours(&m, "src", &ours_d, &["--delete", "--max-delete", n]);
+        assert_eq!((ours, theirs), (25, 25), "--max-delete {n}");
+        same_tree(&ours_d, &theirs_d);
+    }
+}
