@@ -116,8 +116,8 @@ pub struct ArchiveOpt {
     /// tree's).
     #[arg(long, short = 'W')]
     pub whole_file: bool,
-    /// With --delete, delete at most N entries; the others SRC no longer
-    /// has stay, are counted, and the exit code is 5.
+    /// With --delete, delete at most N entries (those rsync would); the
+    /// others SRC no longer has stay, are counted, and the exit code is 25.
     #[arg(long, value_name = "N", requires = "delete")]
     pub max_delete: Option<u64>,
     /// Move what a run replaces or deletes into DIR (relative: below
@@ -125,6 +125,14 @@ pub struct ArchiveOpt {
     /// its path, instead of losing it.
     #[arg(long, value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
+    /// Keep what a run replaces or deletes, renamed NAME~ beside it
+    /// (rsync's -b; with --backup-dir, moved there). `--delete` leaves
+    /// such backups, as rsync's.
+    #[arg(short = 'b', long = "backup")]
+    pub backup: bool,
+    /// The suffix of -b's backups (default `~`; none in --backup-dir).
+    #[arg(long, value_name = "SUFFIX", value_parser = parse_suffix)]
+    pub suffix: Option<String>,
     /// Extended attributes and ACLs too (as `rsync -AX`): the mirror
     /// lists them, they are set on every entry, and ones DEST has beyond
     /// them are removed.
@@ -307,6 +315,16 @@ fn rsync_form(o: &mut ArchiveOpt) -> Result<Option<ddftp::ssh::SshMirror>, Strin
     Ok(e.push)
 }
 
+/// `--suffix`: a name's ending, so no `/` (a backup stays beside its
+/// entry), and not empty without `--backup-dir` (the backup would be the
+/// entry itself).
+fn parse_suffix(s: &str) -> Result<String, String> {
+    match s {
+        _ if s.contains('/') || s.contains('\0') => Err(format!("{s:?}: a suffix cannot hold / or NUL")),
+        _ => Ok(s.to_string()),
+    }
+}
+
 /// The flags the remote archive is given: those a push passes on.
 fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
     if !o.include.is_empty() && !o.exclude.is_empty() {
@@ -315,11 +333,12 @@ fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
     if o.list.is_some()
         || o.files_from.is_some()
         || o.backup_dir.is_some()
+        || o.backup
         || !o.exclude_from.is_empty()
         || !o.include_from.is_empty()
         || !o.filter.is_empty()
     {
-        return Err("pushing takes no --list, --files-from, --backup-dir, -f or --exclude/include-from yet".into());
+        return Err("pushing takes no --list, --files-from, -b, --backup-dir, -f or --exclude/include-from yet".into());
     }
     let mut v: Vec<String> = vec![];
     for (on, flag) in [
@@ -426,6 +445,11 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
+    if o.backup && o.backup_dir.is_none() && o.suffix.as_deref() == Some("") {
+        // The backup would be the entry itself, replaced (rsync refuses it too).
+        report_error(&"-b: --suffix cannot be empty without --backup-dir");
+        return Exit::Usage;
+    }
     let files_from = match &o.files_from {
         Some(path) => {
             match std::fs::read(path).map_err(|e| format!("--files-from {}: {e}", path.display())).and_then(|text| {
@@ -451,6 +475,14 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         file_to_parent: o.dest_named,
         max_delete: o.max_delete,
         backup_dir: o.backup_dir.clone(),
+        // As rsync: `~` in place, nothing added in --backup-dir, unless
+        // --suffix says; --suffix alone (no -b) makes no backups.
+        backup_suffix: match (o.backup || o.backup_dir.is_some(), &o.suffix, &o.backup_dir) {
+            (false, ..) => None,
+            (true, Some(s), _) => Some(s.clone()),
+            (true, None, None) => Some("~".into()),
+            (true, None, Some(_)) => Some(String::new()),
+        },
         file_src: false,
         filter,
         dry_run: o.dry_run,

@@ -345,7 +345,7 @@ impl<'a> Archiving<'a> {
         };
         let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners));
         self.make_way(&mut chosen, progress);
-        if self.spec.backup_dir.is_some() {
+        if self.spec.backs_up() {
             self.back_up(&mut chosen, progress);
         }
         Ok(chosen)

@@ -1,6 +1,7 @@
 //! `--backup-dir DIR`: what a run replaces or deletes is moved into DIR,
 //! under its path below DEST, instead of being lost (rsync's
-//! `--backup-dir`, which implies `--backup`). A relative DIR is below DEST
+//! `--backup-dir`, which implies `--backup`); `-b` alone renames it in
+//! place, `NAME~` (`--suffix`), as rsync does. A relative DIR is below DEST
 //! and never itself deleted; an absolute one is the user's own path and
 //! must be on DEST's filesystem (entries are renamed there, never copied).
 //! Both are reached beneath their directory descriptors, as DEST is.
@@ -17,11 +18,21 @@ pub(super) struct Backup {
     root: Dest,
     /// DIR below `root` (DEST's when DIR is relative; empty otherwise).
     under: PathBuf,
+    /// Appended to a backup's name (`--suffix`).
+    suffix: String,
+    /// `-b` without `--backup-dir`: beside the entry, in DEST.
+    in_place: bool,
 }
 
 impl Backup {
+    /// `-b` without `--backup-dir`: each backup renamed beside its entry,
+    /// `suffix` appended to its name.
+    pub(super) fn in_place(dest: &Dest, suffix: String) -> Backup {
+        Backup { root: dest.clone(), under: PathBuf::new(), suffix, in_place: true }
+    }
+
     /// DIR as given (`dir`), for `dest` (the user's DEST path, open as `open`).
-    pub(super) fn new(dir: &Path, dest: &Dest) -> io::Result<Backup> {
+    pub(super) fn new(dir: &Path, dest: &Dest, suffix: String) -> io::Result<Backup> {
         if dir.is_relative() {
             let mut under = PathBuf::new();
             for c in dir.components() {
@@ -38,7 +49,7 @@ impl Backup {
                 let why = "--backup-dir: DIR may not be DEST itself";
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
             }
-            return Ok(Backup { root: dest.clone(), under });
+            return Ok(Backup { root: dest.clone(), under, suffix, in_place: false });
         }
         // The user's own path: made as `mkdir -p` makes it.
         std::fs::create_dir_all(dir)?;
@@ -49,10 +60,15 @@ impl Backup {
                 let why = "--backup-dir: DIR may not be DEST itself";
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
             }
-            Some(under) => return Ok(Backup { root: dest.clone(), under }),
+            Some(under) => return Ok(Backup { root: dest.clone(), under, suffix, in_place: false }),
             None => {}
         }
-        Ok(Backup { root: Dest::open(dir)?, under: PathBuf::new() })
+        Ok(Backup { root: Dest::open(dir)?, under: PathBuf::new(), suffix, in_place: false })
+    }
+
+    /// `-b` without `--backup-dir`: backups stay beside their entries.
+    pub(super) fn beside(&self) -> bool {
+        self.in_place
     }
 
     /// Whether `rel` (an entry of SRC, below DEST) is DIR itself or holds it:
@@ -63,12 +79,15 @@ impl Backup {
 
     /// DIR's path below DEST, when it is there (kept from `--delete`).
     pub(super) fn inside_dest(&self, dest: &Dest) -> Option<&Path> {
-        (self.root.same(dest)).then_some(self.under.as_path())
+        (!self.in_place && self.root.same(dest)).then_some(self.under.as_path())
     }
 
     /// Moves the entry at `from` (DEST's `rel`) to DIR/`rel`, replacing an
     /// earlier backup of it (not a directory).
     pub(super) fn keep(&self, from: &Beneath, rel: &Path) -> io::Result<()> {
+        let mut named = rel.as_os_str().to_owned();
+        named.push(&self.suffix);
+        let rel = Path::new(&named);
         let to = self.root.join(self.under.join(rel));
         if let Some(parent) = to.parent() {
             let made: Vec<&Path> =

@@ -292,6 +292,17 @@ pub(super) fn remove_file(p: &Beneath) -> io::Result<()> {
 
 /// Removes whatever is at `p` (a directory with all it holds; a symlink
 /// itself, never what it points to).
+/// An empty directory removed; one that is not empty is left, as it is
+/// (`-b`'s backups made in it stay, as rsync leaves them).
+pub(super) fn remove_empty_dir(p: &Beneath) -> io::Result<()> {
+    let at = At::new(p)?;
+    // SAFETY: a valid descriptor and C string.
+    match check(unsafe { libc::unlinkat(at.fd(), at.name.as_ptr(), libc::AT_REMOVEDIR) }) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => Ok(()),
+        r => r,
+    }
+}
+
 pub(super) fn remove_any(p: &Beneath) -> io::Result<()> {
     match symlink_metadata(p) {
         Ok(m) if m.is_dir() => {

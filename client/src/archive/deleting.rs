@@ -29,7 +29,9 @@ pub(super) fn extraneous(
     dest: &deep::Dest,
     filter: &Filter,
     kept: &HashSet<PathBuf>,
+    protect: &str,
 ) -> std::io::Result<Vec<(PathBuf, bool)>> {
+    let keep = Keep { filter, protect };
     use std::os::unix::ffi::OsStrExt;
     fn bytes(p: &Path) -> &[u8] {
         p.as_os_str().as_bytes()
@@ -70,13 +72,13 @@ pub(super) fn extraneous(
             }
             let rel = d.rel.join(&name);
             let is_dir = deep::symlink_metadata(&dest.join(&rel)).is_ok_and(|m| m.is_dir());
-            if filter.excludes(&rel, is_dir, &mut cache) {
+            if keep.keeps(&rel, is_dir, &mut cache) {
                 continue;
             }
             gone.push((rel, is_dir));
         }
         for (rel, is_dir) in in_rsyncs_deletion_order(gone) {
-            below(dest, &rel, is_dir, filter, &mut cache, &mut out)?;
+            below(dest, &rel, is_dir, &keep, &mut cache, &mut out)?;
         }
         Ok(out)
     });
@@ -92,8 +94,8 @@ pub(super) fn extraneous(
             for name in deep::read_dir(&dest.join(&it.rel))? {
                 let rel = it.rel.join(name);
                 let is_dir = deep::symlink_metadata(&dest.join(&rel)).is_ok_and(|m| m.is_dir());
-                if !filter.excludes(&rel, is_dir, &mut cache) {
-                    below(dest, &rel, is_dir, filter, &mut cache, &mut out)?;
+                if !keep.keeps(&rel, is_dir, &mut cache) {
+                    below(dest, &rel, is_dir, &keep, &mut cache, &mut out)?;
                 }
             }
         }
@@ -109,7 +111,7 @@ fn below(
     dest: &deep::Dest,
     rel: &Path,
     is_dir: bool,
-    filter: &Filter,
+    keep: &Keep,
     cache: &mut HashMap<PathBuf, bool>,
     out: &mut Vec<(PathBuf, bool)>,
 ) -> std::io::Result<bool> {
@@ -119,20 +121,36 @@ fn below(
         for name in deep::read_dir(&dest.join(rel))? {
             let r = rel.join(name);
             let d = deep::symlink_metadata(&dest.join(&r)).is_ok_and(|m| m.is_dir());
-            if !filter.is_empty() && filter.excludes(&r, d, cache) {
+            if keep.keeps(&r, d, cache) {
                 whole = false;
                 continue;
             }
             inside.push((r, d));
         }
         for (r, d) in in_rsyncs_deletion_order(inside) {
-            whole &= below(dest, &r, d, filter, cache, out)?;
+            whole &= below(dest, &r, d, keep, cache, out)?;
         }
     }
     if whole {
         out.push((rel.to_path_buf(), is_dir));
     }
     Ok(whole)
+}
+
+/// What `--delete` leaves: what a rule excludes, and backups made in
+/// place (`protect`, their suffix; empty: none).
+struct Keep<'a> {
+    filter: &'a Filter,
+    protect: &'a str,
+}
+
+impl Keep<'_> {
+    fn keeps(&self, rel: &Path, is_dir: bool, cache: &mut HashMap<PathBuf, bool>) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let backup = !self.protect.is_empty()
+            && rel.file_name().is_some_and(|n| n.as_bytes().ends_with(self.protect.as_bytes()));
+        backup || (!self.filter.is_empty() && self.filter.excludes(rel, is_dir, cache))
+    }
 }
 
 /// One directory's entries as rsync deletes them: the reverse of its
@@ -162,6 +180,8 @@ pub(super) fn delete(dest: &deep::Dest, extra: &[(PathBuf, bool)], backup: Optio
         let p = dest.join(rel);
         let gone = match backup {
             Some(b) if !dir => b.keep(&p, rel),
+            // Its contents went before it (kept as backups where they are).
+            Some(b) if b.beside() => deep::remove_empty_dir(&p),
             _ => deep::remove_any(&p),
         };
         if let Err(e) = gone {
@@ -185,7 +205,8 @@ impl Archiving<'_> {
             return Ok(0);
         }
         let kept = self.listing.lock().expect("listing lock").kept.clone();
-        let extra = extraneous(items, &self.dest, &self.spec.filter, &kept).map_err(local(&self.spec.dest))?;
+        let extra = extraneous(items, &self.dest, &self.spec.filter, &kept, self.protected())
+            .map_err(local(&self.spec.dest))?;
         let (extra, skipped) = at_most(extra, self.spec.max_delete);
         if skipped > 0 {
             let n = self.spec.max_delete.unwrap_or_default();

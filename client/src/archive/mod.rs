@@ -133,11 +133,21 @@ pub struct ArchiveSpec {
     /// `--backup-dir DIR`: what a run replaces or deletes is moved there
     /// (under its path below DEST) instead; relative to DEST.
     pub backup_dir: Option<PathBuf>,
+    /// `-b`/`--backup` (and `--suffix`): backups are made, named with this
+    /// suffix (rsync's `~` in place; none by default in `--backup-dir`).
+    pub backup_suffix: Option<String>,
     /// SRC's directory is walked for one file ([`archive_by`] sets it when
     /// SRC is a file): DEST's own mode and mtime are not SRC's to set.
     pub file_src: bool,
     /// The engine's settings (`path` and `output` are set here).
     pub get: GetSpec,
+}
+
+impl ArchiveSpec {
+    /// Whether what a run replaces or deletes is kept (`-b`, `--backup-dir`).
+    pub(super) fn backs_up(&self) -> bool {
+        self.backup_dir.is_some() || self.backup_suffix.is_some()
+    }
 }
 
 impl ArchiveSpec {

@@ -366,7 +366,10 @@ impl Archiving<'_> {
         let (extra, skipped) = match self.spec.delete {
             true => {
                 let kept = self.listing.lock().expect("listing lock").kept.clone();
-                at_most(extraneous(items, &self.dest, &self.spec.filter, &kept)?, self.spec.max_delete)
+                at_most(
+                    extraneous(items, &self.dest, &self.spec.filter, &kept, self.protected())?,
+                    self.spec.max_delete,
+                )
             }
             false => (vec![], 0),
         };
@@ -414,13 +417,28 @@ impl Archiving<'_> {
         }
     }
 
+    /// The suffix of backups made in place (`-b` without `--backup-dir`):
+    /// `--delete` leaves them, as rsync's protect rule `P *~` does.
+    pub(super) fn protected(&self) -> &str {
+        match (&self.spec.backup_dir, &self.spec.backup_suffix) {
+            (None, Some(s)) => s,
+            _ => "",
+        }
+    }
+
     /// `--backup-dir`'s place, if one is asked for.
     pub(super) fn backup(&self) -> Result<Option<Backup>, ArchiveError> {
-        let Some(dir) = &self.spec.backup_dir else { return Ok(None) };
+        if !self.spec.backs_up() {
+            return Ok(None);
+        }
         if let Some(b) = self.backup_at.get() {
             return Ok(Some(b.clone()));
         }
-        let b = Backup::new(dir, &self.dest).map_err(local(dir))?;
+        let suffix = self.spec.backup_suffix.clone().unwrap_or_default();
+        let b = match &self.spec.backup_dir {
+            Some(dir) => Backup::new(dir, &self.dest, suffix).map_err(local(dir))?,
+            None => Backup::in_place(&self.dest, suffix),
+        };
         Ok(Some(self.backup_at.get_or_init(|| b).clone()))
     }
 

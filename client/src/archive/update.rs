@@ -46,7 +46,7 @@ impl Archiving<'_> {
             || self.fresh
             || spec.list.is_some()
             || spec.strip.is_some()
-            || spec.backup_dir.is_some()
+            || spec.backs_up()
             || spec.get.share.is_some()
             || std::fs::symlink_metadata(self.saved()).is_ok()
             || std::fs::symlink_metadata(super::journal_path(&self.output())).is_ok();

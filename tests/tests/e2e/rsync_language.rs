@@ -282,3 +282,47 @@ fn max_delete_deletes_what_rsync_deletes_and_exits_25() {
         same_tree(&ours_d, &theirs_d);
     }
 }
+
+/// `-b` (and `--suffix`): what a run replaces or deletes is renamed
+/// beside it, as rsync renames it; a later `--delete` leaves the backups
+/// (rsync's protect rule for the suffix); with `--backup-dir`, no suffix
+/// unless asked.
+#[test]
+fn backups_in_place_are_what_rsync_makes() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    for (p, body) in [("a", "new a"), ("d/b", "new b, longer"), ("same", "same")] {
+        std::fs::write(src.join(p), body).unwrap();
+    }
+    let m = Mirror::start(&f.root(), &["--index", f.out("idx").to_str().unwrap()]);
+    let old = f.out("old");
+    std::fs::create_dir_all(old.join("d/gone-dir")).unwrap();
+    for (p, body) in [("a", "old a"), ("d/b", "old b"), ("gone", "gone"), ("d/gone-dir/x", "x")] {
+        std::fs::write(old.join(p), body).unwrap();
+    }
+    // `same` as SRC has it: not replaced, so no backup of it.
+    Command::new("cp").arg("-a").arg(src.join("same")).arg(old.join("same")).status().unwrap();
+    let cases: &[&[&str]] =
+        &[&["-b"], &["-b", "--suffix=.bak"], &["-b", "--delete"], &["-b", "--suffix=.old", "--delete"]];
+    for (i, opts) in cases.iter().enumerate() {
+        let (ours_d, theirs_d) = (f.out(&format!("ours{i}")), f.out(&format!("theirs{i}")));
+        for d in [&ours_d, &theirs_d] {
+            assert!(Command::new("cp").arg("-a").arg(&old).arg(d).status().unwrap().success());
+        }
+        let theirs = rsync(&src, &theirs_d, opts);
+        let ours_opts: Vec<&str> =
+            opts.iter().flat_map(|o| o.split_once('=').map_or(vec![*o], |(a, b)| vec![a, b])).collect();
+        let code = ours(&m, "src", &ours_d, &ours_opts);
+        assert_eq!((code, theirs), (0, 0), "{opts:?}");
+        same_tree(&ours_d, &theirs_d);
+        // Once more with --delete: the backups stay, in both.
+        let delete: &[&str] = if opts.contains(&"--delete") { &[] } else { &["--delete"] };
+        let again: Vec<&str> = [&ours_opts[..], delete].concat();
+        let theirs = rsync(&src, &theirs_d, &[&opts[..], delete].concat());
+        assert_eq!((ours(&m, "src", &ours_d, &again), theirs), (0, 0), "{opts:?} again");
+        same_tree(&ours_d, &theirs_d);
+    }
+    // An empty suffix without --backup-dir would make the entry its own backup.
+    assert_eq!(ours(&m, "src", &f.out("none"), &["-b", "--suffix", ""]), 2);
+}
