@@ -315,6 +315,28 @@ fn rsync_form(o: &mut ArchiveOpt) -> Result<Option<ddftp::ssh::SshMirror>, Strin
     Ok(e.push)
 }
 
+/// The suffix of backups, if any are made. As rsync: `~` in place,
+/// nothing added in --backup-dir, unless --suffix says; --suffix alone
+/// (no -b) makes no backups; an empty one in place is refused (the backup
+/// would be the entry itself, replaced).
+fn backup_suffix(o: &ArchiveOpt) -> Result<Option<String>, String> {
+    Ok(match (o.backup || o.backup_dir.is_some(), &o.suffix, &o.backup_dir) {
+        (false, ..) => None,
+        (true, Some(s), None) if s.is_empty() => return Err("-b: --suffix cannot be empty without --backup-dir".into()),
+        (true, Some(s), _) => Some(s.clone()),
+        (true, None, None) => Some("~".into()),
+        (true, None, Some(_)) => Some(String::new()),
+    })
+}
+
+/// `--files-from FILE`, read and parsed.
+fn files_from(o: &ArchiveOpt) -> Result<Option<ddtree::files_from::FilesFrom>, String> {
+    let Some(path) = &o.files_from else { return Ok(None) };
+    let shown = |e: &dyn std::fmt::Display| format!("--files-from {}: {e}", path.display());
+    let text = std::fs::read(path).map_err(|e| shown(&e))?;
+    ddtree::files_from::FilesFrom::parse(&text, o.from0).map(Some).map_err(|e| shown(&e))
+}
+
 /// `--suffix`: a name's ending, so no `/` (a backup stays beside its
 /// entry), and not empty without `--backup-dir` (the backup would be the
 /// entry itself).
@@ -445,28 +467,22 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
-    if o.backup && o.backup_dir.is_none() && o.suffix.as_deref() == Some("") {
-        // The backup would be the entry itself, replaced (rsync refuses it too).
-        report_error(&"-b: --suffix cannot be empty without --backup-dir");
-        return Exit::Usage;
-    }
-    let files_from = match &o.files_from {
-        Some(path) => {
-            match std::fs::read(path).map_err(|e| format!("--files-from {}: {e}", path.display())).and_then(|text| {
-                ddtree::files_from::FilesFrom::parse(&text, o.from0)
-                    .map_err(|e| format!("--files-from {}: {e}", path.display()))
-            }) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    report_error(&e);
-                    if o.moving.json {
-                        println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));
-                    }
-                    return Exit::Usage;
-                }
-            }
+    let backup_suffix = match backup_suffix(&o) {
+        Ok(s) => s,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
         }
-        None => None,
+    };
+    let files_from = match files_from(&o) {
+        Ok(f) => f,
+        Err(e) => {
+            report_error(&e);
+            if o.moving.json {
+                println!("{}", json_failure(&e, Exit::Usage, serde_json::json!({ "src": o.src.join(" ") })));
+            }
+            return Exit::Usage;
+        }
     };
     let spec = ArchiveSpec {
         files_from,
@@ -475,14 +491,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         file_to_parent: o.dest_named,
         max_delete: o.max_delete,
         backup_dir: o.backup_dir.clone(),
-        // As rsync: `~` in place, nothing added in --backup-dir, unless
-        // --suffix says; --suffix alone (no -b) makes no backups.
-        backup_suffix: match (o.backup || o.backup_dir.is_some(), &o.suffix, &o.backup_dir) {
-            (false, ..) => None,
-            (true, Some(s), _) => Some(s.clone()),
-            (true, None, None) => Some("~".into()),
-            (true, None, Some(_)) => Some(String::new()),
-        },
+        backup_suffix,
         file_src: false,
         filter,
         dry_run: o.dry_run,

@@ -403,30 +403,11 @@ pub fn parse_ddftp_url(s: &str) -> Option<Result<DdftpUrl, String>> {
     let path = path.split(['?', '#']).next().unwrap_or("");
     Some(match parse_endpoint(addr) {
         Ok(ep) if ep.port == 0 => Err(format!("{s:?}: a mirror's port cannot be 0")),
-        Ok(endpoint) => Ok(DdftpUrl { endpoint, tls, path: percent_decode(path).trim_start_matches('/').to_string() }),
+        Ok(endpoint) => {
+            Ok(DdftpUrl { endpoint, tls, path: ddftp::http::auth::decode(path).trim_start_matches('/').to_string() })
+        }
         Err(e) => Err(format!("{s:?}: {e}")),
     })
-}
-
-/// `%XX` escapes decoded (a bad one kept as written).
-pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The path every ddftpd mirror is asked for: PATH, or what their URLs

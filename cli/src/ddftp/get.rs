@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use ddftp_proto::units::HumanBytes;
 
-use super::flags::{is_file_url, parse_checksum, parse_mirror, parse_window, percent_decode, Mirror, MoveOpt};
+use super::flags::{is_file_url, parse_checksum, parse_mirror, parse_window, Mirror, MoveOpt};
 use super::outcome::{exit_for, json_failure};
 use super::{report_error, runtime, Exit};
+use ddftp::http::auth::decode as percent_decode;
 use ddftp::metalink::{self, MetalinkFile};
 use ddftp::transfer::{self, GetSpec, Sha256Checked, TransferError, TransferReport};
 

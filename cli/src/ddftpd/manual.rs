@@ -96,21 +96,13 @@ pub fn render(out: &mut dyn Write) -> std::io::Result<()> {
         };
         item(&mut o, &format!("{key} = {kind}"), &help);
     }
-    o.push_str(".SH FILES\n");
-    for (f, what) in FILES {
-        item(&mut o, f, what);
-    }
-    o.push_str(".SH ENVIRONMENT\n");
-    for (v, what) in ENVIRONMENT {
-        item(&mut o, v, what);
-    }
-    o.push_str(".SH SIGNALS\n");
-    for (s, what) in SIGNALS {
-        item(&mut o, s, what);
-    }
-    o.push_str(".SH EXIT STATUS\n");
-    for (c, what) in EXIT_STATUS {
-        item(&mut o, c, what);
+    for (title, items) in
+        [("FILES", FILES), ("ENVIRONMENT", ENVIRONMENT), ("SIGNALS", SIGNALS), ("EXIT STATUS", EXIT_STATUS)]
+    {
+        o.push_str(&format!(".SH {title}\n"));
+        for (tag, what) in items {
+            item(&mut o, tag, what);
+        }
     }
     o.push_str(".SH EXAMPLES\n");
     for (what, example) in EXAMPLES {

@@ -200,7 +200,8 @@ pub fn netrc(text: &str) -> Vec<NetrcEntry> {
     out
 }
 
-/// Percent-decodes a URL's user info part.
+/// Percent-decodes a part of a URL (user info, a path); a bad `%` escape
+/// is kept as written.
 pub fn decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());

@@ -149,25 +149,10 @@ fn the_debian_package_installs_a_working_hardened_service() {
     // ddftpd started with the unit's command line, the unpacked binary and
     // config (flags appended for this machine win over the config's root,
     // index and listen); the unpacked ddftp gets a file from it.
-    let exec_start = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("ExecStart");
-    let mut words = exec_start.split_whitespace().map(|w| match w {
-        "/usr/bin/ddftpd" => exec.to_str().unwrap().to_string(),
-        w if w.starts_with("/etc/") => root.join(&w[1..]).to_str().unwrap().to_string(),
-        w => w.to_string(),
-    });
-    let mut cmd = Command::new(words.next().unwrap());
-    cmd.args(words);
     let served = f.root();
     let data = random_file(&served.join("pkg.bin"), 5 << 20, 50);
-    cmd.arg("--root").arg(&served).arg("--index").arg(f.out("index")).args(["--listen", "127.0.0.1:0"]);
-    let m = Mirror::command(cmd, false);
-    let out = f.out("pkg.bin");
-    let o = Command::new(root.join("usr/bin/ddftp"))
-        .args(["get", "pkg.bin", "-m", &m.addr, "-o", out.to_str().unwrap(), "-q"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let m = serve_as_the_unit(&unit, &root, &served, &f.out("index"));
+    unpacked_gets(&root, &m, "pkg.bin", &data, &f.out("pkg.bin"));
     let v = run(Command::new(&exec).arg("--version"));
     assert_eq!(String::from_utf8_lossy(&v.stdout).trim(), format!("ddftpd {}", env!("CARGO_PKG_VERSION")));
 }
@@ -194,23 +179,8 @@ fn installed_as_shipped(deb: &Path, root: &Path, unit: &str) {
     let dir = root.join(served.trim_start_matches('/'));
     assert!(dir.is_dir(), "the postinst made the config's root {served}");
     let data = random_file(&dir.join("hello.bin"), 1 << 20, 51);
-    // The unit's command line as is, but for where things are unpacked.
-    let exec_start = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("ExecStart");
-    let mut words = exec_start.split_whitespace().map(|w| match w.strip_prefix('/') {
-        Some(rest) => root.join(rest).display().to_string(),
-        None => w.to_string(),
-    });
-    let mut cmd = Command::new(words.next().unwrap());
-    cmd.args(words).arg("--root").arg(&dir).arg("--index").arg(root.join("var/lib/ddftpd/index"));
-    cmd.args(["--listen", "127.0.0.1:0"]);
-    let m = Mirror::command(cmd, false);
-    let out = root.join("got.bin");
-    let o = Command::new(root.join("usr/bin/ddftp"))
-        .args(["get", "hello.bin", "-m", &m.addr, "-o", out.to_str().unwrap(), "-q"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let m = serve_as_the_unit(unit, root, &dir, &root.join("var/lib/ddftpd/index"));
+    unpacked_gets(root, &m, "hello.bin", &data, &root.join("got.bin"));
     // README as installed: every relative link names a file in the package.
     let doc = root.join("usr/share/doc/ddftp");
     let readme = std::fs::read_to_string(doc.join("README.md")).unwrap();
@@ -220,6 +190,29 @@ fn installed_as_shipped(deb: &Path, root: &Path, unit: &str) {
         }
         assert!(doc.join(link).exists(), "README links {link}, which the package does not hold");
     }
+}
+
+/// ddftpd started with the unit's command line as is, but for where things
+/// are unpacked (every absolute path under `root`), serving `dir`.
+fn serve_as_the_unit(unit: &str, root: &Path, dir: &Path, index: &Path) -> Mirror {
+    let exec_start = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("ExecStart");
+    let mut words = exec_start.split_whitespace().map(|w| match w.strip_prefix('/') {
+        Some(rest) => root.join(rest).display().to_string(),
+        None => w.to_string(),
+    });
+    let mut cmd = Command::new(words.next().unwrap());
+    cmd.args(words).arg("--root").arg(dir).arg("--index").arg(index).args(["--listen", "127.0.0.1:0"]);
+    Mirror::command(cmd, false)
+}
+
+/// The unpacked ddftp gets `name` from `m` into `out`: exactly `data`.
+fn unpacked_gets(root: &Path, m: &Mirror, name: &str, data: &[u8], out: &Path) {
+    let o = Command::new(root.join("usr/bin/ddftp"))
+        .args(["get", name, "-m", &m.addr, "-o", out.to_str().unwrap(), "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(out).unwrap(), data);
 }
 
 /// `man ddftpd` is enough to run the service: its sections, and every

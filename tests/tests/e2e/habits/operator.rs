@@ -90,13 +90,8 @@ fn on_the_journal_lines_carry_a_priority_and_no_second_timestamp() {
     cmd.arg("--root").arg(f.root()).args(["--listen", "127.0.0.1:0", "--index", f.out("idx").to_str().unwrap()]);
     cmd.stderr(std::fs::File::create(&other).unwrap());
     let mirror = Mirror::command(cmd, false);
-    // The banner follows the listening line: waited for, not raced.
-    let t = Instant::now();
-    while std::fs::read_to_string(&other).unwrap().is_empty() && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let text = written(&other);
     drop(mirror);
-    let text = std::fs::read_to_string(&other).unwrap();
     assert!(text.lines().next().is_some_and(|l| !l.starts_with('<') && l.contains('T')), "{text}");
 }
 
@@ -123,7 +118,7 @@ fn metrics_have_the_process_families_and_the_version_and_the_json_banner_has_fie
     }
     let version = format!("ddftpd_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
     assert!(page.contains(&version), "{page}");
-    let banner = std::fs::read_to_string(&log).unwrap();
+    let banner = written(&log);
     let v: serde_json::Value = serde_json::from_str(banner.lines().next().unwrap()).unwrap();
     assert_eq!((v["message"].as_str(), v["auth"].as_str()), (Some("serving"), Some("none")), "{v}");
     assert_eq!(v["rate_limit_bytes_per_second"], 40_000_000, "{v}");
@@ -151,5 +146,18 @@ fn the_exit_code_tables_list_exactly_the_codes_ddftp_gives() {
         listed.sort_unstable();
         assert_eq!(listed, codes, "{doc}'s exit table");
         assert!(!table.contains("`archive` only"), "{doc}: 5 is `get`'s too");
+    }
+}
+
+/// A server's log once it has its first line: the banner follows the
+/// listening line on stdout, so it is waited for, not raced.
+fn written(log: &Path) -> String {
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap();
+        if text.contains('\n') || t.elapsed() > Duration::from_secs(10) {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

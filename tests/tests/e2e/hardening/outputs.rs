@@ -44,22 +44,16 @@ fn item05_two_files_with_one_output_name_the_second_is_refused() {
         )
     };
     let m = f.out("two.meta4");
-    let xml = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">{}{}</metalink>\n",
-        file("s.bin", "d1/s.bin"),
-        file("s.bin", "d2/s.bin")
-    );
-    std::fs::write(&m, xml).unwrap();
+    let write = |files: [String; 2]| {
+        let head = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">";
+        std::fs::write(&m, format!("{head}{}</metalink>\n", files.concat())).unwrap();
+    };
+    write([file("s.bin", "d1/s.bin"), file("s.bin", "d2/s.bin")]);
     let d = f.out("meta");
     ddftp(&["get", "--metalink", m.to_str().unwrap(), "-d", d.to_str().unwrap(), "-j", "2", "-q"], 5);
     assert!(std::fs::read(d.join("s.bin")).unwrap() == small);
     // Names with directories land in them (as aria2c puts them): no clash.
-    let xml = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<metalink xmlns=\"urn:ietf:params:xml:ns:metalink\">{}{}</metalink>\n",
-        file("d1/s.bin", "d1/s.bin"),
-        file("d2/s.bin", "d2/s.bin")
-    );
-    std::fs::write(&m, xml).unwrap();
+    write([file("d1/s.bin", "d1/s.bin"), file("d2/s.bin", "d2/s.bin")]);
     let d = f.out("meta-dirs");
     ddftp(&["get", "--metalink", m.to_str().unwrap(), "-d", d.to_str().unwrap(), "-j", "2", "-q"], 0);
     assert!(std::fs::read(d.join("d1/s.bin")).unwrap() == small);
