@@ -20,6 +20,8 @@
 # ddftp cases) in copies of the file. Outputs on tmpfs.
 #
 # Usage (root): benches/netbed-fan-out.sh [RUNS] [CASES]
+#   NS="2 3": only these N; LOGS=DIR: receivers run with -v, their logs
+#   kept as DIR/nN-cJ.err
 #   CASES: comma list of share, separate, aria2c, slow, tree (default: all)
 # Writes benches/results/netbed-fan-out-<UTC date>.{md,json}.
 set -euo pipefail
@@ -92,7 +94,7 @@ run() {
   for j in $(seq 1 "$n"); do
     local o=$OUT/c$j
     case $case in
-      share | slow) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json \
+      share | slow) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json ${LOGS:+${VERB:--v}} \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
       tree) "$NB" exec $BED-c$j -- "$DDFTP" archive tree -m $M1:7400,$M2:7400 -d "$o" -q --json \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
@@ -105,6 +107,7 @@ run() {
   for p in "${pids[@]}"; do wait "$p" || { log "a receiver failed: $(cat "$OUT"/c*.err)"; }; done
   t1=$(date +%s.%N)
   after=$(sent)
+  if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS"; for j in $(seq 1 "$n"); do cp "$OUT/c$j.err" "$LOGS/n$n-c$j.err"; done; fi
   local size=$SIZE
   [ "$case" = tree ] && size=$TREE_SIZE
   python3 - "$case" "$n" "$t0" "$t1" "$before" "$after" "$OUT" "$size" <<'PY'
@@ -162,7 +165,7 @@ first=1
 declare -A one
 IFS=, read -r -a cases <<<"$CASES"
 for c in "${cases[@]}"; do
-  ns="1 2 3 4"
+  ns=${NS:-1 2 3 4}
   [ "$c" = slow ] && ns=4
   for n in $ns; do
     [ "$c" = slow ] && "$NB" rate $BED c4 1 100mbit

@@ -443,6 +443,11 @@ impl Transfer {
         self.sched.contributions()
     }
 
+    /// How the shares are held (`with_homes`), for the debug log.
+    pub fn pacing(&self) -> Option<String> {
+        self.sched.pacing()
+    }
+
     pub fn producer_mirror(&self, p: ProducerId) -> MirrorId {
         self.producers[p].mirror
     }

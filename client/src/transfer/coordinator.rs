@@ -78,7 +78,7 @@ impl Coordinator<'_> {
             let mirror = &self.mirrors[self.tr.producer_mirror(p)];
             match &a {
                 Action::Extend { .. } => {
-                    tracing::debug!(action = ?a, contributions = ?self.tr.contributions(), "scheduler")
+                    tracing::debug!(action = ?a, contributions = ?self.tr.contributions(), pacing = ?self.tr.pacing(), "scheduler")
                 }
                 _ => tracing::info!(%mirror, action = ?a, contributions = ?self.tr.contributions(), "scheduler"),
             }

@@ -6,6 +6,7 @@ use crate::split::lower_share;
 
 impl Scheduler {
     pub(super) fn rebalance(&mut self, now: Instant) {
+        self.pace(now);
         let ids: Vec<usize> = self.segments.keys().copied().collect();
         for sid in ids {
             self.grant(sid);

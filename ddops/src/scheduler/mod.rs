@@ -195,6 +195,9 @@ struct Producer {
     /// It holds only its home's blocks (a peer: [`Home::only_here`]): it
     /// never helps elsewhere.
     home_only: bool,
+    /// Its last grant was cut short by pacing (`pace.rs`): a claim that runs dry is
+    /// waiting for this receiver's own share, not for a longer window.
+    paced: bool,
     /// Grant size while the rate is unknown; doubles whenever a stream ran
     /// dry before its `Extend` arrived (slow start).
     window: u64,
@@ -248,6 +251,8 @@ pub struct Scheduler {
     actions: VecDeque<Action>,
     stats: Stats,
     started: Instant,
+    /// `with_homes`: the shares, and how far peers may run ahead.
+    shares: Option<pace::Shares>,
 }
 
 impl Scheduler {
@@ -266,6 +271,7 @@ impl Scheduler {
             actions: VecDeque::new(),
             stats: Stats::default(),
             started: now,
+            shares: None,
             cfg,
         };
         let parts = producers.div_ceil(2) as u64;
@@ -322,8 +328,11 @@ impl Scheduler {
     ) -> Self {
         let mut s = Scheduler::new(0..0, producers, cfg, now);
         let n = homes.len().max(1) as u128;
+        let bounds: Vec<u64> = (0..=n).map(|k| (total as u128 * k / n) as u64).collect();
+        let own = homes.iter().position(|h| !h.only_here && !h.producers.is_empty());
+        s.shares = own.filter(|_| homes.len() > 1).map(|own| pace::Shares::new(bounds.clone(), missing, own));
         for (k, home) in homes.iter().enumerate() {
-            let (lo, hi) = ((total as u128 * k as u128 / n) as u64, (total as u128 * (k as u128 + 1) / n) as u64);
+            let (lo, hi) = (bounds[k], bounds[k + 1]);
             let pieces: Vec<(u64, u64)> =
                 missing.iter().map(|r| (r.start.max(lo), r.end.min(hi))).filter(|(a, b)| a < b).collect();
             let largest = (0..pieces.len()).max_by_key(|&i| (pieces[i].1 - pieces[i].0, std::cmp::Reverse(i)));
@@ -400,7 +409,7 @@ impl Scheduler {
         p.contributed += count;
         p.rate.record(now, p.contributed);
         self.delivered += count;
-        if starved {
+        if starved && !self.producers[producer].paced {
             self.widen(producer);
         }
         self.rebalance(now);
@@ -534,6 +543,7 @@ impl Scheduler {
 }
 
 mod helpers;
+mod pace;
 mod rates;
 mod segments;
 

@@ -156,3 +156,70 @@ fn with_homes_mirrors_help_a_peer_far_slower_than_they_are() {
     assert!(c[0] + c[1] > 250, "the mirrors took over much of the slow share: {c:?}");
     assert!(c[2] + c[3] >= 190, "the peer that keeps up kept its share: {c:?}");
 }
+
+/// Runs `rounds` rounds of [`run_timed`]'s clock, or until done.
+fn run_rounds(h: &mut Harness, rounds: u64, every: impl Fn(ProducerId) -> u64) {
+    for round in 0..rounds {
+        if h.s.is_done() {
+            return;
+        }
+        h.now += Duration::from_millis(10);
+        for p in 0..6 {
+            if h.has_work(p) && round.is_multiple_of(every(p)) {
+                h.deliver(p);
+            }
+        }
+    }
+}
+
+/// Blocks of `range` delivered so far.
+fn got_in(h: &Harness, range: Range<usize>) -> u64 {
+    h.got[range].iter().sum()
+}
+
+/// The whole file of the link tests.
+const SIX_THOUSAND: Range<u64> = 0..6000;
+
+/// Runs `rounds` rounds of 10 ms over one link that carries ten blocks a
+/// round, each to the first of `order` that has work (a flow that takes
+/// the link from the others, as TCP flows do).
+fn run_link(h: &mut Harness, rounds: u64, order: &[ProducerId]) {
+    for _ in 0..rounds {
+        h.now += Duration::from_millis(10);
+        for _ in 0..10 {
+            if let Some(&p) = order.iter().find(|&&p| h.has_work(p)) {
+                h.deliver(p);
+            }
+        }
+    }
+}
+
+#[test]
+fn with_homes_a_share_that_races_ahead_is_held_to_the_one_behind() {
+    let mut h = homes_harness(&[SIX_THOUSAND], 6000, Config::default());
+    // Share 0's peer takes the whole link while it may: for the first
+    // second (unheld) it has all of it.
+    let order = [2, 3, 0, 1, 4, 5];
+    run_link(&mut h, 100, &order);
+    assert!(got_in(&h, 0..2000) >= 900, "unheld at first: {}", got_in(&h, 0..2000));
+    // Then it waits for the others, which get the link, and the link
+    // stays full: holding is not switched off.
+    run_link(&mut h, 200, &order);
+    let got = [got_in(&h, 0..2000), got_in(&h, 2000..4000), got_in(&h, 4000..6000)];
+    assert!(got[1].min(got[2]) >= 700, "the others got the link: {got:?}");
+    assert!(got[0] <= 1150, "share 0 held while the others caught up: {got:?}");
+    run_link(&mut h, 10_000, &order);
+    assert!(h.s.is_done());
+    h.assert_each_block_once();
+}
+
+#[test]
+fn with_homes_a_share_slow_by_itself_stops_holding_the_others_once_the_link_has_room() {
+    let mut h = homes_harness(&[SIX_HUNDRED], 600, Config::default());
+    // Share 2's peer (4, 5) brings a block in eight rounds; held to it,
+    // shares 0 and 1 would take 800 rounds.
+    let slow = |p: ProducerId| if p >= 4 { 8 } else { 1 };
+    run_rounds(&mut h, 300, slow);
+    assert_eq!((got_in(&h, 0..200), got_in(&h, 200..400)), (200, 200), "held back by the slow share");
+    run_timed(&mut h, slow);
+}

@@ -1,0 +1,200 @@
+//! Keeping the shares of a file several receivers fetch at once abreast
+//! ([`Scheduler::with_homes`]).
+//!
+//! Every receiver's link carries its own share from the mirrors and the
+//! other shares from the peers that fetch them. Left to TCP, the flows
+//! into one link do not share it evenly (BBR's estimates, a flow started
+//! into a full queue): one share races ahead, another crawls. The one
+//! that crawls is then the tail everybody waits for, on one peer's uplink,
+//! or the mirrors send it a second time. So no share's streams may claim
+//! more of it than the least advanced share has arrived (as fractions of
+//! each) plus a slack: a flow held back leaves its room on the link to
+//! the one behind, and all shares move together.
+//!
+//! A share that lags because its producer is slow (a peer's thin uplink),
+//! not because the link is busy, would hold the rest back. So the shares
+//! run unheld for the first second (the link shows what it can carry),
+//! and once the link carries clearly less than that best for a while
+//! though shares are held, nothing is held any more: the slow share is
+//! left to the helper rules, which need this receiver's own share done
+//! early to free its mirrors for it.
+
+use super::*;
+
+/// The shares of a file several receivers fetch at once.
+#[derive(Debug)]
+pub(super) struct Shares {
+    /// Share k is blocks `bounds[k]..bounds[k + 1]`.
+    bounds: Vec<u64>,
+    /// Blocks of each share missing at the start.
+    missing: Vec<u64>,
+    /// This receiver's own share (worked by its mirrors).
+    own: usize,
+    /// Blocks each share's own streams may still claim, worked out at
+    /// each rebalance; `u64::MAX` where there is no limit.
+    room: Vec<u64>,
+    /// The most one stream may take of it: an equal part for each, so
+    /// that no edge of a share waits while another takes all the room
+    /// (its readers would take it for stalled).
+    part: Vec<u64>,
+    /// A share was found slow by itself: nothing is held any more.
+    off: bool,
+    /// What this receiver's link carries (all producers), and the most.
+    link: RateMeter,
+    peak: f64,
+    /// Since when the link has carried clearly less than its best.
+    room_since: Option<Instant>,
+}
+
+/// How far a share may run ahead of the least advanced one, as a fraction
+/// of it and in blocks: what keeps streams from waiting on a grant while
+/// the shares move together.
+const SLACK: f64 = 0.05;
+const SLACK_BLOCKS: u64 = 8;
+/// The link carries clearly less than its best below this fraction of it
+/// (held flows leave a dip while the one behind speeds up: not that
+/// deep)...
+const ROOM: f64 = 0.5;
+/// ...and for this long, the least advanced share is slow by itself.
+const HOLD: Duration = Duration::from_millis(300);
+/// The link's rate is measured over this much time at least.
+const WINDOW: Duration = Duration::from_millis(300);
+/// For this long the shares are not held, and the link is not judged:
+/// its rate unheld is the best it can do.
+const WARM_UP: Duration = Duration::from_secs(1);
+
+impl Shares {
+    pub(super) fn new(bounds: Vec<u64>, missing: &[Range<u64>], own: usize) -> Self {
+        let count = |k: usize| -> u64 {
+            let (lo, hi) = (bounds[k], bounds[k + 1]);
+            missing.iter().map(|r| r.end.min(hi).saturating_sub(r.start.max(lo))).sum()
+        };
+        let missing: Vec<u64> = (0..bounds.len() - 1).map(count).collect();
+        let (room, part) = (vec![u64::MAX; missing.len()], vec![u64::MAX; missing.len()]);
+        Shares { bounds, missing, own, room, part, off: false, link: RateMeter::default(), peak: 0.0, room_since: None }
+    }
+
+    /// The share block `b` belongs to.
+    fn of(&self, b: u64) -> usize {
+        self.bounds.partition_point(|&x| x <= b).saturating_sub(1).min(self.missing.len() - 1)
+    }
+
+    /// Follows the link's rate: whether it has had room for a while.
+    fn link_idles(&mut self, delivered: u64, started: Instant, now: Instant) -> bool {
+        self.link.record(now, delivered);
+        // Over a whole window only: a burst (claims granted before the
+        // rates were known) is no measure of the link.
+        let rate = match (self.link.samples.front(), self.link.samples.back()) {
+            (Some(&(t0, c0)), Some(&(t1, c1))) if t1.duration_since(t0) >= WINDOW => {
+                (c1 - c0) as f64 / t1.duration_since(t0).as_secs_f64()
+            }
+            _ => return false,
+        };
+        self.peak = self.peak.max(rate);
+        if now.duration_since(started) < WARM_UP || rate >= ROOM * self.peak {
+            self.room_since = None;
+            return false;
+        }
+        let since = *self.room_since.get_or_insert(now);
+        now.duration_since(since) >= HOLD
+    }
+}
+
+impl Scheduler {
+    /// Whether shares are held, the link's best and the room each has
+    /// (-1: no limit), for the debug log.
+    pub fn pacing(&self) -> Option<String> {
+        let sh = self.shares.as_ref()?;
+        let room: Vec<i64> = sh.room.iter().map(|&r| if r == u64::MAX { -1 } else { r as i64 }).collect();
+        let rate = sh.link.estimate.unwrap_or(0.0);
+        Some(format!("off={} peak={:.0} rate={rate:.0} room={room:?}", sh.off, sh.peak))
+    }
+
+    /// Works out each share's room from where the shares stand now.
+    pub(super) fn pace(&mut self, now: Instant) {
+        let (delivered, started) = (self.delivered, self.started);
+        let Some(sh) = self.shares.as_mut() else { return };
+        if sh.off {
+            return;
+        }
+        if sh.link_idles(delivered, started, now) {
+            sh.off = true;
+            sh.room.fill(u64::MAX);
+            sh.part.fill(u64::MAX);
+            return;
+        }
+        let n = sh.missing.len();
+        let (mut unclaimed, mut owed) = (vec![0u64; n], vec![0u64; n]);
+        for seg in self.segments.values() {
+            unclaimed[sh.of(seg.lo)] += seg.hi.saturating_sub(seg.lo);
+        }
+        // A share nobody works on now (its peer dropped, its rest waiting
+        // for a helper) holds no other back: what it waits for may be
+        // this receiver's mirrors, held.
+        let (mut worked, mut edges) = (vec![false; n], vec![0u64; n]);
+        for s in self.streams.values() {
+            if s.remaining > 0 {
+                owed[sh.of(s.claim().0)] += s.remaining;
+            }
+            if let Some(seg) = s.segment.and_then(|sid| self.segments.get(&sid)) {
+                let k = sh.of(seg.lo);
+                worked[k] = true;
+                edges[k] += u64::from((k == sh.own) != self.producers[s.producer].home_only);
+            }
+        }
+        let done = |k: usize| 1.0 - (unclaimed[k] + owed[k]) as f64 / sh.missing[k] as f64;
+        let behind = |k: &usize| sh.missing[*k] > 0 && unclaimed[*k] + owed[*k] > 0 && worked[*k];
+        // Unheld at first, so the link shows what it can carry.
+        let warm = now.duration_since(started) >= WARM_UP;
+        let least = (0..n).filter(behind).map(done).reduce(f64::min).filter(|_| warm);
+        sh.room = (0..n)
+            .map(|k| match least {
+                Some(least) => {
+                    let m = sh.missing[k] as f64;
+                    let allowed = ((least + SLACK) * m).ceil() as u64 + SLACK_BLOCKS;
+                    allowed.saturating_sub(sh.missing[k] - unclaimed[k])
+                }
+                None => u64::MAX,
+            })
+            .collect();
+        sh.part = (0..n)
+            .map(|k| if sh.room[k] == u64::MAX { u64::MAX } else { sh.room[k].div_ceil(edges[k].max(1)) })
+            .collect();
+    }
+
+    /// Caps what a segment's edges ask for (`need`, low and high edge)
+    /// by the room left in its share, and takes it from that room. Only
+    /// the share's own producers are held (this receiver's mirrors on its
+    /// own share, a peer on its share), never a helper.
+    pub(super) fn paced(&mut self, seg: &Segment, need: (u64, u64)) -> (u64, u64) {
+        let Some(sh) = self.shares.as_ref() else { return need };
+        let k = sh.of(seg.lo);
+        let own = k == sh.own;
+        let held =
+            |id: Option<StreamId>| id.is_some_and(|id| own != self.producers[self.streams[&id].producer].home_only);
+        let (lo_held, hi_held) = (held(seg.up), held(seg.down));
+        let asked = if lo_held { need.0 } else { 0 } + if hi_held { need.1 } else { 0 };
+        if asked == 0 {
+            return need;
+        }
+        let sh = self.shares.as_mut().expect("checked");
+        let (part, room) = (sh.part[k], &mut sh.room[k]);
+        let mut take = |held: bool, want: u64| -> u64 {
+            if !held {
+                return want;
+            }
+            let given = want.min(part).min(*room);
+            if *room != u64::MAX {
+                *room -= given;
+            }
+            given
+        };
+        let given = (take(lo_held, need.0), take(hi_held, need.1));
+        let binding = (lo_held && given.0 < need.0) || (hi_held && given.1 < need.1);
+        for id in [seg.up.filter(|_| lo_held), seg.down.filter(|_| hi_held)].into_iter().flatten() {
+            let p = self.streams[&id].producer;
+            self.producers[p].paced = binding;
+        }
+        given
+    }
+}
