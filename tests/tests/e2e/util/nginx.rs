@@ -285,6 +285,13 @@ fn serve(s: &mut TcpStream, data: &[u8], how: Misbehave, mut good: bool, asked: 
                     b - a + 1,
                 );
                 let _ = s.write_all(h.as_bytes()).and_then(|_| s.write_all(&data[a..=b]));
+                // Closing with a pipelined request unread would reset the
+                // connection and cut the reply short in the client's
+                // buffer: close as nginx does (lingering), our side first,
+                // then read until the client closes.
+                let _ = s.shutdown(std::net::Shutdown::Write);
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                let _ = std::io::copy(&mut rd, &mut std::io::sink());
                 return;
             }
             // The kinds answered above, or answering right.
