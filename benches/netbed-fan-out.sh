@@ -96,7 +96,7 @@ run() {
     case $case in
       share | slow) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json ${LOGS:+${VERB:--v}} \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
-      tree) "$NB" exec $BED-c$j -- "$DDFTP" archive tree -m $M1:7400,$M2:7400 -d "$o" -q --json \
+      tree) "$NB" exec $BED-c$j -- "$DDFTP" archive tree -m $M1:7400,$M2:7400 -d "$o" -q --json ${LOGS:+${VERB:--v}} \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
       separate) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json >"$o.json" 2>"$o.err" & ;;
       aria2c) "$NB" exec $BED-c$j -- sh -c "aria2c -q -s16 -x4 -k1M --file-allocation=none --allow-overwrite=true \
@@ -176,8 +176,10 @@ for c in "${cases[@]}"; do
       results+=("$line")
     done
     [ "$c" = slow ] && "$NB" rate $BED c4 1 400mbit
-    med=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    cop=$(printf '%s\n' "${results[@]}" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    # Medians (of an even count, the mean of the middle two).
+    median() { sort -n | awk '{a[NR]=$1} END {m=int((NR+1)/2); if (NR%2) print a[m]; else printf "%.3f\n", (a[m]+a[m+1])/2}'; }
+    med=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | median)
+    cop=$(printf '%s\n' "${results[@]}" | awk '{print $2}' | median)
     runs=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | paste -sd' ')
     last=$(echo "${results[-1]}" | cut -d' ' -f3-)
     peers=$(cat "$OUT/peers.txt" 2>/dev/null || echo -)
@@ -185,7 +187,7 @@ for c in "${cases[@]}"; do
     [ "$n" = 1 ] && one[$c]=$med
     # Against the one-node time of the same kind (a tree's, or the file's).
     base=${one[share]:-$med}
-    [ "$c" = tree ] && base=${one[tree]}
+    [ "$c" = tree ] && base=${one[tree]:-$med}
     ratio=$(python3 -c "print(f'{$med / $base:.3f}')")
     echo "| $c | $n | $med | $runs | $cop | $last | $peers | $ratio |" >>"$md"
     [ $first = 1 ] || echo "," >>"$json"
