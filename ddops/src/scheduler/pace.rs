@@ -41,6 +41,7 @@ pub(super) struct Shares {
     off: bool,
     /// What this receiver's link carries (all producers), and the most.
     link: RateMeter,
+    rate: f64,
     peak: f64,
     /// Since when the link has carried clearly less than its best.
     room_since: Option<Instant>,
@@ -71,12 +72,30 @@ impl Shares {
         };
         let missing: Vec<u64> = (0..bounds.len() - 1).map(count).collect();
         let (room, part) = (vec![u64::MAX; missing.len()], vec![u64::MAX; missing.len()]);
-        Shares { bounds, missing, own, room, part, off: false, link: RateMeter::default(), peak: 0.0, room_since: None }
+        Shares {
+            bounds,
+            missing,
+            own,
+            room,
+            part,
+            off: false,
+            link: RateMeter::default(),
+            rate: 0.0,
+            peak: 0.0,
+            room_since: None,
+        }
     }
 
     /// The share block `b` belongs to.
     fn of(&self, b: u64) -> usize {
         self.bounds.partition_point(|&x| x <= b).saturating_sub(1).min(self.missing.len() - 1)
+    }
+
+    /// Whether a producer working share `k` is held with it: one of the
+    /// share's own (this receiver's mirrors on its own share, a peer on
+    /// its share), not a helper.
+    fn holds(&self, k: usize, peer: bool) -> bool {
+        (k == self.own) != peer
     }
 
     /// Follows the link's rate: whether it has had room for a while.
@@ -90,6 +109,7 @@ impl Shares {
             }
             _ => return false,
         };
+        self.rate = rate;
         self.peak = self.peak.max(rate);
         if now.duration_since(started) < WARM_UP || rate >= ROOM * self.peak {
             self.room_since = None;
@@ -106,8 +126,7 @@ impl Scheduler {
     pub fn pacing(&self) -> Option<String> {
         let sh = self.shares.as_ref()?;
         let room: Vec<i64> = sh.room.iter().map(|&r| if r == u64::MAX { -1 } else { r as i64 }).collect();
-        let rate = sh.link.estimate.unwrap_or(0.0);
-        Some(format!("off={} peak={:.0} rate={rate:.0} room={room:?}", sh.off, sh.peak))
+        Some(format!("off={} peak={:.0} rate={:.0} room={room:?}", sh.off, sh.peak, sh.rate))
     }
 
     /// Works out each share's room from where the shares stand now.
@@ -139,7 +158,7 @@ impl Scheduler {
             if let Some(seg) = s.segment.and_then(|sid| self.segments.get(&sid)) {
                 let k = sh.of(seg.lo);
                 worked[k] = true;
-                edges[k] += u64::from((k == sh.own) != self.producers[s.producer].home_only);
+                edges[k] += u64::from(sh.holds(k, self.producers[s.producer].home_only));
             }
         }
         let done = |k: usize| 1.0 - (unclaimed[k] + owed[k]) as f64 / sh.missing[k] as f64;
@@ -169,9 +188,9 @@ impl Scheduler {
     pub(super) fn paced(&mut self, seg: &Segment, need: (u64, u64)) -> (u64, u64) {
         let Some(sh) = self.shares.as_ref() else { return need };
         let k = sh.of(seg.lo);
-        let own = k == sh.own;
-        let held =
-            |id: Option<StreamId>| id.is_some_and(|id| own != self.producers[self.streams[&id].producer].home_only);
+        let held = |id: Option<StreamId>| {
+            id.is_some_and(|id| sh.holds(k, self.producers[self.streams[&id].producer].home_only))
+        };
         let (lo_held, hi_held) = (held(seg.up), held(seg.down));
         let asked = if lo_held { need.0 } else { 0 } + if hi_held { need.1 } else { 0 };
         if asked == 0 {
