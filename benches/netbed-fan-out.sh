@@ -22,6 +22,8 @@
 # Usage (root): benches/netbed-fan-out.sh [RUNS] [CASES]
 #   NS="2 3": only these N; LOGS=DIR: receivers run with -v, their logs
 #   kept as DIR/nN-cJ.err
+#   TCP_CC=reno: the hosts' TCP congestion control (default: this machine's;
+#   one not in net.ipv4.tcp_allowed_congestion_control must be added there)
 #   CASES: comma list of share, separate, aria2c, slow, tree (default: all)
 # Writes benches/results/netbed-fan-out-<UTC date>.{md,json}.
 set -euo pipefail
@@ -61,6 +63,9 @@ cleanup() {
 trap cleanup EXIT
 "$NB" down $BED 2>/dev/null || true
 "$NB" up $BED --cluster 320mbit,320mbit --clients 400mbit,400mbit,400mbit,400mbit >/dev/null
+if [ -n "${TCP_CC:-}" ]; then
+  for h in m1 m2 c1 c2 c3 c4; do ip netns exec $BED-$h sysctl -qw net.ipv4.tcp_congestion_control="$TCP_CC"; done
+fi
 
 M1=10.79.0.11 M2=10.79.0.12
 for i in 1 2; do
@@ -155,7 +160,8 @@ first=1
 {
   echo "# netbed fan-out: one 512 MiB file onto N nodes ($stamp)"
   echo
-  echo "Command: \`benches/netbed-fan-out.sh $RUNS $CASES\` (root). netbed --cluster 320mbit,320mbit --clients 4 x 400mbit."
+  echo "Command: \`${NS:+NS=\"$NS\" }${TCP_CC:+TCP_CC=$TCP_CC }benches/netbed-fan-out.sh $RUNS $CASES\` (root). netbed --cluster 320mbit,320mbit --clients 4 x 400mbit."
+  echo "Build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!benches/results' || echo ' (with uncommitted changes)')."
   echo "Bound: S/r = 536.9 MB / 47.8 MB/s = 11.2 s for every N (goodput 0.956 of the tbf rate)."
   echo "\"all\": seconds until the last receiver has its copy (median of $RUNS); copies: the mirrors' upload / S."
   echo

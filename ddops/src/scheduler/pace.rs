@@ -17,7 +17,9 @@
 //! and once the link carries clearly less than that best for a while
 //! though shares are held, nothing is held any more: the slow share is
 //! left to the helper rules, which need this receiver's own share done
-//! early to free its mirrors for it.
+//! early to free its mirrors for it. A link that dips and climbs again is
+//! not that: flows crowded out until the others were held are opening
+//! their windows.
 
 use super::*;
 
@@ -43,8 +45,9 @@ pub(super) struct Shares {
     link: RateMeter,
     rate: f64,
     peak: f64,
-    /// Since when the link has carried clearly less than its best.
-    room_since: Option<Instant>,
+    /// Since when the link has carried clearly less than its best, and
+    /// the least it has carried since.
+    room_since: Option<(Instant, f64)>,
 }
 
 /// How far a share may run ahead of the least advanced one, as a fraction
@@ -56,8 +59,14 @@ const SLACK_BLOCKS: u64 = 8;
 /// (held flows leave a dip while the one behind speeds up: not that
 /// deep)...
 const ROOM: f64 = 0.5;
-/// ...and for this long, the least advanced share is slow by itself.
+/// ...and for this long, the least advanced share is slow by itself...
 const HOLD: Duration = Duration::from_millis(300);
+/// ...unless the link's rate has grown by this factor from its lowest
+/// since (and by more than the slack of its best): the flows behind are
+/// taking the room the held ones left (a TCP flow that was crowded out
+/// grows over a few round trips). A share slow by itself leaves the link
+/// flat.
+const RISE: f64 = 1.5;
 /// The link's rate is measured over this much time at least.
 const WINDOW: Duration = Duration::from_millis(300);
 /// For this long the shares are not held, and the link is not judged:
@@ -115,8 +124,13 @@ impl Shares {
             self.room_since = None;
             return false;
         }
-        let since = *self.room_since.get_or_insert(now);
-        now.duration_since(since) >= HOLD
+        let (since, low) = self.room_since.get_or_insert((now, rate));
+        *low = low.min(rate);
+        if rate > RISE * *low && rate - *low > SLACK * self.peak {
+            self.room_since = Some((now, rate));
+            return false;
+        }
+        now.duration_since(*since) >= HOLD
     }
 }
 
