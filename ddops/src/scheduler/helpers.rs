@@ -106,6 +106,12 @@ impl Scheduler {
                 let edge = |id: Option<StreamId>| id.map_or(0, |id| self.streams[&id].remaining);
                 seg.hi - seg.lo + edge(seg.up) + edge(seg.down)
             };
+            // A segment no peer works (this receiver's own share) before
+            // another receiver's: blocks of its share that the mirrors
+            // bring here leave them twice.
+            let own = |seg: &Segment| {
+                ![seg.up, seg.down].into_iter().flatten().any(|id| self.producers[self.streams[&id].producer].home_only)
+            };
             let target = self
                 .segments
                 .iter()
@@ -115,7 +121,7 @@ impl Scheduler {
                 })
                 .max_by_key(|(&sid, seg)| {
                     let (none, half) = (seg.up.is_none() && seg.down.is_none(), seg.up.is_none() != seg.down.is_none());
-                    (none, half, unprocessed(seg), std::cmp::Reverse(sid))
+                    (none, half, own(seg), unprocessed(seg), std::cmp::Reverse(sid))
                 })
                 .map(|(&sid, _)| sid);
             let Some(sid) = target else { return };

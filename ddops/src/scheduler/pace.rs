@@ -39,6 +39,11 @@ pub(super) struct Shares {
     /// that no edge of a share waits while another takes all the room
     /// (its readers would take it for stalled).
     part: Vec<u64>,
+    /// The segments whose gaps are lowest and highest in each share: the
+    /// only edges held, those the other receivers wait for (they read a
+    /// share from its ends inward; blocks a helper brings in the middle
+    /// are of no use to them until the ends reach them).
+    ends: Vec<(Option<usize>, Option<usize>)>,
     /// A share was found slow by itself: nothing is held any more.
     off: bool,
     /// What this receiver's link carries (all producers), and the most.
@@ -81,12 +86,14 @@ impl Shares {
         };
         let missing: Vec<u64> = (0..bounds.len() - 1).map(count).collect();
         let (room, part) = (vec![u64::MAX; missing.len()], vec![u64::MAX; missing.len()]);
+        let ends = vec![(None, None); missing.len()];
         Shares {
             bounds,
             missing,
             own,
             room,
             part,
+            ends,
             off: false,
             link: RateMeter::default(),
             rate: 0.0,
@@ -105,6 +112,16 @@ impl Shares {
     /// its share), not a helper.
     fn holds(&self, k: usize, peer: bool) -> bool {
         (k == self.own) != peer
+    }
+
+    /// Whether stream `s`, an edge of segment `sid` in share `k`, is held:
+    /// one of the share's own, at one of its ends.
+    fn held(&self, k: usize, sid: usize, s: &Stream, peer: bool) -> bool {
+        let end = match s.dir {
+            Direction::Increment => self.ends[k].0,
+            Direction::Decrement => self.ends[k].1,
+        };
+        self.holds(k, peer) && end == Some(sid)
     }
 
     /// Follows the link's rate: whether it has had room for a while.
@@ -156,36 +173,34 @@ impl Scheduler {
             sh.part.fill(u64::MAX);
             return;
         }
+        let f = self.frontiers();
+        let sh = self.shares.as_mut().expect("checked");
+        sh.ends = f.iter().map(|f| (f.first_gap.map(|g| g.1), f.last_gap.map(|g| g.1))).collect();
         let n = sh.missing.len();
-        let (mut unclaimed, mut owed) = (vec![0u64; n], vec![0u64; n]);
-        for seg in self.segments.values() {
-            unclaimed[sh.of(seg.lo)] += seg.hi.saturating_sub(seg.lo);
-        }
         // A share nobody works on now (its peer dropped, its rest waiting
         // for a helper) holds no other back: what it waits for may be
         // this receiver's mirrors, held.
         let (mut worked, mut edges) = (vec![false; n], vec![0u64; n]);
         for s in self.streams.values() {
-            if s.remaining > 0 {
-                owed[sh.of(s.claim().0)] += s.remaining;
-            }
-            if let Some(seg) = s.segment.and_then(|sid| self.segments.get(&sid)) {
-                let k = sh.of(seg.lo);
+            if let Some(sid) = s.segment.filter(|sid| self.segments.contains_key(sid)) {
+                let k = sh.of(self.segments[&sid].lo);
                 worked[k] = true;
-                edges[k] += u64::from(sh.holds(k, self.producers[s.producer].home_only));
+                edges[k] += u64::from(sh.held(k, sid, s, self.producers[s.producer].home_only));
             }
         }
-        let done = |k: usize| 1.0 - (unclaimed[k] + owed[k]) as f64 / sh.missing[k] as f64;
-        let behind = |k: &usize| sh.missing[*k] > 0 && unclaimed[*k] + owed[*k] > 0 && worked[*k];
+        // Progress as the other receivers see it: the blocks from each end
+        // of a share up to the first that has not come.
+        let size = |k: usize| (sh.bounds[k + 1] - sh.bounds[k]) as f64;
+        let done = |k: usize| f[k].arrived(sh.bounds[k], sh.bounds[k + 1]) as f64 / size(k);
+        let behind = |k: &usize| sh.missing[*k] > 0 && f[*k].lo_front.is_some() && worked[*k];
         // Unheld at first, so the link shows what it can carry.
         let warm = now.duration_since(started) >= WARM_UP;
         let least = (0..n).filter(behind).map(done).reduce(f64::min).filter(|_| warm);
         sh.room = (0..n)
             .map(|k| match least {
                 Some(least) => {
-                    let m = sh.missing[k] as f64;
-                    let allowed = ((least + SLACK) * m).ceil() as u64 + SLACK_BLOCKS;
-                    allowed.saturating_sub(sh.missing[k] - unclaimed[k])
+                    let allowed = ((least + SLACK) * size(k)).ceil() as u64 + SLACK_BLOCKS;
+                    allowed.saturating_sub(f[k].claimed(sh.bounds[k], sh.bounds[k + 1]))
                 }
                 None => u64::MAX,
             })
@@ -199,11 +214,14 @@ impl Scheduler {
     /// by the room left in its share, and takes it from that room. Only
     /// the share's own producers are held (this receiver's mirrors on its
     /// own share, a peer on its share), never a helper.
-    pub(super) fn paced(&mut self, seg: &Segment, need: (u64, u64)) -> (u64, u64) {
+    pub(super) fn paced(&mut self, sid: usize, seg: &Segment, need: (u64, u64)) -> (u64, u64) {
         let Some(sh) = self.shares.as_ref() else { return need };
         let k = sh.of(seg.lo);
         let held = |id: Option<StreamId>| {
-            id.is_some_and(|id| sh.holds(k, self.producers[self.streams[&id].producer].home_only))
+            id.is_some_and(|id| {
+                let s = &self.streams[&id];
+                sh.held(k, sid, s, self.producers[s.producer].home_only)
+            })
         };
         let (lo_held, hi_held) = (held(seg.up), held(seg.down));
         let asked = if lo_held { need.0 } else { 0 } + if hi_held { need.1 } else { 0 };
@@ -229,5 +247,66 @@ impl Scheduler {
             self.producers[p].paced = binding;
         }
         given
+    }
+}
+
+/// Where a share stands: its lowest and highest block not yet claimed
+/// (the gaps, with their segments) and not yet come (gaps and claims).
+#[derive(Debug, Default, Clone, Copy)]
+struct Frontier {
+    first_gap: Option<(u64, usize)>,
+    last_gap: Option<(u64, usize)>,
+    lo_front: Option<u64>,
+    hi_front: Option<u64>,
+}
+
+impl Frontier {
+    fn gap(&mut self, sid: usize, lo: u64, hi: u64) {
+        if self.first_gap.is_none_or(|(l, _)| lo < l) {
+            self.first_gap = Some((lo, sid));
+        }
+        if self.last_gap.is_none_or(|(h, _)| hi > h) {
+            self.last_gap = Some((hi, sid));
+        }
+        self.missing(lo, hi - 1);
+    }
+
+    fn missing(&mut self, first: u64, last: u64) {
+        self.lo_front = Some(self.lo_front.map_or(first, |f| f.min(first)));
+        self.hi_front = Some(self.hi_front.map_or(last, |f| f.max(last)));
+    }
+
+    /// Blocks come from the ends of share `lo..hi` inward.
+    fn arrived(&self, lo: u64, hi: u64) -> u64 {
+        match (self.lo_front, self.hi_front) {
+            (Some(a), Some(b)) => (a - lo) + (hi - 1 - b),
+            _ => hi - lo,
+        }
+    }
+
+    /// Blocks claimed (or come) from the ends of share `lo..hi` inward.
+    fn claimed(&self, lo: u64, hi: u64) -> u64 {
+        match (self.first_gap, self.last_gap) {
+            (Some((a, _)), Some((b, _))) => (a - lo) + (hi - b),
+            _ => hi - lo,
+        }
+    }
+}
+
+impl Scheduler {
+    /// Each share's [`Frontier`].
+    fn frontiers(&self) -> Vec<Frontier> {
+        let Some(sh) = self.shares.as_ref() else { return vec![] };
+        let mut f = vec![Frontier::default(); sh.missing.len()];
+        for (&sid, seg) in &self.segments {
+            if seg.hi > seg.lo {
+                f[sh.of(seg.lo)].gap(sid, seg.lo, seg.hi);
+            }
+        }
+        for s in self.streams.values().filter(|s| s.remaining > 0) {
+            let (first, last) = s.claim();
+            f[sh.of(first)].missing(first, last);
+        }
+        f
     }
 }

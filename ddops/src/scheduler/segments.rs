@@ -100,7 +100,7 @@ impl Scheduler {
                 }
             })
         };
-        let (nl, nr) = self.paced(&seg, (need(seg.up), need(seg.down)));
+        let (nl, nr) = self.paced(sid, &seg, (need(seg.up), need(seg.down)));
         if gap > 0 && nl + nr > 0 {
             let (gl, gr) = if nl + nr <= gap {
                 (nl, nr)

@@ -187,6 +187,28 @@ fn run_link(h: &mut Harness, rounds: u64, order: &[ProducerId]) {
     run_link_at(h, rounds, order, |_| 10);
 }
 
+/// Runs `rounds` rounds of 10 ms over one link that carries ten blocks a
+/// round, shared evenly by the producers (0..`producers`) that have work.
+fn run_fair(h: &mut Harness, rounds: u64, producers: usize) {
+    let mut next = 0;
+    for _ in 0..rounds {
+        h.now += Duration::from_millis(10);
+        for _ in 0..10 {
+            if let Some(p) = (0..producers).map(|i| (next + i) % producers).find(|&p| h.has_work(p)) {
+                h.deliver(p);
+                next = p + 1;
+            }
+        }
+    }
+}
+
+/// Blocks of `range` held from each of its ends inward.
+fn ends_in(h: &Harness, range: Range<usize>) -> usize {
+    let lo = h.got[range.clone()].iter().take_while(|&&g| g > 0).count();
+    let hi = h.got[range.clone()].iter().rev().take_while(|&&g| g > 0).count();
+    (lo + hi).min(range.len())
+}
+
 /// [`run_link`] with the link carrying `cap(round)` blocks in a round.
 fn run_link_at(h: &mut Harness, rounds: u64, order: &[ProducerId], cap: impl Fn(u64) -> u64) {
     for round in 0..rounds {
@@ -246,4 +268,26 @@ fn with_homes_a_share_slow_by_itself_stops_holding_the_others_once_the_link_has_
     run_rounds(&mut h, 300, slow);
     assert_eq!((got_in(&h, 0..200), got_in(&h, 200..400)), (200, 200), "held back by the slow share");
     run_timed(&mut h, slow);
+}
+
+#[test]
+fn with_homes_blocks_a_helper_brings_in_the_middle_of_a_share_are_not_its_progress() {
+    let mut h = homes_harness(&[SIX_THOUSAND], 6000, Config::default());
+    // The peers' shares move first: the own share is the busiest when a
+    // third mirror joins, and it splits the own share in the middle.
+    run_link(&mut h, 20, &[2, 3, 4, 5]);
+    let joined = h.s.add_producer(h.now);
+    h.queues.push(Streams::default());
+    h.pump();
+    // Past the unheld first second, with the link shared evenly, the
+    // own share's ends keep pace with the other shares' ends (what the
+    // other receivers can take of each): the blocks the joined mirror
+    // brings in its middle are not counted as its progress.
+    run_fair(&mut h, 250, 7);
+    assert!(got_in(&h, 2000..4000) > ends_in(&h, 2000..4000) as u64 + 100, "the joined mirror worked the middle");
+    let (own, peers) = (ends_in(&h, 2000..4000), ends_in(&h, 0..2000).min(ends_in(&h, 4000..6000)));
+    assert!(own * 10 >= peers * 9, "the own share's ends held back: {own} against {peers}");
+    run_link(&mut h, 10_000, &[0, 1, 2, 3, 4, 5, joined]);
+    assert!(h.s.is_done());
+    h.assert_each_block_once();
 }
