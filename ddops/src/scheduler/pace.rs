@@ -52,7 +52,7 @@ pub(super) struct Shares {
     peak: f64,
     /// Since when the link has carried clearly less than its best, and
     /// the least it has carried since.
-    room_since: Option<(Instant, f64)>,
+    room_since: Option<Dip>,
 }
 
 /// How far a share may run ahead of the least advanced one, as a fraction
@@ -72,6 +72,11 @@ const HOLD: Duration = Duration::from_millis(300);
 /// grows over a few round trips). A share slow by itself leaves the link
 /// flat.
 const RISE: f64 = 1.5;
+/// A dip is given that benefit for this long at most: flows opening their
+/// windows fill the link well within it, and a peer that trickles in
+/// bursts (a flaky or hostile one) must not keep everything held to its
+/// pace.
+const RAMP: Duration = Duration::from_secs(3);
 /// The link's rate is measured over this much time at least.
 const WINDOW: Duration = Duration::from_millis(300);
 /// For this long the shares are not held, and the link is not judged:
@@ -141,13 +146,14 @@ impl Shares {
             self.room_since = None;
             return false;
         }
-        let (since, low) = self.room_since.get_or_insert((now, rate));
-        *low = low.min(rate);
-        if rate > RISE * *low && rate - *low > SLACK * self.peak {
-            self.room_since = Some((now, rate));
+        let dip = self.room_since.get_or_insert(Dip { began: now, since: now, low: rate });
+        dip.low = dip.low.min(rate);
+        let rises = rate > RISE * dip.low && rate - dip.low > SLACK * self.peak;
+        if rises && now.duration_since(dip.began) < RAMP {
+            (dip.since, dip.low) = (now, rate);
             return false;
         }
-        now.duration_since(*since) >= HOLD
+        now.duration_since(dip.since) >= HOLD
     }
 }
 
@@ -248,6 +254,15 @@ impl Scheduler {
         }
         given
     }
+}
+
+/// A time the link carried clearly less than its best.
+#[derive(Debug, Clone, Copy)]
+struct Dip {
+    began: Instant,
+    /// Since when it has not risen, and the least it carried since.
+    since: Instant,
+    low: f64,
 }
 
 /// Where a share stands: its lowest and highest block not yet claimed

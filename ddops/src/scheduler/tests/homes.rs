@@ -291,3 +291,17 @@ fn with_homes_blocks_a_helper_brings_in_the_middle_of_a_share_are_not_its_progre
     assert!(h.s.is_done());
     h.assert_each_block_once();
 }
+
+#[test]
+fn with_homes_a_share_that_trickles_in_bursts_does_not_keep_the_others_held() {
+    let mut h = homes_harness(&[SIX_THOUSAND], 6000, Config::default());
+    let order = [2, 3, 0, 1, 4, 5];
+    run_link(&mut h, 100, &order);
+    // Held, the link carries a block a round and every 0.3 s a burst of
+    // a hundred (a peer that sends in spurts, flaky or hostile): it
+    // climbs again and again, as flows opening their windows would, but
+    // for longer than they take: holding stops all the same.
+    run_link_at(&mut h, 500, &order, |r| if r % 30 == 0 { 100 } else { 1 });
+    let pacing = h.s.pacing().expect("shares");
+    assert!(pacing.starts_with("off=true"), "held to the bursts for 5 s: {pacing}");
+}
