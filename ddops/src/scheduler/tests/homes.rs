@@ -187,6 +187,19 @@ fn run_link(h: &mut Harness, rounds: u64, order: &[ProducerId]) {
     run_link_at(h, rounds, order, |_| 10);
 }
 
+/// Blocks held of each share of [`SIX_THOUSAND`].
+fn by_share(h: &Harness) -> [u64; 3] {
+    [got_in(h, 0..2000), got_in(h, 2000..4000), got_in(h, 4000..6000)]
+}
+
+/// Runs the link (as [`run_link`]) until the file is whole, and checks
+/// that each block came once.
+fn finish_link(h: &mut Harness, order: &[ProducerId]) {
+    run_link(h, 10_000, order);
+    assert!(h.s.is_done());
+    h.assert_each_block_once();
+}
+
 /// Runs `rounds` rounds of 10 ms over one link that carries ten blocks a
 /// round, shared evenly by the producers (0..`producers`) that have work.
 fn run_fair(h: &mut Harness, rounds: u64, producers: usize) {
@@ -232,12 +245,10 @@ fn with_homes_a_share_that_races_ahead_is_held_to_the_one_behind() {
     // Then it waits for the others, which get the link, and the link
     // stays full: holding is not switched off.
     run_link(&mut h, 200, &order);
-    let got = [got_in(&h, 0..2000), got_in(&h, 2000..4000), got_in(&h, 4000..6000)];
+    let got = by_share(&h);
     assert!(got[1].min(got[2]) >= 700, "the others got the link: {got:?}");
     assert!(got[0] <= 1150, "share 0 held while the others caught up: {got:?}");
-    run_link(&mut h, 10_000, &order);
-    assert!(h.s.is_done());
-    h.assert_each_block_once();
+    finish_link(&mut h, &order);
 }
 
 #[test]
@@ -252,11 +263,9 @@ fn with_homes_flows_crowded_out_that_grow_back_once_others_are_held_keep_the_sha
     run_link_at(&mut h, 200, &order, |r| if r < 40 { 1 } else { 10 });
     let pacing = h.s.pacing().expect("shares");
     assert!(pacing.starts_with("off=false"), "holding kept: {pacing}");
-    let got = [got_in(&h, 0..2000), got_in(&h, 2000..4000), got_in(&h, 4000..6000)];
+    let got = by_share(&h);
     assert!(got[0] <= 1150, "share 0 still held: {got:?}");
-    run_link(&mut h, 10_000, &order);
-    assert!(h.s.is_done());
-    h.assert_each_block_once();
+    finish_link(&mut h, &order);
 }
 
 #[test]
@@ -287,9 +296,7 @@ fn with_homes_blocks_a_helper_brings_in_the_middle_of_a_share_are_not_its_progre
     assert!(got_in(&h, 2000..4000) > ends_in(&h, 2000..4000) as u64 + 100, "the joined mirror worked the middle");
     let (own, peers) = (ends_in(&h, 2000..4000), ends_in(&h, 0..2000).min(ends_in(&h, 4000..6000)));
     assert!(own * 10 >= peers * 9, "the own share's ends held back: {own} against {peers}");
-    run_link(&mut h, 10_000, &[0, 1, 2, 3, 4, 5, joined]);
-    assert!(h.s.is_done());
-    h.assert_each_block_once();
+    finish_link(&mut h, &[0, 1, 2, 3, 4, 5, joined]);
 }
 
 #[test]
