@@ -21,9 +21,10 @@
 #
 # Usage (root): benches/netbed-fan-out.sh [RUNS] [CASES]
 #   NS="2 3": only these N; LOGS=DIR: receivers run with -v, their logs
-#   kept as DIR/nN-cJ.err
+#   kept as DIR/CASE-nN-rRUN-cJ.err
 #   TCP_CC=reno: the hosts' TCP congestion control (default: this machine's;
 #   one not in net.ipv4.tcp_allowed_congestion_control must be added there)
+#   BIN=DIR: ddftp and ddftpd from DIR instead of this tree's build
 #   CASES: comma list of share, separate, aria2c, slow, tree (default: all)
 # Writes benches/results/netbed-fan-out-<UTC date>.{md,json}.
 set -euo pipefail
@@ -40,9 +41,11 @@ SIZE=$((512 << 20))
 log() { echo "[$(date +%T)] $*" >&2; }
 
 cd "$TOP"
-cargo build --release -q --bins
-DDFTP=$TOP/target/release/ddftp
-DDFTPD=$TOP/target/release/ddftpd
+# BIN=DIR: ddftp and ddftpd from DIR (an A/B against another build).
+[ -n "${BIN:-}" ] || cargo build --release -q --bins
+BIN=${BIN:-$TOP/target/release}
+DDFTP=$BIN/ddftp
+DDFTPD=$BIN/ddftpd
 mkdir -p "$WORK/data" "$WORK/run" "$OUT"
 chmod 755 "$WORK" "$WORK/data"
 [ "$(stat -c %s "$WORK/data/big.bin" 2>/dev/null || echo 0)" = $SIZE ] || head -c $SIZE /dev/urandom >"$WORK/data/big.bin"
@@ -112,7 +115,7 @@ run() {
   for p in "${pids[@]}"; do wait "$p" || { log "a receiver failed: $(cat "$OUT"/c*.err)"; }; done
   t1=$(date +%s.%N)
   after=$(sent)
-  if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS"; for j in $(seq 1 "$n"); do cp "$OUT/c$j.err" "$LOGS/n$n-c$j.err"; done; fi
+  if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS"; for j in $(seq 1 "$n"); do cp "$OUT/c$j.err" "$LOGS/$case-n$n-r${RUN_IX:-1}-c$j.err"; done; fi
   local size=$SIZE
   [ "$case" = tree ] && size=$TREE_SIZE
   python3 - "$case" "$n" "$t0" "$t1" "$before" "$after" "$OUT" "$size" <<'PY'
@@ -161,7 +164,11 @@ first=1
   echo "# netbed fan-out: one 512 MiB file onto N nodes ($stamp)"
   echo
   echo "Command: \`${NS:+NS=\"$NS\" }${TCP_CC:+TCP_CC=$TCP_CC }benches/netbed-fan-out.sh $RUNS $CASES\` (root). netbed --cluster 320mbit,320mbit --clients 4 x 400mbit."
-  echo "Build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!benches/results' || echo ' (with uncommitted changes)')."
+  if [ "$BIN" = "$TOP/target/release" ]; then
+    echo "Build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!benches/results' || echo ' (with uncommitted changes)')."
+  else
+    echo "Build: the binaries in $BIN (BIN=)."
+  fi
   echo "Bound: S/r = 536.9 MB / 47.8 MB/s = 11.2 s for every N (goodput 0.956 of the tbf rate)."
   echo "\"all\": seconds until the last receiver has its copy (median of $RUNS); copies: the mirrors' upload / S."
   echo
@@ -177,7 +184,7 @@ for c in "${cases[@]}"; do
     [ "$c" = slow ] && "$NB" rate $BED c4 1 100mbit
     results=()
     for r in $(seq 1 "$RUNS"); do
-      line=$(CHECK=$([ "$r" = 1 ] && echo 1 || echo 0) run "$c" "$n")
+      line=$(RUN_IX=$r CHECK=$([ "$r" = 1 ] && echo 1 || echo 0) run "$c" "$n")
       log "$c N=$n run $r: $line"
       results+=("$line")
     done

@@ -376,8 +376,12 @@ impl Transfer {
         p
     }
 
-    /// Time passed: drops the producers that stalled.
+    /// Time passed: drops the producers that stalled, and lets the
+    /// scheduler look at silent work again.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.sched.poll_wake().is_some_and(|w| w <= now) {
+            self.sched.on_wake(now);
+        }
         // Owing as things stood: a producer given work by another's drop
         // below starts its clock now.
         for (p, owes) in self.sched.owing().into_iter().enumerate() {
@@ -406,13 +410,17 @@ impl Transfer {
     }
 
     /// When `handle_timeout` must be called next (a producer owing items
-    /// could stall by then).
+    /// could stall by then, or the scheduler wants to look again).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let owing = self.sched.owing();
-        (0..self.producers.len())
+        let stall = (0..self.producers.len())
             .filter(|&p| !self.producers[p].dropped && owing[p])
             .map(|p| self.producers[p].last_progress + self.stall_timeout)
-            .min()
+            .min();
+        match (stall, self.sched.poll_wake()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     pub fn is_done(&self) -> bool {

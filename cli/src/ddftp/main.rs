@@ -107,7 +107,8 @@ pub fn report_error(e: &dyn std::fmt::Display) {
 }
 
 /// Logs to stderr through `tracing`: `DDFTP_LOG` if set (e.g. `debug`,
-/// `ddftp=trace`), else warnings, and more with each `-v`. What a user
+/// `ddftp=trace`), else warnings, and more with each `-v`; each line
+/// with the seconds since the start (what waited on what). What a user
 /// must see (progress, warnings, errors) is printed by the commands
 /// themselves, whatever the level.
 pub fn init_logging(verbose: u8) {
@@ -118,7 +119,11 @@ pub fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("DDFTP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_timer(tracing_subscriber::fmt::time::uptime())
+        .try_init();
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {

@@ -24,6 +24,7 @@ impl Scheduler {
     /// mirror's time), or before it slowed down, or is the smallest grant
     /// of a slow one; the paper's grants never need this.
     pub(super) fn take_over(&mut self, now: Instant) {
+        self.wake = None;
         let free = self.candidates();
         let fastest =
             free.iter().filter_map(|&c| self.speed(c, now).map(|r| (c, r))).max_by(|a, b| a.1.total_cmp(&b.1));
@@ -35,13 +36,15 @@ impl Scheduler {
             .iter()
             .filter(|(_, s)| s.segment.is_none() && !s.ending && !s.pending && s.producer != helper)
             .filter_map(|(&id, s)| {
-                let (p, slow) = (s.producer, self.rate(s.producer)?);
+                let (p, slow) = (s.producer, self.claim_rate(s.producer, now)?);
                 // What it still delivers alone (more than twice what grants
                 // run ahead by), against what comes back after `End` and is
                 // shared with the helper.
                 let alone = s.remaining as f64 / slow;
                 let ahead = 2.0 * rtt(p) + self.cfg.lookahead.as_secs_f64();
-                let back = s.remaining as f64 - slow * rtt(p);
+                // Whole blocks only: a claim of one block whose producer
+                // sends less than a block a round trip comes back whole.
+                let back = s.remaining as f64 - (slow * rtt(p)).floor();
                 let shared = rtt(p) + rtt(helper) + back / (slow + fast);
                 let worth = alone > 2.0 * ahead && alone > 2.0 * shared;
                 // Another receiver's claim only where it is slow (see
@@ -59,6 +62,28 @@ impl Scheduler {
             self.stats.ends += 1;
             self.actions.push_back(Action::End { producer: s.producer, stream: id });
         }
+        self.wake = self.peer_wake(now);
+    }
+
+    /// When a peer's claim, silent now, would be worth looking at again
+    /// ([`Scheduler::take_over`]): no block arrives to make the scheduler
+    /// look when a peer sends nothing. Only while a helper is free.
+    fn peer_wake(&self, now: Instant) -> Option<Instant> {
+        let waiting = |s: &&Stream| !s.ending && !s.pending && (s.remaining > 0 || s.segment.is_some());
+        self.streams
+            .values()
+            .filter(waiting)
+            .filter(|s| self.producers[s.producer].home_only && self.rate(s.producer).is_some())
+            .filter_map(|s| {
+                let since = self.silent_since(s.producer)?;
+                let gap = s.segment.map_or(0, |sid| self.segments[&sid].hi.saturating_sub(self.segments[&sid].lo));
+                // Its work at one block per `silent` seconds takes longer
+                // than PEER_HELP_AFTER from then on.
+                let after = PEER_HELP_AFTER.div_f64((s.remaining + gap).max(1) as f64).max(rates::SILENT);
+                let at = since + after;
+                Some(if at > now { at } else { now + rates::SILENT })
+            })
+            .min()
     }
 
     /// Producers that can take new work: alive, not the edge of any segment,
@@ -131,7 +156,7 @@ impl Scheduler {
             // gap: at the end, a slow producer given the last blocks is
             // what the transfer waits for.
             let edges = [seg.up, seg.down].into_iter().flatten();
-            let pair: f64 = edges.map(|id| self.speed(self.streams[&id].producer, now).unwrap_or(0.0)).sum();
+            let pair: f64 = edges.map(|id| self.speed_now(self.streams[&id].producer, now).unwrap_or(0.0)).sum();
             let peer =
                 [seg.up, seg.down].into_iter().flatten().any(|id| self.producers[self.streams[&id].producer].home_only);
             // A peer that has sent nothing yet waits for its own mirrors
@@ -187,18 +212,17 @@ impl Scheduler {
     ///
     /// [`straggles`]: Finishes::straggles
     fn finishes(&self, now: Instant) -> Finishes {
-        let speed = |id: &StreamId| self.speed(self.streams[id].producer, now).unwrap_or(0.0);
+        let speed = |id: &StreamId| self.speed_now(self.streams[id].producer, now).unwrap_or(0.0);
         let segments = self.segments.iter().filter_map(|(&sid, seg)| {
             let edges = [seg.up, seg.down].into_iter().flatten();
             let work = seg.hi.saturating_sub(seg.lo) + edges.clone().map(|id| self.streams[&id].remaining).sum::<u64>();
             let pair: f64 = edges.map(|id| speed(&id)).sum();
             (work > 0 && pair > 0.0).then(|| (Work::Segment(sid), work as f64 / pair))
         });
-        let claims = self
-            .streams
-            .iter()
-            .filter(|(_, s)| s.segment.is_none() && !s.finished())
-            .filter_map(|(&id, s)| self.rate(s.producer).map(|r| (Work::Claim(id), s.remaining as f64 / r)));
+        let claims =
+            self.streams.iter().filter(|(_, s)| s.segment.is_none() && !s.finished()).filter_map(|(&id, s)| {
+                self.claim_rate(s.producer, now).map(|r| (Work::Claim(id), s.remaining as f64 / r))
+            });
         let mut f = Finishes { latest: None, second: 0.0 };
         for (w, t) in segments.chain(claims) {
             match f.latest {

@@ -215,10 +215,14 @@ struct Producer {
 struct RateMeter {
     samples: VecDeque<(Instant, u64)>,
     estimate: Option<f64>,
+    /// The last delivery, or when the producer was last given work after
+    /// idling: what its silence is counted from.
+    last: Option<Instant>,
 }
 
 impl RateMeter {
     fn record(&mut self, now: Instant, total: u64) {
+        self.last = Some(now);
         if self.samples.back().is_none_or(|&(t, _)| now.duration_since(t) >= Duration::from_millis(10)) {
             self.samples.push_back((now, total));
         }
@@ -232,8 +236,9 @@ impl RateMeter {
         }
     }
     /// Forget history across idle time (it would read as slowness).
-    fn restart(&mut self) {
+    fn restart(&mut self, now: Instant) {
         self.samples.clear();
+        self.last = Some(now);
     }
 }
 
@@ -253,6 +258,9 @@ pub struct Scheduler {
     started: Instant,
     /// `with_homes`: the shares, and how far peers may run ahead.
     shares: Option<pace::Shares>,
+    /// When a silent peer's claim could be worth taking over
+    /// ([`Scheduler::poll_wake`]).
+    wake: Option<Instant>,
 }
 
 impl Scheduler {
@@ -272,6 +280,7 @@ impl Scheduler {
             stats: Stats::default(),
             started: now,
             shares: None,
+            wake: None,
             cfg,
         };
         let parts = producers.div_ceil(2) as u64;
@@ -496,6 +505,18 @@ impl Scheduler {
     // ----- outputs -----
 
     /// The next thing to send, if any.
+    /// When [`Scheduler::on_wake`] must be called if nothing arrives before
+    /// (a peer that sends nothing may hold a claim a free mirror should
+    /// take).
+    pub fn poll_wake(&self) -> Option<Instant> {
+        self.wake
+    }
+
+    /// Time passed with nothing arriving: looks at the work again.
+    pub fn on_wake(&mut self, now: Instant) {
+        self.rebalance(now);
+    }
+
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }

@@ -35,10 +35,10 @@ pub(super) struct Shares {
     /// Blocks each share's own streams may still claim, worked out at
     /// each rebalance; `u64::MAX` where there is no limit.
     room: Vec<u64>,
-    /// The most one stream may take of it: an equal part for each, so
-    /// that no edge of a share waits while another takes all the room
-    /// (its readers would take it for stalled).
-    part: Vec<u64>,
+    /// The most its low and its high end's stream may take of it: an
+    /// equal part for each, so that no end of a share waits while the
+    /// other takes all the room (its readers would take it for stalled).
+    part: Vec<(u64, u64)>,
     /// The segments whose gaps are lowest and highest in each share: the
     /// only edges held, those the other receivers wait for (they read a
     /// share from its ends inward; blocks a helper brings in the middle
@@ -90,7 +90,7 @@ impl Shares {
             missing.iter().map(|r| r.end.min(hi).saturating_sub(r.start.max(lo))).sum()
         };
         let missing: Vec<u64> = (0..bounds.len() - 1).map(count).collect();
-        let (room, part) = (vec![u64::MAX; missing.len()], vec![u64::MAX; missing.len()]);
+        let (room, part) = (vec![u64::MAX; missing.len()], vec![(u64::MAX, u64::MAX); missing.len()]);
         let ends = vec![(None, None); missing.len()];
         Shares {
             bounds,
@@ -176,7 +176,7 @@ impl Scheduler {
         if sh.link_idles(delivered, started, now) {
             sh.off = true;
             sh.room.fill(u64::MAX);
-            sh.part.fill(u64::MAX);
+            sh.part.fill((u64::MAX, u64::MAX));
             return;
         }
         let f = self.frontiers();
@@ -212,7 +212,22 @@ impl Scheduler {
             })
             .collect();
         sh.part = (0..n)
-            .map(|k| if sh.room[k] == u64::MAX { u64::MAX } else { sh.room[k].div_ceil(edges[k].max(1)) })
+            .map(|k| match (sh.room[k], edges[k]) {
+                (u64::MAX, _) => (u64::MAX, u64::MAX),
+                // Room freed a block at a time (as the least share moves)
+                // goes to the end that has claimed less: the ends take
+                // turns, and neither one's readers wait on the other.
+                (room, 2) => {
+                    let (lo, hi) = f[k].claimed_ends(sh.bounds[k], sh.bounds[k + 1]);
+                    let (half, odd) = (room / 2, room % 2);
+                    if lo <= hi {
+                        (half + odd, half)
+                    } else {
+                        (half, half + odd)
+                    }
+                }
+                (room, _) => (room, room),
+            })
             .collect();
     }
 
@@ -235,8 +250,8 @@ impl Scheduler {
             return need;
         }
         let sh = self.shares.as_mut().expect("checked");
-        let (part, room) = (sh.part[k], &mut sh.room[k]);
-        let mut take = |held: bool, want: u64| -> u64 {
+        let ((lo_part, hi_part), room) = (sh.part[k], &mut sh.room[k]);
+        let mut take = |held: bool, want: u64, part: u64| -> u64 {
             if !held {
                 return want;
             }
@@ -246,7 +261,7 @@ impl Scheduler {
             }
             given
         };
-        let given = (take(lo_held, need.0), take(hi_held, need.1));
+        let given = (take(lo_held, need.0, lo_part), take(hi_held, need.1, hi_part));
         let binding = (lo_held && given.0 < need.0) || (hi_held && given.1 < need.1);
         for id in [seg.up.filter(|_| lo_held), seg.down.filter(|_| hi_held)].into_iter().flatten() {
             let p = self.streams[&id].producer;
@@ -301,9 +316,15 @@ impl Frontier {
 
     /// Blocks claimed (or come) from the ends of share `lo..hi` inward.
     fn claimed(&self, lo: u64, hi: u64) -> u64 {
+        let (a, b) = self.claimed_ends(lo, hi);
+        (a + b).min(hi - lo)
+    }
+
+    /// [`Frontier::claimed`] from the low end and from the high end.
+    fn claimed_ends(&self, lo: u64, hi: u64) -> (u64, u64) {
         match (self.first_gap, self.last_gap) {
-            (Some((a, _)), Some((b, _))) => (a - lo) + (hi - b),
-            _ => hi - lo,
+            (Some((a, _)), Some((b, _))) => (a - lo, hi - b),
+            _ => (hi - lo, 0),
         }
     }
 }

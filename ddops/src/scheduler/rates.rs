@@ -8,6 +8,45 @@ impl Scheduler {
         self.producers[p].rate.estimate
     }
 
+    /// The rate `p` shows at `now`: the measured one, or less once it has
+    /// sent nothing for [`SILENT`] and longer than a block takes it at that
+    /// rate (it has sent at most one block in all that time). A peer that
+    /// waits for a block it has not got itself sends nothing, and its last
+    /// estimate would call it as fast as ever.
+    pub(super) fn rate_now(&self, p: ProducerId, now: Instant) -> Option<f64> {
+        let r = self.rate(p)?;
+        let last = self.producers[p].rate.last;
+        let silent = last.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        Some(match silent >= SILENT {
+            true => r.min(1.0 / silent.as_secs_f64()),
+            false => r,
+        })
+    }
+
+    /// [`Scheduler::speed`], for a peer as [`Scheduler::rate_now`]: what
+    /// the helper rules weigh a peer's share by.
+    pub(super) fn speed_now(&self, p: ProducerId, now: Instant) -> Option<f64> {
+        match self.producers[p].home_only {
+            true => self.rate_now(p, now).or_else(|| self.speed(p, now)),
+            false => self.speed(p, now),
+        }
+    }
+
+    /// The rate a claim of `p` is weighed by: a peer's as it shows now
+    /// ([`Scheduler::rate_now`]: one that waits for a block it has not got
+    /// itself would otherwise hold this receiver until the stall timeout).
+    pub(super) fn claim_rate(&self, p: ProducerId, now: Instant) -> Option<f64> {
+        match self.producers[p].home_only {
+            true => self.rate_now(p, now),
+            false => self.rate(p),
+        }
+    }
+
+    /// When `p`'s silence began: its last delivery, or its work after idling.
+    pub(super) fn silent_since(&self, p: ProducerId) -> Option<Instant> {
+        self.producers[p].rate.last
+    }
+
     /// The measured rate, or for a producer that delivered only a burst too
     /// short to measure, its average since the start (it is at least that fast).
     pub(super) fn speed(&self, p: ProducerId, now: Instant) -> Option<f64> {
@@ -38,3 +77,7 @@ impl Scheduler {
         self.rate(p).unwrap_or(self.producers[p].contributed as f64).max(1e-9)
     }
 }
+
+/// Silence shorter than this is a connection's jitter (a lost packet, a
+/// full queue), not slowness.
+pub(super) const SILENT: Duration = Duration::from_millis(500);

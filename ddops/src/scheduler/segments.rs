@@ -24,7 +24,7 @@ impl Scheduler {
         *slot = Some(id);
         let idle = !self.streams.values().any(|s| s.producer == producer && !s.finished());
         if idle {
-            self.producers[producer].rate.restart();
+            self.producers[producer].rate.restart(now);
         }
         let rtt_probe = idle.then_some(now);
         self.streams.insert(

@@ -312,3 +312,62 @@ fn with_homes_a_share_that_trickles_in_bursts_does_not_keep_the_others_held() {
     let pacing = h.s.pacing().expect("shares");
     assert!(pacing.starts_with("off=true"), "held to the bursts for 5 s: {pacing}");
 }
+
+#[test]
+fn with_homes_a_peer_that_goes_silent_holding_its_last_blocks_is_relieved_by_the_free_mirrors() {
+    // A receiver waits for a block it has not got itself: it sends nothing,
+    // and its last rate would call it as fast as ever. No block arrives to
+    // make the scheduler look again: it asks to be woken.
+    let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
+    let mut h = homes_harness(&[SIX_HUNDRED], 600, cfg);
+    let start = h.now;
+    let mut silent = false;
+    while !h.s.is_done() {
+        h.now += Duration::from_millis(10);
+        // Receiver 2 (producers 4, 5) stops with 20 blocks of its share to go.
+        silent |= got_in(&h, 400..600) >= 180;
+        for p in 0..6 {
+            if h.has_work(p) && !(silent && p >= 4) {
+                h.deliver(p);
+            }
+        }
+        if h.s.poll_wake().is_some_and(|w| w <= h.now) {
+            h.s.on_wake(h.now);
+            h.pump();
+        }
+        let waited = h.now - start;
+        assert!(waited < Duration::from_secs(4), "waiting on the silent peer: {:?}", h.s.contributions());
+    }
+    h.assert_each_block_once();
+    let c = h.s.contributions();
+    assert!(c[4] + c[5] >= 180 && c[0] + c[1] <= 220 + 20, "{c:?}");
+}
+
+#[test]
+fn with_homes_a_held_share_grows_from_both_its_ends() {
+    // The own share (2000..4000: mirrors 0 and 1) is held to the peers'
+    // pace, room coming free a block or two at a time. The other
+    // receivers read it from both ends: an end that got none of that room
+    // would send them nothing (and be dropped as stalled).
+    let mut h = homes_harness(&[SIX_THOUSAND], 6000, tight());
+    for round in 0..400u64 {
+        h.now += Duration::from_millis(10);
+        for p in 0..6 {
+            for _ in 0..if p < 2 { 5 } else { 3 } {
+                if h.has_work(p) {
+                    h.deliver(p);
+                }
+            }
+        }
+        // Once held (after the first second), both ends keep moving.
+        if round >= 150 && round % 50 == 0 {
+            let lo = h.got[2000..4000].iter().take_while(|&&g| g > 0).count();
+            let hi = h.got[2000..4000].iter().rev().take_while(|&&g| g > 0).count();
+            let (c0, c1) = (h.s.contributions()[0], h.s.contributions()[1]);
+            assert!(
+                lo.abs_diff(hi) <= 40,
+                "round {round}: own share {lo} from its low end, {hi} from its high ({c0}, {c1})"
+            );
+        }
+    }
+}
