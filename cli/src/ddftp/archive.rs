@@ -143,6 +143,13 @@ pub struct ArchiveOpt {
     /// file read here whole, and by a mirror).
     #[arg(long, short = 'c')]
     pub checksum: bool,
+    /// After the summary, rsync's --stats block (files, sizes, literal and
+    /// matched data, bytes received, speedup).
+    #[arg(long)]
+    pub stats: bool,
+    /// rsync's --info flags: progress2 (what ddftp shows anyway), stats.
+    #[arg(long, value_name = "FLAGS", value_parser = super::rsync_stats::parse_info)]
+    pub info: Option<super::rsync_stats::Info>,
     /// Leave owners and groups alone (kept by default when run as root,
     /// by number, as `rsync --numeric-ids`).
     #[arg(long)]
@@ -376,6 +383,7 @@ fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
         (o.by_name, "--by-name"),
         (o.moving.quiet, "-q"),
         (o.moving.json, "--json"),
+        (o.stats || o.info.is_some_and(|i| i.stats), "--stats"),
     ] {
         if on {
             v.push(flag.into());
@@ -642,6 +650,9 @@ fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport, summary: bool, warnings:
     } else if !o.moving.quiet || r.dry_run.is_some() {
         // A dry run's lines are its output, --quiet or not.
         let _ = print_summary(r, &mut std::io::stdout());
+        if (o.stats || o.info.is_some_and(|i| i.stats)) && !o.moving.quiet {
+            let _ = super::rsync_stats::print(r, &mut std::io::stdout());
+        }
     } else {
         // So are the changes asked for with -i.
         for l in &r.changes {

@@ -15,6 +15,7 @@ mod outcome;
 mod pipe;
 mod push;
 mod rsync_form;
+mod rsync_stats;
 mod share;
 mod simulate;
 mod ssh;

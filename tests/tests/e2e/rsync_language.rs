@@ -326,3 +326,56 @@ fn backups_in_place_are_what_rsync_makes() {
     // An empty suffix without --backup-dir would make the entry its own backup.
     assert_eq!(ours(&m, "src", &f.out("none"), &["-b", "--suffix", ""]), 2);
 }
+
+/// The lines of an `rsync --stats` block (`NAME: VALUE`), by name.
+fn stats_lines(out: &[u8]) -> std::collections::BTreeMap<String, String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| l.split_once(": ").map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect()
+}
+
+/// `--stats` (and `--info=stats`) print rsync's block with rsync's
+/// numbers: the same counts and sizes for a first copy and for a rerun
+/// after one file changed (small files: both move them whole).
+#[test]
+fn stats_count_what_rsyncs_stats_count() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    for (i, p) in ["a", "b", "d/c"].iter().enumerate() {
+        random_file(&src.join(p), 1000 * (i + 1), i as u64);
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    let (theirs, mine) = (f.out("rsync"), f.out("ddftp"));
+    let same = [
+        "Number of files",
+        "Number of deleted files",
+        "Number of regular files transferred",
+        "Total file size",
+        "Total transferred file size",
+        "Literal data",
+        "Matched data",
+    ];
+    for (round, info) in [(1, "--stats"), (2, "--info=progress2,stats2")] {
+        if round == 2 {
+            random_file(&src.join("d/c"), 3500, 9);
+        }
+        let o = Command::new("rsync")
+            .args(["-a", "--stats", &format!("{}/", src.display()), &format!("{}/", theirs.display())])
+            .output()
+            .expect("rsync (CI installs it)");
+        assert!(o.status.success());
+        let out = ddftp(&["archive", "src", "-m", &m.addr, "-d", mine.to_str().unwrap(), info], 0);
+        let (r, d) = (stats_lines(&o.stdout), stats_lines(&out.stdout));
+        for k in same {
+            let (want, got) = (r.get(k), d.get(k));
+            assert!(want.is_some() && want == got, "round {round}, {k}: rsync {want:?}, ddftp {got:?}");
+        }
+        let want = if round == 1 { "3" } else { "1" };
+        assert_eq!(d["Number of regular files transferred"], want);
+    }
+    // Unknown --info flags are refused, naming what is understood.
+    let out = ddftp(&["archive", "src", "-m", &m.addr, "-d", mine.to_str().unwrap(), "--info=name1"], 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("understands progress2"));
+}
