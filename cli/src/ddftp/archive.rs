@@ -133,6 +133,10 @@ pub struct ArchiveOpt {
     /// The suffix of -b's backups (default `~`; none in --backup-dir).
     #[arg(long, value_name = "SUFFIX", value_parser = parse_suffix)]
     pub suffix: Option<String>,
+    /// Hard links: the names of a file hard-linked on the mirror are
+    /// linked here too (rsync's -H); without it each is a copy of its own.
+    #[arg(long = "hard-links", short = 'H')]
+    pub hard_links: bool,
     /// Extended attributes and ACLs too (as `rsync -AX`): the mirror
     /// lists them, they are set on every entry, and ones DEST has beyond
     /// them are removed.
@@ -375,6 +379,7 @@ fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
         (o.itemize, "-i"),
         (o.delete, "--delete"),
         (o.xattrs, "-X"),
+        (o.hard_links, "-H"),
         (o.checksum, "-c"),
         (o.ignore_existing, "--ignore-existing"),
         (o.existing, "--existing"),
@@ -509,6 +514,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         owners: !o.no_owner && unsafe { libc::geteuid() } == 0,
         by_name: o.by_name,
         xattrs: o.xattrs,
+        hard_links: o.hard_links,
         checksum: o.checksum,
         src: o.src[0].clone(),
         more_src: o.src[1..].to_vec(),

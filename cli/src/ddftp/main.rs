@@ -187,7 +187,7 @@ enum Cmd {
 /// with the exit codes.
 fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let cmd = Cli::command().disable_help_subcommand(true);
+    let cmd = command().disable_help_subcommand(true);
     let page = |c: clap::Command, name: &str| {
         let after = c.get_after_help().map(|a| a.to_string());
         let top = name == "ddftp";
@@ -261,8 +261,15 @@ fn without_value_tip(text: &str) -> String {
     out
 }
 
+/// The command line: the derived one, with `-H` in `archive` meaning
+/// rsync's hard links (`--header`, curl's `-H`, is for web mirrors, which
+/// archive does not take; it keeps its long name there).
+fn command() -> clap::Command {
+    Cli::command().mut_subcommand("archive", |c| c.mut_arg("headers", |a| a.short(None)))
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().try_get_matches().unwrap_or_else(|e| refused(e));
+    let matches = command().try_get_matches().unwrap_or_else(|e| refused(e));
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| refused(e));
     init_logging(cli.verbose);
     let exit: Exit = match cli.cmd {
@@ -278,7 +285,7 @@ fn main() -> ExitCode {
         Cmd::Archive(o) => archive::run(o, matches.subcommand_matches("archive"), cli.verbose),
         Cmd::Demo(o) => demo::run(o),
         Cmd::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "ddftp", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut command(), "ddftp", &mut std::io::stdout());
             Exit::Ok
         }
         Cmd::Man { dir } => match man_pages(&dir) {
@@ -299,6 +306,6 @@ mod tests {
 
     #[test]
     fn the_command_line_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 }

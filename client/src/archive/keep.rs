@@ -113,11 +113,14 @@ impl Archiving<'_> {
         Some(Item { entry: e, rel })
     }
 
-    /// Takes the second and later names of each hard-linked file (entries
-    /// sharing a link id, in path order) out of `items` (sorted): they are
-    /// never moved, but linked to the first name once it is in place
-    /// ([`Archiving::make_links`]).
+    /// With `-H`, takes the second and later names of each hard-linked
+    /// file (entries sharing a link id, in path order) out of `items`
+    /// (sorted): they are never moved, but linked to the first name once
+    /// it is in place ([`Archiving::make_links`]).
     pub(super) fn split_links(&self, items: &mut Vec<Item>) {
+        if !self.spec.hard_links {
+            return;
+        }
         let is_linked = |it: &Item| it.entry.kind == Kind::File && it.entry.meta.link().is_some();
         if !items.iter().any(is_linked) {
             return;

@@ -112,6 +112,10 @@ pub struct ArchiveSpec {
     pub by_name: bool,
     /// Extended attributes, ACLs among them (`--xattrs`).
     pub xattrs: bool,
+    /// `-H`: the names of a hard-linked file are linked here as on the
+    /// mirror; without it each is a file of its own (moved as one), as
+    /// rsync without `-H`.
+    pub hard_links: bool,
     /// Compare contents (`--checksum`): a file whose size and mtime match
     /// is moved again if its SHA-256 differs from the mirrors'.
     pub checksum: bool,

@@ -131,7 +131,7 @@ pub(crate) fn rsync_left(src: &Path, dst: &Path) -> Vec<String> {
 }
 
 fn archive(m: &Mirror, dst: &Path, extra: &[&str], expect: i32) -> serde_json::Value {
-    let mut args = vec!["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "--json", "-q"];
+    let mut args = vec!["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "-H", "--json", "-q"];
     args.extend(extra);
     json(&ddftp(&args, expect))
 }
@@ -172,7 +172,7 @@ fn every_kind_of_entry_is_kept_and_a_resync_makes_dest_equal_again() {
     }
     std::fs::set_permissions(src.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
 
-    let o = ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "-n", "--delete"], 0);
+    let o = ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "-H", "-n", "--delete"], 0);
     let out = String::from_utf8(o.stdout).unwrap();
     let lines: BTreeSet<&str> = out.lines().filter(|l| !l.starts_with("dry run")).collect();
     let expected: BTreeSet<&str> = [
@@ -198,7 +198,7 @@ fn every_kind_of_entry_is_kept_and_a_resync_makes_dest_equal_again() {
     assert_equal(&scan(&src, look), &scan(&dst, look));
     let left = rsync_left(&src, &dst);
     assert!(left.is_empty(), "rsync -aHAXSc finds differences after the resync: {left:#?}");
-    let o = ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "-n", "--delete"], 0);
+    let o = ddftp(&["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "-H", "-n", "--delete"], 0);
     let out = String::from_utf8(o.stdout).unwrap();
     assert_eq!(out.lines().count(), 1, "nothing left to do: {out}");
 }
@@ -219,7 +219,7 @@ fn an_unprivileged_user_gets_what_a_user_can_and_is_told_the_rest() {
     let nobody = || {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]).arg(bin("ddftp"));
-        c.args(["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X"]);
+        c.args(["archive", "src", "-d", dst.to_str().unwrap(), "-m", &m.addr, "-X", "-H"]);
         c
     };
     let as_nobody = |extra: &[&str]| {

@@ -65,7 +65,7 @@ fn three_ranks_copy_every_kind_of_entry_and_sync_as_one_process_does() {
     let look = Look { owners: root, setid: root, devices: root };
     let dst = f.out("dst");
     let d = dst.to_str().unwrap();
-    let base = ["archive", "src", "-d", d, "-m", &mirrors, "-X", "--block-size", "64KiB"];
+    let base = ["archive", "src", "-d", d, "-m", &mirrors, "-X", "-H", "--block-size", "64KiB"];
 
     let out = ok(mpirun(3, &exe, &[&base[..], &["--json", "-q"]].concat()).output().unwrap(), "mpirun -n 3 archive");
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object, from rank 0");
@@ -85,7 +85,7 @@ fn three_ranks_copy_every_kind_of_entry_and_sync_as_one_process_does() {
     // A one-process copy beside it, then SRC changes and both are synced.
     let dst1 = f.out("dst1");
     let d1 = dst1.to_str().unwrap();
-    let one = ["archive", "src", "-d", d1, "-m", &mirrors, "-X", "--block-size", "64KiB"];
+    let one = ["archive", "src", "-d", d1, "-m", &mirrors, "-X", "-H", "--block-size", "64KiB"];
     ddftp(&[&one[..], &["-q"]].concat(), 0);
     assert_equal(&scan(&dst1, look), &scan(&dst, look));
     random_file(&src.join("bulk/added"), 300_000, 7);

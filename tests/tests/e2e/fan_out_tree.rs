@@ -16,7 +16,7 @@ use crate::util::*;
 
 /// A receiver: `ddftp archive src` into `dest`, serving on `listen`.
 fn receiver(mirrors: &str, dest: &Path, peers: &[String], listen: &str) -> Child {
-    sharing(&["archive", "src", "-m", mirrors, "-X", "-d", dest.to_str().unwrap()], peers, listen)
+    sharing(&["archive", "src", "-m", mirrors, "-X", "-H", "-d", dest.to_str().unwrap()], peers, listen)
 }
 
 /// Large files beside the awkward tree: most of the range, so that what
@@ -131,7 +131,7 @@ fn mpirun_share_puts_the_tree_on_every_rank_and_rank_0_reports_them_all() {
     std::fs::create_dir(&outs).unwrap();
     // Every rank on this one machine: each writes its own DEST.
     let archive = format!(
-        "exec {} archive src -m {} -X -d {}/d$OMPI_COMM_WORLD_RANK --share --json -q --retries 0",
+        "exec {} archive src -m {} -X -H -d {}/d$OMPI_COMM_WORLD_RANK --share --json -q --retries 0",
         exe.display(),
         mirrors_arg(&ms.iter().collect::<Vec<_>>()),
         outs.display()

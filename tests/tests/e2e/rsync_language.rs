@@ -379,3 +379,27 @@ fn stats_count_what_rsyncs_stats_count() {
     let out = ddftp(&["archive", "src", "-m", &m.addr, "-d", mine.to_str().unwrap(), "--info=name1"], 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("understands progress2"));
 }
+
+/// Hard links as rsync keeps them: linked with `-H`, a copy per name
+/// without it (`rsync -a`'s default).
+#[test]
+fn hard_links_are_kept_with_dash_h_and_copied_without_as_rsync_does() {
+    use std::os::unix::fs::MetadataExt;
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    random_file(&src.join("a"), 5000, 1);
+    std::fs::hard_link(src.join("a"), src.join("d/b")).unwrap();
+    let m = Mirror::start(&f.root(), &[]);
+    for (n, opts) in [(0, &[][..]), (1, &["-H"][..])] {
+        let (theirs, mine) = (f.out(&format!("rsync{n}")), f.out(&format!("ddftp{n}")));
+        assert_eq!(rsync(&src, &theirs, opts), 0);
+        assert_eq!(ours(&m, "src", &mine, opts), 0);
+        same_tree(&theirs, &mine);
+        for d in [&theirs, &mine] {
+            let (a, b) = (std::fs::metadata(d.join("a")).unwrap(), std::fs::metadata(d.join("d/b")).unwrap());
+            assert_eq!(a.ino() == b.ino(), n == 1, "{}: linked {}", d.display(), a.ino() == b.ino());
+            assert_eq!(std::fs::read(d.join("a")).unwrap(), std::fs::read(d.join("d/b")).unwrap());
+        }
+    }
+}

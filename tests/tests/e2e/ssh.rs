@@ -245,7 +245,19 @@ fn archive_host_dir_dest_copies_the_awkward_tree_as_rsync_over_ssh_does() {
     let remote = format!("127.0.0.1:{}", src.display());
     let ddftpd = bin("ddftpd").display().to_string();
     let r = ddftp(
-        &["archive", &remote, ours.to_str().unwrap(), "-e", &rsh, "--remote-ddftpd", &ddftpd, "-X", "--json", "-q"],
+        &[
+            "archive",
+            &remote,
+            ours.to_str().unwrap(),
+            "-e",
+            &rsh,
+            "--remote-ddftpd",
+            &ddftpd,
+            "-X",
+            "-H",
+            "--json",
+            "-q",
+        ],
         0,
     );
     assert_eq!(json(&r)["hard_links"].as_u64(), Some(2), "{}", String::from_utf8_lossy(&r.stdout));
@@ -276,7 +288,7 @@ fn archive_src_host_dir_pushes_the_awkward_tree_as_rsync_over_ssh_does() {
     let ddftp_bin = bin("ddftp").display().to_string();
     let to = format!("127.0.0.1:{}", ours.display());
     let r = ddftp(
-        &["archive", src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-X", "--json", "-q"],
+        &["archive", src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-X", "-H", "--json", "-q"],
         0,
     );
     assert_eq!(json(&r)["hard_links"].as_u64(), Some(2), "{}", String::from_utf8_lossy(&r.stdout));
