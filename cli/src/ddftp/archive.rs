@@ -39,6 +39,10 @@ pub struct ArchiveOpt {
     /// rsync's `HOST:DIR/NAME DEST` added NAME to DEST (see `rsync_form`).
     #[arg(skip)]
     pub dest_named: bool,
+    /// DEST came last, rsync's way: a file SRC may be copied to it as a
+    /// new name (see `rsync_form`).
+    #[arg(skip)]
+    pub dest_may_be_file: bool,
     /// Where the tree is recreated (SRC's content goes directly inside).
     /// Without it, the last argument is DEST (rsync's form: `ddftp archive
     /// [USER@]HOST:DIR DEST` copies DIR from HOST over ssh into DEST/DIR).
@@ -320,6 +324,7 @@ fn rsync_form(o: &mut ArchiveOpt) -> Result<Option<ddftp::ssh::SshMirror>, Strin
     o.src = e.src;
     o.dest = Some(e.dest);
     o.dest_named = e.named;
+    o.dest_may_be_file = e.may_be_file;
     if let Some(m) = e.mirror {
         o.moving.mirrors = vec![super::flags::Mirror::Ssh(m)];
     }
@@ -502,6 +507,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         ignore_existing: o.ignore_existing,
         existing: o.existing,
         file_to_parent: o.dest_named,
+        file_to_name: o.dest_may_be_file,
         max_delete: o.max_delete,
         backup_dir: o.backup_dir.clone(),
         backup_suffix,

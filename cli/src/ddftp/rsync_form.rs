@@ -21,6 +21,10 @@ pub struct Ends {
     /// DEST is the DEST given with SRC's name added (a directory SRC goes
     /// there; a file SRC into the DEST given).
     pub named: bool,
+    /// DEST was given last (not `--dest`) and not as `DIR/`: a file SRC
+    /// into a DEST that does not exist becomes DEST, as `rsync -a FILE
+    /// NEWNAME` makes it.
+    pub may_be_file: bool,
 }
 
 /// Whether `s` names a remote path as rsync reads it: a colon before any
@@ -57,8 +61,11 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
             return Err(format!("{to}: a push serves SRC from here; --mirrors has no place in it"));
         }
         let push = SshMirror::parse_rsync(&to)?;
-        return Ok(Ends { src, dest: PathBuf::from(&push.dir), mirror: None, push: Some(push), named: false });
+        let dest = PathBuf::from(&push.dir);
+        return Ok(Ends { src, dest, mirror: None, push: Some(push), named: false, may_be_file: false });
     }
+    let last = dest.is_none() && src.len() >= 2 && src.last().is_some_and(|d| !d.ends_with('/'));
+    let may_be_file = last && src.len() == 2;
     let dest = match dest {
         Some(d) => d.to_path_buf(),
         None if src.len() >= 2 => PathBuf::from(src.pop().expect("two or more")),
@@ -66,7 +73,7 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
     };
     let remote: Vec<&String> = src.iter().filter(|s| is_remote(s)).collect();
     if remote.is_empty() {
-        return Ok(Ends { src: once_each(src), dest, mirror: None, push: None, named: false });
+        return Ok(Ends { src: once_each(src), dest, mirror: None, push: None, named: false, may_be_file });
     }
     if remote.len() < src.len() || remote.len() > 1 {
         return Err("one HOST:DIR source at a time (its tree is copied from that host over ssh)".into());
@@ -95,8 +102,11 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
     };
     let mirror = SshMirror { dir, ..whole };
     Ok(match name {
-        Some(n) => Ends { src: vec![n.clone()], dest: dest.join(n), mirror: Some(mirror), push: None, named: true },
-        None => Ends { src: vec![".".into()], dest, mirror: Some(mirror), push: None, named: false },
+        Some(n) => {
+            let dest = dest.join(&n);
+            Ends { src: vec![n], dest, mirror: Some(mirror), push: None, named: true, may_be_file }
+        }
+        None => Ends { src: vec![".".into()], dest, mirror: Some(mirror), push: None, named: false, may_be_file },
     })
 }
 
@@ -106,6 +116,16 @@ mod tests {
 
     fn v(s: &[&str]) -> Vec<String> {
         s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_file_src_may_become_a_dest_given_last_without_a_slash() {
+        let may = |src: &[&str], dest: Option<&Path>| ends(v(src), dest, true).unwrap().may_be_file;
+        assert!(may(&["f", "/x/new"], None));
+        assert!(!may(&["f", "/x/new/"], None), "NEWDIR/ is a directory");
+        assert!(!may(&["f", "g", "/x/new"], None), "several SRCs go into a directory");
+        assert!(!may(&["f"], Some(Path::new("/x/new"))), "--dest is a directory");
+        assert!(ends(v(&["h:/srv/f", "/x/new"]), None, false).unwrap().may_be_file);
     }
 
     #[test]

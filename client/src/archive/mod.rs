@@ -128,6 +128,10 @@ pub struct ArchiveSpec {
     /// rsync's `HOST:DIR/NAME DEST` made DEST `DEST/NAME`, for a directory
     /// NAME: a file NAME goes into the DEST given (its parent here).
     pub file_to_parent: bool,
+    /// A file SRC into a DEST (the one given: see `file_to_parent`) that
+    /// does not exist becomes DEST itself, as `rsync -a FILE NEWNAME`
+    /// makes it (DEST given last, not as `DIR/` nor `--dest`).
+    pub file_to_name: bool,
     /// `--existing`: only what DEST already has under its name is
     /// updated; nothing new is made (DEST itself aside), as rsync's.
     pub existing: bool,
@@ -253,9 +257,26 @@ pub async fn archive_by(
     progress: &mut dyn Progress,
 ) -> Result<ArchiveReport, ArchiveError> {
     let existed = spec.dest.symlink_metadata().is_ok();
-    let mut r = archive_into(spec, movers, progress).await;
+    // rsync's `FILE NEWNAME`: the DEST given, if a file SRC may become it.
+    let given = match (spec.file_to_parent, spec.dest.parent()) {
+        (true, Some(p)) if !p.as_os_str().is_empty() => p,
+        _ => &spec.dest,
+    };
+    let onto_file = given.symlink_metadata().is_ok_and(|m| !m.is_dir());
+    let to_name = (spec.file_to_name && !spec.dry_run && (onto_file || given.symlink_metadata().is_err()))
+        .then(|| given.to_path_buf());
+    // A DEST that is a file takes a file SRC only (a tree there is refused).
+    let mut r = match (onto_file && to_name.is_some(), spec.more_src.is_empty() && spec.list.is_none()) {
+        // SRC not a file there (its directory holds no such file): what
+        // a tree into a file is.
+        (true, true) => match archive_file(spec, movers, progress, existed, to_name.as_deref()).await {
+            Err(ArchiveError::BadEntry { .. }) => archive_into(spec, movers, progress).await,
+            r => r,
+        },
+        _ => archive_into(spec, movers, progress).await,
+    };
     if let (Err(ArchiveError::Walk { a_file: true, .. }), None, true) = (&r, &spec.list, spec.more_src.is_empty()) {
-        r = archive_file(spec, movers, progress, existed).await;
+        r = archive_file(spec, movers, progress, existed, to_name.as_deref()).await;
     }
     if r.is_err() && !existed && holds_no_data(&spec.dest) {
         // DEST is this run's, and nothing in it is worth a rerun: a failed
@@ -268,12 +289,15 @@ pub async fn archive_by(
 /// SRC is a file on the mirrors: it is copied into DEST under its name (as
 /// `rsync -a SRC DEST/`), its directory walked for it alone (directories
 /// there pruned), and DEST's own mode and mtime left as they are (made
-/// with the umask's mode if new, as `mkdir -p` makes it).
+/// with the umask's mode if new, as `mkdir -p` makes it). With `to_name`
+/// (rsync's `FILE NEWNAME`, NEWNAME not there), it is copied into a
+/// scratch directory beside NEWNAME and renamed to it.
 async fn archive_file(
     spec: &ArchiveSpec,
     movers: Movers<'_>,
     progress: &mut dyn Progress,
     existed: bool,
+    to_name: Option<&Path>,
 ) -> Result<ArchiveReport, ArchiveError> {
     let src = spec.src.trim_end_matches('/');
     let (dir, name) = match src.rsplit_once('/') {
@@ -286,8 +310,9 @@ async fn archive_file(
     rules.push((false, "*/".into()));
     let filter = filter::Filter::from_rules(&rules)
         .map_err(|e| ArchiveError::BadEntry { path: src.into(), why: e.to_string() })?;
-    let dest = match (spec.file_to_parent, spec.dest.parent()) {
-        (true, Some(p)) if !p.as_os_str().is_empty() => p.to_path_buf(),
+    let dest = match (spec.file_to_parent, spec.dest.parent(), to_name) {
+        (_, _, Some(n)) => scratch_beside(n),
+        (true, Some(p), None) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => spec.dest.clone(),
     };
     let one = ArchiveSpec {
@@ -300,14 +325,69 @@ async fn archive_file(
     };
     if !existed && !spec.dry_run {
         // The walk that found SRC a file made DEST private, for a tree.
-        if holds_no_data(&spec.dest) {
-            let _ = std::fs::remove_dir_all(&spec.dest);
+        for made in [Some(spec.dest.as_path()), to_name.filter(|n| n.is_dir())].into_iter().flatten() {
+            if holds_no_data(made) {
+                let _ = std::fs::remove_dir_all(made);
+            }
         }
-        std::fs::create_dir_all(&dest).map_err(local(&dest))?;
+        if to_name.is_none() {
+            std::fs::create_dir_all(&dest).map_err(local(&dest))?;
+        }
     }
-    let mut report = archive_into(&one, movers, progress).await?;
+    if let Some(n) = to_name {
+        // Made here, never one found there (a symlink planted in its place
+        // would lead the file elsewhere).
+        let parent = dest.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(local(parent))?;
+        let mut b = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(&dest).map_err(local(&dest))?;
+        // NEWNAME a file already: linked in as the older version (a rerun
+        // skips it if complete, updates it by delta if not); renamed over
+        // only once the new one is whole.
+        if n.symlink_metadata().is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::hard_link(n, dest.join(name));
+        }
+    }
+    let got = archive_into(&one, movers, progress).await;
+    let mut report = match to_name {
+        Some(n) => renamed(got, &dest.join(name), n)?,
+        None => got?,
+    };
     report.src = spec.src.clone();
     Ok(report)
+}
+
+/// A scratch directory beside `path` (in its directory, made if missing).
+fn scratch_beside(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.as_encoded_bytes()).unwrap_or(b"dest");
+    let side = ddtree::scratch::side_name(name, ".", &format!(".ddftp-new-{}", std::process::id()));
+    path.with_file_name(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&side))
+}
+
+/// The file archived as `from` (in its scratch directory) renamed to
+/// `to`, and the scratch directory removed; what the report says of it
+/// named as `to`.
+fn renamed(got: Result<ArchiveReport, ArchiveError>, from: &Path, to: &Path) -> Result<ArchiveReport, ArchiveError> {
+    let scratch = from.parent().unwrap_or(from).to_path_buf();
+    let done = got.and_then(|mut r| {
+        if from.symlink_metadata().is_ok_and(|m| m.is_dir()) && to.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+            let why = "DEST is not a directory (it must be one, or not exist yet)";
+            return Err(local(to)(io::Error::new(io::ErrorKind::NotADirectory, why)));
+        }
+        std::fs::rename(from, to).map_err(local(to))?;
+        let (old, new) = (from.file_name().unwrap_or_default(), to.file_name().unwrap_or_default());
+        let (old, new) = (format!(" {}", old.to_string_lossy()), format!(" {}", new.to_string_lossy()));
+        for l in &mut r.changes {
+            if let Some(head) = l.strip_suffix(&old) {
+                *l = format!("{head}{new}");
+            }
+        }
+        r.dest = to.display().to_string();
+        Ok(r)
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    done
 }
 
 /// Whether `dir` holds directories only (and an archive's journal).

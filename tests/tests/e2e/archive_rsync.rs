@@ -470,3 +470,48 @@ fn a_file_as_src_is_copied_into_dest_as_rsync_copies_it() {
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&new).unwrap().permissions()) & 0o777;
     assert_eq!(mode, 0o755, "as mkdir -p makes it (umask 022)");
 }
+
+/// rsync's `FILE NEWNAME` (DEST given last, not there yet): the file
+/// becomes NEWNAME; run again, it is complete; changed on the mirror, it
+/// is updated in place of NEWNAME. `NEWDIR/` (or `--dest`) still means a
+/// directory to copy the file into.
+#[test]
+fn a_file_src_to_a_new_name_becomes_that_name_as_rsync_makes_it() {
+    use std::os::unix::fs::MetadataExt;
+    let f = Fixture::new();
+    let src = small_src(&f.root());
+    let m = Mirror::start(&f.root(), &[]);
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let (mine, rs) = (ours.join("renamed"), theirs.join("renamed"));
+    let same_as_rsync = || {
+        let o = Command::new("rsync").arg("-a").arg(src.join("a/b/c")).arg(&rs).output().unwrap();
+        assert!(o.status.success(), "rsync: {o:?}");
+        let (a, b) = (std::fs::metadata(&rs).unwrap(), std::fs::metadata(&mine).unwrap());
+        assert!(b.is_file(), "{} is not a file", mine.display());
+        assert_eq!((a.mode(), a.mtime(), a.len()), (b.mode(), b.mtime(), b.len()));
+        assert_eq!(std::fs::read(&rs).unwrap(), std::fs::read(&mine).unwrap());
+    };
+    let o = ddftp(&["archive", "src/a/b/c", mine.to_str().unwrap(), "-m", &m.addr, "-i", "-q"], 0);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), ">f+++++++++ renamed");
+    same_as_rsync();
+    let names: Vec<_> = std::fs::read_dir(&ours).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["renamed"], "no scratch directory left beside it");
+    // Again: nothing to move.
+    let j = json(&ddftp(&["archive", "src/a/b/c", mine.to_str().unwrap(), "-m", &m.addr, "--json", "-q"], 0));
+    assert_eq!((j["skipped_files"].as_u64(), j["bytes"].as_u64()), (Some(1), Some(0)), "{j}");
+    // Changed on the mirror: NEWNAME updated.
+    random_file(&src.join("a/b/c"), 333, 9);
+    ddftp(&["archive", "src/a/b/c", mine.to_str().unwrap(), "-m", &m.addr, "-q"], 0);
+    same_as_rsync();
+    // NEWDIR/ is a directory, as rsync reads it.
+    let dir = ours.join("newdir");
+    ddftp(&["archive", "src/a/b/c", &format!("{}/", dir.display()), "-m", &m.addr, "-q"], 0);
+    assert!(dir.join("c").is_file());
+    // A tree onto a file: refused, the file left as it was.
+    let before = std::fs::read(&mine).unwrap();
+    let o = ddftp(&["archive", "src/a", mine.to_str().unwrap(), "-m", &m.addr, "-q"], 4);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("DEST is not a directory"), "{o:?}");
+    assert_eq!(std::fs::read(&mine).unwrap(), before);
+}
