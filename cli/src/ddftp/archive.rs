@@ -363,56 +363,6 @@ fn parse_suffix(s: &str) -> Result<String, String> {
     }
 }
 
-/// The flags the remote archive is given: those a push passes on.
-fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
-    if !o.include.is_empty() && !o.exclude.is_empty() {
-        return Err("pushing with both --include and --exclude is not supported yet (their order would be lost)".into());
-    }
-    if o.list.is_some()
-        || o.files_from.is_some()
-        || o.backup_dir.is_some()
-        || o.backup
-        || !o.exclude_from.is_empty()
-        || !o.include_from.is_empty()
-        || !o.filter.is_empty()
-    {
-        return Err("pushing takes no --list, --files-from, -b, --backup-dir, -f or --exclude/include-from yet".into());
-    }
-    let mut v: Vec<String> = vec![];
-    for (on, flag) in [
-        (o.dry_run, "-n"),
-        (o.itemize, "-i"),
-        (o.delete, "--delete"),
-        (o.xattrs, "-X"),
-        (o.hard_links, "-H"),
-        (o.checksum, "-c"),
-        (o.ignore_existing, "--ignore-existing"),
-        (o.existing, "--existing"),
-        (o.whole_file, "--whole-file"),
-        (o.no_owner, "--no-owner"),
-        (o.by_name, "--by-name"),
-        (o.moving.quiet, "-q"),
-        (o.moving.json, "--json"),
-        (o.stats || o.info.is_some_and(|i| i.stats), "--stats"),
-    ] {
-        if on {
-            v.push(flag.into());
-        }
-    }
-    if let Some(n) = o.max_delete {
-        v.extend(["--max-delete".into(), n.to_string()]);
-    }
-    // Rules in the order given (only one kind each: their relative order
-    // is the command line's, as the archive's own reading of them).
-    for p in &o.exclude {
-        v.extend(["--exclude".into(), p.clone()]);
-    }
-    for p in &o.include {
-        v.extend(["--include".into(), p.clone()]);
-    }
-    Ok(v)
-}
-
 /// The serving end of a push, from the line on standard input: at the
 /// address the ssh client came from (`SSH_CONNECTION`).
 fn pushed_from() -> Result<ddftp::session::Peer, String> {
@@ -441,7 +391,7 @@ impl ArchiveOpt {
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
     match rsync_form(&mut o) {
         Ok(Some(to)) => {
-            let flags = match passed_on(&o) {
+            let flags = match super::push::passed_on(&o) {
                 Ok(f) => f,
                 Err(e) => {
                     report_error(&e);

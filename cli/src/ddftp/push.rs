@@ -13,6 +13,7 @@ use std::process::Stdio;
 
 use ddftp::ssh::SshMirror;
 
+use super::archive::ArchiveOpt;
 use super::{report_error, Exit};
 
 /// What the remote end runs: its SRC (below what this end serves) and
@@ -130,6 +131,56 @@ pub fn run(src: &str, to: &SshMirror, how: How<'_>) -> Exit {
             Ok(None) | Err(_) => Exit::Transfer,
         }
     })
+}
+
+/// The flags the remote archive is given: those a push passes on.
+pub fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
+    if !o.include.is_empty() && !o.exclude.is_empty() {
+        return Err("pushing with both --include and --exclude is not supported yet (their order would be lost)".into());
+    }
+    if o.list.is_some()
+        || o.files_from.is_some()
+        || o.backup_dir.is_some()
+        || o.backup
+        || !o.exclude_from.is_empty()
+        || !o.include_from.is_empty()
+        || !o.filter.is_empty()
+    {
+        return Err("pushing takes no --list, --files-from, -b, --backup-dir, -f or --exclude/include-from yet".into());
+    }
+    let mut v: Vec<String> = vec![];
+    for (on, flag) in [
+        (o.dry_run, "-n"),
+        (o.itemize, "-i"),
+        (o.delete, "--delete"),
+        (o.xattrs, "-X"),
+        (o.hard_links, "-H"),
+        (o.checksum, "-c"),
+        (o.ignore_existing, "--ignore-existing"),
+        (o.existing, "--existing"),
+        (o.whole_file, "--whole-file"),
+        (o.no_owner, "--no-owner"),
+        (o.by_name, "--by-name"),
+        (o.moving.quiet, "-q"),
+        (o.moving.json, "--json"),
+        (o.stats || o.info.is_some_and(|i| i.stats), "--stats"),
+    ] {
+        if on {
+            v.push(flag.into());
+        }
+    }
+    if let Some(n) = o.max_delete {
+        v.extend(["--max-delete".into(), n.to_string()]);
+    }
+    // Rules in the order given (only one kind each: their relative order
+    // is the command line's, as the archive's own reading of them).
+    for p in &o.exclude {
+        v.extend(["--exclude".into(), p.clone()]);
+    }
+    for p in &o.include {
+        v.extend(["--include".into(), p.clone()]);
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
