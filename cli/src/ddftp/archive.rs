@@ -391,7 +391,12 @@ impl ArchiveOpt {
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
     match rsync_form(&mut o) {
         Ok(Some(to)) => {
-            let flags = match super::push::passed_on(&o) {
+            // The rules in their order, read here (the files are this
+            // host's): the remote end is given each as one -f rule.
+            let flags = match Filter::new(&rules(&o, matches))
+                .map_err(|e| e.to_string())
+                .and_then(|f| super::push::passed_on(&o, &f))
+            {
                 Ok(f) => f,
                 Err(e) => {
                     report_error(&e);

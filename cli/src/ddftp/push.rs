@@ -13,6 +13,8 @@ use std::process::Stdio;
 
 use ddftp::ssh::SshMirror;
 
+use ddftp::archive::filter::Filter;
+
 use super::archive::ArchiveOpt;
 use super::{report_error, Exit};
 
@@ -133,20 +135,12 @@ pub fn run(src: &str, to: &SshMirror, how: How<'_>) -> Exit {
     })
 }
 
-/// The flags the remote archive is given: those a push passes on.
-pub fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
-    if !o.include.is_empty() && !o.exclude.is_empty() {
-        return Err("pushing with both --include and --exclude is not supported yet (their order would be lost)".into());
-    }
-    if o.list.is_some()
-        || o.files_from.is_some()
-        || o.backup_dir.is_some()
-        || o.backup
-        || !o.exclude_from.is_empty()
-        || !o.include_from.is_empty()
-        || !o.filter.is_empty()
-    {
-        return Err("pushing takes no --list, --files-from, -b, --backup-dir, -f or --exclude/include-from yet".into());
+/// The flags the remote archive is given: those a push passes on, the
+/// filter rules (`filter`, from every rule flag in its order) as `-f`
+/// rules.
+pub fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
+    if o.list.is_some() || o.files_from.is_some() {
+        return Err("pushing takes no --list or --files-from yet (their files are on this host)".into());
     }
     let mut v: Vec<String> = vec![];
     for (on, flag) in [
@@ -161,6 +155,7 @@ pub fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
         (o.whole_file, "--whole-file"),
         (o.no_owner, "--no-owner"),
         (o.by_name, "--by-name"),
+        (o.backup, "-b"),
         (o.moving.quiet, "-q"),
         (o.moving.json, "--json"),
         (o.stats || o.info.is_some_and(|i| i.stats), "--stats"),
@@ -172,13 +167,15 @@ pub fn passed_on(o: &ArchiveOpt) -> Result<Vec<String>, String> {
     if let Some(n) = o.max_delete {
         v.extend(["--max-delete".into(), n.to_string()]);
     }
-    // Rules in the order given (only one kind each: their relative order
-    // is the command line's, as the archive's own reading of them).
-    for p in &o.exclude {
-        v.extend(["--exclude".into(), p.clone()]);
+    // `--suffix=` may be empty: one word either way.
+    if let Some(s) = &o.suffix {
+        v.push(format!("--suffix={s}"));
     }
-    for p in &o.include {
-        v.extend(["--include".into(), p.clone()]);
+    if let Some(d) = &o.backup_dir {
+        v.push(format!("--backup-dir={}", d.display()));
+    }
+    for (include, pattern) in filter.rules() {
+        v.extend(["-f".into(), format!("{} {pattern}", if include { '+' } else { '-' })]);
     }
     Ok(v)
 }

@@ -333,3 +333,65 @@ fn archive_host_file_dest_puts_the_file_in_dest() {
     assert!(std::fs::read(ours.join("f.bin")).unwrap() == data, "DEST/f.bin");
     assert!(std::fs::read(theirs.join("f.bin")).unwrap() == data);
 }
+
+/// Every file below `dir` with its contents, by relative path.
+fn files_below(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            match p.is_dir() {
+                true => todo.push(p),
+                false => {
+                    let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                    out.insert(rel, std::fs::read(&p).unwrap());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A push with rsync's filter rules (from a file, on the command line, in
+/// their order) and backups: the remote end gets what `rsync -e ssh` with
+/// the same options makes there.
+#[test]
+fn a_push_with_filter_rules_and_backups_makes_what_rsync_makes() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["keep", "deep", "logs"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in ["a.txt", "b.log", "keep/x.log", "deep/f1", "logs/y.txt", "top.tmp"].iter().enumerate() {
+        random_file(&src.join(p), 100 + i, 40 + i as u64);
+    }
+    let rules = f.root().join("rules");
+    std::fs::write(&rules, "# logs stay here\n*.log\n- *.tmp\n").unwrap();
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    for d in [&ours, &theirs] {
+        std::fs::create_dir_all(d.join("src")).unwrap();
+        std::fs::write(d.join("src/a.txt"), b"the older a").unwrap();
+    }
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let opts =
+        ["--include", "keep/***", "--exclude-from", rules.to_str().unwrap(), "-f", "- deep/", "-b", "--suffix=.old"];
+    let o = Command::new("rsync")
+        .args(["-a", "-e", &rsh])
+        .args(opts)
+        .arg(&src)
+        .arg(format!("127.0.0.1:{}", theirs.display()))
+        .output()
+        .expect("rsync (CI installs it)");
+    assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
+    let ddftp_bin = bin("ddftp").display().to_string();
+    let to = format!("127.0.0.1:{}", ours.display());
+    let mut args = vec!["archive", src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"];
+    args.extend(opts);
+    ddftp(&args, 0);
+    let (mine, rs) = (files_below(&ours), files_below(&theirs));
+    assert_eq!(mine.keys().collect::<Vec<_>>(), rs.keys().collect::<Vec<_>>());
+    assert_eq!(mine, rs);
+    assert_eq!(mine["src/a.txt.old"], b"the older a");
+}
