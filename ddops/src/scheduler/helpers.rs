@@ -6,6 +6,7 @@ use crate::split::lower_share;
 
 impl Scheduler {
     pub(super) fn rebalance(&mut self, now: Instant) {
+        self.now = now;
         self.pace(now);
         let ids: Vec<usize> = self.segments.keys().copied().collect();
         for sid in ids {
@@ -36,7 +37,7 @@ impl Scheduler {
             .iter()
             .filter(|(_, s)| s.segment.is_none() && !s.ending && !s.pending && s.producer != helper)
             .filter_map(|(&id, s)| {
-                let (p, slow) = (s.producer, self.claim_rate(s.producer, now)?);
+                let (p, slow) = (s.producer, self.claim_rate(id, now)?);
                 // What it still delivers alone (more than twice what grants
                 // run ahead by), against what comes back after `End` and is
                 // shared with the helper.
@@ -69,7 +70,7 @@ impl Scheduler {
     /// ([`Scheduler::take_over`]): no block arrives to make the scheduler
     /// look when a peer sends nothing. Only while a helper is free.
     fn peer_wake(&self, now: Instant) -> Option<Instant> {
-        let waiting = |s: &&Stream| !s.ending && !s.pending && (s.remaining > 0 || s.segment.is_some());
+        let waiting = |s: &&Stream| !s.ending && !s.pending && s.remaining > 0;
         self.streams
             .values()
             .filter(waiting)
@@ -156,7 +157,7 @@ impl Scheduler {
             // gap: at the end, a slow producer given the last blocks is
             // what the transfer waits for.
             let edges = [seg.up, seg.down].into_iter().flatten();
-            let pair: f64 = edges.map(|id| self.speed_now(self.streams[&id].producer, now).unwrap_or(0.0)).sum();
+            let pair: f64 = edges.map(|id| self.speed_now(id, now).unwrap_or(0.0)).sum();
             let peer =
                 [seg.up, seg.down].into_iter().flatten().any(|id| self.producers[self.streams[&id].producer].home_only);
             // A peer that has sent nothing yet waits for its own mirrors
@@ -212,17 +213,18 @@ impl Scheduler {
     ///
     /// [`straggles`]: Finishes::straggles
     fn finishes(&self, now: Instant) -> Finishes {
-        let speed = |id: &StreamId| self.speed_now(self.streams[id].producer, now).unwrap_or(0.0);
+        let speed = |id: &StreamId| self.speed_now(*id, now).unwrap_or(0.0);
         let segments = self.segments.iter().filter_map(|(&sid, seg)| {
             let edges = [seg.up, seg.down].into_iter().flatten();
             let work = seg.hi.saturating_sub(seg.lo) + edges.clone().map(|id| self.streams[&id].remaining).sum::<u64>();
             let pair: f64 = edges.map(|id| speed(&id)).sum();
             (work > 0 && pair > 0.0).then(|| (Work::Segment(sid), work as f64 / pair))
         });
-        let claims =
-            self.streams.iter().filter(|(_, s)| s.segment.is_none() && !s.finished()).filter_map(|(&id, s)| {
-                self.claim_rate(s.producer, now).map(|r| (Work::Claim(id), s.remaining as f64 / r))
-            });
+        let claims = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.segment.is_none() && !s.finished())
+            .filter_map(|(&id, s)| self.claim_rate(id, now).map(|r| (Work::Claim(id), s.remaining as f64 / r)));
         let mut f = Finishes { latest: None, second: 0.0 };
         for (w, t) in segments.chain(claims) {
             match f.latest {

@@ -261,6 +261,9 @@ pub struct Scheduler {
     /// When a silent peer's claim could be worth taking over
     /// ([`Scheduler::poll_wake`]).
     wake: Option<Instant>,
+    /// The time of the last look at the work (what a claim granted to a
+    /// producer that had none dates its silence from).
+    now: Instant,
 }
 
 impl Scheduler {
@@ -281,6 +284,7 @@ impl Scheduler {
             started: now,
             shares: None,
             wake: None,
+            now,
             cfg,
         };
         let parts = producers.div_ceil(2) as u64;

@@ -23,26 +23,39 @@ impl Scheduler {
         })
     }
 
-    /// [`Scheduler::speed`], for a peer as [`Scheduler::rate_now`]: what
-    /// the helper rules weigh a peer's share by.
-    pub(super) fn speed_now(&self, p: ProducerId, now: Instant) -> Option<f64> {
-        match self.producers[p].home_only {
+    /// Whether stream `id` is a peer's with blocks claimed: one whose
+    /// silence says something (with nothing claimed, held by pacing or
+    /// waiting for a grant, it has nothing to send).
+    fn owing_peer(&self, id: StreamId) -> bool {
+        let s = &self.streams[&id];
+        self.producers[s.producer].home_only && s.remaining > 0
+    }
+
+    /// [`Scheduler::speed`] of stream `id`'s producer, for a peer that owes
+    /// blocks as [`Scheduler::rate_now`]: what the helper rules weigh a
+    /// peer's share by.
+    pub(super) fn speed_now(&self, id: StreamId, now: Instant) -> Option<f64> {
+        let p = self.streams[&id].producer;
+        match self.owing_peer(id) {
             true => self.rate_now(p, now).or_else(|| self.speed(p, now)),
             false => self.speed(p, now),
         }
     }
 
-    /// The rate a claim of `p` is weighed by: a peer's as it shows now
-    /// ([`Scheduler::rate_now`]: one that waits for a block it has not got
-    /// itself would otherwise hold this receiver until the stall timeout).
-    pub(super) fn claim_rate(&self, p: ProducerId, now: Instant) -> Option<f64> {
-        match self.producers[p].home_only {
+    /// The rate stream `id`'s claim is weighed by: a peer's as it shows
+    /// now ([`Scheduler::rate_now`]: one that waits for a block it has not
+    /// got itself would otherwise hold this receiver until the stall
+    /// timeout).
+    pub(super) fn claim_rate(&self, id: StreamId, now: Instant) -> Option<f64> {
+        let p = self.streams[&id].producer;
+        match self.owing_peer(id) {
             true => self.rate_now(p, now),
             false => self.rate(p),
         }
     }
 
-    /// When `p`'s silence began: its last delivery, or its work after idling.
+    /// When `p`'s silence began: its last delivery, or since it was last
+    /// given blocks when it had none to send.
     pub(super) fn silent_since(&self, p: ProducerId) -> Option<Instant> {
         self.producers[p].rate.last
     }

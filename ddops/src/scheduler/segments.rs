@@ -153,6 +153,10 @@ impl Scheduler {
         } else {
             seg.hi -= n;
         }
+        if s.remaining == 0 && !s.pending {
+            // It had nothing to send until now: not silent before.
+            self.producers[s.producer].rate.last = Some(self.now);
+        }
         s.remaining += n;
         let last = match s.dir {
             Direction::Increment => s.next + s.remaining - 1,
