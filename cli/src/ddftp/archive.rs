@@ -3,13 +3,13 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use ddftp_proto::units::{parse_size, HumanBytes};
+use ddftp_proto::units::parse_size;
 
 use super::flags::MoveOpt;
 use super::outcome::{exit_for, json_failure};
 use super::{report_error, runtime, Exit};
 use ddftp::archive::filter::{Filter, RuleSpec};
-use ddftp::archive::{self, ArchiveError, ArchiveReport, ArchiveSpec};
+use ddftp::archive::{self, ArchiveError, ArchiveSpec};
 use ddftp::progress::terminal_safe;
 
 /// Copy a tree from several mirrors at once: the files as one range, moved
@@ -185,108 +185,6 @@ fn exit_for_archive(e: &ArchiveError) -> Exit {
     }
 }
 
-fn print_summary(r: &ArchiveReport, to: &mut dyn std::io::Write) -> std::io::Result<()> {
-    if let Some(p) = &r.dry_run {
-        for l in &p.lines {
-            writeln!(to, "{l}")?;
-        }
-        writeln!(
-            to,
-            "dry run, nothing changed: {} new files, {} changed ({} to move), {} modes, {} new dirs, {} dirs' times or modes, {} symlinks, {} deletions; {} excluded",
-            p.new_files,
-            p.changed_files,
-            HumanBytes(p.bytes),
-            p.mode_only,
-            p.new_dirs,
-            p.changed_dirs,
-            p.new_links,
-            p.deletions,
-            r.excluded
-        )?;
-        return Ok(());
-    }
-    for l in &r.changes {
-        writeln!(to, "{l}")?;
-    }
-    writeln!(
-        to,
-        "{} -> {}: {} files ({} moved, {} already complete), {} dirs, {} symlinks; {} moved in {:.2} s: {:.0} files/s, {}/s",
-        r.src,
-        r.dest,
-        r.files,
-        r.files - r.skipped_files,
-        r.skipped_files,
-        r.dirs,
-        r.links,
-        HumanBytes(r.bytes),
-        r.seconds,
-        r.files_per_second,
-        HumanBytes((r.mb_per_s * 1e6) as u64)
-    )?;
-    if r.matched_bytes > 0 {
-        // rsync --stats' words.
-        writeln!(
-            to,
-            "  delta: matched data {} (in DEST's older versions), literal data {} (moved)",
-            HumanBytes(r.matched_bytes),
-            HumanBytes(r.bytes)
-        )?;
-    }
-    if r.resumed_bytes > 0 {
-        writeln!(
-            to,
-            "  resumed: {} were already there from the interrupted run ({} in all)",
-            HumanBytes(r.resumed_bytes),
-            HumanBytes(r.bytes + r.resumed_bytes)
-        )?;
-    }
-    let p = &r.phases;
-    writeln!(
-        to,
-        "  list {:.2} s, prepare {:.2} s, mirrors ready {:.2} s, move {:.2} s, finish {:.2} s",
-        p.list, p.prepare, p.check, p.moving, p.finish
-    )?;
-    if r.excluded + r.deleted + r.modes_fixed > 0 {
-        writeln!(
-            to,
-            "  {} excluded by the rules, {} deleted (--delete), {} files' modes set without moving them",
-            r.excluded, r.deleted, r.modes_fixed
-        )?;
-    }
-    if !r.failed.is_empty() {
-        writeln!(to, "  NOT COPIED: {} entries (everything else was):", r.failed.len())?;
-        for f in &r.failed {
-            writeln!(to, "    {}", terminal_safe(&format!("{}: {}", f.path, f.why)))?;
-        }
-    }
-    if r.setid_cleared > 0 {
-        writeln!(
-            to,
-            "  note: {} files copied without their setuid/setgid bits (owners are kept only when run as root, without --no-owner)",
-            r.setid_cleared
-        )?;
-    }
-    if !r.ranks.is_empty() {
-        writeln!(to, "  {:<6} {:<20} {:>12} {:>9} {:>6} {:>9}", "rank", "host", "bytes", "files", "parts", "rate")?;
-        for k in &r.ranks {
-            let rate = format!("{}/s", HumanBytes((k.bytes as f64 / k.seconds.max(1e-9)) as u64));
-            let bytes = HumanBytes(k.bytes).to_string();
-            writeln!(to, "  {:<6} {:<20} {:>12} {:>9} {:>6} {:>9}", k.rank, k.host, bytes, k.files, k.parts, rate)?;
-        }
-    }
-    if let Some(t) = &r.transfer {
-        writeln!(to, "  {:<28} {:>12} {:>7}", "mirror", "bytes", "share")?;
-        for p in &t.producers {
-            writeln!(to, "  {:<28} {:>12} {:>6.1}%", p.mirror, HumanBytes(p.bytes).to_string(), 100.0 * p.share)?;
-        }
-        writeln!(
-            to,
-            "  every block checked against the seal its mirror sent it with, every file on the mirror against its listed size and mtime"
-        )?;
-    }
-    Ok(())
-}
-
 /// The filter rules in command-line order (clap keeps each flag's values
 /// apart; their indices say how they interleave).
 fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
@@ -363,6 +261,51 @@ fn parse_suffix(s: &str) -> Result<String, String> {
     }
 }
 
+/// The flags the remote archive is given: those a push passes on, the
+/// filter rules (`filter`, from every rule flag in its order) as `-f`
+/// rules.
+fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
+    if o.list.is_some() || o.files_from.is_some() {
+        return Err("pushing takes no --list or --files-from yet (their files are on this host)".into());
+    }
+    let mut v: Vec<String> = vec![];
+    for (on, flag) in [
+        (o.dry_run, "-n"),
+        (o.itemize, "-i"),
+        (o.delete, "--delete"),
+        (o.xattrs, "-X"),
+        (o.hard_links, "-H"),
+        (o.checksum, "-c"),
+        (o.ignore_existing, "--ignore-existing"),
+        (o.existing, "--existing"),
+        (o.whole_file, "--whole-file"),
+        (o.no_owner, "--no-owner"),
+        (o.by_name, "--by-name"),
+        (o.backup, "-b"),
+        (o.moving.quiet, "-q"),
+        (o.moving.json, "--json"),
+        (o.stats_asked(), "--stats"),
+    ] {
+        if on {
+            v.push(flag.into());
+        }
+    }
+    if let Some(n) = o.max_delete {
+        v.extend(["--max-delete".into(), n.to_string()]);
+    }
+    // `--suffix=` may be empty: one word either way.
+    if let Some(s) = &o.suffix {
+        v.push(format!("--suffix={s}"));
+    }
+    if let Some(d) = &o.backup_dir {
+        v.push(format!("--backup-dir={}", d.display()));
+    }
+    for (include, pattern) in filter.rules() {
+        v.extend(["-f".into(), format!("{} {pattern}", if include { '+' } else { '-' })]);
+    }
+    Ok(v)
+}
+
 /// The serving end of a push, from the line on standard input: at the
 /// address the ssh client came from (`SSH_CONNECTION`).
 fn pushed_from() -> Result<ddftp::session::Peer, String> {
@@ -379,6 +322,11 @@ fn pushed_from() -> Result<ddftp::session::Peer, String> {
 }
 
 impl ArchiveOpt {
+    /// rsync's stats block, by `--stats` or `--info=stats`.
+    fn stats_asked(&self) -> bool {
+        self.stats || self.info.is_some_and(|i| i.stats)
+    }
+
     /// DEST (set by the time the archive starts: `--dest`, or the last
     /// argument).
     fn dest(&self) -> &Path {
@@ -393,16 +341,14 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         Ok(Some(to)) => {
             // The rules in their order, read here (the files are this
             // host's): the remote end is given each as one -f rule.
-            let flags = match Filter::new(&rules(&o, matches))
-                .map_err(|e| e.to_string())
-                .and_then(|f| super::push::passed_on(&o, &f))
-            {
-                Ok(f) => f,
-                Err(e) => {
-                    report_error(&e);
-                    return Exit::Usage;
-                }
-            };
+            let flags =
+                match Filter::new(&rules(&o, matches)).map_err(|e| e.to_string()).and_then(|f| passed_on(&o, &f)) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        report_error(&e);
+                        return Exit::Usage;
+                    }
+                };
             let how = super::push::How { flags, rsh: &o.moving.rsh, remote_ddftp: &o.moving.remote_ddftp };
             return super::push::run(&o.src[0], &to, how);
         }
@@ -616,8 +562,8 @@ fn archived(o: &ArchiveOpt, r: &archive::ArchiveReport, summary: bool, warnings:
         println!("{v}");
     } else if !o.moving.quiet || r.dry_run.is_some() {
         // A dry run's lines are its output, --quiet or not.
-        let _ = print_summary(r, &mut std::io::stdout());
-        if (o.stats || o.info.is_some_and(|i| i.stats)) && !o.moving.quiet {
+        let _ = super::archive_summary::print(r, &mut std::io::stdout());
+        if o.stats_asked() && !o.moving.quiet {
             let _ = super::rsync_stats::print(r, &mut std::io::stdout());
         }
     } else {

@@ -4,6 +4,7 @@
 //! `ddftp` library's.
 
 mod archive;
+mod archive_summary;
 mod demo;
 mod flags;
 mod get;

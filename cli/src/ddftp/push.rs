@@ -13,9 +13,6 @@ use std::process::Stdio;
 
 use ddftp::ssh::SshMirror;
 
-use ddftp::archive::filter::Filter;
-
-use super::archive::ArchiveOpt;
 use super::{report_error, Exit};
 
 /// What the remote end runs: its SRC (below what this end serves) and
@@ -133,51 +130,6 @@ pub fn run(src: &str, to: &SshMirror, how: How<'_>) -> Exit {
             Ok(None) | Err(_) => Exit::Transfer,
         }
     })
-}
-
-/// The flags the remote archive is given: those a push passes on, the
-/// filter rules (`filter`, from every rule flag in its order) as `-f`
-/// rules.
-pub fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
-    if o.list.is_some() || o.files_from.is_some() {
-        return Err("pushing takes no --list or --files-from yet (their files are on this host)".into());
-    }
-    let mut v: Vec<String> = vec![];
-    for (on, flag) in [
-        (o.dry_run, "-n"),
-        (o.itemize, "-i"),
-        (o.delete, "--delete"),
-        (o.xattrs, "-X"),
-        (o.hard_links, "-H"),
-        (o.checksum, "-c"),
-        (o.ignore_existing, "--ignore-existing"),
-        (o.existing, "--existing"),
-        (o.whole_file, "--whole-file"),
-        (o.no_owner, "--no-owner"),
-        (o.by_name, "--by-name"),
-        (o.backup, "-b"),
-        (o.moving.quiet, "-q"),
-        (o.moving.json, "--json"),
-        (o.stats || o.info.is_some_and(|i| i.stats), "--stats"),
-    ] {
-        if on {
-            v.push(flag.into());
-        }
-    }
-    if let Some(n) = o.max_delete {
-        v.extend(["--max-delete".into(), n.to_string()]);
-    }
-    // `--suffix=` may be empty: one word either way.
-    if let Some(s) = &o.suffix {
-        v.push(format!("--suffix={s}"));
-    }
-    if let Some(d) = &o.backup_dir {
-        v.push(format!("--backup-dir={}", d.display()));
-    }
-    for (include, pattern) in filter.rules() {
-        v.extend(["-f".into(), format!("{} {pattern}", if include { '+' } else { '-' })]);
-    }
-    Ok(v)
 }
 
 #[cfg(test)]
