@@ -152,6 +152,15 @@ pub struct ArchiveSpec {
 }
 
 impl ArchiveSpec {
+    /// The DEST the user gave: rsync's `HOST:DIR/NAME DEST` made `dest`
+    /// DEST/NAME (`file_to_parent`), where a file SRC goes into DEST.
+    fn given_dest(&self) -> &Path {
+        match self.dest.parent() {
+            Some(p) if self.file_to_parent && !p.as_os_str().is_empty() => p,
+            _ => &self.dest,
+        }
+    }
+
     /// Whether what a run replaces or deletes is kept (`-b`, `--backup-dir`).
     pub(super) fn backs_up(&self) -> bool {
         self.backup_dir.is_some() || self.backup_suffix.is_some()
@@ -258,10 +267,7 @@ pub async fn archive_by(
 ) -> Result<ArchiveReport, ArchiveError> {
     let existed = spec.dest.symlink_metadata().is_ok();
     // rsync's `FILE NEWNAME`: the DEST given, if a file SRC may become it.
-    let given = match (spec.file_to_parent, spec.dest.parent()) {
-        (true, Some(p)) if !p.as_os_str().is_empty() => p,
-        _ => &spec.dest,
-    };
+    let given = spec.given_dest();
     let onto_file = given.symlink_metadata().is_ok_and(|m| !m.is_dir());
     let to_name = (spec.file_to_name && !spec.dry_run && (onto_file || given.symlink_metadata().is_err()))
         .then(|| given.to_path_buf());
@@ -310,10 +316,9 @@ async fn archive_file(
     rules.push((false, "*/".into()));
     let filter = filter::Filter::from_rules(&rules)
         .map_err(|e| ArchiveError::BadEntry { path: src.into(), why: e.to_string() })?;
-    let dest = match (spec.file_to_parent, spec.dest.parent(), to_name) {
-        (_, _, Some(n)) => scratch_beside(n),
-        (true, Some(p), None) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => spec.dest.clone(),
+    let dest = match to_name {
+        Some(n) => scratch_beside(n),
+        None => spec.given_dest().to_path_buf(),
     };
     let one = ArchiveSpec {
         src: dir.into(),
