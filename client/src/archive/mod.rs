@@ -34,6 +34,7 @@ mod current;
 mod keep;
 mod listing;
 mod mirrors;
+mod new_name;
 mod parts;
 #[cfg(feature = "mpi")]
 pub mod ranks;
@@ -316,8 +317,9 @@ async fn archive_file(
     rules.push((false, "*/".into()));
     let filter = filter::Filter::from_rules(&rules)
         .map_err(|e| ArchiveError::BadEntry { path: src.into(), why: e.to_string() })?;
-    let dest = match to_name {
-        Some(n) => scratch_beside(n),
+    let scratch = to_name.map(|n| new_name::Scratch::beside(n).map_err(local(n))).transpose()?;
+    let dest = match &scratch {
+        Some(s) => s.path().to_path_buf(),
         None => spec.given_dest().to_path_buf(),
     };
     let one = ArchiveSpec {
@@ -335,64 +337,49 @@ async fn archive_file(
                 let _ = std::fs::remove_dir_all(made);
             }
         }
-        if to_name.is_none() {
+        if scratch.is_none() {
             std::fs::create_dir_all(&dest).map_err(local(&dest))?;
         }
     }
-    if let Some(n) = to_name {
-        // Made here, never one found there (a symlink planted in its place
-        // would lead the file elsewhere).
-        let parent = dest.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(local(parent))?;
-        let mut b = std::fs::DirBuilder::new();
-        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(&dest).map_err(local(&dest))?;
+    if let (Some(s), Some(n)) = (&scratch, to_name) {
         // NEWNAME a file already: linked in as the older version (a rerun
         // skips it if complete, updates it by delta if not); renamed over
         // only once the new one is whole.
         if n.symlink_metadata().is_ok_and(|m| m.is_file()) {
-            let _ = std::fs::hard_link(n, dest.join(name));
+            let _ = s.link_in(n, name);
         }
     }
     let got = archive_into(&one, movers, progress).await;
-    let mut report = match to_name {
-        Some(n) => renamed(got, &dest.join(name), n)?,
-        None => got?,
+    let mut report = match (&scratch, to_name) {
+        (Some(s), Some(n)) => renamed(got, s, name, n)?,
+        _ => got?,
     };
     report.src = spec.src.clone();
     Ok(report)
 }
 
-/// A scratch directory beside `path` (in its directory, made if missing).
-fn scratch_beside(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.as_encoded_bytes()).unwrap_or(b"dest");
-    let side = ddtree::scratch::side_name(name, ".", &format!(".ddftp-new-{}", std::process::id()));
-    path.with_file_name(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&side))
-}
-
-/// The file archived as `from` (in its scratch directory) renamed to
-/// `to`, and the scratch directory removed; what the report says of it
-/// named as `to`.
-fn renamed(got: Result<ArchiveReport, ArchiveError>, from: &Path, to: &Path) -> Result<ArchiveReport, ArchiveError> {
-    let scratch = from.parent().unwrap_or(from).to_path_buf();
-    let done = got.and_then(|mut r| {
-        if from.symlink_metadata().is_ok_and(|m| m.is_dir()) && to.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
-            let why = "DEST is not a directory (it must be one, or not exist yet)";
-            return Err(local(to)(io::Error::new(io::ErrorKind::NotADirectory, why)));
+/// The file archived as `name` in `scratch` renamed to `to`; what the
+/// report says of it named as `to`.
+fn renamed(
+    got: Result<ArchiveReport, ArchiveError>,
+    scratch: &new_name::Scratch,
+    name: &str,
+    to: &Path,
+) -> Result<ArchiveReport, ArchiveError> {
+    let mut r = got?;
+    if scratch.holds_dir(name) && to.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+        let why = "DEST is not a directory (it must be one, or not exist yet)";
+        return Err(local(to)(io::Error::new(io::ErrorKind::NotADirectory, why)));
+    }
+    scratch.rename_out(name, to).map_err(local(to))?;
+    let (old, new) = (format!(" {name}"), format!(" {}", to.file_name().unwrap_or_default().to_string_lossy()));
+    for l in &mut r.changes {
+        if let Some(head) = l.strip_suffix(&old) {
+            *l = format!("{head}{new}");
         }
-        std::fs::rename(from, to).map_err(local(to))?;
-        let (old, new) = (from.file_name().unwrap_or_default(), to.file_name().unwrap_or_default());
-        let (old, new) = (format!(" {}", old.to_string_lossy()), format!(" {}", new.to_string_lossy()));
-        for l in &mut r.changes {
-            if let Some(head) = l.strip_suffix(&old) {
-                *l = format!("{head}{new}");
-            }
-        }
-        r.dest = to.display().to_string();
-        Ok(r)
-    });
-    let _ = std::fs::remove_dir_all(&scratch);
-    done
+    }
+    r.dest = to.display().to_string();
+    Ok(r)
 }
 
 /// Whether `dir` holds directories only (and an archive's journal).
