@@ -19,6 +19,7 @@
 pub mod completed;
 pub mod consensus;
 pub mod deal;
+pub mod fan;
 pub mod scheduler;
 pub mod sim;
 pub mod split;

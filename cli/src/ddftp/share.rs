@@ -358,6 +358,9 @@ impl ShareServer {
             log_errors: false,
             // The peers' streams wait for blocks that are on their way.
             idle_timeout: Duration::from_secs(60),
+            // Every other receiver's two connections, should they all come
+            // from one address (several receivers on a node, NAT).
+            max_per_client: 2 * ddops::fan::FLAT + 2,
             ..ServerConfig::default()
         };
         // Its root is never read: a sharing server serves its shares only.

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use ddftp_proto::frame::SERVER_ID_LEN;
 use ddftp_proto::manifest::{FileDigest, Hash};
 use ddftp_proto::ErrorCode;
+use ddops::fan;
 use ddops::scheduler::Home;
 
 use super::{connect, Peer, Producer, Progress, Route, SessionError, Version};
@@ -85,9 +86,9 @@ impl std::fmt::Debug for Share {
 pub(super) struct Peers {
     /// Each peer's two producers (a virtual pair) and its name.
     pub slots: Vec<(String, Vec<Producer>)>,
-    /// Per share (in the peers' order): which of `slots` works it, or this
-    /// receiver's own (`None`).
-    pub shares: Vec<Option<usize>>,
+    /// Per share ([`fan::sources`]): which of `slots` works it, or this
+    /// receiver's own (`None`), and its weight.
+    pub shares: Vec<(Option<usize>, u64)>,
 }
 
 impl Peers {
@@ -115,9 +116,9 @@ impl Peers {
         }
         self.shares
             .iter()
-            .map(|s| match s {
-                None => Home { producers: (0..mirror_slots).collect(), only_here: false },
-                Some(k) => Home { producers: at[*k].clone(), only_here: true },
+            .map(|&(s, weight)| match s {
+                None => Home { producers: (0..mirror_slots).collect(), only_here: false, weight },
+                Some(k) => Home { producers: at[k].clone(), only_here: true, weight },
             })
             .collect()
     }
@@ -208,6 +209,13 @@ pub(super) async fn connect_peers(
 ) -> Result<Peers, ShareError> {
     let id = share.sharing.server_id();
     let deadline = Instant::now() + share.wait;
+    let n = share.peers.len();
+    // Where this receiver's place is known, only the receivers it reads
+    // from are asked; otherwise every one, to find it by its server's id.
+    let mut asked = vec![share.me.is_none(); n];
+    for from in share.me.into_iter().flat_map(|me| fan::sources(n, me)).filter_map(|s| s.from) {
+        asked[from] = true;
+    }
     let asks: Vec<_> = share
         .peers
         .iter()
@@ -215,50 +223,53 @@ pub(super) async fn connect_peers(
         .map(|(k, p)| {
             let (route, path, version, token) = (p.route(None), path.to_string(), *version, token.clone());
             // This receiver, when its place is known, is not asked.
-            let me = share.me == Some(k);
+            let (me, ask_it) = (share.me == Some(k), asked[k]);
             tokio::spawn(async move {
-                match me {
-                    true => Ok(None),
-                    false => ask(route, &path, &version, token.as_deref(), id, deadline).await,
+                match (me, ask_it) {
+                    (true, _) => Some(Ok(None)),
+                    (false, true) => Some(ask(route, &path, &version, token.as_deref(), id, deadline).await),
+                    (false, false) => None,
                 }
             })
         })
         .collect();
     let mut answers = vec![];
-    for a in asks {
-        answers.push(a.await.expect("peer task"));
-    }
-    let mut peers = Peers { slots: vec![], shares: vec![] };
-    let mut found = false;
-    for (k, (peer, answer)) in share.peers.iter().zip(answers).enumerate() {
-        let answer = match answer {
+    let mut me = None;
+    for (k, a) in asks.into_iter().enumerate() {
+        let answer = match a.await.expect("peer task") {
             // Another entry answering with this receiver's id (a peer
             // replaying it) is not this receiver: its share comes from
             // the mirrors, and nobody stops the download with it.
-            Ok(None) if found || share.me.is_some_and(|m| m != k) => Err(PeerError::ClaimsOurId),
+            Some(Ok(None)) if me.is_some() || share.me.is_some_and(|m| m != k) => Some(Err(PeerError::ClaimsOurId)),
+            Some(Ok(None)) => {
+                me = Some(k);
+                None
+            }
             a => a,
         };
-        match answer {
-            Ok(None) => {
-                found = true;
-                peers.shares.push(None);
-            }
-            Ok(Some(ps)) => {
-                peers.shares.push(Some(peers.slots.len()));
-                peers.slots.push((format!("peer {peer}"), ps));
-            }
-            Err(e) => {
+        answers.push(answer);
+    }
+    let me = me.ok_or(ShareError::NotListed)?;
+    let mut peers = Peers { slots: vec![], shares: vec![] };
+    for source in fan::sources(n, me) {
+        let Some(k) = source.from else {
+            peers.shares.push((None, source.weight));
+            continue;
+        };
+        let peer = &share.peers[k];
+        let producers = match answers[k].take() {
+            Some(Ok(Some(ps))) => ps,
+            Some(Err(e)) => {
                 // Its share comes from the mirrors.
                 super::tell(progress, warnings, format!("not using peer {peer}: {e}"));
-                peers.shares.push(Some(peers.slots.len()));
-                peers.slots.push((format!("peer {peer}"), vec![]));
+                vec![]
             }
-        }
+            None | Some(Ok(None)) => vec![],
+        };
+        peers.shares.push((Some(peers.slots.len()), source.weight));
+        peers.slots.push((format!("peer {peer}"), producers));
     }
-    match found {
-        true => Ok(peers),
-        false => Err(ShareError::NotListed),
-    }
+    Ok(peers)
 }
 
 /// A peer's two producers once it serves `version` of `path`; `None` if
@@ -307,11 +318,13 @@ mod tests {
 
     #[test]
     fn homes_give_this_receiver_s_share_to_its_mirrors_and_each_other_to_its_peer() {
-        let peers =
-            Peers { slots: vec![("a".into(), vec![]), ("b".into(), vec![])], shares: vec![Some(0), None, Some(1)] };
+        let peers = Peers {
+            slots: vec![("a".into(), vec![]), ("b".into(), vec![])],
+            shares: vec![(Some(0), 1), (None, 1), (Some(1), 1)],
+        };
         // No producers in the slots: ids come from their counts (none).
         let homes = peers.homes(3, 3);
-        assert_eq!(homes[1], Home { producers: vec![0, 1, 2], only_here: false });
+        assert_eq!(homes[1], Home { producers: vec![0, 1, 2], only_here: false, weight: 1 });
         assert!(homes[0].producers.is_empty() && homes[0].only_here);
         assert!(homes[2].producers.is_empty() && homes[2].only_here);
     }

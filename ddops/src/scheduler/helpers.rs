@@ -52,7 +52,8 @@ impl Scheduler {
                 // `PEER_HELP_SPEEDUP`).
                 let worth = worth
                     && (!self.producers[p].home_only
-                        || ((fast > PEER_HELP_SPEEDUP * slow || finishes.straggles(alone, Work::Claim(id)))
+                        || (!self.relay_only
+                            && (fast > PEER_HELP_SPEEDUP * slow || finishes.straggles(alone, Work::Claim(id)))
                             && alone > PEER_HELP_AFTER.as_secs_f64()));
                 (worth && back >= 1.0).then_some((id, alone))
             })
@@ -143,7 +144,9 @@ impl Scheduler {
                 .iter()
                 .filter(|(_, seg)| {
                     let gap = seg.hi.saturating_sub(seg.lo);
-                    gap > 0 && (seg.up.is_none() && seg.down.is_none() || gap > self.help_threshold(seg))
+                    gap > 0
+                        && (seg.up.is_none() && seg.down.is_none() || gap > self.help_threshold(seg))
+                        && (!self.relay_only || own(seg))
                 })
                 .max_by_key(|(&sid, seg)| {
                     let (none, half) = (seg.up.is_none() && seg.down.is_none(), seg.up.is_none() != seg.down.is_none());

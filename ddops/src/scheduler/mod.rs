@@ -117,6 +117,8 @@ pub struct Home {
     /// They hold only this share's blocks (another receiver): they never
     /// help elsewhere.
     pub only_here: bool,
+    /// The share's size against the others' (`ddops::fan::Source::weight`).
+    pub weight: u64,
 }
 
 /// Counts for the summary.
@@ -258,6 +260,9 @@ pub struct Scheduler {
     started: Instant,
     /// `with_homes`: the shares, and how far peers may run ahead.
     shares: Option<pace::Shares>,
+    /// `with_homes` in trees (`crate::fan`), or with no share of its own:
+    /// the mirrors stand in for a lost peer and never help one that sends.
+    relay_only: bool,
     /// When a silent peer's claim could be worth taking over
     /// ([`Scheduler::poll_wake`]).
     wake: Option<Instant>,
@@ -283,6 +288,7 @@ impl Scheduler {
             stats: Stats::default(),
             started: now,
             shares: None,
+            relay_only: false,
             wake: None,
             now,
             cfg,
@@ -322,15 +328,17 @@ impl Scheduler {
 
     /// One receiver's part of a file several receivers fetch at once
     /// (`get --share`): `missing` (of `total` blocks) cut into
-    /// `homes.len()` equal shares, share k worked by `homes[k]`'s
-    /// producers: this receiver's mirrors, paired over equal parts of its
-    /// own share, and each other receiver as a virtual pair over the share
-    /// it fetches from the mirrors (its available range grows from both
-    /// ends, as these streams read it). Where a share is cut into several
-    /// missing ranges, its producers take the largest and the helper rules
-    /// the rest; a share with no producers (a receiver that did not
-    /// answer) is helped first. Free producers help as anywhere, except
-    /// those of a home [`Home::only_here`].
+    /// `homes.len()` shares in proportion to their weights, share k worked
+    /// by `homes[k]`'s producers: this receiver's mirrors, paired over
+    /// equal parts of its own share, and each other receiver as a virtual
+    /// pair over the share it reads from it (its available range grows
+    /// from both ends, as these streams read it; [`crate::fan`] says which
+    /// receiver that is). Where a share is cut into several missing
+    /// ranges, its producers take the largest and the helper rules the
+    /// rest; a share with no producers (a receiver that did not answer) is
+    /// helped first. Free producers help as anywhere, except those of a
+    /// home [`Home::only_here`], and where this receiver has no share of
+    /// its own, they only stand in for lost peers.
     pub fn with_homes(
         missing: &[Range<u64>],
         total: u64,
@@ -340,10 +348,19 @@ impl Scheduler {
         now: Instant,
     ) -> Self {
         let mut s = Scheduler::new(0..0, producers, cfg, now);
-        let n = homes.len().max(1) as u128;
-        let bounds: Vec<u64> = (0..=n).map(|k| (total as u128 * k / n) as u64).collect();
+        let weights: Vec<u128> = homes.iter().map(|h| u128::from(h.weight.max(1))).collect();
+        let whole: u128 = weights.iter().sum::<u128>().max(1);
+        let bounds: Vec<u64> = std::iter::once(0)
+            .chain(weights.iter().scan(0, |at, w| {
+                *at += w;
+                Some((total as u128 * *at / whole) as u64)
+            }))
+            .collect();
         let own = homes.iter().position(|h| !h.only_here && !h.producers.is_empty());
         s.shares = own.filter(|_| homes.len() > 1).map(|own| pace::Shares::new(bounds.clone(), missing, own));
+        // Shares that weigh more than one are trees' (`crate::fan`).
+        let trees = homes.iter().any(|h| h.weight > 1);
+        s.relay_only = (own.is_none() || trees) && homes.iter().any(|h| h.only_here);
         for (k, home) in homes.iter().enumerate() {
             let (lo, hi) = (bounds[k], bounds[k + 1]);
             let pieces: Vec<(u64, u64)> =

@@ -208,12 +208,13 @@ impl Group {
             let mine = owner.len();
             let mut homes = vec![];
             let mut peer = spec.mirrors.len();
-            for k in 0..n {
-                if k == i {
-                    homes.push(Home { producers: (0..mine).collect(), only_here: false });
+            for source in crate::fan::sources(n, i) {
+                let weight = source.weight;
+                let Some(k) = source.from else {
+                    homes.push(Home { producers: (0..mine).collect(), only_here: false, weight });
                     continue;
-                }
-                homes.push(Home { producers: vec![owner.len(), owner.len() + 1], only_here: true });
+                };
+                homes.push(Home { producers: vec![owner.len(), owner.len() + 1], only_here: true, weight });
                 owner.extend([peer, peer]);
                 from.extend([Node::Receiver(k), Node::Receiver(k)]);
                 peer += 1;

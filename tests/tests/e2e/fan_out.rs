@@ -14,9 +14,26 @@ use crate::util::*;
 
 const SIZE: usize = 24 << 20;
 
-/// Free loopback addresses for the receivers' servers.
+/// Free loopback addresses for the receivers' servers, below the kernel's
+/// ephemeral ports: a port the kernel picked is free again once its test
+/// listener closes, and another receiver's outgoing connection could take
+/// it before the receiver it was meant for listens on it.
 pub(crate) fn free_addrs(n: usize) -> Vec<String> {
-    let ls: Vec<std::net::TcpListener> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let below: u16 = range.split_whitespace().next().and_then(|p| p.parse().ok()).unwrap_or(32768);
+    let (lo, span) = (10_000u16, below.saturating_sub(10_000).max(1));
+    let mut at = lo + (rand::random::<u16>() % span);
+    let mut ls = vec![];
+    for _ in 0..u32::from(span) {
+        if ls.len() == n {
+            break;
+        }
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", at)) {
+            ls.push(l);
+        }
+        at = if at + 1 >= lo + span { lo } else { at + 1 };
+    }
+    assert_eq!(ls.len(), n, "free ports below {below}");
     ls.iter().map(|l| l.local_addr().unwrap().to_string()).collect()
 }
 
@@ -106,6 +123,78 @@ fn three_receivers_get_exact_copies_and_the_mirrors_send_the_file_about_once() {
     // One copy at the mirrors' 24 MB/s is about a second; three apart
     // would be three.
     assert!(began.elapsed() < Duration::from_secs(20), "{:?}", began.elapsed());
+}
+
+/// Receivers beyond `ddops::fan::FLAT`: each share goes down a tree.
+const MANY: usize = 66;
+const SMALL: usize = 8 << 20;
+
+/// Runs [`MANY`] receivers of an 8 MiB file from two mirrors (`extra`
+/// their flags), killing receiver `kill` once it has part of the file;
+/// checks every other copy and returns the mirrors' upload in copies and
+/// how many receivers fetched from them.
+fn many_receivers(extra: &[&str], kill: Option<usize>) -> (f64, usize) {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big.bin"), SMALL, 66);
+    // Every receiver is on 127.0.0.1: the mirrors take them all.
+    let extra = [extra, &["--metrics", "127.0.0.1:0", "--max-per-client", "1000"]].concat();
+    let mirrors = [Mirror::start(&f.root(), &extra), Mirror::start(&f.root(), &extra)];
+    let outs = f.dir.path().join("outs");
+    std::fs::create_dir(&outs).unwrap();
+    let peers = free_addrs(MANY);
+    let m = mirrors_arg(&mirrors.iter().collect::<Vec<_>>());
+    let mut kids: Vec<Option<Child>> = (0..MANY)
+        .map(|i| {
+            let out = outs.join(format!("c{i}"));
+            let args = ["get", "big.bin", "-m", &m, "-o", out.to_str().unwrap(), "--block-size", "16KiB"];
+            Some(sharing(&args, &peers, &peers[i]))
+        })
+        .collect();
+    if let Some(k) = kill {
+        let part = outs.join(format!("c{k}.ddftp-part"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::metadata(&part).map_or(0, |m| m.len()) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let mut dead = kids[k].take().unwrap();
+        dead.kill().unwrap();
+        dead.wait().unwrap();
+    }
+    let mut roots = 0;
+    for (i, k) in kids.into_iter().enumerate().filter_map(|(i, k)| Some((i, k?))) {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(outs.join(format!("c{i}"))).unwrap() == data, "receiver {i}'s copy differs");
+        let (from_peers, from_mirrors) = from_peers_and_mirrors(&v);
+        assert_eq!(from_peers + from_mirrors, SMALL as u64, "receiver {i}: {v}");
+        roots += usize::from(from_mirrors > 0);
+        let producers = v["producers"].as_array().unwrap();
+        let read_from = producers.iter().filter(|p| p["mirror"].as_str().unwrap().starts_with("peer ")).count();
+        assert!(read_from <= 2 * 32, "receiver {i} read from {read_from} peer connections: {v}");
+    }
+    let sent: f64 =
+        mirrors.iter().map(|m| metric(&scrape(m.metrics.as_ref().unwrap()), "ddftpd_sent_bytes_total")).sum();
+    (sent / SMALL as f64, roots)
+}
+
+#[test]
+fn beyond_64_receivers_each_share_goes_down_a_tree_and_every_copy_is_exact() {
+    // 32 shares, each fetched from the mirrors by one receiver and passed
+    // on down a tree (ddops::fan): no receiver reads from more than 32
+    // others, and the mirrors send about one copy.
+    let (copies, roots) = many_receivers(&[], None);
+    assert_eq!(roots, 32, "receivers that fetched from the mirrors");
+    assert!(copies < 1.2, "the mirrors sent {copies:.2} copies of the file");
+}
+
+#[test]
+fn in_trees_a_receiver_killed_mid_way_does_not_stop_the_others() {
+    // Receiver 40 passes share 8 (2/66 of the file) on to 32 others (half
+    // of them): they take it from their mirrors instead, about one copy
+    // more in all.
+    let (copies, _) = many_receivers(&["--rate-limit", "2MB"], Some(40));
+    assert!(copies < 2.2, "the mirrors sent {copies:.2} copies of the file");
 }
 
 #[test]

@@ -10,9 +10,9 @@ const WHOLE: Range<u64> = 0..60;
 /// pairs (2, 3: share 0; 4, 5: share 2).
 fn homes() -> Vec<Home> {
     vec![
-        Home { producers: vec![2, 3], only_here: true },
-        Home { producers: vec![0, 1], only_here: false },
-        Home { producers: vec![4, 5], only_here: true },
+        Home { producers: vec![2, 3], only_here: true, weight: 1 },
+        Home { producers: vec![0, 1], only_here: false, weight: 1 },
+        Home { producers: vec![4, 5], only_here: true, weight: 1 },
     ]
 }
 
@@ -22,9 +22,13 @@ fn shared_harness(missing: &[Range<u64>]) -> Harness {
 
 /// Receiver 1 of 3 ([`homes`]) over `total` blocks, `missing` to come.
 fn homes_harness(missing: &[Range<u64>], total: u64, cfg: Config) -> Harness {
+    harness_of(&homes(), missing, total, cfg)
+}
+
+fn harness_of(homes: &[Home], missing: &[Range<u64>], total: u64, cfg: Config) -> Harness {
     let now = Instant::now();
     let mut h = Harness {
-        s: Scheduler::with_homes(missing, total, &homes(), 6, cfg, now),
+        s: Scheduler::with_homes(missing, total, homes, 6, cfg, now),
         now,
         queues: (0..6).map(|_| Streams::default()).collect(),
         got: vec![0; total as usize],
@@ -93,14 +97,20 @@ fn with_homes_a_peer_never_leaves_its_share_and_mirrors_help_where_peers_are_slo
 
 #[test]
 fn with_homes_a_failed_peer_s_share_goes_to_the_mirrors() {
-    let mut h = shared_harness(&[WHOLE]);
+    fail_receiver_2(&homes(), 20);
+}
+
+/// Receiver 2 (producers 4, 5) fails at once: the mirrors bring at least
+/// `least` blocks, its share among them.
+fn fail_receiver_2(homes: &[Home], least: u64) {
+    let mut h = harness_of(homes, &[WHOLE], 60, tight());
     h.fail(4);
     h.fail(5);
     h.run_round_robin();
     h.assert_each_block_once();
     let c = h.s.contributions();
     assert_eq!(c[4] + c[5], 0);
-    assert!(c[0] + c[1] >= 20, "{c:?}");
+    assert!(c[0] + c[1] >= least, "{c:?}");
 }
 
 #[test]
@@ -370,4 +380,27 @@ fn with_homes_a_held_share_grows_from_both_its_ends() {
             );
         }
     }
+}
+
+/// [`homes`] as one receiver of many sees them (`crate::fan`'s trees: each
+/// share weighs as many receivers as pass it on).
+fn tree_homes() -> Vec<Home> {
+    homes().into_iter().map(|h| Home { weight: 2, ..h }).collect()
+}
+
+#[test]
+fn with_homes_in_trees_the_mirrors_never_help_a_peer_that_sends() {
+    // Receiver 2 is ten times slower: in a flat group the mirrors would
+    // take much of its share; in trees the blocks they brought would leave
+    // them again for every receiver below this one.
+    let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
+    let mut h = harness_of(&tree_homes(), &[SIX_HUNDRED], 600, cfg);
+    run_timed(&mut h, |p| if p >= 4 { 10 } else { 1 });
+    let c = h.s.contributions();
+    assert_eq!(c[0] + c[1], 200, "the mirrors brought their own share only: {c:?}");
+}
+
+#[test]
+fn with_homes_in_trees_a_lost_parent_s_share_comes_from_the_mirrors() {
+    fail_receiver_2(&tree_homes(), 40);
 }
