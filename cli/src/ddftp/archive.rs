@@ -141,6 +141,8 @@ pub struct ArchiveOpt {
     /// linked here too (rsync's -H); without it each is a copy of its own.
     #[arg(long = "hard-links", short = 'H')]
     pub hard_links: bool,
+    #[command(flatten)]
+    pub keep: super::rsync_keep::Keep,
     /// Extended attributes and ACLs too (as `rsync -AX`): the mirror
     /// lists them, they are set on every entry, and ones DEST has beyond
     /// them are removed.
@@ -337,6 +339,10 @@ impl ArchiveOpt {
 /// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
 /// changes too (here in the `-i` lines).
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
+    if let Err(e) = o.keep.check() {
+        report_error(&e);
+        return Exit::Usage;
+    }
     match rsync_form(&mut o) {
         Ok(Some(to)) => {
             // The rules in their order, read here (the files are this

@@ -16,6 +16,7 @@ mod outcome;
 mod pipe;
 mod push;
 mod rsync_form;
+mod rsync_keep;
 mod rsync_stats;
 mod share;
 mod simulate;

@@ -403,3 +403,44 @@ fn hard_links_are_kept_with_dash_h_and_copied_without_as_rsync_does() {
         }
     }
 }
+
+/// `-a` (and all of its parts, `-rlptgoD`) asks `archive` for what it
+/// keeps anyway: the same tree as `rsync -a`. A part on its own (`-rt`)
+/// would mean keeping less, which archive does not do yet: refused with
+/// the reason, nothing copied.
+#[test]
+fn dash_a_and_its_parts_keep_what_rsync_dash_a_keeps() {
+    let f = Fixture::new();
+    use std::os::unix::fs::PermissionsExt;
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("d/sub")).unwrap();
+    random_file(&src.join("d/f"), 5000, 7);
+    random_file(&src.join("d/sub/run.sh"), 300, 8);
+    std::fs::set_permissions(src.join("d/sub/run.sh"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    std::fs::set_permissions(src.join("d/sub"), std::fs::Permissions::from_mode(0o705)).unwrap();
+    std::os::unix::fs::symlink("f", src.join("d/link")).unwrap();
+    let fifo = std::ffi::CString::new(src.join("d/fifo").into_os_string().into_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) }, 0);
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    std::fs::File::options().write(true).open(src.join("d/f")).unwrap().set_modified(old).unwrap();
+    // rsync 3.5.0 left a new symlink's and fifo's times as it made them
+    // when the source's were within the same second: old ones, so that
+    // the times compared are the source's.
+    for p in ["d/link", "d/fifo"] {
+        let ok = Command::new("touch").args(["-h", "-d", "@1600000000"]).arg(src.join(p)).status().unwrap();
+        assert!(ok.success());
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    let theirs = f.out("rsync");
+    assert_eq!(rsync(&src, &theirs, &[]), 0);
+    for (name, opts) in [("a", &["-a"][..]), ("av", &["-av"][..]), ("parts", &["-rlptgoD"][..])] {
+        let mine = f.out(name);
+        assert_eq!(ours(&m, "src", &mine, opts), 0, "{opts:?}");
+        same_tree(&theirs, &mine);
+    }
+    let none = f.out("rt");
+    let out = ddftp(&["archive", "src", "-m", &m.addr, "-d", none.to_str().unwrap(), "-rt"], 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("-rt without -a") && err.contains("give -a"), "{err}");
+    assert!(!none.exists(), "nothing is copied");
+}
