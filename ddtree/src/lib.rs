@@ -7,6 +7,8 @@
 //! - [`beneath`]: opening below a directory, following no symlink.
 //! - [`layout`]: entries' bytes back to back as one range (bundles).
 //! - [`scratch`]: files written beside their final name, never through a symlink.
+//! - [`safe_links`]: which symlinks point outside the tree (rsync's
+//!   `--safe-links` rule).
 //! - [`list`]: file lists: ours ([`list::ddftp`]) and mpifileutils' v4
 //!   ([`list::mfu`]).
 pub mod attrs;
@@ -16,5 +18,6 @@ pub mod filter;
 pub mod layout;
 pub mod list;
 pub mod names;
+pub mod safe_links;
 pub mod scratch;
 pub mod walk;

@@ -110,6 +110,11 @@ pub struct ArchiveOpt {
     /// name, whatever it holds: only what is missing is copied.
     #[arg(long)]
     pub ignore_existing: bool,
+    /// Leave out symlinks that point outside the tree (absolute, or
+    /// climbing above DEST with ..), as rsync's --safe-links: not made,
+    /// and what DEST has under their names is left as it is.
+    #[arg(long)]
+    pub safe_links: bool,
     /// Update only what DEST already has under its name; make nothing new
     /// (no new file or directory), as rsync's --existing.
     #[arg(long, visible_alias = "ignore-non-existing")]
@@ -279,6 +284,7 @@ fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
         (o.hard_links, "-H"),
         (o.checksum, "-c"),
         (o.ignore_existing, "--ignore-existing"),
+        (o.safe_links, "--safe-links"),
         (o.existing, "--existing"),
         (o.whole_file, "--whole-file"),
         (o.no_owner, "--no-owner"),
@@ -409,34 +415,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
-    let spec = ArchiveSpec {
-        files_from,
-        ignore_existing: o.ignore_existing,
-        existing: o.existing,
-        file_to_parent: o.dest_named,
-        file_to_name: o.dest_may_be_file,
-        max_delete: o.max_delete,
-        backup_dir: o.backup_dir.clone(),
-        backup_suffix,
-        file_src: false,
-        filter,
-        dry_run: o.dry_run,
-        itemize: o.itemize || verbose > 0,
-        delete: o.delete,
-        // SAFETY: geteuid cannot fail.
-        owners: !o.no_owner && unsafe { libc::geteuid() } == 0,
-        by_name: o.by_name,
-        xattrs: o.xattrs,
-        hard_links: o.hard_links,
-        checksum: o.checksum,
-        src: o.src[0].clone(),
-        more_src: o.src[1..].to_vec(),
-        dest: o.dest().to_path_buf(),
-        list: o.list.clone(),
-        strip: o.strip.clone(),
-        part_bytes: o.part_bytes,
-        get,
-    };
+    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from }, verbose);
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -487,6 +466,48 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         job.release();
     }
     finished(&o, result, bar, true)
+}
+
+/// What `run` read and checked of the options, beside them.
+struct Parsed {
+    get: ddftp::transfer::GetSpec,
+    filter: Filter,
+    backup_suffix: Option<String>,
+    files_from: Option<ddtree::files_from::FilesFrom>,
+}
+
+/// The options as the engine's spec.
+fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
+    let Parsed { get, filter, backup_suffix, files_from } = parsed;
+    ArchiveSpec {
+        files_from,
+        ignore_existing: o.ignore_existing,
+        safe_links: o.safe_links,
+        existing: o.existing,
+        file_to_parent: o.dest_named,
+        file_to_name: o.dest_may_be_file,
+        max_delete: o.max_delete,
+        backup_dir: o.backup_dir.clone(),
+        backup_suffix,
+        file_src: false,
+        filter,
+        dry_run: o.dry_run,
+        itemize: o.itemize || verbose > 0,
+        delete: o.delete,
+        // SAFETY: geteuid cannot fail.
+        owners: !o.no_owner && unsafe { libc::geteuid() } == 0,
+        by_name: o.by_name,
+        xattrs: o.xattrs,
+        hard_links: o.hard_links,
+        checksum: o.checksum,
+        src: o.src[0].clone(),
+        more_src: o.src[1..].to_vec(),
+        dest: o.dest().to_path_buf(),
+        list: o.list.clone(),
+        strip: o.strip.clone(),
+        part_bytes: o.part_bytes,
+        get,
+    }
 }
 
 /// `--peers`, `--share`: the tree onto every receiver, each serving what

@@ -387,6 +387,9 @@ impl Archiving<'_> {
         if self.spec.ignore_existing {
             self.leave_existing(&mut items);
         }
+        if self.spec.safe_links {
+            self.leave_unsafe_links(&mut items, progress);
+        }
         if self.spec.existing {
             self.leave_missing(&mut items);
         }

@@ -126,6 +126,10 @@ pub struct ArchiveSpec {
     /// `--ignore-existing`: an entry (not a directory) DEST holds under
     /// its name is left as it is.
     pub ignore_existing: bool,
+    /// `--safe-links`: a symlink pointing outside the tree (absolute, or
+    /// climbing above DEST) is not made, and what DEST has under its name
+    /// is left as it is, as rsync's.
+    pub safe_links: bool,
     /// rsync's `HOST:DIR/NAME DEST` made DEST `DEST/NAME`, for a directory
     /// NAME: a file NAME goes into the DEST given (its parent here).
     pub file_to_parent: bool,

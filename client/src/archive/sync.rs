@@ -515,6 +515,29 @@ impl Archiving<'_> {
         linked.retain(|l| leave(&l.item));
     }
 
+    /// `--safe-links`: leaves out the symlinks whose listed target points
+    /// outside the tree ([`ddtree::safe_links::is_unsafe`]), and keeps what
+    /// DEST has under their names, as rsync's; one listed without a
+    /// target cannot be judged and is left out too, said.
+    pub(super) fn leave_unsafe_links(&self, items: &mut Vec<Item>, progress: &mut dyn crate::transfer::Progress) {
+        use std::os::unix::ffi::OsStrExt;
+        let mut listing = self.listing.lock().expect("listing lock");
+        items.retain(|it| {
+            if it.entry.kind != Kind::Link {
+                return true;
+            }
+            let rel = it.rel.as_os_str().as_bytes();
+            let shown = String::from_utf8_lossy(rel);
+            match it.entry.meta.target() {
+                Some(t) if !ddtree::safe_links::is_unsafe(t, rel) => return true,
+                Some(t) => tracing::info!("ignoring unsafe symlink \"{shown}\" -> \"{}\"", String::from_utf8_lossy(t)),
+                None => progress.warn(&format!("--safe-links: {shown}: the list gives no target to judge; not made")),
+            }
+            listing.kept.insert(it.rel.clone());
+            false
+        });
+    }
+
     /// `--existing`: leaves out every entry DEST does not have under its
     /// name (a new directory with all it holds), DEST itself aside.
     pub(super) fn leave_missing(&self, items: &mut Vec<Item>) {

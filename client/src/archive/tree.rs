@@ -99,6 +99,9 @@ pub(super) struct Piece {
     runs: Option<Box<[(u64, u64)]>>,
     /// The listed owner and group.
     owner: Option<(u32, u32)>,
+    /// A symlink's listed target: the one that arrives must be it (what
+    /// `--safe-links` judged, and what `-i` showed).
+    target: Option<Box<[u8]>>,
 }
 
 impl TreeStore {
@@ -128,6 +131,7 @@ impl TreeStore {
                 size: it.entry.size,
                 runs: it.entry.meta.data().filter(|_| it.entry.kind == Kind::File).map(Box::from),
                 owner: it.entry.meta.owner,
+                target: it.entry.meta.target().filter(|_| it.entry.kind == Kind::Link).map(Box::from),
             });
         }
         let layout = Layout::new(items.iter().map(|it| it.entry.meta.moved_len(it.entry.size))).ok_or_else(|| {
@@ -325,6 +329,18 @@ impl TreeStore {
             done.then(|| links.remove(&i)).flatten()
         };
         let Some(target) = whole else { return Ok(()) };
+        if self.pieces[i].target.as_deref().is_some_and(|listed| listed != target.bytes.as_slice()) {
+            // Changed on the mirror since it was listed, or a mirror that
+            // sends another target than it listed: not made, named.
+            let why = "its target is not the one listed (changed on the mirror while copied?)";
+            self.why
+                .lock()
+                .expect("store lock")
+                .entry(i)
+                .or_insert_with(|| Unread { why: why.into(), mirrors: vec![] });
+            self.bad[i].store(true, Ordering::Release);
+            return Ok(());
+        }
         let path = self.path(i);
         if !self.fresh {
             remove_any(&path)?;

@@ -423,13 +423,7 @@ fn dash_a_and_its_parts_keep_what_rsync_dash_a_keeps() {
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) }, 0);
     let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
     std::fs::File::options().write(true).open(src.join("d/f")).unwrap().set_modified(old).unwrap();
-    // rsync 3.5.0 left a new symlink's and fifo's times as it made them
-    // when the source's were within the same second: old ones, so that
-    // the times compared are the source's.
-    for p in ["d/link", "d/fifo"] {
-        let ok = Command::new("touch").args(["-h", "-d", "@1600000000"]).arg(src.join(p)).status().unwrap();
-        assert!(ok.success());
-    }
+    old_times(&src, &["d/link", "d/fifo"]);
     let m = Mirror::start(&f.root(), &[]);
     let theirs = f.out("rsync");
     assert_eq!(rsync(&src, &theirs, &[]), 0);
@@ -443,4 +437,55 @@ fn dash_a_and_its_parts_keep_what_rsync_dash_a_keeps() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("-rt without -a") && err.contains("give -a"), "{err}");
     assert!(!none.exists(), "nothing is copied");
+}
+
+/// `--safe-links` leaves out the symlinks rsync's leaves out (absolute,
+/// climbing above DEST counted from the link's directory, or with a `..`
+/// after a name), and keeps what DEST has under their names, `--delete`
+/// or not.
+#[test]
+fn safe_links_leaves_out_what_rsync_leaves_out() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    random_file(&src.join("d/f"), 100, 1);
+    random_file(&src.join("top"), 100, 2);
+    for (link, target) in [
+        ("d/ok", "f"),
+        ("d/up", "../top"),
+        ("d/out", "../../x"),
+        ("d/abs", "/etc/passwd"),
+        ("d/sneaky", "sub/../../../x"),
+        ("d/inner", "sub/../f"),
+        ("d/deeper", "../d/f"),
+        ("top_link", "d/f"),
+        ("above", ".."),
+    ] {
+        std::os::unix::fs::symlink(target, src.join(link)).unwrap();
+        old_times(&src, &[link]);
+    }
+    let m = Mirror::start(&f.root(), &[]);
+    let (theirs, mine) = (f.out("rsync"), f.out("ddftp"));
+    for d in [&theirs, &mine] {
+        std::fs::create_dir_all(d.join("d")).unwrap();
+        std::fs::write(d.join("d/abs"), b"what DEST had").unwrap();
+    }
+    assert_eq!(rsync(&src, &theirs, &["--safe-links", "--delete"]), 0);
+    assert_eq!(ours(&m, "src", &mine, &["--safe-links", "--delete"]), 0);
+    same_tree(&theirs, &mine);
+    assert_eq!(std::fs::read(mine.join("d/abs")).unwrap(), b"what DEST had");
+    for gone in ["d/out", "d/sneaky", "d/inner", "above"] {
+        assert!(std::fs::symlink_metadata(mine.join(gone)).is_err(), "{gone} made");
+    }
+}
+
+/// Gives `names` below `src` (symlinks themselves, FIFOs) an old mtime:
+/// rsync 3.5.0 left a new symlink's and FIFO's times as it made them when
+/// the source's were within the same second, so the times compared are
+/// then the source's.
+fn old_times(src: &Path, names: &[&str]) {
+    for n in names {
+        let ok = Command::new("touch").args(["-h", "-d", "@1600000000"]).arg(src.join(n)).status().unwrap();
+        assert!(ok.success(), "touch -h {n}");
+    }
 }
