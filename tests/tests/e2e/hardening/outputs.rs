@@ -270,3 +270,35 @@ fn umask() -> u32 {
     let line = status.lines().find(|l| l.starts_with("Umask:")).expect("Umask in /proc/self/status");
     u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
 }
+
+/// A mirror that lists a symlink with one target and sends another (here
+/// a safe one listed, an absolute one sent): the link is not made, and
+/// the run says so; `--safe-links` judged the listed target, so what
+/// lands must be that one.
+#[test]
+fn a_symlink_target_other_than_the_listed_one_is_not_made() {
+    let f = Fixture::new();
+    let r = |k: char, size: usize, mode: &str, attrs: &str, p: &str| {
+        format!("{k} {size} {mode} {T} {attrs} {p}").into_bytes()
+    };
+    let records = [
+        r('d', 4096, "755", "u=0:0", "src"),
+        r('f', 6, "644", "u=0:0", "src/f"),
+        // Listed: "f" (hex 66); sent: "/".
+        r('l', 1, "777", "u=0:0,l=66", "src/link"),
+    ];
+    let records: Vec<&[u8]> = records.iter().map(|v| &v[..]).collect();
+    let m = FakeMirror::start(Script::new(&records, &[(b"src/f", b"ffffff"), (b"src/link", b"/")]));
+    for extra in [&[][..], &["--safe-links"][..]] {
+        let dest = f.out(if extra.is_empty() { "plain" } else { "safe" });
+        let o = std::process::Command::new(bin("ddftp"))
+            .args(["archive", "src", "--mirrors", &m.addr, "--dest", dest.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert!(err.contains("link") && err.contains("not the one listed"), "{err}");
+        assert!(std::fs::symlink_metadata(dest.join("link")).is_err(), "the link was made");
+        assert_eq!(std::fs::read(dest.join("f")).unwrap(), b"ffffff");
+    }
+}
