@@ -158,13 +158,20 @@ fn delta_an_interrupted_update_leaves_the_old_copy_intact_and_resumes() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Kill it once part of the new half has arrived.
+    // Kill it once part of the new half has arrived and been journaled
+    // (under load the scan of the old copy can take longer than any fixed
+    // wait): the part file holds some of the new half's (random, so
+    // nonzero) bytes.
     let part = f.out("f.ddftp-part");
     let t = Instant::now();
-    while std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0) == 0 || t.elapsed() < Duration::from_millis(1500) {
-        assert!(t.elapsed() < Duration::from_secs(20), "no part file");
-        std::thread::sleep(Duration::from_millis(50));
+    let arrived = || std::fs::read(&part).is_ok_and(|p| p.get(32 * MIB..).is_some_and(|h| h.iter().any(|&b| b != 0)));
+    while !arrived() {
+        assert!(t.elapsed() < Duration::from_secs(60), "none of the new half arrived");
+        std::thread::sleep(Duration::from_millis(100));
     }
+    // And long enough for the journal to say so (about a third of the
+    // new half at the limited rate).
+    std::thread::sleep(Duration::from_millis(1500));
     run.kill().unwrap();
     run.wait().unwrap();
     assert!(std::fs::read(&out).unwrap() == old, "the old copy changed while the update ran");
