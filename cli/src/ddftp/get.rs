@@ -332,9 +332,12 @@ pub fn print_summary(r: &GetResult, to: &mut dyn std::io::Write) -> std::io::Res
                 "NOT VERIFIED: HTTP mirrors gave no digest; pass --checksum sha-256=HEX or --checksum-url URL".into()
             }
             Sha256Checked::Sealed => "sealed blocks".into(),
+            Sha256Checked::Mirrors if !t.sha256_computed => {
+                "the mirrors' digest: every block matched their chunk manifest as it arrived".into()
+            }
             c => format!("matches {}", c.source()),
         },
-        if t.verified { "; every block verified as it arrived" } else { "" }
+        if t.verified && t.sha256_computed { "; every block verified as it arrived" } else { "" }
     )?;
     if t.matched_bytes > 0 {
         // rsync --stats' words: what the old copy held, what moved.

@@ -247,6 +247,10 @@ impl<'a> Archiving<'a> {
             let again = Box::pin(self.move_part(&lost, ready, defs, progress, phases)).await?;
             report = merge_reports(report, again);
         }
+        for i in store.other_targets() {
+            let why = "a symlink whose target is not the one listed (changed on the mirror since the walk?): not made";
+            self.failed(&todo[i].rel, why.to_string());
+        }
         let unread = store.unread().into_iter().map(|(i, u)| (todo[i], u)).collect();
         let again = self.read_elsewhere(unread, progress, phases).await?;
         report = merge_reports(report, again);

@@ -63,6 +63,10 @@ pub struct TreeStore {
     written: Vec<std::sync::atomic::AtomicU64>,
     /// Why each of those could not be read, and the mirrors that said so.
     why: Mutex<HashMap<usize, Unread>>,
+    /// Symlinks whose arriving target was not the listed one: not made,
+    /// reported as failed entries (asking other mirrors would bring the
+    /// same bytes: the range is verified).
+    other_target: Mutex<Vec<usize>>,
 }
 
 /// Why an entry could not be read, and the mirrors that could not.
@@ -156,6 +160,7 @@ impl TreeStore {
             bad,
             written,
             why: Mutex::default(),
+            other_target: Mutex::default(),
         })
     }
 
@@ -193,6 +198,13 @@ impl TreeStore {
         let mut v: Vec<(usize, Unread)> =
             why.iter().filter(|(&i, _)| self.is_bad(i)).map(|(&i, w)| (i, w.clone())).collect();
         v.sort_unstable_by_key(|(i, _)| *i);
+        v
+    }
+
+    /// The symlinks not made because their target was not the listed one.
+    pub(super) fn other_targets(&self) -> Vec<usize> {
+        let mut v = self.other_target.lock().expect("store lock").clone();
+        v.sort_unstable();
         v
     }
 
@@ -335,6 +347,7 @@ impl TreeStore {
             // judged safe): not made, said.
             let shown = String::from_utf8_lossy(self.pieces[i].name.as_bytes());
             tracing::warn!("symlink {shown}: its target is not the one listed (changed on the mirror?); not made");
+            self.other_target.lock().expect("store lock").push(i);
             return Ok(());
         }
         let path = self.path(i);

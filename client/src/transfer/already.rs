@@ -77,7 +77,11 @@ pub(super) async fn done_before(
         .and_then(|r| r)
         .map_err(|source| TransferError::Output { path: spec.output.clone(), source, resume: Resume::Nothing })?;
     match (found, want) {
-        (Output::Same, Some(sha)) => Ok(Some(done(spec, size, sha, checked, mtime, started))),
+        (Output::Same, Some(sha)) => {
+            let mut r = done(spec, size, sha, checked, mtime, started);
+            r.sha256_computed = true;
+            Ok(Some(r))
+        }
         (Output::Differs, _) if spec.no_clobber => Err(TransferError::Clobber { path: spec.output.clone() }),
         _ => Ok(None),
     }
@@ -127,6 +131,8 @@ pub fn report(
         sha256: Some(sha256),
         verified: true,
         sha256_checked: checked,
+        // Set where the output's SHA-256 was computed to find it complete.
+        sha256_computed: false,
         producers: vec![],
         from_peers: 0,
         links: vec![],

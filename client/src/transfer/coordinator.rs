@@ -421,6 +421,7 @@ impl Coordinator<'_> {
             sha256: None,
             verified,
             sha256_checked: Sha256Checked::Mirrors,
+            sha256_computed: false,
             producers,
             from_peers,
             links,

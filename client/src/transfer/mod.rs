@@ -289,6 +289,9 @@ pub async fn get_joining(
         let r = already::done(spec, size, sha.clone(), checked, mtime, started);
         return Ok(nothing_moved(spec, r, warnings, usable));
     }
+    // ddftpd mirrors that agreed on the digest (and so on the manifest's
+    // root beside its SHA-256).
+    let vouching = usable.len();
     let (slots, mirror_names) = make_slots(spec, usable, http, spare, progress, &mut warnings).await;
     let sealed = spec.sealed_size.is_some();
     let out_err = unwritable(&part);
@@ -304,6 +307,8 @@ pub async fn get_joining(
         asked_block: seed.as_ref().map_or(spec.block_size, seed::Seed::block_size),
         limit,
         hashes: manifest.as_ref().map(|m| m.chunk_size),
+        tied: vouching >= 2 && manifest.as_ref().is_some_and(|m| m.kind == crate::manifest::ChunkHash::Blake3),
+        seeded: seed.is_some(),
         mirrors_sha256: Some(&mirrors_sha256),
         expected: expected.as_ref().map(|e| (e.sha256.as_str(), e.from)),
         http_date: copy.date.as_ref().and_then(|d| d.as_deref()),
@@ -380,10 +385,18 @@ pub async fn get_joining(
     let mut report = result?;
     report.matched_bytes = placed.matched;
     report.piece_bytes = placed.pieces;
-    report.sha256 = got.map_err(out_err)?;
+    whole_sha256(&mut report, got.map_err(out_err)?, (!sealed).then_some(&mirrors_sha256));
     report.sha256_checked = started_from.sha256_checked;
     let done = finish::Done { report, file, part, jpath, sha256, http_only, to_stdout, mtime };
     finish::check_and_place(spec, done, expected.as_ref())
+}
+
+/// The output's SHA-256 in `report`: the one computed, or where none was
+/// and the file is no bundle, the mirrors' (every block matched their
+/// chunk manifest: `start::manifest_vouches`).
+fn whole_sha256(report: &mut TransferReport, computed: Option<String>, mirrors: Option<&String>) {
+    report.sha256_computed = computed.is_some();
+    report.sha256 = computed.or_else(|| mirrors.cloned());
 }
 
 /// The chunk hashes blocks are checked against, if any: the manifest a

@@ -69,6 +69,10 @@ pub struct TransferReport {
     pub verified: bool,
     /// What the output's SHA-256 was checked against.
     pub sha256_checked: Sha256Checked,
+    /// `sha256` was computed over the output; otherwise it is the mirrors'
+    /// (every block matched their chunk manifest, whose root is tied to
+    /// it: computing it again would only cost a core).
+    pub sha256_computed: bool,
     pub producers: Vec<ProducerReport>,
     /// Of the bytes moved, those other receivers sent (`--share`).
     pub from_peers: u64,

@@ -84,6 +84,12 @@ pub(super) struct Facts<'a> {
     pub(super) limit: u32,
     /// The chunk size of the hashes in hand (manifest or Metalink pieces).
     pub(super) hashes: Option<u32>,
+    /// Those hashes are the ddftpd mirrors' chunk manifest, whose root is
+    /// in the digest two or more of them agreed on with `mirrors_sha256`
+    /// (one alone could pair a right manifest with another file's SHA-256).
+    pub(super) tied: bool,
+    /// Blocks are taken from a local copy (delta) before any arrives.
+    pub(super) seeded: bool,
     /// The SHA-256 the ddftpd mirrors agreed on.
     pub(super) mirrors_sha256: Option<&'a str>,
     /// A published SHA-256 (`--checksum`, a list, a Metalink, a URL) and
@@ -115,7 +121,9 @@ pub(super) struct Plan {
     /// has nothing to resume; `-o -` keeps nothing).
     pub(super) save_journal: bool,
     /// The whole file's SHA-256 is computed as it completes (a bundle's
-    /// blocks are each sealed; its range's SHA-256 would match nothing).
+    /// blocks are each sealed; its range's SHA-256 would match nothing),
+    /// unless every block is checked against the mirrors' chunk manifest
+    /// ([`manifest_vouches`]).
     pub(super) hash_whole: bool,
     pub(super) sha256_checked: Sha256Checked,
     /// What to tell the user, in order.
@@ -186,7 +194,7 @@ pub(super) fn plan(f: &Facts) -> Result<Plan, TransferError> {
         resume: earlier.is_some(),
         done: done_before(earlier, f.range.as_ref(), blocks, block_size),
         save_journal: !f.to_stdout && blocks > 1,
-        hash_whole: !f.sealed,
+        hash_whole: !f.sealed && !manifest_vouches(f, hashes, earlier.is_some()),
         sha256_checked: match checked_against(f.sealed, f.http_only, f.expected.map(|(_, from)| from)) {
             // Every block checked against the Metalink's piece hashes.
             Sha256Checked::Nothing if hashes => Sha256Checked::Pieces,
@@ -194,6 +202,30 @@ pub(super) fn plan(f: &Facts) -> Result<Plan, TransferError> {
         },
         warnings,
     })
+}
+
+/// Whether the mirrors' chunk manifest vouches for the whole file, so its
+/// SHA-256 need not be computed again: every block of this run is checked
+/// against it as it arrives (`hashes`), and its root is in the digest two
+/// or more mirrors agreed on with their SHA-256, so a file whose every
+/// block matches is the one they hashed (BLAKE3 and SHA-256 alike resist
+/// collisions; mirrors that agree on a lie are the list checksum's to
+/// catch, as they are now). A single mirror's word is checked: it could
+/// pair the right manifest with another file's SHA-256. Not where a SHA-256 comes from elsewhere (`--checksum`, a
+/// Metalink, a listing: the file must be that one, whatever the mirrors
+/// say), where blocks were written before this run (resumed: the part
+/// file may have changed on disk since; delta's local blocks), and not for
+/// `-o -`, whose bytes go out through the hash.
+fn manifest_vouches(f: &Facts, hashes: bool, resumed: bool) -> bool {
+    hashes
+        && f.tied
+        && f.mirrors_sha256.is_some()
+        && f.expected.is_none()
+        && !f.http_only
+        && !f.to_stdout
+        && !f.seeded
+        && !resumed
+        && f.range.is_none()
 }
 
 /// The blocks already in place: those an interrupted run wrote, and, for
@@ -239,6 +271,8 @@ mod tests {
             asked_block: 256 << 10,
             limit: 16 << 20,
             hashes: Some(64 << 10),
+            tied: false,
+            seeded: false,
             mirrors_sha256: Some(SHA),
             expected: None,
             http_date: None,
@@ -366,5 +400,30 @@ mod tests {
         );
         let p = plan(&Facts { expected: Some(("ef", Sha256Checked::Checksum)), ..web }).unwrap();
         assert_eq!((p.identity.as_str(), p.sha256_checked), ("ef", Sha256Checked::Checksum));
+    }
+
+    #[test]
+    fn the_whole_sha256_is_left_out_only_where_the_mirrors_manifest_checks_every_block_of_this_run() {
+        let tied = || Facts { tied: true, ..facts() };
+        assert!(!plan(&tied()).unwrap().hash_whole);
+        assert!(plan(&facts()).unwrap().hash_whole, "Metalink pieces are not the mirrors' manifest");
+        for f in [
+            Facts { expected: Some(("ef", Sha256Checked::Checksum)), ..tied() },
+            Facts { hashes: None, ..tied() },
+            Facts { verify: false, hashes: None, ..tied() },
+            Facts { seeded: true, ..tied() },
+            Facts { to_stdout: true, ..tied() },
+            Facts { http_only: true, ..tied() },
+            Facts { mirrors_sha256: None, ..tied() },
+        ] {
+            assert!(plan(&f).unwrap().hash_whole);
+        }
+        let j = journal(256 << 10, &[(0, 9)]);
+        let part = PartFile::Len(10 << 20);
+        let e = Earlier { journal: &j, file: Path::new("j"), part: Some((Path::new("p"), &part)) };
+        assert!(
+            plan(&Facts { earlier: Some(e), ..tied() }).unwrap().hash_whole,
+            "resumed: the part file may have changed"
+        );
     }
 }

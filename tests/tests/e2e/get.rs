@@ -30,6 +30,10 @@ fn one_to_five_mirrors_at_different_rates() {
         assert!(got == data, "k={k}: output differs from the source");
         assert_eq!(j["bytes"], data.len() as u64);
         assert_eq!(j["sha256"], format!("{:x}", Sha256::digest(&data)));
+        // One mirror's SHA-256 is checked by computing it; where two or
+        // more agree and every block matched their manifest, it is theirs.
+        assert_eq!(j["sha256_computed"], k == 1, "k={k}");
+        assert_eq!(j["verified"], true);
         let producers = j["producers"].as_array().unwrap();
         assert_eq!(producers.len(), k);
         let sum: u64 = producers.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();

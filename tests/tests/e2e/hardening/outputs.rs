@@ -298,6 +298,8 @@ fn a_symlink_target_other_than_the_listed_one_is_not_made() {
             .unwrap();
         let err = stderr(&o);
         assert!(err.contains("link") && err.contains("not the one listed"), "{err}");
+        // Said as a failed entry: a script sees the tree is not whole.
+        assert_eq!(o.status.code(), Some(5), "{err}");
         assert!(std::fs::symlink_metadata(dest.join("link")).is_err(), "the link was made");
         assert_eq!(std::fs::read(dest.join("f")).unwrap(), b"ffffff");
     }
