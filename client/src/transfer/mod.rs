@@ -308,7 +308,6 @@ pub async fn get_joining(
         limit,
         hashes: manifest.as_ref().map(|m| m.chunk_size),
         tied: vouching >= 2 && manifest.as_ref().is_some_and(|m| m.kind == crate::manifest::ChunkHash::Blake3),
-        seeded: seed.is_some(),
         mirrors_sha256: Some(&mirrors_sha256),
         expected: expected.as_ref().map(|e| (e.sha256.as_str(), e.from)),
         http_date: copy.date.as_ref().and_then(|d| d.as_deref()),

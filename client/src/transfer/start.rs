@@ -88,8 +88,6 @@ pub(super) struct Facts<'a> {
     /// in the digest two or more of them agreed on with `mirrors_sha256`
     /// (one alone could pair a right manifest with another file's SHA-256).
     pub(super) tied: bool,
-    /// Blocks are taken from a local copy (delta) before any arrives.
-    pub(super) seeded: bool,
     /// The SHA-256 the ddftpd mirrors agreed on.
     pub(super) mirrors_sha256: Option<&'a str>,
     /// A published SHA-256 (`--checksum`, a list, a Metalink, a URL) and
@@ -211,10 +209,12 @@ pub(super) fn plan(f: &Facts) -> Result<Plan, TransferError> {
 /// block matches is the one they hashed (BLAKE3 and SHA-256 alike resist
 /// collisions; mirrors that agree on a lie are the list checksum's to
 /// catch, as they are now). A single mirror's word is checked: it could
-/// pair the right manifest with another file's SHA-256. Not where a SHA-256 comes from elsewhere (`--checksum`, a
-/// Metalink, a listing: the file must be that one, whatever the mirrors
-/// say), where blocks were written before this run (resumed: the part
-/// file may have changed on disk since; delta's local blocks), and not for
+/// pair the right manifest with another file's SHA-256. Delta's local
+/// chunks count as checked: each is hashed where it was placed and kept
+/// only if it matches. Not where a SHA-256 comes from elsewhere
+/// (`--checksum`, a Metalink, a listing: the file must be that one,
+/// whatever the mirrors say), where blocks were written before this run
+/// (resumed: the part file may have changed on disk since), and not for
 /// `-o -`, whose bytes go out through the hash.
 fn manifest_vouches(f: &Facts, hashes: bool, resumed: bool) -> bool {
     hashes
@@ -223,7 +223,6 @@ fn manifest_vouches(f: &Facts, hashes: bool, resumed: bool) -> bool {
         && f.expected.is_none()
         && !f.http_only
         && !f.to_stdout
-        && !f.seeded
         && !resumed
         && f.range.is_none()
 }
@@ -272,7 +271,6 @@ mod tests {
             limit: 16 << 20,
             hashes: Some(64 << 10),
             tied: false,
-            seeded: false,
             mirrors_sha256: Some(SHA),
             expected: None,
             http_date: None,
@@ -411,7 +409,6 @@ mod tests {
             Facts { expected: Some(("ef", Sha256Checked::Checksum)), ..tied() },
             Facts { hashes: None, ..tied() },
             Facts { verify: false, hashes: None, ..tied() },
-            Facts { seeded: true, ..tied() },
             Facts { to_stdout: true, ..tied() },
             Facts { http_only: true, ..tied() },
             Facts { mirrors_sha256: None, ..tied() },
