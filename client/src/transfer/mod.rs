@@ -582,7 +582,7 @@ fn open_store(
                     _ => out_err(e),
                 });
             }
-            Ok(Arc::new(f))
+            Ok(Arc::new(crate::store::OneWriter::new(f)))
         }
     }
 }
