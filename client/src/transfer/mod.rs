@@ -289,9 +289,9 @@ pub async fn get_joining(
         let r = already::done(spec, size, sha.clone(), checked, mtime, started);
         return Ok(nothing_moved(spec, r, warnings, usable));
     }
-    // ddftpd mirrors that agreed on the digest (and so on the manifest's
-    // root beside its SHA-256).
-    let vouching = usable.len();
+    // ddftpd mirrors that agreed on the digest (the manifest's root beside
+    // its SHA-256).
+    let agreeing = usable.len();
     let (slots, mirror_names) = make_slots(spec, usable, http, spare, progress, &mut warnings).await;
     let sealed = spec.sealed_size.is_some();
     let out_err = unwritable(&part);
@@ -307,7 +307,8 @@ pub async fn get_joining(
         asked_block: seed.as_ref().map_or(spec.block_size, seed::Seed::block_size),
         limit,
         hashes: manifest.as_ref().map(|m| m.chunk_size),
-        tied: vouching >= 2 && manifest.as_ref().is_some_and(|m| m.kind == crate::manifest::ChunkHash::Blake3),
+        tied: manifest.as_ref().is_some_and(|m| m.kind == crate::manifest::ChunkHash::Blake3),
+        agreeing,
         mirrors_sha256: Some(&mirrors_sha256),
         expected: expected.as_ref().map(|e| (e.sha256.as_str(), e.from)),
         http_date: copy.date.as_ref().and_then(|d| d.as_deref()),

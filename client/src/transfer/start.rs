@@ -85,9 +85,10 @@ pub(super) struct Facts<'a> {
     /// The chunk size of the hashes in hand (manifest or Metalink pieces).
     pub(super) hashes: Option<u32>,
     /// Those hashes are the ddftpd mirrors' chunk manifest, whose root is
-    /// in the digest two or more of them agreed on with `mirrors_sha256`
-    /// (one alone could pair a right manifest with another file's SHA-256).
+    /// in the digest they agreed on with `mirrors_sha256`.
     pub(super) tied: bool,
+    /// How many ddftpd mirrors agreed on that digest.
+    pub(super) agreeing: usize,
     /// The SHA-256 the ddftpd mirrors agreed on.
     pub(super) mirrors_sha256: Option<&'a str>,
     /// A published SHA-256 (`--checksum`, a list, a Metalink, a URL) and
@@ -219,6 +220,7 @@ pub(super) fn plan(f: &Facts) -> Result<Plan, TransferError> {
 fn manifest_vouches(f: &Facts, hashes: bool, resumed: bool) -> bool {
     hashes
         && f.tied
+        && f.agreeing >= 2
         && f.mirrors_sha256.is_some()
         && f.expected.is_none()
         && !f.http_only
@@ -271,6 +273,7 @@ mod tests {
             limit: 16 << 20,
             hashes: Some(64 << 10),
             tied: false,
+            agreeing: 2,
             mirrors_sha256: Some(SHA),
             expected: None,
             http_date: None,
@@ -412,6 +415,7 @@ mod tests {
             Facts { to_stdout: true, ..tied() },
             Facts { http_only: true, ..tied() },
             Facts { mirrors_sha256: None, ..tied() },
+            Facts { agreeing: 1, ..tied() },
         ] {
             assert!(plan(&f).unwrap().hash_whole);
         }
