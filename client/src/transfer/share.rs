@@ -179,10 +179,11 @@ pub(super) async fn start(
         (true, ..) => Offering::Sealed(at.store.clone()),
         (false, Some(hashes), Some(file)) => {
             let file = file.try_clone().map_err(out_err)?;
-            Offering::File { file, mtime: at.mtime, digest: version.digest, hashes }
+            let (digest, hashes) = described(version, hashes);
+            Offering::File { file, mtime: at.mtime, digest, hashes }
         }
         _ => {
-            let w = "not sharing: only a file moved whole to its name, with a chunk manifest from ddftpd mirrors, or an archive's verified range, is shared";
+            let w = "not sharing: only a file moved whole to its name whose every block is checked as it arrives (a chunk manifest from ddftpd mirrors, or a Metalink's pieces of at most 16 MiB), or an archive's verified range, is shared";
             super::tell(progress, warnings, w.to_string());
             share.sharing.decline();
             return Ok(None);
@@ -195,6 +196,22 @@ pub(super) async fn start(
     }
     let peers = connect_peers(share, &spec.path, version, spec.token.clone(), progress, warnings).await?;
     Ok(Some((offered, peers)))
+}
+
+/// What a receiver's server says of the file it shares: the mirrors'
+/// digest and chunk manifest where ddftpd mirrors gave them. From web
+/// servers alone the hashes are a Metalink's pieces and there is no
+/// ddftpd digest: the file is described as a bundle is (ddftpd's chunk
+/// size, no digests, no manifest), the other receivers match it by size
+/// and check each block against their own copy of the pieces.
+fn described<'a>(version: &Version, hashes: &'a [Hash]) -> (FileDigest, &'a [Hash]) {
+    match version.digest.chunk_size {
+        0 => {
+            let chunk_size = ddftp_proto::manifest::chunk_size(version.size);
+            (FileDigest { chunk_size, sha256: [0; 32], manifest: [0; 32] }, &[])
+        }
+        _ => (version.digest, hashes),
+    }
 }
 
 /// Connects to every peer (two connections each) once it serves the
@@ -294,8 +311,9 @@ async fn ask(
             Err(e) => return Err(e.into()),
         }
     };
-    // A bundle has no digests: the same name (the list's) and size is the
-    // same range, and each block is checked against the mirrors' seals.
+    // A bundle, or a file from web servers alone, has no digests of
+    // ddftpd's: the same name and size is the same range, and each block
+    // is checked against the mirrors' seals or the Metalink's pieces.
     let sealed = version.digest.chunk_size == 0;
     match got {
         Some(v) if v == *version || (sealed && v.size == version.size) => {}
@@ -315,6 +333,17 @@ fn not_yet_offered(e: &SessionError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_from_web_servers_alone_is_described_as_a_bundle_is_and_its_pieces_are_not_served() {
+        let pieces = [[7u8; 32]; 3];
+        let (d, h) = described(&Version::sealed(40 << 20), &pieces);
+        assert_eq!(d.chunk_size, ddftp_proto::manifest::chunk_size(40 << 20));
+        assert!(h.is_empty() && d.sha256 == [0; 32] && d.manifest == [0; 32]);
+        let ddftpd =
+            Version { size: 40 << 20, digest: FileDigest { chunk_size: 1 << 20, sha256: [1; 32], manifest: [2; 32] } };
+        assert_eq!(described(&ddftpd, &pieces), (ddftpd.digest, &pieces[..]));
+    }
 
     #[test]
     fn homes_give_this_receiver_s_share_to_its_mirrors_and_each_other_to_its_peer() {

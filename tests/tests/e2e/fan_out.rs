@@ -199,19 +199,26 @@ fn in_trees_a_receiver_killed_mid_way_does_not_stop_the_others() {
     assert!(copies < 4.0, "the mirrors sent {copies:.2} copies of the file");
 }
 
-#[test]
-fn a_peer_that_sends_corrupt_blocks_is_dropped_and_every_copy_is_exact() {
-    let s = setup();
-    let mut sent = s.data.clone();
+/// A peer serving `data`'s digests with corrupt bytes (one in 4096
+/// flipped), second in a list of three with two free addresses.
+fn between_a_liar(data: &[u8]) -> (FakeMirror, Vec<String>) {
+    let mut sent = data.to_vec();
     for b in sent.iter_mut().step_by(4096) {
         *b ^= 0x5a;
     }
     let liar = FakeMirror::start(Script {
-        files: [("big.bin".to_string(), Served { claimed: s.data.clone(), digest_lie: false, sent })].into(),
+        files: [("big.bin".to_string(), Served { claimed: data.to_vec(), digest_lie: false, sent })].into(),
         ..Script::default()
     });
     let mut peers = free_addrs(2);
     peers.insert(1, liar.addr.clone());
+    (liar, peers)
+}
+
+#[test]
+fn a_peer_that_sends_corrupt_blocks_is_dropped_and_every_copy_is_exact() {
+    let s = setup();
+    let (liar, peers) = between_a_liar(&s.data);
     let kids: Vec<Child> =
         [0, 2].iter().map(|&i| receiver(&s.mirrors(), &s.outs.join(format!("c{i}")), &peers, &peers[i])).collect();
     for (i, k) in kids.into_iter().enumerate() {
@@ -346,5 +353,104 @@ fn receivers_with_certificates_share_over_tls_and_one_that_cannot_verify_them_us
             0 => assert!(from_peers == 0 && said.contains("not using peer") && said.contains("certificate"), "{v}"),
             _ => assert!(from_peers > SIZE as u64 / 3, "receiver {i} took {from_peers} bytes from its peers: {v}"),
         }
+    }
+}
+
+/// Bytes nginx's access log (combined format) says it sent, all of them.
+fn logged_bytes(log: &Path) -> u64 {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines().filter_map(|l| l.split('"').nth(2)?.split_whitespace().nth(1)?.parse::<u64>().ok()).sum()
+}
+
+/// Two rate-limited web servers of a random [`SIZE`]-byte `big.bin`, each
+/// logging what it sends, and a Metalink of it (256 KiB pieces).
+struct Web {
+    f: Fixture,
+    data: Vec<u8>,
+    servers: Vec<crate::util::nginx::Nginx>,
+    logs: PathBuf,
+    meta4: PathBuf,
+    outs: PathBuf,
+}
+
+fn web() -> Web {
+    use crate::util::nginx::Nginx;
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("big.bin"), SIZE, 57);
+    let logs = f.dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let servers: Vec<Nginx> = (0..2)
+        .map(|i| {
+            let log = format!("access_log {};", logs.join(format!("access{i}.log")).display());
+            Nginx::start(&f.root(), Some("2m"), None, &log)
+        })
+        .collect();
+    let urls: Vec<String> = servers.iter().map(|s| format!("{}big.bin", s.url)).collect();
+    let meta4 = f.out("big.meta4");
+    std::fs::write(&meta4, crate::http_sources::meta4_in("big.bin", &data, &urls, 256 << 10)).unwrap();
+    let outs = f.dir.path().join("outs");
+    std::fs::create_dir(&outs).unwrap();
+    Web { f, data, servers, logs, meta4, outs }
+}
+
+impl Web {
+    /// Receiver `i` of the Metalink among `peers`.
+    fn receiver(&self, i: usize, peers: &[String]) -> Child {
+        let out = self.outs.join(format!("c{i}"));
+        sharing(&["get", "--metalink", self.meta4.to_str().unwrap(), "-o", out.to_str().unwrap()], peers, &peers[i])
+    }
+
+    /// Copies of the file the web servers sent (their logs, once stopped).
+    fn uploaded(self) -> f64 {
+        let Web { f, servers, logs, .. } = self;
+        drop(servers);
+        let bytes: u64 = (0..2).map(|i| logged_bytes(&logs.join(format!("access{i}.log")))).sum();
+        drop(f);
+        bytes as f64 / SIZE as f64
+    }
+}
+
+#[test]
+fn from_web_servers_with_a_metalink_each_block_leaves_them_about_once_and_every_copy_is_exact() {
+    let w = web();
+    let peers = free_addrs(3);
+    let kids: Vec<Child> = (0..3).map(|i| w.receiver(i, &peers)).collect();
+    for (i, k) in kids.into_iter().enumerate() {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(w.outs.join(format!("c{i}"))).unwrap() == w.data, "receiver {i}'s copy differs");
+        let (peers_bytes, mirror_bytes) = from_peers_and_mirrors(&v);
+        assert_eq!(peers_bytes + mirror_bytes, SIZE as u64, "receiver {i}: {v}");
+        assert!(peers_bytes > SIZE as u64 / 3, "receiver {i} took {peers_bytes} bytes from its peers: {v}");
+    }
+    let copies = w.uploaded();
+    assert!(copies < 1.2, "the web servers sent {copies:.2} copies of the file");
+}
+
+#[test]
+fn from_web_servers_a_lying_peer_is_caught_by_the_metalink_pieces_and_without_pieces_nothing_is_shared() {
+    let w = web();
+    let (liar, peers) = between_a_liar(&w.data);
+    let kids: Vec<Child> = [0, 2].iter().map(|&i| w.receiver(i, &peers)).collect();
+    for (i, k) in kids.into_iter().enumerate() {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(w.outs.join(format!("c{}", [0, 2][i]))).unwrap() == w.data, "copy {i} differs");
+        let said = v["warnings"].to_string();
+        assert!(said.contains(&format!("dropping peer {}", liar.addr)), "{said}");
+    }
+    // Plain URLs give nothing to check a peer's block against: each
+    // receiver says so and fetches the whole file from the web servers.
+    let peers = free_addrs(2);
+    let url = format!("{}big.bin", w.servers[0].url);
+    let kids: Vec<Child> = (0..2)
+        .map(|i| sharing(&["get", &url, "-o", w.outs.join(format!("p{i}")).to_str().unwrap()], &peers, &peers[i]))
+        .collect();
+    for (i, k) in kids.into_iter().enumerate() {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(w.outs.join(format!("p{i}"))).unwrap() == w.data, "plain copy {i} differs");
+        assert!(v["warnings"].to_string().contains("not sharing: "), "{v}");
+        assert_eq!(from_peers_and_mirrors(&v), (0, SIZE as u64));
     }
 }

@@ -14,7 +14,7 @@ fn meta4(name: &str, data: &[u8], urls: &[String]) -> String {
 }
 
 /// The same with pieces of `piece` bytes.
-fn meta4_in(name: &str, data: &[u8], urls: &[String], piece: usize) -> String {
+pub(crate) fn meta4_in(name: &str, data: &[u8], urls: &[String], piece: usize) -> String {
     let pieces: String =
         data.chunks(piece).map(|p| format!("<hash>{}</hash>", sha256_hex(p))).collect::<Vec<_>>().join("\n");
     let urls: String = urls.iter().enumerate().map(|(i, u)| format!("<url priority=\"{}\">{u}</url>", i + 1)).collect();
