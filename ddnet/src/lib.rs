@@ -49,5 +49,5 @@ pub mod sys;
 pub mod tls;
 pub mod wire;
 
-pub use endpoint::{Relink, Stats, StripeListener, Striped};
+pub use endpoint::{Message, Relink, Stats, StripeListener, Striped};
 pub use stream::{StripedReader, StripedWriter};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::TcpStream;
 
@@ -334,7 +334,7 @@ pub(super) fn on_frame(
     st: &mut State,
     link: LinkId,
     frame: Frame,
-    payload: &[u8],
+    payload: Bytes,
     w: &mut Woken,
     acks: &mut Vec<u64>,
 ) -> Result<(), BadFrame> {
@@ -343,7 +343,7 @@ pub(super) fn on_frame(
     match frame {
         Frame::Run { msg, msg_len, offset, len } if offset == 0 && u64::from(len) == msg_len => {
             // A whole message: no assembly.
-            st.on_whole(msg, Bytes::copy_from_slice(payload))?;
+            st.on_whole(msg, payload)?;
         }
         Frame::Run { msg, msg_len, offset, .. } => st.on_run(link, msg, msg_len, offset, payload, &mut Now::lazy())?,
         Frame::Ack { msg } => acks.push(msg),
@@ -436,7 +436,10 @@ pub(super) fn apply_frames(
             break;
         }
         let st = st.get_or_insert_with(|| shared.state.lock().expect("state"));
-        on_frame(st, link, frame, &buf[at + head..at + whole], &mut w, acks)?;
+        // A run's bytes in a buffer of their own: what is read next goes
+        // where this run was.
+        let payload = Bytes::copy_from_slice(&buf[at + head..at + whole]);
+        on_frame(st, link, frame, payload, &mut w, acks)?;
         ids.carried(&frame);
         at += whole;
     }
@@ -451,6 +454,18 @@ pub(super) fn apply_frames(
         apply_acks(&mut st, acks, &mut w);
     }
     Ok(Applied { woken: w, took: at, long, delivered })
+}
+
+/// Reads until `payload` holds `len` bytes (it has the capacity).
+async fn read_rest(rd: &mut LinkReader, payload: &mut BytesMut, len: usize) -> io::Result<()> {
+    use bytes::BufMut;
+    while payload.len() < len {
+        let want = len - payload.len();
+        if rd.read_buf(&mut (&mut *payload).limit(want)).await? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(())
 }
 
 /// Bytes a link's reader asks the socket for at once.
@@ -502,7 +517,6 @@ pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shar
     // What the socket gave; frames from `at` on are not applied yet.
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut at = 0;
-    let mut payload = vec![];
     // Acks read but not applied yet.
     let mut acks = vec![];
     // What the link carried, from the frames applied.
@@ -529,19 +543,18 @@ pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shar
         if let Some((frame, head)) = long {
             let Frame::Run { len, .. } = frame else { unreachable!("only runs are long") };
             let len = len as usize;
-            let have = &buf[at + head..];
-            if payload.len() < len {
-                payload.resize(len, 0);
-            }
-            payload[..have.len()].copy_from_slice(have);
-            let have = have.len();
+            // Read into a buffer of the run's own, which the message then
+            // holds as it is: neither zeroed first nor copied after.
+            let mut payload = BytesMut::with_capacity(len);
+            payload.extend_from_slice(&buf[at + head..]);
             buf.clear();
             at = 0;
-            if let Err(e) = rd.read_exact(&mut payload[have..len]).await {
+            if let Err(e) = read_rest(&mut rd, &mut payload, len).await {
                 break LinkEnd::Io(e);
             }
             let mut w = Woken::default();
-            let r = on_frame(&mut shared.state.lock().expect("state"), link, frame, &payload[..len], &mut w, &mut acks);
+            let payload = payload.freeze();
+            let r = on_frame(&mut shared.state.lock().expect("state"), link, frame, payload, &mut w, &mut acks);
             if let Err(e) = r {
                 break LinkEnd::Bad(e);
             }

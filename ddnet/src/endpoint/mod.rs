@@ -43,6 +43,7 @@ mod unsent;
 
 pub use secure::ClientSide;
 use secure::{LinkReader, LinkWriter, Tls};
+pub use state::Message;
 
 use link::*;
 pub use listener::StripeListener;
@@ -359,7 +360,7 @@ impl Striped {
     #[doc(hidden)]
     pub fn debug_state(&self) -> String {
         let st = self.shared.state.lock().expect("state");
-        let asm: Vec<(u64, u64, usize)> = st.assembling.iter().map(|(k, a)| (*k, a.got, a.buf.len())).collect();
+        let asm: Vec<(u64, u64, usize)> = st.assembling.iter().map(|(k, a)| (*k, a.got, a.len as usize)).collect();
         format!(
             "plan {:?}\nunacked {:?} ({} B)\ncarried {:?}\nalive {:?} acks {:?} closing {} close_sent {:?} \
              dropped {} error {:?}\nassembling {asm:?} ready {:?} next_deliver {} peer_count {:?}",
@@ -474,12 +475,18 @@ impl Striped {
     /// peer closed and everything it sent was delivered. An error if the
     /// links failed first.
     pub async fn recv(&self) -> io::Result<Option<Bytes>> {
+        Ok(self.recv_message().await?.map(Message::into_bytes))
+    }
+
+    /// The same as [`Striped::recv`], the message as the runs it arrived
+    /// in (no copy into one buffer: for a caller that writes it out).
+    pub async fn recv_message(&self) -> io::Result<Option<Message>> {
         std::future::poll_fn(|cx| self.try_recv(cx.waker()).map_or(Poll::Pending, Poll::Ready)).await
     }
 
-    /// What `recv` returns, if it need not wait; if it must, `waker` is
-    /// woken when it need not.
-    fn try_recv(&self, waker: &Waker) -> Option<io::Result<Option<Bytes>>> {
+    /// What `recv_message` returns, if it need not wait; if it must,
+    /// `waker` is woken when it need not.
+    fn try_recv(&self, waker: &Waker) -> Option<io::Result<Option<Message>>> {
         let mut st = self.shared.state.lock().expect("state");
         if let Some((id, m)) = st.inbox.pop_front() {
             st.queue_ack(id);

@@ -4,7 +4,7 @@
 //! delivered in order. The link tasks ([`super::link`]) feed it frames and
 //! ask it for work; the time comes in as a [`Now`].
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -140,12 +140,12 @@ pub(super) struct State {
     pub(super) error: Option<String>,
     // Receiving.
     pub(super) assembling: HashMap<u64, Assembly>,
-    pub(super) ready: BTreeMap<u64, Bytes>,
+    pub(super) ready: BTreeMap<u64, Message>,
     pub(super) next_deliver: u64,
     pub(super) peer_count: Option<u64>,
     /// Messages in order, waiting for `recv`. A message is acknowledged
     /// when `recv` takes it, so the sender's window bounds what waits here.
-    pub(super) inbox: VecDeque<(u64, Bytes)>,
+    pub(super) inbox: VecDeque<(u64, Message)>,
     /// Tasks waiting in `recv`, woken when messages or the end arrive
     /// (kept here, under the lock `recv` takes anyway: a `Notify` costs a
     /// lock of its own each way).
@@ -208,8 +208,11 @@ impl Unacked {
 }
 
 pub(super) struct Assembly {
-    pub(super) buf: BytesMut,
-    pub(super) offsets: HashSet<u64>,
+    /// The runs arrived, by offset, as they were read (never copied into
+    /// one buffer): no two overlap, a run sent again (or one overlapping
+    /// others) adds only the bytes not here yet.
+    pub(super) runs: BTreeMap<u64, Bytes>,
+    pub(super) len: u64,
     pub(super) got: u64,
     /// When its first run arrived, and whether no other message was
     /// arriving meanwhile (then each link's part measures the link).
@@ -217,6 +220,69 @@ pub(super) struct Assembly {
     pub(super) alone: bool,
     /// Per link: bytes carried, and when its last run arrived.
     pub(super) parts: Vec<(u64, Instant)>,
+}
+
+impl Assembly {
+    /// Places `run` at `offset`: the bytes of it no run here covers yet.
+    /// Returns how many it added.
+    fn place(&mut self, offset: u64, run: Bytes) -> u64 {
+        let end = offset + run.len() as u64;
+        let mut gaps = vec![];
+        let mut at = offset;
+        let before = self.runs.range(..offset).next_back().map(|(&o, r)| (o, r.len() as u64));
+        for (o, n) in before.into_iter().chain(self.runs.range(offset..end).map(|(&o, r)| (o, r.len() as u64))) {
+            if o > at {
+                gaps.push((at, o.min(end)));
+            }
+            at = at.max(o + n);
+            if at >= end {
+                break;
+            }
+        }
+        if at < end {
+            gaps.push((at, end));
+        }
+        let mut added = 0;
+        for (a, b) in gaps {
+            added += b - a;
+            self.runs.insert(a, run.slice((a - offset) as usize..(b - offset) as usize));
+        }
+        added
+    }
+}
+
+/// A message as it arrived: its runs in order (one, for a message sent
+/// whole).
+#[derive(Debug, Clone, Default)]
+pub struct Message(pub(super) Vec<Bytes>);
+
+impl Message {
+    pub fn len(&self) -> usize {
+        self.0.iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Bytes::is_empty)
+    }
+
+    /// Its runs, in order (no copy).
+    pub fn runs(&self) -> &[Bytes] {
+        &self.0
+    }
+
+    /// One buffer: the run itself for a message that came in one, else
+    /// the runs copied together.
+    pub fn into_bytes(mut self) -> Bytes {
+        match self.0.len() {
+            0 => Bytes::new(),
+            1 => self.0.pop().expect("one"),
+            _ => {
+                let mut b = BytesMut::with_capacity(self.len());
+                self.0.iter().for_each(|r| b.extend_from_slice(r));
+                b.freeze()
+            }
+        }
+    }
 }
 
 /// A link's part of a message must span this much, and carry this many
@@ -524,7 +590,7 @@ impl State {
         msg: u64,
         msg_len: u64,
         offset: u64,
-        payload: &[u8],
+        payload: Bytes,
         now: &mut Now,
     ) -> Result<(), BadFrame> {
         if msg < self.next_deliver || self.ready.contains_key(&msg) {
@@ -542,31 +608,24 @@ impl State {
                 a.alone = false;
             }
             let parts = vec![(0, now); self.alive.len()];
-            let a = Assembly {
-                buf: BytesMut::zeroed(msg_len as usize),
-                offsets: HashSet::new(),
-                got: 0,
-                first: now,
-                alone,
-                parts,
-            };
+            let a = Assembly { runs: BTreeMap::new(), len: msg_len, got: 0, first: now, alone, parts };
             self.assembling.insert(msg, a);
         }
         let a = self.assembling.get_mut(&msg).expect("present");
-        if a.buf.len() as u64 != msg_len {
-            return Err(BadFrame::LengthChanged { msg, len: msg_len, earlier: a.buf.len() as u64 });
+        if a.len != msg_len {
+            return Err(BadFrame::LengthChanged { msg, len: msg_len, earlier: a.len });
         }
-        if a.offsets.insert(offset) {
-            a.buf[offset as usize..offset as usize + payload.len()].copy_from_slice(payload);
-            a.got += payload.len() as u64;
-            a.parts[link] = (a.parts[link].0 + payload.len() as u64, now);
+        let added = a.place(offset, payload);
+        if added > 0 {
+            a.got += added;
+            a.parts[link] = (a.parts[link].0 + added, now);
         }
         if a.got == msg_len {
             let a = self.assembling.remove(&msg).expect("present");
             if a.alone {
                 self.report(&a);
             }
-            self.complete(msg, a.buf.freeze());
+            self.complete(msg, Message(a.runs.into_values().collect()));
         }
         Ok(())
     }
@@ -587,12 +646,12 @@ impl State {
                 a.alone = false;
             }
         }
-        self.complete(msg, data);
+        self.complete(msg, Message(vec![data]));
         Ok(())
     }
 
     /// Message `msg` is here: deliver what is in order.
-    pub(super) fn complete(&mut self, msg: u64, data: Bytes) {
+    pub(super) fn complete(&mut self, msg: u64, data: Message) {
         if msg == self.next_deliver && self.ready.is_empty() {
             // In order (the usual case): no reordering map.
             self.inbox.push_back((msg, data));

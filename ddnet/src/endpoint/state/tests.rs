@@ -64,14 +64,33 @@ fn a_message_in_runs_from_two_links_is_delivered_whole_and_a_repeat_is_only_ackn
     let t = Instant::now();
     let (a, b) = (vec![1u8; 100], vec![2u8; 50]);
     // The second part first, on the other link.
-    st.on_run(1, 0, 150, 100, &b, &mut Now::at(t)).unwrap();
+    st.on_run(1, 0, 150, 100, Bytes::from(b.clone()), &mut Now::at(t)).unwrap();
     assert!(st.inbox.is_empty());
-    st.on_run(0, 0, 150, 0, &a, &mut Now::at(t + Duration::from_millis(1))).unwrap();
+    st.on_run(0, 0, 150, 0, Bytes::from(a.clone()), &mut Now::at(t + Duration::from_millis(1))).unwrap();
     let (id, m) = st.inbox.pop_front().expect("delivered");
+    let m = m.into_bytes();
     assert_eq!((id, &m[..100], &m[100..]), (0, &a[..], &b[..]));
     // Sent again after a link failed: acknowledged, not delivered twice.
     st.on_whole(0, Bytes::from(vec![0u8; 150])).unwrap();
     assert!(st.inbox.is_empty() && st.acks == [0]);
+}
+
+/// Runs sent again after a link failed may be cut elsewhere than the
+/// first time: each byte is taken once, the message delivered only when
+/// every byte is here, and as the runs were read (no copy).
+#[test]
+fn runs_that_overlap_fill_only_what_is_missing() {
+    let mut st = State::new(2, Instant::now());
+    let data: Vec<u8> = (0..200u8).collect();
+    let run = |a: usize, b: usize| Bytes::copy_from_slice(&data[a..b]);
+    let now = &mut Now::at(Instant::now());
+    for (a, b) in [(0, 80), (40, 120), (0, 120), (150, 200), (100, 160)] {
+        assert!(st.inbox.is_empty(), "delivered before {a}..{b}");
+        st.on_run(0, 0, 200, a as u64, run(a, b), now).unwrap();
+    }
+    let (_, m) = st.inbox.pop_front().expect("delivered");
+    assert_eq!(m.runs().iter().map(Bytes::len).collect::<Vec<_>>(), [80, 40, 30, 50]);
+    assert_eq!(m.into_bytes(), data);
 }
 
 #[test]
@@ -92,8 +111,9 @@ fn a_receiver_refuses_messages_too_far_ahead_and_lengths_that_change() {
     assert!(matches!(st.on_whole(MAX_AHEAD + 1, Bytes::new()), Err(BadFrame::FarAhead { .. })));
     st.on_whole(MAX_AHEAD, Bytes::new()).unwrap();
     let now = &mut Now::at(Instant::now());
-    st.on_run(0, 1, 10, 0, &[0; 5], now).unwrap();
-    assert!(matches!(st.on_run(0, 1, 12, 5, &[0; 5], now), Err(BadFrame::LengthChanged { .. })));
+    st.on_run(0, 1, 10, 0, Bytes::from_static(&[0; 5]), now).unwrap();
+    let changed = st.on_run(0, 1, 12, 5, Bytes::from_static(&[0; 5]), now);
+    assert!(matches!(changed, Err(BadFrame::LengthChanged { .. })));
 }
 
 #[test]
@@ -140,4 +160,33 @@ fn the_end_comes_once_every_message_the_peer_sent_is_delivered() {
     assert!(st.inbox_open);
     st.on_whole(1, Bytes::new()).unwrap();
     assert!(!st.inbox_open);
+}
+
+proptest::proptest! {
+    /// Whatever runs a peer sends (overlapping, repeated, in any order),
+    /// a message is delivered once every byte of it has come, never
+    /// before, and holds exactly the bytes sent.
+    #[test]
+    fn any_runs_that_cover_a_message_deliver_it_exactly(
+        len in 1usize..2000,
+        cuts in proptest::collection::vec((0usize..2000, 1usize..600), 1..40),
+    ) {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        let mut st = State::new(1, Instant::now());
+        let now = &mut Now::at(Instant::now());
+        let mut covered = vec![false; len];
+        // The runs given, then the whole message in one last run.
+        let runs = cuts.into_iter().map(|(a, n)| (a % len, (a % len + n).min(len))).chain([(0, len)]);
+        for (a, b) in runs {
+            proptest::prop_assert!(st.inbox.is_empty() || covered.iter().all(|&c| c));
+            if st.inbox.is_empty() {
+                st.on_run(0, 0, len as u64, a as u64, Bytes::copy_from_slice(&data[a..b]), now).unwrap();
+                covered[a..b].iter_mut().for_each(|c| *c = true);
+                proptest::prop_assert_eq!(st.inbox.is_empty(), !covered.iter().all(|&c| c));
+            }
+        }
+        let (_, m) = st.inbox.pop_front().expect("delivered");
+        proptest::prop_assert_eq!(m.len(), len);
+        proptest::prop_assert_eq!(&m.into_bytes()[..], &data[..]);
+    }
 }
