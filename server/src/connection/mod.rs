@@ -39,6 +39,7 @@ use crate::socket;
 mod bundles;
 mod served;
 mod start;
+mod unsent;
 mod walk;
 
 pub use start::{check_start, BadStart};
@@ -108,6 +109,8 @@ struct Conn {
     streams: Streams<Active>,
     /// Last file opened, so a new `Start` on the same path costs no open.
     open: Option<(String, Arc<File>)>,
+    /// What the kernel may hold unsent, by the rate blocks go out at.
+    unsent: unsent::UnsentLimit,
     /// A bundle definition being uploaded (`Bundle` pieces until `BundleEnd`).
     upload: Vec<u8>,
     /// Its share of the server's budget for uploads ([`Shared::uploads`]).
@@ -124,7 +127,7 @@ pub async fn handle(
     state: ConnState,
 ) -> Result<(), ConnError> {
     sock.tcp().set_nodelay(true)?;
-    socket::limit_unsent(sock.tcp(), UNSENT_LOW_WATER)?;
+    socket::limit_unsent(sock.tcp(), unsent::FLOOR)?;
     let peer = Some(addr.ip());
     let began = std::time::Instant::now();
     let (rd, wr) = sock.into_split();
@@ -144,6 +147,7 @@ pub async fn handle(
         served: Served::default(),
         streams: Streams::default(),
         open: None,
+        unsent: unsent::UnsentLimit::new(began),
         upload: Vec::new(),
         upload_permits: None,
     };
@@ -600,6 +604,12 @@ impl Conn {
         };
         self.served.sent(a.served, len as u64);
         self.shared.metrics.sent(self.peer, len as u64);
+        if let (Some(limit), Some(tcp)) =
+            (self.unsent.handle_sent(len as u64, std::time::Instant::now()), self.wr.plain())
+        {
+            // A limit that cannot be set leaves the one before: no harm.
+            let _ = socket::limit_unsent(tcp, limit);
+        }
         let read: ReadBlock = match source {
             Source::File(file) => {
                 let mut header = [0u8; HEADER_LEN + BLOCK_PREFIX_LEN];
@@ -669,12 +679,6 @@ const NOT_SHARED: &str = "this receiver moves another version or list (its copy 
 /// How long a connection with nothing to do stays open once the server
 /// is draining.
 const DRAINING_IDLE: Duration = Duration::from_secs(1);
-
-/// Unsent bytes a stream may queue in the kernel. Without a cap the socket
-/// buffer grows to megabytes, all of it sent "blind" ahead of any `Extend` or
-/// `End`; with it, the stream reacts to the client within about a round trip
-/// and the client's claims need to run ahead only by what is truly in flight.
-const UNSENT_LOW_WATER: u32 = 512 * 1024;
 
 fn path_error_reply(e: PathError) -> Reply {
     let code = match &e {
