@@ -275,6 +275,13 @@ fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
     if o.list.is_some() || o.files_from.is_some() {
         return Err("pushing takes no --list or --files-from yet (their files are on this host)".into());
     }
+    if o.delete && o.src.len() > 1 {
+        // Each SRC goes in a push of its own: each would delete what the
+        // others put in DIR.
+        return Err(
+            "--delete with several SRCs pushed is not supported: push one SRC (a directory holding them)".into()
+        );
+    }
     let mut v: Vec<String> = vec![];
     for (on, flag) in [
         (o.dry_run, "-n"),
@@ -362,7 +369,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
                     }
                 };
             let how = super::push::How { flags, rsh: &o.moving.rsh, remote_ddftp: &o.moving.remote_ddftp };
-            return super::push::run(&o.src[0], &to, how);
+            return super::push::run_each(&o.src, &to, &how);
         }
         Ok(None) => {}
         Err(e) => {

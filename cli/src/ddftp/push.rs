@@ -46,8 +46,26 @@ pub struct How<'a> {
     pub remote_ddftp: &'a str,
 }
 
+/// Pushes each of `srcs` to `to` in turn, as rsync places several SRCs
+/// in one DIR (one ssh session each; a SRC that fails does not stop the
+/// others): the one exit when all ended alike, else [`Exit::Partial`].
+pub fn run_each(srcs: &[String], to: &SshMirror, how: &How<'_>) -> Exit {
+    let exits: Vec<Exit> = srcs.iter().map(|src| run(src, to, how)).collect();
+    combined(&exits)
+}
+
+/// The exit of several pushes: the first failure's where none worked.
+fn combined(exits: &[Exit]) -> Exit {
+    let failed: Vec<Exit> = exits.iter().copied().filter(|&e| e != Exit::Ok).collect();
+    match failed.first() {
+        None => Exit::Ok,
+        Some(&e) if failed.len() == exits.len() => e,
+        Some(_) => Exit::Partial,
+    }
+}
+
 /// Pushes `src` to `to` (its `dir` the remote DIR).
-pub fn run(src: &str, to: &SshMirror, how: How<'_>) -> Exit {
+pub fn run(src: &str, to: &SshMirror, how: &How<'_>) -> Exit {
     let (root, name, dest) = match ends(src, &to.dir) {
         Ok(e) => e,
         Err(e) => {
@@ -62,7 +80,7 @@ pub fn run(src: &str, to: &SshMirror, how: How<'_>) -> Exit {
             return Exit::Usage;
         }
     };
-    let flags = how.flags;
+    let flags = &how.flags;
     let rt = match super::runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -135,6 +153,14 @@ pub fn run(src: &str, to: &SshMirror, how: How<'_>) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_pushes_end_as_one_partial_where_some_failed() {
+        assert_eq!(combined(&[Exit::Ok, Exit::Ok]), Exit::Ok);
+        assert_eq!(combined(&[Exit::Ok, Exit::Local]), Exit::Partial);
+        assert_eq!(combined(&[Exit::Transfer, Exit::Local]), Exit::Transfer);
+        assert_eq!(combined(&[Exit::MaxDelete]), Exit::MaxDelete);
+    }
 
     #[test]
     fn a_directory_goes_under_dir_its_content_with_a_slash_a_file_beside() {

@@ -54,15 +54,22 @@ fn once_each(src: Vec<String>) -> Vec<String> {
 pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<Ends, String> {
     if dest.is_none() && src.len() >= 2 && src.last().is_some_and(|d| is_remote(d)) {
         let to = src.pop().expect("two or more");
-        if src.len() > 1 || src.iter().any(|s| is_remote(s)) {
-            return Err("a push takes one local SRC (ddftp archive SRC HOST:DIR)".into());
+        if src.iter().any(|s| is_remote(s)) {
+            return Err("a push takes local SRCs only (ddftp archive SRC... HOST:DIR)".into());
         }
         if mirrors {
             return Err(format!("{to}: a push serves SRC from here; --mirrors has no place in it"));
         }
         let push = SshMirror::parse_rsync(&to)?;
         let dest = PathBuf::from(&push.dir);
-        return Ok(Ends { src, dest, mirror: None, push: Some(push), named: false, may_be_file: false });
+        return Ok(Ends {
+            src: once_each(src),
+            dest,
+            mirror: None,
+            push: Some(push),
+            named: false,
+            may_be_file: false,
+        });
     }
     let last = dest.is_none() && src.len() >= 2 && src.last().is_some_and(|d| !d.ends_with('/'));
     let may_be_file = last && src.len() == 2;
@@ -160,10 +167,11 @@ mod tests {
     }
 
     #[test]
-    fn a_remote_dest_is_a_push_of_one_local_src() {
+    fn a_remote_dest_is_a_push_of_local_srcs() {
         let e = ends(v(&["tree", "u@h:/srv"]), None, false).unwrap();
         assert_eq!((e.src, e.push.map(|p| (p.host, p.dir))), (v(&["tree"]), Some(("h".into(), "/srv".into()))));
-        assert!(ends(v(&["a", "b", "h:/srv"]), None, false).is_err());
+        assert_eq!(ends(v(&["a", "b/", "a/", "h:/srv"]), None, false).unwrap().src, v(&["a", "b/"]));
+        assert!(ends(v(&["a", "g:/b", "h:/srv"]), None, false).is_err());
         assert!(ends(v(&["g:/a", "h:/srv"]), None, false).is_err());
         assert!(ends(v(&["a", "h:/srv"]), None, true).is_err());
     }

@@ -353,6 +353,17 @@ fn files_below(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<
     out
 }
 
+/// `rsync -a -e RSH ARGS 127.0.0.1:DIR`, which must succeed.
+fn rsync_push(rsh: &str, args: &[&str], dir: &std::path::Path) {
+    let o = Command::new("rsync")
+        .args(["-a", "-e", rsh])
+        .args(args)
+        .arg(format!("127.0.0.1:{}", dir.display()))
+        .output()
+        .expect("rsync (CI installs it)");
+    assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// A push with rsync's filter rules (from a file, on the command line, in
 /// their order) and backups: the remote end gets what `rsync -e ssh` with
 /// the same options makes there.
@@ -377,14 +388,9 @@ fn a_push_with_filter_rules_and_backups_makes_what_rsync_makes() {
     let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
     let opts =
         ["--include", "keep/***", "--exclude-from", rules.to_str().unwrap(), "-f", "- deep/", "-b", "--suffix=.old"];
-    let o = Command::new("rsync")
-        .args(["-a", "-e", &rsh])
-        .args(opts)
-        .arg(&src)
-        .arg(format!("127.0.0.1:{}", theirs.display()))
-        .output()
-        .expect("rsync (CI installs it)");
-    assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
+    let mut rs_args = opts.to_vec();
+    rs_args.push(src.to_str().unwrap());
+    rsync_push(&rsh, &rs_args, &theirs);
     let ddftp_bin = bin("ddftp").display().to_string();
     let to = format!("127.0.0.1:{}", ours.display());
     let mut args = vec!["archive", src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"];
@@ -394,4 +400,41 @@ fn a_push_with_filter_rules_and_backups_makes_what_rsync_makes() {
     assert_eq!(mine.keys().collect::<Vec<_>>(), rs.keys().collect::<Vec<_>>());
     assert_eq!(mine, rs);
     assert_eq!(mine["src/a.txt.old"], b"the older a");
+}
+
+/// Several SRCs pushed at once land where `rsync -a -e ssh` puts them (a
+/// directory under DIR, a directory's content with its slash, a file
+/// beside them); `--delete` is refused with several (each SRC is pushed
+/// on its own and would delete the others').
+#[test]
+fn several_srcs_pushed_land_where_rsync_puts_them() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let (a, b) = (f.root().join("a"), f.root().join("b"));
+    for d in [a.join("deep"), b.join("inner")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    for (i, p) in
+        [a.join("deep/x"), a.join("y"), b.join("inner/z"), b.join("w"), f.root().join("f.txt")].iter().enumerate()
+    {
+        random_file(p, 1000 + i, 80 + i as u64);
+    }
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let srcs = [a.display().to_string(), format!("{}/", b.display()), f.root().join("f.txt").display().to_string()];
+    rsync_push(&rsh, &srcs.iter().map(String::as_str).collect::<Vec<_>>(), &theirs);
+    let ddftp_bin = bin("ddftp").display().to_string();
+    let to = format!("127.0.0.1:{}", ours.display());
+    let mut args = vec!["archive"];
+    args.extend(srcs.iter().map(String::as_str));
+    args.extend([to.as_str(), "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"]);
+    ddftp(&args, 0);
+    let (mine, rs) = (files_below(&ours), files_below(&theirs));
+    assert_eq!(mine.keys().collect::<Vec<_>>(), rs.keys().collect::<Vec<_>>());
+    assert_eq!(mine, rs);
+    args.push("--delete");
+    let out = ddftp(&args, 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--delete with several SRCs"));
 }
