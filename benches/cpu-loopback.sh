@@ -5,7 +5,8 @@
 # - 1 GiB from tmpfs to tmpfs: `ddftp get` from 2 ddftpd, `ddftp get` from
 #   2 nginx (HTTP mirrors), curl from one nginx, aria2c -x4 from it;
 # - the same 1 GiB to a file on this machine's disk (ext4): ddftp from 2
-#   ddftpd, curl (the output removed and synced outside the timing);
+#   ddftpd with and without --direct, curl (the output removed and synced
+#   outside the timing);
 # - a byte stream: `ddftp send | recv` over loopback against iperf3.
 #
 # Client CPU is GNU time's user + sys of the command; server CPU is the
@@ -119,6 +120,7 @@ for r in $(seq "$RUNS"); do
   case_run "tmpfs: aria2c -x4 (nginx)" "$SHM_OUT" "$NGINX" aria2c -q -x4 -s4 --file-allocation=none \
     --allow-overwrite=true -d / -o OUT http://127.0.0.1:8711/big
   case_run "disk: ddftp (2 ddftpd)" "$DISK_OUT" "$DDFTPDS" "$BIN/ddftp" get big --mirrors "$M" -o OUT -q
+  case_run "disk: ddftp --direct (2 ddftpd)" "$DISK_OUT" "$DDFTPDS" "$BIN/ddftp" get big --mirrors "$M" -o OUT -q --direct
   case_run "disk: curl (nginx)" "$DISK_OUT" "$NGINX" curl -s -o OUT http://127.0.0.1:8711/big
   case_run "iperf3 (1 GiB)" "$SHM_OUT" "$IPERF" iperf3 -c 127.0.0.1 -p 5711 -n 1G
   send_recv
@@ -152,6 +154,8 @@ with open(base + ".md", "w") as f:
         ("tmpfs: ddftp (2 ddftpd)", "tmpfs: curl (nginx)", "wall_s", "ddftp wall / curl's (tmpfs)"),
         ("disk: ddftp (2 ddftpd)", "disk: curl (nginx)", "client_cpu_s", "ddftp client CPU / curl's (disk)"),
         ("disk: ddftp (2 ddftpd)", "disk: curl (nginx)", "wall_s", "ddftp wall / curl's (disk)"),
+        ("disk: ddftp --direct (2 ddftpd)", "disk: curl (nginx)", "client_cpu_s", "ddftp --direct client CPU / curl's (disk)"),
+        ("disk: ddftp --direct (2 ddftpd)", "disk: curl (nginx)", "wall_s", "ddftp --direct wall / curl's (disk)"),
         ("tmpfs: ddftp (2 ddftpd)", "tmpfs: curl (nginx)", "server_cpu_s", "ddftpd CPU per GiB served / nginx's"),
     ]:
         f.write(f"- {what}: {ratio(a, b, k)}\n")

@@ -152,6 +152,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
         output: out.clone(),
         block_size: DEFAULT_BLOCK_SIZE,
         sync: false,
+        direct: false,
         stall_timeout: std::time::Duration::from_secs(5),
         restart: true,
         checksum: None,

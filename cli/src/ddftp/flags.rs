@@ -285,6 +285,7 @@ impl MoveOpt {
             output,
             block_size: self.block_size,
             sync,
+            direct: false,
             stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
             restart: false,
             checksum: None,

@@ -77,6 +77,12 @@ pub struct GetOpt {
     /// fsync the file before it is put in place.
     #[arg(long)]
     pub sync: bool,
+    /// Write OUT with O_DIRECT, past the page cache (as dcp --direct):
+    /// no copy into the cache and no dirty pages left to write back, for
+    /// data the host will not read again soon. Whole blocks only; where
+    /// the file system refuses it, ddftp says so and writes as usual.
+    #[arg(long)]
+    pub direct: bool,
     /// Start over: discard the part file and resume journal of an earlier,
     /// interrupted run of the same download.
     #[arg(long)]
@@ -167,6 +173,9 @@ impl GetOpt {
             }
         };
         let to_stdout = output.as_os_str() == "-";
+        if to_stdout && self.direct {
+            return Err("--direct writes OUT past the page cache: -o - has no file to write so".into());
+        }
         if to_stdout && self.restart {
             return Err("-o - keeps nothing to resume from: --restart has nothing to discard".into());
         }
@@ -189,6 +198,7 @@ impl GetOpt {
             delta: !self.no_delta,
             seeds: self.seed.clone(),
             keep_mtime: !self.no_mtime,
+            direct: self.direct,
             ..moving.spec(path, output, self.sync)?
         };
         spec.http.splice(0..0, urls);

@@ -126,6 +126,9 @@ pub struct GetSpec {
     pub block_size: u32,
     /// fsync the output before it is renamed into place.
     pub sync: bool,
+    /// Write whole blocks with `O_DIRECT` (`--direct`): not through the
+    /// page cache.
+    pub direct: bool,
     /// A producer that owes blocks and sends none for this long is dropped
     /// and its range taken over by the others.
     pub stall_timeout: Duration,
@@ -323,7 +326,11 @@ pub async fn get_joining(
     started_from.warnings.iter().for_each(|w| tell(progress, &mut warnings, w.clone()));
     let start::Plan { identity: sha256, block_size, blocks, check, resume, mut done, .. } = started_from;
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
-    let file = open_store(spec, &part, resume, size, ring.as_ref())?;
+    let (file, refused) = open_store(spec, &part, resume, size, ring.as_ref())?;
+    if let Some(e) = refused {
+        let w = format!("--direct: {} does not take O_DIRECT ({e}): writing through the page cache", part.display());
+        tell(progress, &mut warnings, w);
+    }
     let hasher = match started_from.hash_whole {
         true => Some(spawn_hasher(&file, size, ring.as_ref()).map_err(out_err)?),
         false => None,
@@ -559,11 +566,11 @@ fn open_store(
     earlier: bool,
     size: u64,
     ring: Option<&Arc<crate::stdout::Ring>>,
-) -> Result<Arc<dyn Store>, TransferError> {
+) -> Result<(Arc<dyn Store>, Option<io::Error>), TransferError> {
     let out_err = unwritable(part);
     match (&spec.store, ring) {
-        (_, Some(ring)) => Ok(ring.clone()),
-        (Some(store), None) => Ok(store.clone()),
+        (_, Some(ring)) => Ok((ring.clone(), None)),
+        (Some(store), None) => Ok((store.clone(), None)),
         (None, None) => {
             // Read-write (the hasher reads the data back as it completes),
             // never through a symlink or into another name's file.
@@ -583,7 +590,13 @@ fn open_store(
                     _ => out_err(e),
                 });
             }
-            Ok(Arc::new(crate::store::OneWriter::new(f)))
+            if !spec.direct {
+                return Ok((Arc::new(crate::store::OneWriter::new(f)), None));
+            }
+            match crate::store::DirectWriter::new(f) {
+                Ok(d) => Ok((Arc::new(d), None)),
+                Err((f, e)) => Ok((Arc::new(crate::store::OneWriter::new(f)), Some(e))),
+            }
         }
     }
 }

@@ -35,15 +35,16 @@ use crate::plan::LinkId;
 use crate::sys::{connect_from, fail_when_silent, limit_unsent, tcp_progress};
 use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
 
+mod assembly;
 mod link;
 mod listener;
 mod secure;
 mod state;
 mod unsent;
 
+pub use assembly::Message;
 pub use secure::ClientSide;
 use secure::{LinkReader, LinkWriter, Tls};
-pub use state::Message;
 
 use link::*;
 pub use listener::StripeListener;

@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
+pub(super) use super::assembly::{Assembly, Message};
 use crate::plan::{Claim, LinkId, Next, Plan, PlanConfig};
 use crate::wire::{Frame, LinkIds};
 
@@ -204,84 +205,6 @@ impl Unacked {
 
     pub(super) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
         self.msgs.iter().zip(self.first..).filter(|(m, _)| m.is_some()).map(|(_, id)| id)
-    }
-}
-
-pub(super) struct Assembly {
-    /// The runs arrived, by offset, as they were read (never copied into
-    /// one buffer): no two overlap, a run sent again (or one overlapping
-    /// others) adds only the bytes not here yet.
-    pub(super) runs: BTreeMap<u64, Bytes>,
-    pub(super) len: u64,
-    pub(super) got: u64,
-    /// When its first run arrived, and whether no other message was
-    /// arriving meanwhile (then each link's part measures the link).
-    pub(super) first: Instant,
-    pub(super) alone: bool,
-    /// Per link: bytes carried, and when its last run arrived.
-    pub(super) parts: Vec<(u64, Instant)>,
-}
-
-impl Assembly {
-    /// Places `run` at `offset`: the bytes of it no run here covers yet.
-    /// Returns how many it added.
-    fn place(&mut self, offset: u64, run: Bytes) -> u64 {
-        let end = offset + run.len() as u64;
-        let mut gaps = vec![];
-        let mut at = offset;
-        let before = self.runs.range(..offset).next_back().map(|(&o, r)| (o, r.len() as u64));
-        for (o, n) in before.into_iter().chain(self.runs.range(offset..end).map(|(&o, r)| (o, r.len() as u64))) {
-            if o > at {
-                gaps.push((at, o.min(end)));
-            }
-            at = at.max(o + n);
-            if at >= end {
-                break;
-            }
-        }
-        if at < end {
-            gaps.push((at, end));
-        }
-        let mut added = 0;
-        for (a, b) in gaps {
-            added += b - a;
-            self.runs.insert(a, run.slice((a - offset) as usize..(b - offset) as usize));
-        }
-        added
-    }
-}
-
-/// A message as it arrived: its runs in order (one, for a message sent
-/// whole).
-#[derive(Debug, Clone, Default)]
-pub struct Message(pub(super) Vec<Bytes>);
-
-impl Message {
-    pub fn len(&self) -> usize {
-        self.0.iter().map(Bytes::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.iter().all(Bytes::is_empty)
-    }
-
-    /// Its runs, in order (no copy).
-    pub fn runs(&self) -> &[Bytes] {
-        &self.0
-    }
-
-    /// One buffer: the run itself for a message that came in one, else
-    /// the runs copied together.
-    pub fn into_bytes(mut self) -> Bytes {
-        match self.0.len() {
-            0 => Bytes::new(),
-            1 => self.0.pop().expect("one"),
-            _ => {
-                let mut b = BytesMut::with_capacity(self.len());
-                self.0.iter().for_each(|r| b.extend_from_slice(r));
-                b.freeze()
-            }
-        }
     }
 }
 

@@ -284,3 +284,21 @@ fn a_log_gets_progress_lines_at_the_interval() {
     let o = ddftp(&["get", "f", "-m", &a.addr, "-o", out.to_str().unwrap(), "--progress-interval", "0.5", "-q"], 0);
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `--direct` (O_DIRECT, as dcp's): whole blocks past the page cache, the
+/// shorter last one through it, onto a disk file; every byte exact. With
+/// `-o -` there is no file: a usage error.
+#[test]
+fn direct_writes_an_exact_copy_to_disk() {
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("d.bin"), (5 << 20) + 12345, 58);
+    let (m1, m2) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    // On disk (the fixture's directory may be tmpfs).
+    let disk = tempfile::tempdir_in("/var/tmp").unwrap();
+    let out = disk.path().join("d.bin");
+    let mirrors = mirrors_arg(&[&m1, &m2]);
+    ddftp(&["get", "d.bin", "-m", &mirrors, "-o", out.to_str().unwrap(), "--direct", "-q"], 0);
+    assert!(std::fs::read(&out).unwrap() == data, "the copy differs");
+    let o = ddftp(&["get", "d.bin", "-m", &mirrors, "-o", "-", "--direct"], 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--direct"));
+}
