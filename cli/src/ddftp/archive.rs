@@ -250,12 +250,28 @@ fn backup_suffix(o: &ArchiveOpt) -> Result<Option<String>, String> {
     })
 }
 
-/// `--files-from FILE`, read and parsed.
+/// `--files-from FILE`, read and parsed (`-`: standard input; under
+/// `--session-stdin`, the list the pushing end sent after its line).
 fn files_from(o: &ArchiveOpt) -> Result<Option<ddtree::files_from::FilesFrom>, String> {
     let Some(path) = &o.files_from else { return Ok(None) };
     let shown = |e: &dyn std::fmt::Display| format!("--files-from {}: {e}", path.display());
-    let text = std::fs::read(path).map_err(|e| shown(&e))?;
+    let text = match o.session_stdin && path.as_os_str() == "-" {
+        true => super::push::read_sent_list(&mut std::io::stdin().lock())?,
+        false => read_list(path)?,
+    };
     ddtree::files_from::FilesFrom::parse(&text, o.from0).map(Some).map_err(|e| shown(&e))
+}
+
+/// The bytes of a `--files-from` list (`-`: standard input, as rsync).
+fn read_list(path: &Path) -> Result<Vec<u8>, String> {
+    let read = match path.as_os_str() == "-" {
+        true => {
+            let mut all = vec![];
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut all).map(|_| all)
+        }
+        false => std::fs::read(path),
+    };
+    read.map_err(|e| format!("--files-from {}: {e}", path.display()))
 }
 
 /// `--suffix`: a name's ending, so no `/` (a backup stays beside its
@@ -272,8 +288,11 @@ fn parse_suffix(s: &str) -> Result<String, String> {
 /// filter rules (`filter`, from every rule flag in its order) as `-f`
 /// rules.
 fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
-    if o.list.is_some() || o.files_from.is_some() {
-        return Err("pushing takes no --list or --files-from yet (their files are on this host)".into());
+    if o.list.is_some() {
+        return Err("pushing takes no --list yet (its file is on this host)".into());
+    }
+    if o.files_from.is_some() && o.src.len() > 1 {
+        return Err("--files-from takes one SRC, the directory its names start from (as rsync)".into());
     }
     if o.delete && o.src.len() > 1 {
         // Each SRC goes in a push of its own: each would delete what the
@@ -317,6 +336,13 @@ fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
     }
     for (include, pattern) in filter.rules() {
         v.extend(["-f".into(), format!("{} {pattern}", if include { '+' } else { '-' })]);
+    }
+    // The list itself follows the serving end's line on standard input.
+    if o.files_from.is_some() {
+        v.extend(["--files-from".into(), "-".into()]);
+        if o.from0 {
+            v.push("-0".into());
+        }
     }
     Ok(v)
 }
@@ -368,7 +394,14 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
                         return Exit::Usage;
                     }
                 };
-            let how = super::push::How { flags, rsh: &o.moving.rsh, remote_ddftp: &o.moving.remote_ddftp };
+            let list = match o.files_from.as_ref().map(|p| read_list(p)).transpose() {
+                Ok(l) => l,
+                Err(e) => {
+                    report_error(&e);
+                    return Exit::Usage;
+                }
+            };
+            let how = super::push::How { flags, list, rsh: &o.moving.rsh, remote_ddftp: &o.moving.remote_ddftp };
             return super::push::run_each(&o.src, &to, &how);
         }
         Ok(None) => {}

@@ -42,6 +42,9 @@ fn ends(src: &str, dir: &str) -> Result<(PathBuf, String, String), String> {
 /// shell and the remote ddftp.
 pub struct How<'a> {
     pub flags: Vec<String>,
+    /// `--files-from`'s list (read here): sent after the serving end's
+    /// line, the remote archive given `--files-from -`.
+    pub list: Option<Vec<u8>>,
     pub rsh: &'a str,
     pub remote_ddftp: &'a str,
 }
@@ -66,7 +69,13 @@ fn combined(exits: &[Exit]) -> Exit {
 
 /// Pushes `src` to `to` (its `dir` the remote DIR).
 pub fn run(src: &str, to: &SshMirror, how: &How<'_>) -> Exit {
-    let (root, name, dest) = match ends(src, &to.dir) {
+    // With --files-from, SRC is where the listed names start (as rsync:
+    // never a directory of its own name under DIR).
+    let src = match (&how.list, src.ends_with('/')) {
+        (Some(_), false) => format!("{src}/"),
+        _ => src.to_string(),
+    };
+    let (root, name, dest) = match ends(&src, &to.dir) {
         Ok(e) => e,
         Err(e) => {
             report_error(&e);
@@ -118,7 +127,7 @@ pub fn run(src: &str, to: &SshMirror, how: &How<'_>) -> Exit {
         };
         // The line, and standard input kept open while the push runs.
         let mut stdin = child.stdin.take().expect("piped");
-        let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+        let _ = writeln!(stdin, "{line}").and_then(|()| send_list(&mut stdin, how.list.as_deref()));
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let waiting = tokio::task::spawn_blocking(move || {
             let status = child.wait();
@@ -150,9 +159,53 @@ pub fn run(src: &str, to: &SshMirror, how: &How<'_>) -> Exit {
     })
 }
 
+/// The list after the line, as the remote end reads it
+/// ([`read_sent_list`]): its length on a line, then its bytes.
+fn send_list(to: &mut impl Write, list: Option<&[u8]>) -> std::io::Result<()> {
+    if let Some(l) = list {
+        writeln!(to, "files-from {}", l.len())?;
+        to.write_all(l)?;
+    }
+    to.flush()
+}
+
+/// The most a list sent after the line may hold.
+const MAX_SENT_LIST: u64 = 1 << 30;
+
+/// The list [`send_list`] sent, read by the remote end from `from`.
+pub fn read_sent_list(from: &mut impl std::io::BufRead) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut head = String::new();
+    let mut first = std::io::Read::take(&mut *from, 64);
+    std::io::BufRead::read_line(&mut first, &mut head).map_err(|e| format!("reading the pushed --files-from: {e}"))?;
+    let len = head
+        .strip_prefix("files-from ")
+        .and_then(|n| n.trim_end().parse::<u64>().ok())
+        .filter(|&n| n <= MAX_SENT_LIST)
+        .ok_or_else(|| format!("the pushing end sent no --files-from list ({:?})", head.trim_end()))?;
+    let mut list = Vec::with_capacity(len.min(1 << 20) as usize);
+    from.take(len).read_to_end(&mut list).map_err(|e| format!("reading the pushed --files-from: {e}"))?;
+    match list.len() as u64 == len {
+        true => Ok(list),
+        false => Err(format!("the pushed --files-from ended after {} of {len} bytes", list.len())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_sent_after_the_line_is_read_back_whole_and_a_short_or_odd_one_refused() {
+        let mut sent = vec![];
+        send_list(&mut sent, Some(b"a\nb/c\n")).unwrap();
+        sent.extend_from_slice(b"what follows");
+        let mut r = std::io::Cursor::new(sent);
+        assert_eq!(read_sent_list(&mut r).unwrap(), b"a\nb/c\n");
+        for bad in [&b"files-from 9\nab"[..], b"files-from x\n", b"nothing\n", b"files-from 99999999999\n"] {
+            assert!(read_sent_list(&mut std::io::Cursor::new(bad.to_vec())).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn several_pushes_end_as_one_partial_where_some_failed() {

@@ -438,3 +438,35 @@ fn several_srcs_pushed_land_where_rsync_puts_them() {
     let out = ddftp(&args, 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--delete with several SRCs"));
 }
+
+/// A push with `--files-from` (a list on this host, sent to the remote
+/// end after the serving end's line) copies the names it lists, and the
+/// directories on their way, where `rsync --files-from -e ssh` does.
+#[test]
+fn a_push_with_files_from_copies_what_rsync_copies() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["a/deep", "b", "c"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in ["a/deep/x", "a/y", "b/z", "c/w", "top"].iter().enumerate() {
+        random_file(&src.join(p), 500 + i, 90 + i as u64);
+    }
+    let list = f.root().join("list");
+    std::fs::write(&list, "# what goes\na/deep/x\nb/z\ntop\n").unwrap();
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let from = format!("--files-from={}", list.display());
+    rsync_push(&rsh, &[&from, src.to_str().unwrap()], &theirs);
+    let ddftp_bin = bin("ddftp").display().to_string();
+    let to = format!("127.0.0.1:{}", ours.display());
+    let args = ["archive", &from, src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"];
+    ddftp(&args, 0);
+    let (mine, rs) = (files_below(&ours), files_below(&theirs));
+    assert_eq!(mine.keys().collect::<Vec<_>>(), rs.keys().collect::<Vec<_>>());
+    assert_eq!(mine, rs);
+    assert_eq!(mine.len(), 3, "{:?}", mine.keys());
+}
