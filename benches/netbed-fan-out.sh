@@ -9,7 +9,9 @@
 # 11.2 s. Separate runs share U: N*S/U once N*r > U.
 #
 # Cases: share (N = 1..4), separate ddftp gets, separate aria2c (nginx on
-# the mirrors), "slow": N = 4 with client 4's link at 100mbit (the
+# the mirrors), "http": --peers from the two web servers alone with the
+# file's Metalink (copies from their access logs), "slow": N = 4 with
+# client 4's link at 100mbit (the
 # others must not be held back to it), and "tree": `ddftp archive --peers`
 # of a tree (the file cut in 8 files, and 4,096 files of 4 KiB) onto
 # N = 1..4 (copies: the mirrors' upload over the tree's bytes).
@@ -25,7 +27,8 @@
 #   TCP_CC=reno: the hosts' TCP congestion control (default: this machine's;
 #   one not in net.ipv4.tcp_allowed_congestion_control must be added there)
 #   BIN=DIR: ddftp and ddftpd from DIR instead of this tree's build
-#   CASES: comma list of share, separate, aria2c, slow, tree (default: all)
+#   CASES: comma list of share, separate, aria2c, http, slow, tree (default:
+#   all but http)
 # Writes benches/results/netbed-fan-out-<UTC date>.{md,json}.
 set -euo pipefail
 
@@ -74,15 +77,42 @@ M1=10.79.0.11 M2=10.79.0.12
 for i in 1 2; do
   ip=10.79.0.$((10 + i)); run=$WORK/run/m$i; mkdir -p "$run"; chmod 1777 "$run"
   "$NB" exec $BED-m$i -- "$DDFTPD" --root "$WORK/data" --listen $ip:7400 --metrics $ip:9400 >"$run/ddftpd.log" 2>&1 &
-  nginx_conf "$run" $ip:8080 "$WORK/data" 1
+  # Its log says what it sent (the http case's copies).
+  nginx_conf "$run" $ip:8080 "$WORK/data" 1 "access_log $run/access.log;"
   "$NB" exec $BED-m$i -- nginx -c "$run/nginx.conf"
 done
 sleep 1
 # Warm the mirrors' page cache.
 cat "$WORK/data/big.bin" >/dev/null
 
-# The mirrors' bytes sent so far (their metrics, read from mirror 1's host).
+# The file's Metalink (256 KiB SHA-256 pieces) naming both web servers.
+if [[ ,$CASES, == *,http,* ]] && [ ! -s "$WORK/data/big.meta4" ]; then
+  python3 - "$WORK/data/big.bin" "$WORK/data/big.meta4" $M1 $M2 <<'PY'
+import hashlib, os, sys
+src, out, m1, m2 = sys.argv[1:5]
+hashes, whole = [], hashlib.sha256()
+with open(src, "rb") as f:
+    while piece := f.read(256 << 10):
+        hashes.append(hashlib.sha256(piece).hexdigest())
+        whole.update(piece)
+size = os.path.getsize(src)
+pieces = "".join(f"<hash>{h}</hash>" for h in hashes)
+open(out, "w").write(
+    '<?xml version="1.0" encoding="UTF-8"?>\n<metalink xmlns="urn:ietf:params:xml:ns:metalink">\n'
+    f'<file name="big.bin"><size>{size}</size><hash type="sha-256">{whole.hexdigest()}</hash>\n'
+    f'<pieces length="{256 << 10}" type="sha-256">{pieces}</pieces>\n'
+    f'<url priority="1">http://{m1}:8080/big.bin</url><url priority="2">http://{m2}:8080/big.bin</url>\n'
+    "</file></metalink>\n")
+PY
+fi
+
+# The mirrors' bytes sent so far: the web servers' (their logs) for the
+# http case, else the ddftpd's (their metrics, read from mirror 1's host).
 sent() {
+  if [ "${1:-}" = http ]; then
+    cat "$WORK"/run/m1/access.log "$WORK"/run/m2/access.log 2>/dev/null | awk '{s += $10} END {printf "%.0f\n", s}'
+    return
+  fi
   local s=0 i v
   for i in 1 2; do
     v=$("$NB" exec $BED-m1 -- curl -s http://10.79.0.$((10 + i)):9400/metrics | awk '/^ddftpd_sent_bytes_total/ {print $2}')
@@ -97,12 +127,14 @@ run() {
   rm -rf "$OUT"/c* 2>/dev/null || true
   for j in $(seq 1 "$n"); do peers+="10.79.0.$((100 + j)):7500,"; done
   peers=${peers%,}
-  before=$(sent)
+  before=$(sent "$case")
   t0=$(date +%s.%N)
   for j in $(seq 1 "$n"); do
     local o=$OUT/c$j
     case $case in
       share | slow) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json ${LOGS:+${VERB:--v}} \
+        --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
+      http) "$NB" exec $BED-c$j -- "$DDFTP" get --metalink "$WORK/data/big.meta4" -o "$o" -q --json ${LOGS:+${VERB:--v}} \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
       tree) "$NB" exec $BED-c$j -- "$DDFTP" archive tree -m $M1:7400,$M2:7400 -d "$o" -q --json ${LOGS:+${VERB:--v}} \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
@@ -114,7 +146,7 @@ run() {
   done
   for p in "${pids[@]}"; do wait "$p" || { log "a receiver failed: $(cat "$OUT"/c*.err)"; }; done
   t1=$(date +%s.%N)
-  after=$(sent)
+  after=$(sent "$case")
   if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS"; for j in $(seq 1 "$n"); do cp "$OUT/c$j.err" "$LOGS/$case-n$n-r${RUN_IX:-1}-c$j.err"; done; fi
   local size=$SIZE
   [ "$case" = tree ] && size=$TREE_SIZE
@@ -200,7 +232,7 @@ for c in "${cases[@]}"; do
     [ "$n" = 1 ] && one[$c]=$med
     # Against the one-node time of the same kind (a tree's, or the file's).
     base=${one[share]:-$med}
-    [ "$c" = tree ] && base=${one[tree]:-$med}
+    case $c in tree | http) base=${one[$c]:-$med} ;; esac
     ratio=$(python3 -c "print(f'{$med / $base:.3f}')")
     echo "| $c | $n | $med | $runs | $cop | $last | $peers | $ratio |" >>"$md"
     # The slow case's measure: the last of the fast receivers (1..3), per run.
