@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-pub(super) struct Assembly {
+/// A message being put together from its runs.
+pub struct Assembly {
     /// The runs arrived, by offset, as they were read (never copied into
     /// one buffer): no two overlap, a run sent again (or one overlapping
     /// others) adds only the bytes not here yet.
@@ -23,10 +24,29 @@ pub(super) struct Assembly {
 }
 
 impl Assembly {
-    /// Places `run` at `offset`: the bytes of it no run here covers yet.
-    /// Returns how many it added.
-    pub(super) fn place(&mut self, offset: u64, run: Bytes) -> u64 {
-        let end = offset + run.len() as u64;
+    /// A message of `len` bytes over `links` links, its first run come
+    /// at `now`.
+    pub fn new(len: u64, links: usize, now: Instant, alone: bool) -> Assembly {
+        Assembly { runs: BTreeMap::new(), len, got: 0, first: now, alone, parts: vec![(0, now); links] }
+    }
+
+    /// Every byte has come.
+    pub fn is_whole(&self) -> bool {
+        self.got == self.len
+    }
+
+    /// The message, as its runs in order.
+    pub fn into_message(self) -> Message {
+        Message(self.runs.into_values().collect())
+    }
+
+    /// Places `run` at `offset`: the bytes of it no run here covers yet
+    /// (and none past the message's end). Returns how many it added.
+    pub fn place(&mut self, offset: u64, run: Bytes) -> u64 {
+        let end = offset.saturating_add(run.len() as u64).min(self.len);
+        if offset >= end {
+            return 0;
+        }
         let mut gaps = vec![];
         let mut at = offset;
         let before = self.runs.range(..offset).next_back().map(|(&o, r)| (o, r.len() as u64));
@@ -47,6 +67,7 @@ impl Assembly {
             added += b - a;
             self.runs.insert(a, run.slice((a - offset) as usize..(b - offset) as usize));
         }
+        self.got += added;
         added
     }
 }

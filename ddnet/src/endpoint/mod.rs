@@ -35,7 +35,7 @@ use crate::plan::LinkId;
 use crate::sys::{connect_from, fail_when_silent, limit_unsent, tcp_progress};
 use crate::wire::{Frame, LinkIds, MAX_MESSAGE};
 
-mod assembly;
+pub mod assembly;
 mod link;
 mod listener;
 mod secure;

@@ -530,9 +530,7 @@ impl State {
             for a in self.assembling.values_mut() {
                 a.alone = false;
             }
-            let parts = vec![(0, now); self.alive.len()];
-            let a = Assembly { runs: BTreeMap::new(), len: msg_len, got: 0, first: now, alone, parts };
-            self.assembling.insert(msg, a);
+            self.assembling.insert(msg, Assembly::new(msg_len, self.alive.len(), now, alone));
         }
         let a = self.assembling.get_mut(&msg).expect("present");
         if a.len != msg_len {
@@ -540,15 +538,14 @@ impl State {
         }
         let added = a.place(offset, payload);
         if added > 0 {
-            a.got += added;
             a.parts[link] = (a.parts[link].0 + added, now);
         }
-        if a.got == msg_len {
+        if a.is_whole() {
             let a = self.assembling.remove(&msg).expect("present");
             if a.alone {
                 self.report(&a);
             }
-            self.complete(msg, Message(a.runs.into_values().collect()));
+            self.complete(msg, a.into_message());
         }
         Ok(())
     }
