@@ -146,8 +146,14 @@ impl Store for DirectWriter {
             match r {
                 Ok(()) => return Ok(()),
                 // A file system that takes the open but not the write:
-                // the cache from now on.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.refused.store(true, Ordering::Relaxed),
+                // the cache from now on, said once.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    if !self.refused.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            "--direct: the file system refused an O_DIRECT write ({e}): writing through the page cache"
+                        );
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
