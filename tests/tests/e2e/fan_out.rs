@@ -75,6 +75,20 @@ fn from_peers_and_mirrors(v: &serde_json::Value) -> (u64, u64) {
     got
 }
 
+/// Waits for receivers `c0, c1, ...` in `outs`: each exits 0 with an
+/// exact copy of `data`, all of it from the mirrors and its peers, more
+/// than a third from the peers.
+fn each_exact_and_shared(kids: Vec<Child>, outs: &Path, data: &[u8]) {
+    for (i, k) in kids.into_iter().enumerate() {
+        let (code, v, err) = finish(k);
+        assert_eq!(code, Some(0), "receiver {i}: {err}");
+        assert!(std::fs::read(outs.join(format!("c{i}"))).unwrap() == data, "receiver {i}'s copy differs");
+        let (peers_bytes, mirror_bytes) = from_peers_and_mirrors(&v);
+        assert_eq!(peers_bytes + mirror_bytes, SIZE as u64, "receiver {i}: {v}");
+        assert!(peers_bytes > SIZE as u64 / 3, "receiver {i} took {peers_bytes} bytes from its peers: {v}");
+    }
+}
+
 struct Setup {
     _f: Fixture,
     data: Vec<u8>,
@@ -110,14 +124,7 @@ fn three_receivers_get_exact_copies_and_the_mirrors_send_the_file_about_once() {
     let began = Instant::now();
     let kids: Vec<Child> =
         (0..3).map(|i| receiver(&s.mirrors(), &s.outs.join(format!("c{i}")), &peers, &peers[i])).collect();
-    for (i, k) in kids.into_iter().enumerate() {
-        let (code, v, err) = finish(k);
-        assert_eq!(code, Some(0), "receiver {i}: {err}");
-        assert!(std::fs::read(s.outs.join(format!("c{i}"))).unwrap() == s.data, "receiver {i}'s copy differs");
-        let (peers_bytes, mirror_bytes) = from_peers_and_mirrors(&v);
-        assert_eq!(peers_bytes + mirror_bytes, SIZE as u64, "receiver {i}: {v}");
-        assert!(peers_bytes > SIZE as u64 / 3, "receiver {i} took {peers_bytes} bytes from its peers: {v}");
-    }
+    each_exact_and_shared(kids, &s.outs, &s.data);
     let copies = s.uploaded() / SIZE as f64;
     assert!(copies < 1.2, "the mirrors sent {copies:.2} copies of the file");
     // One copy at the mirrors' 24 MB/s is about a second; three apart
@@ -415,14 +422,7 @@ fn from_web_servers_with_a_metalink_each_block_leaves_them_about_once_and_every_
     let w = web();
     let peers = free_addrs(3);
     let kids: Vec<Child> = (0..3).map(|i| w.receiver(i, &peers)).collect();
-    for (i, k) in kids.into_iter().enumerate() {
-        let (code, v, err) = finish(k);
-        assert_eq!(code, Some(0), "receiver {i}: {err}");
-        assert!(std::fs::read(w.outs.join(format!("c{i}"))).unwrap() == w.data, "receiver {i}'s copy differs");
-        let (peers_bytes, mirror_bytes) = from_peers_and_mirrors(&v);
-        assert_eq!(peers_bytes + mirror_bytes, SIZE as u64, "receiver {i}: {v}");
-        assert!(peers_bytes > SIZE as u64 / 3, "receiver {i} took {peers_bytes} bytes from its peers: {v}");
-    }
+    each_exact_and_shared(kids, &w.outs, &w.data);
     let copies = w.uploaded();
     assert!(copies < 1.2, "the web servers sent {copies:.2} copies of the file");
 }

@@ -353,6 +353,15 @@ fn files_below(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<
     out
 }
 
+/// The files below `ours` (by relative path, with their contents), which
+/// must be those below `theirs`.
+fn same_files(ours: &std::path::Path, theirs: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let (mine, rs) = (files_below(ours), files_below(theirs));
+    assert_eq!(mine.keys().collect::<Vec<_>>(), rs.keys().collect::<Vec<_>>());
+    assert_eq!(mine, rs);
+    mine
+}
+
 /// `rsync -a -e RSH ARGS 127.0.0.1:DIR`, which must succeed.
 fn rsync_push(rsh: &str, args: &[&str], dir: &std::path::Path) {
     let o = Command::new("rsync")
@@ -396,9 +405,7 @@ fn a_push_with_filter_rules_and_backups_makes_what_rsync_makes() {
     let mut args = vec!["archive", src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"];
     args.extend(opts);
     ddftp(&args, 0);
-    let (mine, rs) = (files_below(&ours), files_below(&theirs));
-    assert_eq!(mine.keys().collect::<Vec<_>>(), rs.keys().collect::<Vec<_>>());
-    assert_eq!(mine, rs);
+    let mine = same_files(&ours, &theirs);
     assert_eq!(mine["src/a.txt.old"], b"the older a");
 }
 
@@ -431,9 +438,7 @@ fn several_srcs_pushed_land_where_rsync_puts_them() {
     args.extend(srcs.iter().map(String::as_str));
     args.extend([to.as_str(), "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"]);
     ddftp(&args, 0);
-    let (mine, rs) = (files_below(&ours), files_below(&theirs));
-    assert_eq!(mine.keys().collect::<Vec<_>>(), rs.keys().collect::<Vec<_>>());
-    assert_eq!(mine, rs);
+    same_files(&ours, &theirs);
     args.push("--delete");
     let out = ddftp(&args, 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--delete with several SRCs"));
@@ -465,8 +470,6 @@ fn a_push_with_files_from_copies_what_rsync_copies() {
     let to = format!("127.0.0.1:{}", ours.display());
     let args = ["archive", &from, src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"];
     ddftp(&args, 0);
-    let (mine, rs) = (files_below(&ours), files_below(&theirs));
-    assert_eq!(mine.keys().collect::<Vec<_>>(), rs.keys().collect::<Vec<_>>());
-    assert_eq!(mine, rs);
+    let mine = same_files(&ours, &theirs);
     assert_eq!(mine.len(), 3, "{:?}", mine.keys());
 }
