@@ -4,20 +4,39 @@
 //! the entries named are copied, and the directories on their way: a
 //! directory named is made, not entered (rsync without `-r`), unless it is
 //! named with a trailing `/` (or `/.`): then the entries directly in it
-//! come too (rsync's implied `--dirs`). Pure: the caller reads the file.
+//! come too (rsync's implied `--dirs`); with `-r` ([`FilesFrom::recursing`])
+//! a directory named comes with everything in it. A `/./` in a line marks
+//! where its name starts, as rsync's `--relative` reads it: `a/./b/c` is
+//! `SRC/a/b/c`, copied as `DEST/b/c` (its base `a`, walked as a SRC of its
+//! own; the lines of each base walk that base alone). `ddftp archive -R`
+//! reads its SRCs the same way. Pure: the caller reads the file.
 
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-/// The entries a `--files-from` list names.
+/// What the lines of one base name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FilesFrom {
+struct Names {
     named: HashSet<PathBuf>,
     /// Every directory on the way to a named entry.
     on_the_way: HashSet<PathBuf>,
     /// Directories named with a trailing `/`: what is directly in them too.
     opened: HashSet<PathBuf>,
+    /// A line names the base itself (`.`, `./NAME`, `a/./`).
+    itself: bool,
+}
+
+/// The entries a `--files-from` list names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilesFrom {
+    /// Every line's name, whatever its base: the names under DEST.
+    all: Names,
+    /// Each base (empty: SRC itself) and its lines' names, in the order
+    /// the list first gives them.
+    bases: Vec<(PathBuf, Names)>,
+    /// A directory named comes whole (rsync's `-r` with `--files-from`).
+    recurse: bool,
 }
 
 /// A line that names nothing below SRC.
@@ -27,6 +46,54 @@ pub struct BadLine {
     pub line: usize,
     pub path: String,
     pub why: &'static str,
+}
+
+/// A path's components below SRC (`/` and `.` dropped), or why not.
+fn below(raw: &[u8]) -> Result<PathBuf, &'static str> {
+    let mut rel = PathBuf::new();
+    for c in Path::new(std::ffi::OsStr::from_bytes(raw)).components() {
+        match c {
+            Component::Normal(name) => rel.push(name),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir => return Err("goes up with `..`: name entries below SRC"),
+            Component::Prefix(_) => return Err("is not a path"),
+        }
+    }
+    Ok(rel)
+}
+
+impl Names {
+    fn add(&mut self, rel: PathBuf, opened: bool) {
+        if opened {
+            self.opened.insert(rel.clone());
+        }
+        if rel.as_os_str().is_empty() {
+            // The base itself, which is always made.
+            return;
+        }
+        let mut up = rel.parent();
+        while let Some(d) = up.filter(|d| !d.as_os_str().is_empty()) {
+            if !self.on_the_way.insert(d.to_path_buf()) {
+                break;
+            }
+            up = d.parent();
+        }
+        self.named.insert(rel);
+    }
+
+    fn wants(&self, rel: &Path, recurse: bool) -> bool {
+        rel.as_os_str().is_empty()
+            || self.named.contains(rel)
+            || self.on_the_way.contains(rel)
+            || rel.parent().is_some_and(|d| self.opened.contains(d))
+            || (recurse && self.whole(rel))
+    }
+
+    /// Under `-r`: whether `rel` is in a directory named (or the base
+    /// itself was named: everything).
+    fn whole(&self, rel: &Path) -> bool {
+        self.opened.contains(Path::new("")) || rel.ancestors().skip(1).any(|a| self.named.contains(a))
+    }
 }
 
 impl FilesFrom {
@@ -40,54 +107,73 @@ impl FilesFrom {
                 continue;
             }
             let bad = |why| BadLine { line: n + 1, path: String::from_utf8_lossy(raw).into_owned(), why };
-            let mut rel = PathBuf::new();
-            for c in Path::new(std::ffi::OsStr::from_bytes(raw)).components() {
-                match c {
-                    Component::Normal(name) => rel.push(name),
-                    Component::RootDir | Component::CurDir => {}
-                    Component::ParentDir => return Err(bad("goes up with `..`: name entries below SRC")),
-                    Component::Prefix(_) => return Err(bad("is not a path")),
+            // rsync's marker: the name starts after the first `/./`.
+            let (base, name) = match raw.windows(3).position(|w| w == b"/./") {
+                Some(i) => (below(&raw[..i]).map_err(bad)?, &raw[i + 3..]),
+                None => (PathBuf::new(), raw),
+            };
+            let rel = below(name).map_err(bad)?;
+            let opened = name.is_empty() || name.ends_with(b"/") || name.ends_with(b"/.") || name == b".";
+            // rsync sends `.` with a name that starts from it (`./d`).
+            let itself = name.is_empty() || name == b"." || name.starts_with(b"./");
+            let at = match f.bases.iter().position(|(b, _)| *b == base) {
+                Some(at) => at,
+                None => {
+                    f.bases.push((base, Names::default()));
+                    f.bases.len() - 1
                 }
-            }
-            if raw.ends_with(b"/") || raw.ends_with(b"/.") || raw == b"." {
-                f.opened.insert(rel.clone());
-            }
-            if rel.as_os_str().is_empty() {
-                // SRC itself, which is always made.
-                continue;
-            }
-            let mut up = rel.parent();
-            while let Some(d) = up.filter(|d| !d.as_os_str().is_empty()) {
-                if !f.on_the_way.insert(d.to_path_buf()) {
-                    break;
-                }
-                up = d.parent();
-            }
-            f.named.insert(rel);
+            };
+            f.bases[at].1.itself |= itself;
+            f.all.itself |= itself;
+            f.bases[at].1.add(rel.clone(), opened);
+            f.all.add(rel, opened);
         }
         Ok(f)
     }
 
-    /// Whether the entry `rel` (below SRC; empty for SRC) is copied.
+    /// A directory named comes with everything in it (rsync's `-r` with
+    /// `--files-from`, and `-R`'s SRCs).
+    pub fn recursing(self) -> FilesFrom {
+        FilesFrom { recurse: true, ..self }
+    }
+
+    /// Whether the entry `rel` (below its base; empty for the base) is
+    /// copied.
     pub fn wants(&self, rel: &Path) -> bool {
-        rel.as_os_str().is_empty()
-            || self.named.contains(rel)
-            || self.on_the_way.contains(rel)
-            || rel.parent().is_some_and(|d| self.opened.contains(d))
+        self.all.wants(rel, self.recurse)
     }
 
-    /// The entries named.
+    /// The entries named (below their bases).
     pub fn named(&self) -> impl Iterator<Item = &Path> {
-        self.named.iter().map(PathBuf::as_path)
+        self.all.named.iter().map(PathBuf::as_path)
     }
 
-    /// Rules for a mirror's walk ([`crate::filter::Filter`]'s patterns,
-    /// after the user's own) that keep it to what the list names and the
-    /// directories on their way, so the rest of SRC is never read: each
-    /// included, anchored at SRC, then everything else excluded. `None`
-    /// if a name is not UTF-8 (no pattern can say it): the walk then
-    /// reads all of SRC and the list is applied to what it sends.
-    pub fn walk_rules(&self) -> Option<Vec<(bool, String)>> {
+    /// Whether a line names its base itself (`.`, `./NAME`, `a/./`): the
+    /// base is then copied as a directory of the list (its mode and times
+    /// onto DEST), as rsync does.
+    pub fn names_a_base(&self) -> bool {
+        self.all.itself
+    }
+
+    /// The bases the lines name their entries below (an empty path for
+    /// SRC itself, the base of lines without `/./`), in the list's order:
+    /// each is walked as a SRC of its own.
+    pub fn bases(&self) -> impl Iterator<Item = &Path> {
+        self.bases.iter().map(|(b, _)| b.as_path())
+    }
+
+    /// Rules for a mirror's walk of base `base` (an index into
+    /// [`FilesFrom::bases`]; [`crate::filter::Filter`]'s patterns, after
+    /// the user's own) that keep it to what the list names there and the
+    /// directories on their way, so the rest is never read: each
+    /// included, anchored at the base, then everything else excluded.
+    /// `None` if a name is not UTF-8 (no pattern can say it): the walk
+    /// then reads all of it and the list is applied to what it sends.
+    pub fn walk_rules(&self, base: usize) -> Option<Vec<(bool, String)>> {
+        let names = &self.bases.get(base)?.1;
+        if self.recurse && names.opened.contains(Path::new("")) {
+            return Some(vec![]);
+        }
         let esc = |p: &Path| -> Option<String> {
             let s = p.to_str()?;
             let mut out = String::with_capacity(s.len() + 1);
@@ -101,13 +187,16 @@ impl FilesFrom {
             Some(out)
         };
         let mut rules = vec![];
-        for d in &self.on_the_way {
+        for d in &names.on_the_way {
             rules.push((true, format!("{}/", esc(d)?)));
         }
-        for n in &self.named {
+        for n in &names.named {
             rules.push((true, esc(n)?));
+            if self.recurse {
+                rules.push((true, format!("{}/***", esc(n)?)));
+            }
         }
-        for d in &self.opened {
+        for d in &names.opened {
             let inside = if d.as_os_str().is_empty() { "/*".to_string() } else { format!("{}/*", esc(d)?) };
             rules.push((true, inside));
         }
@@ -117,11 +206,11 @@ impl FilesFrom {
 
     /// How many entries the list names.
     pub fn len(&self) -> usize {
-        self.named.len()
+        self.all.named.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.named.is_empty()
+        self.all.named.is_empty()
     }
 }
 
@@ -149,7 +238,7 @@ mod tests {
     #[test]
     fn walk_rules_keep_a_walk_to_what_is_named() {
         let f = FilesFrom::parse(b"a/b/c\nd/\nodd[*]?{x}\\\n", false).unwrap();
-        let rules = crate::filter::Filter::from_rules(&f.walk_rules().unwrap()).unwrap();
+        let rules = crate::filter::Filter::from_rules(&f.walk_rules(0).unwrap()).unwrap();
         for (rel, dir, pruned) in [
             ("a", true, false),
             ("a/b", true, false),
@@ -166,7 +255,51 @@ mod tests {
             assert_eq!(rules.prunes(Path::new(rel), dir), pruned, "{rel}");
         }
         let bad = FilesFrom::parse(b"\xff\n", false).unwrap();
-        assert!(bad.walk_rules().is_none());
+        assert!(bad.walk_rules(0).is_none());
+    }
+
+    #[test]
+    fn a_dot_marker_starts_the_name_each_base_walked_alone() {
+        let f = FilesFrom::parse(b"a/./b/c\nx/./y\na/./top\nplain\n", false).unwrap();
+        let bases: Vec<&Path> = f.bases().collect();
+        assert_eq!(bases, [Path::new("a"), Path::new("x"), Path::new("")]);
+        for yes in ["b", "b/c", "y", "top", "plain"] {
+            assert!(f.wants(Path::new(yes)), "{yes}");
+        }
+        assert!(!f.wants(Path::new("a")) && !f.wants(Path::new("b/c/d")));
+        // Base a's walk takes b/c and top, not y.
+        let rules = crate::filter::Filter::from_rules(&f.walk_rules(0).unwrap()).unwrap();
+        for (rel, dir, pruned) in [("b", true, false), ("b/c", false, false), ("top", false, false), ("y", true, true)]
+        {
+            assert_eq!(rules.prunes(Path::new(rel), dir), pruned, "{rel}");
+        }
+        assert!(f.walk_rules(3).is_none());
+        assert!(!f.names_a_base());
+        for itself in [&b"./d\n"[..], b".\n", b"a/./\n"] {
+            assert!(FilesFrom::parse(itself, false).unwrap().names_a_base(), "{itself:?}");
+        }
+        assert!(!FilesFrom::parse(b"/top\nd/.\n", false).unwrap().names_a_base());
+        let e = FilesFrom::parse(b"../x/./y\n", false).unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(FilesFrom::parse(b"a/./../y\n", false).is_err());
+    }
+
+    #[test]
+    fn recursing_takes_a_named_directory_whole() {
+        let f = FilesFrom::parse(b"a/b\nf\n", false).unwrap().recursing();
+        for yes in ["a", "a/b", "a/b/c", "a/b/c/d", "f"] {
+            assert!(f.wants(Path::new(yes)), "{yes}");
+        }
+        assert!(!f.wants(Path::new("a/x")) && !f.wants(Path::new("g")));
+        let rules = crate::filter::Filter::from_rules(&f.walk_rules(0).unwrap()).unwrap();
+        for (rel, dir, pruned) in
+            [("a", true, false), ("a/b/c", true, false), ("a/b/c/d", false, false), ("a/x", true, true)]
+        {
+            assert_eq!(rules.prunes(Path::new(rel), dir), pruned, "{rel}");
+        }
+        // SRC itself named: everything.
+        let all = FilesFrom::parse(b".\n", false).unwrap().recursing();
+        assert!(all.wants(Path::new("any/thing")) && all.walk_rules(0) == Some(vec![]));
     }
 
     proptest! {
@@ -175,10 +308,10 @@ mod tests {
         #[test]
         fn anything_parses_to_paths_below_src(text in proptest::collection::vec(any::<u8>(), 0..256), nul: bool) {
             if let Ok(f) = FilesFrom::parse(&text, nul) {
-                for p in f.named.iter().chain(&f.on_the_way).chain(&f.opened) {
+                for p in f.all.named.iter().chain(&f.all.on_the_way).chain(&f.all.opened) {
                     prop_assert!(p.components().all(|c| matches!(c, Component::Normal(_))), "{p:?}");
                 }
-                for p in &f.named {
+                for p in &f.all.named {
                     for a in p.ancestors() {
                         prop_assert!(f.wants(a));
                     }

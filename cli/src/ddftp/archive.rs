@@ -103,6 +103,11 @@ pub struct ArchiveOpt {
     /// way: rsync's --files-from (a directory named is made, not entered).
     #[arg(long, value_name = "FILE", conflicts_with = "delete")]
     pub files_from: Option<PathBuf>,
+    /// Keep each SRC's path under DEST (rsync's -R): `a/b/c` lands in
+    /// DEST/a/b/c, its directories made with the mirror's modes; a `/./`
+    /// marks where the kept path starts (`a/./b/c`: DEST/b/c).
+    #[arg(long, short = 'R')]
+    pub relative: bool,
     /// The --files-from list is NUL-separated (`find -print0`).
     #[arg(long, short = '0', requires = "files_from")]
     pub from0: bool,
@@ -225,7 +230,12 @@ fn rsync_form(o: &mut ArchiveOpt) -> Result<Option<ddftp::ssh::SshMirror>, Strin
         o.moving.mirrors = vec![super::flags::Mirror::Pinned(pushed_from()?)];
         return Ok(None);
     }
-    let e = super::rsync_form::ends(std::mem::take(&mut o.src), o.dest.as_deref(), !o.moving.mirrors.is_empty())?;
+    let e = super::rsync_form::ends_as(
+        std::mem::take(&mut o.src),
+        o.dest.as_deref(),
+        !o.moving.mirrors.is_empty(),
+        o.relative,
+    )?;
     o.src = e.src;
     o.dest = Some(e.dest);
     o.dest_named = e.named;
@@ -250,9 +260,46 @@ fn backup_suffix(o: &ArchiveOpt) -> Result<Option<String>, String> {
     })
 }
 
+/// `--files-from FILE` (or `-R`'s SRCs, read as one), parsed; its `/./`
+/// bases become the SRCs walked, below the SRC given.
+fn files_from(o: &mut ArchiveOpt) -> Result<Option<ddtree::files_from::FilesFrom>, String> {
+    use ddtree::files_from::FilesFrom;
+    let f = match (listed(o)?, o.relative) {
+        // rsync's -r with --files-from: a directory named comes whole.
+        (Some(f), _) => match o.keep.recursive {
+            true => f.recursing(),
+            false => f,
+        },
+        // -R: the SRCs as a list, each whole, below the mirrors' root.
+        (None, true) => {
+            let names = o.src.join("\0");
+            let f = FilesFrom::parse(names.as_bytes(), true).map_err(|e| format!("-R: {}: {}", e.path, e.why))?;
+            o.src = vec![".".into()];
+            f.recursing()
+        }
+        (None, false) => return Ok(None),
+    };
+    let bases: Vec<&Path> = f.bases().collect();
+    if bases.len() > 1 || bases.first().is_some_and(|b| !b.as_os_str().is_empty()) {
+        if o.src.len() > 1 {
+            return Err("--files-from with `/./` in its lines takes one SRC, the directory its names start from".into());
+        }
+        let root = o.src[0].trim_end_matches('/');
+        o.src = bases
+            .iter()
+            .map(|b| match (root, b.to_string_lossy()) {
+                (_, b) if b.is_empty() => root.to_string(),
+                ("" | ".", b) => b.into_owned(),
+                (r, b) => format!("{r}/{b}"),
+            })
+            .collect();
+    }
+    Ok(Some(f))
+}
+
 /// `--files-from FILE`, read and parsed (`-`: standard input; under
 /// `--session-stdin`, the list the pushing end sent after its line).
-fn files_from(o: &ArchiveOpt) -> Result<Option<ddtree::files_from::FilesFrom>, String> {
+fn listed(o: &ArchiveOpt) -> Result<Option<ddtree::files_from::FilesFrom>, String> {
     let Some(path) = &o.files_from else { return Ok(None) };
     let shown = |e: &dyn std::fmt::Display| format!("--files-from {}: {e}", path.display());
     let text = match o.session_stdin && path.as_os_str() == "-" {
@@ -290,6 +337,9 @@ fn parse_suffix(s: &str) -> Result<String, String> {
 fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
     if o.list.is_some() {
         return Err("pushing takes no --list yet (its file is on this host)".into());
+    }
+    if o.relative {
+        return Err("pushing takes no -R yet: push the directory the paths start from, with --files-from".into());
     }
     if o.files_from.is_some() && o.src.len() > 1 {
         return Err("--files-from takes one SRC, the directory its names start from (as rsync)".into());
@@ -445,7 +495,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
-    let files_from = match files_from(&o) {
+    let files_from = match files_from(&mut o) {
         Ok(f) => f,
         Err(e) => {
             report_error(&e);

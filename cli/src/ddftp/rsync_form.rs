@@ -51,7 +51,15 @@ fn once_each(src: Vec<String>) -> Vec<String> {
 
 /// Reads `src` (and `dest`, if given) as rsync would; `mirrors`
 /// tells whether `--mirrors` was given too.
-pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<Ends, String> {
+#[cfg(test)]
+pub fn ends(src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<Ends, String> {
+    ends_as(src, dest, mirrors, false)
+}
+
+/// [`ends`], `relative` with rsync's `-R`: a `HOST:DIR` SRC is then a
+/// path kept under DEST (from its `/./` on, or whole), served from the
+/// filesystem's root (or the home directory, for a relative DIR).
+pub fn ends_as(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool, relative: bool) -> Result<Ends, String> {
     if dest.is_none() && src.len() >= 2 && src.last().is_some_and(|d| is_remote(d)) {
         let to = src.pop().expect("two or more");
         if src.iter().any(|s| is_remote(s)) {
@@ -98,6 +106,16 @@ pub fn ends(mut src: Vec<String>, dest: Option<&Path>, mirrors: bool) -> Result<
         ));
     }
     let whole = SshMirror::parse_rsync(remote[0])?;
+    if relative {
+        let (root, path) = match (whole.dir.strip_prefix('/'), whole.dir.strip_prefix("~/")) {
+            (Some(p), _) => ("/", p.to_string()),
+            (_, Some(p)) => ("~", p.to_string()),
+            _ => (".", whole.dir.clone()),
+        };
+        let path = if path.is_empty() { ".".to_string() } else { path };
+        let mirror = SshMirror { dir: root.into(), ..whole };
+        return Ok(Ends { src: vec![path], dest, mirror: Some(mirror), push: None, named: false, may_be_file: false });
+    }
     // DIR/ (or the home directory itself): its content goes into DEST.
     let (dir, name) = match whole.dir.trim_end_matches('/') {
         d if whole.dir.ends_with('/') || d == "." || d.is_empty() || d == "~" => (whole.dir.clone(), None),
@@ -184,5 +202,14 @@ mod tests {
         assert!(ends(v(&["h:/a", "g:/b", "/d"]), None, false).is_err());
         assert!(ends(v(&["h::mod", "/d"]), None, false).is_err());
         assert!(ends(v(&["-oProxyCommand=x:/a", "/d"]), None, false).is_err());
+    }
+
+    #[test]
+    fn dash_r_serves_a_host_dir_from_the_root_and_keeps_its_path() {
+        let e = ends_as(v(&["u@h:/var/./log/x", "/d"]), None, false, true).unwrap();
+        assert_eq!((e.src, e.dest, e.named), (v(&["var/./log/x"]), PathBuf::from("/d"), false));
+        assert_eq!(e.mirror.unwrap().dir, "/");
+        let e = ends_as(v(&["h:data/run", "/d"]), None, false, true).unwrap();
+        assert_eq!((e.src, e.mirror.unwrap().dir), (v(&["data/run"]), ".".to_string()));
     }
 }

@@ -398,7 +398,7 @@ impl Archiving<'_> {
             self.leave_missing(&mut items);
         }
         self.protect_backup()?;
-        if self.spec.file_src {
+        if !self.spec.copies_src_itself() {
             items.retain(|it| !it.rel.as_os_str().is_empty());
         }
         if items.is_empty() {

@@ -38,13 +38,13 @@ pub(super) async fn fetch_list(
         return Ok((entries, vec![]));
     }
     if spec.more_src.is_empty() {
-        return walk_src(spec, &spec.src, progress).await;
+        return walk_src(spec, (0, &spec.src), progress).await;
     }
     // Several SRCs: each walked, merged; a name an earlier SRC gives is
     // not taken from a later one (rsync's order).
     let (mut all, mut unread, mut seen) = (vec![], vec![], std::collections::HashSet::new());
-    for src in spec.srcs() {
-        let (entries, errors) = walk_src(spec, src, progress).await?;
+    for (i, src) in spec.srcs().enumerate() {
+        let (entries, errors) = walk_src(spec, (i, src), progress).await?;
         for e in entries {
             let Some(rel) = super::listing::below_src(&e, src.as_bytes()) else { continue };
             if seen.insert(rel.to_vec()) {
@@ -56,10 +56,11 @@ pub(super) async fn fetch_list(
     Ok((all, unread))
 }
 
-/// One SRC walked by the first mirror that answers (see [`fetch_list`]).
+/// One SRC (its number in [`ArchiveSpec::srcs`], its path) walked by the
+/// first mirror that answers (see [`fetch_list`]).
 async fn walk_src(
     spec: &ArchiveSpec,
-    src: &str,
+    (i, src): (usize, &str),
     progress: &mut dyn Progress,
 ) -> Result<(Vec<Entry>, WalkErrors), ArchiveError> {
     let (mut failures, mut untrusted, mut files) = (vec![], false, 0);
@@ -70,7 +71,7 @@ async fn walk_src(
             let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-3);
             progress.status(&format!("listing {src} on {ep}: {n} entries ({rate:.0}/s)"));
         };
-        match walk_on(ep, src, &spec.walk_ask(), spec.get.token.as_deref(), &mut tell).await {
+        match walk_on(ep, src, &spec.walk_ask(i), spec.get.token.as_deref(), &mut tell).await {
             Ok((entries, errors)) if errors.is_empty() => return Ok((entries, errors)),
             Ok((entries, errors)) => {
                 failures.push(format!("  {ep}: {} entries under {src} could not be read", errors.len()));

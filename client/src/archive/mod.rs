@@ -181,6 +181,13 @@ impl ArchiveSpec {
         })
     }
 
+    /// Whether SRC itself is copied onto DEST (its mode and times): not
+    /// for a file SRC, nor for a `--files-from` list (or `-R`) that does
+    /// not name it, as rsync; DEST is then made as `mkdir -p` makes it.
+    pub(crate) fn copies_src_itself(&self) -> bool {
+        !self.file_src && self.files_from.as_ref().is_none_or(|f| f.names_a_base())
+    }
+
     /// A listed entry's name below the SRC it is of (empty for that SRC).
     pub(crate) fn rel_of<'e>(&self, e: &'e Entry) -> Option<&'e [u8]> {
         self.srcs().find_map(|src| listing::below_src(e, src.as_bytes()))
@@ -203,12 +210,15 @@ impl ArchiveSpec {
         Ok(())
     }
 
-    /// What the mirror's walk is asked for.
-    fn walk_ask(&self) -> crate::session::WalkAsk {
+    /// What the mirror's walk of SRC number `src` (in [`Self::srcs`]) is
+    /// asked for.
+    fn walk_ask(&self, src: usize) -> crate::session::WalkAsk {
         // The user's rules first (what they exclude stays out), then
         // --files-from's, so the mirror reads only what the list names.
+        // A list with `/./` bases gave one SRC per base, in its order.
         let mut rules = self.filter.rules();
-        rules.extend(self.files_from.as_ref().and_then(|f| f.walk_rules()).unwrap_or_default());
+        let base = |f: &ddtree::files_from::FilesFrom| if f.bases().count() > 1 { src } else { 0 };
+        rules.extend(self.files_from.as_ref().and_then(|f| f.walk_rules(base(f))).unwrap_or_default());
         crate::session::WalkAsk { rules, xattrs: self.xattrs, names: self.owners && self.by_name }
     }
 }
@@ -540,11 +550,14 @@ fn open_dest(spec: &ArchiveSpec, ranked: bool) -> Result<(Dest, bool, bool), Arc
     if !spec.dry_run {
         // DEST itself is the user's path; what is below it is the mirrors'.
         // Its missing parents are made as `mkdir -p` makes them (the
-        // umask's mode); DEST is private until its entries are in place.
+        // umask's mode); DEST is private until its entries are in place
+        // (when SRC's mode is to be DEST's; if not, it is made as its
+        // parents).
         if let Some(parent) = spec.dest.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(local(parent))?;
         }
-        match std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&spec.dest) {
+        let mode = if spec.copies_src_itself() { 0o700 } else { 0o777 };
+        match std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), mode).create(&spec.dest) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(local(&spec.dest)(e)),
             _ => {}
         }

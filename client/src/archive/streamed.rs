@@ -175,7 +175,7 @@ impl Archiving<'_> {
     ) -> Result<(), ArchiveError> {
         let spec = self.spec;
         let (mut failures, mut untrusted, mut files) = (vec![], false, 0);
-        let ask = spec.walk_ask();
+        let ask = spec.walk_ask(0);
         for ep in &spec.get.mirrors {
             let mut began = false;
             match walk_stream(ep, self.src, &ask, spec.get.token.as_deref(), walk_tx.clone(), &mut began).await {

@@ -473,3 +473,53 @@ fn a_push_with_files_from_copies_what_rsync_copies() {
     let mine = same_files(&ours, &theirs);
     assert_eq!(mine.len(), 3, "{:?}", mine.keys());
 }
+
+/// rsync's `-R` from a host (`HOST:/path/./a/b DEST`: DEST/a/b, the remote
+/// ddftpd serving `/`), and `/./` in a pushed `--files-from` list: where
+/// rsync over ssh puts them.
+#[test]
+fn dash_r_from_a_host_and_dot_markers_in_a_pushed_list_land_where_rsync_puts_them() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["a/b/c", "x/y"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in ["a/b/c/f", "a/b/g", "a/top", "x/y/h"].iter().enumerate() {
+        random_file(&src.join(p), 700 + i, 40 + i as u64);
+    }
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let ddftpd = bin("ddftpd").display().to_string();
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    let remote = format!("127.0.0.1:{}/./a/b", src.display());
+    let r = Command::new("rsync").args(["-aR", "-e", &rsh, &remote]).arg(&theirs).status().expect("rsync");
+    assert!(r.success());
+    ddftp(&["archive", "-R", &remote, ours.to_str().unwrap(), "-e", &rsh, "--remote-ddftpd", &ddftpd, "-q"], 0);
+    let got = same_files(&ours, &theirs);
+    assert_eq!(got.keys().collect::<Vec<_>>(), ["a/b/c/f", "a/b/g"]);
+    // The session that served `/` has ended.
+    let serving_root = || -> Vec<String> {
+        crate::util::sshd::sessions_serving(std::path::Path::new("/"))
+            .into_iter()
+            .filter(|l| l.ends_with(" /"))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !serving_root().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(serving_root(), Vec::<String>::new());
+
+    let list = f.root().join("list");
+    std::fs::write(&list, "a/./b/c/f\nx/./y/h\n").unwrap();
+    let (ours, theirs) = (f.out("ours-pushed"), f.out("theirs-pushed"));
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let from = format!("--files-from={}", list.display());
+    rsync_push(&rsh, &[&from, src.to_str().unwrap()], &theirs);
+    let ddftp_bin = bin("ddftp").display().to_string();
+    let to = format!("127.0.0.1:{}", ours.display());
+    ddftp(&["archive", &from, src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"], 0);
+    let got = same_files(&ours, &theirs);
+    assert_eq!(got.keys().collect::<Vec<_>>(), ["b/c/f", "y/h"]);
+}
