@@ -17,7 +17,9 @@
 # "of ideal": bytes / (0.956 x the links' rates): the 4 links for ddftp,
 # mirror 1's for rsync.
 #
-# `--via-ssh` (the data inside the ssh session) is not built: no figure.
+# `--via-ssh`: the same 4 ssh mirrors with every connection carried
+# inside ssh (a forwarded port per mirror), for hosts where only ssh gets
+# through.
 #
 # Usage (root): benches/netbed-ssh.sh [RUNS] [CASES]   (CASES: first,resync)
 # Writes benches/results/netbed-ssh-<UTC date>.md.
@@ -112,6 +114,7 @@ tool() {
   [ "$1" = resync ] && del=(--delete)
   case $2 in
     ssh) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q "${del[@]}" ;;
+    via) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q --via-ssh "${del[@]}" ;;
     ddftpd) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$DD_M" --dest "$3" -q "${del[@]}" ;;
     rsync) "$NB" exec $BED-c -- rsync -a "${del[@]}" -e "$RSH" "10.77.1.2:$DATA/tree/" "$3/" ;;
   esac
@@ -121,14 +124,14 @@ tool() {
 log "warming"
 ddftpds
 find "$DATA" -type f -exec cat {} + >/dev/null
-for t in ssh ddftpd; do rm -rf "$OUT/warm"; tool first $t "$OUT/warm"; done
+for t in ssh via ddftpd; do rm -rf "$OUT/warm"; tool first $t "$OUT/warm"; done
 rm -rf "$OUT/warm"
 
 declare -A T=()
 IFS=, read -r -a cases <<<"$CASES"
 for c in "${cases[@]}"; do
   for r in $(seq 1 "$RUNS"); do
-    for t in ssh ddftpd rsync; do
+    for t in ssh via ddftpd rsync; do
       rm -rf "$OUT/d"
       [ "$c" = resync ] && cp -a "$WORK/old" "$OUT/d"
       [ "$t" = ddftpd ] && ddftpds
@@ -151,23 +154,23 @@ md=$TOP/benches/results/netbed-ssh-$stamp.md
   echo "Command: \`benches/netbed-ssh.sh $RUNS $CASES\` (root). netbed --mirrors ${RATES[*]}, sshd on each; tree of $BYTES bytes (256 x 2 MiB + 1,000 x 16 KiB); resync: 1% of the files rewritten, --delete."
   echo "Wall seconds, median of $RUNS (all runs in brackets); of ideal: bytes / (0.956 x link rates: all 4 for ddftp, mirror 1 for rsync); first copy only."
   echo
-  echo "| case | ddftp, 4 ssh mirrors | ddftp, 4 ddftpd mirrors | rsync -a -e ssh, mirror 1 | ssh / ddftpd (speed) | ddftp ssh / rsync (speed) |"
-  echo "|---|---|---|---|---|---|"
+  echo "| case | ddftp, 4 ssh mirrors | ddftp, 4 ddftpd mirrors | rsync -a -e ssh, mirror 1 | ddftp, 4 ssh mirrors --via-ssh | ssh / ddftpd (speed) | ddftp ssh / rsync (speed) | --via-ssh / ssh (speed) |"
+  echo "|---|---|---|---|---|---|---|---|"
   for c in "${cases[@]}"; do
-    python3 - "$c" "$BYTES" "${T[$c-ssh]}" "${T[$c-ddftpd]}" "${T[$c-rsync]}" <<'PY'
+    python3 - "$c" "$BYTES" "${T[$c-ssh]}" "${T[$c-ddftpd]}" "${T[$c-rsync]}" "${T[$c-via]}" <<'PY'
 import statistics, sys
 c, b = sys.argv[1], int(sys.argv[2])
-runs = [list(map(float, a.split())) for a in sys.argv[3:6]]
+runs = [list(map(float, a.split())) for a in sys.argv[3:7]]
 m = [statistics.median(x) for x in runs]
-ideal = [b / (0.956 * 800e6 / 8), b / (0.956 * 800e6 / 8), b / (0.956 * 320e6 / 8)]
+ideal = [b / (0.956 * 800e6 / 8), b / (0.956 * 800e6 / 8), b / (0.956 * 320e6 / 8), b / (0.956 * 800e6 / 8)]
 def cell(i):
     s = f"{m[i]:.2f} s ({', '.join(f'{x:.2f}' for x in runs[i])})"
     return s + (f", {ideal[i] / m[i]:.3f} of ideal" if c == "first" else "")
-print(f"| {c} | {cell(0)} | {cell(1)} | {cell(2)} | {m[1] / m[0]:.3f} | {m[2] / m[0]:.2f}x |")
+print(f"| {c} | {cell(0)} | {cell(1)} | {cell(2)} | {cell(3)} | {m[1] / m[0]:.3f} | {m[2] / m[0]:.2f}x | {m[0] / m[3]:.3f} |")
 PY
   done
   echo
-  echo "\`--via-ssh\`: not built, no figure. Build: $(git -C "$TOP" rev-parse --short HEAD)."
+  echo "Build: $(git -C "$TOP" rev-parse --short HEAD)."
 } >"$md"
 log "wrote $md"
 cat "$md"

@@ -138,6 +138,24 @@ impl SshMirror {
 
     /// The command that runs `words` on the host (each single-quoted).
     pub fn remote(&self, rsh: &[String], words: &[&str]) -> Command {
+        let mut c = self.ssh(rsh);
+        let remote = words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ");
+        c.arg("--").arg(&self.host).arg(remote);
+        c
+    }
+
+    /// The command that forwards a local port to the host (`spec`, ssh's
+    /// `-L` form) while a `cat` there reads its standard input ([`tunnel`]:
+    /// the tunnel ends when that input does, as a session does).
+    pub fn forward(&self, rsh: &[String], spec: &str) -> Command {
+        let mut c = self.ssh(rsh);
+        c.args(["-o", "ExitOnForwardFailure=yes", "-L", spec]);
+        c.arg("--").arg(&self.host).arg("cat >/dev/null");
+        c
+    }
+
+    /// `rsh` (ssh and its options) with this mirror's port and user.
+    fn ssh(&self, rsh: &[String]) -> Command {
         let (program, opts) = match rsh.split_first() {
             Some((p, o)) => (p.as_str(), o),
             None => ("ssh", &[][..]),
@@ -150,8 +168,6 @@ impl SshMirror {
         if let Some(u) = &self.user {
             c.arg("-l").arg(u);
         }
-        let remote = words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ");
-        c.arg("--").arg(&self.host).arg(remote);
         c
     }
 }
@@ -251,6 +267,8 @@ pub enum SshError {
     Timeout(u64),
     #[error("the remote ddftpd answered, but {0}")]
     Announce(String),
+    #[error("the ssh tunnel (--via-ssh) did not open: {0}")]
+    Tunnel(String),
 }
 
 /// A running ssh session with a remote ddftpd: the remote end lives as
@@ -259,10 +277,13 @@ pub enum SshError {
 pub struct Session {
     child: Child,
     stdin: Option<ChildStdin>,
+    /// `--via-ssh`'s forwarding ssh.
+    tunnel: Option<tunnel::Tunnel>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
+        drop(self.tunnel.take());
         drop(self.stdin.take());
         for _ in 0..20 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
@@ -277,12 +298,14 @@ impl Drop for Session {
 
 /// Starts `m`'s remote ddftpd (over `rsh`, running `remote_ddftpd`) and
 /// returns the session and the mirror to connect to: TLS pinned to the
-/// session's certificate, its token. Waits at most `within` for the answer.
+/// session's certificate, its token; `via_ssh`: through a tunnel inside
+/// ssh ([`tunnel`]). Waits at most `within` for each answer.
 pub fn start(
     m: &SshMirror,
     rsh: &[String],
     remote_ddftpd: &str,
     within: Duration,
+    via_ssh: bool,
 ) -> Result<(Session, Peer), SshError> {
     let mut cmd = m.command(rsh, remote_ddftpd);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
@@ -290,7 +313,7 @@ pub fn start(
     let mut child = cmd.spawn().map_err(|source| SshError::Spawn { program, source })?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().expect("piped");
-    let mut session = Session { child, stdin };
+    let mut session = Session { child, stdin, tunnel: None };
     // The line is read on a thread of its own so that a silent ssh can be
     // given up on; it reads one line at most (a bounded one).
     let (tx, rx) = std::sync::mpsc::channel();
@@ -312,7 +335,11 @@ pub fn start(
         }
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return Err(SshError::Timeout(within.as_secs())),
     };
-    let a = parse_announce(&line).map_err(SshError::Announce)?;
+    let mut a = parse_announce(&line).map_err(SshError::Announce)?;
+    if via_ssh {
+        let (t, here) = tunnel::open(m, rsh, &a, within)?;
+        (session.tunnel, a) = (Some(t), here);
+    }
     Ok((session, peer(a, m.to_string())))
 }
 
@@ -326,3 +353,4 @@ pub fn peer(a: Announced, name: String) -> Peer {
 
 #[cfg(test)]
 mod tests;
+pub mod tunnel;

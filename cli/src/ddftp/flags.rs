@@ -202,6 +202,12 @@ pub struct MoveOpt {
     /// is not on the remote PATH as `ddftpd`.
     #[arg(long, value_name = "PATH", default_value = "ddftpd")]
     pub remote_ddftpd: String,
+    /// Carry ssh:// mirrors' connections inside ssh (a forwarded port)
+    /// instead of straight to the remote ddftpd's port: for hosts whose
+    /// firewall lets only ssh through. Slower (ssh encrypts every byte
+    /// again, one TCP stream for all): see docs/ssh.md.
+    #[arg(long)]
+    pub via_ssh: bool,
     /// The ddftp to run on the host an archive is pushed to (`ddftp
     /// archive SRC HOST:DIR`), if it is not on the remote PATH as `ddftp`.
     #[arg(long, value_name = "PATH", default_value = "ddftp")]
@@ -321,7 +327,7 @@ impl MoveOpt {
     fn rsh(&self) -> Result<super::ssh::Rsh<'_>, String> {
         let words = ddftp::ssh::split_rsh(&self.rsh)?;
         let within = std::time::Duration::from_secs_f64(self.connect_timeout.max(30.0));
-        Ok(super::ssh::Rsh { words, remote_ddftpd: &self.remote_ddftpd, within })
+        Ok(super::ssh::Rsh { words, remote_ddftpd: &self.remote_ddftpd, within, via_ssh: self.via_ssh })
     }
 
     /// What shows progress: a bar on a terminal, lines in a log.

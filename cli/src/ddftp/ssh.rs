@@ -31,6 +31,8 @@ pub struct Rsh<'a> {
     pub words: Vec<String>,
     pub remote_ddftpd: &'a str,
     pub within: Duration,
+    /// `--via-ssh`: the connections through a tunnel inside ssh.
+    pub via_ssh: bool,
 }
 
 /// The mirrors `ms` as ddftpd peers: started now when not yet, each on a
@@ -43,7 +45,7 @@ pub fn peers(ms: &[SshMirror], rsh: &Rsh<'_>) -> Vec<Peer> {
         let runs: Vec<_> = new
             .iter()
             .map(|&m| {
-                s.spawn(move || match ddftp::ssh::start(m, &rsh.words, rsh.remote_ddftpd, rsh.within) {
+                s.spawn(move || match ddftp::ssh::start(m, &rsh.words, rsh.remote_ddftpd, rsh.within, rsh.via_ssh) {
                     Ok((session, peer)) => (m.clone(), Ok(peer), Some(session)),
                     Err(e) => (m.clone(), Err(e.to_string()), None),
                 })

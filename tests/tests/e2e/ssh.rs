@@ -523,3 +523,68 @@ fn dash_r_from_a_host_and_dot_markers_in_a_pushed_list_land_where_rsync_puts_the
     let got = same_files(&ours, &theirs);
     assert_eq!(got.keys().collect::<Vec<_>>(), ["b/c/f", "y/h"]);
 }
+
+/// `--via-ssh`, where only ssh gets through: an ssh (the test's `-e`
+/// wrapper) whose remote ddftpd's line names an address nothing reaches
+/// (TEST-NET-1), as a firewall in front of the remote port would leave it.
+/// Straight connections fail; through the tunnel the copy is byte-exact
+/// from both mirrors, and no forwarding ssh or remote ddftpd is left.
+#[test]
+fn via_ssh_carries_the_connections_where_only_ssh_gets_through() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let (a, b) = (f.root().join("a"), f.root().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let data = random_file(&a.join("f.bin"), 12 << 20, 62);
+    std::fs::copy(a.join("f.bin"), b.join("f.bin")).unwrap();
+    let walled = f.root().join("walled-ssh");
+    std::fs::write(
+        &walled,
+        format!("#!/bin/sh\n{} \"$@\" | sed -u 's/^ddftpd-session 1 [^ ]*/ddftpd-session 1 192.0.2.1/'\n", sshd.rsh()),
+    )
+    .unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&walled).unwrap().permissions(), 0o755);
+    run_ok(Command::new("chmod").arg("755").arg(&walled));
+    let mirrors = format!("{},{}", sshd.url(&a), sshd.url(&b));
+    let ddftpd = bin("ddftpd").display().to_string();
+    let get = |out: &std::path::Path, extra: &[&str], code: i32| {
+        let mut v = vec!["get", "f.bin", "-m", &mirrors, "-e", walled.to_str().unwrap(), "--remote-ddftpd", &ddftpd];
+        v.extend(["-o", out.to_str().unwrap(), "--connect-timeout", "2", "--retries", "0", "--json", "-q"]);
+        v.extend(extra);
+        ddftp(&v, code)
+    };
+    let direct = f.out("direct");
+    let failed = get(&direct, &[], 1);
+    assert!(!direct.exists(), "{}", String::from_utf8_lossy(&failed.stderr));
+    let out = f.out("tunnelled");
+    let run = get(&out, &["--via-ssh"], 0);
+    assert!(std::fs::read(&out).unwrap() == data, "the output differs");
+    assert_eq!(contributors(&json(&run)), 2, "both ssh mirrors took part");
+    assert_eq!(gone(&a), Vec::<String>::new(), "a remote ddftpd is still running");
+    let tunnels = || Command::new("pgrep").args(["-f", "ExitOnForwardFailure"]).output().unwrap().stdout;
+    assert!(tunnels().is_empty(), "a tunnel is still open: {}", String::from_utf8_lossy(&tunnels()));
+    // A client killed mid-way (no drop runs): its tunnels end too.
+    let mut v = vec!["get", "f.bin", "-m", &mirrors, "-e", walled.to_str().unwrap(), "--remote-ddftpd", &ddftpd];
+    let killed = f.out("killed");
+    v.extend(["-o", killed.to_str().unwrap(), "--via-ssh", "--limit-rate", "2MB", "-q"]);
+    let mut child = Command::new(bin("ddftp")).args(&v).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let began = std::time::Instant::now();
+    while tunnels().is_empty() && began.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!tunnels().is_empty(), "the tunnels opened");
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let gone_by = std::time::Instant::now() + Duration::from_secs(10);
+    while !tunnels().is_empty() && std::time::Instant::now() < gone_by {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(tunnels().is_empty(), "a killed client's tunnel is still open: {}", String::from_utf8_lossy(&tunnels()));
+    assert_eq!(gone(&a), Vec::<String>::new(), "a remote ddftpd is still running");
+}
+
+fn run_ok(c: &mut Command) {
+    assert!(c.status().expect("run").success(), "{c:?}");
+}
