@@ -145,12 +145,13 @@ impl SshMirror {
     }
 
     /// The command that forwards a local port to the host (`spec`, ssh's
-    /// `-L` form) while a `cat` there reads its standard input ([`tunnel`]:
-    /// the tunnel ends when that input does, as a session does).
-    pub fn forward(&self, rsh: &[String], spec: &str) -> Command {
+    /// `-L` form), says `ready` there (a fixed word), then has a `cat`
+    /// read its standard input ([`tunnel`]: the tunnel ends when that input
+    /// does, as a session does).
+    pub fn forward(&self, rsh: &[String], spec: &str, ready: &str) -> Command {
         let mut c = self.ssh(rsh);
         c.args(["-o", "ExitOnForwardFailure=yes", "-L", spec]);
-        c.arg("--").arg(&self.host).arg("cat >/dev/null");
+        c.arg("--").arg(&self.host).arg(format!("echo {}; exec cat >/dev/null", quote(ready)));
         c
     }
 
@@ -314,17 +315,9 @@ pub fn start(
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().expect("piped");
     let mut session = Session { child, stdin, tunnel: None };
-    // The line is read on a thread of its own so that a silent ssh can be
-    // given up on; it reads one line at most (a bounded one).
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let r = std::io::Read::take(BufReader::new(stdout), 1024).read_line(&mut line);
-        let _ = tx.send(r.map(|_| line));
-    });
-    let line = match rx.recv_timeout(within) {
-        Ok(Ok(l)) if !l.is_empty() => l,
-        Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+    let line = match first_line(stdout, within) {
+        Ok(Some(l)) => l,
+        Ok(None) => {
             return Err(match session.child.wait() {
                 // ssh's own failures; a shell's "command not found".
                 Ok(s) if s.code() == Some(255) => SshError::Login,
@@ -333,7 +326,7 @@ pub fn start(
                 Err(e) => SshError::Ended { status: e.to_string() },
             });
         }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return Err(SshError::Timeout(within.as_secs())),
+        Err(()) => return Err(SshError::Timeout(within.as_secs())),
     };
     let mut a = parse_announce(&line).map_err(SshError::Announce)?;
     if via_ssh {
@@ -341,6 +334,23 @@ pub fn start(
         (session.tunnel, a) = (Some(t), here);
     }
     Ok((session, peer(a, m.to_string())))
+}
+
+/// The first line (at most 1 KiB) a remote command writes, read on a
+/// thread of its own so that a silent ssh can be given up on: `None` if
+/// it ended (or failed) before writing one, `Err` after `within`.
+fn first_line(stdout: std::process::ChildStdout, within: Duration) -> Result<Option<String>, ()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let r = std::io::Read::take(BufReader::new(stdout), 1024).read_line(&mut line);
+        let _ = tx.send(r.map(|_| line));
+    });
+    match rx.recv_timeout(within) {
+        Ok(Ok(l)) if !l.is_empty() => Ok(Some(l)),
+        Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Ok(None),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(()),
+    }
 }
 
 /// The mirror a session's line names: TLS pinned to its certificate, its

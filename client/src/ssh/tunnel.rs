@@ -1,13 +1,14 @@
 //! `--via-ssh`: a session's connections carried inside ssh, for a host
 //! whose firewall lets only ssh through. A second ssh to the host forwards
 //! a port on this host's 127.0.0.1 to the remote ddftpd's port there
-//! (`ssh -L`, running `cat` there until this process ends); the connections go to that local port, TLS still pinned
+//! (`ssh -L`, running `cat` there until this process ends: the tunnel is
+//! open once its first line, [`READY`], comes); the connections go to that local port, TLS still pinned
 //! to the session's certificate and each proving its token (the tunnel is
 //! a path, not a trust). Slower than direct connections: every byte is
 //! encrypted by ssh as well, and all connections share its one TCP stream
 //! and its channel windows.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
@@ -39,6 +40,10 @@ impl Drop for Tunnel {
 /// ssh's bind makes ssh give up: another port then).
 const TRIES: usize = 3;
 
+/// What the remote command says once it runs: ssh has bound the local
+/// port by then (it sets up `-L` before it opens the session).
+const READY: &str = "ddftp-tunnel";
+
 /// Opens a tunnel to the port `a` names on `m`, within `within`; returns
 /// it and where to connect instead (127.0.0.1 and the local port).
 pub fn open(m: &SshMirror, rsh: &[String], a: &Announced, within: Duration) -> Result<(Tunnel, Announced), SshError> {
@@ -52,31 +57,28 @@ pub fn open(m: &SshMirror, rsh: &[String], a: &Announced, within: Duration) -> R
     let mut why = String::new();
     for _ in 0..TRIES {
         let port = free_port().map_err(|e| SshError::Tunnel(format!("no free local port: {e}")))?;
-        let mut cmd = m.forward(rsh, &format!("127.0.0.1:{port}:{there}:{}", a.port));
-        cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit()).process_group(0);
+        let mut cmd = m.forward(rsh, &format!("127.0.0.1:{port}:{there}:{}", a.port), READY);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);
         let program = cmd.get_program().to_string_lossy().into_owned();
         let mut child = cmd.spawn().map_err(|source| SshError::Spawn { program, source })?;
-        let stdin = child.stdin.take();
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take().expect("piped"));
         let mut t = Tunnel { child, stdin };
-        let here = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
-        // Open once the local port takes a connection (ssh binds it only
-        // after logging in). The probe opens one channel to the remote
-        // ddftpd, which sees a connection end before its handshake.
-        loop {
-            if TcpStream::connect_timeout(&here, Duration::from_secs(1)).is_ok() {
-                return Ok((t, Announced { host: here.ip(), port, ..a.clone() }));
+        let left = deadline.saturating_duration_since(Instant::now());
+        match super::first_line(stdout, left) {
+            Ok(Some(line)) if line.trim_end() == READY => {
+                let here = IpAddr::V4(Ipv4Addr::LOCALHOST);
+                return Ok((t, Announced { host: here, port, ..a.clone() }));
             }
-            match t.child.try_wait() {
-                Ok(Some(status)) => {
-                    why = format!("ssh -L ended ({status}); its message is above");
-                    break;
-                }
-                Ok(None) if Instant::now() >= deadline => return Err(SshError::Timeout(within.as_secs())),
-                _ => std::thread::sleep(Duration::from_millis(50)),
-            }
+            Ok(Some(line)) => return Err(SshError::Tunnel(format!("the host said {:?}", line.trim_end()))),
+            Ok(None) => why = format!("ssh -L ended ({}); its message is above", ended(&mut t.child)),
+            Err(()) => return Err(SshError::Timeout(within.as_secs())),
         }
     }
     Err(SshError::Tunnel(why))
+}
+
+fn ended(c: &mut Child) -> String {
+    c.wait().map_or_else(|e| e.to_string(), |s| s.to_string())
 }
 
 /// A port on 127.0.0.1 nothing listens on now.

@@ -560,6 +560,10 @@ fn via_ssh_carries_the_connections_where_only_ssh_gets_through() {
     let out = f.out("tunnelled");
     let run = get(&out, &["--via-ssh"], 0);
     assert!(std::fs::read(&out).unwrap() == data, "the output differs");
+    // Nothing but the copy reached the remote ddftpds (no probe they
+    // would warn of on the user's terminal).
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(!said.contains("WARN"), "{said}");
     assert_eq!(contributors(&json(&run)), 2, "both ssh mirrors took part");
     assert_eq!(gone(&a), Vec::<String>::new(), "a remote ddftpd is still running");
     let tunnels = || Command::new("pgrep").args(["-f", "ExitOnForwardFailure"]).output().unwrap().stdout;
