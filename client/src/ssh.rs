@@ -282,15 +282,24 @@ pub struct Session {
     tunnel: Option<tunnel::Tunnel>,
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
+impl Session {
+    /// Closes ssh's standard input (and any tunnel): the remote ddftpd
+    /// begins to end. Several sessions hung up first end together when
+    /// dropped after.
+    pub fn hang_up(&mut self) {
         drop(self.tunnel.take());
         drop(self.stdin.take());
-        for _ in 0..20 {
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.hang_up();
+        for _ in 0..100 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(10));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -66,5 +66,11 @@ pub fn peers(ms: &[SshMirror], rsh: &Rsh<'_>) -> Vec<Peer> {
 /// would not run: called before the command returns.
 pub fn end_all() {
     let mut sessions = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
+    // All told at once, then waited for: their ends overlap.
+    for (_, _, s) in sessions.iter_mut() {
+        if let Some(s) = s {
+            s.hang_up();
+        }
+    }
     sessions.clear();
 }
