@@ -319,6 +319,10 @@ fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
     if let Some(n) = o.max_delete {
         v.extend(["--max-delete".into(), n.to_string()]);
     }
+    // -a's parts, if only some: as one flag (and --devices/--specials).
+    if let Some(f) = o.keep.kept().ok().as_ref().and_then(super::rsync_keep::Keep::flag) {
+        v.extend(f.split(' ').map(String::from));
+    }
     // `--suffix=` may be empty: one word either way.
     if let Some(s) = &o.suffix {
         v.push(format!("--suffix={s}"));
@@ -370,10 +374,13 @@ impl ArchiveOpt {
 /// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
 /// changes too (here in the `-i` lines).
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
-    if let Err(e) = o.keep.check() {
-        report_error(&e);
-        return Exit::Usage;
-    }
+    let kept = match o.keep.kept() {
+        Ok(k) => k,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
     match rsync_form(&mut o) {
         Ok(Some(to)) => {
             // The rules in their order, read here (the files are this
@@ -447,7 +454,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
-    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from }, verbose);
+    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from, kept }, verbose);
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -506,13 +513,15 @@ struct Parsed {
     filter: Filter,
     backup_suffix: Option<String>,
     files_from: Option<ddtree::files_from::FilesFrom>,
+    kept: archive::kept::Kept,
 }
 
 /// The options as the engine's spec.
 fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
-    let Parsed { get, filter, backup_suffix, files_from } = parsed;
+    let Parsed { get, filter, backup_suffix, files_from, kept } = parsed;
     ArchiveSpec {
         files_from,
+        kept,
         ignore_existing: o.ignore_existing,
         safe_links: o.safe_links,
         existing: o.existing,

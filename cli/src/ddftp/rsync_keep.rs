@@ -2,10 +2,12 @@
 //! archive keeps what `rsync -a` keeps (directories recursed, symlinks,
 //! modes, mtimes, owners and groups when run as root, device and special
 //! files), so `-a`, or all of its parts, asks for what it does anyway.
-//! Keeping less (a part on its own) is refused with the reason, never
-//! taken to mean more than the user asked for.
+//! Parts given without `-a` keep what they name and nothing more, as rsync
+//! ([`ddftp::archive::kept`]); without `-r` among them they are refused
+//! (rsync would copy no directory).
 
 use clap::Args;
+use ddftp::archive::kept::Kept;
 
 #[derive(Debug, Default, Args)]
 pub struct Keep {
@@ -40,10 +42,11 @@ pub struct Keep {
 }
 
 impl Keep {
-    /// Refuses a part of -a given without the rest: archive would keep
-    /// more than it asks for.
-    pub fn check(&self) -> Result<(), String> {
-        let d = self.devices_specials || (self.devices && self.specials);
+    /// What the parts given keep: all of `-a` when `-a` (or no part) is
+    /// given; else only the parts named, as rsync (`-r` among them: without
+    /// it rsync skips every directory, so it is refused).
+    pub fn kept(&self) -> Result<Kept, String> {
+        let d = self.devices_specials;
         let parts = [
             ('r', self.recursive),
             ('l', self.links),
@@ -54,13 +57,44 @@ impl Keep {
             ('D', d || self.devices || self.specials),
         ];
         let given: String = parts.iter().filter(|(_, on)| *on).map(|(c, _)| *c).collect();
-        let whole = parts.iter().all(|&(c, on)| on && (c != 'D' || d));
-        if self.archive || given.is_empty() || whole {
-            return Ok(());
+        if self.archive || given.is_empty() {
+            return Ok(Kept::default());
         }
-        Err(format!(
-            "-{given} without -a: ddftp archive keeps everything rsync -a keeps (-rlptgoD), and keeping only part of it is not supported yet; give -a (or leave these out: the same)"
-        ))
+        if !self.recursive {
+            return Err(format!(
+                "-{given} without -r: rsync would skip every directory (\"skipping directory .\"); give -r too (or -a)"
+            ));
+        }
+        if !self.times {
+            return Err(format!(
+                "-{given} without -t: archive keeps files' times (they tell a rerun a file is complete); leaving them is not supported yet: give -t too (or -a)"
+            ));
+        }
+        Ok(Kept {
+            links: self.links,
+            perms: self.perms,
+            owner: self.owner,
+            group: self.group,
+            devices: d || self.devices,
+            specials: d || self.specials,
+        })
+    }
+
+    /// The parts as one rsync flag (`-rlt`) for a remote end, if only
+    /// some are kept.
+    pub fn flag(k: &Kept) -> Option<String> {
+        let parts = [('l', k.links), ('p', k.perms), ('t', true), ('g', k.group), ('o', k.owner)];
+        let mut f: String = std::iter::once('r').chain(parts.iter().filter(|(_, on)| *on).map(|(c, _)| *c)).collect();
+        if k.devices && k.specials {
+            f.push('D');
+        }
+        let mut v = vec![format!("-{f}")];
+        match (k.devices, k.specials) {
+            (true, false) => v.push("--devices".into()),
+            (false, true) => v.push("--specials".into()),
+            _ => {}
+        }
+        (!k.all()).then(|| v.join(" "))
     }
 }
 
@@ -69,9 +103,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_or_all_its_parts_or_none_ask_for_what_archive_keeps() {
-        assert!(Keep::default().check().is_ok());
-        assert!(Keep { archive: true, times: true, ..Keep::default() }.check().is_ok());
+    fn a_or_all_its_parts_or_none_keep_everything() {
+        assert!(Keep::default().kept().unwrap().all());
+        assert!(Keep { archive: true, times: true, ..Keep::default() }.kept().unwrap().all());
         let all = Keep {
             recursive: true,
             links: true,
@@ -79,18 +113,22 @@ mod tests {
             times: true,
             group: true,
             owner: true,
-            devices: true,
-            specials: true,
+            devices_specials: true,
             ..Keep::default()
         };
-        assert!(all.check().is_ok());
+        assert!(all.kept().unwrap().all());
     }
 
     #[test]
-    fn a_part_alone_is_refused_with_what_to_give() {
-        let e = Keep { recursive: true, times: true, ..Keep::default() }.check().unwrap_err();
-        assert!(e.starts_with("-rt without -a") && e.contains("give -a"), "{e}");
-        let e = Keep { devices: true, ..Keep { archive: false, ..Keep::default() } }.check().unwrap_err();
-        assert!(e.starts_with("-D without -a"), "{e}");
+    fn parts_keep_what_they_name_and_need_r() {
+        let k = Keep { recursive: true, links: true, times: true, ..Keep::default() }.kept().unwrap();
+        assert!(k.links && !k.perms && !k.owner && !k.group && !k.devices && !k.specials);
+        assert_eq!(Keep::flag(&k).as_deref(), Some("-rlt"));
+        let e = Keep { times: true, ..Keep::default() }.kept().unwrap_err();
+        assert!(e.starts_with("-t without -r") && e.contains("give -r"), "{e}");
+        let e = Keep { recursive: true, perms: true, ..Keep::default() }.kept().unwrap_err();
+        assert!(e.starts_with("-rp without -t") && e.contains("give -t"), "{e}");
+        let k = Keep { recursive: true, times: true, specials: true, ..Keep::default() }.kept().unwrap();
+        assert_eq!(Keep::flag(&k).as_deref(), Some("-rt --specials"));
     }
 }

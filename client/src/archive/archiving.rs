@@ -11,6 +11,8 @@ pub(super) struct Archiving<'a> {
     pub(super) src: &'a str,
     pub(super) umask: u32,
     pub(super) started: Instant,
+    /// The umask and user, for [`super::kept`].
+    pub(super) here: super::kept::Here,
     /// DEST, opened: every entry is made beneath it.
     pub(super) dest: Dest,
     /// DEST was empty (or new).
@@ -49,6 +51,9 @@ pub(super) struct Listing {
     pub(super) linked: Vec<keep::Linked>,
     /// Ids of the owners' and groups' names (`--by-name`).
     pub(super) names: ddtree::names::Names,
+    /// rsync's lines for entries an `-a` part not asked for leaves out
+    /// (`skipping non-regular file "NAME"`), in list order.
+    pub(super) skipping: Vec<(PathBuf, String)>,
 }
 
 /// What a run reports ([`Archiving::tally`]).
@@ -103,6 +108,7 @@ impl<'a> Archiving<'a> {
             spec,
             src,
             umask: umask(),
+            here: super::kept::Here::new(umask()),
             started,
             dest,
             fresh,

@@ -82,6 +82,24 @@ impl Archiving<'_> {
             return None;
         }
         let mut e = e;
+        if !self.spec.kept.all() {
+            if self.spec.kept.skips(e.kind) {
+                let line =
+                    format!("skipping non-regular file \"{}\"", super::sync::escaped(rel.as_os_str().as_bytes()));
+                let mut listing = self.listing.lock().expect("listing lock");
+                match self.spec.itemize || self.spec.dry_run {
+                    // Said with the changes, where rsync says it.
+                    true => listing.skipping.push((rel.clone(), line)),
+                    false => warn(&line),
+                }
+                listing.kept.insert(rel);
+                return None;
+            }
+            // DEST made by this run is not one DEST had.
+            let made = rel.as_os_str().is_empty() && self.tally.lock().expect("tally lock").dest_made;
+            let there = deep::symlink_metadata(&self.dest.join(&rel)).ok().filter(|_| !made);
+            self.spec.kept.apply(&mut e, there.as_ref(), &self.here);
+        }
         if let (true, Some((user, group)), Some((uid, gid))) = (self.spec.by_name, e.meta.names(), e.meta.owner) {
             let names = &mut self.listing.lock().expect("listing lock").names;
             e.meta.owner = Some((names.uid(user).unwrap_or(uid), names.gid(group).unwrap_or(gid)));

@@ -32,6 +32,7 @@ mod backup;
 mod checksum;
 mod current;
 mod keep;
+pub mod kept;
 mod listing;
 mod mirrors;
 mod new_name;
@@ -123,6 +124,9 @@ pub struct ArchiveSpec {
     /// `--files-from`: only the entries it names (and the directories on
     /// their way) are copied.
     pub files_from: Option<ddtree::files_from::FilesFrom>,
+    /// Which of rsync's `-a` parts are kept (all, unless some were asked
+    /// for alone: [`kept`]).
+    pub kept: kept::Kept,
     /// `--ignore-existing`: an entry (not a directory) DEST holds under
     /// its name is left as it is.
     pub ignore_existing: bool,

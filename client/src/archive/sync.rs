@@ -89,6 +89,22 @@ impl Plan {
         self.rels.insert(0, PathBuf::new());
     }
 
+    /// rsync's `skipping non-regular file` lines (with the entries they
+    /// are of) where rsync says them: as it lists a directory, just before
+    /// that directory's own line (or the first of what is in it; at the end
+    /// if nothing there changes).
+    fn skipping(&mut self, lines: Vec<(PathBuf, String)>) {
+        let first = usize::from(self.lines.first().is_some_and(|l| l.starts_with("created directory ")));
+        for (rel, line) in lines {
+            let dir = rel.parent().unwrap_or(Path::new(""));
+            let at = (first..self.rels.len())
+                .find(|&i| self.rels[i].starts_with(dir) && !self.lines[i].starts_with("skipping "))
+                .unwrap_or(self.rels.len());
+            self.lines.insert(at, line);
+            self.rels.insert(at, rel);
+        }
+    }
+
     /// The lines of the changes a run made: those of the entries it did
     /// not name in `failed` (paths as [`Failure`] gives them, below `src`).
     pub(super) fn made(self, src: &str, failed: &[super::Failure]) -> Vec<String> {
@@ -111,7 +127,7 @@ fn shown(rel: &Path, dir: bool) -> String {
 /// A name or symlink target as rsync prints it: the bytes of a control
 /// character, and those that are not UTF-8, as `\#ooo` (octal), so that a mirror's name
 /// can neither end a line early nor drive the terminal.
-fn escaped(b: &[u8]) -> String {
+pub(super) fn escaped(b: &[u8]) -> String {
     use crate::progress::push_octal;
     let mut out = String::with_capacity(b.len());
     for chunk in b.utf8_chunks() {
@@ -394,6 +410,7 @@ impl Archiving<'_> {
         if self.tally.lock().expect("tally lock").dest_made || dry_made {
             plan.dest_made(&self.spec.dest);
         }
+        plan.skipping(std::mem::take(&mut self.listing.lock().expect("listing lock").skipping));
         Ok(plan)
     }
 

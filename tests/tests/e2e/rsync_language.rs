@@ -405,9 +405,9 @@ fn hard_links_are_kept_with_dash_h_and_copied_without_as_rsync_does() {
 }
 
 /// `-a` (and all of its parts, `-rlptgoD`) asks `archive` for what it
-/// keeps anyway: the same tree as `rsync -a`. A part on its own (`-rt`)
-/// would mean keeping less, which archive does not do yet: refused with
-/// the reason, nothing copied.
+/// keeps anyway: the same tree as `rsync -a`. Parts without `-r` are
+/// refused (rsync would skip every directory), nothing copied; parts with
+/// it keep only what they name (`rsync_parts`).
 #[test]
 fn dash_a_and_its_parts_keep_what_rsync_dash_a_keeps() {
     let f = Fixture::new();
@@ -433,9 +433,9 @@ fn dash_a_and_its_parts_keep_what_rsync_dash_a_keeps() {
         same_tree(&theirs, &mine);
     }
     let none = f.out("rt");
-    let out = ddftp(&["archive", "src", "-m", &m.addr, "-d", none.to_str().unwrap(), "-rt"], 2);
+    let out = ddftp(&["archive", "src", "-m", &m.addr, "-d", none.to_str().unwrap(), "-lt"], 2);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("-rt without -a") && err.contains("give -a"), "{err}");
+    assert!(err.contains("-lt without -r") && err.contains("give -r"), "{err}");
     assert!(!none.exists(), "nothing is copied");
 }
 
@@ -486,7 +486,7 @@ fn safe_links_leaves_out_what_rsync_leaves_out() {
 /// rsync 3.5.0 left a new symlink's and FIFO's times as it made them when
 /// the source's were within the same second, so the times compared are
 /// then the source's.
-fn old_times(src: &Path, names: &[&str]) {
+pub(crate) fn old_times(src: &Path, names: &[&str]) {
     for n in names {
         let ok = Command::new("touch").args(["-h", "-d", "@1600000000"]).arg(src.join(n)).status().unwrap();
         assert!(ok.success(), "touch -h {n}");

@@ -1,0 +1,136 @@
+//! rsync's parts of `-a` (`-l -p -t -o -g -D`) given without the rest:
+//! what is not asked for is not kept, as rsync means it. Each listed entry
+//! is rewritten into what DEST is to have, before anything is decided: the
+//! rest of the archive (what changes, what is complete, what is set) then
+//! works from it unchanged, so this is the one place the rule lives.
+//!
+//! - without `-l` a symlink, without `-D` (`--devices`, `--specials`) a
+//!   device node, FIFO or socket is not copied: rsync's `skipping
+//!   non-regular file "NAME"`, not a failure;
+//! - without `-p` an entry DEST has keeps its mode; a new one gets SRC's
+//!   permission bits under the umask, without setuid, setgid or sticky;
+//! - without `-o` (`-g`) owners (groups) are this process's.
+//!
+//! Times are always kept (`-t` must be among the parts): a file's listed
+//! time is what the mirror checks it serves, and what tells a rerun the
+//! file is complete.
+
+use std::os::unix::fs::MetadataExt;
+
+use ddtree::list::{Entry, Kind};
+
+/// Which of `-a`'s parts are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    pub links: bool,
+    pub perms: bool,
+    pub owner: bool,
+    pub group: bool,
+    pub devices: bool,
+    pub specials: bool,
+}
+
+impl Default for Kept {
+    /// All of `-a`: what `archive` keeps without being asked.
+    fn default() -> Kept {
+        Kept { links: true, perms: true, owner: true, group: true, devices: true, specials: true }
+    }
+}
+
+/// What an entry becomes ([`Kept::apply`]) is measured against.
+pub(super) struct Here {
+    pub umask: u32,
+    /// This process's user and group.
+    pub me: (u32, u32),
+}
+
+impl Here {
+    pub(super) fn new(umask: u32) -> Here {
+        // SAFETY: getuid and getgid cannot fail.
+        let me = unsafe { (libc::getuid(), libc::getgid()) };
+        Here { umask, me }
+    }
+}
+
+impl Kept {
+    /// Everything kept: nothing to rewrite.
+    pub fn all(&self) -> bool {
+        *self == Kept::default()
+    }
+
+    /// Whether an entry of `kind` is left out (rsync's "skipping
+    /// non-regular file").
+    pub(super) fn skips(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Link => !self.links,
+            Kind::Block | Kind::Char => !self.devices,
+            Kind::Fifo | Kind::Socket => !self.specials,
+            Kind::File | Kind::Dir => false,
+        }
+    }
+
+    /// `e` as DEST is to have it; `there`: what DEST has under its name.
+    pub(super) fn apply(&self, e: &mut Entry, there: Option<&std::fs::Metadata>, here: &Here) {
+        let same = there.filter(|m| Kind::from_mode(m.mode()) == Some(e.kind));
+        if !self.perms {
+            e.perm = match same {
+                Some(m) => m.mode() & 0o7777,
+                None => e.perm & 0o777 & !here.umask,
+            };
+        }
+        if let Some((uid, gid)) = e.meta.owner.filter(|_| !(self.owner && self.group)) {
+            let uid = if self.owner { uid } else { here.me.0 };
+            let gid = if self.group { gid } else { here.me.1 };
+            e.meta.owner = Some((uid, gid));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddtree::list::Time;
+
+    fn entry(kind: Kind, perm: u32) -> Entry {
+        Entry {
+            path: b"x".to_vec(),
+            kind,
+            perm,
+            size: 3,
+            mtime: Time { sec: 1_000, nsec: 0 },
+            meta: ddtree::list::Meta::of(0o100000 | perm, 5, 6, 1, (1, 2), 0),
+        }
+    }
+
+    #[test]
+    fn what_is_not_asked_for_is_not_kept() {
+        let here = Here { umask: 0o022, me: (0, 0) };
+        let bare = Kept { perms: false, owner: false, group: false, ..Kept::default() };
+        let mut e = entry(Kind::File, 0o4777);
+        bare.apply(&mut e, None, &here);
+        assert_eq!((e.perm, e.mtime.sec, e.meta.owner), (0o755, 1_000, Some((0, 0))), "new: umask, no setid");
+        let no_g = Kept { group: false, ..Kept::default() };
+        let mut e = entry(Kind::File, 0o640);
+        no_g.apply(&mut e, None, &here);
+        assert_eq!((e.perm, e.meta.owner), (0o640, Some((5, 0))));
+        assert!(Kept::default().all() && !no_g.all());
+        let no_l = Kept { links: false, specials: false, ..Kept::default() };
+        assert!(no_l.skips(Kind::Link) && no_l.skips(Kind::Fifo) && !no_l.skips(Kind::Char) && !no_l.skips(Kind::File));
+    }
+
+    #[test]
+    fn an_entry_dest_has_keeps_its_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, b"abc").unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        let here = Here { umask: 0o022, me: (0, 0) };
+        let mut e = entry(Kind::File, 0o644);
+        Kept { perms: false, ..Kept::default() }.apply(&mut e, Some(&m), &here);
+        assert_eq!(e.perm, 0o600);
+        let mut dir = entry(Kind::Dir, 0o755);
+        Kept { perms: false, ..Kept::default() }.apply(&mut dir, Some(&m), &here);
+        assert_eq!(dir.perm, 0o755, "a file there is no directory's mode");
+    }
+}

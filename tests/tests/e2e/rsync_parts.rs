@@ -1,0 +1,104 @@
+//! rsync's parts of `-a` given alone (`-rt`, `-rlpt`, `-rlptD`): what is
+//! not asked for is not kept (`-r` and `-t` must be among them). Real rsync and ddftp on the same tree with
+//! the same parts; their trees (modes, times where `-t` keeps them,
+//! which entries), exit codes and `-i` lines (`skipping non-regular
+//! file` among them) compared, on a first copy and on a rerun over a DEST
+//! whose modes were changed.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::tree::{assert_equal, scan, Look, Seen};
+use crate::util::*;
+
+/// A tree of files, a directory, a symlink and a FIFO with their own
+/// modes and old times.
+fn tree(src: &Path) {
+    std::fs::create_dir_all(src.join("d/sub")).unwrap();
+    random_file(&src.join("d/f"), 5000, 17);
+    random_file(&src.join("d/sub/run.sh"), 300, 18);
+    random_file(&src.join("top"), 70, 19);
+    std::fs::set_permissions(src.join("d/sub/run.sh"), std::fs::Permissions::from_mode(0o4750)).unwrap();
+    std::fs::set_permissions(src.join("top"), std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::set_permissions(src.join("d/sub"), std::fs::Permissions::from_mode(0o707)).unwrap();
+    std::os::unix::fs::symlink("f", src.join("d/link")).unwrap();
+    let fifo = std::ffi::CString::new(src.join("d/fifo").into_os_string().into_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) }, 0);
+    let ok = Command::new("find").arg(src).args(["-exec", "touch", "-h", "-d", "@1600000000", "{}", "+"]).status();
+    assert!(ok.unwrap().success());
+}
+
+fn lines(out: &[u8], dest: &Path) -> Vec<String> {
+    let d = dest.display().to_string();
+    String::from_utf8_lossy(out).lines().map(|l| l.replace(d.trim_end_matches('/'), "DEST")).collect()
+}
+
+/// rsync OPTS -i SRC/ DEST/: exit code and lines.
+fn rsync(src: &Path, dest: &Path, opts: &[&str]) -> (i32, Vec<String>) {
+    let o = Command::new("rsync")
+        .args(opts)
+        .arg("-i")
+        .arg(format!("{}/", src.display()))
+        .arg(format!("{}/", dest.display()))
+        .output()
+        .expect("rsync (CI installs it)");
+    (o.status.code().unwrap_or(-1), lines(&o.stdout, dest))
+}
+
+/// ddftp archive src OPTS -i into DEST: exit code and lines.
+fn ours(m: &Mirror, dest: &Path, opts: &[&str]) -> (i32, Vec<String>) {
+    let o = Command::new(bin("ddftp"))
+        .args(["archive", "src", "-m", &m.addr, "-d", dest.to_str().unwrap(), "-q", "-i"])
+        .args(opts)
+        .output()
+        .expect("run ddftp");
+    (o.status.code().unwrap_or(-1), lines(&o.stdout, dest))
+}
+
+/// The trees alike: entries, kinds, modes, owners, contents; times where
+/// `times` (files', links'; no directory's: made entries change them).
+fn same_tree(a: &Path, b: &Path, times: bool) {
+    let look = Look { owners: is_root(), setid: is_root(), devices: false };
+    let view = |m: std::collections::BTreeMap<Vec<u8>, Seen>| -> std::collections::BTreeMap<Vec<u8>, Seen> {
+        m.into_iter()
+            .map(|(k, mut v)| {
+                for field in [" dir-mtime ", " mtime "].iter().filter(|f| !times || **f == " dir-mtime ") {
+                    if let Some(at) = v.line.find(field) {
+                        let end = v.line[at + field.len()..].find(' ').map_or(v.line.len(), |e| at + field.len() + e);
+                        v.line.replace_range(at..end, "");
+                    }
+                }
+                (k, v)
+            })
+            .collect()
+    };
+    assert_equal(&view(scan(a, look)), &view(scan(b, look)));
+}
+
+#[test]
+fn parts_of_dash_a_keep_what_rsync_keeps_with_them() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    tree(&src);
+    let m = Mirror::start(&f.root(), &[]);
+    for (case, opts, times) in [
+        ("rt", &["-rt"][..], true),
+        ("rlpt", &["-rlpt"][..], true),
+        ("rlptD", &["-r", "-l", "-p", "-t", "-D"][..], true),
+    ] {
+        let (theirs, mine) = (f.out(&format!("{case}-rsync")), f.out(&format!("{case}-ddftp")));
+        let r = rsync(&src, &theirs, opts);
+        assert_eq!(r.0, 0, "{case}: rsync {r:?}");
+        let o = ours(&m, &mine, opts);
+        assert_eq!(o, r, "{case}: exit and -i lines");
+        same_tree(&theirs, &mine, times);
+        // A rerun over modes changed in DEST: without -p they stay.
+        for d in [&theirs, &mine] {
+            std::fs::set_permissions(d.join("top"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let (r, o) = (rsync(&src, &theirs, opts), ours(&m, &mine, opts));
+        assert_eq!(o, r, "{case} again: exit and -i lines");
+        same_tree(&theirs, &mine, times);
+    }
+}
