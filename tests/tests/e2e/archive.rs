@@ -307,7 +307,9 @@ fn filetime_of(sec: i64, nsec: i64) -> String {
 fn a_mirror_whose_copy_changes_after_registering_is_dropped() {
     let f = Fixture::new();
     let (proj, other) = source_and_copy(&f, "other");
-    let (good, changing) = (Mirror::start(&f.root(), &[]), Mirror::start(&other, &[]));
+    // The good mirror slowed, so the changing one is asked for blocks
+    // however late it answers (a loaded machine: it would not be).
+    let (good, changing) = (Mirror::start(&f.root(), &["--rate-limit", "8MB"]), Mirror::start(&other, &[]));
     let archive = |dest: &Path| {
         let m = mirrors_arg(&[&good, &changing]);
         ddftp(&["archive", "proj", "--mirrors", &m, "--dest", dest.to_str().unwrap(), "-q", "--block-size", "64KiB"], 0)
