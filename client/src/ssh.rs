@@ -138,7 +138,13 @@ impl SshMirror {
 
     /// The command that runs `words` on the host (each single-quoted).
     pub fn remote(&self, rsh: &[String], words: &[&str]) -> Command {
+        self.remote_with(rsh, &[], words)
+    }
+
+    /// [`SshMirror::remote`] with ssh options of ours (`opts`, before `--`).
+    pub fn remote_with(&self, rsh: &[String], opts: &[&str], words: &[&str]) -> Command {
         let mut c = self.ssh(rsh);
+        c.args(opts);
         let remote = words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ");
         c.arg("--").arg(&self.host).arg(remote);
         c

@@ -49,8 +49,18 @@ impl Session {
     /// The line the other end is told: connect to `host` (or `-`: the
     /// address the ssh client came from) at this session's port.
     pub fn announce(&self, host: &str) -> io::Result<String> {
-        let port = self.listener.local_addr()?.port();
-        Ok(ddftp_proto::session::announce(host, port, &self.token, &self.pin))
+        Ok(self.announce_at(host, self.port()?))
+    }
+
+    /// The line naming `host` and `port` instead: a port forwarded to
+    /// this session's (`--via-ssh`).
+    pub fn announce_at(&self, host: &str, port: u16) -> String {
+        ddftp_proto::session::announce(host, port, &self.token, &self.pin)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> io::Result<u16> {
+        Ok(self.listener.local_addr()?.port())
     }
 
     /// Serves until `until` resolves.

@@ -277,9 +277,6 @@ fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
     if o.list.is_some() {
         return Err("pushing takes no --list yet (its file is on this host)".into());
     }
-    if o.moving.via_ssh {
-        return Err("pushing takes no --via-ssh yet: the remote end connects back to this host directly".into());
-    }
     if o.relative {
         return Err("pushing takes no -R yet: push the directory the paths start from, with --files-from".into());
     }
@@ -400,7 +397,13 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
                     return Exit::Usage;
                 }
             };
-            let how = super::push::How { flags, list, rsh: &o.moving.rsh, remote_ddftp: &o.moving.remote_ddftp };
+            let how = super::push::How {
+                flags,
+                list,
+                rsh: &o.moving.rsh,
+                remote_ddftp: &o.moving.remote_ddftp,
+                via_ssh: o.moving.via_ssh,
+            };
             return super::push::run_each(&o.src, &to, &how);
         }
         Ok(None) => {}

@@ -47,6 +47,15 @@ pub struct How<'a> {
     pub list: Option<Vec<u8>>,
     pub rsh: &'a str,
     pub remote_ddftp: &'a str,
+    /// `--via-ssh`: the remote end connects back through a port ssh
+    /// forwards to this end's (`ssh -R`), not to this host's address.
+    pub via_ssh: bool,
+}
+
+/// A port on the host's loopback for `ssh -R` to forward (one in use
+/// makes ssh fail, saying so: the push can be run again).
+fn forwarded_port() -> u16 {
+    rand::Rng::gen_range(&mut rand::thread_rng(), 20_000..60_000)
 }
 
 /// Pushes each of `srcs` to `to` in turn, as rsync places several SRCs
@@ -106,17 +115,28 @@ pub fn run(src: &str, to: &SshMirror, how: &How<'_>) -> Exit {
                 return Exit::Local;
             }
         };
-        let line = match session.announce("-") {
-            Ok(l) => l,
-            Err(e) => {
+        let (line, forward) = match (how.via_ssh, session.port()) {
+            (_, Err(e)) => {
                 report_error(&e);
                 return Exit::Local;
             }
+            // The remote end connects to its own loopback, ssh carrying it
+            // here (to this end's loopback, of the family it listens on).
+            (true, Ok(port)) => {
+                let there = forwarded_port();
+                let here = if family.is_ipv6() { "[::1]" } else { "127.0.0.1" };
+                (session.announce_at("127.0.0.1", there), Some(format!("127.0.0.1:{there}:{here}:{port}")))
+            }
+            (false, Ok(port)) => (session.announce_at("-", port), None),
         };
         let mut words: Vec<&str> = vec![how.remote_ddftp, "archive", "--session-stdin"];
         words.extend(flags.iter().map(String::as_str));
         words.extend(["-d", &dest, "--", &name]);
-        let mut cmd = to.remote(&rsh, &words);
+        let opts: Vec<&str> = match &forward {
+            Some(spec) => vec!["-o", "ExitOnForwardFailure=yes", "-R", spec],
+            None => vec![],
+        };
+        let mut cmd = to.remote_with(&rsh, &opts, &words);
         cmd.stdin(Stdio::piped()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
         let mut child = match cmd.spawn() {
             Ok(c) => c,

@@ -39,6 +39,35 @@ pub struct Keep {
     pub devices: bool,
     #[arg(long, hide = true)]
     pub specials: bool,
+    /// What is not kept, though `-a` (or a part) says it: rsync's `--no-p`,
+    /// `--no-l`, `--no-g`, `--no-D`, `--no-devices`, `--no-specials`,
+    /// `--no-t` (refused: times are always kept).
+    #[command(flatten)]
+    pub not: Not,
+}
+
+/// rsync's negations of `-a`'s parts.
+#[derive(Debug, Default, Args)]
+pub struct Not {
+    /// Leave modes alone (rsync's --no-perms): what DEST has keeps its
+    /// mode; what is new gets SRC's under the umask.
+    #[arg(long = "no-perms", id = "no_perms", visible_alias = "no-p")]
+    pub perms: bool,
+    /// Leave symlinks out (rsync's --no-links): `skipping non-regular file`.
+    #[arg(long = "no-links", id = "no_links", visible_alias = "no-l")]
+    pub links: bool,
+    /// Groups are the running user's (rsync's --no-group).
+    #[arg(long = "no-group", id = "no_group", visible_alias = "no-g")]
+    pub group: bool,
+    /// Leave device nodes and FIFOs and sockets out (rsync's --no-D).
+    #[arg(long = "no-D", id = "no_D")]
+    pub devices_specials: bool,
+    #[arg(long = "no-devices", id = "no_devices", hide = true)]
+    pub devices: bool,
+    #[arg(long = "no-specials", id = "no_specials", hide = true)]
+    pub specials: bool,
+    #[arg(long = "no-times", id = "no_times", visible_alias = "no-t", hide = true)]
+    pub times: bool,
 }
 
 impl Keep {
@@ -58,7 +87,7 @@ impl Keep {
         ];
         let given: String = parts.iter().filter(|(_, on)| *on).map(|(c, _)| *c).collect();
         if self.archive || given.is_empty() {
-            return Ok(Kept::default());
+            return self.not.applied(Kept::default());
         }
         if !self.recursive {
             return Err(format!(
@@ -70,7 +99,7 @@ impl Keep {
                 "-{given} without -t: archive keeps files' times (they tell a rerun a file is complete); leaving them is not supported yet: give -t too (or -a)"
             ));
         }
-        Ok(Kept {
+        self.not.applied(Kept {
             links: self.links,
             perms: self.perms,
             owner: self.owner,
@@ -95,6 +124,24 @@ impl Keep {
             _ => {}
         }
         (!k.all()).then(|| v.join(" "))
+    }
+}
+
+impl Not {
+    /// `k` without what these say to leave.
+    fn applied(&self, k: Kept) -> Result<Kept, String> {
+        if self.times {
+            return Err("--no-times: archive keeps files' times (they tell a rerun a file is complete); leaving them is not supported yet".into());
+        }
+        let d = self.devices_specials;
+        Ok(Kept {
+            links: k.links && !self.links,
+            perms: k.perms && !self.perms,
+            group: k.group && !self.group,
+            devices: k.devices && !(d || self.devices),
+            specials: k.specials && !(d || self.specials),
+            ..k
+        })
     }
 }
 
@@ -130,5 +177,10 @@ mod tests {
         assert!(e.starts_with("-rp without -t") && e.contains("give -t"), "{e}");
         let k = Keep { recursive: true, times: true, specials: true, ..Keep::default() }.kept().unwrap();
         assert_eq!(Keep::flag(&k).as_deref(), Some("-rt --specials"));
+        let not = Not { perms: true, group: true, devices_specials: true, ..Not::default() };
+        let k = Keep { archive: true, not, ..Keep::default() }.kept().unwrap();
+        assert!(k.links && k.owner && !k.perms && !k.group && !k.devices && !k.specials);
+        assert_eq!(Keep::flag(&k).as_deref(), Some("-rlto"));
+        assert!(Keep { not: Not { times: true, ..Not::default() }, ..Keep::default() }.kept().is_err());
     }
 }

@@ -592,3 +592,35 @@ fn via_ssh_carries_the_connections_where_only_ssh_gets_through() {
 fn run_ok(c: &mut Command) {
     assert!(c.status().expect("run").success(), "{c:?}");
 }
+
+/// A push with `--via-ssh`: the remote end connects back through a port
+/// ssh forwards (`ssh -R`), not to this host's address, which the test's
+/// `-e` wrapper makes one nothing reaches (TEST-NET-1) in the line it
+/// passes on. The tree lands whole; nothing is left running.
+#[test]
+fn a_push_via_ssh_connects_back_inside_ssh() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    for (i, p) in ["d/x", "y"].iter().enumerate() {
+        random_file(&src.join(p), 300_000 + i, 120 + i as u64);
+    }
+    let walled = f.root().join("walled-ssh");
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    // ssh itself is the child (exec): it ends when the push does, and sed
+    // with the standard input the push then closes.
+    let script =
+        format!("#!/bin/bash\nexec {rsh} \"$@\" < <(sed -u 's/^ddftpd-session 1 - /ddftpd-session 1 192.0.2.1 /')\n");
+    std::fs::write(&walled, script).unwrap();
+    run_ok(Command::new("chmod").arg("755").arg(&walled));
+    let ours = f.out("ours");
+    std::fs::create_dir(&ours).unwrap();
+    let ddftp_bin = bin("ddftp").display().to_string();
+    let to = format!("127.0.0.1:{}", ours.display());
+    let e = walled.to_str().unwrap();
+    ddftp(&["archive", src.to_str().unwrap(), &to, "-e", e, "--remote-ddftp", &ddftp_bin, "--via-ssh", "-q"], 0);
+    assert_eq!(files_below(&ours.join("src")), files_below(&src));
+    let left = Command::new("pgrep").arg("-f").arg(format!("session-stdin.*{}", ours.display())).output().unwrap();
+    assert!(left.stdout.is_empty(), "the remote archive is still running: {}", String::from_utf8_lossy(&left.stdout));
+}
