@@ -9,7 +9,7 @@
 //! symlink, `*deleting   PATH` a removal (directories end in `/`).
 
 use std::cmp::Reverse;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -93,15 +93,40 @@ impl Plan {
     /// are of) where rsync says them: as it lists a directory, just before
     /// that directory's own line (or the first of what is in it; at the end
     /// if nothing there changes).
-    fn skipping(&mut self, lines: Vec<(PathBuf, String)>) {
+    fn skipping(&mut self, skipped: Vec<(PathBuf, String)>) {
+        if skipped.is_empty() {
+            return;
+        }
         let first = usize::from(self.lines.first().is_some_and(|l| l.starts_with("created directory ")));
-        for (rel, line) in lines {
-            let dir = rel.parent().unwrap_or(Path::new(""));
-            let at = (first..self.rels.len())
-                .find(|&i| self.rels[i].starts_with(dir) && !self.lines[i].starts_with("skipping "))
-                .unwrap_or(self.rels.len());
-            self.lines.insert(at, line);
-            self.rels.insert(at, rel);
+        // Where each directory's lines begin: the first line of it or of
+        // anything below it (one pass, each line's ancestors).
+        let mut begins: HashMap<&Path, usize> = HashMap::new();
+        for (i, rel) in self.rels.iter().enumerate().skip(first) {
+            // A directory seen had its own directories seen with it.
+            for a in rel.ancestors().take_while(|a| !begins.contains_key(a)).collect::<Vec<_>>() {
+                begins.insert(a, i);
+            }
+        }
+        let n = self.rels.len();
+        let mut at: Vec<(usize, PathBuf, String)> = skipped
+            .into_iter()
+            .map(|(rel, line)| (begins.get(rel.parent().unwrap_or(Path::new(""))).copied().unwrap_or(n), rel, line))
+            .collect();
+        // In list order among those at one place.
+        at.sort_by_key(|(i, ..)| *i);
+        let (lines, rels) = (std::mem::take(&mut self.lines), std::mem::take(&mut self.rels));
+        let mut at = at.into_iter().peekable();
+        for (i, (line, rel)) in lines.into_iter().zip(rels).enumerate() {
+            while let Some((_, r, l)) = at.next_if(|(a, ..)| *a == i) {
+                self.lines.push(l);
+                self.rels.push(r);
+            }
+            self.lines.push(line);
+            self.rels.push(rel);
+        }
+        for (_, r, l) in at {
+            self.lines.push(l);
+            self.rels.push(r);
         }
     }
 
@@ -617,6 +642,32 @@ impl Archiving<'_> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn skipped_entries_are_said_where_rsync_lists_their_directory() {
+        let mut p = Plan::default();
+        for (rel, line) in [("", "created directory D"), ("", "cd+++++++++ ./"), ("top", ">f top"), ("d", "cd d/")] {
+            p.lines.push(line.into());
+            p.rels.push(rel.into());
+        }
+        p.lines.push(">f d/f".into());
+        p.rels.push("d/f".into());
+        let skip = |r: &str| (PathBuf::from(r), format!("skipping {r}"));
+        p.skipping(vec![skip("l"), skip("d/l"), skip("d/p"), skip("e/q")]);
+        let want = [
+            "created directory D",
+            "skipping l",
+            "cd+++++++++ ./",
+            ">f top",
+            "skipping d/l",
+            "skipping d/p",
+            "cd d/",
+            ">f d/f",
+            "skipping e/q",
+        ];
+        assert_eq!(p.lines, want);
+        assert_eq!(p.rels.len(), p.lines.len());
+    }
 
     #[test]
     fn names_are_escaped_as_rsync_escapes_them() {
