@@ -110,6 +110,23 @@ pub fn terminal_safe(msg: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// A name or symlink target as rsync prints it: the bytes of a control
+/// character, and those that are not UTF-8, as `\#ooo` (octal), so that a mirror's name
+/// can neither end a line early nor drive the terminal.
+pub(crate) fn escaped(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    for chunk in b.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c.is_control() {
+                true => push_octal(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes()),
+                false => out.push(c),
+            }
+        }
+        push_octal(&mut out, chunk.invalid());
+    }
+    out
+}
+
 /// Appends each of `bytes` as rsync shows a byte that must not reach a
 /// terminal as it is: `\#ooo` (octal).
 pub(crate) fn push_octal(out: &mut String, bytes: &[u8]) {

@@ -447,7 +447,17 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
-    let files_from = match super::rsync_names::files_from(&mut o) {
+    let naming = super::rsync_names::Naming {
+        files_from: o.files_from.as_ref(),
+        from0: o.from0,
+        session_stdin: o.session_stdin,
+        relative: o.relative,
+        recursive: o.keep.recursive,
+    };
+    let mut src = std::mem::take(&mut o.src);
+    let named = super::rsync_names::files_from(&naming, &mut src);
+    o.src = src;
+    let files_from = match named {
         Ok(f) => f,
         Err(e) => {
             report_error(&e);

@@ -85,7 +85,7 @@ impl Archiving<'_> {
         if !self.spec.kept.all() {
             if self.spec.kept.skips(e.kind) {
                 let line =
-                    format!("skipping non-regular file \"{}\"", super::sync::escaped(rel.as_os_str().as_bytes()));
+                    format!("skipping non-regular file \"{}\"", crate::progress::escaped(rel.as_os_str().as_bytes()));
                 let mut listing = self.listing.lock().expect("listing lock");
                 match self.spec.itemize || self.spec.dry_run {
                     // Said with the changes, where rsync says it.

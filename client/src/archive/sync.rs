@@ -10,6 +10,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
+
+use crate::progress::escaped;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -147,24 +149,6 @@ fn shown(rel: &Path, dir: bool) -> String {
         (false, true) => format!("{s}/"),
         (false, false) => s,
     }
-}
-
-/// A name or symlink target as rsync prints it: the bytes of a control
-/// character, and those that are not UTF-8, as `\#ooo` (octal), so that a mirror's name
-/// can neither end a line early nor drive the terminal.
-pub(super) fn escaped(b: &[u8]) -> String {
-    use crate::progress::push_octal;
-    let mut out = String::with_capacity(b.len());
-    for chunk in b.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c.is_control() {
-                true => push_octal(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes()),
-                false => out.push(c),
-            }
-        }
-        push_octal(&mut out, chunk.invalid());
-    }
-    out
 }
 
 /// What a run would do to DEST for `items` (sorted by path), and, with
