@@ -32,7 +32,7 @@ fn ours(m: &Mirror, src: &str, dest: &Path, opts: &[&str]) -> i32 {
 /// The same entries, kinds, modes, owners, contents and file times; not
 /// directories' times (rsync leaves some of its directories with the time
 /// it wrote into them when a filter left entries out).
-fn same_tree(a: &Path, b: &Path) {
+pub(crate) fn same_tree(a: &Path, b: &Path) {
     let look = Look { owners: is_root(), setid: is_root(), devices: false };
     let strip = |m: std::collections::BTreeMap<Vec<u8>, crate::util::tree::Seen>| {
         m.into_iter()

@@ -8,7 +8,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use crate::util::tree::{assert_equal, scan, Look, Seen};
+use crate::rsync_language::same_tree;
+use crate::rsync_relative::lines;
 use crate::util::*;
 
 /// A tree of files, a directory, a symlink and a FIFO with their own
@@ -26,11 +27,6 @@ fn tree(src: &Path) {
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) }, 0);
     let ok = Command::new("find").arg(src).args(["-exec", "touch", "-h", "-d", "@1600000000", "{}", "+"]).status();
     assert!(ok.unwrap().success());
-}
-
-fn lines(out: &[u8], dest: &Path) -> Vec<String> {
-    let d = dest.display().to_string();
-    String::from_utf8_lossy(out).lines().map(|l| l.replace(d.trim_end_matches('/'), "DEST")).collect()
 }
 
 /// rsync OPTS -i SRC/ DEST/: exit code and lines.
@@ -53,23 +49,6 @@ fn ours(m: &Mirror, dest: &Path, opts: &[&str]) -> (i32, Vec<String>) {
         .output()
         .expect("run ddftp");
     (o.status.code().unwrap_or(-1), lines(&o.stdout, dest))
-}
-
-/// The trees alike: entries, kinds, modes, owners, contents, files' and
-/// links' times (no directory's: made entries change them).
-fn same_tree(a: &Path, b: &Path) {
-    let look = Look { owners: is_root(), setid: is_root(), devices: false };
-    let view = |m: std::collections::BTreeMap<Vec<u8>, Seen>| -> std::collections::BTreeMap<Vec<u8>, Seen> {
-        m.into_iter()
-            .map(|(k, mut v)| {
-                if let Some(at) = v.line.find(" dir-mtime ") {
-                    v.line.truncate(at);
-                }
-                (k, v)
-            })
-            .collect()
-    };
-    assert_equal(&view(scan(a, look)), &view(scan(b, look)));
 }
 
 #[test]

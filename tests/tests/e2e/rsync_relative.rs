@@ -50,7 +50,8 @@ fn ours(m: &Mirror, opts: &[&str], dest: &Path) -> (i32, Vec<String>) {
     (o.status.code().unwrap_or(-1), lines(&o.stdout, dest))
 }
 
-fn lines(out: &[u8], dest: &Path) -> Vec<String> {
+/// Output lines with DEST's path shown as `DEST`.
+pub(crate) fn lines(out: &[u8], dest: &Path) -> Vec<String> {
     let d = dest.display().to_string();
     let d = d.trim_end_matches('/');
     String::from_utf8_lossy(out).lines().map(|l| l.replace(d, "DEST")).collect()
