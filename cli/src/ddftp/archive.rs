@@ -115,11 +115,8 @@ pub struct ArchiveOpt {
     /// name, whatever it holds: only what is missing is copied.
     #[arg(long)]
     pub ignore_existing: bool,
-    /// Leave out symlinks that point outside the tree (absolute, or
-    /// climbing above DEST with ..), as rsync's --safe-links: not made,
-    /// and what DEST has under their names is left as it is.
-    #[arg(long)]
-    pub safe_links: bool,
+    #[command(flatten)]
+    pub links: super::rsync_links::Links,
     /// Update only what DEST already has under its name; make nothing new
     /// (no new file or directory), as rsync's --existing.
     #[arg(long, visible_alias = "ignore-non-existing")]
@@ -299,7 +296,6 @@ fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
         (o.hard_links, "-H"),
         (o.checksum, "-c"),
         (o.ignore_existing, "--ignore-existing"),
-        (o.safe_links, "--safe-links"),
         (o.existing, "--existing"),
         (o.whole_file, "--whole-file"),
         (o.no_owner, "--no-owner"),
@@ -313,6 +309,7 @@ fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
             v.push(flag.into());
         }
     }
+    v.extend(o.links.flags().map(String::from));
     if let Some(n) = o.max_delete {
         v.extend(["--max-delete".into(), n.to_string()]);
     }
@@ -536,7 +533,8 @@ fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
         files_from,
         kept,
         ignore_existing: o.ignore_existing,
-        safe_links: o.safe_links,
+        safe_links: o.links.safe_links,
+        follow: o.links.follow(),
         existing: o.existing,
         file_to_parent: o.dest_named,
         file_to_name: o.dest_may_be_file,

@@ -17,6 +17,7 @@ mod pipe;
 mod push;
 mod rsync_form;
 mod rsync_keep;
+mod rsync_links;
 mod rsync_names;
 mod rsync_stats;
 mod share;

@@ -386,8 +386,17 @@ impl Archiving<'_> {
         entries.sort_by(|a, b| self.spec.rel_of(a).cmp(&self.spec.rel_of(b)));
         self.listing.lock().expect("listing lock").shape = ddtree::list::shape::Shape::with_capacity(entries.len());
         let (mut items, mut admitted) = (Vec::with_capacity(entries.len()), vec![]);
-        for e in entries {
-            self.admit(e, &mut |w| progress.warn(w), &mut items, &mut admitted);
+        match self.spec.follow {
+            ddtree::follow::Follow::No => {
+                for e in entries {
+                    self.admit(e, &mut |w| progress.warn(w), &mut items, &mut admitted);
+                }
+            }
+            _ => {
+                for (rel, e) in self.follow_links(entries, progress).await {
+                    self.admit_as(rel.into(), e, &mut |w| progress.warn(w), &mut items, &mut admitted);
+                }
+            }
         }
         self.admit_end(&mut |w| progress.warn(w));
         self.split_links(&mut items);

@@ -192,6 +192,14 @@ pub(super) fn delete(dest: &deep::Dest, extra: &[(PathBuf, bool)], backup: Optio
 }
 
 impl Archiving<'_> {
+    /// Whether this run deletes: with `--delete`, unless the list is
+    /// incomplete (a directory no mirror could read, a symlink not
+    /// followed): entries not listed would look gone (rsync's `IO error
+    /// encountered -- skipping file deletion`).
+    pub(super) fn deletes(&self) -> bool {
+        self.spec.delete && !self.tally.lock().expect("tally lock").incomplete
+    }
+
     /// `--delete`: removes what DEST holds below SRC's directories that
     /// the list does not (never what a rule excludes). Not when the list
     /// is incomplete (a directory no mirror could read): its entries would
@@ -200,7 +208,7 @@ impl Archiving<'_> {
         if !self.spec.delete {
             return Ok(0);
         }
-        if self.tally.lock().expect("tally lock").incomplete {
+        if !self.deletes() {
             progress.warn("not deleting anything: some of SRC could not be read, so what it holds is not known");
             return Ok(0);
         }

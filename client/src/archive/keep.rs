@@ -42,7 +42,20 @@ impl Archiving<'_> {
     /// is no tree says nothing sure of what SRC lacks).
     pub(super) fn admit(&self, e: Entry, warn: &mut dyn FnMut(&str), out: &mut Vec<Item>, scratch: &mut Admitted) {
         let Some(rel) = self.spec.rel_of(&e) else { return };
-        let (key, rel): (Box<[u8]>, _) = (rel.into(), PathBuf::from(OsStr::from_bytes(rel)));
+        self.admit_as(rel.into(), e, warn, out, scratch);
+    }
+
+    /// [`Self::admit`], under a name below DEST of its own (a symlink
+    /// followed: its referent's entry under the link's name).
+    pub(super) fn admit_as(
+        &self,
+        key: Box<[u8]>,
+        e: Entry,
+        warn: &mut dyn FnMut(&str),
+        out: &mut Vec<Item>,
+        scratch: &mut Admitted,
+    ) {
+        let rel = PathBuf::from(OsStr::from_bytes(&key));
         let is_dir = e.kind == Kind::Dir;
         let mut refused = vec![];
         self.listing.lock().expect("listing lock").shape.admit(key, is_dir, (rel, e), scratch, &mut refused);

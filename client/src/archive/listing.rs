@@ -247,6 +247,11 @@ pub(super) fn resumed<'a>(items: &'a [Item], dest: &deep::Dest, saved: &Path, jo
     let entries = ddftp::read(&list[..], saved).ok()?;
     let listed: HashMap<&[u8], &Item> =
         items.iter().filter(|it| it.entry.kind != Kind::Dir).map(|it| (it.entry.path.as_slice(), it)).collect();
+    // One path under two names (a symlink followed): the saved list
+    // cannot tell them apart, so the run starts afresh.
+    if listed.len() != items.iter().filter(|it| it.entry.kind != Kind::Dir).count() {
+        return None;
+    }
     let mut todo = Vec::with_capacity(entries.len());
     for e in &entries {
         todo.push(*listed.get(e.path.as_slice()).filter(|it| it.entry == *e)?);

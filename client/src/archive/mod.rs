@@ -26,6 +26,7 @@ mod decide;
 mod deep;
 mod deleting;
 mod dirs;
+mod followed;
 pub use ddtree::filter;
 mod archiving;
 mod backup;
@@ -134,6 +135,9 @@ pub struct ArchiveSpec {
     /// climbing above DEST) is not made, and what DEST has under its name
     /// is left as it is, as rsync's.
     pub safe_links: bool,
+    /// `-L`/`--copy-links`, `--copy-unsafe-links`: which symlinks are
+    /// copied as what they point to ([`followed`]).
+    pub follow: ddtree::follow::Follow,
     /// rsync's `HOST:DIR/NAME DEST` made DEST `DEST/NAME`, for a directory
     /// NAME: a file NAME goes into the DEST given (its parent here).
     pub file_to_parent: bool,
@@ -421,6 +425,12 @@ async fn archive_into(
     let started = Instant::now();
     let ranked = !matches!(movers, Movers::One);
     spec.check_srcs()?;
+    if ranked && spec.follow != ddtree::follow::Follow::No {
+        // The ranks name each entry by its path: a link's referent would
+        // land under the referent's name.
+        let why = "-L and --copy-unsafe-links are not taken under mpirun yet: run the archive in one process";
+        return Err(ArchiveError::BadEntry { path: spec.src.clone(), why: why.into() });
+    }
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
     let (dest, mut fresh, dest_made) = open_dest(spec, ranked)?;
@@ -430,6 +440,7 @@ async fn archive_into(
         && !spec.itemize
         && spec.files_from.is_none()
         && spec.more_src.is_empty()
+        && spec.follow == ddtree::follow::Follow::No
         && spec.get.share.is_none();
     if fresh && spec.list.is_none() && streams && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {

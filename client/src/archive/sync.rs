@@ -388,7 +388,7 @@ impl Archiving<'_> {
     /// `name_blocked`: what the run would refuse to replace is named now,
     /// as the run names it (a real run names it as it comes to it).
     pub(super) fn plan(&self, items: &[Item], differ: &HashSet<PathBuf>, name_blocked: bool) -> std::io::Result<Plan> {
-        let (extra, skipped) = match self.spec.delete {
+        let (extra, skipped) = match self.deletes() {
             true => {
                 let kept = self.listing.lock().expect("listing lock").kept.clone();
                 at_most(
@@ -415,6 +415,11 @@ impl Archiving<'_> {
         let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
         let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
         plan.deletions_skipped = skipped;
+        if self.spec.delete && !self.deletes() {
+            // Where rsync says it: before the changes.
+            plan.lines.insert(0, "IO error encountered -- skipping file deletion".into());
+            plan.rels.insert(0, PathBuf::new());
+        }
         let dry_made = self.spec.dry_run && self.spec.dest.symlink_metadata().is_err();
         if self.tally.lock().expect("tally lock").dest_made || dry_made {
             plan.dest_made(&self.spec.dest);

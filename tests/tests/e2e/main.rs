@@ -34,6 +34,7 @@ mod rerun;
 mod resume;
 mod retry;
 mod rsync_language;
+mod rsync_links;
 mod rsync_parts;
 mod rsync_relative;
 mod server_limits;

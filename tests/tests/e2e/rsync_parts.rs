@@ -30,7 +30,7 @@ fn tree(src: &Path) {
 }
 
 /// rsync OPTS -i SRC/ DEST/: exit code and lines.
-fn rsync(src: &Path, dest: &Path, opts: &[&str]) -> (i32, Vec<String>) {
+pub(crate) fn rsync(src: &Path, dest: &Path, opts: &[&str]) -> (i32, Vec<String>) {
     let o = Command::new("rsync")
         .args(opts)
         .arg("-i")

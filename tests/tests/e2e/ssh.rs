@@ -624,3 +624,44 @@ fn a_push_via_ssh_connects_back_inside_ssh() {
     let left = Command::new("pgrep").arg("-f").arg(format!("session-stdin.*{}", ours.display())).output().unwrap();
     assert!(left.stdout.is_empty(), "the remote archive is still running: {}", String::from_utf8_lossy(&left.stdout));
 }
+
+/// `-L` over ssh, both ways: pulled (`HOST:DIR DEST`, a link leading out
+/// of DIR followed on the host) and pushed (a link inside SRC followed;
+/// one leading out of SRC named, not followed: the host is shown nothing
+/// beside SRC), the files where `rsync -aL -e ssh` puts them.
+#[test]
+fn copy_links_over_ssh_both_ways_copies_what_rsync_copies() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    std::fs::create_dir_all(f.root().join("shared")).unwrap();
+    random_file(&src.join("d/f"), 2000, 61);
+    random_file(&f.root().join("shared/ref"), 3000, 62);
+    std::os::unix::fs::symlink("d", src.join("ld")).unwrap();
+    std::os::unix::fs::symlink("d/f", src.join("lf")).unwrap();
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let (ddftpd, ddftp_bin) = (bin("ddftpd").display().to_string(), bin("ddftp").display().to_string());
+    let remote = format!("127.0.0.1:{}", src.display());
+    // Pulled, with a link out of DIR.
+    std::os::unix::fs::symlink("../shared/ref", src.join("out")).unwrap();
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    let o = Command::new("rsync").args(["-aL", "-e", &rsh, &remote]).arg(&theirs).output().expect("rsync");
+    assert!(o.status.success(), "rsync: {}", String::from_utf8_lossy(&o.stderr));
+    let to = ours.to_str().unwrap();
+    ddftp(&["archive", "-L", &remote, to, "-e", &rsh, "--remote-ddftpd", &ddftpd, "-q"], 0);
+    let mine = same_files(&ours, &theirs);
+    assert_eq!(mine["src/out"], std::fs::read(f.root().join("shared/ref")).unwrap());
+    assert_eq!(mine["src/ld/f"], mine["src/d/f"]);
+    // Pushed: the link out of SRC is named and the rest copied.
+    let (ours, theirs) = (f.out("ours-push"), f.out("theirs-push"));
+    std::fs::remove_file(src.join("out")).unwrap();
+    rsync_push(&rsh, &["-L", src.to_str().unwrap()], &theirs);
+    let to = format!("127.0.0.1:{}", ours.display());
+    let args = ["archive", "-L", src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"];
+    ddftp(&args, 0);
+    same_files(&ours, &theirs);
+    std::os::unix::fs::symlink("../shared/ref", src.join("out")).unwrap();
+    let out = ddftp(&args, 5);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"out\": its target climbs above"), "{out:?}");
+}
