@@ -465,13 +465,14 @@ impl Session {
         // The mirror leaves out what the rules exclude as it walks (never
         // reading an excluded directory); rules too many for one request
         // are applied here only (the client filters the list either way).
-        let WalkAsk { rules, xattrs, names } = ask;
-        let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 5 + src.len();
+        let WalkAsk { rules, xattrs, names, merge } = ask;
+        let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 7 + src.len() + merge.len();
         let fits = rules.len() <= MAX_WALK_RULES && size <= MAX_CONTROL_BODY;
         let rules = if fits { rules.clone() } else { vec![] };
-        match rules.is_empty() && !xattrs && !names {
+        match rules.is_empty() && !xattrs && !names && merge.is_empty() {
             false => {
-                Request::WalkFiltered { path: src.to_string(), rules, xattrs: *xattrs, names: *names }.encode(&mut req)
+                let (path, xattrs, names, merge) = (src.to_string(), *xattrs, *names, merge.clone());
+                Request::WalkFiltered { path, rules, xattrs, names, merge }.encode(&mut req)
             }
             true => Request::Walk { path: src.to_string() }.encode(&mut req),
         }
@@ -579,6 +580,9 @@ pub struct WalkAsk {
     pub xattrs: bool,
     /// List the names of each entry's owner and group.
     pub names: bool,
+    /// rsync's `dir-merge NAME`: list the content of each file NAME (its
+    /// directory's filter rules); empty for none.
+    pub merge: String,
 }
 
 #[cfg(test)]

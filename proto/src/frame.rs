@@ -152,8 +152,12 @@ pub enum Request {
     /// in order, the first match deciding; gitignore-like patterns on
     /// paths below `path`): an excluded directory is not read at all.
     /// With `xattrs`, each entry's extended attributes are listed too;
-    /// with `names`, its owner's and group's names.
-    WalkFiltered { path: String, rules: Vec<(bool, String)>, xattrs: bool, names: bool },
+    /// with `names`, its owner's and group's names. A non-empty `merge`
+    /// (rsync's `dir-merge NAME`) names the files whose
+    /// content (at most 64 KiB) is listed with them: each directory's
+    /// filter rules, which the client applies (they are read even where
+    /// `rules` exclude them).
+    WalkFiltered { path: String, rules: Vec<(bool, String)>, xattrs: bool, names: bool, merge: String },
     /// The next piece (≤ [`MAX_BUNDLE_CHUNK`] bytes) of a bundle's
     /// definition: a ddftp list of regular files and symlinks, in order,
     /// packed ([`crate::packed`]).

@@ -98,6 +98,12 @@ pub struct ArchiveOpt {
     /// PATTERN`, `include PATTERN` (repeatable, in order with the others).
     #[arg(long, short = 'f', value_name = "RULE", allow_hyphen_values = true)]
     pub filter: Vec<String>,
+    /// rsync's -F: each directory's .rsync-filter file adds its rules
+    /// (`- PATTERN`, `+ PATTERN`, `!`) for what is below it, where -F
+    /// stands among the other rules (`-f 'dir-merge /.rsync-filter'`);
+    /// twice (-FF), the .rsync-filter files are not copied.
+    #[arg(short = 'F', action = clap::ArgAction::Count)]
+    pub merge_filter: u8,
     /// Copy only the entries this file names (paths below SRC, one a
     /// line; `#` and `;` start comments), and the directories on their
     /// way: rsync's --files-from (a directory named is made, not entered).
@@ -216,6 +222,12 @@ fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
     for (i, r) in at("filter", o.filter.len()).into_iter().zip(&o.filter) {
         tagged.push((i, RuleSpec::Rule(r.clone())));
     }
+    // -F, then -FF: rsync's two rules (`-FF` in one word is one index).
+    let merge = [RuleSpec::Rule("dir-merge /.rsync-filter".into()), RuleSpec::Exclude(".rsync-filter".into())];
+    let places = at("merge_filter", usize::from(o.merge_filter));
+    for (k, r) in merge.into_iter().take(usize::from(o.merge_filter)).enumerate() {
+        tagged.push((places.get(k).or(places.last()).copied().unwrap_or_default(), r));
+    }
     tagged.sort_by_key(|(i, _)| *i);
     tagged.into_iter().map(|(_, r)| r).collect()
 }
@@ -324,8 +336,8 @@ fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
     if let Some(d) = &o.backup_dir {
         v.push(format!("--backup-dir={}", d.display()));
     }
-    for (include, pattern) in filter.rules() {
-        v.extend(["-f".into(), format!("{} {pattern}", if include { '+' } else { '-' })]);
+    for rule in filter.words() {
+        v.extend(["-f".into(), rule]);
     }
     // The list itself follows the serving end's line on standard input.
     if o.files_from.is_some() {

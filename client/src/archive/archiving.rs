@@ -33,6 +33,11 @@ pub(super) struct Archiving<'a> {
     /// whole list, the same on each), shared once; a range of this run's
     /// own (entries moved again, read elsewhere) is not theirs.
     pub(super) share: std::sync::Mutex<Option<crate::transfer::share::Share>>,
+    /// The filter with the rules of the list's merge files (rsync's
+    /// `dir-merge`, `-F`), once the list is read ([`Self::filter`]).
+    pub(super) merged: std::sync::OnceLock<super::filter::Filter>,
+    /// The filter with DEST's merge files, what `--delete` leaves by.
+    pub(super) merged_dest: std::sync::OnceLock<super::filter::Filter>,
 }
 
 /// The list's check and what the list sets aside ([`Archiving::listing`]).
@@ -116,6 +121,8 @@ impl<'a> Archiving<'a> {
             tally: Default::default(),
             backup_at: std::sync::OnceLock::new(),
             share: std::sync::Mutex::new(spec.get.share.clone()),
+            merged: std::sync::OnceLock::new(),
+            merged_dest: std::sync::OnceLock::new(),
         }
     }
 
@@ -388,12 +395,15 @@ impl Archiving<'_> {
         let (mut items, mut admitted) = (Vec::with_capacity(entries.len()), vec![]);
         match self.spec.follow {
             ddtree::follow::Follow::No => {
+                self.take_merge_files(entries.iter().filter_map(|e| Some((self.spec.rel_of(e)?, e))), progress);
                 for e in entries {
                     self.admit(e, &mut |w| progress.warn(w), &mut items, &mut admitted);
                 }
             }
             _ => {
-                for (rel, e) in self.follow_links(entries, progress).await {
+                let listed = self.follow_links(entries, progress).await;
+                self.take_merge_files(listed.iter().map(|(r, e)| (r.as_slice(), e)), progress);
+                for (rel, e) in listed {
                     self.admit_as(rel.into(), e, &mut |w| progress.warn(w), &mut items, &mut admitted);
                 }
             }

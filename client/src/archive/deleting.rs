@@ -213,7 +213,7 @@ impl Archiving<'_> {
             return Ok(0);
         }
         let kept = self.listing.lock().expect("listing lock").kept.clone();
-        let extra = extraneous(items, &self.dest, &self.spec.filter, &kept, self.protected())
+        let extra = extraneous(items, &self.dest, self.delete_filter(), &kept, self.protected())
             .map_err(local(&self.spec.dest))?;
         let (extra, skipped) = at_most(extra, self.spec.max_delete);
         if skipped > 0 {

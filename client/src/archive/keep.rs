@@ -87,7 +87,7 @@ impl Archiving<'_> {
         if self.spec.files_from.as_ref().is_some_and(|f| !f.wants(&rel)) {
             return None;
         }
-        let filter = &self.spec.filter;
+        let filter = self.filter();
         if !filter.is_empty()
             && filter.excludes(&rel, e.kind == Kind::Dir, &mut self.listing.lock().expect("listing lock").excluded_dirs)
         {

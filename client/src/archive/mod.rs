@@ -35,6 +35,7 @@ mod current;
 mod keep;
 pub mod kept;
 mod listing;
+mod merged;
 mod mirrors;
 mod new_name;
 mod parts;
@@ -227,7 +228,8 @@ impl ArchiveSpec {
         let mut rules = self.filter.rules();
         let base = |f: &ddtree::files_from::FilesFrom| if f.bases().count() > 1 { src } else { 0 };
         rules.extend(self.files_from.as_ref().and_then(|f| f.walk_rules(base(f))).unwrap_or_default());
-        crate::session::WalkAsk { rules, xattrs: self.xattrs, names: self.owners && self.by_name }
+        let merge = self.filter.merge_name().unwrap_or_default().to_string();
+        crate::session::WalkAsk { rules, xattrs: self.xattrs, names: self.owners && self.by_name, merge }
     }
 }
 
@@ -441,6 +443,7 @@ async fn archive_into(
         && spec.files_from.is_none()
         && spec.more_src.is_empty()
         && spec.follow == ddtree::follow::Follow::No
+        && spec.filter.merge_name().is_none()
         && spec.get.share.is_none();
     if fresh && spec.list.is_none() && streams && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {

@@ -392,7 +392,7 @@ impl Archiving<'_> {
             true => {
                 let kept = self.listing.lock().expect("listing lock").kept.clone();
                 at_most(
-                    extraneous(items, &self.dest, &self.spec.filter, &kept, self.protected())?,
+                    extraneous(items, &self.dest, self.delete_filter(), &kept, self.protected())?,
                     self.spec.max_delete,
                 )
             }

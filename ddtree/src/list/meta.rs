@@ -3,7 +3,7 @@
 //! attributes, a symlink's target. One field of a ddftp list record (`ATTRS`), `-` when empty:
 //!
 //! ```text
-//! u=UID:GID  h=DEV:INO  r=RDEV  d=OFF+LEN/OFF+LEN...  x=NAME:VALUE/...  l=TARGET
+//! u=UID:GID  h=DEV:INO  r=RDEV  d=OFF+LEN/OFF+LEN...  x=NAME:VALUE/...  l=TARGET  f=RULES
 //! ```
 //! comma-separated, numbers in decimal, xattr names and values in hex (any
 //! byte may appear in either). `h` is given only for a non-directory with
@@ -12,7 +12,8 @@
 //! holes and never move), `x` only when the walk was asked for extended
 //! attributes (`x=` then says "none"), `l` for a symlink a walk listed
 //! (its target, hex: only to compare and show; the link itself moves with
-//! the data).
+//! the data), `f` for a merge file a walk was asked for (its content, hex:
+//! its directory's filter rules).
 
 /// The rarer attributes, boxed: most entries carry none of them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -31,6 +32,9 @@ pub struct Rare {
     pub names: Option<(Vec<u8>, Vec<u8>)>,
     /// A symlink's target, as the walk read it.
     pub target: Option<Vec<u8>>,
+    /// A merge file's content (rsync's `dir-merge`: its directory's
+    /// filter rules), where the walk was asked for them.
+    pub rules: Option<Vec<u8>>,
 }
 
 /// An entry's attributes beyond the record's fixed fields.
@@ -79,6 +83,10 @@ impl Meta {
 
     pub fn target(&self) -> Option<&[u8]> {
         self.rare.as_ref().and_then(|r| r.target.as_deref())
+    }
+
+    pub fn rules(&self) -> Option<&[u8]> {
+        self.rare.as_ref().and_then(|r| r.rules.as_deref())
     }
 
     pub fn xattrs(&self) -> Option<&[(Vec<u8>, Vec<u8>)]> {
@@ -161,6 +169,11 @@ impl Meta {
                 out.extend_from_slice(b"l=");
                 push_hex(out, t);
             }
+            if let Some(t) = &r.rules {
+                sep(out);
+                out.extend_from_slice(b"f=");
+                push_hex(out, t);
+            }
         }
         if out.len() == start {
             out.push(b'-');
@@ -212,6 +225,7 @@ impl Meta {
                     m.rare_mut().xattrs = Some(xs);
                 }
                 "l" => m.rare_mut().target = Some(unhex(v).ok_or("bad symlink target")?),
+                "f" => m.rare_mut().rules = Some(unhex(v).ok_or("bad filter rules")?),
                 // Attributes a later version adds are skipped.
                 _ => {}
             }

@@ -161,12 +161,16 @@ pub struct Options {
 
 /// What a ddftp list may carry beyond `lstat`'s fields, each costing
 /// calls per entry.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Extra {
     /// Each entry's extended attributes (ACLs among them).
     pub xattrs: bool,
     /// The names of each entry's owner and group.
     pub names: bool,
+    /// rsync's `dir-merge NAME`: the content of each regular file of
+    /// this name is listed with it (its directory's filter rules), and it
+    /// is listed even where the prune rules exclude it.
+    pub merge: Option<std::sync::Arc<[u8]>>,
 }
 
 /// Where a walk tells what it could not read: the path as it would be
@@ -260,6 +264,12 @@ impl Sink {
                 Err(e) => tracing::warn!(path = %String::from_utf8_lossy(path), "cannot read its target: {e}"),
             }
         }
+        if let (true, Some((d, n))) = (file, at.filter(|(_, n)| self.extra.merge.as_deref() == Some(n.to_bytes()))) {
+            match read_merge_file(d, n) {
+                Ok(text) => m.rare_mut().rules = Some(text),
+                Err(e) => self.error(l, path, format!("cannot read its filter rules: {e}")),
+            }
+        }
         if self.extra.names {
             let user = l.names.user(st.st_uid);
             let group = l.names.group(st.st_gid);
@@ -276,6 +286,11 @@ impl Sink {
             }
         }
         m
+    }
+
+    /// Whether `name` is a regular file of the name of [`Extra::merge`].
+    fn is_merge_file(&self, name: &CStr, st: &mfu::Stat) -> bool {
+        self.extra.merge.as_deref() == Some(name.to_bytes()) && Kind::from_mode(st.mode) == Some(Kind::File)
     }
 
     fn record(&self, l: &mut Local, path: &[u8], st: &mfu::Stat, meta: &Meta) {
@@ -374,7 +389,7 @@ where
         skip: opts.skip.clone(),
         prune: opts.prune.clone(),
         on_error: opts.on_error.clone(),
-        extra: opts.extra,
+        extra: opts.extra.clone(),
     };
     let new_local = |_| Local {
         totals: Totals::default(),
@@ -463,7 +478,8 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
                     let st = mfu::Stat::from_lstat(&raw);
                     if let Some(f) = &sink.prune {
                         let rel = std::ffi::OsStr::from_bytes(&path[(sink.cut + 1).min(path.len())..]);
-                        if f.prunes(std::path::Path::new(rel), Kind::from_mode(st.mode) == Some(Kind::Dir)) {
+                        let is_dir = Kind::from_mode(st.mode) == Some(Kind::Dir);
+                        if f.prunes(std::path::Path::new(rel), is_dir) && !sink.is_merge_file(name, &st) {
                             continue;
                         }
                     }
@@ -478,4 +494,19 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
         }
     }
     l.entries_buf = buf;
+}
+
+/// The content of a merge file `n` in `d` (at most
+/// [`crate::filter::merge::MAX_FILE`] bytes; a larger one is refused, not
+/// cut: the rules after the cut would be lost).
+fn read_merge_file(d: &dir::Dir, n: &CStr) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let fd = dir::open_at(d.fd(), n, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK)?;
+    let max = crate::filter::merge::MAX_FILE;
+    let mut text = Vec::new();
+    std::fs::File::from(fd).take(max as u64 + 1).read_to_end(&mut text)?;
+    if text.len() > max {
+        return Err(std::io::Error::other(format!("larger than {max} bytes")));
+    }
+    Ok(text)
 }

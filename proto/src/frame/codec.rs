@@ -53,8 +53,9 @@ impl Request {
                 put_header(dst, K_WALK, 2 + path.len());
                 put_str(dst, path);
             }
-            Request::WalkFiltered { path, rules, xattrs, names } => {
-                let len = 2 + path.len() + 2 + rules.iter().map(|(_, p)| 1 + 2 + p.len()).sum::<usize>() + 1;
+            Request::WalkFiltered { path, rules, xattrs, names, merge } => {
+                let merged = if merge.is_empty() { 0 } else { 2 + merge.len() };
+                let len = 2 + path.len() + 2 + rules.iter().map(|(_, p)| 1 + 2 + p.len()).sum::<usize>() + 1 + merged;
                 put_header(dst, K_WALK_FILTERED, len);
                 put_str(dst, path);
                 dst.put_u16(u16::try_from(rules.len()).expect("rules are capped by their senders"));
@@ -62,7 +63,10 @@ impl Request {
                     dst.put_u8(u8::from(*include));
                     put_str(dst, p);
                 }
-                dst.put_u8(u8::from(*xattrs) | u8::from(*names) << 1);
+                dst.put_u8(u8::from(*xattrs) | u8::from(*names) << 1 | u8::from(!merge.is_empty()) << 2);
+                if !merge.is_empty() {
+                    put_str(dst, merge);
+                }
             }
             Request::Bundle { data } => {
                 assert!(data.len() <= MAX_BUNDLE_CHUNK, "bundle pieces are capped");
@@ -163,10 +167,17 @@ impl Request {
                     rules.push((include, r.path()?));
                 }
                 let flags = r.u8()?;
-                if flags > 3 {
+                if flags > 7 {
                     return Err(ProtoError::Malformed { kind, why: "unknown walk flags" });
                 }
-                Request::WalkFiltered { path, rules, xattrs: flags & 1 != 0, names: flags & 2 != 0 }
+                let merge = match flags & 4 != 0 {
+                    true => r.path()?,
+                    false => String::new(),
+                };
+                if flags & 4 != 0 && (merge.is_empty() || merge.contains('/') || merge == "." || merge == "..") {
+                    return Err(ProtoError::Malformed { kind, why: "a merge file's name is a plain name" });
+                }
+                Request::WalkFiltered { path, rules, xattrs: flags & 1 != 0, names: flags & 2 != 0, merge }
             }
             K_BUNDLE => {
                 let n = r.buf.len();

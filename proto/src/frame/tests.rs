@@ -23,8 +23,20 @@ fn request() -> impl Strategy<Value = Request> {
             count
         }),
         ".{0,64}".prop_map(|path| Request::Walk { path }),
-        (".{0,64}", proptest::collection::vec((any::<bool>(), ".{0,32}"), 0..8), any::<bool>(), any::<bool>())
-            .prop_map(|(path, rules, xattrs, names)| Request::WalkFiltered { path, rules, xattrs, names }),
+        (
+            ".{0,64}",
+            proptest::collection::vec((any::<bool>(), ".{0,32}"), 0..8),
+            any::<bool>(),
+            any::<bool>(),
+            "|[a-z.-]{0,2}[a-z][a-z.-]{0,12}"
+        )
+            .prop_map(|(path, rules, xattrs, names, merge)| Request::WalkFiltered {
+                path,
+                rules,
+                xattrs,
+                names,
+                merge
+            }),
         proptest::collection::vec(any::<u8>(), 0..MAX_BUNDLE_CHUNK)
             .prop_map(|d| Request::Bundle { data: Bytes::from(d) }),
         Just(Request::BundleEnd),

@@ -413,11 +413,17 @@ impl Conn {
             Request::BundleEnd => self.on_bundle_end().await,
             Request::Seals { path, block_size, first, count } => self.on_seals(path, block_size, first, count).await,
             Request::Walk { path } => self.walk(path, None, Default::default()).await,
-            Request::WalkFiltered { path, rules, xattrs, names } => match ddtree::filter::Filter::from_rules(&rules) {
-                Ok(f) if f.is_empty() => self.walk(path, None, ddtree::walk::Extra { xattrs, names }).await,
-                Ok(f) => self.walk(path, Some(Arc::new(f)), ddtree::walk::Extra { xattrs, names }).await,
-                Err(e) => Ok(self.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await?),
-            },
+            Request::WalkFiltered { path, rules, xattrs, names, merge } => {
+                let merge = (!merge.is_empty()).then(|| Arc::from(merge.as_bytes()));
+                let extra = ddtree::walk::Extra { xattrs, names, merge };
+                match ddtree::filter::Filter::from_rules(&rules) {
+                    Ok(f) if f.is_empty() => self.walk(path, None, extra).await,
+                    Ok(f) => self.walk(path, Some(Arc::new(f)), extra).await,
+                    Err(e) => {
+                        Ok(self.reply(Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() }).await?)
+                    }
+                }
+            }
         }
     }
 

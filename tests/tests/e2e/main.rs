@@ -35,6 +35,7 @@ mod resume;
 mod retry;
 mod rsync_language;
 mod rsync_links;
+mod rsync_merge;
 mod rsync_parts;
 mod rsync_relative;
 mod server_limits;

@@ -44,7 +44,7 @@ fn tree(root: &Path) {
 }
 
 /// ddftp archive src OPTS -i into DEST: exit code, lines, stderr.
-fn ours(m: &Mirror, dest: &Path, opts: &[&str]) -> (i32, Vec<String>, String) {
+pub(crate) fn ours(m: &Mirror, dest: &Path, opts: &[&str]) -> (i32, Vec<String>, String) {
     let o = Command::new(bin("ddftp"))
         .args(["archive", "src", "-m", &m.addr, "-d", dest.to_str().unwrap(), "-q", "-i"])
         .args(opts)

@@ -665,3 +665,29 @@ fn copy_links_over_ssh_both_ways_copies_what_rsync_copies() {
     let out = ddftp(&args, 5);
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"out\": its target climbs above"), "{out:?}");
 }
+
+/// `-F` pushed: the `.rsync-filter` files of this host's tree are read by
+/// the serving end and their rules applied on the host, where `rsync -F
+/// -e ssh` puts what they leave.
+#[test]
+fn a_push_with_per_directory_filter_files_makes_what_rsync_makes() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    for (i, p) in ["a.txt", "x.tmp", "sub/y.tmp", "sub/keep.tmp", "sub/z"].iter().enumerate() {
+        random_file(&src.join(p), 300 + i, 120 + i as u64);
+    }
+    std::fs::write(src.join(".rsync-filter"), "- *.tmp\n").unwrap();
+    std::fs::write(src.join("sub/.rsync-filter"), "+ keep.tmp\n- z\n").unwrap();
+    let (ours, theirs) = (f.out("ours"), f.out("theirs"));
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    rsync_push(&rsh, &["-FF", src.to_str().unwrap()], &theirs);
+    let ddftp_bin = bin("ddftp").display().to_string();
+    let to = format!("127.0.0.1:{}", ours.display());
+    ddftp(&["archive", "-FF", src.to_str().unwrap(), &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"], 0);
+    let mine = same_files(&ours, &theirs);
+    assert_eq!(mine.keys().collect::<Vec<_>>(), ["src/a.txt", "src/sub/keep.tmp"]);
+}

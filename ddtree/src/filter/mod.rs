@@ -17,9 +17,17 @@
 //!
 //! A pattern becomes a regular expression (the `regex` crate: matching
 //! in time linear in the path, whatever a mirror's client sends).
+//!
+//! rsync's `dir-merge NAME` (`-F`: `.rsync-filter`) puts the rules of
+//! each directory's NAME file where it stands among the others
+//! ([`merge`]): the mirror reads those files as it walks and lists their
+//! rules with them; it prunes only with the rules before that place.
+
+pub mod merge;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use regex::Regex;
 
@@ -41,10 +49,61 @@ struct Rule {
     pattern: String,
 }
 
+impl Rule {
+    /// A rule of `pattern`; `dir` is the directory below SRC of the merge
+    /// file it was read from (empty for the command line's): a pattern
+    /// starting with `/` is anchored there, as rsync anchors it.
+    fn new(include: bool, pattern: &str, dir: &str) -> Result<Rule, FilterError> {
+        let bad = |why: String| FilterError {
+            what: if include { "--include" } else { "--exclude" },
+            pattern: pattern.to_string(),
+            why,
+        };
+        let dir_only = pattern.ends_with('/') && pattern.len() > 1;
+        let p = pattern.trim_end_matches('/');
+        if p.is_empty() {
+            return Err(bad("an empty pattern matches nothing".into()));
+        }
+        let anchored = p.starts_with('/');
+        let mut p = p.trim_start_matches('/');
+        // Unanchored, a leading `**/` also matches no directory (rsync's
+        // `**/deep/*` takes `deep/f1`; anchored, `/**/deep/*` does not).
+        while let Some(rest) = p.strip_prefix("**/").filter(|_| !anchored) {
+            p = rest;
+        }
+        let body = translate(p).map_err(bad)?;
+        // Unanchored: the end of the path, at any depth.
+        let re = match (anchored, dir) {
+            (true, "") => format!("^{body}$"),
+            (true, dir) => format!("^{}/{body}$", regex::escape(dir)),
+            (false, _) => format!("^(?:.*/)?{body}$"),
+        };
+        let matcher = regex::RegexBuilder::new(&re)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| bad(format!("too complex a pattern ({e})")))?;
+        Ok(Rule { include, dir_only, matcher, pattern: pattern.to_string() })
+    }
+
+    fn matches(&self, path: &str, is_dir: bool) -> bool {
+        (is_dir || !self.dir_only) && self.matcher.is_match(path)
+    }
+}
+
+/// What the first of `rules` matching `path` says.
+fn first(rules: &[Rule], path: &str, is_dir: bool) -> Option<bool> {
+    rules.iter().find(|r| r.matches(path, is_dir)).map(|r| r.include)
+}
+
 /// The rules, in order.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
     rules: Vec<Rule>,
+    /// rsync's `dir-merge NAME`: where among `rules` each directory's
+    /// rules go (those before it decide first), and NAME.
+    merge: Option<(usize, String)>,
+    /// The rules of the merge files found, by directory.
+    dirs: Arc<merge::DirRules>,
 }
 
 /// Where a rule came from on the command line.
@@ -72,20 +131,28 @@ impl Filter {
                 RuleSpec::From(path) => f.push_file(path, false)?,
                 RuleSpec::IncludeFrom(path) => f.push_file(path, true)?,
                 RuleSpec::Rule(r) => {
-                    let (include, p) = match r.split_once([' ', '_']) {
-                        Some(("-" | "exclude", p)) => (false, p),
-                        Some(("+" | "include", p)) => (true, p),
-                        _ => {
-                            return Err(FilterError {
-                                what: "--filter",
-                                pattern: r.clone(),
-                                why: "takes `- PATTERN`, `+ PATTERN`, `exclude PATTERN` or `include PATTERN` \
-                                      (no merge files or modifiers yet)"
-                                    .into(),
-                            })
+                    let refused = |why: &str| FilterError { what: "--filter", pattern: r.clone(), why: why.into() };
+                    match r.split_once([' ', '_']) {
+                        Some(("-" | "exclude", p)) => f.push(false, p)?,
+                        Some(("+" | "include", p)) => f.push(true, p)?,
+                        Some((":" | "dir-merge", name)) => {
+                            if f.merge.is_some() {
+                                return Err(refused("one dir-merge rule (or -F) at most"));
+                            }
+                            // rsync's `/` before NAME: looked for from SRC down, as without.
+                            let name = name.trim_start_matches('/');
+                            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                                return Err(refused("dir-merge takes a file name (no directory)"));
+                            }
+                            f.merge = Some((f.rules.len(), name.to_string()));
                         }
-                    };
-                    f.push(include, p)?
+                        _ => {
+                            return Err(refused(
+                                "takes `- PATTERN`, `+ PATTERN`, `exclude PATTERN`, `include PATTERN` \
+                                 or `dir-merge NAME` (no merge files of this host nor modifiers yet)",
+                            ))
+                        }
+                    }
                 }
             }
         }
@@ -112,37 +179,32 @@ impl Filter {
     }
 
     fn push(&mut self, include: bool, pattern: &str) -> Result<(), FilterError> {
-        let bad = |why: String| FilterError {
-            what: if include { "--include" } else { "--exclude" },
-            pattern: pattern.to_string(),
-            why,
-        };
-        let dir_only = pattern.ends_with('/') && pattern.len() > 1;
-        let p = pattern.trim_end_matches('/');
-        if p.is_empty() {
-            return Err(bad("an empty pattern matches nothing".into()));
-        }
-        let anchored = p.starts_with('/');
-        let mut p = p.trim_start_matches('/');
-        // Unanchored, a leading `**/` also matches no directory (rsync's
-        // `**/deep/*` takes `deep/f1`; anchored, `/**/deep/*` does not).
-        while let Some(rest) = p.strip_prefix("**/").filter(|_| !anchored) {
-            p = rest;
-        }
-        let body = translate(p).map_err(bad)?;
-        // Unanchored: the end of the path, at any depth.
-        let re = if anchored { format!("^{body}$") } else { format!("^(?:.*/)?{body}$") };
-        let matcher = regex::RegexBuilder::new(&re)
-            .size_limit(1 << 20)
-            .build()
-            .map_err(|e| bad(format!("too complex a pattern ({e})")))?;
-        self.rules.push(Rule { include, dir_only, matcher, pattern: pattern.to_string() });
+        self.rules.push(Rule::new(include, pattern, "")?);
         Ok(())
     }
 
-    /// The rules as (include, pattern), in order: what a mirror is sent.
+    /// The rules as (include, pattern), in order: what a mirror is sent
+    /// to prune its walk with (with a dir-merge, those before it: a
+    /// directory's own rules come before the others).
     pub fn rules(&self) -> Vec<(bool, String)> {
-        self.rules.iter().map(|r| (r.include, r.pattern.clone())).collect()
+        let at = self.merge.as_ref().map_or(self.rules.len(), |m| m.0);
+        self.rules[..at].iter().map(|r| (r.include, r.pattern.clone())).collect()
+    }
+
+    /// Every rule as rsync's `-f` takes it, in order (what a push passes on).
+    pub fn words(&self) -> Vec<String> {
+        let mut v: Vec<String> =
+            self.rules.iter().map(|r| format!("{} {}", if r.include { '+' } else { '-' }, r.pattern)).collect();
+        if let Some((at, name)) = &self.merge {
+            v.insert(*at, format!("dir-merge {name}"));
+        }
+        v
+    }
+
+    /// The name of the files whose rules each directory adds (`-F`:
+    /// `.rsync-filter`), if a dir-merge rule was given.
+    pub fn merge_name(&self) -> Option<&str> {
+        self.merge.as_ref().map(|m| m.1.as_str())
     }
 
     /// The rules a client sent.
@@ -162,27 +224,30 @@ impl Filter {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.is_empty() && self.merge.is_none()
     }
 
     /// What the first matching rule says of `rel` (a path below SRC):
     /// `Some(true)` include, `Some(false)` exclude, `None` no rule matches.
+    /// A dir-merge's place holds the rules of the directories above
+    /// `rel`, the nearest first (rsync's order).
     fn verdict(&self, rel: &Path, is_dir: bool) -> Option<bool> {
-        self.rules
-            .iter()
-            .find(|r| (is_dir || !r.dir_only) && r.matcher.is_match(&rel.to_string_lossy()))
-            .map(|r| r.include)
+        let path = rel.to_string_lossy();
+        let at = self.merge.as_ref().map_or(self.rules.len(), |m| m.0);
+        first(&self.rules[..at], &path, is_dir)
+            .or_else(|| self.dirs.verdict(rel, &path, is_dir))
+            .or_else(|| first(&self.rules[at..], &path, is_dir))
     }
 
     /// Whether `rel` is excluded: by a rule on it, or because a directory
     /// above it is. `dirs` caches the directories' verdicts (entries come
     /// grouped by directory).
     pub fn excludes(&self, rel: &Path, is_dir: bool, dirs: &mut HashMap<std::path::PathBuf, bool>) -> bool {
-        if self.rules.is_empty() || rel.as_os_str().is_empty() {
+        if self.is_empty() || rel.as_os_str().is_empty() {
             return false;
         }
-        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-            if self.dir_excluded(parent, dirs) {
+        if let Some(parent) = rel.parent() {
+            if (!parent.as_os_str().is_empty() && self.dir_excluded(parent, dirs)) || self.dirs.is_bad(parent) {
                 return true;
             }
         }
@@ -194,7 +259,9 @@ impl Filter {
             return v;
         }
         let up = dir.parent().filter(|p| !p.as_os_str().is_empty()).is_some_and(|p| self.dir_excluded(p, dirs));
-        let v = up || self.verdict(dir, true) == Some(false);
+        // A directory whose merge file could not be taken: what it holds
+        // is not known to be wanted.
+        let v = up || self.verdict(dir, true) == Some(false) || self.dirs.is_bad(dir);
         dirs.insert(dir.to_path_buf(), v);
         v
     }

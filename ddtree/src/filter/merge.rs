@@ -1,0 +1,195 @@
+//! rsync's per-directory merge files (`dir-merge NAME`, `-F`'s
+//! `.rsync-filter`): the rules a directory's NAME file holds apply to what
+//! is below that directory, before the rules of the directories above it
+//! (the nearest directory's first), all of them where the dir-merge rule
+//! stands among the command line's. A pattern starting with `/` is
+//! anchored at the file's directory; `!` (or `clear`) drops the rules
+//! before it, those inherited from above too.
+//!
+//! The files come from a mirror: each is bounded ([`MAX_FILE`]), as are the
+//! rules of all of them together ([`MAX_RULES`]); a file that cannot be
+//! taken (a rule rsync would refuse, a modifier or a nested merge not
+//! supported, too large) makes its directory's contents unwanted (named
+//! by the caller, not copied), never silently ignored: a rule left out
+//! could copy what the user meant to keep private.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{first, Filter, Rule};
+
+/// Bytes one merge file may hold (a mirror does not read past it).
+pub const MAX_FILE: usize = 64 << 10;
+/// Rules all the merge files of one tree may hold together.
+pub const MAX_RULES: usize = 100_000;
+
+/// The rules of the merge files found, by directory below SRC.
+#[derive(Debug, Default)]
+pub struct DirRules {
+    by_dir: HashMap<PathBuf, Dir>,
+    /// Directories whose merge file could not be taken.
+    bad: HashSet<PathBuf>,
+}
+
+#[derive(Debug)]
+struct Dir {
+    rules: Vec<Rule>,
+    /// A `!` dropped what the directories above give.
+    cleared: bool,
+}
+
+impl DirRules {
+    /// What the rules of the directories above `rel` say of it, the
+    /// nearest first (`path`: `rel` as a string).
+    pub(super) fn verdict(&self, rel: &Path, path: &str, is_dir: bool) -> Option<bool> {
+        if self.by_dir.is_empty() {
+            return None;
+        }
+        for dir in rel.parent().into_iter().flat_map(Path::ancestors) {
+            if let Some(d) = self.by_dir.get(dir) {
+                if let Some(v) = first(&d.rules, path, is_dir) {
+                    return Some(v);
+                }
+                if d.cleared {
+                    break;
+                }
+            }
+        }
+        None
+    }
+
+    pub(super) fn is_bad(&self, dir: &Path) -> bool {
+        !self.bad.is_empty() && self.bad.contains(dir)
+    }
+}
+
+/// The rules of one merge file found in `dir` (below SRC, `/`-separated),
+/// and whether it clears what the directories above give.
+fn parse(text: &[u8], dir: &str) -> Result<(Vec<Rule>, bool), String> {
+    if text.len() > MAX_FILE {
+        return Err(format!("larger than {MAX_FILE} bytes"));
+    }
+    let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_string())?;
+    let (mut rules, mut cleared) = (vec![], false);
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.is_empty() || line.starts_with(['#', ';']) {
+            continue;
+        }
+        let rule = match line.split_once([' ', '_']) {
+            _ if line == "!" || line == "clear" => {
+                rules.clear();
+                cleared = true;
+                continue;
+            }
+            Some(("-" | "exclude", p)) => Rule::new(false, p, dir),
+            Some(("+" | "include", p)) => Rule::new(true, p, dir),
+            _ => {
+                return Err(format!(
+                    "line {}: {line:?}: takes `- PATTERN`, `+ PATTERN` or `!` (no modifiers nor nested merges yet)",
+                    n + 1
+                ))
+            }
+        };
+        rules.push(rule.map_err(|e| format!("line {}: {e}", n + 1))?);
+    }
+    Ok((rules, cleared))
+}
+
+impl Filter {
+    /// This filter with the rules of the merge files `files` (`(the
+    /// directory below SRC holding one, its bytes or why they could not be
+    /// read)`); the directories whose file could not be taken, and why
+    /// (what is below them is then excluded).
+    pub fn with_merge_files(&self, files: Vec<(PathBuf, Result<Vec<u8>, String>)>) -> (Filter, Vec<(PathBuf, String)>) {
+        let (mut dirs, mut failed, mut total) = (DirRules::default(), vec![], 0usize);
+        for (dir, text) in files {
+            let shown = dir.to_string_lossy().into_owned();
+            let parsed = text.and_then(|t| parse(&t, &shown)).and_then(|(rules, cleared)| {
+                total += rules.len();
+                match total > MAX_RULES {
+                    true => Err(format!("the merge files hold more than {MAX_RULES} rules")),
+                    false => Ok(Dir { rules, cleared }),
+                }
+            });
+            match parsed {
+                Ok(d) => {
+                    dirs.by_dir.insert(dir, d);
+                }
+                Err(why) => {
+                    dirs.bad.insert(dir.clone());
+                    failed.push((dir, why));
+                }
+            }
+        }
+        (Filter { dirs: Arc::new(dirs), ..self.clone() }, failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RuleSpec;
+    use super::*;
+
+    fn ex(f: &Filter, p: &str, dir: bool) -> bool {
+        f.excludes(Path::new(p), dir, &mut HashMap::new())
+    }
+
+    fn merged(specs: &[RuleSpec], files: &[(&str, &str)]) -> (Filter, Vec<(PathBuf, String)>) {
+        let f = Filter::new(specs).unwrap();
+        f.with_merge_files(files.iter().map(|(d, t)| (PathBuf::from(d), Ok(t.as_bytes().to_vec()))).collect())
+    }
+
+    #[test]
+    fn a_directorys_rules_apply_below_it_nearest_first_where_the_dir_merge_stands() {
+        let specs = [
+            RuleSpec::Include("keep.log".into()),
+            RuleSpec::Rule("dir-merge /.rsync-filter".into()),
+            RuleSpec::Exclude("*.log".into()),
+        ];
+        let (f, bad) = merged(
+            &specs,
+            &[("", "- *.tmp\n- /top-only\n"), ("a", "# a's\n+ x.tmp\n- /sub/\n- keep.log\n"), ("a/b", "!\n- y\n")],
+        );
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(f.merge_name(), Some(".rsync-filter"));
+        assert!(ex(&f, "z.tmp", false) && ex(&f, "c/z.tmp", false), "the root's rules everywhere");
+        assert!(!ex(&f, "a/x.tmp", false), "a's own rule first");
+        assert!(ex(&f, "top-only", false) && !ex(&f, "a/top-only", false), "anchored at its directory");
+        assert!(ex(&f, "a/sub", true) && ex(&f, "a/sub/f", false) && !ex(&f, "a/b/sub", true));
+        assert!(!ex(&f, "a/keep.log", false), "the command line's rules before the dir-merge come first");
+        assert!(ex(&f, "a/other.log", false), "and those after it last");
+        assert!(!ex(&f, "a/b/z.tmp", false) && ex(&f, "a/b/y", false), "`!` drops what is above");
+        assert_eq!(f.rules(), [(true, "keep.log".to_string())], "a mirror prunes with what comes first");
+        assert_eq!(f.words(), ["+ keep.log", "dir-merge .rsync-filter", "- *.log"]);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_taken_leaves_its_directory_out() {
+        let specs = [RuleSpec::Rule(": .f".into())];
+        let (f, bad) = merged(&specs, &[("a", "- ok\nP protected\n"), ("b", "- [\n"), ("c", "- fine\n")]);
+        let bad: Vec<&str> = bad.iter().map(|(d, _)| d.to_str().unwrap()).collect();
+        assert_eq!(bad, ["a", "b"]);
+        assert!(!ex(&f, "a", true) && ex(&f, "a/anything", false) && ex(&f, "b/deep/x", false));
+        assert!(ex(&f, "c/fine", false) && !ex(&f, "c/other", false));
+        let big = "- x\n".repeat(MAX_FILE / 4 + 1);
+        assert_eq!(merged(&specs, &[("", &big)]).1.len(), 1);
+        assert!(Filter::new(&[RuleSpec::Rule(": a/b".into())]).is_err());
+        assert!(Filter::new(&[RuleSpec::Rule(": x".into()), RuleSpec::Rule(": y".into())]).is_err());
+    }
+
+    proptest::proptest! {
+        /// Any bytes as a mirror's merge file: taken or refused, never a
+        /// panic; a refused one excludes what is below its directory.
+        #[test]
+        fn any_merge_file_is_taken_or_its_directory_left_out(text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200), path in "[a-z./]{0,20}") {
+            let f = Filter::new(&[RuleSpec::Rule(": .f".into())]).unwrap();
+            let (f, bad) = f.with_merge_files(vec![(PathBuf::from("d"), Ok(text))]);
+            let _ = ex(&f, &path, false);
+            if !bad.is_empty() {
+                proptest::prop_assert!(ex(&f, "d/x", false));
+            }
+        }
+    }
+}
