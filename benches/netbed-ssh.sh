@@ -19,7 +19,10 @@
 #
 # `--via-ssh`: the same 4 ssh mirrors with every connection carried
 # inside ssh (a forwarded port per mirror), for hosts where only ssh gets
-# through.
+# through. "ssh login alone": `ssh HOST true` to mirror 1, the start every
+# ssh-started mirror (and rsync -e ssh) pays before its first byte; then
+# what else the ssh mirrors cost over running ddftpds, and the ddftpds
+# speaking TLS (as ssh mirrors always do; certificates made here).
 #
 # Usage (root): benches/netbed-ssh.sh [RUNS] [CASES]   (CASES: first,resync)
 # Writes benches/results/netbed-ssh-<UTC date>.md.
@@ -35,7 +38,7 @@ OUT=${OUT:-/dev/shm/ddftp-ssh-out}
 RATES=(320mbit 240mbit 160mbit 80mbit)
 log() { echo "[$(date +%T)] $*" >&2; }
 
-for p in rsync openssh-server openssh-client iproute2; do
+for p in rsync openssh-server openssh-client iproute2 openssl; do
   dpkg -s "$p" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$p" >/dev/null; }
 done
 cd "$TOP"
@@ -104,6 +107,29 @@ ddftpds() { # fresh ddftpd on every mirror: each run a first archive
     until "$NB" exec $BED-c -- bash -c "exec 3<>/dev/tcp/10.77.$i.2/7400" 2>/dev/null; do sleep 0.05; done
   done
 }
+# The same ddftpds speaking TLS (as an ssh mirror always does): a CA and
+# one certificate for the 4 addresses, made here.
+if [ ! -s "$K/srv.pem" ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=bench-ca \
+    -keyout "$K/ca.key" -out "$K/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=mirrors -keyout "$K/srv.key" \
+    -out "$K/srv.csr" 2>/dev/null
+  printf 'subjectAltName=IP:10.77.1.2,IP:10.77.2.2,IP:10.77.3.2,IP:10.77.4.2\n' >"$K/san"
+  openssl x509 -req -in "$K/srv.csr" -CA "$K/ca.pem" -CAkey "$K/ca.key" -CAcreateserial -days 30 \
+    -extfile "$K/san" -out "$K/srv.pem" 2>/dev/null
+fi
+tls_ddftpds() {
+  pkill -f "ddftpd --root $DATA" 2>/dev/null || true
+  sleep 0.2
+  for i in 1 2 3 4; do
+    "$NB" exec $BED-m$i -- "$DDFTPD" --root "$DATA" --listen 10.77.$i.2:7401 --tls-cert "$K/srv.pem" \
+      --tls-key "$K/srv.key" -q >>"$WORK/run/ddftpd-$i.log" 2>&1 &
+  done
+  for i in 1 2 3 4; do
+    until "$NB" exec $BED-c -- bash -c "exec 3<>/dev/tcp/10.77.$i.2/7401" 2>/dev/null; do sleep 0.05; done
+  done
+}
+TLS_M=ddftps://10.77.1.2:7401,ddftps://10.77.2.2:7401,ddftps://10.77.3.2:7401,ddftps://10.77.4.2:7401
 SSH_M=$(for i in 1 2 3 4; do printf 'ssh://10.77.%s.2%s,' "$i" "$DATA"; done)
 SSH_M=${SSH_M%,}
 DD_M=10.77.1.2:7400,10.77.2.2:7400,10.77.3.2:7400,10.77.4.2:7400
@@ -116,6 +142,7 @@ tool() {
     ssh) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q "${del[@]}" ;;
     via) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q --via-ssh "${del[@]}" ;;
     ddftpd) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$DD_M" --dest "$3" -q "${del[@]}" ;;
+    tls) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$TLS_M" --ca-file "$K/ca.pem" --dest "$3" -q "${del[@]}" ;;
     rsync) "$NB" exec $BED-c -- rsync -a "${del[@]}" -e "$RSH" "10.77.1.2:$DATA/tree/" "$3/" ;;
   esac
 }
@@ -125,16 +152,26 @@ log "warming"
 ddftpds
 find "$DATA" -type f -exec cat {} + >/dev/null
 for t in ssh via ddftpd; do rm -rf "$OUT/warm"; tool first $t "$OUT/warm"; done
+tls_ddftpds
+rm -rf "$OUT/warm"; tool first tls "$OUT/warm"
 rm -rf "$OUT/warm"
 
 declare -A T=()
 IFS=, read -r -a cases <<<"$CASES"
 for c in "${cases[@]}"; do
   for r in $(seq 1 "$RUNS"); do
-    for t in ssh via ddftpd rsync; do
+    for t in ssh via ddftpd tls rsync login; do
+      if [ $t = login ]; then # one ssh login alone: what any ssh-started mirror pays first
+        t0=$(date +%s.%N)
+        "$NB" exec $BED-c -- $RSH 10.77.1.2 true
+        t1=$(date +%s.%N)
+        T[$c-$t]+="$(python3 -c "print(f'{$t1 - $t0:.2f}')") "
+        continue
+      fi
       rm -rf "$OUT/d"
       [ "$c" = resync ] && cp -a "$WORK/old" "$OUT/d"
       [ "$t" = ddftpd ] && ddftpds
+      [ "$t" = tls ] && tls_ddftpds
       t0=$(date +%s.%N)
       tool "$c" $t "$OUT/d"
       t1=$(date +%s.%N)
@@ -154,19 +191,21 @@ md=$TOP/benches/results/netbed-ssh-$stamp.md
   echo "Command: \`benches/netbed-ssh.sh $RUNS $CASES\` (root). netbed --mirrors ${RATES[*]}, sshd on each; tree of $BYTES bytes (256 x 2 MiB + 1,000 x 16 KiB); resync: 1% of the files rewritten, --delete."
   echo "Wall seconds, median of $RUNS (all runs in brackets); of ideal: bytes / (0.956 x link rates: all 4 for ddftp, mirror 1 for rsync); first copy only."
   echo
-  echo "| case | ddftp, 4 ssh mirrors | ddftp, 4 ddftpd mirrors | rsync -a -e ssh, mirror 1 | ddftp, 4 ssh mirrors --via-ssh | ssh / ddftpd (speed) | ddftp ssh / rsync (speed) | --via-ssh / ssh (speed) |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| case | ddftp, 4 ssh mirrors | ddftp, 4 ddftpd mirrors | rsync -a -e ssh, mirror 1 | ddftp, 4 ssh mirrors --via-ssh | ssh / ddftpd (speed) | ddftp ssh / rsync (speed) | --via-ssh / ssh (speed) | ssh login alone | ssh - ddftpd - login | ddftp, 4 ddftpd mirrors, TLS | ssh / ddftpd TLS (speed) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   for c in "${cases[@]}"; do
-    python3 - "$c" "$BYTES" "${T[$c-ssh]}" "${T[$c-ddftpd]}" "${T[$c-rsync]}" "${T[$c-via]}" <<'PY'
+    python3 - "$c" "$BYTES" "${T[$c-ssh]}" "${T[$c-ddftpd]}" "${T[$c-rsync]}" "${T[$c-via]}" "${T[$c-login]}" "${T[$c-tls]}" <<'PY'
 import statistics, sys
 c, b = sys.argv[1], int(sys.argv[2])
-runs = [list(map(float, a.split())) for a in sys.argv[3:7]]
+runs = [list(map(float, a.split())) for a in sys.argv[3:9]]
 m = [statistics.median(x) for x in runs]
 ideal = [b / (0.956 * 800e6 / 8), b / (0.956 * 800e6 / 8), b / (0.956 * 320e6 / 8), b / (0.956 * 800e6 / 8)]
 def cell(i):
     s = f"{m[i]:.2f} s ({', '.join(f'{x:.2f}' for x in runs[i])})"
     return s + (f", {ideal[i] / m[i]:.3f} of ideal" if c == "first" else "")
-print(f"| {c} | {cell(0)} | {cell(1)} | {cell(2)} | {cell(3)} | {m[1] / m[0]:.3f} | {m[2] / m[0]:.2f}x | {m[0] / m[3]:.3f} |")
+login = f"{m[4]:.2f} s ({', '.join(f'{x:.2f}' for x in runs[4])})"
+tls = f"{m[5]:.2f} s ({', '.join(f'{x:.2f}' for x in runs[5])})"
+print(f"| {c} | {cell(0)} | {cell(1)} | {cell(2)} | {cell(3)} | {m[1] / m[0]:.3f} | {m[2] / m[0]:.2f}x | {m[0] / m[3]:.3f} | {login} | {m[0] - m[1] - m[4]:.2f} s | {tls} | {m[5] / m[0]:.3f} |")
 PY
   done
   echo
