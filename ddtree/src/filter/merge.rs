@@ -179,6 +179,21 @@ mod tests {
         assert!(Filter::new(&[RuleSpec::Rule(": x".into()), RuleSpec::Rule(": y".into())]).is_err());
     }
 
+    #[test]
+    fn a_merge_file_of_this_host_puts_its_rules_in_place_and_a_bang_clears() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, format!("+ keep.tmp\n- *.tmp\n: .f\n. {}\n", b.display())).unwrap();
+        std::fs::write(&b, "- x\n").unwrap();
+        let spec = |s: String| RuleSpec::Rule(s);
+        let f = Filter::new(&[spec(format!("merge {}", a.display())), RuleSpec::Exclude("y".into())]).unwrap();
+        assert_eq!(f.words(), ["+ keep.tmp", "- *.tmp", "dir-merge .f", "- x", "- y"]);
+        let f = Filter::new(&[RuleSpec::Exclude("z".into()), spec("!".into()), RuleSpec::Exclude("y".into())]).unwrap();
+        assert_eq!(f.words(), ["- y"]);
+        std::fs::write(&b, format!(". {}\n", b.display())).unwrap();
+        assert!(Filter::new(&[spec(format!("merge {}", b.display()))]).is_err(), "a file merging itself");
+    }
+
     proptest::proptest! {
         /// Any bytes as a mirror's merge file: taken or refused, never a
         /// panic; a refused one excludes what is below its directory.

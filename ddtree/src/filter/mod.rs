@@ -117,7 +117,9 @@ pub enum RuleSpec {
     /// `--include-from`: the same, a bare pattern including.
     IncludeFrom(std::path::PathBuf),
     /// `-f`/`--filter`: one rule as rsync writes it, `- PATTERN`,
-    /// `+ PATTERN`, `exclude PATTERN` or `include PATTERN`.
+    /// `+ PATTERN`, `exclude PATTERN`, `include PATTERN`, `!` (drop the
+    /// rules so far), `merge FILE` (`. FILE`: the rules a file of this
+    /// host holds, one a line) or `dir-merge NAME` (`: NAME`, [`merge`]).
     Rule(String),
 }
 
@@ -130,33 +132,52 @@ impl Filter {
                 RuleSpec::Include(p) => f.push(true, p)?,
                 RuleSpec::From(path) => f.push_file(path, false)?,
                 RuleSpec::IncludeFrom(path) => f.push_file(path, true)?,
-                RuleSpec::Rule(r) => {
-                    let refused = |why: &str| FilterError { what: "--filter", pattern: r.clone(), why: why.into() };
-                    match r.split_once([' ', '_']) {
-                        Some(("-" | "exclude", p)) => f.push(false, p)?,
-                        Some(("+" | "include", p)) => f.push(true, p)?,
-                        Some((":" | "dir-merge", name)) => {
-                            if f.merge.is_some() {
-                                return Err(refused("one dir-merge rule (or -F) at most"));
-                            }
-                            // rsync's `/` before NAME: looked for from SRC down, as without.
-                            let name = name.trim_start_matches('/');
-                            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-                                return Err(refused("dir-merge takes a file name (no directory)"));
-                            }
-                            f.merge = Some((f.rules.len(), name.to_string()));
-                        }
-                        _ => {
-                            return Err(refused(
-                                "takes `- PATTERN`, `+ PATTERN`, `exclude PATTERN`, `include PATTERN` \
-                                 or `dir-merge NAME` (no merge files of this host nor modifiers yet)",
-                            ))
-                        }
-                    }
-                }
+                RuleSpec::Rule(r) => f.push_rule(r, 0)?,
             }
         }
         Ok(f)
+    }
+
+    /// One `-f` rule as rsync writes it; `depth`: merge files this one is
+    /// read from (a file merging itself is refused, not followed forever).
+    fn push_rule(&mut self, r: &str, depth: u8) -> Result<(), FilterError> {
+        let refused = |why: &str| FilterError { what: "--filter", pattern: r.to_string(), why: why.into() };
+        if r == "!" || r == "clear" {
+            // rsync's: the rules so far are dropped (a dir-merge among them too).
+            (self.rules, self.merge) = (vec![], None);
+            return Ok(());
+        }
+        match r.split_once([' ', '_']) {
+            Some(("-" | "exclude", p)) => self.push(false, p)?,
+            Some(("+" | "include", p)) => self.push(true, p)?,
+            Some((":" | "dir-merge", name)) => {
+                if self.merge.is_some() {
+                    return Err(refused("one dir-merge rule (or -F) at most"));
+                }
+                // rsync's `/` before NAME: looked for from SRC down, as without.
+                let name = name.trim_start_matches('/');
+                if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                    return Err(refused("dir-merge takes a file name (no directory)"));
+                }
+                self.merge = Some((self.rules.len(), name.to_string()));
+            }
+            Some(("." | "merge", file)) => {
+                if depth >= 8 {
+                    return Err(refused("merge files nested more than 8 deep (one merging itself?)"));
+                }
+                let text = std::fs::read_to_string(file).map_err(|e| refused(&e.to_string()))?;
+                for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty() && !l.starts_with(['#', ';'])) {
+                    self.push_rule(line, depth + 1)?;
+                }
+            }
+            _ => {
+                return Err(refused(
+                    "takes `- PATTERN`, `+ PATTERN`, `exclude PATTERN`, `include PATTERN`, `!`, \
+                     `merge FILE` or `dir-merge NAME` (no modifiers yet)",
+                ))
+            }
+        }
+        Ok(())
     }
 
     /// The rules of a file: `+ `/`- ` prefixes as rsync reads them, a bare

@@ -1,6 +1,7 @@
 //! rsync's per-directory filter files: `-F` (each directory's
 //! `.rsync-filter`), `-FF` (the files themselves not copied) and
-//! `-f 'dir-merge NAME'`, where they stand among the other rules. Real
+//! `-f 'dir-merge NAME'`, where they stand among the other rules; and
+//! `-f 'merge FILE'`, a file of rules on this host. Real
 //! rsync and ddftp on the same tree; their trees, exit codes and `-i`
 //! lines compared, a rerun with `--delete` too; and a merge file ddftp
 //! cannot take leaves its directory's contents uncopied, said.
@@ -8,8 +9,8 @@
 use std::path::Path;
 
 use crate::rsync_language::{old_times, same_tree};
-use crate::rsync_parts::rsync;
 use crate::rsync_links::ours;
+use crate::rsync_parts::rsync;
 use crate::util::*;
 
 /// SRC with merge files at three depths (one clearing what is above).
@@ -51,7 +52,13 @@ fn per_directory_filter_files_leave_out_what_rsync_leaves_out() {
     let src = f.root().join("src");
     tree(&src);
     let m = Mirror::start(&f.root(), &[]);
+    // A merge file of this host: its rules where `merge` stands, a
+    // dir-merge among them.
+    let rules = f.out("rules");
+    std::fs::write(&rules, "# kept, then left out\n+ keep.tmp\n- *.tmp\n: .rsync-filter\n- w.log\n").unwrap();
+    let merge = format!("merge {}", rules.display());
     for (case, opts) in [
+        ("merge", &["-a", "-f", &merge][..]),
         ("F", &["-a", "-F"][..]),
         ("FF", &["-a", "-FF"][..]),
         ("F-then-rule", &["-a", "-F", "--exclude", "*.txt", "--include", "keep.tmp"][..]),
