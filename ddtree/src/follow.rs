@@ -203,6 +203,9 @@ pub struct Followed {
     pub out: Vec<(Vec<u8>, Entry)>,
     /// What a mirror must be asked before the links not in `out` resolve.
     pub ask: BTreeSet<Ask>,
+    /// Those links (by their name below DEST): not followed if the
+    /// mirrors are asked no more.
+    pub waiting: Vec<Vec<u8>>,
     /// The links not followed (by their name below DEST), and why.
     pub failed: Vec<(Vec<u8>, NoReferent)>,
 }
@@ -239,6 +242,7 @@ impl Followed {
                 Ok(Ok(p)) => p,
                 Ok(Err(ask)) => {
                     self.ask.insert(ask);
+                    self.waiting.push(rel);
                     continue;
                 }
                 Err(why) => {
@@ -260,6 +264,7 @@ impl Followed {
             }
             if !known.is_whole(&path) {
                 self.ask.insert(Ask::Whole(path));
+                self.waiting.push(rel);
                 continue;
             }
             let under: Vec<(&Vec<u8>, &Entry)> = match path.is_empty() {

@@ -33,8 +33,8 @@ impl Archiving<'_> {
     /// `entries` (sorted by their name below DEST) as `(name, entry)`,
     /// sorted, with the symlinks `-L` or `--copy-unsafe-links` takes
     /// replaced by what they point to; the ones that cannot be are named
-    /// and fail the run (rsync's exit 23), DEST's copy under their names
-    /// kept.
+    /// and fail the run (exit 5, rsync's 23), DEST's copy under their
+    /// names kept.
     pub(super) async fn follow_links(&self, entries: Vec<Entry>, progress: &mut dyn Progress) -> Vec<(Vec<u8>, Entry)> {
         let mut known = Known::default();
         known.add(entries.iter().cloned(), None);
@@ -61,22 +61,9 @@ impl Archiving<'_> {
             round += 1;
             self.ask_mirrors(&mut known, f.ask, &mut walks, progress).await;
         };
-        for ask in &followed.ask {
-            let (Ask::Name(p) | Ask::Whole(p)) = ask;
-            tracing::debug!("still not listed after {ROUNDS} rounds: {}", String::from_utf8_lossy(p));
-        }
+        // Still waiting after the last round: not followed.
         let mut failed = followed.failed;
-        if !followed.ask.is_empty() {
-            let done: std::collections::HashSet<&[u8]> = followed
-                .out
-                .iter()
-                .map(|(r, _)| r.as_slice())
-                .chain(failed.iter().map(|(r, _)| r.as_slice()))
-                .collect();
-            let left: Vec<Vec<u8>> =
-                links.iter().filter(|(r, _)| !done.contains(r.as_slice())).map(|(r, _)| r.clone()).collect();
-            failed.extend(left.into_iter().map(|r| (r, NoReferent::Missing)));
-        }
+        failed.extend(followed.waiting.into_iter().map(|r| (r, NoReferent::Missing)));
         self.not_followed(&failed, progress);
         rest.extend(followed.out);
         // A name twice is the list's check's to refuse, as any.

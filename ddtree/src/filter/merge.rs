@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{first, Filter, Rule};
+use super::{first, rule_lines, word, Filter, Rule, Word};
 
 /// Bytes one merge file may hold (a mirror does not read past it).
 pub const MAX_FILE: usize = 64 << 10;
@@ -72,27 +72,21 @@ fn parse(text: &[u8], dir: &str) -> Result<(Vec<Rule>, bool), String> {
     }
     let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_string())?;
     let (mut rules, mut cleared) = (vec![], false);
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim_end();
-        if line.is_empty() || line.starts_with(['#', ';']) {
-            continue;
-        }
-        let rule = match line.split_once([' ', '_']) {
-            _ if line == "!" || line == "clear" => {
+    for (n, line) in rule_lines(text) {
+        let rule = match word(line) {
+            Some(Word::Clear) => {
                 rules.clear();
                 cleared = true;
                 continue;
             }
-            Some(("-" | "exclude", p)) => Rule::new(false, p, dir),
-            Some(("+" | "include", p)) => Rule::new(true, p, dir),
+            Some(Word::Rule(include, p)) => Rule::new(include, p, dir),
             _ => {
                 return Err(format!(
-                    "line {}: {line:?}: takes `- PATTERN`, `+ PATTERN` or `!` (no modifiers nor nested merges yet)",
-                    n + 1
+                    "line {n}: {line:?}: takes `- PATTERN`, `+ PATTERN` or `!` (no modifiers nor nested merges yet)"
                 ))
             }
         };
-        rules.push(rule.map_err(|e| format!("line {}: {e}", n + 1))?);
+        rules.push(rule.map_err(|e| format!("line {n}: {e}"))?);
     }
     Ok((rules, cleared))
 }

@@ -95,6 +95,42 @@ fn first(rules: &[Rule], path: &str, is_dir: bool) -> Option<bool> {
     rules.iter().find(|r| r.matches(path, is_dir)).map(|r| r.include)
 }
 
+/// One rule as rsync writes it (`-f`, a line of a merge file).
+enum Word<'a> {
+    /// `!` or `clear`: the rules before it dropped.
+    Clear,
+    /// `- PATTERN`, `+ PATTERN` (`exclude`, `include`): whether it includes.
+    Rule(bool, &'a str),
+    /// `: NAME` (`dir-merge NAME`).
+    DirMerge(&'a str),
+    /// `. FILE` (`merge FILE`).
+    Merge(&'a str),
+}
+
+/// What `r` says, if it is a rule ddftp takes (no modifiers).
+fn word(r: &str) -> Option<Word<'_>> {
+    if r == "!" || r == "clear" {
+        return Some(Word::Clear);
+    }
+    Some(match r.split_once([' ', '_'])? {
+        ("-" | "exclude", p) => Word::Rule(false, p),
+        ("+" | "include", p) => Word::Rule(true, p),
+        (":" | "dir-merge", name) => Word::DirMerge(name),
+        ("." | "merge", file) => Word::Merge(file),
+        _ => return None,
+    })
+}
+
+/// The lines of a rules file that hold a rule, numbered from 1: blank
+/// lines and `#` or `;` comments skipped, trailing blanks cut.
+fn rule_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .map(str::trim_end)
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with(['#', ';']))
+        .map(|(n, l)| (n + 1, l))
+}
+
 /// The rules, in order.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -142,15 +178,11 @@ impl Filter {
     /// read from (a file merging itself is refused, not followed forever).
     fn push_rule(&mut self, r: &str, depth: u8) -> Result<(), FilterError> {
         let refused = |why: &str| FilterError { what: "--filter", pattern: r.to_string(), why: why.into() };
-        if r == "!" || r == "clear" {
+        match word(r) {
             // rsync's: the rules so far are dropped (a dir-merge among them too).
-            (self.rules, self.merge) = (vec![], None);
-            return Ok(());
-        }
-        match r.split_once([' ', '_']) {
-            Some(("-" | "exclude", p)) => self.push(false, p)?,
-            Some(("+" | "include", p)) => self.push(true, p)?,
-            Some((":" | "dir-merge", name)) => {
+            Some(Word::Clear) => (self.rules, self.merge) = (vec![], None),
+            Some(Word::Rule(include, p)) => self.push(include, p)?,
+            Some(Word::DirMerge(name)) => {
                 if self.merge.is_some() {
                     return Err(refused("one dir-merge rule (or -F) at most"));
                 }
@@ -161,16 +193,16 @@ impl Filter {
                 }
                 self.merge = Some((self.rules.len(), name.to_string()));
             }
-            Some(("." | "merge", file)) => {
+            Some(Word::Merge(file)) => {
                 if depth >= 8 {
                     return Err(refused("merge files nested more than 8 deep (one merging itself?)"));
                 }
                 let text = std::fs::read_to_string(file).map_err(|e| refused(&e.to_string()))?;
-                for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty() && !l.starts_with(['#', ';'])) {
+                for (_, line) in rule_lines(&text) {
                     self.push_rule(line, depth + 1)?;
                 }
             }
-            _ => {
+            None => {
                 return Err(refused(
                     "takes `- PATTERN`, `+ PATTERN`, `exclude PATTERN`, `include PATTERN`, `!`, \
                      `merge FILE` or `dir-merge NAME` (no modifiers yet)",
@@ -189,7 +221,7 @@ impl Filter {
             pattern: path.display().to_string(),
             why: e.to_string(),
         })?;
-        for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty() && !l.starts_with(['#', ';'])) {
+        for (_, line) in rule_lines(&text) {
             match (line.strip_prefix("+ "), line.strip_prefix("- ")) {
                 (Some(p), _) => self.push(true, p)?,
                 (_, Some(p)) => self.push(false, p)?,
