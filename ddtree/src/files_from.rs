@@ -174,18 +174,7 @@ impl FilesFrom {
         if self.recurse && names.opened.contains(Path::new("")) {
             return Some(vec![]);
         }
-        let esc = |p: &Path| -> Option<String> {
-            let s = p.to_str()?;
-            let mut out = String::with_capacity(s.len() + 1);
-            out.push('/');
-            for c in s.chars() {
-                if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
-                    out.push('\\');
-                }
-                out.push(c);
-            }
-            Some(out)
-        };
+        let esc = |p: &Path| -> Option<String> { Some(format!("/{}", crate::filter::quoted(p.to_str()?))) };
         let mut rules = vec![];
         for d in &names.on_the_way {
             rules.push((true, format!("{}/", esc(d)?)));

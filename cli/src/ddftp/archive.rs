@@ -1,194 +1,12 @@
 //! `ddftp archive SRC --mirrors A,B,... --dest DIR`: a tree from k mirrors.
 
-use std::path::{Path, PathBuf};
-
-use clap::Args;
-use ddftp_proto::units::parse_size;
-
-use super::flags::MoveOpt;
 use super::outcome::{exit_for, json_failure};
 use super::{report_error, runtime, Exit};
 use ddftp::archive::filter::{Filter, RuleSpec};
 use ddftp::archive::{self, ArchiveError, ArchiveSpec};
 use ddftp::progress::terminal_safe;
 
-/// Copy a tree from several mirrors at once: the files as one range, moved
-/// from both ends by pairs of mirrors; directories, symlinks, modes, mtimes.
-///
-/// Under mpirun (ddftp built with --features mpi) every rank is a mover on
-/// its own node, all writing into one DEST they share: see docs/archive.md.
-#[derive(Debug, Args)]
-#[command(after_help = "Examples:
-  ddftp archive data/run3 -m mirror1,mirror2 --dest /scratch/run3
-  ddftp archive alice@site-a:/data/run3 /scratch     (over ssh, rsync's form: /scratch/run3)
-  ddftp archive data -m m1,m2 --dest /backup/data --delete -n    (what a sync would change)
-  ddftp archive data -m m1,m2 --dest /backup/data --delete -i --backup-dir .replaced
-  ddftp archive data -m m1,m2 --dest /scratch/sel --files-from wanted.txt
-  mpirun -n 4 ddftp archive data -m m1,m2,m3 --dest /lustre/data  (built with --features mpi)
-Docs: man ddftp-archive; docs/archive.md")]
-pub struct ArchiveOpt {
-    /// The directory on the mirrors, relative to their --root (`.` for
-    /// all), or a file. Several: merged into DEST in order, as
-    /// `rsync -a A/ B/ DEST/` (a name the first has, it gives).
-    #[arg(required = true, num_args = 1..)]
-    pub src: Vec<String>,
-    /// The remote end of a push: the serving end's line comes on
-    /// standard input (`ddftp archive SRC HOST:DIR` runs this over ssh).
-    #[arg(long, hide = true)]
-    pub session_stdin: bool,
-    /// rsync's `HOST:DIR/NAME DEST` added NAME to DEST (see `rsync_form`).
-    #[arg(skip)]
-    pub dest_named: bool,
-    /// DEST came last, rsync's way: a file SRC may be copied to it as a
-    /// new name (see `rsync_form`).
-    #[arg(skip)]
-    pub dest_may_be_file: bool,
-    /// Where the tree is recreated (SRC's content goes directly inside).
-    /// Without it, the last argument is DEST (rsync's form: `ddftp archive
-    /// [USER@]HOST:DIR DEST` copies DIR from HOST over ssh into DEST/DIR).
-    #[arg(long, short = 'd')]
-    pub dest: Option<PathBuf>,
-    /// Move the entries of this list (ddftp's, or mpifileutils' v4 as
-    /// `dwalk --output` writes) instead of asking a mirror to walk SRC.
-    #[arg(long, value_name = "LIST")]
-    pub list: Option<PathBuf>,
-    /// Remove this prefix from the listed paths so they name paths under
-    /// the mirrors' root (dwalk lists hold absolute paths).
-    #[arg(long, value_name = "PREFIX", requires = "list")]
-    pub strip: Option<String>,
-    #[command(flatten)]
-    pub moving: MoveOpt,
-    #[command(flatten)]
-    pub sharing: super::share::ShareOpt,
-    /// fsync every file before modes and mtimes are set.
-    #[arg(long)]
-    pub sync: bool,
-    /// Change nothing: print what would be done, one line per entry
-    /// (rsync's --itemize-changes letters), and the totals (--json).
-    #[arg(long, short = 'n')]
-    pub dry_run: bool,
-    /// Print each change made, one line each in rsync's --itemize-changes
-    /// letters, the lines a dry run prints (the list is taken whole before
-    /// anything moves, as for a rerun). -v prints them too.
-    #[arg(long = "itemize-changes", short = 'i')]
-    pub itemize: bool,
-    /// Remove what DEST has below SRC's directories that SRC no longer
-    /// has (never what --exclude protects; nothing if SRC could not be
-    /// read whole).
-    #[arg(long)]
-    pub delete: bool,
-    /// Leave out entries matching this pattern (repeatable; the first
-    /// matching rule wins), as rsync reads it: a leading `/` anchors it at
-    /// SRC, any other matches at any depth; `**` matches across
-    /// directories; a trailing `/` matches directories only.
-    #[arg(long, value_name = "PATTERN")]
-    pub exclude: Vec<String>,
-    /// Keep entries matching this pattern even if a later --exclude would
-    /// leave them out (repeatable).
-    #[arg(long, value_name = "PATTERN")]
-    pub include: Vec<String>,
-    /// Rules from a file: `- PATTERN` (or a bare pattern) excludes,
-    /// `+ PATTERN` includes; `#` comments.
-    #[arg(long, value_name = "FILE")]
-    pub exclude_from: Vec<PathBuf>,
-    /// Rules from a file, a bare pattern including (rsync's).
-    #[arg(long, value_name = "FILE")]
-    pub include_from: Vec<PathBuf>,
-    /// One rule as rsync writes it: `- PATTERN`, `+ PATTERN`, `exclude
-    /// PATTERN`, `include PATTERN` (repeatable, in order with the others).
-    #[arg(long, short = 'f', value_name = "RULE", allow_hyphen_values = true)]
-    pub filter: Vec<String>,
-    /// rsync's -F: each directory's .rsync-filter file adds its rules
-    /// (`- PATTERN`, `+ PATTERN`, `!`) for what is below it, where -F
-    /// stands among the other rules (`-f 'dir-merge /.rsync-filter'`);
-    /// twice (-FF), the .rsync-filter files are not copied.
-    #[arg(short = 'F', action = clap::ArgAction::Count)]
-    pub merge_filter: u8,
-    /// Copy only the entries this file names (paths below SRC, one a
-    /// line; `#` and `;` start comments), and the directories on their
-    /// way: rsync's --files-from (a directory named is made, not entered).
-    #[arg(long, value_name = "FILE", conflicts_with = "delete")]
-    pub files_from: Option<PathBuf>,
-    /// Keep each SRC's path under DEST (rsync's -R): `a/b/c` lands in
-    /// DEST/a/b/c, its directories made with the mirror's modes; a `/./`
-    /// marks where the kept path starts (`a/./b/c`: DEST/b/c).
-    #[arg(long, short = 'R')]
-    pub relative: bool,
-    /// The --files-from list is NUL-separated (`find -print0`).
-    #[arg(long, short = '0', requires = "files_from")]
-    pub from0: bool,
-    /// Leave alone any entry (not a directory) DEST already has under its
-    /// name, whatever it holds: only what is missing is copied.
-    #[arg(long)]
-    pub ignore_existing: bool,
-    #[command(flatten)]
-    pub links: super::rsync_links::Links,
-    /// Update only what DEST already has under its name; make nothing new
-    /// (no new file or directory), as rsync's --existing.
-    #[arg(long, visible_alias = "ignore-non-existing")]
-    pub existing: bool,
-    /// Move a changed file whole (rsync's -W). By default a file DEST
-    /// holds an older version of is updated: the chunks it holds are
-    /// copied from it, only the rest moves (its own transfer, after the
-    /// tree's).
-    #[arg(long, short = 'W')]
-    pub whole_file: bool,
-    /// With --delete, delete at most N entries (those rsync would); the
-    /// others SRC no longer has stay, are counted, and the exit code is 25.
-    #[arg(long, value_name = "N", requires = "delete")]
-    pub max_delete: Option<u64>,
-    /// Move what a run replaces or deletes into DIR (relative: below
-    /// DEST, and never deleted; absolute: on DEST's filesystem), under
-    /// its path, instead of losing it.
-    #[arg(long, value_name = "DIR")]
-    pub backup_dir: Option<PathBuf>,
-    /// Keep what a run replaces or deletes, renamed NAME~ beside it
-    /// (rsync's -b; with --backup-dir, moved there). `--delete` leaves
-    /// such backups, as rsync's.
-    #[arg(short = 'b', long = "backup")]
-    pub backup: bool,
-    /// The suffix of -b's backups (default `~`; none in --backup-dir).
-    #[arg(long, value_name = "SUFFIX", value_parser = parse_suffix)]
-    pub suffix: Option<String>,
-    /// Hard links: the names of a file hard-linked on the mirror are
-    /// linked here too (rsync's -H); without it each is a copy of its own.
-    #[arg(long = "hard-links", short = 'H')]
-    pub hard_links: bool,
-    #[command(flatten)]
-    pub keep: super::rsync_keep::Keep,
-    /// Extended attributes and ACLs too (as `rsync -AX`): the mirror
-    /// lists them, they are set on every entry, and ones DEST has beyond
-    /// them are removed.
-    #[arg(long, short = 'X')]
-    pub xattrs: bool,
-    /// Compare contents, not size and mtime: a file of the listed size is
-    /// moved again if its SHA-256 differs from the mirrors' (each such
-    /// file read here whole, and by a mirror).
-    #[arg(long, short = 'c')]
-    pub checksum: bool,
-    /// After the summary, rsync's --stats block (files, sizes, literal and
-    /// matched data, bytes received, speedup).
-    #[arg(long)]
-    pub stats: bool,
-    /// rsync's --info flags: progress2 (what ddftp shows anyway), stats.
-    #[arg(long, value_name = "FLAGS", value_parser = super::rsync_stats::parse_info)]
-    pub info: Option<super::rsync_stats::Info>,
-    /// Leave owners and groups alone (kept by default when run as root,
-    /// by number, as `rsync --numeric-ids`).
-    #[arg(long)]
-    pub no_owner: bool,
-    /// Owners and groups by name, as rsync without --numeric-ids: a name
-    /// this machine knows takes its id here, others keep their number.
-    #[arg(long, conflicts_with = "numeric_ids")]
-    pub by_name: bool,
-    /// Owners and groups by number (the default; accepted for rsync users).
-    #[arg(long)]
-    pub numeric_ids: bool,
-    /// Bytes of files a part waits for while the mirror still walks (the
-    /// tests set it low to get many parts).
-    #[arg(long, hide = true, value_parser = parse_size, default_value_t = archive::PART_BYTES)]
-    pub part_bytes: u64,
-}
+pub use super::archive_opt::ArchiveOpt;
 
 fn exit_for_archive(e: &ArchiveError) -> Exit {
     match e {
@@ -236,7 +54,7 @@ fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
 /// the flags: DEST last, a `HOST:DIR` SRC as its ssh mirror.
 fn rsync_form(o: &mut ArchiveOpt) -> Result<Option<ddftp::ssh::SshMirror>, String> {
     if o.session_stdin {
-        o.moving.mirrors = vec![super::flags::Mirror::Pinned(pushed_from()?)];
+        o.moving.mirrors = vec![super::flags::Mirror::Pinned(super::push_flags::pushed_from()?)];
         return Ok(None);
     }
     let e = super::rsync_form::ends_as(
@@ -269,112 +87,35 @@ fn backup_suffix(o: &ArchiveOpt) -> Result<Option<String>, String> {
     })
 }
 
-/// `--suffix`: a name's ending, so no `/` (a backup stays beside its
-/// entry), and not empty without `--backup-dir` (the backup would be the
-/// entry itself).
-fn parse_suffix(s: &str) -> Result<String, String> {
-    match s {
-        _ if s.contains('/') || s.contains('\0') => Err(format!("{s:?}: a suffix cannot hold / or NUL")),
-        _ => Ok(s.to_string()),
-    }
-}
-
-/// The flags the remote archive is given: those a push passes on, the
-/// filter rules (`filter`, from every rule flag in its order) as `-f`
-/// rules.
-fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
-    if o.list.is_some() {
-        return Err("pushing takes no --list yet (its file is on this host)".into());
-    }
-    if o.relative {
-        return Err("pushing takes no -R yet: push the directory the paths start from, with --files-from".into());
-    }
-    if o.files_from.is_some() && o.src.len() > 1 {
-        return Err("--files-from takes one SRC, the directory its names start from (as rsync)".into());
-    }
-    if o.delete && o.src.len() > 1 {
-        // Each SRC goes in a push of its own: each would delete what the
-        // others put in DIR.
-        return Err(
-            "--delete with several SRCs pushed is not supported: push one SRC (a directory holding them)".into()
-        );
-    }
-    let mut v: Vec<String> = vec![];
-    for (on, flag) in [
-        (o.dry_run, "-n"),
-        (o.itemize, "-i"),
-        (o.delete, "--delete"),
-        (o.xattrs, "-X"),
-        (o.hard_links, "-H"),
-        (o.checksum, "-c"),
-        (o.ignore_existing, "--ignore-existing"),
-        (o.existing, "--existing"),
-        (o.whole_file, "--whole-file"),
-        (o.no_owner, "--no-owner"),
-        (o.by_name, "--by-name"),
-        (o.backup, "-b"),
-        (o.moving.quiet, "-q"),
-        (o.moving.json, "--json"),
-        (o.stats_asked(), "--stats"),
-    ] {
-        if on {
-            v.push(flag.into());
+/// `archive SRC HOST:DIR`: pushed, the flags and rules passed on.
+fn pushed(o: &ArchiveOpt, matches: Option<&clap::ArgMatches>, to: &ddftp::ssh::SshMirror) -> Exit {
+    // The rules in their order, read here (the files are this
+    // host's): the remote end is given each as one -f rule.
+    let flags = match Filter::new(&rules(o, matches))
+        .map_err(|e| e.to_string())
+        .and_then(|f| super::push_flags::passed_on(o, &f))
+    {
+        Ok(f) => f,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
         }
-    }
-    v.extend(o.links.flags().map(String::from));
-    if let Some(n) = o.max_delete {
-        v.extend(["--max-delete".into(), n.to_string()]);
-    }
-    // -a's parts, if only some: as one flag (and --devices/--specials).
-    if let Some(f) = o.keep.kept().ok().as_ref().and_then(super::rsync_keep::Keep::flag) {
-        v.extend(f.split(' ').map(String::from));
-    }
-    // `--suffix=` may be empty: one word either way.
-    if let Some(s) = &o.suffix {
-        v.push(format!("--suffix={s}"));
-    }
-    if let Some(d) = &o.backup_dir {
-        v.push(format!("--backup-dir={}", d.display()));
-    }
-    for rule in filter.words() {
-        v.extend(["-f".into(), rule]);
-    }
-    // The list itself follows the serving end's line on standard input.
-    if o.files_from.is_some() {
-        v.extend(["--files-from".into(), "-".into()]);
-        if o.from0 {
-            v.push("-0".into());
+    };
+    let list = match o.files_from.as_ref().map(|p| super::rsync_names::read_list(p)).transpose() {
+        Ok(l) => l,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
         }
-    }
-    Ok(v)
-}
-
-/// The serving end of a push, from the line on standard input: at the
-/// address the ssh client came from (`SSH_CONNECTION`).
-fn pushed_from() -> Result<ddftp::session::Peer, String> {
-    let from = std::env::var("SSH_CONNECTION")
-        .ok()
-        .and_then(|c| c.split_whitespace().next().map(String::from))
-        .ok_or("--session-stdin is for a push over ssh (SSH_CONNECTION is not set)")?;
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::Read::take(std::io::stdin().lock(), 1024), &mut line)
-        .map_err(|e| format!("reading the pushing end's line: {e}"))?;
-    let line = line.replacen(&format!("{} - ", ddftp::ssh::GREETING), &format!("{} {from} ", ddftp::ssh::GREETING), 1);
-    let a = ddftp::ssh::parse_announce(&line).map_err(|e| format!("the pushing end: {e}"))?;
-    Ok(ddftp::ssh::peer(a, format!("ssh push from {from}")))
-}
-
-impl ArchiveOpt {
-    /// rsync's stats block, by `--stats` or `--info=stats`.
-    fn stats_asked(&self) -> bool {
-        self.stats || self.info.is_some_and(|i| i.stats)
-    }
-
-    /// DEST (set by the time the archive starts: `--dest`, or the last
-    /// argument).
-    fn dest(&self) -> &Path {
-        self.dest.as_deref().unwrap_or(Path::new(""))
-    }
+    };
+    let how = super::push::How {
+        flags,
+        list,
+        rsh: &o.moving.rsh,
+        remote_ddftp: &o.moving.remote_ddftp,
+        via_ssh: o.moving.via_ssh,
+    };
+    super::push::run_each(&o.src, to, &how)
 }
 
 /// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
@@ -388,33 +129,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         }
     };
     match rsync_form(&mut o) {
-        Ok(Some(to)) => {
-            // The rules in their order, read here (the files are this
-            // host's): the remote end is given each as one -f rule.
-            let flags =
-                match Filter::new(&rules(&o, matches)).map_err(|e| e.to_string()).and_then(|f| passed_on(&o, &f)) {
-                    Ok(f) => f,
-                    Err(e) => {
-                        report_error(&e);
-                        return Exit::Usage;
-                    }
-                };
-            let list = match o.files_from.as_ref().map(|p| super::rsync_names::read_list(p)).transpose() {
-                Ok(l) => l,
-                Err(e) => {
-                    report_error(&e);
-                    return Exit::Usage;
-                }
-            };
-            let how = super::push::How {
-                flags,
-                list,
-                rsh: &o.moving.rsh,
-                remote_ddftp: &o.moving.remote_ddftp,
-                via_ssh: o.moving.via_ssh,
-            };
-            return super::push::run_each(&o.src, &to, &how);
-        }
+        Ok(Some(to)) => return pushed(&o, matches, &to),
         Ok(None) => {}
         Err(e) => {
             report_error(&e);
@@ -557,7 +272,8 @@ fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
         filter,
         dry_run: o.dry_run,
         itemize: o.itemize || verbose > 0,
-        delete: o.delete,
+        delete: o.delete || o.delete_excluded,
+        delete_excluded: o.delete_excluded,
         // SAFETY: geteuid cannot fail.
         owners: !o.no_owner && unsafe { libc::geteuid() } == 0,
         by_name: o.by_name,

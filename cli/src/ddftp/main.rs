@@ -4,6 +4,7 @@
 //! `ddftp` library's.
 
 mod archive;
+mod archive_opt;
 mod archive_summary;
 mod demo;
 mod flags;
@@ -15,6 +16,7 @@ mod metrics_file;
 mod outcome;
 mod pipe;
 mod push;
+mod push_flags;
 mod rsync_form;
 mod rsync_keep;
 mod rsync_links;

@@ -41,7 +41,7 @@ pub struct Keep {
     pub specials: bool,
     /// What is not kept, though `-a` (or a part) says it: rsync's `--no-p`,
     /// `--no-l`, `--no-g`, `--no-D`, `--no-devices`, `--no-specials`,
-    /// `--no-t` (refused: times are always kept).
+    /// `--no-t`.
     #[command(flatten)]
     pub not: Not,
 }
@@ -66,7 +66,9 @@ pub struct Not {
     pub devices: bool,
     #[arg(long = "no-specials", id = "no_specials", hide = true)]
     pub specials: bool,
-    #[arg(long = "no-times", id = "no_times", visible_alias = "no-t", hide = true)]
+    /// Leave mtimes (rsync's --no-times): what is made gets the time it
+    /// is made, and a file DEST has is moved again each run.
+    #[arg(long = "no-times", id = "no_times", visible_alias = "no-t")]
     pub times: bool,
 }
 
@@ -94,12 +96,8 @@ impl Keep {
                 "-{given} without -r: rsync would skip every directory (\"skipping directory .\"); give -r too (or -a)"
             ));
         }
-        if !self.times {
-            return Err(format!(
-                "-{given} without -t: archive keeps files' times (they tell a rerun a file is complete); leaving them is not supported yet: give -t too (or -a)"
-            ));
-        }
         self.not.applied(Kept {
+            times: self.times,
             links: self.links,
             perms: self.perms,
             owner: self.owner,
@@ -112,7 +110,7 @@ impl Keep {
     /// The parts as one rsync flag (`-rlt`) for a remote end, if only
     /// some are kept.
     pub fn flag(k: &Kept) -> Option<String> {
-        let parts = [('l', k.links), ('p', k.perms), ('t', true), ('g', k.group), ('o', k.owner)];
+        let parts = [('l', k.links), ('p', k.perms), ('t', k.times), ('g', k.group), ('o', k.owner)];
         let mut f: String = std::iter::once('r').chain(parts.iter().filter(|(_, on)| *on).map(|(c, _)| *c)).collect();
         if k.devices && k.specials {
             f.push('D');
@@ -130,11 +128,9 @@ impl Keep {
 impl Not {
     /// `k` without what these say to leave.
     fn applied(&self, k: Kept) -> Result<Kept, String> {
-        if self.times {
-            return Err("--no-times: archive keeps files' times (they tell a rerun a file is complete); leaving them is not supported yet".into());
-        }
         let d = self.devices_specials;
         Ok(Kept {
+            times: k.times && !self.times,
             links: k.links && !self.links,
             perms: k.perms && !self.perms,
             group: k.group && !self.group,
@@ -173,14 +169,17 @@ mod tests {
         assert_eq!(Keep::flag(&k).as_deref(), Some("-rlt"));
         let e = Keep { times: true, ..Keep::default() }.kept().unwrap_err();
         assert!(e.starts_with("-t without -r") && e.contains("give -r"), "{e}");
-        let e = Keep { recursive: true, perms: true, ..Keep::default() }.kept().unwrap_err();
-        assert!(e.starts_with("-rp without -t") && e.contains("give -t"), "{e}");
+        let k = Keep { recursive: true, perms: true, ..Keep::default() }.kept().unwrap();
+        assert!(k.perms && !k.times && !k.links);
+        assert_eq!(Keep::flag(&k).as_deref(), Some("-rp"));
         let k = Keep { recursive: true, times: true, specials: true, ..Keep::default() }.kept().unwrap();
         assert_eq!(Keep::flag(&k).as_deref(), Some("-rt --specials"));
         let not = Not { perms: true, group: true, devices_specials: true, ..Not::default() };
         let k = Keep { archive: true, not, ..Keep::default() }.kept().unwrap();
         assert!(k.links && k.owner && !k.perms && !k.group && !k.devices && !k.specials);
         assert_eq!(Keep::flag(&k).as_deref(), Some("-rlto"));
-        assert!(Keep { not: Not { times: true, ..Not::default() }, ..Keep::default() }.kept().is_err());
+        let k = Keep { not: Not { times: true, ..Not::default() }, ..Keep::default() }.kept().unwrap();
+        assert!(!k.times && k.links && k.perms);
+        assert_eq!(Keep::flag(&k).as_deref(), Some("-rlpgoD"));
     }
 }

@@ -24,14 +24,15 @@ use crate::transfer::Progress;
 /// deletes: SRC's directories depth first, by name; in each, DEST's
 /// extraneous entries in the reverse of rsync's sort (files before
 /// directories, by name), a directory's contents (the same way) before it.
+/// And the directories that stay for what they hold.
 pub(super) fn extraneous(
     items: &[Item],
     dest: &deep::Dest,
     filter: &Filter,
     kept: &HashSet<PathBuf>,
     protect: &str,
-) -> std::io::Result<Vec<(PathBuf, bool)>> {
-    let keep = Keep { filter, protect };
+) -> std::io::Result<Extraneous> {
+    let keep = Keep { filter, inside: filter.in_deleted(), protect };
     use std::os::unix::ffi::OsStrExt;
     fn bytes(p: &Path) -> &[u8] {
         p.as_os_str().as_bytes()
@@ -43,7 +44,7 @@ pub(super) fn extraneous(
     dirs.sort_by(|a, b| a.rel.cmp(&b.rel));
     // A resync of a large tree reads every directory of DEST: spread over
     // the cores, names looked up without a path made for each.
-    let found = super::listing::par_map(&dirs, |d| -> std::io::Result<Vec<(PathBuf, bool)>> {
+    let found = super::listing::par_map(&dirs, |d| -> std::io::Result<Extraneous> {
         let here = dest.join(&d.rel);
         // Not a directory (or not there): nothing below it to delete.
         let names = match deep::read_dir(&here) {
@@ -53,11 +54,11 @@ pub(super) fn extraneous(
                     || e.raw_os_error() == Some(libc::ENOTDIR)
                     || deep::is_symlink(&e) =>
             {
-                return Ok(vec![]);
+                return Ok(Extraneous::default());
             }
             Err(e) => return Err(e),
         };
-        let (mut cache, mut out, mut key) = (HashMap::new(), vec![], Vec::new());
+        let (mut cache, mut out, mut key) = (HashMap::new(), Extraneous::default(), Vec::new());
         let top = d.rel.as_os_str().is_empty();
         let mut gone = vec![];
         for name in names {
@@ -77,14 +78,17 @@ pub(super) fn extraneous(
             }
             gone.push((rel, is_dir));
         }
+        let mut inside = HashMap::new();
         for (rel, is_dir) in in_rsyncs_deletion_order(gone) {
-            below(dest, &rel, is_dir, &keep, &mut cache, &mut out)?;
+            below(dest, &rel, is_dir, &keep, &mut inside, &mut out)?;
         }
         Ok(out)
     });
-    let mut out = vec![];
+    let mut out = Extraneous::default();
     for f in found {
-        out.extend(f?);
+        let f = f?;
+        out.gone.extend(f.gone);
+        out.non_empty.extend(f.non_empty);
     }
     // A directory where SRC now has a file, symlink or special: what it
     // holds goes (rsync lists it so), the directory itself as it is replaced.
@@ -94,7 +98,7 @@ pub(super) fn extraneous(
             for name in deep::read_dir(&dest.join(&it.rel))? {
                 let rel = it.rel.join(name);
                 let is_dir = deep::symlink_metadata(&dest.join(&rel)).is_ok_and(|m| m.is_dir());
-                if !keep.keeps(&rel, is_dir, &mut cache) {
+                if !keep.keeps_inside(&rel, is_dir, &mut cache) {
                     below(dest, &rel, is_dir, &keep, &mut cache, &mut out)?;
                 }
             }
@@ -103,17 +107,27 @@ pub(super) fn extraneous(
     Ok(out)
 }
 
+/// What `--delete` finds: the entries to delete ([`extraneous`]'s order),
+/// and the directories that stay for an excluded entry they hold (rsync
+/// names them: `cannot delete non-empty directory`).
+#[derive(Debug, Default)]
+pub(super) struct Extraneous {
+    pub gone: Vec<(PathBuf, bool)>,
+    pub non_empty: Vec<PathBuf>,
+}
+
 /// `rel` and, for a directory, everything in it (contents first) that no
-/// rule excludes. A directory that holds an excluded entry stays, with
-/// it (as rsync keeps it: "cannot delete non-empty directory"). Whether
-/// all of `rel` goes.
+/// rule excludes (perishable rules not heeded: the directory is being
+/// deleted). A directory that holds an excluded entry stays, with it (as
+/// rsync keeps it: "cannot delete non-empty directory"). Whether all of
+/// `rel` goes. `cache`: directories' verdicts inside deleted ones.
 fn below(
     dest: &deep::Dest,
     rel: &Path,
     is_dir: bool,
     keep: &Keep,
     cache: &mut HashMap<PathBuf, bool>,
-    out: &mut Vec<(PathBuf, bool)>,
+    out: &mut Extraneous,
 ) -> std::io::Result<bool> {
     let mut whole = true;
     if is_dir {
@@ -121,7 +135,7 @@ fn below(
         for name in deep::read_dir(&dest.join(rel))? {
             let r = rel.join(name);
             let d = deep::symlink_metadata(&dest.join(&r)).is_ok_and(|m| m.is_dir());
-            if keep.keeps(&r, d, cache) {
+            if keep.keeps_inside(&r, d, cache) {
                 whole = false;
                 continue;
             }
@@ -131,25 +145,35 @@ fn below(
             whole &= below(dest, &r, d, keep, cache, out)?;
         }
     }
-    if whole {
-        out.push((rel.to_path_buf(), is_dir));
+    match whole {
+        true => out.gone.push((rel.to_path_buf(), is_dir)),
+        false => out.non_empty.push(rel.to_path_buf()),
     }
     Ok(whole)
 }
 
-/// What `--delete` leaves: what a rule excludes, and backups made in
-/// place (`protect`, their suffix; empty: none).
+/// What `--delete` leaves: what a rule excludes (as the receiver heeds
+/// rules), and backups made in place (`protect`, their suffix; empty:
+/// none).
 struct Keep<'a> {
     filter: &'a Filter,
+    /// The same inside a directory being deleted (no perishable rules).
+    inside: Filter,
     protect: &'a str,
 }
 
 impl Keep<'_> {
     fn keeps(&self, rel: &Path, is_dir: bool, cache: &mut HashMap<PathBuf, bool>) -> bool {
+        self.backup(rel) || (!self.filter.is_empty() && self.filter.excludes(rel, is_dir, cache))
+    }
+
+    fn keeps_inside(&self, rel: &Path, is_dir: bool, cache: &mut HashMap<PathBuf, bool>) -> bool {
+        self.backup(rel) || (!self.inside.is_empty() && self.inside.excludes(rel, is_dir, cache))
+    }
+
+    fn backup(&self, rel: &Path) -> bool {
         use std::os::unix::ffi::OsStrExt;
-        let backup = !self.protect.is_empty()
-            && rel.file_name().is_some_and(|n| n.as_bytes().ends_with(self.protect.as_bytes()));
-        backup || (!self.filter.is_empty() && self.filter.excludes(rel, is_dir, cache))
+        !self.protect.is_empty() && rel.file_name().is_some_and(|n| n.as_bytes().ends_with(self.protect.as_bytes()))
     }
 }
 
@@ -164,10 +188,10 @@ fn in_rsyncs_deletion_order(mut entries: Vec<(PathBuf, bool)>) -> Vec<(PathBuf, 
 /// The first `max` of `extra` (`--max-delete`; all without it), and how
 /// many are held back. A directory comes after what it holds, so one
 /// held back keeps its directory too.
-pub(super) fn at_most(mut extra: Vec<(PathBuf, bool)>, max: Option<u64>) -> (Vec<(PathBuf, bool)>, u64) {
+pub(super) fn at_most(mut extra: Extraneous, max: Option<u64>) -> (Extraneous, u64) {
     let max = max.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
-    let held = extra.len().saturating_sub(max);
-    extra.truncate(max);
+    let held = extra.gone.len().saturating_sub(max);
+    extra.gone.truncate(max);
     (extra, held as u64)
 }
 
@@ -221,10 +245,10 @@ impl Archiving<'_> {
             progress.warn(&format!("--max-delete {n}: {skipped} more entries SRC no longer has were not deleted"));
             self.tally.lock().expect("tally lock").deletions_skipped = skipped;
         }
-        let failed = delete(&self.dest, &extra, self.backup()?.as_ref());
+        let failed = delete(&self.dest, &extra.gone, self.backup()?.as_ref());
         for (rel, why) in &failed {
             self.failed(rel, format!("cannot delete: {why}"));
         }
-        Ok((extra.len() - failed.len()) as u64)
+        Ok((extra.gone.len() - failed.len()) as u64)
     }
 }

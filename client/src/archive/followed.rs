@@ -127,7 +127,7 @@ impl Archiving<'_> {
                 // The names and nothing else, nothing below them.
                 let mut rules: Vec<(bool, String)> = some
                     .iter()
-                    .filter_map(|n| Some((true, format!("/{}", glob_quoted(std::str::from_utf8(n).ok()?)))))
+                    .filter_map(|n| Some((true, format!("/{}", ddtree::filter::quoted(std::str::from_utf8(n).ok()?)))))
                     .collect();
                 rules.push((false, "*".into()));
                 let got = match rules.len() > 1 && take(walks) {
@@ -190,29 +190,4 @@ fn take(walks: &mut usize) -> bool {
         tracing::warn!("-L: {WALKS} walks asked for symlinks' referents; what more links need counts as not there");
     }
     true
-}
-
-/// `name` as an rsync pattern matching exactly it.
-fn glob_quoted(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    for c in name.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_quoted_name_matches_itself_only() {
-        for name in ["plain", "a*b", "q?[x]", "back\\slash"] {
-            let rule = format!("/{}", super::glob_quoted(name));
-            let f = ddtree::filter::Filter::from_rules(&[(false, rule)]).unwrap();
-            assert!(f.prunes(std::path::Path::new(name), false), "{name}");
-            assert!(!f.prunes(std::path::Path::new("other"), false));
-        }
-    }
 }

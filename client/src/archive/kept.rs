@@ -11,17 +11,23 @@
 //!   permission bits under the umask, without setuid, setgid or sticky;
 //! - without `-o` (`-g`) owners (groups) are this process's.
 //!
-//! Times are always kept (`-t` must be among the parts): a file's listed
-//! time is what the mirror checks it serves, and what tells a rerun the
-//! file is complete.
+//! - without `-t` a directory, symlink or special DEST has keeps its
+//!   time, a new one gets the time it is made; a file is moved with its
+//!   listed time (what the mirror checks it serves, what tells a rerun of
+//!   an interrupted run that it is complete) and given the time of the run
+//!   once moved ([`stamp_now`]): so a later run finds its time differing
+//!   and moves it again, as rsync does without `-t` (`>f..T......`).
 
 use std::os::unix::fs::MetadataExt;
 
-use ddtree::list::{Entry, Kind};
+use ddtree::list::{Entry, Kind, Time};
+
+use super::deep;
 
 /// Which of `-a`'s parts are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Kept {
+    pub times: bool,
     pub links: bool,
     pub perms: bool,
     pub owner: bool,
@@ -33,7 +39,7 @@ pub struct Kept {
 impl Default for Kept {
     /// All of `-a`: what `archive` keeps without being asked.
     fn default() -> Kept {
-        Kept { links: true, perms: true, owner: true, group: true, devices: true, specials: true }
+        Kept { times: true, links: true, perms: true, owner: true, group: true, devices: true, specials: true }
     }
 }
 
@@ -42,13 +48,15 @@ pub(super) struct Here {
     pub umask: u32,
     /// This process's user and group.
     pub me: (u32, u32),
+    /// When the run started: the time of what it makes without `-t`.
+    pub now: Time,
 }
 
 impl Here {
     pub(super) fn new(umask: u32) -> Here {
         // SAFETY: getuid and getgid cannot fail.
         let me = unsafe { (libc::getuid(), libc::getgid()) };
-        Here { umask, me }
+        Here { umask, me, now: now() }
     }
 }
 
@@ -72,6 +80,12 @@ impl Kept {
     /// `e` as DEST is to have it; `there`: what DEST has under its name.
     pub(super) fn apply(&self, e: &mut Entry, there: Option<&std::fs::Metadata>, here: &Here) {
         let same = there.filter(|m| Kind::from_mode(m.mode()) == Some(e.kind));
+        if !self.times && e.kind != Kind::File {
+            e.mtime = match same {
+                Some(m) => Time { sec: m.mtime(), nsec: m.mtime_nsec() as u32 },
+                None => here.now,
+            };
+        }
         if !self.perms {
             e.perm = match same {
                 Some(m) => m.mode() & 0o7777,
@@ -86,10 +100,30 @@ impl Kept {
     }
 }
 
+fn now() -> Time {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Time { sec: t.as_secs() as i64, nsec: t.subsec_nanos() }
+}
+
+/// Without `-t`: the files a run moved (`moved`, below `dest`) get the
+/// time they were moved, not SRC's. One that cannot be set is named.
+pub(super) fn stamp_now<'a>(
+    dest: &deep::Dest,
+    moved: impl Iterator<Item = &'a std::path::Path>,
+) -> Vec<(std::path::PathBuf, String)> {
+    let now = now();
+    moved
+        .filter_map(|rel| match deep::set_mtime(&dest.join(rel), now) {
+            // Not moved after all: named already.
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Some((rel.to_path_buf(), e.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ddtree::list::Time;
 
     fn entry(kind: Kind, perm: u32) -> Entry {
         Entry {
@@ -104,7 +138,7 @@ mod tests {
 
     #[test]
     fn what_is_not_asked_for_is_not_kept() {
-        let here = Here { umask: 0o022, me: (0, 0) };
+        let here = Here { umask: 0o022, me: (0, 0), now: Time { sec: 5_000, nsec: 0 } };
         let bare = Kept { perms: false, owner: false, group: false, ..Kept::default() };
         let mut e = entry(Kind::File, 0o4777);
         bare.apply(&mut e, None, &here);
@@ -125,7 +159,7 @@ mod tests {
         std::fs::write(&p, b"abc").unwrap();
         std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         let m = std::fs::metadata(&p).unwrap();
-        let here = Here { umask: 0o022, me: (0, 0) };
+        let here = Here { umask: 0o022, me: (0, 0), now: Time { sec: 5_000, nsec: 0 } };
         let mut e = entry(Kind::File, 0o644);
         Kept { perms: false, ..Kept::default() }.apply(&mut e, Some(&m), &here);
         assert_eq!(e.perm, 0o600);

@@ -60,7 +60,7 @@ impl Archiving<'_> {
                 let shown = crate::progress::escaped(dir.join(name).as_os_str().as_bytes());
                 progress.warn(&format!("DEST's {shown}: {why}: nothing below it is deleted"));
             }
-            let _ = self.merged_dest.set(filter);
+            let _ = self.merged_dest.set(filter.receiving(self.spec.delete_excluded));
         }
     }
 
@@ -85,8 +85,9 @@ impl Archiving<'_> {
         self.merged.get().unwrap_or(&self.spec.filter)
     }
 
-    /// The filter `--delete` leaves entries by: with DEST's merge files.
+    /// The filter `--delete` leaves entries by, as the receiver heeds it
+    /// (`P` protects, `H` does not): with DEST's merge files.
     pub(super) fn delete_filter(&self) -> &Filter {
-        self.merged_dest.get().unwrap_or(&self.spec.filter)
+        self.merged_dest.get_or_init(|| self.spec.filter.receiving(self.spec.delete_excluded))
     }
 }

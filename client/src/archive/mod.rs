@@ -108,6 +108,9 @@ pub struct ArchiveSpec {
     /// Remove what DEST has below SRC's directories that SRC does not
     /// (excluded entries are kept).
     pub delete: bool,
+    /// `--delete-excluded`: what the rules exclude goes from DEST too
+    /// (rules for both sides are then the sender's; `P` still protects).
+    pub delete_excluded: bool,
     /// Set owners and groups (numeric ids) and make device nodes: by
     /// default when run as root.
     pub owners: bool,
@@ -433,6 +436,10 @@ async fn archive_into(
         let why = "-L and --copy-unsafe-links are not taken under mpirun yet: run the archive in one process";
         return Err(ArchiveError::BadEntry { path: spec.src.clone(), why: why.into() });
     }
+    if ranked && !spec.kept.times {
+        let why = "parts of -a without -t are not taken under mpirun yet: give -t (or -a), or run in one process";
+        return Err(ArchiveError::BadEntry { path: spec.src.clone(), why: why.into() });
+    }
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
     let (dest, mut fresh, dest_made) = open_dest(spec, ranked)?;
@@ -443,6 +450,7 @@ async fn archive_into(
         && spec.files_from.is_none()
         && spec.more_src.is_empty()
         && spec.follow == ddtree::follow::Follow::No
+        && spec.kept.times
         && spec.filter.merge_name().is_none()
         && spec.get.share.is_none();
     if fresh && spec.list.is_none() && streams && !ranked {
@@ -504,6 +512,12 @@ async fn archive_into(
     let deleted = run.delete_extraneous(&items, progress)?;
     run.dirs().finish(items.iter())?;
     let attrs_set = run.keep_meta(items.iter()) + chosen.owners_fixed;
+    if !spec.kept.times {
+        let moved = chosen.todo.iter().chain(&updates).filter(|it| it.entry.kind == Kind::File);
+        for (rel, why) in kept::stamp_now(&run.dest, moved.map(|it| it.rel.as_path())) {
+            run.failed(&rel, format!("cannot set its time: {why}"));
+        }
+    }
     let moved = chosen.todo.iter().filter(|it| it.entry.kind == Kind::File).count() as u64 + updated.files;
     let failed = run.take_failures();
     let changes = planned.map(|p| p.made(src, &failed)).unwrap_or_default();

@@ -20,7 +20,7 @@ use ddtree::list::Kind;
 use super::backup::Backup;
 use super::current::{self, Held};
 use super::decide;
-use super::deleting::{at_most, extraneous};
+use super::deleting::{at_most, extraneous, Extraneous};
 use super::keep::Linked;
 use super::{deep, local, ArchiveError, ArchiveReport, Archiving, Item, Phases};
 use crate::transfer::Progress;
@@ -160,7 +160,7 @@ pub(super) fn plan(
     specials: &[Item],
     linked: &[Linked],
     dest: &deep::Dest,
-    extra: &[(PathBuf, bool)],
+    extra: &Extraneous,
     blocked: &HashSet<PathBuf>,
     keep: Keep,
 ) -> Plan {
@@ -195,18 +195,25 @@ pub(super) fn plan(
         };
         let action = decide::decide(e.kind, held);
         p.count(e, action);
-        if let Some(code) = decide::code(e.kind, action, attrs.as_deref()) {
+        if let Some(mut code) = decide::code(e.kind, action, attrs.as_deref()) {
+            if !keep.times && matches!(action, decide::Action::Move { time: true, .. }) {
+                code.replace_range(4..5, "T");
+            }
             let to = e.meta.target().filter(|_| e.kind == Kind::Link);
             let to = to.map(|t| format!(" -> {}", escaped(t))).unwrap_or_default();
             let what = if e.kind == Kind::Dir { Shown::Dir } else { Shown::Other };
             lines.push((it.rel.clone(), what, format!("{code} {}{to}", shown(&it.rel, e.kind == Kind::Dir))));
         }
     }
-    for (rel, dir) in extra {
+    for (rel, dir) in &extra.gone {
         p.deletions += 1;
         lines.push((rel.clone(), Shown::Deleted, format!("*deleting   {}", shown(rel, *dir))));
     }
-    let deleted: HashSet<&Path> = extra.iter().map(|(r, _)| r.as_path()).collect();
+    for rel in &extra.non_empty {
+        let line = format!("cannot delete non-empty directory: {}", shown(rel, false));
+        lines.push((rel.clone(), Shown::Deleted, line));
+    }
+    let deleted: HashSet<&Path> = extra.gone.iter().map(|(r, _)| r.as_path()).collect();
     lines.sort_by_cached_key(|(rel, what, _)| in_rsyncs_order(rel, *what, &deleted));
     (p.rels, p.lines) = lines.into_iter().map(|(r, _, l)| (r, l)).unzip();
     p
@@ -262,6 +269,9 @@ fn flag(set: bool, c: char) -> char {
 pub(super) struct Keep<'a> {
     pub owners: bool,
     pub xattrs: bool,
+    /// `-t`: without it a file moved gets the time it is moved (rsync's
+    /// `T` in the code).
+    pub times: bool,
     /// Files whose content differs from the mirrors' (`--checksum`).
     pub differ: &'a HashSet<PathBuf>,
 }
@@ -396,7 +406,7 @@ impl Archiving<'_> {
                     self.spec.max_delete,
                 )
             }
-            false => (vec![], 0),
+            false => (Extraneous::default(), 0),
         };
         let (specials, linked) = {
             let l = self.listing.lock().expect("listing lock");
@@ -412,7 +422,7 @@ impl Archiving<'_> {
                 blocked.insert(it.rel.clone());
             }
         }
-        let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, differ };
+        let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, times: self.spec.kept.times, differ };
         let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
         plan.deletions_skipped = skipped;
         if self.spec.delete && !self.deletes() {

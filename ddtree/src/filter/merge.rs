@@ -4,7 +4,9 @@
 //! (the nearest directory's first), all of them where the dir-merge rule
 //! stands among the command line's. A pattern starting with `/` is
 //! anchored at the file's directory; `!` (or `clear`) drops the rules
-//! before it, those inherited from above too.
+//! before it, those inherited from above too. The dir-merge rule's
+//! modifiers say how the files are read ([`super::word::MergeHow`]: each
+//! line a pattern, not inherited, sides).
 //!
 //! The files come from a mirror: each is bounded ([`MAX_FILE`]), as are the
 //! rules of all of them together ([`MAX_RULES`]); a file that cannot be
@@ -17,7 +19,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{first, rule_lines, word, Filter, Rule, Word};
+use super::word::{rule_lines, MergeHow, Word};
+use super::{first, Filter, Rule, View};
 
 /// Bytes one merge file may hold (a mirror does not read past it).
 pub const MAX_FILE: usize = 64 << 10;
@@ -30,6 +33,8 @@ pub struct DirRules {
     by_dir: HashMap<PathBuf, Dir>,
     /// Directories whose merge file could not be taken.
     bad: HashSet<PathBuf>,
+    /// rsync's `n`: a directory's rules apply to what it holds only.
+    no_inherit: bool,
 }
 
 #[derive(Debug)]
@@ -42,13 +47,14 @@ struct Dir {
 impl DirRules {
     /// What the rules of the directories above `rel` say of it, the
     /// nearest first (`path`: `rel` as a string).
-    pub(super) fn verdict(&self, rel: &Path, path: &str, is_dir: bool) -> Option<bool> {
+    pub(super) fn verdict(&self, view: View, rel: &Path, path: &str, is_dir: bool) -> Option<bool> {
         if self.by_dir.is_empty() {
             return None;
         }
-        for dir in rel.parent().into_iter().flat_map(Path::ancestors) {
+        let up = if self.no_inherit { 1 } else { usize::MAX };
+        for dir in rel.parent().into_iter().flat_map(Path::ancestors).take(up) {
             if let Some(d) = self.by_dir.get(dir) {
-                if let Some(v) = first(&d.rules, path, is_dir) {
+                if let Some(v) = first(&d.rules, view, path, is_dir) {
                     return Some(v);
                 }
                 if d.cleared {
@@ -65,25 +71,24 @@ impl DirRules {
 }
 
 /// The rules of one merge file found in `dir` (below SRC, `/`-separated),
-/// and whether it clears what the directories above give.
-fn parse(text: &[u8], dir: &str) -> Result<(Vec<Rule>, bool), String> {
+/// read as `how` says, and whether it clears what the directories above
+/// give.
+fn parse(text: &[u8], dir: &str, how: MergeHow) -> Result<(Vec<Rule>, bool), String> {
     if text.len() > MAX_FILE {
         return Err(format!("larger than {MAX_FILE} bytes"));
     }
     let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_string())?;
     let (mut rules, mut cleared) = (vec![], false);
     for (n, line) in rule_lines(text) {
-        let rule = match word(line) {
-            Some(Word::Clear) => {
+        let rule = match how.line(line).map_err(|why| format!("line {n}: {line:?}: {why}"))? {
+            Word::Clear => {
                 rules.clear();
                 cleared = true;
                 continue;
             }
-            Some(Word::Rule(include, p)) => Rule::new(include, p, dir),
-            _ => {
-                return Err(format!(
-                    "line {n}: {line:?}: takes `- PATTERN`, `+ PATTERN` or `!` (no modifiers nor nested merges yet)"
-                ))
+            Word::Rule(include, how, p) => Rule::new(include, how, p, dir),
+            Word::Merge(..) | Word::DirMerge(..) => {
+                return Err(format!("line {n}: {line:?}: a merge inside a per-directory file is not supported"))
             }
         };
         rules.push(rule.map_err(|e| format!("line {n}: {e}"))?);
@@ -97,10 +102,12 @@ impl Filter {
     /// read)`); the directories whose file could not be taken, and why
     /// (what is below them is then excluded).
     pub fn with_merge_files(&self, files: Vec<(PathBuf, Result<Vec<u8>, String>)>) -> (Filter, Vec<(PathBuf, String)>) {
-        let (mut dirs, mut failed, mut total) = (DirRules::default(), vec![], 0usize);
+        let how = self.merge_how();
+        let mut dirs = DirRules { no_inherit: how.no_inherit, ..Default::default() };
+        let (mut failed, mut total) = (vec![], 0usize);
         for (dir, text) in files {
             let shown = dir.to_string_lossy().into_owned();
-            let parsed = text.and_then(|t| parse(&t, &shown)).and_then(|(rules, cleared)| {
+            let parsed = text.and_then(|t| parse(&t, &shown, how)).and_then(|(rules, cleared)| {
                 total += rules.len();
                 match total > MAX_RULES {
                     true => Err(format!("the merge files hold more than {MAX_RULES} rules")),
@@ -162,7 +169,7 @@ mod tests {
     #[test]
     fn a_file_that_cannot_be_taken_leaves_its_directory_out() {
         let specs = [RuleSpec::Rule(": .f".into())];
-        let (f, bad) = merged(&specs, &[("a", "- ok\nP protected\n"), ("b", "- [\n"), ("c", "- fine\n")]);
+        let (f, bad) = merged(&specs, &[("a", "- ok\n-/ /etc/abs\n"), ("b", "- [\n"), ("c", "- fine\n")]);
         let bad: Vec<&str> = bad.iter().map(|(d, _)| d.to_str().unwrap()).collect();
         assert_eq!(bad, ["a", "b"]);
         assert!(!ex(&f, "a", true) && ex(&f, "a/anything", false) && ex(&f, "b/deep/x", false));
@@ -186,6 +193,35 @@ mod tests {
         assert_eq!(f.words(), ["- y"]);
         std::fs::write(&b, format!(". {}\n", b.display())).unwrap();
         assert!(Filter::new(&[spec(format!("merge {}", b.display()))]).is_err(), "a file merging itself");
+    }
+
+    #[test]
+    fn sides_perishable_negation_and_how_a_merge_reads_its_files() {
+        let spec = |r: &str| RuleSpec::Rule(r.into());
+        let specs = [spec("P keep"), spec("H hidden"), spec("-p *.o"), spec(":-n .gitignore")];
+        let (f, bad) = merged(&specs, &[("", "# c\n!\n*.log\n"), ("a", "x\n")]);
+        assert!(bad.is_empty(), "{bad:?}");
+        let (recv, gone) = (f.receiving(false), f.receiving(true));
+        assert!(
+            !ex(&f, "d/keep", false) && ex(&recv, "d/keep", false) && ex(&gone, "d/keep", false),
+            "P: receiver only"
+        );
+        assert!(ex(&f, "hidden", false) && !ex(&recv, "hidden", false), "H: sender only");
+        assert!(ex(&recv, "a.o", false) && !ex(&recv.in_deleted(), "a.o", false), "perishable");
+        assert!(!ex(&gone, "x.log", false) && ex(&recv, "x.log", false), "--delete-excluded");
+        assert!(ex(&f, "!", false) && ex(&f, "z.log", false), "`-` reads each line as a pattern");
+        let f = Filter::new(&[spec("-! */")]).unwrap();
+        assert!(ex(&f, "plain", false) && !ex(&f, "dir", true), "-! */: all but directories");
+        let (f, _) = merged(&[spec(":-n .gitignore")], &[("", "*.log\n"), ("a", "x\n")]);
+        assert!(ex(&f, "z.log", false) && !ex(&f, "a/z.log", false) && ex(&f, "a/x", false), "n: not inherited");
+        let f = Filter::new(&[spec("+ k"), spec(":e .f"), spec("-! */"), spec("- y")]).unwrap();
+        assert_eq!(f.rules(), [(true, "k".to_string()), (false, ".f".to_string())]);
+        assert_eq!(f.words(), ["+ k", "- .f", "dir-merge .f", "-! */", "- y"]);
+        let (f, _) = f.with_merge_files(vec![(PathBuf::new(), Ok(b"+ .f\n".to_vec()))]);
+        assert!(ex(&f, ".f", false), "e: before the file's own rules");
+        let f = Filter::new(&[spec("P a"), spec("- b"), spec("-! c")]).unwrap();
+        assert_eq!(f.rules(), [(false, "b".to_string())], "a mirror is sent the sender's rules up to a `!`");
+        assert_eq!(f.words(), ["-r a", "- b", "-! c"]);
     }
 
     proptest::proptest! {

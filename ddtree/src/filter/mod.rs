@@ -18,18 +18,26 @@
 //! A pattern becomes a regular expression (the `regex` crate: matching
 //! in time linear in the path, whatever a mirror's client sends).
 //!
+//! A rule may speak to one side only ([`word`]: `H`, `P`, `s`, `r`): a
+//! filter judges as the sender (what is listed and copied) unless asked
+//! for the receiver's view ([`Filter::receiving`]: what `--delete`
+//! leaves).
+//!
 //! rsync's `dir-merge NAME` (`-F`: `.rsync-filter`) puts the rules of
 //! each directory's NAME file where it stands among the others
 //! ([`merge`]): the mirror reads those files as it walks and lists their
 //! rules with them; it prunes only with the rules before that place.
 
 pub mod merge;
+pub mod word;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use regex::Regex;
+
+use word::{rule_lines, word, How, MergeHow, Side, Word};
 
 /// A pattern that is not a valid glob, or a rules file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +51,7 @@ pub struct FilterError {
 #[derive(Debug, Clone)]
 struct Rule {
     include: bool,
+    how: How,
     dir_only: bool,
     matcher: Regex,
     /// As given (sent to a mirror as is).
@@ -53,7 +62,7 @@ impl Rule {
     /// A rule of `pattern`; `dir` is the directory below SRC of the merge
     /// file it was read from (empty for the command line's): a pattern
     /// starting with `/` is anchored there, as rsync anchors it.
-    fn new(include: bool, pattern: &str, dir: &str) -> Result<Rule, FilterError> {
+    fn new(include: bool, how: How, pattern: &str, dir: &str) -> Result<Rule, FilterError> {
         let bad = |why: String| FilterError {
             what: if include { "--include" } else { "--exclude" },
             pattern: pattern.to_string(),
@@ -82,53 +91,46 @@ impl Rule {
             .size_limit(1 << 20)
             .build()
             .map_err(|e| bad(format!("too complex a pattern ({e})")))?;
-        Ok(Rule { include, dir_only, matcher, pattern: pattern.to_string() })
+        Ok(Rule { include, how, dir_only, matcher, pattern: pattern.to_string() })
     }
 
+    /// Whether the rule holds for `path` (`!`: where the pattern does not
+    /// match, rsync's `-! */` every entry but directories).
     fn matches(&self, path: &str, is_dir: bool) -> bool {
-        (is_dir || !self.dir_only) && self.matcher.is_match(path)
+        ((is_dir || !self.dir_only) && self.matcher.is_match(path)) != self.how.negate
+    }
+
+    /// Whether the rule speaks to what `view` judges.
+    fn heeded(&self, view: View) -> bool {
+        let side = match self.how.side {
+            // `--delete-excluded`: rules for both sides are the sender's.
+            Side::Both => !(view.receiver && view.delete_excluded),
+            Side::Sender => !view.receiver,
+            Side::Receiver => view.receiver,
+        };
+        side && !(view.in_deleted && self.how.perishable)
+    }
+
+    /// The rule as rsync's `-f` takes it.
+    fn word(&self) -> String {
+        format!("{}{} {}", if self.include { '+' } else { '-' }, self.how.letters(), self.pattern)
     }
 }
 
-/// What the first of `rules` matching `path` says.
-fn first(rules: &[Rule], path: &str, is_dir: bool) -> Option<bool> {
-    rules.iter().find(|r| r.matches(path, is_dir)).map(|r| r.include)
+/// What the first of `rules` heeded by `view` and holding for `path` says.
+fn first(rules: &[Rule], view: View, path: &str, is_dir: bool) -> Option<bool> {
+    rules.iter().find(|r| r.heeded(view) && r.matches(path, is_dir)).map(|r| r.include)
 }
 
-/// One rule as rsync writes it (`-f`, a line of a merge file).
-enum Word<'a> {
-    /// `!` or `clear`: the rules before it dropped.
-    Clear,
-    /// `- PATTERN`, `+ PATTERN` (`exclude`, `include`): whether it includes.
-    Rule(bool, &'a str),
-    /// `: NAME` (`dir-merge NAME`).
-    DirMerge(&'a str),
-    /// `. FILE` (`merge FILE`).
-    Merge(&'a str),
-}
-
-/// What `r` says, if it is a rule ddftp takes (no modifiers).
-fn word(r: &str) -> Option<Word<'_>> {
-    if r == "!" || r == "clear" {
-        return Some(Word::Clear);
-    }
-    Some(match r.split_once([' ', '_'])? {
-        ("-" | "exclude", p) => Word::Rule(false, p),
-        ("+" | "include", p) => Word::Rule(true, p),
-        (":" | "dir-merge", name) => Word::DirMerge(name),
-        ("." | "merge", file) => Word::Merge(file),
-        _ => return None,
-    })
-}
-
-/// The lines of a rules file that hold a rule, numbered from 1: blank
-/// lines and `#` or `;` comments skipped, trailing blanks cut.
-fn rule_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines()
-        .map(str::trim_end)
-        .enumerate()
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with(['#', ';']))
-        .map(|(n, l)| (n + 1, l))
+/// Which rules a filter heeds: the sender's (what is listed and copied,
+/// the default) or the receiver's (what `--delete` leaves).
+#[derive(Debug, Clone, Copy, Default)]
+struct View {
+    receiver: bool,
+    /// `--delete-excluded`: what an excluded entry is, DEST's copy goes.
+    delete_excluded: bool,
+    /// Inside a directory being deleted: perishable rules not heeded.
+    in_deleted: bool,
 }
 
 /// The rules, in order.
@@ -136,10 +138,12 @@ fn rule_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 pub struct Filter {
     rules: Vec<Rule>,
     /// rsync's `dir-merge NAME`: where among `rules` each directory's
-    /// rules go (those before it decide first), and NAME.
-    merge: Option<(usize, String)>,
+    /// rules go (those before it decide first), NAME, and how its files
+    /// are read.
+    merge: Option<(usize, String, MergeHow)>,
     /// The rules of the merge files found, by directory.
     dirs: Arc<merge::DirRules>,
+    view: View,
 }
 
 /// Where a rule came from on the command line.
@@ -152,10 +156,11 @@ pub enum RuleSpec {
     From(std::path::PathBuf),
     /// `--include-from`: the same, a bare pattern including.
     IncludeFrom(std::path::PathBuf),
-    /// `-f`/`--filter`: one rule as rsync writes it, `- PATTERN`,
-    /// `+ PATTERN`, `exclude PATTERN`, `include PATTERN`, `!` (drop the
-    /// rules so far), `merge FILE` (`. FILE`: the rules a file of this
-    /// host holds, one a line) or `dir-merge NAME` (`: NAME`, [`merge`]).
+    /// `-f`/`--filter`: one rule as rsync writes it ([`word`]): `-
+    /// PATTERN`, `+ PATTERN`, `H`, `S`, `P`, `R` and their modifiers,
+    /// `!` (drop the rules so far), `merge FILE` (`. FILE`: the rules a
+    /// file of this host holds, one a line) or `dir-merge NAME` (`: NAME`,
+    /// [`merge`]).
     Rule(String),
 }
 
@@ -177,36 +182,44 @@ impl Filter {
     /// One `-f` rule as rsync writes it; `depth`: merge files this one is
     /// read from (a file merging itself is refused, not followed forever).
     fn push_rule(&mut self, r: &str, depth: u8) -> Result<(), FilterError> {
-        let refused = |why: &str| FilterError { what: "--filter", pattern: r.to_string(), why: why.into() };
-        match word(r) {
+        let w = word(r).map_err(|why| refused(r, &why))?;
+        self.push_word(w, r, depth)
+    }
+
+    fn push_word(&mut self, w: Word, r: &str, depth: u8) -> Result<(), FilterError> {
+        match w {
             // rsync's: the rules so far are dropped (a dir-merge among them too).
-            Some(Word::Clear) => (self.rules, self.merge) = (vec![], None),
-            Some(Word::Rule(include, p)) => self.push(include, p)?,
-            Some(Word::DirMerge(name)) => {
+            Word::Clear => (self.rules, self.merge) = (vec![], None),
+            Word::Rule(include, how, p) => self.rules.push(Rule::new(include, how, p, "")?),
+            Word::DirMerge(how, name) => {
                 if self.merge.is_some() {
-                    return Err(refused("one dir-merge rule (or -F) at most"));
+                    return Err(refused(r, "one dir-merge rule (or -F) at most"));
                 }
                 // rsync's `/` before NAME: looked for from SRC down, as without.
                 let name = name.trim_start_matches('/');
                 if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-                    return Err(refused("dir-merge takes a file name (no directory)"));
+                    return Err(refused(r, "dir-merge takes a file name (no directory)"));
                 }
-                self.merge = Some((self.rules.len(), name.to_string()));
+                // `e`: before the directories' rules, as rsync (a file's
+                // own `+ NAME` does not bring it back).
+                if how.exclude_self {
+                    self.rules.push(Rule::new(false, how.rules, name, "")?);
+                }
+                self.merge = Some((self.rules.len(), name.to_string(), how));
             }
-            Some(Word::Merge(file)) => {
+            Word::Merge(how, file) => {
                 if depth >= 8 {
-                    return Err(refused("merge files nested more than 8 deep (one merging itself?)"));
+                    return Err(refused(r, "merge files nested more than 8 deep (one merging itself?)"));
                 }
-                let text = std::fs::read_to_string(file).map_err(|e| refused(&e.to_string()))?;
-                for (_, line) in rule_lines(&text) {
-                    self.push_rule(line, depth + 1)?;
+                let text = std::fs::read_to_string(file).map_err(|e| refused(r, &e.to_string()))?;
+                if how.exclude_self {
+                    let name = Path::new(file).file_name().map(|n| n.to_string_lossy().into_owned());
+                    self.rules.push(Rule::new(false, how.rules, &name.unwrap_or_default(), "")?);
                 }
-            }
-            None => {
-                return Err(refused(
-                    "takes `- PATTERN`, `+ PATTERN`, `exclude PATTERN`, `include PATTERN`, `!`, \
-                     `merge FILE` or `dir-merge NAME` (no modifiers yet)",
-                ))
+                for (n, line) in rule_lines(&text) {
+                    let w = how.line(line).map_err(|why| refused(r, &format!("{file} line {n}: {why}")))?;
+                    self.push_word(w, line, depth + 1)?;
+                }
             }
         }
         Ok(())
@@ -232,32 +245,58 @@ impl Filter {
     }
 
     fn push(&mut self, include: bool, pattern: &str) -> Result<(), FilterError> {
-        self.rules.push(Rule::new(include, pattern, "")?);
+        self.rules.push(Rule::new(include, How::default(), pattern, "")?);
         Ok(())
     }
 
-    /// The rules as (include, pattern), in order: what a mirror is sent
-    /// to prune its walk with (with a dir-merge, those before it: a
-    /// directory's own rules come before the others).
+    /// The sender's rules as (include, pattern), in order: what a mirror
+    /// is sent to prune its walk with. Those before the first it could
+    /// not take as they are: a dir-merge (a directory's own rules come
+    /// before the others) or a `!` rule; a prefix prunes nothing the
+    /// whole list would keep (the first rule that matches decides).
     pub fn rules(&self) -> Vec<(bool, String)> {
         let at = self.merge.as_ref().map_or(self.rules.len(), |m| m.0);
-        self.rules[..at].iter().map(|r| (r.include, r.pattern.clone())).collect()
+        let sender = View::default();
+        self.rules[..at]
+            .iter()
+            .filter(|r| r.heeded(sender))
+            .take_while(|r| !r.how.negate)
+            .map(|r| (r.include, as_sent(&r.pattern)))
+            .collect()
     }
 
     /// Every rule as rsync's `-f` takes it, in order (what a push passes on).
     pub fn words(&self) -> Vec<String> {
-        let mut v: Vec<String> =
-            self.rules.iter().map(|r| format!("{} {}", if r.include { '+' } else { '-' }, r.pattern)).collect();
-        if let Some((at, name)) = &self.merge {
-            v.insert(*at, format!("dir-merge {name}"));
+        let mut v: Vec<String> = self.rules.iter().map(Rule::word).collect();
+        if let Some((at, name, how)) = &self.merge {
+            // `e` is among the rules already.
+            let letters = MergeHow { exclude_self: false, ..*how }.letters();
+            let comma = if letters.is_empty() { "" } else { "," };
+            v.insert(*at, format!("dir-merge{comma}{letters} {name}"));
         }
         v
+    }
+
+    /// This filter as the receiver heeds it, for what `--delete` leaves:
+    /// rules for both sides (unless `delete_excluded`) and the receiver's
+    /// (`P`, `R`, `r`).
+    pub fn receiving(&self, delete_excluded: bool) -> Filter {
+        Filter { view: View { receiver: true, delete_excluded, in_deleted: false }, ..self.clone() }
+    }
+
+    /// Inside a directory being deleted: perishable rules not heeded.
+    pub fn in_deleted(&self) -> Filter {
+        Filter { view: View { in_deleted: true, ..self.view }, ..self.clone() }
     }
 
     /// The name of the files whose rules each directory adds (`-F`:
     /// `.rsync-filter`), if a dir-merge rule was given.
     pub fn merge_name(&self) -> Option<&str> {
         self.merge.as_ref().map(|m| m.1.as_str())
+    }
+
+    fn merge_how(&self) -> MergeHow {
+        self.merge.as_ref().map(|m| m.2).unwrap_or_default()
     }
 
     /// The rules a client sent.
@@ -286,10 +325,10 @@ impl Filter {
     /// `rel`, the nearest first (rsync's order).
     fn verdict(&self, rel: &Path, is_dir: bool) -> Option<bool> {
         let path = rel.to_string_lossy();
-        let at = self.merge.as_ref().map_or(self.rules.len(), |m| m.0);
-        first(&self.rules[..at], &path, is_dir)
-            .or_else(|| self.dirs.verdict(rel, &path, is_dir))
-            .or_else(|| first(&self.rules[at..], &path, is_dir))
+        let (at, view) = (self.merge.as_ref().map_or(self.rules.len(), |m| m.0), self.view);
+        first(&self.rules[..at], view, &path, is_dir)
+            .or_else(|| self.dirs.verdict(view, rel, &path, is_dir))
+            .or_else(|| first(&self.rules[at..], view, &path, is_dir))
     }
 
     /// Whether `rel` is excluded: by a rule on it, or because a directory
@@ -320,9 +359,47 @@ impl Filter {
     }
 }
 
+/// Whether rsync reads `p` as a wildcard pattern (`\\` then quotes), not
+/// as a plain string.
+fn wild(p: &str) -> bool {
+    p.contains(['*', '?', '['])
+}
+
+/// `name` as an rsync pattern matching exactly it: wildcards quoted, a
+/// `\\` as a class (`[\\]`), which reads the same whichever way a `\\` is
+/// taken (an older mirror quoted with it always).
+pub fn quoted(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        match c {
+            '*' | '?' | '[' => out.extend(['\\', c]),
+            '\\' => out.push_str("[\\\\]"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A pattern as a mirror is sent it: one without a wildcard keeps its
+/// `\\` as itself, however the mirror reads them.
+fn as_sent(p: &str) -> String {
+    match wild(p) || !p.contains('\\') {
+        true => p.to_string(),
+        false => p.replace('\\', "[\\\\]"),
+    }
+}
+
+fn refused(r: &str, why: &str) -> FilterError {
+    FilterError { what: "--filter", pattern: r.to_string(), why: why.to_string() }
+}
+
 /// An rsync pattern (no leading `/`, no trailing `/`) as the body of a
 /// regular expression.
 fn translate(p: &str) -> Result<String, String> {
+    // rsync: without a wildcard, a plain string (a `\` is itself).
+    if !wild(p) {
+        return Ok(regex::escape(p));
+    }
     // `dir/***`: the directory itself and everything below it.
     let (p, below) = match p.strip_suffix("/***") {
         Some(d) => (d, "(?:/.*)?"),
@@ -462,6 +539,20 @@ mod tests {
             let below = format!("d/{}", name);
             proptest::prop_assert!(ex(&flt, &name, false) && ex(&flt, &below, false));
         }
+    }
+
+    #[test]
+    fn a_quoted_name_matches_itself_only_and_a_plain_backslash_is_itself() {
+        for name in ["plain", "a*b", "q?[x]", "back\\slash", "x]{y}", "\\*"] {
+            let f = Filter::from_rules(&[(false, format!("/{}", quoted(name)))]).unwrap();
+            assert!(f.prunes(Path::new(name), false), "{name}");
+            assert!(!f.prunes(Path::new("other"), false) && !f.prunes(Path::new("backslash"), false));
+        }
+        let flt = f(&[("a\\b", false)]);
+        assert!(ex(&flt, "a\\b", false) && !ex(&flt, "ab", false), "rsync: no wildcard, no quoting");
+        let sent = Filter::from_rules(&flt.rules()).unwrap();
+        assert!(ex(&sent, "a\\b", false) && !ex(&sent, "ab", false));
+        assert_eq!(flt.rules(), [(false, "a[\\\\]b".to_string())]);
     }
 
     #[test]

@@ -99,7 +99,7 @@ fn a_merge_file_ddftp_cannot_take_leaves_its_directory_out_and_says_so() {
     let f = Fixture::new();
     let src = f.root().join("src");
     tree(&src);
-    std::fs::write(src.join("sub/.rsync-filter"), "-! keep*\n").unwrap();
+    std::fs::write(src.join("sub/.rsync-filter"), "-/ keep*\n").unwrap();
     let m = Mirror::start(&f.root(), &[]);
     let mine = f.out("mine");
     std::fs::create_dir_all(&mine).unwrap();

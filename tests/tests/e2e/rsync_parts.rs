@@ -1,5 +1,6 @@
-//! rsync's parts of `-a` given alone (`-rt`, `-rlpt`, `-rlptD`): what is
-//! not asked for is not kept (`-r` and `-t` must be among them). Real rsync and ddftp on the same tree with
+//! rsync's parts of `-a` given alone (`-rt`, `-rlpt`, `-rlptD`, `-r`,
+//! `-a --no-t`): what is not asked for is not kept (`-r` must be among
+//! them). Real rsync and ddftp on the same tree with
 //! the same parts; their trees (modes, times, which entries), exit codes and `-i` lines (`skipping non-regular
 //! file` among them) compared, on a first copy and on a rerun over a DEST
 //! whose modes were changed.
@@ -77,5 +78,56 @@ fn parts_of_dash_a_keep_what_rsync_keeps_with_them() {
         let (r, o) = (rsync(&src, &theirs, opts), ours(&m, &mine, opts));
         assert_eq!(o, r, "{case} again: exit and -i lines");
         same_tree(&theirs, &mine);
+    }
+}
+
+/// Without `-t` (`-r`, `-rlp`, `-a --no-t`): what is made gets the time
+/// it is made, as rsync's; a rerun moves every file again (`>f..T......`),
+/// as rsync's does. Trees compared but for times; no entry in either DEST
+/// has SRC's time.
+#[test]
+fn without_t_what_is_made_gets_the_time_it_is_made_as_rsync() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    tree(&src);
+    let m = Mirror::start(&f.root(), &[]);
+    let timeless = |d: &Path| -> Vec<(Vec<u8>, String)> {
+        let look = crate::util::tree::Look { owners: is_root(), setid: is_root(), devices: false };
+        let seen = crate::util::tree::scan(d, look);
+        seen.into_iter()
+            .map(|(k, v)| {
+                assert!(
+                    !v.line.contains("mtime 1600000000."),
+                    "{}: SRC's time kept: {}",
+                    String::from_utf8_lossy(&k),
+                    v.line
+                );
+                let words: Vec<&str> = v.line.split(' ').collect();
+                let mut kept = vec![];
+                let mut i = 0;
+                while i < words.len() {
+                    match words[i] {
+                        "mtime" | "dir-mtime" => i += 2,
+                        w => {
+                            kept.push(w);
+                            i += 1;
+                        }
+                    }
+                }
+                (k, kept.join(" "))
+            })
+            .collect()
+    };
+    for (case, opts) in [("r", &["-r"][..]), ("rlp", &["-rlp"][..]), ("a-no-t", &["-a", "--no-t"][..])] {
+        let (theirs, mine) = (f.out(&format!("{case}-rsync")), f.out(&format!("{case}-ddftp")));
+        let r = rsync(&src, &theirs, opts);
+        assert_eq!(r.0, 0, "{case}: rsync {r:?}");
+        let o = ours(&m, &mine, opts);
+        assert_eq!(o, r, "{case}: exit and -i lines");
+        assert_eq!(timeless(&mine), timeless(&theirs), "{case}");
+        let (r, o) = (rsync(&src, &theirs, opts), ours(&m, &mine, opts));
+        assert!(r.1.iter().any(|l| l.starts_with(">f..T......")), "{case}: rsync moves files again: {r:?}");
+        assert_eq!(o, r, "{case} again: exit and -i lines");
+        assert_eq!(timeless(&mine), timeless(&theirs), "{case} again");
     }
 }

@@ -1,0 +1,94 @@
+//! A push's two ends agreeing: the archive flags the pushing end passes
+//! on to the `ddftp archive` it runs over ssh (the rules as rsync's `-f`
+//! words, in their order), and the remote end reading where the pushing
+//! end serves from.
+
+use ddftp::archive::filter::Filter;
+
+use super::archive_opt::ArchiveOpt;
+
+/// The flags the remote archive is given: those a push passes on, the
+/// filter rules (`filter`, from every rule flag in its order) as `-f`
+/// rules.
+pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, String> {
+    if o.list.is_some() {
+        return Err("pushing takes no --list yet (its file is on this host)".into());
+    }
+    if o.relative {
+        return Err("pushing takes no -R yet: push the directory the paths start from, with --files-from".into());
+    }
+    if o.files_from.is_some() && o.src.len() > 1 {
+        return Err("--files-from takes one SRC, the directory its names start from (as rsync)".into());
+    }
+    if (o.delete || o.delete_excluded) && o.src.len() > 1 {
+        // Each SRC goes in a push of its own: each would delete what the
+        // others put in DIR.
+        return Err(
+            "--delete with several SRCs pushed is not supported: push one SRC (a directory holding them)".into()
+        );
+    }
+    let mut v: Vec<String> = vec![];
+    for (on, flag) in [
+        (o.dry_run, "-n"),
+        (o.itemize, "-i"),
+        (o.delete, "--delete"),
+        (o.delete_excluded, "--delete-excluded"),
+        (o.xattrs, "-X"),
+        (o.hard_links, "-H"),
+        (o.checksum, "-c"),
+        (o.ignore_existing, "--ignore-existing"),
+        (o.existing, "--existing"),
+        (o.whole_file, "--whole-file"),
+        (o.no_owner, "--no-owner"),
+        (o.by_name, "--by-name"),
+        (o.backup, "-b"),
+        (o.moving.quiet, "-q"),
+        (o.moving.json, "--json"),
+        (o.stats_asked(), "--stats"),
+    ] {
+        if on {
+            v.push(flag.into());
+        }
+    }
+    v.extend(o.links.flags().map(String::from));
+    if let Some(n) = o.max_delete {
+        v.extend(["--max-delete".into(), n.to_string()]);
+    }
+    // -a's parts, if only some: as one flag (and --devices/--specials).
+    if let Some(f) = o.keep.kept().ok().as_ref().and_then(super::rsync_keep::Keep::flag) {
+        v.extend(f.split(' ').map(String::from));
+    }
+    // `--suffix=` may be empty: one word either way.
+    if let Some(s) = &o.suffix {
+        v.push(format!("--suffix={s}"));
+    }
+    if let Some(d) = &o.backup_dir {
+        v.push(format!("--backup-dir={}", d.display()));
+    }
+    for rule in filter.words() {
+        v.extend(["-f".into(), rule]);
+    }
+    // The list itself follows the serving end's line on standard input.
+    if o.files_from.is_some() {
+        v.extend(["--files-from".into(), "-".into()]);
+        if o.from0 {
+            v.push("-0".into());
+        }
+    }
+    Ok(v)
+}
+
+/// The serving end of a push, from the line on standard input: at the
+/// address the ssh client came from (`SSH_CONNECTION`).
+pub(super) fn pushed_from() -> Result<ddftp::session::Peer, String> {
+    let from = std::env::var("SSH_CONNECTION")
+        .ok()
+        .and_then(|c| c.split_whitespace().next().map(String::from))
+        .ok_or("--session-stdin is for a push over ssh (SSH_CONNECTION is not set)")?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::Read::take(std::io::stdin().lock(), 1024), &mut line)
+        .map_err(|e| format!("reading the pushing end's line: {e}"))?;
+    let line = line.replacen(&format!("{} - ", ddftp::ssh::GREETING), &format!("{} {from} ", ddftp::ssh::GREETING), 1);
+    let a = ddftp::ssh::parse_announce(&line).map_err(|e| format!("the pushing end: {e}"))?;
+    Ok(ddftp::ssh::peer(a, format!("ssh push from {from}")))
+}
