@@ -137,6 +137,9 @@ impl Bundle {
             let shown = || String::from_utf8_lossy(&e.path).into_owned();
             let path = below_root(&e.path).map_err(|why| DefineError::Outside { path: shown(), why })?;
             let path = path.as_bytes();
+            if !root.allows(Path::new(std::ffi::OsStr::from_bytes(path))) {
+                return Err(DefineError::Outside { path: shown(), why: "not among what this server shows" });
+            }
             let (dir, name) = match path.iter().rposition(|&c| c == b'/') {
                 Some(i) => (&path[..i], &path[i + 1..]),
                 None => (&b""[..], path),
@@ -520,6 +523,20 @@ pub fn is_bundle_name(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_root_showing_only_some_refuses_a_bundle_of_anything_else() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/f"), b"x").unwrap();
+        std::fs::write(dir.path().join("g"), b"y").unwrap();
+        let only = std::sync::Arc::new(crate::only::Only::new([std::path::PathBuf::from("d")]));
+        let root = Root::new(dir.path(), false).unwrap().showing(only);
+        let inside = Bundle::define(&root, b"#ddftp-list 1\0f 1 644 0.000000000 d/f\0");
+        assert!(inside.is_ok(), "{:?}", inside.err());
+        let beside = Bundle::define(&root, b"#ddftp-list 1\0f 1 644 0.000000000 g\0");
+        assert!(matches!(beside, Err(DefineError::Outside { .. })), "{:?}", beside.err());
+    }
 
     #[test]
     fn kept_bundles_stay_within_their_memory() {

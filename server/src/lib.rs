@@ -36,6 +36,7 @@ pub mod index_home;
 pub mod indexer;
 pub mod logline;
 pub mod metrics;
+pub mod only;
 pub mod per_client;
 pub mod privileges;
 pub mod process_metrics;

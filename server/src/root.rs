@@ -10,7 +10,10 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
+use std::sync::Arc;
+
 use crate::digests::INDEX_DIR_NAME;
+use crate::only::Only;
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +33,8 @@ pub enum PathError {
 pub struct Root {
     dir: PathBuf,
     follow_symlinks: bool,
+    /// Only these paths of it are shown ([`Only`]), if set.
+    only: Option<Arc<Only>>,
 }
 
 impl Root {
@@ -40,7 +45,22 @@ impl Root {
         if !dir.is_dir() {
             return Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} is not a directory", dir.display())));
         }
-        Ok(Root { dir, follow_symlinks })
+        Ok(Root { dir, follow_symlinks, only: None })
+    }
+
+    /// The same root, showing only what `only` allows of it.
+    pub fn showing(self, only: Arc<Only>) -> Root {
+        Root { only: Some(only), ..self }
+    }
+
+    /// What it shows, if not all of it.
+    pub fn only(&self) -> Option<&Arc<Only>> {
+        self.only.as_ref()
+    }
+
+    /// Whether `rel` (below the root) may be shown.
+    pub fn allows(&self, rel: &Path) -> bool {
+        self.only.as_ref().is_none_or(|o| o.allows(rel))
     }
 
     /// The root's real path.
@@ -60,6 +80,9 @@ impl Root {
         let p = Path::new(rel);
         if p.is_absolute() {
             return Err(forbid("absolute paths are refused; name files relative to the root"));
+        }
+        if !self.allows(p) {
+            return Err(forbid("not among what this server shows"));
         }
         let mut full = self.dir.clone();
         for c in p.components() {
@@ -140,6 +163,12 @@ mod tests {
         assert!(matches!(follow.resolve("out"), Err(PathError::Forbidden(..))));
         assert!(matches!(strict.resolve("nope"), Err(PathError::NotFound(..))));
         assert!(matches!(strict.open_file("sub"), Err(PathError::NotAFile(..))));
+        std::fs::write(root_dir.join("sub/b"), b"y").unwrap();
+        let only = Root::new(&root_dir, false).unwrap().showing(Arc::new(Only::new([PathBuf::from("sub/a")])));
+        assert!(only.open_file("sub/a").is_ok() && only.resolve("sub").is_ok() && only.resolve(".").is_ok());
+        for bad in ["sub/b", "in", "sub/a/../b", "sub/./b"] {
+            assert!(matches!(only.resolve(bad), Err(PathError::Forbidden(..))), "{bad:?}");
+        }
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -36,6 +36,8 @@ use ddftp_proto::ErrorCode;
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub rate_limit: Option<u64>,
+    /// Only these paths of the root are shown (a push's), if set.
+    pub only: Option<Arc<crate::only::Only>>,
     pub follow_symlinks: bool,
     pub max_connections: usize,
     /// The most connections one client address may have open.
@@ -64,6 +66,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             rate_limit: None,
+            only: None,
             follow_symlinks: false,
             max_connections: 1024,
             max_per_client: DEFAULT_PER_CLIENT,
@@ -105,7 +108,10 @@ const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Server {
     pub fn new(root: &Path, cfg: &ServerConfig) -> io::Result<Server> {
-        let root = Root::new(root, cfg.follow_symlinks)?;
+        let mut root = Root::new(root, cfg.follow_symlinks)?;
+        if let Some(only) = &cfg.only {
+            root = root.showing(only.clone());
+        }
         let index_dir = match &cfg.index_dir {
             Some(d) => d.clone(),
             None => crate::index_home::default_or_memory(root.dir()),

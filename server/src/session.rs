@@ -23,8 +23,15 @@ pub struct Session {
 }
 
 impl Session {
-    /// Serves `root` on a free port of every address of `family`'s kind.
-    pub async fn start(root: &Path, family: IpAddr, follow_symlinks: bool) -> io::Result<Session> {
+    /// Serves `root` on a free port of every address of `family`'s kind
+    /// (with `only`, only what it allows of `root`: a push's file or
+    /// `-R` path, nothing beside it).
+    pub async fn start(
+        root: &Path,
+        family: IpAddr,
+        follow_symlinks: bool,
+        only: Option<crate::only::Only>,
+    ) -> io::Result<Session> {
         let identity = ddnet::pinned::Identity::generate()
             .map_err(|e| io::Error::other(format!("cannot make the session's certificate: {e}")))?;
         let acceptor =
@@ -32,6 +39,7 @@ impl Session {
         let token: String = rand::random::<[u8; 32]>().iter().map(|b| format!("{b:02x}")).collect();
         let cfg = ServerConfig {
             follow_symlinks,
+            only: only.map(std::sync::Arc::new),
             token: Some(token.clone().into_bytes()),
             index_dir: Some(crate::index_home::default_for(&root.canonicalize()?)?),
             tls: Some(crate::tls::Tls::from_acceptor(acceptor)),

@@ -114,6 +114,7 @@ fn pushed(o: &ArchiveOpt, matches: Option<&clap::ArgMatches>, to: &ddftp::ssh::S
         rsh: &o.moving.rsh,
         remote_ddftp: &o.moving.remote_ddftp,
         via_ssh: o.moving.via_ssh,
+        relative: o.relative,
     };
     super::push::run_each(&o.src, to, &how)
 }

@@ -15,9 +15,28 @@ use ddftp::ssh::SshMirror;
 
 use super::{report_error, Exit};
 
+/// What this end serves and the remote end runs.
+#[derive(Debug, PartialEq, Eq)]
+struct Ends {
+    /// The directory served.
+    root: PathBuf,
+    /// Only this of it shown (a file's name, `-R`'s path), if not all.
+    only: Option<PathBuf>,
+    /// The remote end's SRC, below `root`.
+    src: String,
+    /// The remote end's DEST.
+    dest: String,
+}
+
 /// What the remote end runs: its SRC (below what this end serves) and
-/// its DEST, as rsync places a SRC under HOST:DIR.
-fn ends(src: &str, dir: &str) -> Result<(PathBuf, String, String), String> {
+/// its DEST, as rsync places a SRC under HOST:DIR; with `-R`
+/// (`relative`), the path kept below DIR as rsync keeps it (from a `/./`
+/// on, else all of it).
+fn ends(src: &str, dir: &str, relative: bool) -> Result<Ends, String> {
+    let into = if dir.is_empty() { ".".to_string() } else { dir.to_string() };
+    if relative {
+        return relative_ends(src, into);
+    }
     let path = Path::new(src);
     let full = path.canonicalize().map_err(|e| format!("{src}: {e}"))?;
     let under = |name: &str| match dir.trim_end_matches('/') {
@@ -26,16 +45,40 @@ fn ends(src: &str, dir: &str) -> Result<(PathBuf, String, String), String> {
         d => format!("{d}/{name}"),
     };
     if src.ends_with('/') || !full.is_dir() && full.parent().is_none() {
-        return Ok((full, ".".into(), if dir.is_empty() { ".".into() } else { dir.into() }));
+        return Ok(Ends { root: full, only: None, src: ".".into(), dest: into });
     }
     let name = full.file_name().ok_or_else(|| format!("{src}: names no entry"))?.to_string_lossy().into_owned();
     // A directory is served itself (the host is shown nothing beside it),
-    // its content going into DIR/NAME; a file from its directory, into DIR.
+    // its content going into DIR/NAME; a file from its directory (only
+    // it shown), into DIR.
     if full.is_dir() {
-        return Ok((full, ".".into(), under(&name)));
+        return Ok(Ends { root: full, only: None, src: ".".into(), dest: under(&name) });
     }
     let root = full.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
-    Ok((root, name, if dir.is_empty() { ".".into() } else { dir.into() }))
+    Ok(Ends { root, only: Some(PathBuf::from(&name)), src: name, dest: into })
+}
+
+/// `-R`'s ends: served from where the kept path starts (the `/./`, else
+/// `/` or the working directory), only that path shown.
+fn relative_ends(src: &str, dest: String) -> Result<Ends, String> {
+    let (base, kept) = match src.split_once("/./") {
+        Some((b, k)) => (if b.is_empty() { "/" } else { b }, k),
+        None if src.starts_with('/') => ("/", src.trim_start_matches('/')),
+        None => (".", src),
+    };
+    let kept = kept.trim_end_matches('/');
+    if Path::new(kept)
+        .components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+    {
+        return Err(format!("-R {src}: a `..` in the kept path is not supported in a push (rsync keeps it); name it from a `/./` after it"));
+    }
+    let root = Path::new(base).canonicalize().map_err(|e| format!("{src}: {base}: {e}"))?;
+    if kept.is_empty() || kept == "." {
+        return Ok(Ends { root, only: None, src: ".".into(), dest });
+    }
+    std::fs::symlink_metadata(root.join(kept)).map_err(|e| format!("{src}: {e}"))?;
+    Ok(Ends { root, only: Some(PathBuf::from(kept)), src: kept.to_string(), dest })
 }
 
 /// How a push runs: the flags the remote archive is given, the remote
@@ -50,6 +93,8 @@ pub struct How<'a> {
     /// `--via-ssh`: the remote end connects back through a port ssh
     /// forwards to this end's (`ssh -R`), not to this host's address.
     pub via_ssh: bool,
+    /// `-R`: SRC's path kept below DIR ([`relative_ends`]).
+    pub relative: bool,
 }
 
 /// A port on the host's loopback for `ssh -R` to forward (one in use
@@ -84,7 +129,8 @@ pub fn run(src: &str, to: &SshMirror, how: &How<'_>) -> Exit {
         (Some(_), false) => format!("{src}/"),
         _ => src.to_string(),
     };
-    let (root, name, dest) = match ends(&src, &to.dir) {
+    // With --files-from the names are kept as they are (rsync's -R).
+    let Ends { root, only, src: name, dest } = match ends(&src, &to.dir, how.relative && how.list.is_none()) {
         Ok(e) => e,
         Err(e) => {
             report_error(&e);
@@ -108,7 +154,8 @@ pub fn run(src: &str, to: &SshMirror, how: &How<'_>) -> Exit {
     };
     rt.block_on(async {
         let family = to.host.parse::<IpAddr>().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        let session = match ddftpd::session::Session::start(&root, family, false).await {
+        let only = only.map(|p| ddftpd::only::Only::new([p]));
+        let session = match ddftpd::session::Session::start(&root, family, false, only).await {
             Ok(s) => s,
             Err(e) => {
                 report_error(&format_args!("cannot serve {}: {e}", root.display()));
@@ -242,11 +289,24 @@ mod tests {
         std::fs::create_dir(&tree).unwrap();
         std::fs::write(d.path().join("f"), b"x").unwrap();
         let t = tree.to_str().unwrap();
-        assert_eq!(ends(t, "/srv").unwrap(), (tree.canonicalize().unwrap(), ".".into(), "/srv/tree".into()));
-        assert_eq!(ends(&format!("{t}/"), "/srv").unwrap(), (tree.canonicalize().unwrap(), ".".into(), "/srv".into()));
+        let at = |root: &Path, only: Option<&str>, src: &str, dest: &str| Ends {
+            root: root.canonicalize().unwrap(),
+            only: only.map(PathBuf::from),
+            src: src.into(),
+            dest: dest.into(),
+        };
+        assert_eq!(ends(t, "/srv", false).unwrap(), at(&tree, None, ".", "/srv/tree"));
+        assert_eq!(ends(&format!("{t}/"), "/srv", false).unwrap(), at(&tree, None, ".", "/srv"));
         let f = d.path().join("f");
-        assert_eq!(ends(f.to_str().unwrap(), "in").unwrap().1, "f");
-        assert_eq!(ends(f.to_str().unwrap(), "in").unwrap().2, "in");
-        assert_eq!(ends(t, "").unwrap().2, "tree");
+        assert_eq!(ends(f.to_str().unwrap(), "in", false).unwrap(), at(d.path(), Some("f"), "f", "in"));
+        assert_eq!(ends(t, "", false).unwrap().dest, "tree");
+        std::fs::create_dir_all(tree.join("b/c")).unwrap();
+        let dotted = format!("{t}/./b/c/");
+        assert_eq!(ends(&dotted, "in", true).unwrap(), at(&tree, Some("b/c"), "b/c", "in"));
+        let whole = format!("{t}/b");
+        let kept = whole.trim_start_matches('/');
+        assert_eq!(ends(&whole, "", true).unwrap(), at(Path::new("/"), Some(kept), kept, "."));
+        assert!(ends(&format!("{t}/./b/../x"), "in", true).is_err());
+        assert!(ends(&format!("{t}/./nothing"), "in", true).is_err());
     }
 }

@@ -14,9 +14,6 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
     if o.list.is_some() {
         return Err("pushing takes no --list yet (its file is on this host)".into());
     }
-    if o.relative {
-        return Err("pushing takes no -R yet: push the directory the paths start from, with --files-from".into());
-    }
     if o.files_from.is_some() && o.src.len() > 1 {
         return Err("--files-from takes one SRC, the directory its names start from (as rsync)".into());
     }
@@ -31,6 +28,7 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
     for (on, flag) in [
         (o.dry_run, "-n"),
         (o.itemize, "-i"),
+        (o.relative && o.files_from.is_none(), "-R"),
         (o.delete, "--delete"),
         (o.delete_excluded, "--delete-excluded"),
         (o.xattrs, "-X"),

@@ -40,7 +40,7 @@ pub fn run(dir: &Path, follow_symlinks: bool) -> anyhow::Result<()> {
     let root = root.canonicalize().with_context(|| format!("cannot serve {}", root.display()))?;
     let rt = tokio::runtime::Runtime::new().context("cannot start runtime")?;
     rt.block_on(async {
-        let session = ddftpd::session::Session::start(&root, host, follow_symlinks)
+        let session = ddftpd::session::Session::start(&root, host, follow_symlinks, None)
             .await
             .with_context(|| format!("cannot serve {}", root.display()))?;
         let line = session.announce(&host.to_string())?;

@@ -153,6 +153,9 @@ pub struct Options {
     /// Rules that leave entries out (neither listed nor entered), on
     /// paths below the root (`--exclude` sent by a client).
     pub prune: Option<std::sync::Arc<crate::filter::Filter>>,
+    /// What alone may be listed or entered, whatever else says (a server
+    /// showing only some of its root): given a path below the root.
+    pub within: Option<Within>,
     /// Told what could not be read; without it, a `tracing` warning.
     pub on_error: Option<OnError>,
     /// What is listed beyond what `lstat` says.
@@ -171,6 +174,16 @@ pub struct Extra {
     /// this name is listed with it (its directory's filter rules), and it
     /// is listed even where the prune rules exclude it.
     pub merge: Option<std::sync::Arc<[u8]>>,
+}
+
+/// Whether a path below a walk's root may be listed at all.
+#[derive(Clone)]
+pub struct Within(pub std::sync::Arc<dyn Fn(&std::path::Path) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Within {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Within")
+    }
 }
 
 /// Where a walk tells what it could not read: the path as it would be
@@ -196,6 +209,7 @@ struct Sink {
     label: Option<Vec<u8>>,
     skip: Vec<PathBuf>,
     prune: Option<std::sync::Arc<crate::filter::Filter>>,
+    within: Option<Within>,
     on_error: Option<OnError>,
     extra: Extra,
 }
@@ -384,10 +398,12 @@ where
     let sink = Sink {
         format,
         out: Mutex::new((output, None)),
-        cut: root.as_os_str().len(),
+        // Without its trailing `/`: below `/` itself, a path is `/NAME`.
+        cut: root.as_os_str().as_bytes().iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1),
         label: opts.label.clone(),
         skip: opts.skip.clone(),
         prune: opts.prune.clone(),
+        within: opts.within.clone(),
         on_error: opts.on_error.clone(),
         extra: opts.extra.clone(),
     };
@@ -476,10 +492,15 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
             match d.lstat(name) {
                 Ok(raw) => {
                     let st = mfu::Stat::from_lstat(&raw);
+                    let rel =
+                        || std::path::Path::new(std::ffi::OsStr::from_bytes(&path[(sink.cut + 1).min(path.len())..]));
+                    if sink.within.as_ref().is_some_and(|w| !(w.0)(rel())) {
+                        continue;
+                    }
                     if let Some(f) = &sink.prune {
-                        let rel = std::ffi::OsStr::from_bytes(&path[(sink.cut + 1).min(path.len())..]);
+                        let rel = rel();
                         let is_dir = Kind::from_mode(st.mode) == Some(Kind::Dir);
-                        if f.prunes(std::path::Path::new(rel), is_dir) && !sink.is_merge_file(name, &st) {
+                        if f.prunes(rel, is_dir) && !sink.is_merge_file(name, &st) {
                             continue;
                         }
                     }

@@ -37,11 +37,17 @@ impl Conn {
         // few hundred; `ListEnd` counts them all).
         let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
         let told = errors.clone();
+        // A server showing only some of its root lists only that.
+        let within = self.shared.root.only().map(|only| {
+            let (only, base) = (only.clone(), dir.strip_prefix(self.shared.root.dir()).unwrap_or(&dir).to_path_buf());
+            ddtree::walk::Within(Arc::new(move |rel: &std::path::Path| only.allows(&base.join(rel))))
+        });
         let opts = ddtree::walk::Options {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             label: Some(label),
             skip: vec![self.shared.index.dir().to_path_buf()],
             prune,
+            within,
             on_error: Some(ddtree::walk::OnError(Arc::new(move |path: &[u8], why: &str| {
                 let mut kept = told.lock().expect("walk errors lock");
                 if kept.len() < WALK_ERRORS_TOLD {

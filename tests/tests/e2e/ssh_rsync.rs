@@ -282,3 +282,91 @@ fn a_push_with_per_directory_filter_files_makes_what_rsync_makes() {
     assert_eq!(mine.keys().collect::<Vec<_>>(), ["src/old.keep", "src/sub/keep.tmp"]);
     assert!(!ours.join("src/gone").exists());
 }
+
+/// `-R` pushed (`SRC/./a/b HOST:DIR` and a SRC without a marker): where
+/// `rsync -aR -e ssh` puts it, the directories on the way with SRC's modes.
+#[test]
+fn dash_r_pushed_lands_where_rsync_puts_it() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    for d in ["a/b/c", "a/side", "x"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (i, p) in ["a/b/c/f", "a/b/g", "a/top", "a/side/s", "x/h"].iter().enumerate() {
+        random_file(&src.join(p), 500 + i, 60 + i as u64);
+    }
+    std::fs::set_permissions(src.join("a/b"), std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    let ddftp_bin = bin("ddftp").display().to_string();
+    for (case, path, want) in [
+        ("marker", format!("{}/./a/b", src.display()), &["a/b/c/f", "a/b/g"][..]),
+        ("whole", src.join("a/b/c").display().to_string(), &[][..]),
+    ] {
+        let (ours, theirs) = (f.out(&format!("{case}-ours")), f.out(&format!("{case}-theirs")));
+        std::fs::create_dir(&ours).unwrap();
+        std::fs::create_dir(&theirs).unwrap();
+        rsync_push(&rsh, &["-R", &path], &theirs);
+        let to = format!("127.0.0.1:{}", ours.display());
+        ddftp(&["archive", "-a", "-R", &path, &to, "-e", &rsh, "--remote-ddftp", &ddftp_bin, "-q"], 0);
+        let got = same_files(&ours, &theirs);
+        if !want.is_empty() {
+            assert_eq!(got.keys().collect::<Vec<_>>(), want, "{case}");
+            let mode = |d: &std::path::Path| std::fs::metadata(d.join("a/b")).unwrap().permissions();
+            assert_eq!(mode(&ours), mode(&theirs), "{case}: a directory on the way");
+        } else {
+            assert_eq!(got.len(), 1, "{case}: {got:?}");
+        }
+    }
+}
+
+/// A remote end that asks a push for more than it was given (the whole
+/// served directory, or a file beside the one pushed) gets nothing beside
+/// it: the pushing end shows only what it pushes.
+#[test]
+fn a_remote_end_asking_a_push_for_more_gets_nothing_beside_what_is_pushed() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    std::fs::create_dir_all(src.join("a/b")).unwrap();
+    for p in ["a/b/pushed", "a/secret", "beside"] {
+        std::fs::write(src.join(p), format!("{p}\n")).unwrap();
+    }
+    // A merge file a walk lists even where rules prune: not beside.
+    std::fs::write(src.join("a/.rsync-filter"), "- nothing\n").unwrap();
+    let rsh = format!("{} -p {}", sshd.rsh(), sshd.port);
+    // The remote ddftp, replaced: the SRC it is given (the last word,
+    // after `--`) becomes what it was not given, with -F.
+    for (case, path, asks) in [
+        ("-R", format!("{}/./a/b", src.display()), "."),
+        ("-R, a sibling", format!("{}/./a/b", src.display()), "a/secret"),
+        ("a file", src.join("beside").display().to_string(), "a/secret"),
+        ("a file, the rest", src.join("beside").display().to_string(), "."),
+    ] {
+        let greedy = f.root().join("greedy.sh");
+        std::fs::write(
+            &greedy,
+            format!("#!/bin/bash\nexec {} \"${{@:1:$(($#-2))}}\" -F -- {asks}\n", bin("ddftp").display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&greedy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let into = f.out(&format!("into-{}", case.replace([' ', ','], "")));
+        std::fs::create_dir(&into).unwrap();
+        let to = format!("127.0.0.1:{}", into.display());
+        let relative: &[&str] = if case.starts_with("-R") { &["-R"] } else { &[] };
+        let out = Command::new(bin("ddftp"))
+            .args(["archive", "-a"])
+            .args(relative)
+            .args([&path, &to, "-e", &rsh, "--remote-ddftp", greedy.to_str().unwrap(), "-q"])
+            .output()
+            .unwrap();
+        let got: Vec<String> = files_below(&into).into_keys().collect();
+        match asks {
+            // The walk of what is served lists the pushed entry alone.
+            "." => {
+                assert!(got.len() == 1 && (got[0].ends_with("pushed") || got[0] == "beside"), "{case}: {got:?} {out:?}")
+            }
+            _ => assert!(!out.status.success() && got.is_empty(), "{case}: {got:?} {out:?}"),
+        }
+    }
+}
