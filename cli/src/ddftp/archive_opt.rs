@@ -176,6 +176,19 @@ pub struct ArchiveOpt {
     /// rsync's --info flags: progress2 (what ddftp shows anyway), stats.
     #[arg(long, value_name = "FLAGS", value_parser = super::rsync_stats::parse_info)]
     pub info: Option<super::rsync_stats::Info>,
+    /// rsync's --progress (-P: with --partial): taken; ddftp shows the
+    /// whole run's progress on a terminal anyway (rsync's progress2).
+    #[arg(long, short = 'P')]
+    pub progress: bool,
+    /// rsync's --partial: taken; what a run cut short moved is always
+    /// kept, and the next run takes it up (nothing of it moves again).
+    #[arg(long)]
+    pub partial: bool,
+    /// rsync's -z: taken, and nothing compressed: the data goes over
+    /// direct connections at the links' speed, where compressing costs
+    /// more CPU per byte than it saves (docs/habits.md).
+    #[arg(long, short = 'z')]
+    pub compress: bool,
     /// Leave owners and groups alone (kept by default when run as root,
     /// by number, as `rsync --numeric-ids`).
     #[arg(long)]

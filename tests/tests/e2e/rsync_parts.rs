@@ -131,3 +131,28 @@ fn without_t_what_is_made_gets_the_time_it_is_made_as_rsync() {
         assert_eq!(timeless(&mine), timeless(&theirs), "{case} again");
     }
 }
+
+/// `-avzP`, what rsync users type most: taken (nothing compressed, the
+/// progress ddftp shows anyway, partial work always kept); the tree
+/// rsync makes, exit 0, and with `-i` (no progress lines) rsync's lines.
+#[test]
+fn avzp_as_rsync_users_type_it_makes_what_rsync_makes() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    tree(&src);
+    let m = Mirror::start(&f.root(), &[]);
+    let (theirs, mine) = (f.out("avzP-rsync"), f.out("avzP-ddftp"));
+    let r = rsync(&src, &theirs, &["-az", "--partial"]);
+    let o = ours(&m, &mine, &["-az", "--partial"]);
+    assert_eq!((r.0, &o), (0, &r), "exit and -i lines");
+    same_tree(&theirs, &mine);
+    let (theirs, mine) = (f.out("avzP-rsync-2"), f.out("avzP-ddftp-2"));
+    let ok = Command::new("rsync").arg("-avzP").arg(format!("{}/", src.display())).arg(&theirs).output().unwrap();
+    assert!(ok.status.success());
+    let out = Command::new(bin("ddftp"))
+        .args(["archive", "src", "-m", &m.addr, "-d", mine.to_str().unwrap(), "-avzP"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    same_tree(&theirs, &mine);
+}
