@@ -264,6 +264,7 @@ fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
         safe_links: o.links.safe_links,
         follow: o.links.follow(),
         existing: o.existing,
+        update: o.update,
         file_to_parent: o.dest_named,
         file_to_name: o.dest_may_be_file,
         max_delete: o.max_delete,

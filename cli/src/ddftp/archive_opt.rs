@@ -130,6 +130,11 @@ pub struct ArchiveOpt {
     /// (no new file or directory), as rsync's --existing.
     #[arg(long, visible_alias = "ignore-non-existing")]
     pub existing: bool,
+    /// Leave a file DEST holds with a later mtime than SRC's as it is
+    /// (rsync's -u; directories, symlinks and a change of kind are not
+    /// affected).
+    #[arg(long, short = 'u')]
+    pub update: bool,
     /// Move a changed file whole (rsync's -W). By default a file DEST
     /// holds an older version of is updated: the chunks it holds are
     /// copied from it, only the rest moves (its own transfer, after the

@@ -416,6 +416,9 @@ impl Archiving<'_> {
         if self.spec.ignore_existing {
             self.leave_existing(&mut items);
         }
+        if self.spec.update {
+            self.leave_newer(&mut items);
+        }
         if self.spec.safe_links {
             self.leave_unsafe_links(&mut items, progress);
         }

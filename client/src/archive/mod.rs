@@ -34,6 +34,7 @@ mod checksum;
 mod current;
 mod keep;
 pub mod kept;
+mod leaving;
 mod listing;
 mod merged;
 mod mirrors;
@@ -152,6 +153,9 @@ pub struct ArchiveSpec {
     /// `--existing`: only what DEST already has under its name is
     /// updated; nothing new is made (DEST itself aside), as rsync's.
     pub existing: bool,
+    /// `-u`/`--update`: a file DEST holds with a later mtime than the
+    /// listed one is left as it is, as rsync's.
+    pub update: bool,
     /// `--max-delete N`: at most N entries deleted; the others are named
     /// as not deleted.
     pub max_delete: Option<u64>,

@@ -537,60 +537,6 @@ impl Archiving<'_> {
         }
     }
 
-    /// `--ignore-existing`: entries other than directories that DEST
-    /// holds under their names already are left as they are (and kept
-    /// from `--delete`).
-    pub(super) fn leave_existing(&self, items: &mut Vec<Item>) {
-        let exists = |it: &Item| it.entry.kind != Kind::Dir && deep::symlink_metadata(&self.dest.join(&it.rel)).is_ok();
-        let mut listing = self.listing.lock().expect("listing lock");
-        let super::archiving::Listing { kept, specials, linked, .. } = &mut *listing;
-        let mut leave = |it: &Item| {
-            let e = exists(it);
-            if e {
-                kept.insert(it.rel.clone());
-            }
-            !e
-        };
-        items.retain(&mut leave);
-        specials.retain(&mut leave);
-        linked.retain(|l| leave(&l.item));
-    }
-
-    /// `--safe-links`: leaves out the symlinks whose listed target points
-    /// outside the tree ([`ddtree::safe_links::is_unsafe`]), and keeps what
-    /// DEST has under their names, as rsync's; one listed without a
-    /// target cannot be judged and is left out too, said.
-    pub(super) fn leave_unsafe_links(&self, items: &mut Vec<Item>, progress: &mut dyn crate::transfer::Progress) {
-        use std::os::unix::ffi::OsStrExt;
-        let mut listing = self.listing.lock().expect("listing lock");
-        items.retain(|it| {
-            if it.entry.kind != Kind::Link {
-                return true;
-            }
-            let rel = it.rel.as_os_str().as_bytes();
-            let shown = String::from_utf8_lossy(rel);
-            match it.entry.meta.target() {
-                Some(t) if !ddtree::safe_links::is_unsafe(t, rel) => return true,
-                Some(t) => tracing::info!("ignoring unsafe symlink \"{shown}\" -> \"{}\"", String::from_utf8_lossy(t)),
-                None => progress.warn(&format!("--safe-links: {shown}: the list gives no target to judge; not made")),
-            }
-            listing.kept.insert(it.rel.clone());
-            false
-        });
-    }
-
-    /// `--existing`: leaves out every entry DEST does not have under its
-    /// name (a new directory with all it holds), DEST itself aside.
-    pub(super) fn leave_missing(&self, items: &mut Vec<Item>) {
-        let there =
-            |it: &Item| it.rel.as_os_str().is_empty() || deep::symlink_metadata(&self.dest.join(&it.rel)).is_ok();
-        let mut listing = self.listing.lock().expect("listing lock");
-        let super::archiving::Listing { specials, linked, .. } = &mut *listing;
-        items.retain(there);
-        specials.retain(there);
-        linked.retain(|l| there(&l.item));
-    }
-
     /// Makes the FIFOs and sockets (with their modes and mtimes) where DEST
     /// does not have them already; one that cannot be made is named, the
     /// rest go on. Before directories get their times: making an entry

@@ -156,3 +156,30 @@ fn avzp_as_rsync_users_type_it_makes_what_rsync_makes() {
     assert!(out.status.success(), "{out:?}");
     same_tree(&theirs, &mine);
 }
+
+/// `-u`: a file DEST holds with a later time stays as it is, one with an
+/// earlier time is replaced, as rsync's (lines and trees compared, with
+/// `--delete`: what stays is not deleted).
+#[test]
+fn update_leaves_what_is_newer_in_dest_as_rsync() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    tree(&src);
+    let m = Mirror::start(&f.root(), &[]);
+    let (theirs, mine) = (f.out("u-rsync"), f.out("u-ddftp"));
+    assert_eq!(rsync(&src, &theirs, &["-a"]).0, 0);
+    assert_eq!(ours(&m, &mine, &["-a"]).0, 0);
+    for d in [&theirs, &mine] {
+        for (name, when) in [("top", "@1900000000"), ("d/f", "@1500000000"), ("d/sub/run.sh", "@1600000000.5")] {
+            std::fs::write(d.join(name), format!("changed in DEST {name}\n")).unwrap();
+            let ok = Command::new("touch").args(["-h", "-d", when]).arg(d.join(name)).status().unwrap();
+            assert!(ok.success());
+        }
+    }
+    let opts = ["-au", "--delete"];
+    let (r, o) = (rsync(&src, &theirs, &opts), ours(&m, &mine, &opts));
+    assert_eq!(r.0, 0, "{r:?}");
+    assert_eq!(o, r, "exit and -i lines");
+    same_tree(&theirs, &mine);
+    assert!(std::fs::read_to_string(mine.join("top")).unwrap().starts_with("changed"), "newer: kept");
+}

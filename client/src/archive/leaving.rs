@@ -1,0 +1,84 @@
+//! rsync's transfer rules that leave entries of the list alone, each
+//! before anything is decided: `--ignore-existing`, `-u`, `--safe-links`,
+//! `--existing`. What one leaves that DEST holds is kept from `--delete`.
+
+use ddtree::list::Kind;
+
+use super::{deep, Archiving, Item};
+
+impl Archiving<'_> {
+    /// `--ignore-existing`: entries other than directories that DEST
+    /// holds under their names already are left as they are (and kept
+    /// from `--delete`).
+    pub(super) fn leave_existing(&self, items: &mut Vec<Item>) {
+        let exists = |it: &Item| it.entry.kind != Kind::Dir && deep::symlink_metadata(&self.dest.join(&it.rel)).is_ok();
+        let mut listing = self.listing.lock().expect("listing lock");
+        let super::archiving::Listing { kept, specials, linked, .. } = &mut *listing;
+        let mut leave = |it: &Item| {
+            let e = exists(it);
+            if e {
+                kept.insert(it.rel.clone());
+            }
+            !e
+        };
+        items.retain(&mut leave);
+        specials.retain(&mut leave);
+        linked.retain(|l| leave(&l.item));
+    }
+
+    /// `-u`/`--update`: leaves out each file DEST holds as a file with a
+    /// later mtime than the listed one (to the second, as rsync compares),
+    /// and keeps it there (`--delete` too). Directories, symlinks,
+    /// specials and a file where DEST has another kind are not affected.
+    pub(super) fn leave_newer(&self, items: &mut Vec<Item>) {
+        use std::os::unix::fs::MetadataExt;
+        let newer = |it: &Item| {
+            it.entry.kind == Kind::File
+                && deep::symlink_metadata(&self.dest.join(&it.rel))
+                    .is_ok_and(|m| m.is_file() && m.mtime() > it.entry.mtime.sec)
+        };
+        let kept = &mut self.listing.lock().expect("listing lock").kept;
+        items.retain(|it| {
+            let n = newer(it);
+            if n {
+                kept.insert(it.rel.clone());
+            }
+            !n
+        });
+    }
+
+    /// `--safe-links`: leaves out the symlinks whose listed target points
+    /// outside the tree ([`ddtree::safe_links::is_unsafe`]), and keeps what
+    /// DEST has under their names, as rsync's; one listed without a
+    /// target cannot be judged and is left out too, said.
+    pub(super) fn leave_unsafe_links(&self, items: &mut Vec<Item>, progress: &mut dyn crate::transfer::Progress) {
+        use std::os::unix::ffi::OsStrExt;
+        let mut listing = self.listing.lock().expect("listing lock");
+        items.retain(|it| {
+            if it.entry.kind != Kind::Link {
+                return true;
+            }
+            let rel = it.rel.as_os_str().as_bytes();
+            let shown = String::from_utf8_lossy(rel);
+            match it.entry.meta.target() {
+                Some(t) if !ddtree::safe_links::is_unsafe(t, rel) => return true,
+                Some(t) => tracing::info!("ignoring unsafe symlink \"{shown}\" -> \"{}\"", String::from_utf8_lossy(t)),
+                None => progress.warn(&format!("--safe-links: {shown}: the list gives no target to judge; not made")),
+            }
+            listing.kept.insert(it.rel.clone());
+            false
+        });
+    }
+
+    /// `--existing`: leaves out every entry DEST does not have under its
+    /// name (a new directory with all it holds), DEST itself aside.
+    pub(super) fn leave_missing(&self, items: &mut Vec<Item>) {
+        let there =
+            |it: &Item| it.rel.as_os_str().is_empty() || deep::symlink_metadata(&self.dest.join(&it.rel)).is_ok();
+        let mut listing = self.listing.lock().expect("listing lock");
+        let super::archiving::Listing { specials, linked, .. } = &mut *listing;
+        items.retain(there);
+        specials.retain(there);
+        linked.retain(|l| there(&l.item));
+    }
+}
