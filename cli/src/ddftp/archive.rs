@@ -122,7 +122,10 @@ fn pushed(o: &ArchiveOpt, matches: Option<&clap::ArgMatches>, to: &ddftp::ssh::S
 /// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
 /// changes too (here in the `-i` lines).
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
-    let kept = match o.keep.kept() {
+    let kept = match o.keep.kept().and_then(|k| match o.size_only && !k.times {
+        true => Err("--size-only with parts of -a without -t is not supported: give -t too (or -a)".to_string()),
+        false => Ok(k),
+    }) {
         Ok(k) => k,
         Err(e) => {
             report_error(&e);
@@ -265,6 +268,7 @@ fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
         follow: o.links.follow(),
         existing: o.existing,
         update: o.update,
+        size_only: o.size_only,
         file_to_parent: o.dest_named,
         file_to_name: o.dest_may_be_file,
         max_delete: o.max_delete,

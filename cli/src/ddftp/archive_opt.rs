@@ -135,6 +135,12 @@ pub struct ArchiveOpt {
     /// affected).
     #[arg(long, short = 'u')]
     pub update: bool,
+    /// Take a file DEST holds at SRC's size as complete, whatever its
+    /// time (then set), as rsync's --size-only (after another tool that
+    /// did not keep times). Each file DEST has under its name is whole:
+    /// ddftp puts one there only once it is.
+    #[arg(long)]
+    pub size_only: bool,
     /// Move a changed file whole (rsync's -W). By default a file DEST
     /// holds an older version of is updated: the chunks it holds are
     /// copied from it, only the rest moves (its own transfer, after the

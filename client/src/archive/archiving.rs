@@ -353,14 +353,14 @@ impl<'a> Archiving<'a> {
     ) -> Result<Chosen<'i>, ArchiveError> {
         let (dest, owners) = (&self.dest, self.spec.owners);
         if self.fresh {
-            return Ok(choose(items, dest, true, owners));
+            return Ok(choose(items, dest, true, owners, false));
         }
         make_dirs(items, dest)?;
         let again = match ranked {
             true => None,
             false => resumed(items, dest, &self.saved(), &journal_path(&self.output())),
         };
-        let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners));
+        let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners, self.spec.size_only));
         self.make_way(&mut chosen, progress);
         if self.spec.backs_up() {
             self.back_up(&mut chosen, progress);

@@ -38,18 +38,20 @@ pub(super) struct Held {
     /// A symlink's target: whether DEST's points where the listed one does
     /// (`None`: the list gives no target, and the link is made again).
     pub(super) same_target: Option<bool>,
+    /// `--size-only`: a file of the listed size is complete whatever its
+    /// mtime (which is then set), as rsync's quick check with it.
+    pub(super) size_only: bool,
 }
 
 /// The action for a listed entry of `kind` where DEST holds `held`.
 pub(super) fn decide(kind: Kind, held: Held) -> Action {
     let Some(d) = held.differs.filter(|d| !d.kind) else { return Action::Make };
     match kind {
-        Kind::File if d.size || d.time || held.content => {
+        Kind::File if d.size || (d.time && !held.size_only) || held.content => {
             Action::Move { size: d.size, time: d.time, content: held.content, perm: d.perm }
         }
-        Kind::File | Kind::Dir if d.perm || held.attrs || (kind == Kind::Dir && d.time) => {
-            Action::Meta { time: d.time, perm: d.perm }
-        }
+        // A file here only with `--size-only`: its time is set.
+        Kind::File | Kind::Dir if d.perm || held.attrs || d.time => Action::Meta { time: d.time, perm: d.perm },
         Kind::Link => match held.same_target.unwrap_or(false) {
             false => Action::Remake { time: d.time },
             true if d.time || held.attrs => Action::Meta { time: d.time, perm: false },
@@ -97,6 +99,15 @@ mod tests {
 
     fn held(kind: bool, size: bool, time: bool, perm: bool) -> Held {
         Held { differs: Some(Differs { kind, size, time, perm }), ..Held::default() }
+    }
+
+    #[test]
+    fn size_only_sets_the_time_of_a_file_of_the_listed_size() {
+        let only = |h: Held| Held { size_only: true, ..h };
+        assert_eq!(decide(Kind::File, only(held(false, false, true, false))), Action::Meta { time: true, perm: false });
+        assert!(matches!(decide(Kind::File, only(held(false, true, true, false))), Action::Move { .. }));
+        assert!(matches!(decide(Kind::File, held(false, false, true, false)), Action::Move { .. }));
+        assert_eq!(code(Kind::File, Action::Meta { time: true, perm: false }, None).unwrap(), ".f..t......");
     }
 
     #[test]
@@ -161,10 +172,11 @@ mod tests {
         #[test]
         fn a_line_exactly_for_a_change(kind in 0usize..4, k in any::<bool>(), s in any::<bool>(), t in any::<bool>(),
                                        p in any::<bool>(), there in any::<bool>(), content in any::<bool>(),
-                                       attrs in any::<bool>(), target in proptest::option::of(any::<bool>())) {
+                                       attrs in any::<bool>(), target in proptest::option::of(any::<bool>()),
+                                       size_only in any::<bool>()) {
             let kind = [Kind::File, Kind::Dir, Kind::Link, Kind::Fifo][kind];
             let differs = there.then_some(Differs { kind: k, size: s, time: t, perm: p });
-            let h = Held { differs, content: content && kind == Kind::File, attrs, same_target: target };
+            let h = Held { differs, content: content && kind == Kind::File, attrs, same_target: target, size_only };
             let a = decide(kind, h);
             let c = code(kind, a, attrs.then_some("og..."));
             prop_assert_eq!(c.is_none(), a == Action::Current);

@@ -51,14 +51,16 @@ enum Found {
     Missing,
 }
 
-/// What DEST's `m` is for the listed file `e`.
-fn found(m: &deep::Stat, e: &Entry) -> Found {
+/// What DEST's `m` is for the listed file `e` (`size_only`: rsync's
+/// `--size-only`).
+fn found(m: &deep::Stat, e: &Entry, size_only: bool) -> Found {
     if m.mode & libc::S_IFMT == libc::S_IFDIR {
         return Found::Dir;
     }
     // The dry run's rule ([`decide`]): owners, xattrs and `--checksum`
     // are looked at apart (the last has set an mtime that moves it).
-    let held = decide::Held { differs: Some(current::compare(&Held::from(m), e)), ..decide::Held::default() };
+    let differs = Some(current::compare(&Held::from(m), e));
+    let held = decide::Held { differs, size_only, ..decide::Held::default() };
     match decide::decide(Kind::File, held) {
         decide::Action::Current => Found::Done,
         decide::Action::Meta { .. } => Found::ModeOnly,
@@ -121,8 +123,16 @@ impl Chosen<'_> {
 
 /// The files and symlinks to move: all of them into a fresh destination,
 /// else those not already complete and correct there.
-/// With `owners`, a complete file whose owner differs gets the listed one.
-pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owners: bool) -> Chosen<'a> {
+/// With `owners`, a complete file whose owner differs gets the listed one;
+/// with `size_only` (rsync's `--size-only`), one of the listed size is
+/// complete, its time set.
+pub(super) fn choose<'a>(
+    items: &'a [Item],
+    dest: &deep::Dest,
+    fresh: bool,
+    owners: bool,
+    size_only: bool,
+) -> Chosen<'a> {
     let mut c = Chosen {
         todo: vec![],
         files: 0,
@@ -145,7 +155,7 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owne
             run.iter()
                 .map(|it| {
                     dir.lstat(dest, &it.rel)
-                        .map_or((Found::Missing, None), |m| (found(&m, &it.entry), Some((m.uid, m.gid))))
+                        .map_or((Found::Missing, None), |m| (found(&m, &it.entry, size_only), Some((m.uid, m.gid))))
                 })
                 .collect()
         }),
@@ -157,9 +167,14 @@ pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owne
         if it.entry.kind == Kind::File {
             c.files += 1;
             // Same size and mtime (so verified bytes: a file gets its
-            // mtime only then), another mode: a chmod on the source. Set
-            // here; nothing to move (if the mode cannot be set, it moves).
-            let mode_set = found == Found::ModeOnly && deep::set_mode(&dest.join(&it.rel), it.entry.perm).is_ok();
+            // mtime only then; a part file is renamed to its name whole),
+            // another mode: a chmod on the source. Set here (and the time,
+            // with --size-only); nothing to move (if they cannot be set,
+            // it moves).
+            let p = dest.join(&it.rel);
+            let mode_set = found == Found::ModeOnly
+                && deep::set_mode(&p, it.entry.perm).is_ok()
+                && (!size_only || deep::set_mtime(&p, it.entry.mtime).is_ok());
             if found == Found::Done || mode_set {
                 // Owner too (a chown clears setuid: the mode again after).
                 if let Some(want) = it.entry.meta.owner.filter(|&w| owners && owner.is_some_and(|o| o != w)) {

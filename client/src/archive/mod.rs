@@ -156,6 +156,9 @@ pub struct ArchiveSpec {
     /// `-u`/`--update`: a file DEST holds with a later mtime than the
     /// listed one is left as it is, as rsync's.
     pub update: bool,
+    /// `--size-only`: a file DEST holds at the listed size is complete,
+    /// whatever its mtime (set to the listed one), as rsync's.
+    pub size_only: bool,
     /// `--max-delete N`: at most N entries deleted; the others are named
     /// as not deleted.
     pub max_delete: Option<u64>,

@@ -189,6 +189,7 @@ pub(super) fn plan(
         let attrs = m.as_ref().and_then(|m| keep.differs(&path, m, e));
         let held = decide::Held {
             differs: m.as_ref().map(|m| current::compare(&Held::from(m), e)),
+            size_only: keep.size_only,
             content: e.kind == Kind::File && keep.differ.contains(&it.rel),
             attrs: attrs.is_some(),
             same_target: e.meta.target().filter(|_| e.kind == Kind::Link).map(|_| current::same_target(&path, e)),
@@ -272,6 +273,8 @@ pub(super) struct Keep<'a> {
     /// `-t`: without it a file moved gets the time it is moved (rsync's
     /// `T` in the code).
     pub times: bool,
+    /// `--size-only`.
+    pub size_only: bool,
     /// Files whose content differs from the mirrors' (`--checksum`).
     pub differ: &'a HashSet<PathBuf>,
 }
@@ -422,7 +425,13 @@ impl Archiving<'_> {
                 blocked.insert(it.rel.clone());
             }
         }
-        let keep = Keep { owners: self.spec.owners, xattrs: self.spec.xattrs, times: self.spec.kept.times, differ };
+        let keep = Keep {
+            owners: self.spec.owners,
+            xattrs: self.spec.xattrs,
+            times: self.spec.kept.times,
+            size_only: self.spec.size_only,
+            differ,
+        };
         let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
         plan.deletions_skipped = skipped;
         if self.spec.delete && !self.deletes() {

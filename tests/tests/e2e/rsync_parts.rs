@@ -183,3 +183,33 @@ fn update_leaves_what_is_newer_in_dest_as_rsync() {
     same_tree(&theirs, &mine);
     assert!(std::fs::read_to_string(mine.join("top")).unwrap().starts_with("changed"), "newer: kept");
 }
+
+/// `--size-only`: a file DEST holds at SRC's size stays (its time set,
+/// `.f..t......`), one of another size is moved, as rsync's.
+#[test]
+fn size_only_takes_a_file_of_the_same_size_as_complete_as_rsync() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    tree(&src);
+    let m = Mirror::start(&f.root(), &[]);
+    let (theirs, mine) = (f.out("so-rsync"), f.out("so-ddftp"));
+    assert_eq!(rsync(&src, &theirs, &["-a"]).0, 0);
+    assert_eq!(ours(&m, &mine, &["-a"]).0, 0);
+    let size = std::fs::metadata(src.join("top")).unwrap().len() as usize;
+    for d in [&theirs, &mine] {
+        std::fs::write(d.join("top"), vec![b'z'; size]).unwrap();
+        std::fs::write(d.join("d/f"), b"another size").unwrap();
+        for name in ["top", "d/f"] {
+            let ok = Command::new("touch").args(["-h", "-d", "@1700000000"]).arg(d.join(name)).status().unwrap();
+            assert!(ok.success());
+        }
+    }
+    let opts = ["-a", "--size-only"];
+    let (r, o) = (rsync(&src, &theirs, &opts), ours(&m, &mine, &opts));
+    assert_eq!(r.0, 0, "{r:?}");
+    assert_eq!(o, r, "exit and -i lines");
+    same_tree(&theirs, &mine);
+    assert_eq!(std::fs::read(mine.join("top")).unwrap(), vec![b'z'; size], "the same size: left");
+    let (r, o) = (rsync(&src, &theirs, &opts), ours(&m, &mine, &opts));
+    assert_eq!((o.0, o.1.len()), (r.0, 0), "nothing more to do: {o:?}");
+}
