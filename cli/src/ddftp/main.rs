@@ -271,7 +271,9 @@ fn without_value_tip(text: &str) -> String {
 /// rsync's hard links (`--header`, curl's `-H`, is for web mirrors, which
 /// archive does not take; it keeps its long name there).
 fn command() -> clap::Command {
-    Cli::command().mut_subcommand("archive", |c| c.mut_arg("headers", |a| a.short(None)))
+    // archive, as rsync: a flag given twice (`-av -a`) is taken once, an
+    // option's later value wins.
+    Cli::command().mut_subcommand("archive", |c| c.mut_arg("headers", |a| a.short(None)).args_override_self(true))
 }
 
 fn main() -> ExitCode {
@@ -313,5 +315,19 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         command().debug_assert();
+    }
+
+    #[test]
+    fn archive_takes_a_flag_twice_as_rsync_and_keeps_every_rule() {
+        let words =
+            ["ddftp", "archive", "-av", "-a", "-FF", "--exclude", "x", "--exclude", "y", "-d", "a", "-d", "b", "s"];
+        let m = command().try_get_matches_from(words).expect("parsed");
+        let cli = Cli::from_arg_matches(&m).unwrap();
+        let Cmd::Archive(o) = cli.cmd else { panic!("archive") };
+        assert!(o.keep.archive);
+        assert_eq!(o.exclude, ["x", "y"]);
+        assert_eq!(o.merge_filter, 2);
+        assert_eq!(o.dest.as_deref(), Some(std::path::Path::new("b")), "the later value");
+        assert_eq!(cli.verbose, 1);
     }
 }
