@@ -160,6 +160,34 @@ pub(crate) async fn connect_within(
     token: Option<&[u8]>,
     within: Duration,
 ) -> Result<Probed, SessionError> {
+    match greet(route, stat, token, within, PROTOCOL_VERSION).await {
+        // A server from before protocol 9 refuses a newer client (later
+        // ones answer in their own): greeted again in the version it names.
+        Err(SessionError::Refused { code: ErrorCode::BadRequest, message }) => match older_spoken(&message) {
+            Some(version) => greet(route, stat, token, within, version).await,
+            None => Err(SessionError::Refused { code: ErrorCode::BadRequest, message }),
+        },
+        r => r,
+    }
+}
+
+/// The version an older server's refusal of this client's `Hello` says it
+/// speaks ("protocol version 9 not supported (server speaks 8)"), if this
+/// client speaks it too.
+fn older_spoken(message: &str) -> Option<u16> {
+    let rest = message.strip_prefix(&format!("protocol version {PROTOCOL_VERSION} not supported (server speaks "))?;
+    let v: u16 = rest.strip_suffix(')')?.parse().ok()?;
+    (v < PROTOCOL_VERSION && ddftp_proto::frame::spoken(v)).then_some(v)
+}
+
+/// Connects and greets in protocol `version` ([`connect_within`]).
+async fn greet(
+    route: &Route,
+    stat: Option<(&str, bool)>,
+    token: Option<&[u8]>,
+    within: Duration,
+    version: u16,
+) -> Result<Probed, SessionError> {
     // A mirror's own token wins over the one every mirror is given.
     let token = route.own.as_ref().map(|o| &*o.token).or(token);
     let fut = async {
@@ -181,7 +209,7 @@ pub(crate) async fn connect_within(
     let exchange = async {
         // Without a token, Stat rides with Hello: one round trip.
         let mut out = BytesMut::new();
-        Request::Hello { version: PROTOCOL_VERSION }.encode(&mut out);
+        Request::Hello { version }.encode(&mut out);
         if token.is_none() {
             stat_req(&mut out);
         }
@@ -431,7 +459,8 @@ impl Session {
         let past = async {
             while !streams.is_empty() {
                 match read_reply(&mut self.sock, &mut buf).await? {
-                    Reply::Block { stream, .. } | Reply::SealedBlock { stream, .. } if streams.contains(&stream) => {}
+                    Reply::Block { stream, .. } | Reply::SealedBlock { stream, .. } | Reply::Waiting { stream }
+                        if streams.contains(&stream) => {}
                     Reply::Unreadable { .. } => {}
                     Reply::Stopped { stream, .. } if streams.contains(&stream) => streams.retain(|s| *s != stream),
                     other => return Err(unexpected(other)),
@@ -588,6 +617,18 @@ pub struct WalkAsk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_older_server_s_refusal_names_a_version_greeted_again_in_only_if_spoken() {
+        let says = |v: u16| format!("protocol version {PROTOCOL_VERSION} not supported (server speaks {v})");
+        assert_eq!(older_spoken(&says(8)), Some(8));
+        assert_eq!(older_spoken(&says(7)), Some(7));
+        for v in [6, PROTOCOL_VERSION, PROTOCOL_VERSION + 1] {
+            assert_eq!(older_spoken(&says(v)), None, "{v}");
+        }
+        assert_eq!(older_spoken("protocol version 9 not supported"), None);
+        assert_eq!(older_spoken(&format!("{} trailing", says(8))), None);
+    }
 
     #[test]
     fn runs_ask_for_every_chunk_once_in_capped_pieces() {

@@ -7,7 +7,12 @@
 //!
 //! The rules it adds to the scheduler:
 //! - **stalls**: a producer that owes items and delivers none for
-//!   `stall_timeout` is dropped; the others take its range over.
+//!   `stall_timeout` is dropped; the others take its range over. One that
+//!   says it waits for its own source (another receiver, fetching the
+//!   blocks it passes on) is not stalled for up to [`WAITING_LIMIT`]
+//!   stall timeouts: each hop above it sees its own source stall within
+//!   one and fetches elsewhere, so only the receiver below a lost one
+//!   drops it, not every receiver below that.
 //! - **failures and violations**: a producer whose connection failed, or
 //!   that sent what it was not asked for, is dropped.
 //! - **corruption**: an item that fails verification drops every producer
@@ -39,6 +44,11 @@ pub const FIRST_GRANT: u64 = 4 << 20;
 /// round trips of a 40 MB/s link are 16 MB, and 4 MiB grants would leave
 /// such a link idle for most of its first round trips.
 pub const FIRST_RATE: f64 = 125e6;
+
+/// How many stall timeouts a producer that says it is waiting for its
+/// own source may deliver nothing (a tree's hops each take at most one to
+/// replace a lost source, and a tree is at most a few hops deep).
+pub const WAITING_LIMIT: u32 = 6;
 
 /// Tuning of a transfer.
 #[derive(Debug, Clone)]
@@ -147,10 +157,20 @@ pub enum Event {
 struct Producer {
     mirror: MirrorId,
     dropped: bool,
-    /// When it last delivered, or was last seen owing nothing.
+    /// When it last delivered, or was last seen owing nothing, or said it
+    /// waits (within [`WAITING_LIMIT`]).
     last_progress: Instant,
+    /// Since when it has said it waits for its own source, delivering
+    /// nothing.
+    waiting_since: Option<Instant>,
     items: u64,
     bytes: u64,
+}
+
+impl Producer {
+    fn new(mirror: MirrorId, now: Instant) -> Producer {
+        Producer { mirror, dropped: false, last_progress: now, waiting_since: None, items: 0, bytes: 0 }
+    }
 }
 
 /// One transfer's state. See the module docs.
@@ -186,10 +206,7 @@ impl Transfer {
         Transfer {
             sched,
             completed,
-            producers: producers
-                .iter()
-                .map(|&mirror| Producer { mirror, dropped: false, last_progress: now, items: 0, bytes: 0 })
-                .collect(),
+            producers: producers.iter().map(|&mirror| Producer::new(mirror, now)).collect(),
             mirror_bytes: vec![0; mirrors],
             corrupt: vec![false; mirrors],
             stall_timeout: cfg.stall_timeout,
@@ -275,6 +292,21 @@ impl Transfer {
     pub fn handle_bytes(&mut self, producer: ProducerId, now: Instant) {
         if let Some(p) = self.producers.get_mut(producer).filter(|p| !p.dropped) {
             p.last_progress = now;
+            p.waiting_since = None;
+        }
+    }
+
+    /// `producer` says its next item is not there yet: it waits for its
+    /// own source (a receiver passing on blocks as it verifies them). It
+    /// is not stalled while it says so, for up to [`WAITING_LIMIT`] stall
+    /// timeouts without an item; then it is, as any producer.
+    pub fn handle_waiting(&mut self, producer: ProducerId, now: Instant) {
+        let limit = self.stall_timeout * WAITING_LIMIT;
+        if let Some(p) = self.producers.get_mut(producer).filter(|p| !p.dropped) {
+            let since = *p.waiting_since.get_or_insert(now);
+            if now.saturating_duration_since(since) < limit {
+                p.last_progress = now;
+            }
         }
     }
 
@@ -289,6 +321,7 @@ impl Transfer {
             Ok(()) => {
                 let p = &mut self.producers[producer];
                 p.last_progress = now;
+                p.waiting_since = None;
                 p.items += run.count;
                 p.bytes += run.bytes;
                 self.mirror_bytes[p.mirror] += run.bytes;
@@ -369,7 +402,7 @@ impl Transfer {
     /// A producer of `mirror` joins; it helps at once.
     pub fn handle_join(&mut self, mirror: MirrorId, now: Instant) -> ProducerId {
         self.settle(now);
-        self.producers.push(Producer { mirror, dropped: false, last_progress: now, items: 0, bytes: 0 });
+        self.producers.push(Producer::new(mirror, now));
         let p = self.sched.add_producer(now);
         debug_assert_eq!(p + 1, self.producers.len());
         self.settle(now);
@@ -391,8 +424,11 @@ impl Transfer {
             }
             if !owes {
                 self.producers[p].last_progress = now;
+                self.producers[p].waiting_since = None;
             } else if now.saturating_duration_since(pr.last_progress) >= self.stall_timeout {
-                self.drop_producer(p, DropReason::Stalled(self.stall_timeout), now);
+                // How long nothing came: since it began to wait, if it said so.
+                let silent = pr.waiting_since.map_or(self.stall_timeout, |w| now.saturating_duration_since(w));
+                self.drop_producer(p, DropReason::Stalled(silent.max(self.stall_timeout)), now);
             }
         }
     }
@@ -499,6 +535,7 @@ impl Transfer {
         for (p, owes) in self.producers.iter_mut().zip(self.sched.owing()) {
             if !p.dropped && !owes {
                 p.last_progress = now;
+                p.waiting_since = None;
             }
         }
     }

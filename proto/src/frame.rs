@@ -21,12 +21,15 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 8;
+pub const PROTOCOL_VERSION: u16 = 9;
 /// The oldest version still spoken: 8 only added `WeakSums`, which a
-/// client asks only of a server that said 8.
+/// client asks only of a server that said 8, and 9 `Waiting`, which a
+/// server sends only to a client that said 9.
 pub const OLDEST_PROTOCOL_VERSION: u16 = 7;
 /// The first version with `WeakSums`.
 pub const WEAK_SUMS_VERSION: u16 = 8;
+/// The first version with `Waiting`.
+pub const WAITING_VERSION: u16 = 9;
 
 /// Whether a peer's `Hello` version is one this side speaks.
 pub fn spoken(version: u16) -> bool {
@@ -87,6 +90,7 @@ const K_R_SEALED_BLOCK: u8 = 0x8a;
 const K_R_UNREADABLE: u8 = 0x8b;
 const K_R_WALK_ERROR: u8 = 0x8c;
 const K_R_WEAK_SUMS: u8 = 0x8d;
+const K_R_WAITING: u8 = 0x8e;
 const K_R_ERROR: u8 = 0x8f;
 
 /// Which way a producer walks its blocks.
@@ -257,6 +261,13 @@ pub enum Reply {
         block: u64,
         hash: Hash,
         payload: Bytes,
+    },
+    /// The running stream's next block is not here yet (a receiver's
+    /// server: it has not verified that block yet, and is fetching it);
+    /// sent about once a second while it waits, so the client can tell a
+    /// producer that waits for its own source from one that stalled.
+    Waiting {
+        stream: u32,
     },
     /// The stream ended (on `End` or a following `Start`) after sending `sent` blocks.
     Stopped {

@@ -202,6 +202,7 @@ impl Coordinator<'_> {
             }
             Event::Corrupt { slot, block } => self.tr.handle_corrupt(slot, block, now),
             Event::Alive { slot } => self.tr.handle_bytes(slot, now),
+            Event::Waiting { slot } => self.tr.handle_waiting(slot, now),
             Event::Local(e) => return Err(e),
             Event::Joined(_) | Event::Warn(_) => unreachable!("handled by the transfer loop"),
         }

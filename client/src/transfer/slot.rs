@@ -29,6 +29,11 @@ pub(super) enum Event {
     Alive {
         slot: ProducerId,
     },
+    /// The producer said its next block is not there yet (another
+    /// receiver, waiting for its own source; at most one a second).
+    Waiting {
+        slot: ProducerId,
+    },
     /// A block failed verification: its mirror is not to be trusted.
     Corrupt {
         slot: ProducerId,
@@ -104,15 +109,19 @@ impl Check {
     }
 }
 
-/// How often a slot that receives bytes says so ([`Event::Alive`]).
+/// How often a slot that receives bytes says so ([`Event::Alive`]), or
+/// that its producer waits ([`Event::Waiting`]).
 const ALIVE_EVERY: Duration = Duration::from_secs(1);
 
-/// [`Event::Alive`], if the last was `ALIVE_EVERY` ago: when it was.
-async fn say_alive(slot: ProducerId, last: Instant, events: &mpsc::Sender<Event>) -> Instant {
+/// Bytes a read is taken from `--limit-rate` at a time.
+const PIECE: usize = 64 * 1024;
+
+/// `event`, if the last of its kind was `ALIVE_EVERY` ago: when it was.
+async fn say(event: Event, last: Instant, events: &mpsc::Sender<Event>) -> Instant {
     if last.elapsed() < ALIVE_EVERY {
         return last;
     }
-    let _ = events.send(Event::Alive { slot }).await;
+    let _ = events.send(event).await;
     Instant::now()
 }
 
@@ -133,6 +142,7 @@ pub(super) async fn run_slot(
     let mut expect: VecDeque<Expect> = VecDeque::new();
     let fail = |error: String| Event::Failed { slot, error, wait: None };
     let mut alive = Instant::now();
+    let mut said_waiting = alive;
     loop {
         tokio::select! {
             // Commands first: once they end, no block is written.
@@ -168,22 +178,34 @@ pub(super) async fn run_slot(
                 match n {
                     Ok(0) => { let _ = events.send(fail("connection closed by the server".into())).await; return None; }
                     Err(e) => { let _ = events.send(fail(format!("receive: {e}"))).await; return None; }
-                    Ok(mut n) => {
+                    Ok(n) => {
                         // `--limit-rate`: the next read waits for the budget
                         // (a read may hold many blocks: taken a piece at a
                         // time, the bytes that came said to keep coming).
-                        while let Some(cap) = ctx.cap.as_ref().filter(|_| n > 0) {
-                            let piece = n.min(64 * 1024);
+                        let mut left = n;
+                        while let Some(cap) = ctx.cap.as_ref().filter(|_| left > 0) {
+                            let piece = left.min(PIECE);
                             cap.acquire(piece).await;
-                            n -= piece;
-                            alive = say_alive(slot, alive, &events).await;
+                            left -= piece;
+                            if n > PIECE {
+                                alive = say(Event::Alive { slot }, alive, &events).await;
+                            }
                         }
                     }
                 }
-                alive = say_alive(slot, alive, &events).await;
-                if let Err(ev) = drain_frames(slot, &mirror, &ctx, &mut inbuf, &mut expect, &events).await {
-                    let _ = events.send(ev).await;
-                    return None;
+                let waited = match drain_frames(slot, &mirror, &ctx, &mut inbuf, &mut expect, &events).await {
+                    Ok(waited) => waited,
+                    Err(ev) => {
+                        let _ = events.send(ev).await;
+                        return None;
+                    }
+                };
+                // Only `Waiting` came: the producer is not sending, it says
+                // it waits (which counts for a while only); otherwise bytes
+                // of blocks came.
+                match waited && inbuf.is_empty() {
+                    true => said_waiting = say(Event::Waiting { slot }, said_waiting, &events).await,
+                    false => alive = say(Event::Alive { slot }, alive, &events).await,
                 }
                 if inbuf.capacity() - inbuf.len() < 64 * 1024 {
                     inbuf.reserve(bs + 64 * 1024);
@@ -212,7 +234,8 @@ async fn hand_back(
 }
 
 /// Handles every complete frame in `inbuf`: checks and writes blocks,
-/// reports runs of blocks and stops. An `Err` is the event that ends the slot.
+/// reports runs of blocks and stops; whether the producer said it waits.
+/// An `Err` is the event that ends the slot.
 async fn drain_frames(
     slot: ProducerId,
     mirror: &str,
@@ -220,7 +243,7 @@ async fn drain_frames(
     inbuf: &mut BytesMut,
     expect: &mut VecDeque<Expect>,
     events: &mpsc::Sender<Event>,
-) -> Result<(), Event> {
+) -> Result<bool, Event> {
     let mut run = None;
     let result = take_frames(slot, mirror, ctx, inbuf, expect, events, &mut run).await;
     // Blocks written before a failure count: report them before it.
@@ -238,8 +261,9 @@ async fn take_frames(
     expect: &mut VecDeque<Expect>,
     events: &mpsc::Sender<Event>,
     run: &mut Option<BlockRun>,
-) -> Result<(), Event> {
+) -> Result<bool, Event> {
     let fail = |error: String| Event::Failed { slot, error, wait: None };
+    let mut waited = false;
     loop {
         let reply = match Reply::decode(inbuf) {
             Ok(Some(r)) => r,
@@ -262,6 +286,13 @@ async fn take_frames(
                 let _ = events.send(Event::Stopped { slot, stream, sent }).await;
                 continue;
             }
+            Reply::Waiting { stream } => match expect.front().is_some_and(|e| e.stream == stream) {
+                true => {
+                    waited = true;
+                    continue;
+                }
+                false => return Err(fail(format!("Waiting for stream {stream}, which is not running"))),
+            },
             Reply::Unreadable { .. } if ctx.check.peer_seals(slot).is_some() => {
                 return Err(fail("a receiver said an entry is unreadable: it serves only what it verified".into()));
             }
@@ -318,5 +349,5 @@ async fn take_frames(
             }
         }
     }
-    Ok(())
+    Ok(waited)
 }

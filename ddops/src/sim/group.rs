@@ -8,7 +8,8 @@
 //! downlink (blocks per second), shared by the connections on them as TCP
 //! roughly shares them (see [`Group::send`]). A receiver's connection
 //! waits at a block the receiver does not hold yet (as ddftpd's share
-//! source does: the whole connection waits, its later streams too).
+//! source does: the whole connection waits, its later streams too), and
+//! says so every second (`Waiting`).
 //! Control messages and blocks take the one-way delay.
 
 use std::collections::{HashMap, VecDeque};
@@ -338,6 +339,10 @@ impl Group {
         // Stalls are seconds long: looking every 10 ms is as good as every
         // step, and a timeout check costs one pass over the producers.
         let look = self.step.is_multiple_of(((0.01 / self.dt).ceil() as usize).max(1));
+        // A receiver's server says every second that a stream waits.
+        if self.step.is_multiple_of(((1.0 / self.dt).round() as usize).max(1)) {
+            self.say_waiting(now);
+        }
         for i in 0..self.receivers.len() {
             let tr = &mut self.receivers[i].tr;
             if look && tr.poll_timeout().is_some_and(|d| d <= now) {
@@ -361,6 +366,16 @@ impl Group {
                 };
                 self.dropped.push(GroupDrop { at: t, receiver: i, from, why: why.to_string() });
             }
+        }
+    }
+
+    /// Each connection waiting for a block its receiver's server does not
+    /// hold yet: its client hears `Waiting` (the delay aside).
+    fn say_waiting(&mut self, now: Instant) {
+        let waiting: Vec<usize> = self.receivers.iter().flat_map(|r| r.waiting.values().flatten().copied()).collect();
+        for c in waiting.into_iter().filter(|&c| !self.conns[c].gone) {
+            let (to, local) = (self.conns[c].to, self.conns[c].local);
+            self.receivers[to].tr.handle_waiting(local, now);
         }
     }
 

@@ -63,6 +63,39 @@ fn a_producer_whose_bytes_keep_coming_is_not_stalled_however_long_an_item_takes(
 }
 
 #[test]
+fn a_producer_that_says_it_waits_for_its_source_is_not_stalled_up_to_its_limit() {
+    let t0 = Instant::now();
+    let mut t = Transfer::fresh(1000, &[0, 1], 2, &cfg(), t0);
+    let a = actions(&mut t);
+    let (s1, first, _, dir) = start_of(&a, 1);
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    // Producer 1 (a receiver whose own source is slow) says every second
+    // that it waits; producer 0 says nothing.
+    for s in 1..=12 {
+        t.handle_waiting(1, at(s));
+        t.handle_timeout(at(s));
+    }
+    let ev = t.poll_event().expect("producer 0 stalled at 5 s");
+    assert_eq!(ev, Event::Dropped { producer: 0, mirror: 0, why: DropReason::Stalled(Duration::from_secs(5)) });
+    assert!(t.poll_event().is_none(), "producer 1 said it waits");
+    // An item resets its wait: the limit counts from the next time it says so.
+    t.handle_blocks(1, one(s1, first, dir), at(13));
+    for s in 14..=43 {
+        t.handle_waiting(1, at(s));
+        t.handle_timeout(at(s));
+    }
+    assert!(t.poll_event().is_none(), "29 s of waiting, within 6 stall timeouts");
+    // From 44 s (30 s after it began to wait) its word counts for nothing:
+    // 5 s after the last that counted it is stalled, silent for 34 s.
+    for s in 44..=48 {
+        t.handle_waiting(1, at(s));
+        t.handle_timeout(at(s));
+    }
+    let ev = t.poll_event().expect("producer 1 stalled 5 s after its limit");
+    assert_eq!(ev, Event::Dropped { producer: 1, mirror: 1, why: DropReason::Stalled(Duration::from_secs(34)) });
+}
+
+#[test]
 fn a_corrupt_item_drops_every_producer_of_its_mirror() {
     let t0 = Instant::now();
     // Producers 0 and 2 are both mirror 0 (two links to it).

@@ -264,6 +264,10 @@ impl Reply {
                 dst.put_slice(hash);
                 dst.put_slice(payload);
             }
+            Reply::Waiting { stream } => {
+                put_header(dst, K_R_WAITING, 4);
+                dst.put_u32(*stream);
+            }
             Reply::Stopped { stream, sent } => {
                 put_header(dst, K_R_STOPPED, 12);
                 dst.put_u32(*stream);
@@ -313,8 +317,8 @@ impl Reply {
     /// block's payload is split off `src` without copying.
     pub fn decode(src: &mut BytesMut) -> Result<Option<Reply>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
-            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_ERROR | K_R_CHALLENGE | K_R_BUNDLE | K_R_LIST_END
-            | K_R_UNREADABLE | K_R_WALK_ERROR => Some(MAX_CONTROL_BODY),
+            K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_WAITING | K_R_ERROR | K_R_CHALLENGE | K_R_BUNDLE
+            | K_R_LIST_END | K_R_UNREADABLE | K_R_WALK_ERROR => Some(MAX_CONTROL_BODY),
             K_R_LIST_DATA => Some(MAX_LIST_CHUNK),
             K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
             K_R_SEALED_BLOCK => Some(SEALED_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
@@ -375,6 +379,7 @@ impl Reply {
                 Reply::SealedBlock { stream, block, hash, payload: std::mem::take(&mut r.buf) }
             }
             K_R_STOPPED => Reply::Stopped { stream: r.u32()?, sent: r.u64()? },
+            K_R_WAITING => Reply::Waiting { stream: r.u32()? },
             K_R_ERROR => {
                 let code = ErrorCode::from_u16(r.u16()?);
                 Reply::Error { code, message: r.string()? }

@@ -87,6 +87,7 @@ fn reply() -> impl Strategy<Value = Reply> {
         (any::<u32>(), any::<u64>(), any::<[u8; 32]>(), proptest::collection::vec(any::<u8>(), 0..2048))
             .prop_map(|(stream, block, hash, p)| Reply::SealedBlock { stream, block, hash, payload: Bytes::from(p) }),
         (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
+        any::<u32>().prop_map(|stream| Reply::Waiting { stream }),
         (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error { code: ErrorCode::from_u16(c), message }),
         any::<[u8; 32]>().prop_map(|nonce| Reply::Challenge { nonce }),
         (".{0,64}", any::<u64>()).prop_map(|(name, size)| Reply::Bundle { name, size }),
@@ -179,9 +180,10 @@ fn direction_span_and_step() {
 }
 
 #[test]
-fn versions_7_and_8_are_spoken_and_no_other() {
-    assert!(spoken(7) && spoken(8));
-    assert!(!spoken(6) && !spoken(9) && !spoken(0));
-    // 8 only added WeakSums, which needs it.
-    assert_eq!((OLDEST_PROTOCOL_VERSION, WEAK_SUMS_VERSION, PROTOCOL_VERSION), (7, 8, 8));
+fn versions_7_to_9_are_spoken_and_no_other() {
+    assert!(spoken(7) && spoken(8) && spoken(9));
+    assert!(!spoken(6) && !spoken(10) && !spoken(0));
+    // 8 only added WeakSums, which needs it; 9 only Waiting, sent to a
+    // client that said 9.
+    assert_eq!((OLDEST_PROTOCOL_VERSION, WEAK_SUMS_VERSION, WAITING_VERSION, PROTOCOL_VERSION), (7, 8, 9, 9));
 }

@@ -12,13 +12,13 @@ use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ddftp_proto::auth::{self, NONCE_LEN};
 use ddftp_proto::frame::{
-    put_block_header, put_sealed_block_header, seal, BLOCK_PREFIX_LEN, HEADER_LEN, MAX_LIST_CHUNK, PROTOCOL_VERSION,
-    SEALED_PREFIX_LEN,
+    put_block_header, put_sealed_block_header, seal, BLOCK_PREFIX_LEN, HEADER_LEN, MAX_LIST_CHUNK,
+    OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, SEALED_PREFIX_LEN,
 };
 use ddftp_proto::manifest::MAX_MANIFEST_HASHES;
 use ddftp_proto::packed;
@@ -40,6 +40,7 @@ mod bundles;
 mod served;
 mod start;
 mod unsent;
+mod waiting;
 mod walk;
 
 pub use start::{check_start, BadStart};
@@ -115,6 +116,9 @@ struct Conn {
     upload: Vec<u8>,
     /// Its share of the server's budget for uploads ([`Shared::uploads`]).
     upload_permits: Option<OwnedSemaphorePermit>,
+    /// Since when the running stream has waited for a shared block not
+    /// verified yet, or last said so (`Waiting`).
+    waiting_since: Option<Instant>,
 }
 
 /// Serves one connection until the client leaves or breaks the protocol
@@ -150,6 +154,7 @@ pub async fn handle(
         unsent: unsent::UnsentLimit::new(began),
         upload: Vec::new(),
         upload_permits: None,
+        waiting_since: None,
     };
     let result = match c.run(&mut rx).await {
         // The client went away: an ordinary end, not an error.
@@ -280,35 +285,18 @@ impl Conn {
                 continue;
             }
             match self.not_yet_verified() {
-                None => self.step().await?,
-                // A shared block not verified yet: wait for it, or for the
-                // client (an `End` or `Extend` must not wait behind it).
-                Some(mut grew) => {
-                    let idle = self.shared.idle_timeout;
-                    tokio::select! {
-                        r = tokio::time::timeout(idle, rx.recv()) => match r {
-                            Err(_) => return Err(ConnError::Idle(idle)),
-                            Ok(None) => return Ok(()),
-                            Ok(Some(req)) => self.on_request(req?).await?,
-                        },
-                        _ = grew.changed() => {}
-                        _ = self.phase.changed() => {}
+                None => {
+                    self.waiting_since = None;
+                    self.step().await?
+                }
+                // A shared block not verified yet (waiting.rs).
+                Some(grew) => {
+                    if self.wait_for_block(grew, rx).await? {
+                        return Ok(());
                     }
                 }
             }
         }
-    }
-
-    /// The running stream's next block is a shared file's that is not
-    /// verified yet: what to watch for it.
-    fn not_yet_verified(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        let s = self.streams.running()?;
-        let Source::Share(share) = &s.data.source else { return None };
-        let block = s.cursor.peek()?;
-        let grew = share.watch();
-        let at = block * u64::from(s.data.block_size);
-        let len = (s.data.size - at).min(u64::from(s.data.block_size));
-        (!share.has(at, len)).then_some(grew)
     }
 
     fn hello(&self) -> Reply {
@@ -364,7 +352,7 @@ impl Conn {
             let Request::Hello { version } = req else {
                 return self.refuse(ErrorCode::BadRequest, "the first message must be Hello".into()).await;
             };
-            if !ddftp_proto::frame::spoken(version) {
+            if version < OLDEST_PROTOCOL_VERSION {
                 return self
                     .refuse(
                         ErrorCode::BadRequest,
@@ -373,8 +361,9 @@ impl Conn {
                     .await;
             }
             // The conversation's version: the client's (every spoken one
-            // is a subset of ours).
-            self.version = version;
+            // is a subset of ours), or ours to a newer client, which
+            // speaks ours too (it answers in it, or says it does not).
+            self.version = version.min(PROTOCOL_VERSION);
             let token = self.shared.token.read().expect("token lock").clone();
             if let Some(token) = token {
                 let nonce: [u8; NONCE_LEN] = rand::random();

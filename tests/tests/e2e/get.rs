@@ -302,3 +302,22 @@ fn direct_writes_an_exact_copy_to_disk() {
     let o = ddftp(&["get", "d.bin", "-m", &mirrors, "-o", "-", "--direct"], 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--direct"));
 }
+
+/// A server of protocol 8 (before `Waiting`) refuses a newer client's
+/// `Hello`, naming its own version: the client greets again in that one
+/// and moves the file; a newer server answers an older client in its own.
+#[test]
+fn a_server_from_before_protocol_9_is_greeted_again_in_its_version() {
+    use crate::util::fake_mirror::{FakeMirror, Script, Served};
+    let f = Fixture::new();
+    let data = random_file(&f.root().join("unused"), 3 << 20, 58);
+    let served = Served { claimed: data.clone(), digest_lie: false, sent: data.clone() };
+    let old = FakeMirror::start(Script {
+        files: [("f.bin".to_string(), served)].into(),
+        speaks: Some(8),
+        ..Script::default()
+    });
+    let j = get_json(&f, "f.bin", &old.addr, "old.bin");
+    assert!(std::fs::read(f.out("old.bin")).unwrap() == data, "the copy differs");
+    assert_eq!(j["bytes"].as_u64(), Some(3 << 20), "{j}");
+}

@@ -13,26 +13,33 @@ use ddftp_proto::packed;
 use ddftp_proto::{Direction, ErrorCode, Reply, Request};
 
 /// A raw protocol client.
-struct Raw {
+pub(crate) struct Raw {
     sock: TcpStream,
     buf: BytesMut,
+    /// A reply read ahead ([`Raw::with_first`]), given next.
+    ahead: Option<Reply>,
 }
 
 impl Raw {
-    fn connect(addr: &str) -> Raw {
+    pub(crate) fn connect(addr: &str) -> Raw {
         let sock = TcpStream::connect(addr).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Raw { sock, buf: BytesMut::new() }
+        Raw { sock, buf: BytesMut::new(), ahead: None }
     }
 
     fn greeted(addr: &str) -> Raw {
+        Raw::greeted_in(addr, PROTOCOL_VERSION)
+    }
+
+    /// Connected and greeted, speaking protocol `version`.
+    pub(crate) fn greeted_in(addr: &str, version: u16) -> Raw {
         let mut r = Raw::connect(addr);
-        r.send(&[Request::Hello { version: PROTOCOL_VERSION }]);
+        r.send(&[Request::Hello { version }]);
         assert!(matches!(r.reply(), Some(Reply::Hello { .. })));
         r
     }
 
-    fn send(&mut self, reqs: &[Request]) {
+    pub(crate) fn send(&mut self, reqs: &[Request]) {
         let mut out = BytesMut::new();
         for r in reqs {
             r.encode(&mut out);
@@ -46,8 +53,12 @@ impl Raw {
         let _ = self.sock.write_all(bytes);
     }
 
-    /// The next reply, or `None` once the server has closed the connection.
-    fn reply(&mut self) -> Option<Reply> {
+    /// The next reply, or `None` once the server has closed the connection
+    /// (or sent nothing for 10 s).
+    pub(crate) fn reply(&mut self) -> Option<Reply> {
+        if let Some(r) = self.ahead.take() {
+            return Some(r);
+        }
         loop {
             if let Some(r) = Reply::decode(&mut self.buf).expect("server sends valid frames") {
                 return Some(r);
@@ -58,6 +69,20 @@ impl Raw {
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
             }
         }
+    }
+
+    /// This client with `first` as its next reply (one read ahead).
+    pub(crate) fn with_first(mut self, first: Option<Reply>) -> Raw {
+        self.ahead = first;
+        self
+    }
+
+    /// The next reply within `d`, or `None`.
+    pub(crate) fn reply_within(&mut self, d: Duration) -> Option<Reply> {
+        self.sock.set_read_timeout(Some(d)).unwrap();
+        let r = self.reply();
+        self.sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        r
     }
 
     /// Reads until the server closes; returns the error replies seen.
@@ -548,7 +573,7 @@ fn wrong_token_proofs_are_throttled_per_address() {
 }
 
 /// A client of protocol 7 (before `WeakSums`) is answered in 7 and served;
-/// a version never spoken is refused; a file's weak checksums come one
+/// one older than 7 is refused, a newer one answered in this server's; a file's weak checksums come one
 /// per chunk of its manifest, its seals one per block.
 #[test]
 fn an_older_client_is_served_in_its_version_and_weak_sums_come_per_chunk() {
@@ -562,6 +587,10 @@ fn an_older_client_is_served_in_its_version_and_weak_sums_come_per_chunk() {
     let mut r = Raw::connect(&m.addr);
     r.send(&[Request::Hello { version: 6 }]);
     assert_eq!(r.errors_until_closed(), vec![ErrorCode::BadRequest]);
+    // A newer client is answered in this server's version (it speaks it too).
+    let mut r = Raw::connect(&m.addr);
+    r.send(&[Request::Hello { version: PROTOCOL_VERSION + 1 }]);
+    assert!(matches!(r.reply(), Some(Reply::Hello { version: PROTOCOL_VERSION, .. })));
     let mut r = Raw::greeted(&m.addr);
     r.send(&[Request::WeakSums { path: "f".into(), first: 0, count: 4096 }]);
     let chunk = ddftp_proto::manifest::chunk_size(data.len() as u64) as usize;

@@ -35,6 +35,9 @@ pub struct Script {
     /// bundle name sends `stat`'s size of these bytes, sealed (its own
     /// seals, which match what it sends).
     pub any_bundle: Option<u8>,
+    /// The newest protocol it speaks, refusing a newer client as servers
+    /// before protocol 9 did; none: this build's.
+    pub speaks: Option<u16>,
 }
 
 /// A plain file as the fake mirror describes and sends it.
@@ -142,9 +145,14 @@ fn serve(mut c: TcpStream, script: &Script, bundles: &Bundles) -> std::io::Resul
             buf.extend_from_slice(&chunk[..n]);
         };
         match req {
-            Request::Hello { .. } => {
+            Request::Hello { version } => {
+                let speaks = script.speaks.unwrap_or(PROTOCOL_VERSION);
+                if version > speaks {
+                    let message = format!("protocol version {version} not supported (server speaks {speaks})");
+                    return send(&mut c, Reply::Error { code: ddftp_proto::ErrorCode::BadRequest, message });
+                }
                 let server_id = rand::random();
-                send(&mut c, Reply::Hello { version: PROTOCOL_VERSION, server_id, max_block_size: 1 << 20 })?;
+                send(&mut c, Reply::Hello { version, server_id, max_block_size: 1 << 20 })?;
             }
             Request::Walk { .. } | Request::WalkFiltered { .. } => {
                 let mut p = Packer::new();
