@@ -71,6 +71,8 @@ pub enum SessionError {
     TokenRequired,
     #[error("server speaks protocol {server}, we speak {PROTOCOL_VERSION}")]
     Version { server: u16 },
+    #[error("{what} needs a ddftpd of protocol {needs} or later, and this one speaks {server}: update it, or go without {what}")]
+    TooOld { what: &'static str, needs: u16, server: u16 },
     /// The mirror said no (busy, not found, forbidden...), and why.
     #[error("{message} ({code:?})")]
     Refused { code: ErrorCode, message: String },
@@ -494,14 +496,22 @@ impl Session {
         // The mirror leaves out what the rules exclude as it walks (never
         // reading an excluded directory); rules too many for one request
         // are applied here only (the client filters the list either way).
-        let WalkAsk { rules, xattrs, names, merge } = ask;
+        let WalkAsk { rules, xattrs, names, merge, one_fs } = ask;
+        // An older server refuses -x's flag as unknown: said plainly here.
+        if *one_fs && self.version < ddftp_proto::frame::WAITING_VERSION {
+            return Err(SessionError::TooOld {
+                what: "-x",
+                needs: ddftp_proto::frame::WAITING_VERSION,
+                server: self.version,
+            });
+        }
         let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 7 + src.len() + merge.len();
         let fits = rules.len() <= MAX_WALK_RULES && size <= MAX_CONTROL_BODY;
         let rules = if fits { rules.clone() } else { vec![] };
-        match rules.is_empty() && !xattrs && !names && merge.is_empty() {
+        match rules.is_empty() && !xattrs && !names && merge.is_empty() && !one_fs {
             false => {
-                let (path, xattrs, names, merge) = (src.to_string(), *xattrs, *names, merge.clone());
-                Request::WalkFiltered { path, rules, xattrs, names, merge }.encode(&mut req)
+                let (path, xattrs, names, merge, one_fs) = (src.to_string(), *xattrs, *names, merge.clone(), *one_fs);
+                Request::WalkFiltered { path, rules, xattrs, names, merge, one_fs }.encode(&mut req)
             }
             true => Request::Walk { path: src.to_string() }.encode(&mut req),
         }
@@ -612,6 +622,9 @@ pub struct WalkAsk {
     /// rsync's `dir-merge NAME`: list the content of each file NAME (its
     /// directory's filter rules); empty for none.
     pub merge: String,
+    /// rsync's `-x`: directories on another file system than SRC's are
+    /// listed, not entered.
+    pub one_fs: bool,
 }
 
 #[cfg(test)]
@@ -628,6 +641,20 @@ mod tests {
         }
         assert_eq!(older_spoken("protocol version 9 not supported"), None);
         assert_eq!(older_spoken(&format!("{} trailing", says(8))), None);
+    }
+
+    proptest::proptest! {
+        // Whatever a server says, the client greets again at most in a
+        // version it speaks, older than its own.
+        #[test]
+        fn any_refusal_names_at_most_an_older_spoken_version(tail in ".{0,12}", v in proptest::num::u16::ANY) {
+            let prefix = format!("protocol version {PROTOCOL_VERSION} not supported (server speaks ");
+            for m in [format!("{prefix}{tail}"), format!("{prefix}{v})"), tail.clone()] {
+                if let Some(v) = older_spoken(&m) {
+                    proptest::prop_assert!(v < PROTOCOL_VERSION && ddftp_proto::frame::spoken(v));
+                }
+            }
+        }
     }
 
     #[test]

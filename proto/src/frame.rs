@@ -160,8 +160,11 @@ pub enum Request {
     /// (rsync's `dir-merge NAME`) names the files whose
     /// content (at most 64 KiB) is listed with them: each directory's
     /// filter rules, which the client applies (they are read even where
-    /// `rules` exclude them).
-    WalkFiltered { path: String, rules: Vec<(bool, String)>, xattrs: bool, names: bool, merge: String },
+    /// `rules` exclude them). With `one_fs` (rsync's `-x`, protocol 9: an
+    /// older server refuses the flag, so a client asks it only of one that
+    /// said 9), a directory on another file system than `path` is listed
+    /// but not entered.
+    WalkFiltered { path: String, rules: Vec<(bool, String)>, xattrs: bool, names: bool, merge: String, one_fs: bool },
     /// The next piece (≤ [`MAX_BUNDLE_CHUNK`] bytes) of a bundle's
     /// definition: a ddftp list of regular files and symlinks, in order,
     /// packed ([`crate::packed`]).

@@ -122,6 +122,10 @@ fn pushed(o: &ArchiveOpt, matches: Option<&clap::ArgMatches>, to: &ddftp::ssh::S
 /// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
 /// changes too (here in the `-i` lines).
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
+    if o.one_file_system > 1 {
+        report_error(&"-xx (mount points left out too) is not supported: -x makes each one, empty");
+        return Exit::Usage;
+    }
     let kept = match o.keep.kept().and_then(|k| match o.size_only && !k.times {
         true => Err("--size-only with parts of -a without -t is not supported: give -t too (or -a)".to_string()),
         false => Ok(k),
@@ -269,6 +273,8 @@ fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
         existing: o.existing,
         update: o.update,
         size_only: o.size_only,
+        sizes: o.sizes.sizes(),
+        one_fs: o.one_file_system > 0,
         file_to_parent: o.dest_named,
         file_to_name: o.dest_may_be_file,
         max_delete: o.max_delete,

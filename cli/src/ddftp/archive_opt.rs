@@ -141,6 +141,13 @@ pub struct ArchiveOpt {
     /// ddftp puts one there only once it is.
     #[arg(long)]
     pub size_only: bool,
+    #[command(flatten)]
+    pub sizes: super::rsync_sizes::SizeFlags,
+    /// Do not cross file systems (rsync's -x): a directory on another
+    /// file system than SRC's (a mount point) is made, empty, and not
+    /// entered. rsync's -xx (leave mount points out too) is not taken.
+    #[arg(long, short = 'x', action = clap::ArgAction::Count)]
+    pub one_file_system: u8,
     /// Move a changed file whole (rsync's -W). By default a file DEST
     /// holds an older version of is updated: the chunks it holds are
     /// copied from it, only the rest moves (its own transfer, after the

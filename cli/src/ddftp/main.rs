@@ -21,6 +21,7 @@ mod rsync_form;
 mod rsync_keep;
 mod rsync_links;
 mod rsync_names;
+mod rsync_sizes;
 mod rsync_stats;
 mod share;
 mod simulate;

@@ -38,6 +38,7 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
         (o.existing, "--existing"),
         (o.update, "-u"),
         (o.size_only, "--size-only"),
+        (o.one_file_system > 0, "-x"),
         (o.whole_file, "--whole-file"),
         (o.no_owner, "--no-owner"),
         (o.by_name, "--by-name"),
@@ -51,6 +52,7 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
         }
     }
     v.extend(o.links.flags().map(String::from));
+    v.extend(o.sizes.flags());
     if let Some(n) = o.max_delete {
         v.extend(["--max-delete".into(), n.to_string()]);
     }
@@ -91,4 +93,27 @@ pub(super) fn pushed_from() -> Result<ddftp::session::Peer, String> {
     let line = line.replacen(&format!("{} - ", ddftp::ssh::GREETING), &format!("{} {from} ", ddftp::ssh::GREETING), 1);
     let a = ddftp::ssh::parse_announce(&line).map_err(|e| format!("the pushing end: {e}"))?;
     Ok(ddftp::ssh::peer(a, format!("ssh push from {from}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        o: ArchiveOpt,
+    }
+
+    #[test]
+    fn a_push_passes_sizes_and_one_file_system_on_in_bytes() {
+        let args = ["t", "src", "-d", "out", "-x", "--max-size=1.5k-1", "--min-size", "2", "-u"];
+        let o = Cmd::try_parse_from(args).expect("flags parse").o;
+        let v = passed_on(&o, &Filter::new(&[]).unwrap()).unwrap();
+        for want in ["-x", "-u", "--max-size=1535", "--min-size=2"] {
+            assert!(v.iter().any(|w| w == want), "{want} in {v:?}");
+        }
+    }
 }

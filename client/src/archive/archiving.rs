@@ -419,6 +419,9 @@ impl Archiving<'_> {
         if self.spec.update {
             self.leave_newer(&mut items);
         }
+        if !self.spec.sizes.all() {
+            self.leave_sized(&mut items);
+        }
         if self.spec.safe_links {
             self.leave_unsafe_links(&mut items, progress);
         }

@@ -1,10 +1,32 @@
 //! rsync's transfer rules that leave entries of the list alone, each
 //! before anything is decided: `--ignore-existing`, `-u`, `--safe-links`,
-//! `--existing`. What one leaves that DEST holds is kept from `--delete`.
+//! `--existing`, `--max-size`/`--min-size`. What one leaves that DEST
+//! holds is kept from `--delete`.
 
 use ddtree::list::Kind;
 
 use super::{deep, Archiving, Item};
+
+/// `--max-size`, `--min-size`: the sizes of files that move (any without).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sizes {
+    /// A larger file is not moved.
+    pub max: Option<u64>,
+    /// A smaller file is not moved.
+    pub min: Option<u64>,
+}
+
+impl Sizes {
+    /// Whether a file of `size` bytes moves.
+    pub fn admit(&self, size: u64) -> bool {
+        self.max.is_none_or(|m| size <= m) && self.min.is_none_or(|m| size >= m)
+    }
+
+    /// Whether every file moves.
+    pub fn all(&self) -> bool {
+        *self == Sizes::default()
+    }
+}
 
 impl Archiving<'_> {
     /// `--ignore-existing`: entries other than directories that DEST
@@ -23,6 +45,24 @@ impl Archiving<'_> {
         };
         items.retain(&mut leave);
         specials.retain(&mut leave);
+        linked.retain(|l| leave(&l.item));
+    }
+
+    /// `--max-size`, `--min-size`: leaves out each file of another size
+    /// (a hard link's too), as rsync's, and keeps what DEST has under its
+    /// name (`--delete` too). Other kinds are not affected.
+    pub(super) fn leave_sized(&self, items: &mut Vec<Item>) {
+        let sizes = self.spec.sizes;
+        let mut listing = self.listing.lock().expect("listing lock");
+        let super::archiving::Listing { kept, linked, .. } = &mut *listing;
+        let mut leave = |it: &Item| {
+            let out = it.entry.kind == Kind::File && !sizes.admit(it.entry.size);
+            if out {
+                kept.insert(it.rel.clone());
+            }
+            !out
+        };
+        items.retain(&mut leave);
         linked.retain(|l| leave(&l.item));
     }
 

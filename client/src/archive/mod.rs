@@ -34,7 +34,7 @@ mod checksum;
 mod current;
 mod keep;
 pub mod kept;
-mod leaving;
+pub mod leaving;
 mod listing;
 mod merged;
 mod mirrors;
@@ -159,6 +159,12 @@ pub struct ArchiveSpec {
     /// `--size-only`: a file DEST holds at the listed size is complete,
     /// whatever its mtime (set to the listed one), as rsync's.
     pub size_only: bool,
+    /// `--max-size`, `--min-size`: a file of another size is not moved,
+    /// and what DEST has under its name is left as it is, as rsync's.
+    pub sizes: leaving::Sizes,
+    /// `-x`: the mirrors list a directory on another file system than
+    /// SRC's (a mount point) and do not enter it, as rsync's.
+    pub one_fs: bool,
     /// `--max-delete N`: at most N entries deleted; the others are named
     /// as not deleted.
     pub max_delete: Option<u64>,
@@ -239,7 +245,8 @@ impl ArchiveSpec {
         let base = |f: &ddtree::files_from::FilesFrom| if f.bases().count() > 1 { src } else { 0 };
         rules.extend(self.files_from.as_ref().and_then(|f| f.walk_rules(base(f))).unwrap_or_default());
         let merge = self.filter.merge_name().unwrap_or_default().to_string();
-        crate::session::WalkAsk { rules, xattrs: self.xattrs, names: self.owners && self.by_name, merge }
+        let (xattrs, names, one_fs) = (self.xattrs, self.owners && self.by_name, self.one_fs);
+        crate::session::WalkAsk { rules, xattrs, names, merge, one_fs }
     }
 }
 

@@ -174,6 +174,9 @@ pub struct Extra {
     /// this name is listed with it (its directory's filter rules), and it
     /// is listed even where the prune rules exclude it.
     pub merge: Option<std::sync::Arc<[u8]>>,
+    /// rsync's `-x`: a directory on another file system than the root's
+    /// (a mount point) is listed, not entered.
+    pub one_fs: bool,
 }
 
 /// Whether a path below a walk's root may be listed at all.
@@ -212,6 +215,9 @@ struct Sink {
     within: Option<Within>,
     on_error: Option<OnError>,
     extra: Extra,
+    /// With `-x`, the root's file system: directories on others are not
+    /// entered.
+    dev: Option<u64>,
 }
 
 /// Bytes of records a worker writes out at once (the output's lock is
@@ -406,6 +412,7 @@ where
         within: opts.within.clone(),
         on_error: opts.on_error.clone(),
         extra: opts.extra.clone(),
+        dev: opts.extra.one_fs.then(|| std::os::unix::fs::MetadataExt::dev(&md)),
     };
     let new_local = |_| Local {
         totals: Totals::default(),
@@ -506,7 +513,8 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
                     }
                     let meta = sink.meta(l, &path, &raw, Some((&d, name)));
                     sink.record(l, &path, &st, &meta);
-                    if Kind::from_mode(st.mode) == Some(Kind::Dir) {
+                    let here = sink.dev.is_none_or(|dev| raw.st_dev == dev);
+                    if Kind::from_mode(st.mode) == Some(Kind::Dir) && here {
                         queue.push(PathBuf::from(std::ffi::OsString::from_vec(path.clone())));
                     }
                 }

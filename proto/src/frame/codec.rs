@@ -53,7 +53,7 @@ impl Request {
                 put_header(dst, K_WALK, 2 + path.len());
                 put_str(dst, path);
             }
-            Request::WalkFiltered { path, rules, xattrs, names, merge } => {
+            Request::WalkFiltered { path, rules, xattrs, names, merge, one_fs } => {
                 let merged = if merge.is_empty() { 0 } else { 2 + merge.len() };
                 let len = 2 + path.len() + 2 + rules.iter().map(|(_, p)| 1 + 2 + p.len()).sum::<usize>() + 1 + merged;
                 put_header(dst, K_WALK_FILTERED, len);
@@ -63,7 +63,8 @@ impl Request {
                     dst.put_u8(u8::from(*include));
                     put_str(dst, p);
                 }
-                dst.put_u8(u8::from(*xattrs) | u8::from(*names) << 1 | u8::from(!merge.is_empty()) << 2);
+                let flags = u8::from(*xattrs) | u8::from(*names) << 1 | u8::from(!merge.is_empty()) << 2;
+                dst.put_u8(flags | u8::from(*one_fs) << 3);
                 if !merge.is_empty() {
                     put_str(dst, merge);
                 }
@@ -167,7 +168,7 @@ impl Request {
                     rules.push((include, r.path()?));
                 }
                 let flags = r.u8()?;
-                if flags > 7 {
+                if flags > 15 {
                     return Err(ProtoError::Malformed { kind, why: "unknown walk flags" });
                 }
                 let merge = match flags & 4 != 0 {
@@ -177,7 +178,8 @@ impl Request {
                 if flags & 4 != 0 && (merge.is_empty() || merge.contains('/') || merge == "." || merge == "..") {
                     return Err(ProtoError::Malformed { kind, why: "a merge file's name is a plain name" });
                 }
-                Request::WalkFiltered { path, rules, xattrs: flags & 1 != 0, names: flags & 2 != 0, merge }
+                let (xattrs, names, one_fs) = (flags & 1 != 0, flags & 2 != 0, flags & 8 != 0);
+                Request::WalkFiltered { path, rules, xattrs, names, merge, one_fs }
             }
             K_BUNDLE => {
                 let n = r.buf.len();

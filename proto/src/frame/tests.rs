@@ -26,16 +26,16 @@ fn request() -> impl Strategy<Value = Request> {
         (
             ".{0,64}",
             proptest::collection::vec((any::<bool>(), ".{0,32}"), 0..8),
-            any::<bool>(),
-            any::<bool>(),
+            (any::<bool>(), any::<bool>(), any::<bool>()),
             "|[a-z.-]{0,2}[a-z][a-z.-]{0,12}"
         )
-            .prop_map(|(path, rules, xattrs, names, merge)| Request::WalkFiltered {
+            .prop_map(|(path, rules, (xattrs, names, one_fs), merge)| Request::WalkFiltered {
                 path,
                 rules,
                 xattrs,
                 names,
-                merge
+                merge,
+                one_fs
             }),
         proptest::collection::vec(any::<u8>(), 0..MAX_BUNDLE_CHUNK)
             .prop_map(|d| Request::Bundle { data: Bytes::from(d) }),

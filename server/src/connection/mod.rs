@@ -402,9 +402,9 @@ impl Conn {
             Request::BundleEnd => self.on_bundle_end().await,
             Request::Seals { path, block_size, first, count } => self.on_seals(path, block_size, first, count).await,
             Request::Walk { path } => self.walk(path, None, Default::default()).await,
-            Request::WalkFiltered { path, rules, xattrs, names, merge } => {
+            Request::WalkFiltered { path, rules, xattrs, names, merge, one_fs } => {
                 let merge = (!merge.is_empty()).then(|| Arc::from(merge.as_bytes()));
-                let extra = ddtree::walk::Extra { xattrs, names, merge };
+                let extra = ddtree::walk::Extra { xattrs, names, merge, one_fs };
                 match ddtree::filter::Filter::from_rules(&rules) {
                     Ok(f) if f.is_empty() => self.walk(path, None, extra).await,
                     Ok(f) => self.walk(path, Some(Arc::new(f)), extra).await,

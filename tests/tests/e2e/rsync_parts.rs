@@ -15,7 +15,7 @@ use crate::util::*;
 
 /// A tree of files, a directory, a symlink and a FIFO with their own
 /// modes and old times.
-fn tree(src: &Path) {
+pub(crate) fn tree(src: &Path) {
     std::fs::create_dir_all(src.join("d/sub")).unwrap();
     random_file(&src.join("d/f"), 5000, 17);
     random_file(&src.join("d/sub/run.sh"), 300, 18);
@@ -43,7 +43,7 @@ pub(crate) fn rsync(src: &Path, dest: &Path, opts: &[&str]) -> (i32, Vec<String>
 }
 
 /// ddftp archive src OPTS -i into DEST: exit code and lines.
-fn ours(m: &Mirror, dest: &Path, opts: &[&str]) -> (i32, Vec<String>) {
+pub(crate) fn ours(m: &Mirror, dest: &Path, opts: &[&str]) -> (i32, Vec<String>) {
     let o = Command::new(bin("ddftp"))
         .args(["archive", "src", "-m", &m.addr, "-d", dest.to_str().unwrap(), "-q", "-i"])
         .args(opts)
