@@ -275,6 +275,7 @@ fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
         size_only: o.size_only,
         sizes: o.sizes.sizes(),
         one_fs: o.one_file_system > 0,
+        modify_window: archive::Window(o.modify_window),
         file_to_parent: o.dest_named,
         file_to_name: o.dest_may_be_file,
         max_delete: o.max_delete,

@@ -148,6 +148,11 @@ pub struct ArchiveOpt {
     /// entered. rsync's -xx (leave mount points out too) is not taken.
     #[arg(long, short = 'x', action = clap::ArgAction::Count)]
     pub one_file_system: u8,
+    /// Take two mtimes up to N seconds apart as the same (rsync's; a FAT
+    /// disk keeps times to 2 s: 1). 0, the default, compares whole
+    /// seconds; -1 the nanoseconds too.
+    #[arg(long, short = '@', value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
+    pub modify_window: i64,
     /// Move a changed file whole (rsync's -W). By default a file DEST
     /// holds an older version of is updated: the chunks it holds are
     /// copied from it, only the rest moves (its own transfer, after the

@@ -53,6 +53,9 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
     }
     v.extend(o.links.flags().map(String::from));
     v.extend(o.sizes.flags());
+    if o.modify_window != 0 {
+        v.push(format!("--modify-window={}", o.modify_window));
+    }
     if let Some(n) = o.max_delete {
         v.extend(["--max-delete".into(), n.to_string()]);
     }
@@ -108,11 +111,11 @@ mod tests {
     }
 
     #[test]
-    fn a_push_passes_sizes_and_one_file_system_on_in_bytes() {
-        let args = ["t", "src", "-d", "out", "-x", "--max-size=1.5k-1", "--min-size", "2", "-u"];
+    fn a_push_passes_sizes_one_file_system_and_the_window_on() {
+        let args = ["t", "src", "-d", "out", "-x", "--max-size=1.5k-1", "--min-size", "2", "-u", "-@", "-1"];
         let o = Cmd::try_parse_from(args).expect("flags parse").o;
         let v = passed_on(&o, &Filter::new(&[]).unwrap()).unwrap();
-        for want in ["-x", "-u", "--max-size=1535", "--min-size=2"] {
+        for want in ["-x", "-u", "--max-size=1535", "--min-size=2", "--modify-window=-1"] {
             assert!(v.iter().any(|w| w == want), "{want} in {v:?}");
         }
     }

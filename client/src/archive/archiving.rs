@@ -353,14 +353,14 @@ impl<'a> Archiving<'a> {
     ) -> Result<Chosen<'i>, ArchiveError> {
         let (dest, owners) = (&self.dest, self.spec.owners);
         if self.fresh {
-            return Ok(choose(items, dest, true, owners, false));
+            return Ok(choose(items, dest, true, owners, super::current::Quick::default()));
         }
         make_dirs(items, dest)?;
         let again = match ranked {
             true => None,
             false => resumed(items, dest, &self.saved(), &journal_path(&self.output())),
         };
-        let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners, self.spec.size_only));
+        let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners, self.spec.quick()));
         self.make_way(&mut chosen, progress);
         if self.spec.backs_up() {
             self.back_up(&mut chosen, progress);
@@ -369,7 +369,8 @@ impl<'a> Archiving<'a> {
     }
 
     pub(super) fn dirs(&self) -> Dirs<'_> {
-        Dirs { dest: &self.dest, fresh: self.fresh, umask: self.umask, owners: self.spec.owners }
+        let window = self.spec.modify_window;
+        Dirs { dest: &self.dest, fresh: self.fresh, umask: self.umask, owners: self.spec.owners, window }
     }
 }
 

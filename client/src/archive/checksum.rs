@@ -35,14 +35,15 @@ pub(super) async fn differing(
     items: &[Item],
     progress: &mut dyn Progress,
 ) -> Result<HashSet<PathBuf>, ArchiveError> {
-    let dest = dest.clone();
+    let (dest, window) = (dest.clone(), spec.modify_window);
     // Files DEST has with the listed size and mtime: what the quick check
     // would skip.
     let same: Vec<(PathBuf, Vec<u8>, Time)> = {
         let files: Vec<&Item> = items.iter().filter(|it| it.entry.kind == Kind::File).collect();
         let hit = listing::par_map(&files, |it| {
             let e = &it.entry;
-            deep::symlink_metadata(&dest.join(&it.rel)).is_ok_and(|m| current::compare(&Held::from(&m), e).same_bytes())
+            deep::symlink_metadata(&dest.join(&it.rel))
+                .is_ok_and(|m| current::compare(&Held::from(&m), e, window).same_bytes())
         });
         files
             .iter()
@@ -94,7 +95,8 @@ pub(super) async fn differing(
             if a != b {
                 tracing::debug!(path = %rel.display(), ours = %hex(a), theirs = %hex(b), "content differs");
                 if !spec.dry_run {
-                    let before = Time { sec: mtime.sec - 1, nsec: mtime.nsec };
+                    // Outside --modify-window, so the quick check moves it.
+                    let before = Time { sec: mtime.sec - 1 - window.0.max(0), nsec: mtime.nsec };
                     let p = dest.join(rel);
                     deep::set_mtime(&p, before).map_err(local(&p))?;
                 }

@@ -92,14 +92,43 @@ pub(super) fn same_target(p: &deep::Beneath, e: &Entry) -> bool {
     deep::read_link(p).is_ok_and(|t| t.as_os_str().as_bytes() == want)
 }
 
-/// `held` against the listed entry.
-pub(super) fn compare(held: &Held, listed: impl Into<Listed>) -> Differs {
+/// rsync's `--modify-window`: how far apart two mtimes may be and still
+/// be the same. 0 (the default) compares whole seconds; N, whole seconds
+/// up to N apart (a FAT disk keeps times to 2 s); a negative one, the
+/// nanoseconds too.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window(pub i64);
+
+impl Window {
+    /// Whether `a` and `b` are the same time within the window.
+    pub fn same(self, a: Time, b: Time) -> bool {
+        match u64::try_from(self.0) {
+            Ok(w) => a.sec.abs_diff(b.sec) <= w,
+            Err(_) => a == b,
+        }
+    }
+
+    /// Whether `a` is later than `b`, beyond the window (`-u`).
+    pub fn later(self, a: Time, b: Time) -> bool {
+        !self.same(a, b) && a > b
+    }
+}
+
+/// How rsync's quick check is asked: `--size-only`, `--modify-window`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quick {
+    pub size_only: bool,
+    pub window: Window,
+}
+
+/// `held` against the listed entry, mtimes within `window`.
+pub(super) fn compare(held: &Held, listed: impl Into<Listed>, window: Window) -> Differs {
     let l = listed.into();
     let device = matches!(l.kind, Kind::Block | Kind::Char);
     Differs {
         kind: Kind::from_mode(held.mode) != Some(l.kind) || (device && l.rdev != Some(held.rdev)),
         size: l.kind == Kind::File && held.size != l.size,
-        time: held.mtime.sec != l.mtime.sec,
+        time: !window.same(held.mtime, l.mtime),
         perm: held.mode & 0o7777 != l.perm,
     }
 }
@@ -108,6 +137,21 @@ pub(super) fn compare(held: &Held, listed: impl Into<Listed>) -> Differs {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_window_takes_mtimes_that_far_apart_as_the_same() {
+        let t = |sec, nsec| Time { sec, nsec };
+        let (exact, whole, fat) = (Window(-1), Window::default(), Window(1));
+        assert!(whole.same(t(10, 5), t(10, 900)) && !exact.same(t(10, 5), t(10, 900)));
+        assert!(
+            fat.same(t(10, 0), t(11, 999_999_999)) && fat.same(t(11, 0), t(10, 0)) && !fat.same(t(12, 0), t(10, 0))
+        );
+        assert!(!fat.later(t(11, 0), t(10, 0)) && fat.later(t(12, 0), t(10, 0)) && !fat.later(t(8, 0), t(10, 0)));
+        assert!(whole.later(t(11, 0), t(10, 999)) && !whole.later(t(10, 999), t(10, 0)));
+        assert!(exact.later(t(10, 999), t(10, 0)));
+        let h = held(libc::S_IFREG | 0o644, 10, 101, 0);
+        assert!(!compare(&h, file(10, 0o644, 100, 0), fat).time && compare(&h, file(10, 0o644, 100, 0), whole).time);
+    }
 
     fn held(mode: u32, size: u64, sec: i64, nsec: u32) -> Held {
         Held { mode, size, mtime: Time { sec, nsec }, rdev: 0 }
@@ -120,27 +164,30 @@ mod tests {
     #[test]
     fn a_file_is_current_only_with_its_size_mode_and_mtime_to_the_second() {
         let h = held(libc::S_IFREG | 0o644, 10, 100, 5);
-        assert!(compare(&h, file(10, 0o644, 100, 5)).none());
-        assert_eq!(compare(&h, file(10, 0o600, 100, 5)), Differs { perm: true, ..Differs::default() });
-        assert!(compare(&h, file(10, 0o600, 100, 5)).same_bytes());
-        assert!(!compare(&h, file(10, 0o644, 100, 6)).time, "whole seconds, as rsync");
-        assert!(compare(&h, file(10, 0o644, 101, 5)).time);
-        assert!(compare(&h, file(10, 0o644, 99, 999_999_999)).time);
-        assert!(compare(&h, file(11, 0o644, 100, 5)).size);
+        assert!(compare(&h, file(10, 0o644, 100, 5), Window::default()).none());
+        assert_eq!(
+            compare(&h, file(10, 0o600, 100, 5), Window::default()),
+            Differs { perm: true, ..Differs::default() }
+        );
+        assert!(compare(&h, file(10, 0o600, 100, 5), Window::default()).same_bytes());
+        assert!(!compare(&h, file(10, 0o644, 100, 6), Window::default()).time, "whole seconds, as rsync");
+        assert!(compare(&h, file(10, 0o644, 101, 5), Window::default()).time);
+        assert!(compare(&h, file(10, 0o644, 99, 999_999_999), Window::default()).time);
+        assert!(compare(&h, file(11, 0o644, 100, 5), Window::default()).size);
         // A directory or symlink under a file's name is another type.
-        assert!(compare(&held(libc::S_IFDIR | 0o644, 10, 100, 5), file(10, 0o644, 100, 5)).kind);
-        assert!(compare(&held(libc::S_IFLNK | 0o644, 10, 100, 5), file(10, 0o644, 100, 5)).kind);
+        assert!(compare(&held(libc::S_IFDIR | 0o644, 10, 100, 5), file(10, 0o644, 100, 5), Window::default()).kind);
+        assert!(compare(&held(libc::S_IFLNK | 0o644, 10, 100, 5), file(10, 0o644, 100, 5), Window::default()).kind);
     }
 
     #[test]
     fn a_directory_s_size_does_not_count_and_a_device_s_numbers_do() {
         let dir = Listed { kind: Kind::Dir, size: 0, perm: 0o755, mtime: Time { sec: 1, nsec: 0 }, rdev: None };
-        assert!(compare(&held(libc::S_IFDIR | 0o755, 4096, 1, 0), dir).none());
+        assert!(compare(&held(libc::S_IFDIR | 0o755, 4096, 1, 0), dir, Window::default()).none());
         let dev = Listed { kind: Kind::Char, size: 0, perm: 0o640, mtime: Time::default(), rdev: Some(7) };
         let mut h = held(libc::S_IFCHR | 0o640, 0, 0, 0);
-        assert!(compare(&h, dev).kind);
+        assert!(compare(&h, dev, Window::default()).kind);
         h.rdev = 7;
-        assert!(compare(&h, dev).none());
+        assert!(compare(&h, dev, Window::default()).none());
     }
 
     proptest! {
@@ -151,14 +198,14 @@ mod tests {
                                           nsec in 0u32..1_000_000_000, which in 0usize..4) {
             let l = file(size, perm, sec, nsec);
             let mut h = held(libc::S_IFREG | perm, size, sec, nsec);
-            prop_assert!(compare(&h, l).none());
+            prop_assert!(compare(&h, l, Window::default()).none());
             match which {
                 0 => h.mode = libc::S_IFLNK | perm,
                 1 => h.size ^= 1,
                 2 => h.mtime.sec ^= 1,
                 _ => h.mode = libc::S_IFREG | (perm ^ 0o100),
             }
-            prop_assert!(!compare(&h, l).none());
+            prop_assert!(!compare(&h, l, Window::default()).none());
         }
     }
 }

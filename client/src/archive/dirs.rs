@@ -27,6 +27,8 @@ pub(super) struct Dirs<'a> {
     pub umask: u32,
     /// Owners and groups are set (run as root).
     pub owners: bool,
+    /// `--modify-window`.
+    pub window: super::current::Window,
 }
 
 impl Dirs<'_> {
@@ -52,7 +54,9 @@ impl Dirs<'_> {
                 let done = match now {
                     // A resync finds most directories as they should be:
                     // one lstat instead of setting both.
-                    true if !self.fresh && is_finished_dir(&mut in_dir, self.dest, it, self.owners) => Ok(()),
+                    true if !self.fresh && is_finished_dir(&mut in_dir, self.dest, it, self.owners, self.window) => {
+                        Ok(())
+                    }
                     true => finish_entry(&p, &it.entry, self.fresh, self.umask, owner(it)),
                     false => super::deep::symlink_metadata(&p).map(drop),
                 };
@@ -89,12 +93,18 @@ impl Dirs<'_> {
 /// mtime is the listed one to the nanosecond too: a run that made or
 /// removed entries in a directory sets its time back, as rsync does, even
 /// where whole seconds call it current (a change no itemize code shows).
-fn is_finished_dir(in_dir: &mut super::deep::InDir, dest: &super::deep::Dest, it: &Item, owners: bool) -> bool {
+fn is_finished_dir(
+    in_dir: &mut super::deep::InDir,
+    dest: &super::deep::Dest,
+    it: &Item,
+    owners: bool,
+    window: super::current::Window,
+) -> bool {
     use super::decide::{decide, Action, Held};
     let e = &it.entry;
     in_dir.lstat(dest, &it.rel).is_ok_and(|m| {
         let held = Held {
-            differs: Some(super::current::compare(&super::current::Held::from(&m), e)),
+            differs: Some(super::current::compare(&super::current::Held::from(&m), e, window)),
             attrs: owners && e.meta.owner.is_some_and(|o| o != (m.uid, m.gid)),
             ..Held::default()
         };

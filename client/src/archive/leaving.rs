@@ -67,15 +67,19 @@ impl Archiving<'_> {
     }
 
     /// `-u`/`--update`: leaves out each file DEST holds as a file with a
-    /// later mtime than the listed one (to the second, as rsync compares),
+    /// later mtime than the listed one (beyond `--modify-window`, as
+    /// rsync compares),
     /// and keeps it there (`--delete` too). Directories, symlinks,
     /// specials and a file where DEST has another kind are not affected.
     pub(super) fn leave_newer(&self, items: &mut Vec<Item>) {
         use std::os::unix::fs::MetadataExt;
+        let window = self.spec.modify_window;
         let newer = |it: &Item| {
             it.entry.kind == Kind::File
-                && deep::symlink_metadata(&self.dest.join(&it.rel))
-                    .is_ok_and(|m| m.is_file() && m.mtime() > it.entry.mtime.sec)
+                && deep::symlink_metadata(&self.dest.join(&it.rel)).is_ok_and(|m| {
+                    let held = ddtree::list::Time { sec: m.mtime(), nsec: m.mtime_nsec() as u32 };
+                    m.is_file() && window.later(held, it.entry.mtime)
+                })
         };
         let kept = &mut self.listing.lock().expect("listing lock").kept;
         items.retain(|it| {

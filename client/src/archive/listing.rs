@@ -9,7 +9,7 @@ use std::path::Path;
 use ddftp_proto::packed::{self, MAX_LIST};
 use ddtree::list::{ddftp, Entry, Kind};
 
-use super::current::{self, Held};
+use super::current::{self, Held, Quick};
 use super::decide;
 use super::tree::{is_finished_file, remove_any};
 use super::{deep, ArchiveError, Item};
@@ -51,16 +51,16 @@ enum Found {
     Missing,
 }
 
-/// What DEST's `m` is for the listed file `e` (`size_only`: rsync's
-/// `--size-only`).
-fn found(m: &deep::Stat, e: &Entry, size_only: bool) -> Found {
+/// What DEST's `m` is for the listed file `e` (`quick`: rsync's
+/// `--size-only`, `--modify-window`).
+fn found(m: &deep::Stat, e: &Entry, quick: Quick) -> Found {
     if m.mode & libc::S_IFMT == libc::S_IFDIR {
         return Found::Dir;
     }
     // The dry run's rule ([`decide`]): owners, xattrs and `--checksum`
     // are looked at apart (the last has set an mtime that moves it).
-    let differs = Some(current::compare(&Held::from(m), e));
-    let held = decide::Held { differs, size_only, ..decide::Held::default() };
+    let differs = Some(current::compare(&Held::from(m), e, quick.window));
+    let held = decide::Held { differs, size_only: quick.size_only, ..decide::Held::default() };
     match decide::decide(Kind::File, held) {
         decide::Action::Current => Found::Done,
         decide::Action::Meta { .. } => Found::ModeOnly,
@@ -124,15 +124,10 @@ impl Chosen<'_> {
 /// The files and symlinks to move: all of them into a fresh destination,
 /// else those not already complete and correct there.
 /// With `owners`, a complete file whose owner differs gets the listed one;
-/// with `size_only` (rsync's `--size-only`), one of the listed size is
-/// complete, its time set.
-pub(super) fn choose<'a>(
-    items: &'a [Item],
-    dest: &deep::Dest,
-    fresh: bool,
-    owners: bool,
-    size_only: bool,
-) -> Chosen<'a> {
+/// with `quick.size_only` (rsync's `--size-only`), one of the listed size
+/// is complete, its time set.
+pub(super) fn choose<'a>(items: &'a [Item], dest: &deep::Dest, fresh: bool, owners: bool, quick: Quick) -> Chosen<'a> {
+    let size_only = quick.size_only;
     let mut c = Chosen {
         todo: vec![],
         files: 0,
@@ -155,7 +150,7 @@ pub(super) fn choose<'a>(
             run.iter()
                 .map(|it| {
                     dir.lstat(dest, &it.rel)
-                        .map_or((Found::Missing, None), |m| (found(&m, &it.entry, size_only), Some((m.uid, m.gid))))
+                        .map_or((Found::Missing, None), |m| (found(&m, &it.entry, quick), Some((m.uid, m.gid))))
                 })
                 .collect()
         }),
@@ -194,7 +189,7 @@ pub(super) fn choose<'a>(
             c.bytes += it.entry.meta.moved_len(it.entry.size);
         } else {
             c.links += 1;
-            if owner.is_some() && link_kept(dest, it, owners) {
+            if owner.is_some() && link_kept(dest, it, owners, quick.window) {
                 c.skipped_links += 1;
                 continue;
             }
@@ -207,11 +202,11 @@ pub(super) fn choose<'a>(
 /// Whether the symlink `it` is in DEST already, pointing where the listed
 /// one does: then its mtime (and owner, with `owners`) are set here and it
 /// does not move. A list that gives no target: it moves.
-fn link_kept(dest: &deep::Dest, it: &Item, owners: bool) -> bool {
+fn link_kept(dest: &deep::Dest, it: &Item, owners: bool, window: current::Window) -> bool {
     let p = dest.join(&it.rel);
     let Ok(m) = deep::symlink_metadata(&p) else { return false };
     let held = decide::Held {
-        differs: Some(current::compare(&Held::from(&m), &it.entry)),
+        differs: Some(current::compare(&Held::from(&m), &it.entry, window)),
         same_target: Some(current::same_target(&p, &it.entry)),
         ..decide::Held::default()
     };

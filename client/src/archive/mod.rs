@@ -32,6 +32,7 @@ mod archiving;
 mod backup;
 mod checksum;
 mod current;
+pub use current::Window;
 mod keep;
 pub mod kept;
 pub mod leaving;
@@ -162,6 +163,9 @@ pub struct ArchiveSpec {
     /// `--max-size`, `--min-size`: a file of another size is not moved,
     /// and what DEST has under its name is left as it is, as rsync's.
     pub sizes: leaving::Sizes,
+    /// `--modify-window`: how far apart an mtime in DEST and the listed
+    /// one may be and still be the same.
+    pub modify_window: current::Window,
     /// `-x`: the mirrors list a directory on another file system than
     /// SRC's (a mount point) and do not enter it, as rsync's.
     pub one_fs: bool,
@@ -189,6 +193,11 @@ impl ArchiveSpec {
             Some(p) if self.file_to_parent && !p.as_os_str().is_empty() => p,
             _ => &self.dest,
         }
+    }
+
+    /// How the quick check is asked (`--size-only`, `--modify-window`).
+    pub(super) fn quick(&self) -> current::Quick {
+        current::Quick { size_only: self.size_only, window: self.modify_window }
     }
 
     /// Whether what a run replaces or deletes is kept (`-b`, `--backup-dir`).

@@ -400,9 +400,10 @@ impl Archiving<'_> {
     fn finish_early(&self, dirs: Vec<Item>, moving: Arc<Vec<Item>>) -> FinishingEarly {
         let later = still_changing(&moving);
         let (dest, fresh, umask, owners) = (self.dest.clone(), self.fresh, self.umask, self.spec.owners);
+        let window = self.spec.modify_window;
         // Spawned now (a `blocking` future would start only when awaited).
         tokio::task::spawn_blocking(move || {
-            let done = Dirs { dest: &dest, fresh, umask, owners }.finish_except(dirs.iter(), &later);
+            let done = Dirs { dest: &dest, fresh, umask, owners, window }.finish_except(dirs.iter(), &later);
             let left = dirs.iter().enumerate().filter(|(_, d)| later(d)).map(|(i, _)| i).collect();
             (dirs, done.map(|()| left))
         })

@@ -188,7 +188,7 @@ pub(super) fn plan(
         // Owner, group, xattrs: `o g . a x` (or dots), the code's last five.
         let attrs = m.as_ref().and_then(|m| keep.differs(&path, m, e));
         let held = decide::Held {
-            differs: m.as_ref().map(|m| current::compare(&Held::from(m), e)),
+            differs: m.as_ref().map(|m| current::compare(&Held::from(m), e, keep.window)),
             size_only: keep.size_only,
             content: e.kind == Kind::File && keep.differ.contains(&it.rel),
             attrs: attrs.is_some(),
@@ -275,6 +275,8 @@ pub(super) struct Keep<'a> {
     pub times: bool,
     /// `--size-only`.
     pub size_only: bool,
+    /// `--modify-window`.
+    pub window: current::Window,
     /// Files whose content differs from the mirrors' (`--checksum`).
     pub differ: &'a HashSet<PathBuf>,
 }
@@ -310,11 +312,11 @@ fn is_acl(name: &[u8]) -> bool {
 
 /// What DEST's entry at `p` needs to become the FIFO, socket or device
 /// node `e`: [`decide::decide`], owners compared where kept.
-fn special_action(p: &deep::Beneath, e: &ddtree::list::Entry, owners: bool) -> decide::Action {
+fn special_action(p: &deep::Beneath, e: &ddtree::list::Entry, owners: bool, window: current::Window) -> decide::Action {
     let m = deep::symlink_metadata(p).ok();
     let owner = e.meta.owner.filter(|_| owners);
     let held = decide::Held {
-        differs: m.as_ref().map(|m| current::compare(&Held::from(m), e)),
+        differs: m.as_ref().map(|m| current::compare(&Held::from(m), e, window)),
         attrs: matches!((&m, owner), (Some(m), Some(o)) if (m.uid(), m.gid()) != o),
         ..decide::Held::default()
     };
@@ -430,6 +432,7 @@ impl Archiving<'_> {
             xattrs: self.spec.xattrs,
             times: self.spec.kept.times,
             size_only: self.spec.size_only,
+            window: self.spec.modify_window,
             differ,
         };
         let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
@@ -555,7 +558,7 @@ impl Archiving<'_> {
         let mut made = 0;
         for it in specials.iter() {
             let p = self.dest.join(&it.rel);
-            let action = special_action(&p, &it.entry, self.spec.owners);
+            let action = special_action(&p, &it.entry, self.spec.owners, self.spec.modify_window);
             if let Err(e) = self.back_up_one(&p, &it.rel, |_| action == decide::Action::Make) {
                 self.failed(&it.rel, format!("cannot move the copy DEST has to --backup-dir, so it is kept: {e}"));
                 continue;

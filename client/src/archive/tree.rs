@@ -618,10 +618,12 @@ pub(super) fn remove_any(p: &deep::Beneath) -> io::Result<()> {
 }
 
 /// Whether `m` is a regular file of this size, mode and mtime (to the
-/// second): rsync's quick check, modes included.
+/// nanosecond): one a run finished has the listed mtime, and one the plan
+/// chose because its mtime differs (at any `--modify-window`) is not it.
+/// Where DEST keeps no nanoseconds, a resumed run moves such files again.
 pub(super) fn is_finished_file(m: &std::fs::Metadata, size: u64, perm: u32, mtime: Time) -> bool {
     let listed = Listed { kind: Kind::File, size, perm, mtime, rdev: None };
-    current::compare(&Held::from(m), listed).none()
+    current::compare(&Held::from(m), listed, current::Window(-1)).none()
 }
 
 /// Sets an open file's mtime.

@@ -89,3 +89,36 @@ fn one_file_system_makes_a_mount_point_empty_as_rsync() {
     let (code, _) = ours(&m, &f.out("xx"), &["-axx"]);
     assert_eq!(code, 2, "-xx is refused");
 }
+
+/// Sets `p`'s mtime (not following a symlink) to `when` (`touch -d`).
+fn touch(p: &Path, when: &str) {
+    let ok = Command::new("touch").args(["-h", "-d", when]).arg(p).status().unwrap();
+    assert!(ok.success());
+}
+
+/// `--modify-window`: mtimes in DEST up to N seconds from the listed ones
+/// are the same (a FAT disk keeps them to 2 s), further ones not; `-1`
+/// compares nanoseconds; `-u` judges "newer" beyond the window too; all
+/// as rsync's (lines, trees, exit codes).
+#[test]
+fn modify_window_takes_close_mtimes_as_the_same_as_rsync() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    tree(&src);
+    let m = Mirror::start(&f.root(), &[]);
+    let (theirs, mine) = (f.out("mw-rsync"), f.out("mw-ddftp"));
+    assert_eq!(rsync(&src, &theirs, &["-a"]).0, 0);
+    assert_eq!(ours(&m, &mine, &["-a"]).0, 0);
+    // The tree's times are @1600000000: one a second off, one three.
+    for d in [&theirs, &mine] {
+        touch(&d.join("top"), "@1600000001");
+        touch(&d.join("d/f"), "@1600000003");
+        touch(&d.join("d/sub/run.sh"), "@1600000000.5");
+    }
+    for opts in [&["-a", "--modify-window=1"][..], &["-au", "--modify-window", "2"], &["-a", "--modify-window=-1"]] {
+        let (r, o) = (rsync(&src, &theirs, opts), ours(&m, &mine, opts));
+        assert_eq!(r.0, 0, "{r:?}");
+        assert_eq!(o, r, "{opts:?}: exit and -i lines");
+        same_tree(&theirs, &mine);
+    }
+}
