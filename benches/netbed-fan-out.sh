@@ -225,6 +225,8 @@ for c in "${cases[@]}"; do
     median() { sort -n | awk '{a[NR]=$1} END {m=int((NR+1)/2); if (NR%2) print a[m]; else printf "%.3f\n", (a[m]+a[m+1])/2}'; }
     med=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | median)
     cop=$(printf '%s\n' "${results[@]}" | awk '{print $2}' | median)
+    # Every run's copies too: a rare run that sends more hides in a median.
+    cop="$cop ($(printf '%s\n' "${results[@]}" | awk '{print $2}' | paste -sd' '))"
     runs=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | paste -sd' ')
     last=$(echo "${results[-1]}" | cut -d' ' -f3-)
     peers=$(cat "$OUT/peers.txt" 2>/dev/null || echo -)
