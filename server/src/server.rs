@@ -190,7 +190,10 @@ impl Server {
         }
         if tokio::time::timeout(self.grace, drained.recv()).await.is_err() {
             let left = self.max_connections - permits.available_permits();
-            if self.log_errors {
+            // None left: only the listeners were still winding down, and
+            // nothing is cut short (no warning on the user's terminal, as
+            // an ssh mirror's stderr is).
+            if self.log_errors && left > 0 {
                 tracing::warn!("grace period over: closing {left} connections");
             }
             self.shared.phase.send_replace(Phase::Closing);
