@@ -74,8 +74,7 @@ fn one_file_system_makes_a_mount_point_empty_as_rsync() {
     let mnt = Mounted::tmpfs(&src.join("d/mnt"));
     random_file(&mnt.0.join("inside"), 1000, 21);
     std::fs::create_dir(mnt.0.join("deeper")).unwrap();
-    let ok = Command::new("touch").args(["-h", "-d", "@1600000000"]).arg(&mnt.0).status().unwrap();
-    assert!(ok.success());
+    touch(&mnt.0, "@1600000000");
     let m = Mirror::start(&f.root(), &[]);
     let (theirs, mine) = (f.out("x-rsync"), f.out("x-ddftp"));
     let (r, o) = (rsync(&src, &theirs, &["-ax"]), ours(&m, &mine, &["-ax"]));
