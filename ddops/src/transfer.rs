@@ -216,12 +216,13 @@ impl Transfer {
     }
 
     /// A transfer as [`Transfer::new`], its items shared out by
-    /// [`Scheduler::with_homes`] (`get --share`).
+    /// [`Scheduler::with_homes`] (`get --share`): `homes`, and the number
+    /// of items every share but the last is a multiple of.
     pub fn with_homes(
         completed: Completed,
         producers: &[MirrorId],
         mirrors: usize,
-        homes: &[scheduler::Home],
+        homes: (&[scheduler::Home], u64),
         cfg: &Config,
         now: Instant,
     ) -> Self {

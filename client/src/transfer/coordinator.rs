@@ -4,11 +4,11 @@
 
 use ddops::transfer::{self, Event as TransferEvent, Transfer};
 
-use super::http_slot::run_http_slot;
 use super::pieces::{Checked, Pieces};
 use super::producer::Source;
 use super::rejoin::Wanted;
-use super::slot::{run_slot, Check, Event, SlotCtx};
+use super::slot::{Check, Event, SlotCtx};
+use super::slots::spawn_slot;
 use super::*;
 use ddops::transfer::DropReason;
 
@@ -175,8 +175,10 @@ impl Coordinator<'_> {
                 tracing::trace!(slot, bytes = run.bytes, dir = ?run.dir, "delivered");
                 self.unjournaled = true;
                 let grew = self.tr.handle_blocks(slot, run, now);
-                if let Some(o) = &self.offered {
-                    let (lo, hi) = run.bounds(); // checked, then written
+                // Checked, then written; pieces checked whole are offered
+                // once good (`on_checked`).
+                if let (Some(o), None) = (&self.offered, &self.pieces) {
+                    let (lo, hi) = run.bounds();
                     o.verified(lo * self.block_size, (hi + 1 - lo) * self.block_size);
                 }
                 match &mut self.pieces {
@@ -220,8 +222,12 @@ impl Coordinator<'_> {
         progress: &mut dyn Progress,
     ) -> Result<(), TransferError> {
         let Some(p) = &mut self.pieces else { return Ok(()) };
+        let (lo, hi) = p.span(piece);
         match p.checked(piece, ok, hashes, path)? {
             Checked::Good { prefix, liars } => {
+                if let Some(o) = &self.offered {
+                    o.verified(lo * self.block_size, (hi + 1 - lo) * self.block_size);
+                }
                 if let (Some(bytes), Some(h)) = (prefix, self.hasher) {
                     h.advance(bytes);
                 }
@@ -271,37 +277,6 @@ impl Coordinator<'_> {
     /// Bytes delivered by the mirrors in this run.
     fn fetched(&self) -> u64 {
         self.tr.mirror_bytes().iter().sum()
-    }
-}
-
-/// Starts `producer`'s slot task; its round trip so far. A ddftpd
-/// slot's connection goes back to `pool` when the transfer completes.
-fn spawn_slot(
-    tasks: &mut tokio::task::JoinSet<()>,
-    slot: ProducerId,
-    producer: Producer,
-    ctx: &Arc<SlotCtx>,
-    rx: mpsc::UnboundedReceiver<Action>,
-    events: mpsc::Sender<Event>,
-    pool: Option<&Arc<crate::pool::Pool>>,
-) -> (Duration, tokio::task::AbortHandle) {
-    match producer {
-        Producer::Ddftpd(route, conn) => {
-            let mirror = route.mirror().into();
-            let Session { sock, rtt, server_id, max_block_size, version, .. } = conn;
-            let (ctx, pool) = (ctx.clone(), pool.cloned());
-            let task = tasks.spawn(async move {
-                let back = run_slot(slot, mirror, sock, ctx, rx, events).await;
-                if let (Some(pool), Some((sock, left))) = (pool, back) {
-                    pool.put(route, Session { sock, rtt, server_id, max_block_size, version, mtime: None }, left);
-                }
-            });
-            (rtt, task)
-        }
-        Producer::Http(m, rtt) if m.whole_only => {
-            (rtt, tasks.spawn(super::whole_slot::run_whole_slot(slot, m, ctx.clone(), rx, events)))
-        }
-        Producer::Http(m, rtt) => (rtt, tasks.spawn(run_http_slot(slot, m, ctx.clone(), rx, events))),
     }
 }
 
@@ -365,7 +340,7 @@ impl Coordinator<'_> {
                 let (slot, rx) = self.join(&source, now, progress);
                 let pool = self.pool.as_ref();
                 let (rtt, task) =
-                    spawn_slot(&mut self.slot_tasks, slot, producer, &self.ctx, rx, self.events.clone(), pool);
+                    spawn_slot(producer, &mut self.slot_tasks, slot, &self.ctx, rx, self.events.clone(), pool);
                 self.tasks.push(task);
                 self.tr.handle_round_trip(slot, rtt, now);
                 if retried {
@@ -507,7 +482,7 @@ impl<'a> Coordinator<'a> {
         for (slot, (_, producer)) in slots.into_iter().enumerate() {
             let (tx, rx) = mpsc::unbounded_channel();
             cmds.push(Some(tx));
-            let (rtt, task) = spawn_slot(&mut slot_set, slot, producer, &ctx, rx, ev_tx.clone(), spec.pool.as_ref());
+            let (rtt, task) = spawn_slot(producer, &mut slot_set, slot, &ctx, rx, ev_tx.clone(), spec.pool.as_ref());
             rtts.push(rtt);
             slot_tasks.push(task);
         }
@@ -524,7 +499,10 @@ impl<'a> Coordinator<'a> {
             // `-o -`: no block past what is written out plus the window.
             Some(r) => Transfer::windowed(completed.len(), r.blocks(), &owner, mirrors.len(), &cfg, now),
             None => match &homes {
-                Some(h) => Transfer::with_homes(completed, &owner, mirrors.len(), h, &cfg, now),
+                Some(h) => {
+                    let unit = pieces.as_ref().map_or(1, |p| p.per_piece());
+                    Transfer::with_homes(completed, &owner, mirrors.len(), (h, unit), &cfg, now)
+                }
                 None => Transfer::new(completed, &owner, mirrors.len(), &cfg, now),
             },
         };

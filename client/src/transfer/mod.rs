@@ -64,6 +64,7 @@ mod seals;
 mod seed;
 pub mod share;
 mod slot;
+mod slots;
 mod start;
 mod whole_slot;
 
@@ -354,17 +355,15 @@ pub async fn get_joining(
         })?;
     }
     let (check, pieces) = block_check(check, manifest);
-    let hashes = match &check {
-        Check::Manifest(m) if spec.store.is_none() && !to_stdout && spec.range.is_none() => Some(&m.hashes[..]),
-        _ => None,
-    };
     let at = share::Known {
         part: &part,
         store: &file,
         mtime: mirrors_time.unwrap_or_default(),
-        hashes,
+        hashes: share::checked_by(spec, &check, pieces.as_ref()),
         sealed: matches!(check, Check::Sealed(_)),
-        done: &done,
+        // Pieces checked whole are offered as each is found good (what
+        // an earlier run left is checked again first).
+        done: if pieces.is_some() { &[] } else { &done },
         block_size,
     };
     let shared = share::start(spec, &version, at, progress, &mut warnings).await?;

@@ -104,8 +104,13 @@ impl Pieces {
         })
     }
 
+    /// Blocks in a piece (the last may have fewer).
+    pub(super) fn per_piece(&self) -> u64 {
+        self.per
+    }
+
     /// Blocks of piece `p`, inclusive.
-    fn span(&self, p: u64) -> (u64, u64) {
+    pub(super) fn span(&self, p: u64) -> (u64, u64) {
         (p * self.per, ((p + 1) * self.per).min(self.blocks) - 1)
     }
 

@@ -151,8 +151,9 @@ pub(super) struct Known<'a> {
     /// What the transfer writes into.
     pub store: &'a Arc<dyn crate::store::Store>,
     pub mtime: (i64, u32),
-    /// The mirrors' chunk hashes, if every block is checked against them
-    /// and the file moves whole to its name (only then is a file shared).
+    /// The mirrors' chunk hashes (or a Metalink's pieces), if every block
+    /// is checked against them before it is offered and the file moves
+    /// whole to its name (only then is a file shared).
     pub hashes: Option<&'a [Hash]>,
     /// A bundle whose every block is checked against a seal (only then is
     /// a bundle shared).
@@ -183,7 +184,7 @@ pub(super) async fn start(
             Offering::File { file, mtime: at.mtime, digest, hashes }
         }
         _ => {
-            let w = "not sharing: only a file moved whole to its name whose every block is checked as it arrives (a chunk manifest from ddftpd mirrors, or a Metalink's pieces of at most 16 MiB), or an archive's verified range, is shared";
+            let w = "not sharing: only a file moved whole to its name whose every block is checked as it arrives (a chunk manifest from ddftpd mirrors, or a Metalink's pieces), or an archive's verified range, is shared";
             super::tell(progress, warnings, w.to_string());
             share.sharing.decline();
             return Ok(None);
@@ -196,6 +197,22 @@ pub(super) async fn start(
     }
     let peers = connect_peers(share, &spec.path, version, spec.token.clone(), progress, warnings).await?;
     Ok(Some((offered, peers)))
+}
+
+/// The hashes every block of a download is checked against before it is
+/// offered to the other receivers (the mirrors' chunk manifest, or a
+/// Metalink's pieces, those over a block once whole), if it is a file
+/// moved whole to its name: only such a file is shared.
+pub(super) fn checked_by<'a>(
+    spec: &super::GetSpec,
+    check: &'a super::slot::Check,
+    pieces: Option<&'a Arc<crate::manifest::Manifest>>,
+) -> Option<&'a [Hash]> {
+    let whole = spec.store.is_none() && spec.stdout.is_none() && spec.range.is_none();
+    match (check, pieces) {
+        (super::slot::Check::Manifest(m), _) | (_, Some(m)) if whole => Some(&m.hashes[..]),
+        _ => None,
+    }
 }
 
 /// What a receiver's server says of the file it shares: the mirrors'

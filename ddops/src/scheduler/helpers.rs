@@ -166,8 +166,11 @@ impl Scheduler {
             // A peer that has sent nothing yet waits for its own mirrors
             // (with many receivers, seconds): it is not slow, and if it
             // never sends, the stall timeout drops it and its share is
-            // helped as one with no edge.
-            if peer && pair == 0.0 {
+            // helped as one with no edge. Where pieces are checked whole
+            // it sends nothing until a piece is, then the piece at once:
+            // it is judged once a piece has come.
+            let sent: u64 = [seg.up, seg.down].into_iter().flatten().map(|id| self.streams[&id].delivered).sum();
+            if peer && (pair == 0.0 || (self.piece > 1 && sent < self.piece)) {
                 return;
             }
             if pair > 0.0 {

@@ -121,6 +121,30 @@ pub struct Home {
     pub weight: u64,
 }
 
+/// Where each share of `total` blocks begins, and the end: shares in
+/// proportion to `weights` (each at least 1), every bound but the end a
+/// multiple of `unit` blocks. A file whose pieces are checked whole (a
+/// Metalink's pieces of more than a block) is cut at pieces: a receiver
+/// passes a piece on only once it holds all of it, so a piece split
+/// between two receivers' shares would reach neither's peers until one
+/// fetched the other's part too.
+pub fn share_bounds(total: u64, weights: &[u64], unit: u64) -> Vec<u64> {
+    let unit = u128::from(unit.max(1));
+    let whole: u128 = weights.iter().map(|&w| u128::from(w.max(1))).sum::<u128>().max(1);
+    let mut at = 0u128;
+    let mut bounds = vec![0];
+    for (k, &w) in weights.iter().enumerate() {
+        at += u128::from(w.max(1));
+        let exact = u128::from(total) * at / whole;
+        let cut = match k + 1 == weights.len() {
+            true => exact,
+            false => ((exact + unit / 2) / unit * unit).min(u128::from(total)),
+        };
+        bounds.push(cut as u64);
+    }
+    bounds
+}
+
 /// Counts for the summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -260,6 +284,9 @@ pub struct Scheduler {
     started: Instant,
     /// `with_homes`: the shares, and how far peers may run ahead.
     shares: Option<pace::Shares>,
+    /// Blocks in a piece checked whole (`with_homes`; 1 where each block
+    /// is checked): another receiver passes a share on a piece at a time.
+    piece: u64,
     /// `with_homes` in trees (`crate::fan`), or with no share of its own:
     /// the mirrors stand in for a lost peer and never help one that sends.
     relay_only: bool,
@@ -288,6 +315,7 @@ impl Scheduler {
             stats: Stats::default(),
             started: now,
             shares: None,
+            piece: 1,
             relay_only: false,
             wake: None,
             now,
@@ -338,25 +366,21 @@ impl Scheduler {
     /// rest; a share with no producers (a receiver that did not answer) is
     /// helped first. Free producers help as anywhere, except those of a
     /// home [`Home::only_here`], and where this receiver has no share of
-    /// its own, they only stand in for lost peers.
+    /// its own, they only stand in for lost peers. Shares begin at
+    /// multiples of `unit` blocks ([`share_bounds`]).
     pub fn with_homes(
         missing: &[Range<u64>],
         total: u64,
-        homes: &[Home],
+        (homes, unit): (&[Home], u64),
         producers: usize,
         cfg: Config,
         now: Instant,
     ) -> Self {
         let mut s = Scheduler::new(0..0, producers, cfg, now);
-        let weights: Vec<u128> = homes.iter().map(|h| u128::from(h.weight.max(1))).collect();
-        let whole: u128 = weights.iter().sum::<u128>().max(1);
-        let bounds: Vec<u64> = std::iter::once(0)
-            .chain(weights.iter().scan(0, |at, w| {
-                *at += w;
-                Some((total as u128 * *at / whole) as u64)
-            }))
-            .collect();
+        let weights: Vec<u64> = homes.iter().map(|h| h.weight).collect();
+        let bounds = share_bounds(total, &weights, unit);
         let own = homes.iter().position(|h| !h.only_here && !h.producers.is_empty());
+        s.piece = unit.max(1);
         s.shares = own.filter(|_| homes.len() > 1).map(|own| pace::Shares::new(bounds.clone(), missing, own));
         // Shares that weigh more than one are trees' (`crate::fan`).
         let trees = homes.iter().any(|h| h.weight > 1);

@@ -168,7 +168,7 @@ impl Scheduler {
 
     /// Works out each share's room from where the shares stand now.
     pub(super) fn pace(&mut self, now: Instant) {
-        let (delivered, started) = (self.delivered, self.started);
+        let (delivered, started, piece) = (self.delivered, self.started, self.piece);
         let Some(sh) = self.shares.as_mut() else { return };
         if sh.off {
             return;
@@ -202,10 +202,15 @@ impl Scheduler {
         // Unheld at first, so the link shows what it can carry.
         let warm = now.duration_since(started) >= WARM_UP;
         let least = (0..n).filter(behind).map(done).reduce(f64::min).filter(|_| warm);
+        // Where pieces are checked whole, the others see a share move a
+        // piece at a time: each end may be a piece ahead, else every
+        // receiver would hold its own share for the others' pieces, which
+        // wait for theirs.
+        let slack_blocks = SLACK_BLOCKS.max(2 * piece);
         sh.room = (0..n)
             .map(|k| match least {
                 Some(least) => {
-                    let allowed = ((least + SLACK) * size(k)).ceil() as u64 + SLACK_BLOCKS;
+                    let allowed = ((least + SLACK) * size(k)).ceil() as u64 + slack_blocks;
                     allowed.saturating_sub(f[k].claimed(sh.bounds[k], sh.bounds[k + 1]))
                 }
                 None => u64::MAX,

@@ -220,7 +220,7 @@ impl Group {
                 from.extend([Node::Receiver(k), Node::Receiver(k)]);
                 peer += 1;
             }
-            let tr = Transfer::with_homes(Completed::new(spec.blocks), &owner, peer, &homes, &spec.config, origin);
+            let tr = Transfer::with_homes(Completed::new(spec.blocks), &owner, peer, (&homes, 1), &spec.config, origin);
             let local: Vec<usize> = (0..owner.len()).map(|p| conns.len() + p).collect();
             conns.extend(from.into_iter().enumerate().map(|(p, from)| Conn {
                 to: i,

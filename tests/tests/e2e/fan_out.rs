@@ -84,8 +84,9 @@ fn each_exact_and_shared(kids: Vec<Child>, outs: &Path, data: &[u8]) {
         assert_eq!(code, Some(0), "receiver {i}: {err}");
         assert!(std::fs::read(outs.join(format!("c{i}"))).unwrap() == data, "receiver {i}'s copy differs");
         let (peers_bytes, mirror_bytes) = from_peers_and_mirrors(&v);
-        assert_eq!(peers_bytes + mirror_bytes, SIZE as u64, "receiver {i}: {v}");
-        assert!(peers_bytes > SIZE as u64 / 3, "receiver {i} took {peers_bytes} bytes from its peers: {v}");
+        let size = data.len() as u64;
+        assert_eq!(peers_bytes + mirror_bytes, size, "receiver {i}: {v}");
+        assert!(peers_bytes > size / 3, "receiver {i} took {peers_bytes} bytes from its peers: {v}");
     }
 }
 
@@ -382,9 +383,15 @@ struct Web {
 }
 
 fn web() -> Web {
+    web_of(SIZE, 256 << 10)
+}
+
+/// Two web servers serving `size` random bytes, a Metalink of `piece`
+/// byte pieces naming both.
+fn web_of(size: usize, piece: usize) -> Web {
     use crate::util::nginx::Nginx;
     let f = Fixture::new();
-    let data = random_file(&f.root().join("big.bin"), SIZE, 57);
+    let data = random_file(&f.root().join("big.bin"), size, 57);
     let logs = f.dir.path().join("logs");
     std::fs::create_dir(&logs).unwrap();
     let servers: Vec<Nginx> = (0..2)
@@ -395,7 +402,7 @@ fn web() -> Web {
         .collect();
     let urls: Vec<String> = servers.iter().map(|s| format!("{}big.bin", s.url)).collect();
     let meta4 = f.out("big.meta4");
-    std::fs::write(&meta4, crate::http_sources::meta4_in("big.bin", &data, &urls, 256 << 10)).unwrap();
+    std::fs::write(&meta4, crate::http_sources::meta4_in("big.bin", &data, &urls, piece)).unwrap();
     let outs = f.dir.path().join("outs");
     std::fs::create_dir(&outs).unwrap();
     Web { f, data, servers, logs, meta4, outs }
@@ -410,17 +417,17 @@ impl Web {
 
     /// Copies of the file the web servers sent (their logs, once stopped).
     fn uploaded(self) -> f64 {
-        let Web { f, servers, logs, .. } = self;
+        let Web { f, servers, logs, data, .. } = self;
         drop(servers);
         let bytes: u64 = (0..2).map(|i| logged_bytes(&logs.join(format!("access{i}.log")))).sum();
         drop(f);
-        bytes as f64 / SIZE as f64
+        bytes as f64 / data.len() as f64
     }
 }
 
-#[test]
-fn from_web_servers_with_a_metalink_each_block_leaves_them_about_once_and_every_copy_is_exact() {
-    let w = web();
+/// Three receivers of `w`'s Metalink: each copy exact and shared, the
+/// web servers sending about one copy.
+fn web_receivers_share(w: Web) {
     let peers = free_addrs(3);
     let kids: Vec<Child> = (0..3).map(|i| w.receiver(i, &peers)).collect();
     each_exact_and_shared(kids, &w.outs, &w.data);
@@ -428,9 +435,9 @@ fn from_web_servers_with_a_metalink_each_block_leaves_them_about_once_and_every_
     assert!(copies < 1.2, "the web servers sent {copies:.2} copies of the file");
 }
 
-#[test]
-fn from_web_servers_a_lying_peer_is_caught_by_the_metalink_pieces_and_without_pieces_nothing_is_shared() {
-    let w = web();
+/// Receivers 0 and 2 of `w`'s Metalink, a lying peer between them: each
+/// copy is exact and each receiver's warning about the liar says `why`.
+fn web_receivers_drop_a_liar(w: &Web, why: &str) {
     let (liar, peers) = between_a_liar(&w.data);
     let kids: Vec<Child> = [0, 2].iter().map(|&i| w.receiver(i, &peers)).collect();
     for (i, k) in kids.into_iter().enumerate() {
@@ -438,8 +445,32 @@ fn from_web_servers_a_lying_peer_is_caught_by_the_metalink_pieces_and_without_pi
         assert_eq!(code, Some(0), "receiver {i}: {err}");
         assert!(std::fs::read(w.outs.join(format!("c{}", [0, 2][i]))).unwrap() == w.data, "copy {i} differs");
         let said = v["warnings"].to_string();
-        assert!(said.contains(&format!("dropping peer {}", liar.addr)), "{said}");
+        assert!(said.contains(&format!("dropping peer {}", liar.addr)) && said.contains(why), "{said}");
     }
+}
+
+#[test]
+fn from_web_servers_with_a_metalink_each_block_leaves_them_about_once_and_every_copy_is_exact() {
+    web_receivers_share(web());
+}
+
+#[test]
+fn from_web_servers_with_metalink_pieces_larger_than_a_block_each_piece_is_passed_on_once_checked() {
+    // Pieces of 20 MiB (blocks stay at most 16 MiB, each piece checked
+    // once whole): the shares are cut at pieces, a receiver passes a piece
+    // on once it has checked it, and the web servers send about one copy.
+    web_receivers_share(web_of(60 << 20, 20 << 20));
+}
+
+#[test]
+fn from_web_servers_a_peer_lying_in_a_piece_larger_than_a_block_is_dropped() {
+    web_receivers_drop_a_liar(&web_of(60 << 20, 20 << 20), "failed verification as one piece");
+}
+
+#[test]
+fn from_web_servers_a_lying_peer_is_caught_by_the_metalink_pieces_and_without_pieces_nothing_is_shared() {
+    let w = web();
+    web_receivers_drop_a_liar(&w, "");
     // Plain URLs give nothing to check a peer's block against: each
     // receiver says so and fetches the whole file from the web servers.
     let peers = free_addrs(2);

@@ -26,9 +26,14 @@ fn homes_harness(missing: &[Range<u64>], total: u64, cfg: Config) -> Harness {
 }
 
 fn harness_of(homes: &[Home], missing: &[Range<u64>], total: u64, cfg: Config) -> Harness {
+    harness_cut(homes, missing, total, 1, cfg)
+}
+
+/// As [`harness_of`], shares cut at multiples of `unit` blocks.
+fn harness_cut(homes: &[Home], missing: &[Range<u64>], total: u64, unit: u64, cfg: Config) -> Harness {
     let now = Instant::now();
     let mut h = Harness {
-        s: Scheduler::with_homes(missing, total, homes, 6, cfg, now),
+        s: Scheduler::with_homes(missing, total, (homes, unit), 6, cfg, now),
         now,
         queues: (0..6).map(|_| Streams::default()).collect(),
         got: vec![0; total as usize],
@@ -403,4 +408,92 @@ fn with_homes_in_trees_the_mirrors_never_help_a_peer_that_sends() {
 #[test]
 fn with_homes_in_trees_a_lost_parent_s_share_comes_from_the_mirrors() {
     fail_receiver_2(&tree_homes(), 40);
+}
+
+#[test]
+fn shares_are_cut_at_pieces_when_pieces_are_checked_whole() {
+    assert_eq!(share_bounds(60, &[1, 1, 1], 1), vec![0, 20, 40, 60]);
+    assert_eq!(share_bounds(61, &[1, 1, 1], 1), vec![0, 20, 40, 61]);
+    // Pieces of 8 blocks: each cut to the nearest piece.
+    assert_eq!(share_bounds(60, &[1, 1, 1], 8), vec![0, 24, 40, 60]);
+    // Fewer pieces than shares: a share may be empty.
+    assert_eq!(share_bounds(24, &[1, 1, 1], 20), vec![0, 0, 20, 24]);
+    assert_eq!(share_bounds(10, &[2, 1], 64), vec![0, 0, 10]);
+}
+
+#[test]
+fn a_receiver_whose_own_share_is_empty_still_gets_the_whole_file() {
+    // Receiver 1's share is empty (pieces of 30 blocks over 60, three
+    // shares: 0..30, 30..30, 30..60); its mirrors help and its peers send.
+    let mut h = harness_cut(&homes(), &[WHOLE], 60, 30, tight());
+    run_fair(&mut h, 200, 6);
+    assert!(h.got.iter().all(|&g| g == 1), "{:?}", h.got);
+}
+
+proptest::proptest! {
+    #[test]
+    fn share_bounds_rise_to_the_end_at_multiples_of_the_unit(
+        total in 0u64..1_000_000,
+        weights in proptest::collection::vec(0u64..40, 1..70),
+        unit in 1u64..5000,
+    ) {
+        let b = share_bounds(total, &weights, unit);
+        proptest::prop_assert_eq!(b.len(), weights.len() + 1);
+        proptest::prop_assert_eq!((b[0], b[weights.len()]), (0, total));
+        proptest::prop_assert!(b.windows(2).all(|w| w[0] <= w[1]), "{:?}", b);
+        for &x in &b[..weights.len()] {
+            proptest::prop_assert!(x % unit == 0 || x == total, "{} in {:?}", x, b);
+        }
+        // Unit 1: in proportion to the weights, as before pieces.
+        let whole: u128 = weights.iter().map(|&w| u128::from(w.max(1))).sum();
+        let mut at = 0u128;
+        for (k, &w) in weights.iter().enumerate() {
+            at += u128::from(w.max(1));
+            proptest::prop_assert_eq!(share_bounds(total, &weights, 1)[k + 1], (u128::from(total) * at / whole) as u64);
+        }
+    }
+}
+
+#[test]
+fn with_homes_in_pieces_the_own_share_may_run_a_piece_ahead_at_each_end() {
+    // Pieces of 500 blocks: the other receivers pass a share on a piece
+    // at a time, so theirs show nothing until this one's first pieces are
+    // whole (and theirs wait for them): the own share is not held until
+    // a piece is in at each end, and holding stays on.
+    let mut h = harness_cut(&homes(), &[SIX_THOUSAND], 6000, 500, Config::default());
+    run_link_at(&mut h, 300, &[0, 1], |_| 1);
+    let pacing = h.s.pacing().expect("shares");
+    assert!(pacing.starts_with("off=false"), "holding kept: {pacing}");
+    assert!(got_in(&h, 2000..4000) >= 290, "the own share ran on: {}", got_in(&h, 2000..4000));
+}
+
+/// Shares of 200 blocks in pieces of `unit`: the mirrors fetch theirs at
+/// a block a round, the peers send nothing for 1.5 s (their first piece
+/// is not whole yet), then a block a round. What the mirrors brought.
+fn mirrors_bring_with_late_peers(unit: u64) -> u64 {
+    let cfg = Config { min_help: Duration::ZERO, lookahead: Duration::ZERO, ..Config::default() };
+    let mut h = harness_cut(&homes(), &[SIX_HUNDRED], 600, unit, cfg);
+    let mut round = 0u64;
+    while !h.s.is_done() {
+        h.now += Duration::from_millis(10);
+        for p in 0..6 {
+            if h.has_work(p) && (p < 2 || round >= 150) {
+                h.deliver(p);
+            }
+        }
+        round += 1;
+        assert!(round < 100_000, "no progress");
+    }
+    h.assert_each_block_once();
+    let c = h.s.contributions();
+    c[0] + c[1]
+}
+
+#[test]
+fn with_homes_in_pieces_a_peer_is_not_judged_slow_before_a_piece_has_come() {
+    // Their first blocks come at a crawl's rate measure; blocks checked
+    // one by one, such a peer is helped (it looks slow), in pieces it is
+    // not until a piece has come (and then it keeps up).
+    assert!(mirrors_bring_with_late_peers(1) > 200);
+    assert_eq!(mirrors_bring_with_late_peers(100), 200, "the mirrors brought their own share only");
 }
