@@ -27,6 +27,8 @@
 #   TCP_CC=reno: the hosts' TCP congestion control (default: this machine's;
 #   one not in net.ipv4.tcp_allowed_congestion_control must be added there)
 #   BIN=DIR: ddftp and ddftpd from DIR instead of this tree's build
+#   PIECE=BYTES: the http case's Metalink pieces (default 262144; over
+#   16 MiB they are checked, and passed on, once whole)
 #   CASES: comma list of share, separate, aria2c, http, slow, tree (default:
 #   all but http)
 # Writes benches/results/netbed-fan-out-<UTC date>.{md,json}.
@@ -85,14 +87,18 @@ sleep 1
 # Warm the mirrors' page cache.
 cat "$WORK/data/big.bin" >/dev/null
 
-# The file's Metalink (256 KiB SHA-256 pieces) naming both web servers.
-if [[ ,$CASES, == *,http,* ]] && [ ! -s "$WORK/data/big.meta4" ]; then
-  python3 - "$WORK/data/big.bin" "$WORK/data/big.meta4" $M1 $M2 <<'PY'
+# The file's Metalink (SHA-256 pieces of PIECE bytes) naming both web servers.
+PIECE_SET=${PIECE:-}
+PIECE=${PIECE:-262144}
+META4=$WORK/data/big-$PIECE.meta4
+if [[ ,$CASES, == *,http,* ]] && [ ! -s "$META4" ]; then
+  python3 - "$WORK/data/big.bin" "$META4" $M1 $M2 "$PIECE" <<'PY'
 import hashlib, os, sys
-src, out, m1, m2 = sys.argv[1:5]
+src, out, m1, m2, length = sys.argv[1:6]
+length = int(length)
 hashes, whole = [], hashlib.sha256()
 with open(src, "rb") as f:
-    while piece := f.read(256 << 10):
+    while piece := f.read(length):
         hashes.append(hashlib.sha256(piece).hexdigest())
         whole.update(piece)
 size = os.path.getsize(src)
@@ -100,7 +106,7 @@ pieces = "".join(f"<hash>{h}</hash>" for h in hashes)
 open(out, "w").write(
     '<?xml version="1.0" encoding="UTF-8"?>\n<metalink xmlns="urn:ietf:params:xml:ns:metalink">\n'
     f'<file name="big.bin"><size>{size}</size><hash type="sha-256">{whole.hexdigest()}</hash>\n'
-    f'<pieces length="{256 << 10}" type="sha-256">{pieces}</pieces>\n'
+    f'<pieces length="{length}" type="sha-256">{pieces}</pieces>\n'
     f'<url priority="1">http://{m1}:8080/big.bin</url><url priority="2">http://{m2}:8080/big.bin</url>\n'
     "</file></metalink>\n")
 PY
@@ -134,7 +140,7 @@ run() {
     case $case in
       share | slow) "$NB" exec $BED-c$j -- "$DDFTP" get big.bin -m $M1:7400,$M2:7400 -o "$o" -q --json ${LOGS:+${VERB:--v}} \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
-      http) "$NB" exec $BED-c$j -- "$DDFTP" get --metalink "$WORK/data/big.meta4" -o "$o" -q --json ${LOGS:+${VERB:--v}} \
+      http) "$NB" exec $BED-c$j -- "$DDFTP" get --metalink "$META4" -o "$o" -q --json ${LOGS:+${VERB:--v}} \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
       tree) "$NB" exec $BED-c$j -- "$DDFTP" archive tree -m $M1:7400,$M2:7400 -d "$o" -q --json ${LOGS:+${VERB:--v}} \
         --peers "$peers" --share-listen 10.79.0.$((100 + j)):7500 >"$o.json" 2>"$o.err" & ;;
@@ -195,7 +201,7 @@ first=1
 {
   echo "# netbed fan-out: one 512 MiB file onto N nodes ($stamp)"
   echo
-  echo "Command: \`${NS:+NS=\"$NS\" }${TCP_CC:+TCP_CC=$TCP_CC }benches/netbed-fan-out.sh $RUNS $CASES\` (root). netbed --cluster 320mbit,320mbit --clients 4 x 400mbit."
+  echo "Command: \`${NS:+NS=\"$NS\" }${TCP_CC:+TCP_CC=$TCP_CC }${PIECE_SET:+PIECE=$PIECE }benches/netbed-fan-out.sh $RUNS $CASES\` (root). netbed --cluster 320mbit,320mbit --clients 4 x 400mbit."
   if [ "$BIN" = "$TOP/target/release" ]; then
     echo "Build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!benches/results' || echo ' (with uncommitted changes)')."
   else

@@ -126,6 +126,11 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         report_error(&"-xx (mount points left out too) is not supported: -x makes each one, empty");
         return Exit::Usage;
     }
+    let mut chmod = archive::chmod::Chmod::default();
+    if let Some(e) = o.chmod.iter().find_map(|c| chmod.add(c, archive::umask()).err()) {
+        report_error(&e);
+        return Exit::Usage;
+    }
     let kept = match o.keep.kept().and_then(|k| match o.size_only && !k.times {
         true => Err("--size-only with parts of -a without -t is not supported: give -t too (or -a)".to_string()),
         false => Ok(k),
@@ -199,7 +204,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
-    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from, kept }, verbose);
+    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from, kept, chmod }, verbose);
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -259,14 +264,16 @@ struct Parsed {
     backup_suffix: Option<String>,
     files_from: Option<ddtree::files_from::FilesFrom>,
     kept: archive::kept::Kept,
+    chmod: archive::chmod::Chmod,
 }
 
 /// The options as the engine's spec.
 fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
-    let Parsed { get, filter, backup_suffix, files_from, kept } = parsed;
+    let Parsed { get, filter, backup_suffix, files_from, kept, chmod } = parsed;
     ArchiveSpec {
         files_from,
         kept,
+        chmod,
         ignore_existing: o.ignore_existing,
         safe_links: o.links.safe_links,
         follow: o.links.follow(),

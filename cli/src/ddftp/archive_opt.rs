@@ -153,6 +153,13 @@ pub struct ArchiveOpt {
     /// seconds; -1 the nanoseconds too.
     #[arg(long, short = '@', value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
     pub modify_window: i64,
+    /// Change each entry's permissions as chmod(1) would, as though SRC
+    /// had them (rsync's): comma-separated items such as `u+rwx,go-w`,
+    /// `Dg+s` (directories only), `F644` (files only), `o=u`; may be
+    /// given again. Without -p (parts of -a alone) only what the run makes
+    /// shows them.
+    #[arg(long, value_name = "CHMOD")]
+    pub chmod: Vec<String>,
     /// Move a changed file whole (rsync's -W). By default a file DEST
     /// holds an older version of is updated: the chunks it holds are
     /// copied from it, only the rest moves (its own transfer, after the

@@ -56,6 +56,9 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
     if o.modify_window != 0 {
         v.push(format!("--modify-window={}", o.modify_window));
     }
+    // Applied where the tree is received, under that side's umask, as
+    // rsync's.
+    v.extend(o.chmod.iter().map(|c| format!("--chmod={c}")));
     if let Some(n) = o.max_delete {
         v.extend(["--max-delete".into(), n.to_string()]);
     }
@@ -111,11 +114,13 @@ mod tests {
     }
 
     #[test]
-    fn a_push_passes_sizes_one_file_system_and_the_window_on() {
+    fn a_push_passes_sizes_one_file_system_the_window_and_chmod_on() {
         let args = ["t", "src", "-d", "out", "-x", "--max-size=1.5k-1", "--min-size", "2", "-u", "-@", "-1"];
-        let o = Cmd::try_parse_from(args).expect("flags parse").o;
+        let chmod = ["--chmod", "Dg+s,F644", "--chmod=o-rwx"];
+        let o = Cmd::try_parse_from(args.iter().chain(&chmod)).expect("flags parse").o;
         let v = passed_on(&o, &Filter::new(&[]).unwrap()).unwrap();
-        for want in ["-x", "-u", "--max-size=1535", "--min-size=2", "--modify-window=-1"] {
+        let wants = ["-x", "-u", "--max-size=1535", "--min-size=2", "--modify-window=-1"];
+        for want in wants.iter().chain(&["--chmod=Dg+s,F644", "--chmod=o-rwx"]) {
             assert!(v.iter().any(|w| w == want), "{want} in {v:?}");
         }
     }

@@ -57,10 +57,12 @@ pub(super) fn decide(kind: Kind, held: Held) -> Action {
             true if d.time || held.attrs => Action::Meta { time: d.time, perm: false },
             true => Action::Current,
         },
-        // A FIFO, socket or device node of another mode or mtime is made
-        // again (it holds no bytes).
-        Kind::Block | Kind::Char | Kind::Fifo | Kind::Socket if !d.none() => Action::Make,
-        Kind::Block | Kind::Char | Kind::Fifo | Kind::Socket if held.attrs => Action::Meta { time: false, perm: false },
+        // A FIFO, socket or device node of another type or device number
+        // is made again (above); of another mode or mtime it is set, as
+        // rsync's `.S...p.....`.
+        Kind::Block | Kind::Char | Kind::Fifo | Kind::Socket if d.perm || d.time || held.attrs => {
+            Action::Meta { time: d.time, perm: d.perm }
+        }
         _ => Action::Current,
     }
 }

@@ -95,6 +95,9 @@ impl Archiving<'_> {
             return None;
         }
         let mut e = e;
+        if e.kind != Kind::Link {
+            e.perm = self.spec.chmod.tweak(e.perm, e.kind == Kind::Dir);
+        }
         if !self.spec.kept.all() {
             if self.spec.kept.skips(e.kind) {
                 let line =

@@ -31,6 +31,7 @@ pub use ddtree::filter;
 mod archiving;
 mod backup;
 mod checksum;
+pub mod chmod;
 mod current;
 pub use current::Window;
 mod keep;
@@ -134,6 +135,9 @@ pub struct ArchiveSpec {
     /// Which of rsync's `-a` parts are kept (all, unless some were asked
     /// for alone: [`kept`]).
     pub kept: kept::Kept,
+    /// `--chmod`: changes to each listed mode, as though SRC had it
+    /// (before `kept`: without `-p` only what the run makes shows them).
+    pub chmod: chmod::Chmod,
     /// `--ignore-existing`: an entry (not a directory) DEST holds under
     /// its name is left as it is.
     pub ignore_existing: bool,
@@ -649,7 +653,7 @@ fn local(path: &Path) -> impl FnOnce(io::Error) -> ArchiveError {
 }
 
 /// The process's umask (set and restored at once).
-pub(super) fn umask() -> u32 {
+pub fn umask() -> u32 {
     // SAFETY: umask cannot fail; the old value is put back immediately.
     unsafe {
         let old = libc::umask(0o022);

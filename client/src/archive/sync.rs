@@ -334,10 +334,15 @@ fn make_special(
 ) -> std::io::Result<()> {
     match (action, e.meta.owner.filter(|_| owners)) {
         (decide::Action::Current, _) => return Ok(()),
-        // Its owner (a chown clears setuid: the mode again).
-        (decide::Action::Meta { .. }, Some((uid, gid))) => {
-            deep::chown(p, uid, gid)?;
-            return deep::set_mode(p, e.perm);
+        (decide::Action::Meta { time, perm }, owner) => {
+            if let Some((uid, gid)) = owner {
+                deep::chown(p, uid, gid)?;
+            }
+            // A chown clears setuid: the mode again.
+            if perm || owner.is_some() {
+                deep::set_mode(p, e.perm)?;
+            }
+            return if time { deep::set_mtime(p, e.mtime) } else { Ok(()) };
         }
         _ => {}
     }

@@ -213,3 +213,37 @@ fn size_only_takes_a_file_of_the_same_size_as_complete_as_rsync() {
     let (r, o) = (rsync(&src, &theirs, &opts), ours(&m, &mine, &opts));
     assert_eq!((o.0, o.1.len()), (r.0, 0), "nothing more to do: {o:?}");
 }
+
+/// `--chmod`: the changes made to each listed mode as though SRC had it,
+/// as rsync's: with `-a` on what is made and on what DEST has (`p` in
+/// `-i`), `D`/`F` items only on directories/files, `X`, a class copied;
+/// without `-p` only what the run makes shows them. Several `--chmod` add
+/// up. A change rsync would refuse is refused before anything moves.
+#[test]
+fn chmod_changes_modes_as_rsync() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    tree(&src);
+    let m = Mirror::start(&f.root(), &[]);
+    let (theirs, mine) = (f.out("chmod-rsync"), f.out("chmod-ddftp"));
+    for opts in [
+        &["-a", "--chmod=Dg+s,ug+w,Fo-w,+X"][..],
+        &["-a", "--chmod=F600", "--chmod", "D750"],
+        &["-a", "--chmod=go=u,o-w"],
+        &["-rlt", "--chmod=a-rwx"],
+    ] {
+        let (r, o) = (rsync(&src, &theirs, opts), ours(&m, &mine, opts));
+        assert_eq!(r.0, 0, "{opts:?}: rsync {r:?}");
+        assert_eq!(o, r, "{opts:?}: exit and -i lines");
+        same_tree(&theirs, &mine);
+    }
+    // Without -p a new file takes the change; the ones DEST has stay.
+    random_file(&src.join("new"), 10, 3);
+    let opts = ["-rlt", "--chmod=F640"];
+    let (r, o) = (rsync(&src, &theirs, &opts), ours(&m, &mine, &opts));
+    assert_eq!(o, r, "new file: exit and -i lines");
+    same_tree(&theirs, &mine);
+    let (code, _) = ours(&m, &f.out("bad"), &["-a", "--chmod=u+q"]);
+    assert_eq!(code, 2, "a change rsync refuses is a usage error");
+    assert!(!f.out("bad").exists(), "nothing made");
+}
