@@ -131,6 +131,13 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         report_error(&e);
         return Exit::Usage;
     }
+    let chown = match o.keep.chown() {
+        Ok(c) => c,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
     let kept = match o.keep.kept().and_then(|k| match o.size_only && !k.times {
         true => Err("--size-only with parts of -a without -t is not supported: give -t too (or -a)".to_string()),
         false => Ok(k),
@@ -204,7 +211,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
-    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from, kept, chmod }, verbose);
+    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from, kept, chmod, chown }, verbose);
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -265,15 +272,17 @@ struct Parsed {
     files_from: Option<ddtree::files_from::FilesFrom>,
     kept: archive::kept::Kept,
     chmod: archive::chmod::Chmod,
+    chown: archive::kept::Chown,
 }
 
 /// The options as the engine's spec.
 fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
-    let Parsed { get, filter, backup_suffix, files_from, kept, chmod } = parsed;
+    let Parsed { get, filter, backup_suffix, files_from, kept, chmod, chown } = parsed;
     ArchiveSpec {
         files_from,
         kept,
         chmod,
+        chown,
         ignore_existing: o.ignore_existing,
         safe_links: o.links.safe_links,
         follow: o.links.follow(),

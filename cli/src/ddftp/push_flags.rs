@@ -59,6 +59,7 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
     // Applied where the tree is received, under that side's umask, as
     // rsync's.
     v.extend(o.chmod.iter().map(|c| format!("--chmod={c}")));
+    v.extend(o.keep.chown.iter().map(|c| format!("--chown={c}")));
     if let Some(n) = o.max_delete {
         v.extend(["--max-delete".into(), n.to_string()]);
     }
@@ -114,13 +115,13 @@ mod tests {
     }
 
     #[test]
-    fn a_push_passes_sizes_one_file_system_the_window_and_chmod_on() {
+    fn a_push_passes_sizes_one_file_system_the_window_chmod_and_chown_on() {
         let args = ["t", "src", "-d", "out", "-x", "--max-size=1.5k-1", "--min-size", "2", "-u", "-@", "-1"];
-        let chmod = ["--chmod", "Dg+s,F644", "--chmod=o-rwx"];
+        let chmod = ["--chmod", "Dg+s,F644", "--chmod=o-rwx", "--chown", "nobody:"];
         let o = Cmd::try_parse_from(args.iter().chain(&chmod)).expect("flags parse").o;
         let v = passed_on(&o, &Filter::new(&[]).unwrap()).unwrap();
         let wants = ["-x", "-u", "--max-size=1535", "--min-size=2", "--modify-window=-1"];
-        for want in wants.iter().chain(&["--chmod=Dg+s,F644", "--chmod=o-rwx"]) {
+        for want in wants.iter().chain(&["--chmod=Dg+s,F644", "--chmod=o-rwx", "--chown=nobody:"]) {
             assert!(v.iter().any(|w| w == want), "{want} in {v:?}");
         }
     }

@@ -7,7 +7,7 @@
 //! (rsync would copy no directory).
 
 use clap::Args;
-use ddftp::archive::kept::Kept;
+use ddftp::archive::kept::{Chown, Kept};
 
 #[derive(Debug, Default, Args)]
 pub struct Keep {
@@ -39,6 +39,11 @@ pub struct Keep {
     pub devices: bool,
     #[arg(long, hide = true)]
     pub specials: bool,
+    /// Every entry's owner USER and group GROUP (rsync's; `USER`, `USER:`
+    /// or `:GROUP` for one of them; names or numbers). As -o (-g) with
+    /// SRC's owners mapped to it: set only when run as root.
+    #[arg(long, value_name = "USER:GROUP")]
+    pub chown: Option<String>,
     /// What is not kept, though `-a` (or a part) says it: rsync's `--no-p`,
     /// `--no-l`, `--no-g`, `--no-D`, `--no-devices`, `--no-specials`,
     /// `--no-t`.
@@ -105,6 +110,22 @@ impl Keep {
             devices: d || self.devices,
             specials: d || self.specials,
         })
+    }
+
+    /// `--chown`'s owner and group, looked up here (a number is one).
+    pub fn chown(&self) -> Result<Chown, String> {
+        let Some(given) = &self.chown else { return Ok(Chown::default()) };
+        let (user, group) = given.split_once(':').unwrap_or((given, ""));
+        let mut names = ddtree::names::Names::default();
+        let id = |name: &str, what: &str, look: &mut dyn FnMut(&[u8]) -> Option<u32>| match name {
+            "" => Ok(None),
+            n => n.parse().ok().or_else(|| look(n.as_bytes())).map(Some).ok_or_else(|| {
+                format!("--chown {given:?}: no {what} {n:?} on this machine (give a name it knows, or a number)")
+            }),
+        };
+        let uid = id(user, "user", &mut |n| names.uid(n))?;
+        let gid = id(group, "group", &mut |n| names.gid(n))?;
+        Ok(Chown { uid, gid })
     }
 
     /// The parts as one rsync flag (`-rlt`) for a remote end, if only

@@ -94,9 +94,61 @@ pub(super) fn code(kind: Kind, action: Action, attrs: Option<&str>) -> Option<St
     })
 }
 
+/// What rsync itemizes for an entry whose owner or group it changes
+/// (`attrs` says `o` or `g`) while DEST's (`mode`) has setuid or setgid:
+/// it looks again after the chown, which on a non-directory clears setuid
+/// (and setgid where group execute is set), so its line shows `p` where
+/// the mode it finds then differs from the listed `perm`, and no `o` or
+/// `g`. Only for an entry set in place (`Meta`), not one moved or made.
+pub(super) fn seen_after_chown(
+    kind: Kind,
+    mode: u32,
+    perm: u32,
+    action: Action,
+    attrs: Option<String>,
+) -> (Action, Option<String>) {
+    let owners = attrs.as_deref().is_some_and(|a| a.starts_with('o') || a[1..].starts_with('g'));
+    let Action::Meta { time, .. } = action else { return (action, attrs) };
+    if mode & 0o6000 == 0 || !owners || kind == Kind::Link {
+        return (action, attrs);
+    }
+    let cleared = match kind {
+        Kind::Dir => 0,
+        _ if mode & 0o010 != 0 => 0o6000,
+        _ => 0o4000,
+    };
+    let perm_now = (mode & 0o7777 & !cleared) != perm;
+    let rest = attrs.map(|a| format!("..{}", &a[2..])).filter(|a| a != ".....");
+    match (time || perm_now, &rest) {
+        (false, None) => (Action::Current, None),
+        _ => (Action::Meta { time, perm: perm_now }, rest),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_setid_entry_whose_owner_changes_is_itemized_as_rsync_sees_it_after_the_chown() {
+        let meta = Action::Meta { time: false, perm: false };
+        let og = Some("og...".to_string());
+        // A setuid file: the chown clears setuid, rsync finds `p`.
+        assert_eq!(
+            seen_after_chown(Kind::File, 0o104750, 0o4750, meta, og.clone()),
+            (Action::Meta { time: false, perm: true }, None)
+        );
+        // No setid bit: as it is.
+        assert_eq!(seen_after_chown(Kind::File, 0o100750, 0o750, meta, og.clone()), (meta, og.clone()));
+        // A setgid directory keeps its bits: nothing left to show.
+        assert_eq!(seen_after_chown(Kind::Dir, 0o42775, 0o2775, meta, og.clone()), (Action::Current, None));
+        // Xattrs still differ: they stay on the line.
+        let ogx = Some("og..x".to_string());
+        assert_eq!(seen_after_chown(Kind::Dir, 0o42775, 0o2775, meta, ogx), (meta, Some("....x".to_string())));
+        // Moved or made: not looked at again.
+        let moved = Action::Move { size: true, time: false, content: false, perm: false };
+        assert_eq!(seen_after_chown(Kind::File, 0o104750, 0o4750, moved, og.clone()), (moved, og));
+    }
     use proptest::prelude::*;
 
     fn held(kind: bool, size: bool, time: bool, perm: bool) -> Held {

@@ -120,6 +120,7 @@ impl Archiving<'_> {
             let names = &mut self.listing.lock().expect("listing lock").names;
             e.meta.owner = Some((names.uid(user).unwrap_or(uid), names.gid(group).unwrap_or(gid)));
         }
+        self.spec.chown.apply(&mut e);
         let device = matches!(e.kind, Kind::Block | Kind::Char);
         if matches!(e.kind, Kind::Fifo | Kind::Socket) || (device && self.spec.owners && e.meta.rdev().is_some()) {
             let mut listing = self.listing.lock().expect("listing lock");

@@ -43,6 +43,24 @@ impl Default for Kept {
     }
 }
 
+/// rsync's `--chown USER:GROUP`: every entry's owner (group) this one, as
+/// though `-o` (`-g`) were given and SRC's owners mapped to it; `None`:
+/// the listed (or kept) one. Set only where owners are (as root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Chown {
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+impl Chown {
+    /// `e`'s owner and group as DEST is to have them, after [`Kept::apply`].
+    pub(super) fn apply(&self, e: &mut Entry) {
+        if let Some((uid, gid)) = e.meta.owner {
+            e.meta.owner = Some((self.uid.unwrap_or(uid), self.gid.unwrap_or(gid)));
+        }
+    }
+}
+
 /// What an entry becomes ([`Kept::apply`]) is measured against.
 pub(super) struct Here {
     pub umask: u32,

@@ -138,6 +138,8 @@ pub struct ArchiveSpec {
     /// `--chmod`: changes to each listed mode, as though SRC had it
     /// (before `kept`: without `-p` only what the run makes shows them).
     pub chmod: chmod::Chmod,
+    /// `--chown`: the owner and group every entry gets (after `kept`).
+    pub chown: kept::Chown,
     /// `--ignore-existing`: an entry (not a directory) DEST holds under
     /// its name is left as it is.
     pub ignore_existing: bool,

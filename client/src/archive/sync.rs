@@ -195,6 +195,10 @@ pub(super) fn plan(
             same_target: e.meta.target().filter(|_| e.kind == Kind::Link).map(|_| current::same_target(&path, e)),
         };
         let action = decide::decide(e.kind, held);
+        let (action, attrs) = match &m {
+            Some(m) => decide::seen_after_chown(e.kind, m.mode(), e.perm, action, attrs),
+            None => (action, attrs),
+        };
         p.count(e, action);
         if let Some(mut code) = decide::code(e.kind, action, attrs.as_deref()) {
             if !keep.times && matches!(action, decide::Action::Move { time: true, .. }) {

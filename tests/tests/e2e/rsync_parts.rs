@@ -247,3 +247,37 @@ fn chmod_changes_modes_as_rsync() {
     assert_eq!(code, 2, "a change rsync refuses is a usage error");
     assert!(!f.out("bad").exists(), "nothing made");
 }
+
+/// `--chown USER:GROUP`: every entry's owner and group those (names or
+/// numbers), as rsync's, with `-a` and with parts of it (it implies `-o`,
+/// `-g`); a second run to another group changes only that (`g` in
+/// `-i`). A user this machine does not know is refused before anything
+/// moves. Owners are compared as root (CI runs as root).
+#[test]
+fn chown_sets_owners_as_rsync() {
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    tree(&src);
+    let m = Mirror::start(&f.root(), &[]);
+    for (case, runs) in [
+        ("a", &[&["-a", "--chown=nobody:nogroup"][..], &["-a", "--chown=:daemon"]][..]),
+        ("rlt", &[&["-rlt", "--chown=daemon"][..], &["-rlt", "--chown", "65534:"]]),
+    ] {
+        let (theirs, mine) = (f.out(&format!("chown-{case}-rsync")), f.out(&format!("chown-{case}-ddftp")));
+        for opts in runs.iter() {
+            let (r, o) = (rsync(&src, &theirs, opts), ours(&m, &mine, opts));
+            assert_eq!(r.0, 0, "{opts:?}: rsync {r:?}");
+            assert_eq!(o, r, "{opts:?}: exit and -i lines");
+            same_tree(&theirs, &mine);
+        }
+    }
+    if is_root() {
+        let top = std::fs::metadata(f.out("chown-a-ddftp").join("top")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        // The second run maps the group only: the owner is SRC's again (-a).
+        assert_eq!((top.uid(), top.gid()), (0, 1), "root (SRC's), group daemon");
+    }
+    let (code, _) = ours(&m, &f.out("bad"), &["-a", "--chown=no-such-user-here"]);
+    assert_eq!(code, 2, "an unknown user is a usage error");
+    assert!(!f.out("bad").exists(), "nothing made");
+}
