@@ -459,12 +459,6 @@ async fn archive_into(
     let started = Instant::now();
     let ranked = !matches!(movers, Movers::One);
     spec.check_srcs()?;
-    if ranked && spec.follow != ddtree::follow::Follow::No {
-        // The ranks name each entry by its path: a link's referent would
-        // land under the referent's name.
-        let why = "-L and --copy-unsafe-links are not taken under mpirun yet: run the archive in one process";
-        return Err(ArchiveError::BadEntry { path: spec.src.clone(), why: why.into() });
-    }
     if ranked && !spec.kept.times {
         let why = "parts of -a without -t are not taken under mpirun yet: give -t (or -a), or run in one process";
         return Err(ArchiveError::BadEntry { path: spec.src.clone(), why: why.into() });

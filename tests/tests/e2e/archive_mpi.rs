@@ -308,3 +308,35 @@ fn a_rank_that_does_not_see_the_lead_s_dest_stops_the_job_before_it_writes() {
     let look = Look { owners: true, setid: true, devices: false };
     assert_equal(&scan(&src, look), &scan(&dst, look));
 }
+
+/// `-L` under mpirun: a symlink (to a file, to a directory, to a file
+/// outside SRC) is copied as what it points to, under its own name, by
+/// every rank as by one process: the lead sends each entry's name below
+/// DEST with the list (a followed link's entry is its referent's).
+#[test]
+fn ranks_follow_links_as_one_process_does() {
+    need(have_mpirun(), "OpenMPI (apt-get install openmpi-bin libopenmpi-dev libclang-dev)");
+    let exe = mpi_ddftp();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    bulk(&src.join("real"), 3, 1 << 20, 40);
+    random_file(&f.root().join("outside"), 300_000, 9);
+    std::os::unix::fs::symlink("real/large-0", src.join("to-file")).unwrap();
+    std::os::unix::fs::symlink("real/small", src.join("to-dir")).unwrap();
+    std::os::unix::fs::symlink("../outside", src.join("to-outside")).unwrap();
+    let m = Mirror::start(&f.root(), &[]);
+    let look = Look { owners: is_root(), setid: is_root(), devices: false };
+    let (ranks, one) = (f.out("ranks"), f.out("one"));
+    let args = |d: &Path| -> Vec<String> {
+        let d = d.to_str().unwrap();
+        ["archive", "src", "-d", d, "-m", &m.addr, "-a", "-L", "--block-size", "64KiB", "-q"].map(String::from).to_vec()
+    };
+    let a: Vec<String> = args(&ranks);
+    ok(mpirun(2, &exe, &a.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap(), "mpirun -n 2 archive -L");
+    let b: Vec<String> = args(&one);
+    ddftp(&b.iter().map(String::as_str).collect::<Vec<_>>(), 0);
+    assert_equal(&scan(&one, look), &scan(&ranks, look));
+    assert!(std::fs::symlink_metadata(ranks.join("to-dir")).unwrap().is_dir(), "the link's directory, copied");
+    assert_eq!(std::fs::read(ranks.join("to-outside")).unwrap(), std::fs::read(f.root().join("outside")).unwrap());
+    assert_eq!(std::fs::read(ranks.join("to-file")).unwrap(), std::fs::read(src.join("real/large-0")).unwrap());
+}

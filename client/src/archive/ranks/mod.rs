@@ -134,7 +134,7 @@ impl Job {
     /// move, or made a dry run): every rank then ends.
     pub fn release(&self) {
         match (self.rank(), self.told.get()) {
-            (0, 0) => drop(self.broadcast(None, 3)),
+            (0, 0) => drop(self.broadcast(None, PLAN_BLOBS)),
             (0, 1) => drop(self.broadcast(None, 1)),
             _ => {}
         }
@@ -203,7 +203,7 @@ pub(super) async fn lead(
     let written = ddtree::scratch::create(&check).and_then(|mut f| std::io::Write::write_all(&mut f, token.as_bytes()));
     written.map_err(super::local(&check))?;
     // The ranks make their stores ready too while the mirrors register.
-    job.broadcast(Some(&[&saved_list(todo), &def, token.as_bytes()]), 3);
+    job.broadcast(Some(&[&saved_list(todo), &def, token.as_bytes(), &names_below_dest(todo)]), PLAN_BLOBS);
     phases.prepare += prepared.elapsed().as_secs_f64();
     let waited = Instant::now();
     let (mut name, mut failures) = (None, vec![]);
@@ -437,11 +437,46 @@ pub async fn follow(spec: &ArchiveSpec, job: &Job) -> Result<(), Stopped> {
     }
 }
 
+/// The blobs of the lead's first message (the list, the transfer's
+/// definition, the check token, the names below DEST): `release` sends as
+/// many empty ones, or the ranks wait for the rest forever.
+const PLAN_BLOBS: usize = 4;
+
+/// Each entry's name below DEST, as the lead sends them to the ranks
+/// (NUL-separated, packed): with `-L` an entry is its referent's (the
+/// path the bytes are read from) under the link's name.
+fn names_below_dest(todo: &[&Item]) -> Vec<u8> {
+    let mut names = vec![];
+    for it in todo {
+        names.extend_from_slice(it.rel.as_os_str().as_bytes());
+        names.push(0);
+    }
+    packed::pack(&names)
+}
+
+/// The `n` names [`names_below_dest`] sent; each must stay below DEST.
+fn read_names(blob: &[u8], n: usize) -> Result<Vec<PathBuf>, String> {
+    let names = packed::unpack(blob, MAX_LIST).map_err(|e| e.to_string())?;
+    let names: Vec<PathBuf> = names.split(|&b| b == 0).take(n).map(|b| PathBuf::from(OsStr::from_bytes(b))).collect();
+    if names.len() != n {
+        return Err(format!("{} names for {n} entries", names.len()));
+    }
+    let below = |p: &PathBuf| p.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    match names.iter().find(|p| !below(p)) {
+        Some(p) => Err(format!("a name not below DEST: {}", p.display())),
+        None => Ok(names),
+    }
+}
+
 /// A rank's mover, made from what the lead tells (none: nothing to move).
 fn ready(spec: &ArchiveSpec, job: &Job) -> Result<Option<Mover>, ArchiveError> {
-    let Some(mut got) = job.broadcast(None, 3) else { return Ok(None) };
-    let (token, def, list) =
-        (got.pop().unwrap_or_default(), got.pop().unwrap_or_default(), got.pop().unwrap_or_default());
+    let Some(mut got) = job.broadcast(None, PLAN_BLOBS) else { return Ok(None) };
+    let (names, token, def, list) = (
+        got.pop().unwrap_or_default(),
+        got.pop().unwrap_or_default(),
+        got.pop().unwrap_or_default(),
+        got.pop().unwrap_or_default(),
+    );
     if ddtree::scratch::read(&spec.dest.join(SHARED_CHECK)).ok().as_deref() != Some(&token[..]) {
         let why = "this node does not see rank 0's DEST here: every rank must write into one file system they all mount at the same path";
         return Err(ArchiveError::Local { path: spec.dest.clone(), source: std::io::Error::other(why) });
@@ -450,12 +485,8 @@ fn ready(spec: &ArchiveSpec, job: &Job) -> Result<Option<Mover>, ArchiveError> {
         |why: String| ArchiveError::BadEntry { path: format!("the plan rank 0 sent to rank {}", job.rank()), why };
     let list = packed::unpack(&list, MAX_LIST).map_err(|e| bad(e.to_string()))?;
     let entries = ddftp::read(&list[..], std::path::Path::new("the lead's list")).map_err(ArchiveError::List)?;
-    let mut todo = Vec::with_capacity(entries.len());
-    for e in entries {
-        let rel = spec.rel_of(&e).ok_or_else(|| bad("an entry outside SRC".into()))?;
-        let rel = PathBuf::from(OsStr::from_bytes(rel));
-        todo.push(Item { entry: e, rel });
-    }
+    let names = read_names(&names, entries.len()).map_err(bad)?;
+    let todo: Vec<Item> = entries.into_iter().zip(names).map(|(entry, rel)| Item { entry, rel }).collect();
     let dest = deep::Dest::open(&spec.dest).map_err(super::local(&spec.dest))?;
     let refs: Vec<&Item> = todo.iter().collect();
     let Some(mut got) = job.broadcast(None, 1) else { return Ok(None) };
