@@ -505,6 +505,14 @@ impl Session {
                 server: self.version,
             });
         }
+        let several = ddftp_proto::frame::MERGE_NAMES_VERSION;
+        if merge.contains('/') && self.version < several {
+            return Err(SessionError::TooOld {
+                what: "several dir-merge rules (-F with -C)",
+                needs: several,
+                server: self.version,
+            });
+        }
         let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 7 + src.len() + merge.len();
         let fits = rules.len() <= MAX_WALK_RULES && size <= MAX_CONTROL_BODY;
         let rules = if fits { rules.clone() } else { vec![] };

@@ -21,15 +21,18 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 9;
+pub const PROTOCOL_VERSION: u16 = 10;
 /// The oldest version still spoken: 8 only added `WeakSums`, which a
-/// client asks only of a server that said 8, and 9 `Waiting`, which a
-/// server sends only to a client that said 9.
+/// client asks only of a server that said 8, 9 `Waiting`, which a
+/// server sends only to a client that said 9, and 10 several merge names
+/// in `WalkFiltered`, which a client sends only to a server that said 10.
 pub const OLDEST_PROTOCOL_VERSION: u16 = 7;
 /// The first version with `WeakSums`.
 pub const WEAK_SUMS_VERSION: u16 = 8;
 /// The first version with `Waiting`.
 pub const WAITING_VERSION: u16 = 9;
+/// The first version whose `WalkFiltered` takes several merge names.
+pub const MERGE_NAMES_VERSION: u16 = 10;
 
 /// Whether a peer's `Hello` version is one this side speaks.
 pub fn spoken(version: u16) -> bool {
@@ -157,7 +160,8 @@ pub enum Request {
     /// paths below `path`): an excluded directory is not read at all.
     /// With `xattrs`, each entry's extended attributes are listed too;
     /// with `names`, its owner's and group's names. A non-empty `merge`
-    /// (rsync's `dir-merge NAME`) names the files whose
+    /// (rsync's `dir-merge NAME`; from protocol 10 several, `/`-separated)
+    /// names the files whose
     /// content (at most 64 KiB) is listed with them: each directory's
     /// filter rules, which the client applies (they are read even where
     /// `rules` exclude them). With `one_fs` (rsync's `-x`, protocol 9: an

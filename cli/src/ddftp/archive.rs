@@ -47,7 +47,12 @@ fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
         tagged.push((places.get(k).or(places.last()).copied().unwrap_or_default(), r));
     }
     tagged.sort_by_key(|(i, _)| *i);
-    tagged.into_iter().map(|(_, r)| r).collect()
+    let mut rules: Vec<RuleSpec> = tagged.into_iter().map(|(_, r)| r).collect();
+    // rsync's -C: after every other rule, wherever it stands.
+    if o.cvs_exclude {
+        rules.extend([RuleSpec::Rule(":C".into()), RuleSpec::Rule("-C".into())]);
+    }
+    rules
 }
 
 /// rsync's form of the command line ([`super::rsync_form`]) applied to

@@ -98,7 +98,8 @@ pub struct ArchiveOpt {
     /// One rule as rsync writes it (repeatable, in order with the others):
     /// `- PATTERN`, `+ PATTERN`, `H`/`S` (hide, show: what is copied),
     /// `P`/`R` (protect, risk: what --delete leaves), modifiers `!` `s` `r`
-    /// `p`, `!` alone, `merge FILE`, `dir-merge NAME`.
+    /// `p`, `!` alone, `merge FILE`, `dir-merge NAME` (modifiers `-` `+`
+    /// `n` `e` `w` `C`), `-C`.
     #[arg(long, short = 'f', value_name = "RULE", allow_hyphen_values = true)]
     pub filter: Vec<String>,
     /// rsync's -F: each directory's .rsync-filter file adds its rules
@@ -107,6 +108,12 @@ pub struct ArchiveOpt {
     /// twice (-FF), the .rsync-filter files are not copied.
     #[arg(short = 'F', action = clap::ArgAction::Count)]
     pub merge_filter: u8,
+    /// rsync's -C: leave out what CVS ignores (RCS, CVS, .git/, *.o,
+    /// core, *~ and the rest of CVS's list, the words of ~/.cvsignore and
+    /// $CVSIGNORE, and in each directory what its .cvsignore names), after
+    /// every other rule, as rsync: `-f ':C' -f '-C'` at the end.
+    #[arg(long, short = 'C')]
+    pub cvs_exclude: bool,
     /// Copy only the entries this file names (paths below SRC, one a
     /// line; `#` and `;` start comments), and the directories on their
     /// way: rsync's --files-from (a directory named is made, not entered).

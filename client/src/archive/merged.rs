@@ -9,7 +9,7 @@
 use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ddtree::filter::merge::MAX_FILE;
 use ddtree::list::{Entry, Kind};
@@ -28,36 +28,45 @@ impl Archiving<'_> {
         listed: impl Iterator<Item = (&'e [u8], &'e Entry)>,
         progress: &mut dyn Progress,
     ) {
-        let Some(name) = self.spec.filter.merge_name() else { return };
+        let names = self.spec.filter.merge_names();
+        if names.is_empty() {
+            return;
+        }
         let (mut files, mut dirs) = (vec![], vec![]);
         for (rel, e) in listed {
             let rel = Path::new(OsStr::from_bytes(rel));
             match e.kind {
                 Kind::Dir => dirs.push(rel.to_path_buf()),
-                Kind::File if rel.file_name() == Some(OsStr::new(name)) => {
+                Kind::File if rel.file_name().is_some_and(|n| names.iter().any(|m| n == OsStr::new(m))) => {
                     let why = "the list gives no rules for it (a --list, or an older mirror's walk)";
                     let text = e.meta.rules().map(<[u8]>::to_vec).ok_or_else(|| why.to_string());
-                    files.push((rel.parent().unwrap_or(Path::new("")).to_path_buf(), text));
+                    files.push((rel.to_path_buf(), text));
                 }
                 _ => {}
             }
         }
         let (filter, bad) = self.spec.filter.with_merge_files(files);
-        for (dir, why) in &bad {
-            let file = dir.join(name);
+        for (file, why) in &bad {
             let shown = crate::progress::escaped(file.as_os_str().as_bytes());
             progress.warn(&format!("not copying what {shown}'s directory holds: {why}"));
-            self.failed(&file, why.clone());
+            self.failed(file, why.clone());
         }
         if !bad.is_empty() {
             self.tally.lock().expect("tally lock").incomplete = true;
         }
         let _ = self.merged.set(filter);
         if self.spec.delete {
-            let there = dirs.into_iter().filter_map(|d| Some((d.clone(), self.dest_merge_file(&d.join(name))?)));
-            let (filter, bad) = self.spec.filter.with_merge_files(there.collect());
-            for (dir, why) in &bad {
-                let shown = crate::progress::escaped(dir.join(name).as_os_str().as_bytes());
+            let mut there = vec![];
+            for d in &dirs {
+                for file in names.iter().map(|n| d.join(n)) {
+                    if let Some(text) = self.dest_merge_file(&file) {
+                        there.push((file, text));
+                    }
+                }
+            }
+            let (filter, bad) = self.spec.filter.with_merge_files(there);
+            for (file, why) in &bad {
+                let shown = crate::progress::escaped(file.as_os_str().as_bytes());
                 progress.warn(&format!("DEST's {shown}: {why}: nothing below it is deleted"));
             }
             let _ = self.merged_dest.set(filter.receiving(self.spec.delete_excluded));
@@ -66,7 +75,7 @@ impl Archiving<'_> {
 
     /// DEST's merge file at `rel`, if it has one: read beneath DEST,
     /// through no symlink, at most [`MAX_FILE`] bytes.
-    fn dest_merge_file(&self, rel: &PathBuf) -> Option<Result<Vec<u8>, String>> {
+    fn dest_merge_file(&self, rel: &Path) -> Option<Result<Vec<u8>, String>> {
         let read = |f: std::fs::File| -> std::io::Result<Vec<u8>> {
             let mut text = vec![];
             f.take(MAX_FILE as u64 + 1).read_to_end(&mut text)?;

@@ -259,7 +259,7 @@ impl ArchiveSpec {
         let mut rules = self.filter.rules();
         let base = |f: &ddtree::files_from::FilesFrom| if f.bases().count() > 1 { src } else { 0 };
         rules.extend(self.files_from.as_ref().and_then(|f| f.walk_rules(base(f))).unwrap_or_default());
-        let merge = self.filter.merge_name().unwrap_or_default().to_string();
+        let merge = self.filter.merge_names().join("/");
         let (xattrs, names, one_fs) = (self.xattrs, self.owners && self.by_name, self.one_fs);
         crate::session::WalkAsk { rules, xattrs, names, merge, one_fs }
     }
@@ -474,7 +474,7 @@ async fn archive_into(
         && spec.more_src.is_empty()
         && spec.follow == ddtree::follow::Follow::No
         && spec.kept.times
-        && spec.filter.merge_name().is_none()
+        && spec.filter.merge_names().is_empty()
         && spec.get.share.is_none();
     if fresh && spec.list.is_none() && streams && !ranked {
         match (Archiving::new(spec, src, started, fresh, dest.clone())).streamed(progress).await? {

@@ -45,6 +45,10 @@ struct Dir {
 }
 
 impl DirRules {
+    pub(super) fn new(no_inherit: bool) -> DirRules {
+        DirRules { no_inherit, ..Default::default() }
+    }
+
     /// What the rules of the directories above `rel` say of it, the
     /// nearest first (`path`: `rel` as a string).
     pub(super) fn verdict(&self, view: View, rel: &Path, path: &str, is_dir: bool) -> Option<bool> {
@@ -80,34 +84,39 @@ fn parse(text: &[u8], dir: &str, how: MergeHow) -> Result<(Vec<Rule>, bool), Str
     let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_string())?;
     let (mut rules, mut cleared) = (vec![], false);
     for (n, line) in rule_lines(text) {
-        let rule = match how.line(line).map_err(|why| format!("line {n}: {line:?}: {why}"))? {
-            Word::Clear => {
-                rules.clear();
-                cleared = true;
-                continue;
-            }
-            Word::Rule(include, how, p) => Rule::new(include, how, p, dir),
-            Word::Merge(..) | Word::DirMerge(..) => {
-                return Err(format!("line {n}: {line:?}: a merge inside a per-directory file is not supported"))
-            }
-        };
-        rules.push(rule.map_err(|e| format!("line {n}: {e}"))?);
+        for line in how.words(line) {
+            let rule = match how.line(line).map_err(|why| format!("line {n}: {line:?}: {why}"))? {
+                Word::Clear => {
+                    rules.clear();
+                    cleared = true;
+                    continue;
+                }
+                Word::Rule(include, how, p) => Rule::new(include, how, p, dir),
+                Word::Merge(..) | Word::DirMerge(..) | Word::Cvs => {
+                    let why = "a merge or -C inside a per-directory file is not supported";
+                    return Err(format!("line {n}: {line:?}: {why}"));
+                }
+            };
+            rules.push(rule.map_err(|e| format!("line {n}: {e}"))?);
+        }
     }
     Ok((rules, cleared))
 }
 
 impl Filter {
     /// This filter with the rules of the merge files `files` (`(the
-    /// directory below SRC holding one, its bytes or why they could not be
-    /// read)`); the directories whose file could not be taken, and why
-    /// (what is below them is then excluded).
+    /// file's path below SRC, its bytes or why they could not be read)`,
+    /// each of a dir-merge rule's name); the files that could not be
+    /// taken, and why (what is below their directory is then excluded).
     pub fn with_merge_files(&self, files: Vec<(PathBuf, Result<Vec<u8>, String>)>) -> (Filter, Vec<(PathBuf, String)>) {
-        let how = self.merge_how();
-        let mut dirs = DirRules { no_inherit: how.no_inherit, ..Default::default() };
+        let mut merged = self.clone();
         let (mut failed, mut total) = (vec![], 0usize);
-        for (dir, text) in files {
+        let mut dirs: Vec<DirRules> = self.merges.iter().map(|m| DirRules::new(m.how.no_inherit)).collect();
+        for (file, text) in files {
+            let Some(k) = self.merges.iter().position(|m| file.file_name() == Some(m.name.as_ref())) else { continue };
+            let dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
             let shown = dir.to_string_lossy().into_owned();
-            let parsed = text.and_then(|t| parse(&t, &shown, how)).and_then(|(rules, cleared)| {
+            let parsed = text.and_then(|t| parse(&t, &shown, self.merges[k].how)).and_then(|(rules, cleared)| {
                 total += rules.len();
                 match total > MAX_RULES {
                     true => Err(format!("the merge files hold more than {MAX_RULES} rules")),
@@ -116,15 +125,18 @@ impl Filter {
             });
             match parsed {
                 Ok(d) => {
-                    dirs.by_dir.insert(dir, d);
+                    dirs[k].by_dir.insert(dir, d);
                 }
                 Err(why) => {
-                    dirs.bad.insert(dir.clone());
-                    failed.push((dir, why));
+                    dirs[k].bad.insert(dir);
+                    failed.push((file, why));
                 }
             }
         }
-        (Filter { dirs: Arc::new(dirs), ..self.clone() }, failed)
+        for (m, d) in merged.merges.iter_mut().zip(dirs) {
+            m.dirs = Arc::new(d);
+        }
+        (merged, failed)
     }
 }
 
@@ -139,7 +151,8 @@ mod tests {
 
     fn merged(specs: &[RuleSpec], files: &[(&str, &str)]) -> (Filter, Vec<(PathBuf, String)>) {
         let f = Filter::new(specs).unwrap();
-        f.with_merge_files(files.iter().map(|(d, t)| (PathBuf::from(d), Ok(t.as_bytes().to_vec()))).collect())
+        let name = f.merge_names()[0].to_string();
+        f.with_merge_files(files.iter().map(|(d, t)| (Path::new(d).join(&name), Ok(t.as_bytes().to_vec()))).collect())
     }
 
     #[test]
@@ -154,7 +167,7 @@ mod tests {
             &[("", "- *.tmp\n- /top-only\n"), ("a", "# a's\n+ x.tmp\n- /sub/\n- keep.log\n"), ("a/b", "!\n- y\n")],
         );
         assert!(bad.is_empty(), "{bad:?}");
-        assert_eq!(f.merge_name(), Some(".rsync-filter"));
+        assert_eq!(f.merge_names(), [".rsync-filter"]);
         assert!(ex(&f, "z.tmp", false) && ex(&f, "c/z.tmp", false), "the root's rules everywhere");
         assert!(!ex(&f, "a/x.tmp", false), "a's own rule first");
         assert!(ex(&f, "top-only", false) && !ex(&f, "a/top-only", false), "anchored at its directory");
@@ -171,13 +184,13 @@ mod tests {
         let specs = [RuleSpec::Rule(": .f".into())];
         let (f, bad) = merged(&specs, &[("a", "- ok\n-/ /etc/abs\n"), ("b", "- [\n"), ("c", "- fine\n")]);
         let bad: Vec<&str> = bad.iter().map(|(d, _)| d.to_str().unwrap()).collect();
-        assert_eq!(bad, ["a", "b"]);
+        assert_eq!(bad, ["a/.f", "b/.f"]);
         assert!(!ex(&f, "a", true) && ex(&f, "a/anything", false) && ex(&f, "b/deep/x", false));
         assert!(ex(&f, "c/fine", false) && !ex(&f, "c/other", false));
         let big = "- x\n".repeat(MAX_FILE / 4 + 1);
         assert_eq!(merged(&specs, &[("", &big)]).1.len(), 1);
         assert!(Filter::new(&[RuleSpec::Rule(": a/b".into())]).is_err());
-        assert!(Filter::new(&[RuleSpec::Rule(": x".into()), RuleSpec::Rule(": y".into())]).is_err());
+        assert!(Filter::new(&[RuleSpec::Rule(": x".into()), RuleSpec::Rule(": x".into())]).is_err());
     }
 
     #[test]
@@ -217,20 +230,44 @@ mod tests {
         let f = Filter::new(&[spec("+ k"), spec(":e .f"), spec("-! */"), spec("- y")]).unwrap();
         assert_eq!(f.rules(), [(true, "k".to_string()), (false, ".f".to_string())]);
         assert_eq!(f.words(), ["+ k", "- .f", "dir-merge .f", "-! */", "- y"]);
-        let (f, _) = f.with_merge_files(vec![(PathBuf::new(), Ok(b"+ .f\n".to_vec()))]);
+        let (f, _) = f.with_merge_files(vec![(PathBuf::from(".f"), Ok(b"+ .f\n".to_vec()))]);
         assert!(ex(&f, ".f", false), "e: before the file's own rules");
         let f = Filter::new(&[spec("P a"), spec("- b"), spec("-! c")]).unwrap();
         assert_eq!(f.rules(), [(false, "b".to_string())], "a mirror is sent the sender's rules up to a `!`");
         assert_eq!(f.words(), ["-r a", "- b", "-! c"]);
     }
 
+    #[test]
+    fn several_dir_merges_each_in_its_place_and_cvs_rules_last() {
+        let spec = |r: &str| RuleSpec::Rule(r.into());
+        let specs = [spec("+ keep.o"), spec(": .rsync-filter"), spec("- *.log"), spec(":C"), spec("-C")];
+        let f = Filter::new(&specs).unwrap();
+        assert_eq!(f.merge_names(), [".rsync-filter", ".cvsignore"]);
+        let files = vec![
+            (PathBuf::from(".rsync-filter"), Ok(b"+ a.log\n- *.tmp\n".to_vec())),
+            (PathBuf::from("d/.cvsignore"), Ok(b"x.tmp y  a.log\n! z\n".to_vec())),
+            (PathBuf::from("e/.cvsignore"), Ok(b"sub\n".to_vec())),
+        ];
+        let (f, bad) = f.with_merge_files(files);
+        assert!(bad.is_empty(), "{bad:?}");
+        assert!(!ex(&f, "keep.o", false) && ex(&f, "other.o", false) && ex(&f, "CVS", true));
+        assert!(!ex(&f, "d/a.log", false), "the .rsync-filter's rules come before the .cvsignore's");
+        assert!(ex(&f, "d/y.tmp", false) && ex(&f, "d/z", false) && !ex(&f, "d/y", false), "`!` clears");
+        assert!(ex(&f, "e/sub", true) && !ex(&f, "e/f/sub", true), ":C's rules are not inherited");
+        assert!(ex(&f, "b.log", false), "the command line's between the two");
+        let words = f.words();
+        assert_eq!(&words[..4], ["+ keep.o", "dir-merge .rsync-filter", "- *.log", "dir-merge,C .cvsignore"]);
+        assert_eq!(words[4], "-p RCS");
+        assert_eq!(f.rules(), [(true, "keep.o".to_string())]);
+    }
+
     proptest::proptest! {
         /// Any bytes as a mirror's merge file: taken or refused, never a
         /// panic; a refused one excludes what is below its directory.
         #[test]
-        fn any_merge_file_is_taken_or_its_directory_left_out(text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200), path in "[a-z./]{0,20}") {
-            let f = Filter::new(&[RuleSpec::Rule(": .f".into())]).unwrap();
-            let (f, bad) = f.with_merge_files(vec![(PathBuf::from("d"), Ok(text))]);
+        fn any_merge_file_is_taken_or_its_directory_left_out(text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200), path in "[a-z./]{0,20}", how in 0..3usize) {
+            let f = Filter::new(&[RuleSpec::Rule([": .f", ":C .f", ":w .f"][how].into())]).unwrap();
+            let (f, bad) = f.with_merge_files(vec![(PathBuf::from("d/.f"), Ok(text))]);
             let _ = ex(&f, &path, false);
             if !bad.is_empty() {
                 proptest::prop_assert!(ex(&f, "d/x", false));

@@ -28,6 +28,7 @@
 //! ([`merge`]): the mirror reads those files as it walks and lists their
 //! rules with them; it prunes only with the rules before that place.
 
+pub mod cvs;
 pub mod merge;
 pub mod word;
 
@@ -137,13 +138,21 @@ struct View {
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
     rules: Vec<Rule>,
-    /// rsync's `dir-merge NAME`: where among `rules` each directory's
-    /// rules go (those before it decide first), NAME, and how its files
-    /// are read.
-    merge: Option<(usize, String, MergeHow)>,
-    /// The rules of the merge files found, by directory.
-    dirs: Arc<merge::DirRules>,
+    /// rsync's `dir-merge` rules, in order.
+    merges: Vec<Merge>,
     view: View,
+}
+
+/// rsync's `dir-merge NAME`: where among the rules each directory's NAME
+/// file's rules go (the rules before it decide first), and how its files
+/// are read.
+#[derive(Debug, Clone)]
+struct Merge {
+    at: usize,
+    name: String,
+    how: MergeHow,
+    /// The rules of the NAME files found, by directory.
+    dirs: Arc<merge::DirRules>,
 }
 
 /// Where a rule came from on the command line.
@@ -188,24 +197,33 @@ impl Filter {
 
     fn push_word(&mut self, w: Word, r: &str, depth: u8) -> Result<(), FilterError> {
         match w {
-            // rsync's: the rules so far are dropped (a dir-merge among them too).
-            Word::Clear => (self.rules, self.merge) = (vec![], None),
+            // rsync's: the rules so far are dropped (dir-merges among them too).
+            Word::Clear => (self.rules, self.merges) = (vec![], vec![]),
             Word::Rule(include, how, p) => self.rules.push(Rule::new(include, how, p, "")?),
             Word::DirMerge(how, name) => {
-                if self.merge.is_some() {
-                    return Err(refused(r, "one dir-merge rule (or -F) at most"));
-                }
                 // rsync's `/` before NAME: looked for from SRC down, as without.
                 let name = name.trim_start_matches('/');
                 if name.is_empty() || name.contains('/') || name == "." || name == ".." {
                     return Err(refused(r, "dir-merge takes a file name (no directory)"));
+                }
+                if self.merges.iter().any(|m| m.name == name) {
+                    return Err(refused(r, "a second dir-merge rule of the same name"));
                 }
                 // `e`: before the directories' rules, as rsync (a file's
                 // own `+ NAME` does not bring it back).
                 if how.exclude_self {
                     self.rules.push(Rule::new(false, how.rules, name, "")?);
                 }
-                self.merge = Some((self.rules.len(), name.to_string(), how));
+                let dirs = Arc::new(merge::DirRules::new(how.no_inherit));
+                self.merges.push(Merge { at: self.rules.len(), name: name.to_string(), how, dirs });
+            }
+            Word::Cvs => {
+                let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+                let env = std::env::var("CVSIGNORE").ok();
+                let list = cvs::global(home.as_deref(), env.as_deref()).map_err(|why| refused(r, &why))?;
+                for (p, perishable) in list {
+                    self.rules.push(Rule::new(false, How { perishable, ..How::default() }, &p, "")?);
+                }
             }
             Word::Merge(how, file) => {
                 if depth >= 8 {
@@ -217,8 +235,10 @@ impl Filter {
                     self.rules.push(Rule::new(false, how.rules, &name.unwrap_or_default(), "")?);
                 }
                 for (n, line) in rule_lines(&text) {
-                    let w = how.line(line).map_err(|why| refused(r, &format!("{file} line {n}: {why}")))?;
-                    self.push_word(w, line, depth + 1)?;
+                    for line in how.words(line) {
+                        let w = how.line(line).map_err(|why| refused(r, &format!("{file} line {n}: {why}")))?;
+                        self.push_word(w, line, depth + 1)?;
+                    }
                 }
             }
         }
@@ -255,7 +275,7 @@ impl Filter {
     /// before the others) or a `!` rule; a prefix prunes nothing the
     /// whole list would keep (the first rule that matches decides).
     pub fn rules(&self) -> Vec<(bool, String)> {
-        let at = self.merge.as_ref().map_or(self.rules.len(), |m| m.0);
+        let at = self.merges.first().map_or(self.rules.len(), |m| m.at);
         let sender = View::default();
         self.rules[..at]
             .iter()
@@ -268,11 +288,12 @@ impl Filter {
     /// Every rule as rsync's `-f` takes it, in order (what a push passes on).
     pub fn words(&self) -> Vec<String> {
         let mut v: Vec<String> = self.rules.iter().map(Rule::word).collect();
-        if let Some((at, name, how)) = &self.merge {
+        // The last first: each goes before those it came before.
+        for m in self.merges.iter().rev() {
             // `e` is among the rules already.
-            let letters = MergeHow { exclude_self: false, ..*how }.letters();
+            let letters = MergeHow { exclude_self: false, ..m.how }.letters();
             let comma = if letters.is_empty() { "" } else { "," };
-            v.insert(*at, format!("dir-merge{comma}{letters} {name}"));
+            v.insert(m.at, format!("dir-merge{comma}{letters} {}", m.name));
         }
         v
     }
@@ -289,14 +310,10 @@ impl Filter {
         Filter { view: View { in_deleted: true, ..self.view }, ..self.clone() }
     }
 
-    /// The name of the files whose rules each directory adds (`-F`:
-    /// `.rsync-filter`), if a dir-merge rule was given.
-    pub fn merge_name(&self) -> Option<&str> {
-        self.merge.as_ref().map(|m| m.1.as_str())
-    }
-
-    fn merge_how(&self) -> MergeHow {
-        self.merge.as_ref().map(|m| m.2).unwrap_or_default()
+    /// The names of the files whose rules each directory adds (`-F`:
+    /// `.rsync-filter`, `-C`: `.cvsignore`), one a dir-merge rule.
+    pub fn merge_names(&self) -> Vec<&str> {
+        self.merges.iter().map(|m| m.name.as_str()).collect()
     }
 
     /// The rules a client sent.
@@ -316,7 +333,12 @@ impl Filter {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty() && self.merge.is_none()
+        self.rules.is_empty() && self.merges.is_empty()
+    }
+
+    /// Whether a merge file in `dir` could not be taken.
+    fn is_bad(&self, dir: &Path) -> bool {
+        self.merges.iter().any(|m| m.dirs.is_bad(dir))
     }
 
     /// What the first matching rule says of `rel` (a path below SRC):
@@ -324,11 +346,16 @@ impl Filter {
     /// A dir-merge's place holds the rules of the directories above
     /// `rel`, the nearest first (rsync's order).
     fn verdict(&self, rel: &Path, is_dir: bool) -> Option<bool> {
-        let path = rel.to_string_lossy();
-        let (at, view) = (self.merge.as_ref().map_or(self.rules.len(), |m| m.0), self.view);
-        first(&self.rules[..at], view, &path, is_dir)
-            .or_else(|| self.dirs.verdict(view, rel, &path, is_dir))
-            .or_else(|| first(&self.rules[at..], view, &path, is_dir))
+        let (path, view) = (rel.to_string_lossy(), self.view);
+        let mut from = 0;
+        for m in &self.merges {
+            let v = first(&self.rules[from..m.at], view, &path, is_dir);
+            if let Some(v) = v.or_else(|| m.dirs.verdict(view, rel, &path, is_dir)) {
+                return Some(v);
+            }
+            from = m.at;
+        }
+        first(&self.rules[from..], view, &path, is_dir)
     }
 
     /// Whether `rel` is excluded: by a rule on it, or because a directory
@@ -339,7 +366,7 @@ impl Filter {
             return false;
         }
         if let Some(parent) = rel.parent() {
-            if (!parent.as_os_str().is_empty() && self.dir_excluded(parent, dirs)) || self.dirs.is_bad(parent) {
+            if (!parent.as_os_str().is_empty() && self.dir_excluded(parent, dirs)) || self.is_bad(parent) {
                 return true;
             }
         }
@@ -353,7 +380,7 @@ impl Filter {
         let up = dir.parent().filter(|p| !p.as_os_str().is_empty()).is_some_and(|p| self.dir_excluded(p, dirs));
         // A directory whose merge file could not be taken: what it holds
         // is not known to be wanted.
-        let v = up || self.verdict(dir, true) == Some(false) || self.dirs.is_bad(dir);
+        let v = up || self.verdict(dir, true) == Some(false) || self.is_bad(dir);
         dirs.insert(dir.to_path_buf(), v);
         v
     }

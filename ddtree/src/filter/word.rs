@@ -10,10 +10,13 @@
 //! heeded inside a directory being deleted). `H`/`S` are `-s`/`+s`,
 //! `P`/`R` are `-r`/`+r`. Of a merge: `-` or `+` (each line a pattern
 //! only), `n` (its rules not inherited below its directory), `e` (the
-//! file itself not copied), and `s`, `r`, `p` as its rules' defaults.
-//! rsync's `/` (absolute paths), `x` (xattr names), `C` (CVS) and `w`
-//! (word-split) are refused, named: a rule taken wrong could copy what
-//! was meant to stay.
+//! file itself not copied), `w` (each line split into words at blanks,
+//! each word a rule), `C` (read as CVS reads `.cvsignore`: `-`, `w` and
+//! `n`, a `!` word clearing; the name may be left out for `.cvsignore`),
+//! and `s`, `r`, `p` as its rules' defaults. `-C` alone is rsync's: the
+//! global CVS excludes in its place ([`super::cvs`]).
+//! rsync's `/` (absolute paths) and `x` (xattr names) are refused,
+//! named: a rule taken wrong could copy what was meant to stay.
 
 /// The side of a transfer a rule speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,12 +69,20 @@ pub struct MergeHow {
     pub no_inherit: bool,
     /// `e`: the merge file itself is not copied.
     pub exclude_self: bool,
+    /// `w`: each line split into words at blanks, each word a rule.
+    pub word_split: bool,
+    /// `C`: a `.cvsignore` (`-`, `w`, `n`; a `!` word clears).
+    pub cvs: bool,
     /// `s`, `r`, `p`: what its rules have without saying.
     pub rules: How,
 }
 
 impl MergeHow {
     pub fn letters(&self) -> String {
+        if self.cvs {
+            // `C` says `-`, `w` and `n` (rsync refuses them beside it).
+            return format!("C{}", if self.exclude_self { "e" } else { "" }) + &self.rules.letters();
+        }
         let mut s = String::new();
         match self.plain {
             Some(false) => s.push('-'),
@@ -84,11 +95,27 @@ impl MergeHow {
         if self.exclude_self {
             s.push('e');
         }
+        if self.word_split {
+            s.push('w');
+        }
         s + &self.rules.letters()
     }
 
-    /// The rule a line of a file read this way holds.
+    /// The rules a line of a file read this way holds: the line, or with
+    /// `w` each of its words.
+    pub(super) fn words<'a>(&self, line: &'a str) -> Vec<&'a str> {
+        match self.word_split {
+            true => line.split_ascii_whitespace().collect(),
+            false => vec![line],
+        }
+    }
+
+    /// The rule a line (or a word, [`MergeHow::words`]) of a file read
+    /// this way holds.
     pub(super) fn line<'a>(&self, line: &'a str) -> Result<Word<'a>, String> {
+        if self.cvs && line == "!" {
+            return Ok(Word::Clear);
+        }
         let w = match self.plain {
             Some(include) => Word::Rule(include, How::default(), line),
             None => word(line)?,
@@ -118,6 +145,8 @@ pub(super) enum Word<'a> {
     DirMerge(MergeHow, &'a str),
     /// `. FILE` (`merge FILE`).
     Merge(MergeHow, &'a str),
+    /// `-C`: the global CVS excludes in this place.
+    Cvs,
 }
 
 const LONG: [(&str, char); 9] = [
@@ -158,12 +187,22 @@ pub(super) fn word(r: &str) -> Result<Word<'_>, String> {
             _ => Err("`!` (clear) takes nothing after it".into()),
         };
     }
-    let arg = || arg.filter(|a| !a.is_empty()).ok_or_else(|| format!("`{head}` needs a pattern or a name after it"));
+    let given = arg.filter(|a| !a.is_empty());
+    let arg = || given.ok_or_else(|| format!("`{head}` needs a pattern or a name after it"));
     match kind {
         '.' | ':' => {
             let how = merge_mods(mods)?;
-            Ok(if kind == '.' { Word::Merge(how, arg()?) } else { Word::DirMerge(how, arg()?) })
+            // rsync's `:C` reads `.cvsignore` unless named.
+            let name = match (how.cvs, given) {
+                (true, None) => ".cvsignore",
+                _ => arg()?,
+            };
+            Ok(if kind == '.' { Word::Merge(how, name) } else { Word::DirMerge(how, name) })
         }
+        '-' if mods == "C" => match given {
+            None => Ok(Word::Cvs),
+            Some(_) => Err("`-C` (the global CVS excludes) takes nothing after it".into()),
+        },
         _ => {
             let mut how = rule_mods(mods)?;
             let arg = arg()?;
@@ -190,8 +229,8 @@ fn refused(m: char) -> String {
     let what = match m {
         '/' => "`/` (a pattern on the absolute path)",
         'x' => "`x` (xattr names)",
-        'C' => "`C` (CVS's rules)",
-        'w' => "`w` (words split on blanks)",
+        'C' => "`C` (CVS's rules) other than as `-C` or on a merge",
+        'w' => "`w` (words split on blanks) other than on a merge",
         _ => return format!("no modifier {m:?}: {TAKES}"),
     };
     format!("rsync's modifier {what} is not supported by ddftp")
@@ -236,6 +275,8 @@ fn merge_mods(mods: &str) -> Result<MergeHow, String> {
             }
             'n' => how.no_inherit = true,
             'e' => how.exclude_self = true,
+            'w' => how.word_split = true,
+            'C' => how.cvs = true,
             'p' => how.rules.perishable = true,
             's' | 'r' => {
                 let s = if m == 's' { Side::Sender } else { Side::Receiver };
@@ -247,6 +288,13 @@ fn merge_mods(mods: &str) -> Result<MergeHow, String> {
     }
     if both {
         how.rules.side = Side::Both;
+    }
+    if how.cvs {
+        // rsync: `C` says the rest; `-`, `+` or a side beside it is refused.
+        if how.plain.is_some() || how.rules.side != Side::Both {
+            return Err("`C` takes no `-`, `+`, `s` or `r` beside it".into());
+        }
+        (how.plain, how.word_split, how.no_inherit) = (Some(false), true, true);
     }
     Ok(how)
 }
@@ -288,7 +336,16 @@ mod tests {
         assert_eq!(word(":-ne .gitignore"), Ok(Word::DirMerge(m, ".gitignore")));
         assert_eq!(word("dir-merge,ne- .gitignore"), Ok(Word::DirMerge(m, ".gitignore")));
         assert_eq!(word(". /etc/rules"), Ok(Word::Merge(MergeHow::default(), "/etc/rules")));
-        for bad in ["-/ x", "-x x", "-C", ":C", ":w x", "- ", "-", "! x", "Q x", "", "include", ":+- x", "Hs x"] {
+        let cvs = MergeHow { plain: Some(false), no_inherit: true, word_split: true, cvs: true, ..Default::default() };
+        assert_eq!(word(":C"), Ok(Word::DirMerge(cvs, ".cvsignore")));
+        assert_eq!(word("dir-merge,C .ignore"), Ok(Word::DirMerge(cvs, ".ignore")));
+        assert_eq!(word("-C"), Ok(Word::Cvs));
+        let w = MergeHow { word_split: true, plain: Some(true), ..Default::default() };
+        assert_eq!(word(":+w .keep"), Ok(Word::DirMerge(w, ".keep")));
+        for bad in [
+            "-/ x", "-x x", "-C x", "+C", ":-C", ":Cs x", "-w x", "- ", "-", "! x", "Q x", "", "include", ":+- x",
+            "Hs x",
+        ] {
             assert!(word(bad).is_err(), "{bad:?} refused");
         }
         assert!(word("-/ x").unwrap_err().contains("not supported"));
@@ -302,6 +359,10 @@ mod tests {
         assert_eq!(m.line("+ x"), Ok(Word::Rule(true, how(Side::Sender, false, true), "x")));
         assert!(m.line("P x").is_err(), "the merge gives the sides");
         assert_eq!(MergeHow::default().line("!"), Ok(Word::Clear));
+        let c = merge_mods("C").unwrap();
+        assert_eq!(c.words(" *.o  core\t! x "), ["*.o", "core", "!", "x"]);
+        assert_eq!(c.line("!"), Ok(Word::Clear), "a `!` word clears a .cvsignore");
+        assert_eq!(c.line("+x"), Ok(Word::Rule(false, How::default(), "+x")), "every other word a pattern");
     }
 
     proptest::proptest! {
@@ -319,12 +380,13 @@ mod tests {
 
     #[test]
     fn modifiers_written_back_read_the_same() {
-        for r in ["-!ps x", "+r x", ":-ne .f", ".+s f", "H x"] {
+        for r in ["-!ps x", "+r x", ":-ne .f", ".+s f", "H x", ":C .c", ":Ce .c", ":-w .w", "-C"] {
             let back = match word(r).unwrap() {
                 Word::Rule(inc, h, p) => format!("{}{} {p}", if inc { '+' } else { '-' }, h.letters()),
                 Word::DirMerge(h, n) => format!(":{} {n}", h.letters()),
                 Word::Merge(h, n) => format!(".{} {n}", h.letters()),
                 Word::Clear => "!".into(),
+                Word::Cvs => "-C".into(),
             };
             assert_eq!(word(&back).unwrap(), word(r).unwrap(), "{r} as {back}");
         }

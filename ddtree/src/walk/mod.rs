@@ -172,11 +172,19 @@ pub struct Extra {
     pub names: bool,
     /// rsync's `dir-merge NAME`: the content of each regular file of
     /// this name is listed with it (its directory's filter rules), and it
-    /// is listed even where the prune rules exclude it.
+    /// is listed even where the prune rules exclude it. Several names
+    /// are `/`-separated (no name holds one).
     pub merge: Option<std::sync::Arc<[u8]>>,
     /// rsync's `-x`: a directory on another file system than the root's
     /// (a mount point) is listed, not entered.
     pub one_fs: bool,
+}
+
+impl Extra {
+    /// Whether `name` is one of [`Extra::merge`]'s.
+    fn is_merge_name(&self, name: &[u8]) -> bool {
+        self.merge.as_deref().is_some_and(|m| m.split(|&b| b == b'/').any(|m| m == name))
+    }
 }
 
 /// Whether a path below a walk's root may be listed at all.
@@ -284,7 +292,7 @@ impl Sink {
                 Err(e) => tracing::warn!(path = %String::from_utf8_lossy(path), "cannot read its target: {e}"),
             }
         }
-        if let (true, Some((d, n))) = (file, at.filter(|(_, n)| self.extra.merge.as_deref() == Some(n.to_bytes()))) {
+        if let (true, Some((d, n))) = (file, at.filter(|(_, n)| self.extra.is_merge_name(n.to_bytes()))) {
             match read_merge_file(d, n) {
                 Ok(text) => m.rare_mut().rules = Some(text),
                 Err(e) => self.error(l, path, format!("cannot read its filter rules: {e}")),
@@ -310,7 +318,7 @@ impl Sink {
 
     /// Whether `name` is a regular file of the name of [`Extra::merge`].
     fn is_merge_file(&self, name: &CStr, st: &mfu::Stat) -> bool {
-        self.extra.merge.as_deref() == Some(name.to_bytes()) && Kind::from_mode(st.mode) == Some(Kind::File)
+        self.extra.is_merge_name(name.to_bytes()) && Kind::from_mode(st.mode) == Some(Kind::File)
     }
 
     fn record(&self, l: &mut Local, path: &[u8], st: &mfu::Stat, meta: &Meta) {

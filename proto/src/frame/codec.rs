@@ -175,7 +175,9 @@ impl Request {
                     true => r.path()?,
                     false => String::new(),
                 };
-                if flags & 4 != 0 && (merge.is_empty() || merge.contains('/') || merge == "." || merge == "..") {
+                // Several names `/`-separated (protocol 10), each plain.
+                let plain = |n: &str| !n.is_empty() && n != "." && n != "..";
+                if flags & 4 != 0 && !merge.split('/').all(plain) {
                     return Err(ProtoError::Malformed { kind, why: "a merge file's name is a plain name" });
                 }
                 let (xattrs, names, one_fs) = (flags & 1 != 0, flags & 2 != 0, flags & 8 != 0);

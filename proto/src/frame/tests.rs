@@ -27,7 +27,7 @@ fn request() -> impl Strategy<Value = Request> {
             ".{0,64}",
             proptest::collection::vec((any::<bool>(), ".{0,32}"), 0..8),
             (any::<bool>(), any::<bool>(), any::<bool>()),
-            "|[a-z.-]{0,2}[a-z][a-z.-]{0,12}"
+            "|[a-z.-]{0,2}[a-z][a-z.-]{0,12}(/[a-z][a-z.-]{0,8}){0,2}"
         )
             .prop_map(|(path, rules, (xattrs, names, one_fs), merge)| Request::WalkFiltered {
                 path,
@@ -168,6 +168,14 @@ fn bad_fields_are_malformed() {
     assert_eq!(Request::decode(&mut wire), Err(ProtoError::BadMagic));
     let mut wire = BytesMut::from(&[K_END, 0, 0, 0, 5, 0, 0, 0, 1, 9][..]);
     assert!(matches!(Request::decode(&mut wire), Err(ProtoError::Malformed { why: "trailing bytes", .. })));
+    for merge in ["a//b", "a/..", "/a", "a/", ".", "./b"] {
+        let (path, rules) = (".".to_string(), vec![]);
+        let mut wire = BytesMut::new();
+        let merge = merge.to_string();
+        Request::WalkFiltered { path, rules, xattrs: false, names: false, merge, one_fs: false }.encode(&mut wire);
+        let why = "a merge file's name is a plain name";
+        assert_eq!(Request::decode(&mut wire), Err(ProtoError::Malformed { kind: K_WALK_FILTERED, why }));
+    }
 }
 
 #[test]
@@ -180,10 +188,14 @@ fn direction_span_and_step() {
 }
 
 #[test]
-fn versions_7_to_9_are_spoken_and_no_other() {
-    assert!(spoken(7) && spoken(8) && spoken(9));
-    assert!(!spoken(6) && !spoken(10) && !spoken(0));
+fn versions_7_to_10_are_spoken_and_no_other() {
+    assert!(spoken(7) && spoken(8) && spoken(9) && spoken(10));
+    assert!(!spoken(6) && !spoken(11) && !spoken(0));
     // 8 only added WeakSums, which needs it; 9 only Waiting, sent to a
-    // client that said 9.
-    assert_eq!((OLDEST_PROTOCOL_VERSION, WEAK_SUMS_VERSION, WAITING_VERSION, PROTOCOL_VERSION), (7, 8, 9, 9));
+    // client that said 9; 10 several merge names, sent to a server that
+    // said 10.
+    assert_eq!(
+        (OLDEST_PROTOCOL_VERSION, WEAK_SUMS_VERSION, WAITING_VERSION, MERGE_NAMES_VERSION, PROTOCOL_VERSION),
+        (7, 8, 9, 10, 10)
+    );
 }

@@ -33,6 +33,7 @@ mod readme;
 mod rerun;
 mod resume;
 mod retry;
+mod rsync_cvs;
 mod rsync_language;
 mod rsync_limits;
 mod rsync_links;
