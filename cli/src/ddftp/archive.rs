@@ -18,6 +18,25 @@ fn exit_for_archive(e: &ArchiveError) -> Exit {
     }
 }
 
+/// `--link-dest`, `--compare-dest` or `--copy-dest` (clap keeps them
+/// apart), as rsync takes them.
+fn bases(o: &ArchiveOpt) -> Result<Option<archive::basis::Bases>, String> {
+    use archive::basis::{Bases, BasisHow, MAX_BASES};
+    let (how, dirs) = match (&o.link_dest, &o.compare_dest, &o.copy_dest) {
+        (d, _, _) if !d.is_empty() => (BasisHow::Link, d),
+        (_, d, _) if !d.is_empty() => (BasisHow::Compare, d),
+        (_, _, d) if !d.is_empty() => (BasisHow::Copy, d),
+        _ => return Ok(None),
+    };
+    if dirs.len() > MAX_BASES {
+        return Err(format!("at most {MAX_BASES} {} args may be given (rsync's limit)", how.flag()));
+    }
+    if o.checksum {
+        return Err(format!("{} with -c is not taken yet: give one of them", how.flag()));
+    }
+    Ok(Some(Bases { how, dirs: dirs.clone() }))
+}
+
 /// The filter rules in command-line order (clap keeps each flag's values
 /// apart; their indices say how they interleave).
 fn rules(o: &ArchiveOpt, m: Option<&clap::ArgMatches>) -> Vec<RuleSpec> {
@@ -196,6 +215,13 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
+    let bases = match bases(&o) {
+        Ok(b) => b,
+        Err(e) => {
+            report_error(&e);
+            return Exit::Usage;
+        }
+    };
     let naming = super::rsync_names::Naming {
         files_from: o.files_from.as_ref(),
         from0: o.from0,
@@ -216,7 +242,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
             return Exit::Usage;
         }
     };
-    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from, kept, chmod, chown }, verbose);
+    let spec = archive_spec(&o, Parsed { get, filter, backup_suffix, files_from, kept, chmod, chown, bases }, verbose);
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -272,6 +298,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
 /// What `run` read and checked of the options, beside them.
 struct Parsed {
     get: ddftp::transfer::GetSpec,
+    bases: Option<archive::basis::Bases>,
     filter: Filter,
     backup_suffix: Option<String>,
     files_from: Option<ddtree::files_from::FilesFrom>,
@@ -282,8 +309,9 @@ struct Parsed {
 
 /// The options as the engine's spec.
 fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
-    let Parsed { get, filter, backup_suffix, files_from, kept, chmod, chown } = parsed;
+    let Parsed { get, filter, backup_suffix, files_from, kept, chmod, chown, bases } = parsed;
     ArchiveSpec {
+        bases,
         files_from,
         kept,
         chmod,

@@ -182,6 +182,21 @@ pub struct ArchiveOpt {
     /// its path, instead of losing it.
     #[arg(long, value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
+    /// A directory holding an earlier copy (rsync's; relative: to DEST;
+    /// up to 20, tried in order): a file DEST lacks that is there as
+    /// listed is hard-linked from it, not moved; one of the same content
+    /// but other mode or owner is copied from it. Snapshots share what did
+    /// not change.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["compare_dest", "copy_dest"])]
+    pub link_dest: Vec<PathBuf>,
+    /// As --link-dest, but what is there as listed stays out of DEST (a
+    /// tree of what changed since DIR).
+    #[arg(long, value_name = "DIR", conflicts_with = "copy_dest")]
+    pub compare_dest: Vec<PathBuf>,
+    /// As --link-dest, but what is there as listed is copied from it (a
+    /// local copy, no network).
+    #[arg(long, value_name = "DIR")]
+    pub copy_dest: Vec<PathBuf>,
     /// Keep what a run replaces or deletes, renamed NAME~ beside it
     /// (rsync's -b; with --backup-dir, moved there). `--delete` leaves
     /// such backups, as rsync's.

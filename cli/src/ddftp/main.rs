@@ -167,14 +167,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    Get(get::GetOpt),
+    // Boxed, as Archive: the two take most flags by far.
+    Get(Box<get::GetOpt>),
     Send(pipe::SendOpt),
     Recv(pipe::RecvOpt),
     Simulate(simulate::SimulateOpt),
     Walk(walk::WalkOpt),
     List(list::ListOpt),
     Ls(ls::LsOpt),
-    Archive(archive::ArchiveOpt),
+    Archive(Box<archive::ArchiveOpt>),
     Demo(demo::DemoOpt),
     /// Print a shell completion script: ddftp completions bash > /etc/bash_completion.d/ddftp
     Completions {
@@ -282,7 +283,7 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| refused(e));
     init_logging(cli.verbose);
     let exit: Exit = match cli.cmd {
-        Cmd::Get(o) => many::get(o),
+        Cmd::Get(o) => many::get(*o),
         Cmd::Send(o) => pipe::run_send(o),
         Cmd::Recv(o) => pipe::run_recv(o),
         Cmd::Simulate(o) => outcome::json_on_failure(o.json, || simulate::run(o)),
@@ -291,7 +292,7 @@ fn main() -> ExitCode {
         Cmd::Ls(o) => outcome::json_on_failure(o.json, || ls::run(o)),
         // The filter rules' order across --exclude and --include is theirs
         // on the command line.
-        Cmd::Archive(o) => archive::run(o, matches.subcommand_matches("archive"), cli.verbose),
+        Cmd::Archive(o) => archive::run(*o, matches.subcommand_matches("archive"), cli.verbose),
         Cmd::Demo(o) => demo::run(o),
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "ddftp", &mut std::io::stdout());

@@ -74,6 +74,10 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
     if let Some(d) = &o.backup_dir {
         v.push(format!("--backup-dir={}", d.display()));
     }
+    // On the receiving end, as rsync's.
+    for (flag, dirs) in [("link-dest", &o.link_dest), ("compare-dest", &o.compare_dest), ("copy-dest", &o.copy_dest)] {
+        v.extend(dirs.iter().map(|d| format!("--{flag}={}", d.display())));
+    }
     for rule in filter.words() {
         v.extend(["-f".into(), rule]);
     }

@@ -38,6 +38,8 @@ pub(super) struct Archiving<'a> {
     pub(super) merged: std::sync::OnceLock<super::filter::Filter>,
     /// The filter with DEST's merge files, what `--delete` leaves by.
     pub(super) merged_dest: std::sync::OnceLock<super::filter::Filter>,
+    /// What `--link-dest`, `--compare-dest` or `--copy-dest` found.
+    pub(super) based: std::sync::OnceLock<super::basis::Based>,
 }
 
 /// The list's check and what the list sets aside ([`Archiving::listing`]).
@@ -123,6 +125,7 @@ impl<'a> Archiving<'a> {
             share: std::sync::Mutex::new(spec.get.share.clone()),
             merged: std::sync::OnceLock::new(),
             merged_dest: std::sync::OnceLock::new(),
+            based: std::sync::OnceLock::new(),
         }
     }
 
@@ -356,11 +359,19 @@ impl<'a> Archiving<'a> {
             return Ok(choose(items, dest, true, owners, super::current::Quick::default()));
         }
         make_dirs(items, dest)?;
+        // What the bases hold goes in first: the files then are complete.
+        let based = self.based.get();
+        if let Some(b) = based {
+            b.put(items, dest, owners);
+        }
         let again = match ranked {
             true => None,
             false => resumed(items, dest, &self.saved(), &journal_path(&self.output())),
         };
         let mut chosen = again.unwrap_or_else(|| choose(items, dest, false, owners, self.spec.quick()));
+        if let Some(b) = based {
+            chosen.leave_out_basis(b);
+        }
         self.make_way(&mut chosen, progress);
         if self.spec.backs_up() {
             self.back_up(&mut chosen, progress);

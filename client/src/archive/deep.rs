@@ -54,6 +54,11 @@ impl Dest {
         &self.0.path
     }
 
+    /// Whether it exists (was opened).
+    pub(super) fn exists(&self) -> bool {
+        self.0.fd.is_some()
+    }
+
     /// Entry `rel` (a name below DEST; empty for DEST itself).
     pub(super) fn join(&self, rel: impl AsRef<Path>) -> Beneath {
         let rel = rel.as_ref().as_os_str().as_bytes();

@@ -107,6 +107,15 @@ pub(super) struct Chosen<'a> {
 }
 
 impl Chosen<'_> {
+    /// `--compare-dest`: what a basis holds as listed stays out of DEST.
+    pub(super) fn leave_out_basis(&mut self, based: &super::basis::Based) {
+        let out: HashSet<std::path::PathBuf> =
+            self.todo.iter().filter(|it| based.leaves_out(&it.rel, it.entry.kind)).map(|it| it.rel.clone()).collect();
+        if !out.is_empty() {
+            self.leave_out(&out);
+        }
+    }
+
     /// Takes the entries named in `out` out of the move (their bytes too).
     pub(super) fn leave_out(&mut self, out: &HashSet<std::path::PathBuf>) {
         let mut bytes = 0;

@@ -30,6 +30,7 @@ mod followed;
 pub use ddtree::filter;
 mod archiving;
 mod backup;
+pub mod basis;
 mod checksum;
 pub mod chmod;
 mod current;
@@ -178,6 +179,9 @@ pub struct ArchiveSpec {
     /// `--max-delete N`: at most N entries deleted; the others are named
     /// as not deleted.
     pub max_delete: Option<u64>,
+    /// `--link-dest`, `--compare-dest`, `--copy-dest`: directories holding
+    /// an earlier copy, as rsync's ([`basis`]).
+    pub bases: Option<basis::Bases>,
     /// `--backup-dir DIR`: what a run replaces or deletes is moved there
     /// (under its path below DEST) instead; relative to DEST.
     pub backup_dir: Option<PathBuf>,
@@ -465,7 +469,13 @@ async fn archive_into(
     }
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
+    if ranked && spec.bases.is_some() {
+        let why = "--link-dest, --compare-dest and --copy-dest are not taken under mpirun yet: run the archive in one process";
+        return Err(ArchiveError::BadEntry { path: spec.src.clone(), why: why.into() });
+    }
     let (dest, mut fresh, dest_made) = open_dest(spec, ranked)?;
+    // With bases, what DEST lacks is looked up in them first.
+    fresh &= spec.bases.is_none();
     // Receivers sharing a tree move one range, the whole list, the same
     // on each: not parts cut as a walk goes.
     let streams = !spec.dry_run
@@ -494,6 +504,13 @@ async fn archive_into(
     run.tally.lock().expect("tally lock").dest_made = dest_made;
     let items = run.items(progress).await?;
     progress.status(&format!("comparing {} entries with {}", items.len(), spec.dest.display()));
+    if let Some(bases) = &spec.bases {
+        let mut based = basis::Based::open(bases, &spec.dest, |w| progress.warn(&w));
+        let none = HashSet::new();
+        let keep = run.keep(&none);
+        based.look(&items, &run.dest, dest_made, |p, m, it| sync::judge(&keep, p, m, it));
+        let _ = run.based.set(based);
+    }
     let differ = match spec.checksum && !fresh {
         true => checksum::differing(spec, &run.dest, &items, progress).await?,
         false => HashSet::new(),

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use ddtree::list::Kind;
 
 use super::backup::Backup;
+use super::basis::Based;
 use super::current::{self, Held};
 use super::decide;
 use super::deleting::{at_most, extraneous, Extraneous};
@@ -151,6 +152,13 @@ fn shown(rel: &Path, dir: bool) -> String {
     }
 }
 
+/// DEST as a run finds it: the directory, and what the bases hold of
+/// the entries it lacks (`--link-dest`...).
+pub(super) struct Onto<'a> {
+    pub dest: &'a deep::Dest,
+    pub based: &'a Based,
+}
+
 /// What a run would do to DEST for `items` (sorted by path), and, with
 /// `extra` (from [`extraneous`]), what it would delete, leaving out
 /// `blocked` (what it would refuse to replace); `keep`: whether
@@ -159,11 +167,12 @@ pub(super) fn plan(
     items: &[Item],
     specials: &[Item],
     linked: &[Linked],
-    dest: &deep::Dest,
+    onto: Onto,
     extra: &Extraneous,
     blocked: &HashSet<PathBuf>,
     keep: Keep,
 ) -> Plan {
+    let Onto { dest, based } = onto;
     let mut p = Plan::default();
     let mut lines: Vec<(PathBuf, Shown, String)> = vec![];
     let specials = specials.iter().filter(|it| !blocked.contains(&it.rel));
@@ -185,22 +194,24 @@ pub(super) fn plan(
         let e = &it.entry;
         let path = dest.join(&it.rel);
         let m = deep::symlink_metadata(&path).ok();
-        // Owner, group, xattrs: `o g . a x` (or dots), the code's last five.
-        let attrs = m.as_ref().and_then(|m| keep.differs(&path, m, e));
-        let held = decide::Held {
-            differs: m.as_ref().map(|m| current::compare(&Held::from(m), e, keep.window)),
-            size_only: keep.size_only,
-            content: e.kind == Kind::File && keep.differ.contains(&it.rel),
-            attrs: attrs.is_some(),
-            same_target: e.meta.target().filter(|_| e.kind == Kind::Link).map(|_| current::same_target(&path, e)),
-        };
-        let action = decide::decide(e.kind, held);
-        let (action, attrs) = match &m {
-            Some(m) => decide::seen_after_chown(e.kind, m.mode(), e.perm, action, attrs),
-            None => (action, attrs),
+        let (action, code) = match (based.code(&it.rel, e.kind), &m) {
+            // DEST lacked it and a basis holds it (`--link-dest`...):
+            // counted as new only if moved.
+            (Some(code), _) => {
+                if based.leaves_out(&it.rel, e.kind) {
+                    continue;
+                }
+                let moved = based.found.get(&it.rel).is_some_and(|b| matches!(b.action, decide::Action::Move { .. }));
+                (if moved { decide::Action::Make } else { decide::Action::Current }, code)
+            }
+            (None, Some(m)) => {
+                let (action, attrs) = judge(&keep, &path, m, it);
+                (action, decide::code(e.kind, action, attrs.as_deref()))
+            }
+            (None, None) => (decide::Action::Make, decide::code(e.kind, decide::Action::Make, None)),
         };
         p.count(e, action);
-        if let Some(mut code) = decide::code(e.kind, action, attrs.as_deref()) {
+        if let Some(mut code) = code {
             if !keep.times && matches!(action, decide::Action::Move { time: true, .. }) {
                 code.replace_range(4..5, "T");
             }
@@ -222,6 +233,29 @@ pub(super) fn plan(
     lines.sort_by_cached_key(|(rel, what, _)| in_rsyncs_order(rel, *what, &deleted));
     (p.rels, p.lines) = lines.into_iter().map(|(r, _, l)| (r, l)).unzip();
     p
+}
+
+/// What a run would do to the listed `it` where the disk holds `m` at
+/// `path` (DEST's entry, or a basis's), and the owner, group and xattr
+/// letters that differ.
+pub(super) fn judge(
+    keep: &Keep,
+    path: &deep::Beneath,
+    m: &std::fs::Metadata,
+    it: &Item,
+) -> (decide::Action, Option<String>) {
+    let e = &it.entry;
+    // Owner, group, xattrs: `o g . a x` (or dots), the code's last five.
+    let attrs = keep.differs(path, m, e);
+    let held = decide::Held {
+        differs: Some(current::compare(&Held::from(m), e, keep.window)),
+        size_only: keep.size_only,
+        content: e.kind == Kind::File && keep.differ.contains(&it.rel),
+        attrs: attrs.is_some(),
+        same_target: e.meta.target().filter(|_| e.kind == Kind::Link).map(|_| current::same_target(path, e)),
+    };
+    let action = decide::decide(e.kind, held);
+    decide::seen_after_chown(e.kind, m.mode(), e.perm, action, attrs)
 }
 
 /// A line's place: deletions (0) or the rest (1), the directory path in
@@ -408,6 +442,18 @@ impl Archiving<'_> {
         })
     }
 
+    /// What is compared of an entry (`differ`: `--checksum`'s files).
+    pub(super) fn keep<'d>(&self, differ: &'d HashSet<PathBuf>) -> Keep<'d> {
+        Keep {
+            owners: self.spec.owners,
+            xattrs: self.spec.xattrs,
+            times: self.spec.kept.times,
+            size_only: self.spec.size_only,
+            window: self.spec.modify_window,
+            differ,
+        }
+    }
+
     /// The changes a run would make now (`--dry-run`, `--itemize-changes`).
     /// `name_blocked`: what the run would refuse to replace is named now,
     /// as the run names it (a real run names it as it comes to it).
@@ -436,15 +482,11 @@ impl Archiving<'_> {
                 blocked.insert(it.rel.clone());
             }
         }
-        let keep = Keep {
-            owners: self.spec.owners,
-            xattrs: self.spec.xattrs,
-            times: self.spec.kept.times,
-            size_only: self.spec.size_only,
-            window: self.spec.modify_window,
-            differ,
-        };
-        let mut plan = plan(items, &specials, &linked, &self.dest, &extra, &blocked, keep);
+        let keep = self.keep(differ);
+        let none = Based::default();
+        let based = self.based.get().unwrap_or(&none);
+        let onto = Onto { dest: &self.dest, based };
+        let mut plan = plan(items, &specials, &linked, onto, &extra, &blocked, keep);
         plan.deletions_skipped = skipped;
         if self.spec.delete && !self.deletes() {
             // Where rsync says it: before the changes.

@@ -34,6 +34,7 @@ mod rerun;
 mod resume;
 mod retry;
 mod rsync_cvs;
+mod rsync_dests;
 mod rsync_language;
 mod rsync_limits;
 mod rsync_links;
