@@ -498,7 +498,14 @@ impl Session {
         // are applied here only (the client filters the list either way).
         let WalkAsk { rules, xattrs, names, merge, one_fs } = ask;
         // An older server refuses -x's flag as unknown: said plainly here.
-        if *one_fs && self.version < ddftp_proto::frame::WAITING_VERSION {
+        if *one_fs > 1 && self.version < ddftp_proto::frame::MERGE_NAMES_VERSION {
+            return Err(SessionError::TooOld {
+                what: "-xx",
+                needs: ddftp_proto::frame::MERGE_NAMES_VERSION,
+                server: self.version,
+            });
+        }
+        if *one_fs > 0 && self.version < ddftp_proto::frame::WAITING_VERSION {
             return Err(SessionError::TooOld {
                 what: "-x",
                 needs: ddftp_proto::frame::WAITING_VERSION,
@@ -516,7 +523,7 @@ impl Session {
         let size = rules.iter().map(|(_, p)| 3 + p.len()).sum::<usize>() + 7 + src.len() + merge.len();
         let fits = rules.len() <= MAX_WALK_RULES && size <= MAX_CONTROL_BODY;
         let rules = if fits { rules.clone() } else { vec![] };
-        match rules.is_empty() && !xattrs && !names && merge.is_empty() && !one_fs {
+        match rules.is_empty() && !xattrs && !names && merge.is_empty() && *one_fs == 0 {
             false => {
                 let (path, xattrs, names, merge, one_fs) = (src.to_string(), *xattrs, *names, merge.clone(), *one_fs);
                 Request::WalkFiltered { path, rules, xattrs, names, merge, one_fs }.encode(&mut req)
@@ -632,7 +639,7 @@ pub struct WalkAsk {
     pub merge: String,
     /// rsync's `-x`: directories on another file system than SRC's are
     /// listed, not entered.
-    pub one_fs: bool,
+    pub one_fs: u8,
 }
 
 #[cfg(test)]

@@ -31,7 +31,8 @@ pub const OLDEST_PROTOCOL_VERSION: u16 = 7;
 pub const WEAK_SUMS_VERSION: u16 = 8;
 /// The first version with `Waiting`.
 pub const WAITING_VERSION: u16 = 9;
-/// The first version whose `WalkFiltered` takes several merge names.
+/// The first version whose `WalkFiltered` takes several merge names
+/// and leaves mount points out (`-xx`).
 pub const MERGE_NAMES_VERSION: u16 = 10;
 
 /// Whether a peer's `Hello` version is one this side speaks.
@@ -164,11 +165,11 @@ pub enum Request {
     /// names the files whose
     /// content (at most 64 KiB) is listed with them: each directory's
     /// filter rules, which the client applies (they are read even where
-    /// `rules` exclude them). With `one_fs` (rsync's `-x`, protocol 9: an
+    /// `rules` exclude them). With `one_fs` 1 (rsync's `-x`, protocol 9: an
     /// older server refuses the flag, so a client asks it only of one that
     /// said 9), a directory on another file system than `path` is listed
-    /// but not entered.
-    WalkFiltered { path: String, rules: Vec<(bool, String)>, xattrs: bool, names: bool, merge: String, one_fs: bool },
+    /// but not entered; with 2 (`-xx`, protocol 10), not listed either.
+    WalkFiltered { path: String, rules: Vec<(bool, String)>, xattrs: bool, names: bool, merge: String, one_fs: u8 },
     /// The next piece (≤ [`MAX_BUNDLE_CHUNK`] bytes) of a bundle's
     /// definition: a ddftp list of regular files and symlinks, in order,
     /// packed ([`crate::packed`]).

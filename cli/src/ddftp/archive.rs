@@ -146,10 +146,6 @@ fn pushed(o: &ArchiveOpt, matches: Option<&clap::ArgMatches>, to: &ddftp::ssh::S
 /// `verbose`: the global `-v` count; as with rsync, `-v` lists what a run
 /// changes too (here in the `-i` lines).
 pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -> Exit {
-    if o.one_file_system > 1 {
-        report_error(&"-xx (mount points left out too) is not supported: -x makes each one, empty");
-        return Exit::Usage;
-    }
     let mut chmod = archive::chmod::Chmod::default();
     if let Some(e) = o.chmod.iter().find_map(|c| chmod.add(c, archive::umask()).err()) {
         report_error(&e);
@@ -323,7 +319,7 @@ fn archive_spec(o: &ArchiveOpt, parsed: Parsed, verbose: u8) -> ArchiveSpec {
         update: o.update,
         size_only: o.size_only,
         sizes: o.sizes.sizes(),
-        one_fs: o.one_file_system > 0,
+        one_fs: o.one_file_system.min(2),
         modify_window: archive::Window(o.modify_window),
         file_to_parent: o.dest_named,
         file_to_name: o.dest_may_be_file,

@@ -152,7 +152,7 @@ pub struct ArchiveOpt {
     pub sizes: super::rsync_sizes::SizeFlags,
     /// Do not cross file systems (rsync's -x): a directory on another
     /// file system than SRC's (a mount point) is made, empty, and not
-    /// entered. rsync's -xx (leave mount points out too) is not taken.
+    /// entered; twice (-xx), mount points are left out too, as rsync's.
     #[arg(long, short = 'x', action = clap::ArgAction::Count)]
     pub one_file_system: u8,
     /// Take two mtimes up to N seconds apart as the same (rsync's; a FAT

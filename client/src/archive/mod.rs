@@ -175,7 +175,7 @@ pub struct ArchiveSpec {
     pub modify_window: current::Window,
     /// `-x`: the mirrors list a directory on another file system than
     /// SRC's (a mount point) and do not enter it, as rsync's.
-    pub one_fs: bool,
+    pub one_fs: u8,
     /// `--max-delete N`: at most N entries deleted; the others are named
     /// as not deleted.
     pub max_delete: Option<u64>,

@@ -175,9 +175,10 @@ pub struct Extra {
     /// is listed even where the prune rules exclude it. Several names
     /// are `/`-separated (no name holds one).
     pub merge: Option<std::sync::Arc<[u8]>>,
-    /// rsync's `-x`: a directory on another file system than the root's
-    /// (a mount point) is listed, not entered.
-    pub one_fs: bool,
+    /// rsync's `-x` (1): a directory on another file system than the
+    /// root's (a mount point) is listed, not entered; `-xx` (2): not
+    /// listed either.
+    pub one_fs: u8,
 }
 
 impl Extra {
@@ -420,7 +421,7 @@ where
         within: opts.within.clone(),
         on_error: opts.on_error.clone(),
         extra: opts.extra.clone(),
-        dev: opts.extra.one_fs.then(|| std::os::unix::fs::MetadataExt::dev(&md)),
+        dev: (opts.extra.one_fs > 0).then(|| std::os::unix::fs::MetadataExt::dev(&md)),
     };
     let new_local = |_| Local {
         totals: Totals::default(),
@@ -519,10 +520,15 @@ fn scan(sink: &Sink, l: &mut Local, dir: PathBuf, queue: &mut Vec<PathBuf>) {
                             continue;
                         }
                     }
+                    let here = sink.dev.is_none_or(|dev| raw.st_dev == dev);
+                    let is_dir = Kind::from_mode(st.mode) == Some(Kind::Dir);
+                    // `-xx`: a mount point is left out, not made empty.
+                    if !here && is_dir && sink.extra.one_fs > 1 {
+                        continue;
+                    }
                     let meta = sink.meta(l, &path, &raw, Some((&d, name)));
                     sink.record(l, &path, &st, &meta);
-                    let here = sink.dev.is_none_or(|dev| raw.st_dev == dev);
-                    if Kind::from_mode(st.mode) == Some(Kind::Dir) && here {
+                    if is_dir && here {
                         queue.push(PathBuf::from(std::ffi::OsString::from_vec(path.clone())));
                     }
                 }

@@ -64,7 +64,7 @@ impl Request {
                     put_str(dst, p);
                 }
                 let flags = u8::from(*xattrs) | u8::from(*names) << 1 | u8::from(!merge.is_empty()) << 2;
-                dst.put_u8(flags | u8::from(*one_fs) << 3);
+                dst.put_u8(flags | u8::from(*one_fs > 0) << 3 | u8::from(*one_fs > 1) << 4);
                 if !merge.is_empty() {
                     put_str(dst, merge);
                 }
@@ -168,7 +168,7 @@ impl Request {
                     rules.push((include, r.path()?));
                 }
                 let flags = r.u8()?;
-                if flags > 15 {
+                if flags > 31 || flags & 24 == 16 {
                     return Err(ProtoError::Malformed { kind, why: "unknown walk flags" });
                 }
                 let merge = match flags & 4 != 0 {
@@ -180,7 +180,9 @@ impl Request {
                 if flags & 4 != 0 && !merge.split('/').all(plain) {
                     return Err(ProtoError::Malformed { kind, why: "a merge file's name is a plain name" });
                 }
-                let (xattrs, names, one_fs) = (flags & 1 != 0, flags & 2 != 0, flags & 8 != 0);
+                let (xattrs, names) = (flags & 1 != 0, flags & 2 != 0);
+                // `-x`, and `-xx` (protocol 10) with it.
+                let one_fs = u8::from(flags & 8 != 0) + u8::from(flags & 16 != 0);
                 Request::WalkFiltered { path, rules, xattrs, names, merge, one_fs }
             }
             K_BUNDLE => {

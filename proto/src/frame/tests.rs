@@ -26,7 +26,7 @@ fn request() -> impl Strategy<Value = Request> {
         (
             ".{0,64}",
             proptest::collection::vec((any::<bool>(), ".{0,32}"), 0..8),
-            (any::<bool>(), any::<bool>(), any::<bool>()),
+            (any::<bool>(), any::<bool>(), 0..3u8),
             "|[a-z.-]{0,2}[a-z][a-z.-]{0,12}(/[a-z][a-z.-]{0,8}){0,2}"
         )
             .prop_map(|(path, rules, (xattrs, names, one_fs), merge)| Request::WalkFiltered {
@@ -172,7 +172,7 @@ fn bad_fields_are_malformed() {
         let (path, rules) = (".".to_string(), vec![]);
         let mut wire = BytesMut::new();
         let merge = merge.to_string();
-        Request::WalkFiltered { path, rules, xattrs: false, names: false, merge, one_fs: false }.encode(&mut wire);
+        Request::WalkFiltered { path, rules, xattrs: false, names: false, merge, one_fs: 0 }.encode(&mut wire);
         let why = "a merge file's name is a plain name";
         assert_eq!(Request::decode(&mut wire), Err(ProtoError::Malformed { kind: K_WALK_FILTERED, why }));
     }

@@ -64,8 +64,8 @@ impl Drop for Mounted {
 }
 
 /// `-x`: a directory on another file system inside SRC (a mount point)
-/// is made, empty, and not entered, as rsync's; without it, it is
-/// copied whole. `-xx` is refused, said.
+/// is made, empty, and not entered, as rsync's; `-xx` leaves it out;
+/// without either it is copied whole.
 #[test]
 fn one_file_system_makes_a_mount_point_empty_as_rsync() {
     let f = Fixture::new();
@@ -85,8 +85,12 @@ fn one_file_system_makes_a_mount_point_empty_as_rsync() {
     let (whole, _) = ours(&m, &f.out("whole"), &["-a"]);
     assert_eq!(whole, 0);
     assert!(f.out("whole").join("d/mnt/inside").exists(), "without -x the mount is copied");
-    let (code, _) = ours(&m, &f.out("xx"), &["-axx"]);
-    assert_eq!(code, 2, "-xx is refused");
+    let (theirs, mine) = (f.out("xx-rsync"), f.out("xx-ddftp"));
+    let (r, o) = (rsync(&src, &theirs, &["-axx"]), ours(&m, &mine, &["-axx"]));
+    assert_eq!(r.0, 0, "{r:?}");
+    assert_eq!(o, r, "-xx: exit and -i lines");
+    same_tree(&theirs, &mine);
+    assert!(!mine.join("d/mnt").exists() && mine.join("d").is_dir(), "-xx: the mount point left out");
 }
 
 /// Sets `p`'s mtime (not following a symlink) to `when` (`touch -d`).
