@@ -121,13 +121,16 @@ mod tests {
 
     #[test]
     fn a_push_passes_sizes_one_file_system_the_window_chmod_and_chown_on() {
-        let args = ["t", "src", "-d", "out", "-x", "--max-size=1.5k-1", "--min-size", "2", "-u", "-@", "-1"];
-        let chmod = ["--chmod", "Dg+s,F644", "--chmod=o-rwx", "--chown", "nobody:"];
+        let args = ["t", "src", "-d", "out", "-xx", "--max-size=1.5k-1", "--min-size", "2", "-u", "-@", "-1"];
+        let chmod = ["--chmod", "Dg+s,F644", "--chmod=o-rwx", "--chown", "nobody:", "--link-dest", "../a", "--link-dest=/b"];
         let o = Cmd::try_parse_from(args.iter().chain(&chmod)).expect("flags parse").o;
         let v = passed_on(&o, &Filter::new(&[]).unwrap()).unwrap();
         let wants = ["-x", "-u", "--max-size=1535", "--min-size=2", "--modify-window=-1"];
         for want in wants.iter().chain(&["--chmod=Dg+s,F644", "--chmod=o-rwx", "--chown=nobody:"]) {
             assert!(v.iter().any(|w| w == want), "{want} in {v:?}");
         }
+        assert_eq!(v.iter().filter(|w| *w == "-x").count(), 2, "-xx as two: {v:?}");
+        let dests: Vec<&String> = v.iter().filter(|w| w.starts_with("--link-dest=")).collect();
+        assert_eq!(dests, ["--link-dest=../a", "--link-dest=/b"], "in order, for the receiving end");
     }
 }
