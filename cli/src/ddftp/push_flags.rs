@@ -122,7 +122,8 @@ mod tests {
     #[test]
     fn a_push_passes_sizes_one_file_system_the_window_chmod_and_chown_on() {
         let args = ["t", "src", "-d", "out", "-xx", "--max-size=1.5k-1", "--min-size", "2", "-u", "-@", "-1"];
-        let chmod = ["--chmod", "Dg+s,F644", "--chmod=o-rwx", "--chown", "nobody:", "--link-dest", "../a", "--link-dest=/b"];
+        let chmod =
+            ["--chmod", "Dg+s,F644", "--chmod=o-rwx", "--chown", "nobody:", "--link-dest", "../a", "--link-dest=/b"];
         let o = Cmd::try_parse_from(args.iter().chain(&chmod)).expect("flags parse").o;
         let v = passed_on(&o, &Filter::new(&[]).unwrap()).unwrap();
         let wants = ["-x", "-u", "--max-size=1535", "--min-size=2", "--modify-window=-1"];

@@ -469,10 +469,6 @@ async fn archive_into(
     }
     let src = spec.src.trim_end_matches('/');
     let src = if src.is_empty() { "." } else { src };
-    if ranked && spec.bases.is_some() {
-        let why = "--link-dest, --compare-dest and --copy-dest are not taken under mpirun yet: run the archive in one process";
-        return Err(ArchiveError::BadEntry { path: spec.src.clone(), why: why.into() });
-    }
     let (dest, mut fresh, dest_made) = open_dest(spec, ranked)?;
     // With bases, what DEST lacks is looked up in them first.
     fresh &= spec.bases.is_none();

@@ -340,3 +340,46 @@ fn ranks_follow_links_as_one_process_does() {
     assert_eq!(std::fs::read(ranks.join("to-outside")).unwrap(), std::fs::read(f.root().join("outside")).unwrap());
     assert_eq!(std::fs::read(ranks.join("to-file")).unwrap(), std::fs::read(src.join("real/large-0")).unwrap());
 }
+
+/// `--link-dest` under mpirun: the lead links (or copies) what the basis
+/// holds, the ranks move the rest; the snapshot is what one process
+/// makes, its unchanged files the basis's own.
+#[test]
+fn ranks_snapshot_with_link_dest_as_one_process_does() {
+    need(have_mpirun(), "OpenMPI (apt-get install openmpi-bin libopenmpi-dev libclang-dev)");
+    let exe = mpi_ddftp();
+    let f = Fixture::new();
+    let src = f.root().join("src");
+    bulk(&src, 3, 1 << 20, 60);
+    let m = Mirror::start(&f.root(), &[]);
+    let snap = |d: &Path, n: usize| -> Vec<String> {
+        let d = d.to_str().unwrap().to_string();
+        let mut a =
+            ["archive", "src", "-d", &d, "-m", &m.addr, "-a", "--block-size", "64KiB", "-q"].map(String::from).to_vec();
+        if n > 0 {
+            a.extend(["--link-dest".into(), "../s1".into()]);
+        }
+        a
+    };
+    let (s1, ranks, one) = (f.out("s1"), f.out("ranks"), f.out("one"));
+    let a: Vec<String> = snap(&s1, 0);
+    ddftp(&a.iter().map(String::as_str).collect::<Vec<_>>(), 0);
+    // Another size: a rewrite within the same second is the same to the
+    // quick check (and so to rsync).
+    random_file(&src.join("large-1"), (1 << 20) + 1, 77);
+    random_file(&src.join("new"), 5000, 78);
+    let a: Vec<String> = snap(&ranks, 1);
+    ok(mpirun(2, &exe, &a.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap(), "mpirun -n 2 --link-dest");
+    let b: Vec<String> = snap(&one, 1);
+    ddftp(&b.iter().map(String::as_str).collect::<Vec<_>>(), 0);
+    // The same entries and links (the unchanged files are the basis's,
+    // so their link counts are not the source's).
+    let look = Look { owners: is_root(), setid: is_root(), devices: false };
+    assert_equal(&scan(&one, look), &scan(&ranks, look));
+    for name in ["large-1", "new", "small/3/f3"] {
+        assert!(std::fs::read(ranks.join(name)).unwrap() == std::fs::read(src.join(name)).unwrap(), "{name}");
+    }
+    let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+    assert_eq!(ino(&ranks.join("large-0")), ino(&s1.join("large-0")), "unchanged: the basis's file");
+    assert_ne!(ino(&ranks.join("large-1")), ino(&s1.join("large-1")), "changed: moved");
+}
