@@ -57,4 +57,17 @@ mod tests {
         assert_eq!(&list[36..], [("*.log".to_string(), false), ("build/".to_string(), false)]);
         assert_eq!(global(Some(&home.path().join("none")), None).unwrap().len(), 36, "no file: none of its words");
     }
+
+    proptest::proptest! {
+        /// Any `$CVSIGNORE` is words, each an exclude the filter takes or
+        /// refuses (named), never a panic.
+        #[test]
+        fn any_cvsignore_value_is_words_that_compile_or_are_refused(env in "[ -~\t]{0,60}") {
+            let list = global(None, Some(&env)).unwrap();
+            proptest::prop_assert!(list.iter().all(|(w, _)| !w.is_empty() && !w.contains(char::is_whitespace)));
+            for (w, _) in &list {
+                let _ = super::super::Filter::new(&[super::super::RuleSpec::Exclude(w.clone())]);
+            }
+        }
+    }
 }
