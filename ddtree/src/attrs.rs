@@ -110,11 +110,12 @@ pub fn read_xattrs(path: &CStr) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
 }
 
 /// Makes `path`'s extended attributes `want`: sets what differs, removes
-/// what `want` lacks. Whether anything changed.
-pub fn write_xattrs(path: &CStr, want: &[(Vec<u8>, Vec<u8>)]) -> io::Result<bool> {
+/// what `want` lacks, of the names `touch` allows (rsync's receiving `x`
+/// rules; the others are left as they are). Whether anything changed.
+pub fn write_xattrs(path: &CStr, want: &[(Vec<u8>, Vec<u8>)], touch: &dyn Fn(&[u8]) -> bool) -> io::Result<bool> {
     let have = read_xattrs(path)?;
     let mut changed = false;
-    for (k, _) in have.iter().filter(|(k, _)| !want.iter().any(|(w, _)| w == k)) {
+    for (k, _) in have.iter().filter(|(k, _)| touch(k) && !want.iter().any(|(w, _)| w == k)) {
         let k = CString::new(k.clone()).expect("listed names hold no NUL");
         // SAFETY: two C strings.
         if unsafe { libc::lremovexattr(path.as_ptr(), k.as_ptr()) } != 0 {
@@ -123,7 +124,7 @@ pub fn write_xattrs(path: &CStr, want: &[(Vec<u8>, Vec<u8>)]) -> io::Result<bool
         changed = true;
     }
     for (k, v) in want {
-        if have.iter().any(|(h, hv)| h == k && hv == v) {
+        if !touch(k) || have.iter().any(|(h, hv)| h == k && hv == v) {
             continue;
         }
         let k = CString::new(k.clone()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a name"))?;
@@ -167,15 +168,17 @@ mod tests {
         std::fs::write(&p, b"x").unwrap();
         let c = CString::new(p.as_os_str().as_bytes()).unwrap();
         let want = vec![(b"user.one".to_vec(), vec![0, 1, 0xff]), (b"user.two".to_vec(), vec![])];
-        match write_xattrs(&c, &want) {
+        match write_xattrs(&c, &want, &|_| true) {
             Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return,
             r => assert!(r.unwrap()),
         }
         let mut got = read_xattrs(&c).unwrap();
         got.sort();
         assert_eq!(got, want);
-        assert!(!write_xattrs(&c, &want).unwrap(), "nothing to change");
-        assert!(write_xattrs(&c, &want[..1]).unwrap());
+        assert!(!write_xattrs(&c, &want, &|_| true).unwrap(), "nothing to change");
+        // A name left alone is neither removed nor set.
+        assert!(!write_xattrs(&c, &want[..1], &|k| k != b"user.two").unwrap(), "user.two left");
+        assert!(write_xattrs(&c, &want[..1], &|_| true).unwrap());
         assert_eq!(read_xattrs(&c).unwrap(), want[..1]);
     }
 }

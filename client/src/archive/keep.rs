@@ -220,7 +220,7 @@ impl Archiving<'_> {
         let mut all: Vec<&Item> = items.collect();
         all.extend(specials.iter());
         let items = all;
-        let dest = &self.dest;
+        let (dest, filter) = (&self.dest, &self.spec.filter);
         let results = listing::par_chunks(&items, |run| {
             let mut dir = deep::InDir::default();
             run.iter()
@@ -230,7 +230,7 @@ impl Archiving<'_> {
                         // Not there: not copied (named already).
                         return Ok(false);
                     }
-                    keep_xattrs(&path, &it.entry).map_err(|e| (it.rel.clone(), e.to_string()))
+                    keep_xattrs(&path, &it.entry, filter).map_err(|e| (it.rel.clone(), e.to_string()))
                 })
                 .collect::<Vec<_>>()
         });
@@ -246,9 +246,13 @@ impl Archiving<'_> {
 }
 
 /// Sets `path`'s xattrs to `e`'s where they differ. Whether anything changed.
-fn keep_xattrs(path: &deep::Beneath, e: &Entry) -> io::Result<bool> {
+/// Sets the listed xattrs on `path`, those `filter`'s `x` rules copy, and
+/// leaves DEST's that they protect.
+fn keep_xattrs(path: &deep::Beneath, e: &Entry, filter: &super::filter::Filter) -> io::Result<bool> {
     let Some(want) = e.meta.xattrs() else { return Ok(false) };
-    let set = || deep::with_short_path(path, |p| ddtree::attrs::write_xattrs(p, want));
+    let want: Vec<(Vec<u8>, Vec<u8>)> = want.iter().filter(|(k, _)| filter.copies_xattr(k)).cloned().collect();
+    let touch = |k: &[u8]| filter.touches_xattr(k);
+    let set = || deep::with_short_path(path, |p| ddtree::attrs::write_xattrs(p, &want, &touch));
     match set() {
         // Not root, and the entry is not writable (0444, a 0555
         // directory): writable for the moment it takes.

@@ -317,6 +317,8 @@ pub(super) struct Keep<'a> {
     pub window: current::Window,
     /// Files whose content differs from the mirrors' (`--checksum`).
     pub differ: &'a HashSet<PathBuf>,
+    /// The rules, for their `x` rules (which xattrs are compared).
+    pub names: &'a super::filter::Filter,
 }
 
 impl Keep<'_> {
@@ -331,8 +333,11 @@ impl Keep<'_> {
         let (mut a, mut x) = (false, false);
         if let Some(want) = e.meta.xattrs().filter(|_| self.xattrs) {
             let have = deep::with_short_path(path, ddtree::attrs::read_xattrs).unwrap_or_default();
+            // What `x` rules leave alone is not compared.
+            let copied: Vec<_> = want.iter().filter(|(k, _)| self.names.copies_xattr(k)).cloned().collect();
+            let (want, touched) = (&copied[..], |k: &[u8]| self.names.touches_xattr(k));
             let split = |xs: &[(Vec<u8>, Vec<u8>)], acl: bool| {
-                let mut part: Vec<_> = xs.iter().filter(|(k, _)| is_acl(k) == acl).cloned().collect();
+                let mut part: Vec<_> = xs.iter().filter(|(k, _)| is_acl(k) == acl && touched(k)).cloned().collect();
                 part.sort();
                 part
             };
@@ -443,7 +448,7 @@ impl Archiving<'_> {
     }
 
     /// What is compared of an entry (`differ`: `--checksum`'s files).
-    pub(super) fn keep<'d>(&self, differ: &'d HashSet<PathBuf>) -> Keep<'d> {
+    pub(super) fn keep<'d>(&'d self, differ: &'d HashSet<PathBuf>) -> Keep<'d> {
         Keep {
             owners: self.spec.owners,
             xattrs: self.spec.xattrs,
@@ -451,6 +456,7 @@ impl Archiving<'_> {
             size_only: self.spec.size_only,
             window: self.spec.modify_window,
             differ,
+            names: &self.spec.filter,
         }
     }
 

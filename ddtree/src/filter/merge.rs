@@ -91,6 +91,11 @@ fn parse(text: &[u8], dir: &str, how: MergeHow) -> Result<(Vec<Rule>, bool), Str
                     cleared = true;
                     continue;
                 }
+                Word::Rule(_, how, _) if how.xattr => {
+                    return Err(format!(
+                        "line {n}: {line:?}: an xattr (x) rule in a per-directory file is not supported"
+                    ));
+                }
                 Word::Rule(include, how, p) => Rule::new(include, how, p, dir),
                 Word::Merge(..) | Word::DirMerge(..) | Word::Cvs => {
                     let why = "a merge or -C inside a per-directory file is not supported";

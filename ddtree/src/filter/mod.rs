@@ -138,6 +138,8 @@ struct View {
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
     rules: Vec<Rule>,
+    /// rsync's `x` rules: of xattr names, in order.
+    xattr_rules: Vec<Rule>,
     /// rsync's `dir-merge` rules, in order.
     merges: Vec<Merge>,
     view: View,
@@ -198,7 +200,8 @@ impl Filter {
     fn push_word(&mut self, w: Word, r: &str, depth: u8) -> Result<(), FilterError> {
         match w {
             // rsync's: the rules so far are dropped (dir-merges among them too).
-            Word::Clear => (self.rules, self.merges) = (vec![], vec![]),
+            Word::Clear => (self.rules, self.xattr_rules, self.merges) = (vec![], vec![], vec![]),
+            Word::Rule(include, how, p) if how.xattr => self.xattr_rules.push(Rule::new(include, how, p, "")?),
             Word::Rule(include, how, p) => self.rules.push(Rule::new(include, how, p, "")?),
             Word::DirMerge(how, name) => {
                 // rsync's `/` before NAME: looked for from SRC down, as without.
@@ -295,6 +298,8 @@ impl Filter {
             let comma = if letters.is_empty() { "" } else { "," };
             v.insert(m.at, format!("dir-merge{comma}{letters} {}", m.name));
         }
+        // Apart from the others: they speak of other names.
+        v.extend(self.xattr_rules.iter().map(Rule::word));
         v
     }
 
@@ -334,6 +339,31 @@ impl Filter {
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty() && self.merges.is_empty()
+    }
+
+    /// Whether `x` rules were given (rsync's: they replace its default
+    /// choice of namespaces).
+    pub fn has_xattr_rules(&self) -> bool {
+        !self.xattr_rules.is_empty()
+    }
+
+    /// Whether the xattr `name` is copied (the copying side's `x`
+    /// rules; the first that matches decides, none: copied).
+    pub fn copies_xattr(&self, name: &[u8]) -> bool {
+        self.xattr_verdict(View::default(), name) != Some(false)
+    }
+
+    /// Whether DEST's xattr `name` may be removed or changed (the
+    /// receiving side's `x` rules: `-xr *` leaves every one).
+    pub fn touches_xattr(&self, name: &[u8]) -> bool {
+        self.xattr_verdict(View { receiver: true, ..View::default() }, name) != Some(false)
+    }
+
+    fn xattr_verdict(&self, view: View, name: &[u8]) -> Option<bool> {
+        if self.xattr_rules.is_empty() {
+            return None;
+        }
+        first(&self.xattr_rules, view, &String::from_utf8_lossy(name), false)
     }
 
     /// Whether a merge file in `dir` could not be taken.

@@ -15,8 +15,10 @@
 //! `n`, a `!` word clearing; the name may be left out for `.cvsignore`),
 //! and `s`, `r`, `p` as its rules' defaults. `-C` alone is rsync's: the
 //! global CVS excludes in its place ([`super::cvs`]).
-//! rsync's `/` (absolute paths) and `x` (xattr names) are refused,
-//! named: a rule taken wrong could copy what was meant to stay.
+//! `x` after `-` or `+` makes a rule of xattr names (`-x security.*`):
+//! what `-X` copies and which of DEST's it removes or changes.
+//! rsync's `/` (absolute paths) is refused, named: a rule taken wrong
+//! could copy what was meant to stay.
 
 /// The side of a transfer a rule speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,6 +40,9 @@ pub struct How {
     pub negate: bool,
     /// `p`: not heeded inside a directory being deleted.
     pub perishable: bool,
+    /// `x`: the pattern is of xattr names (which `-X` copies, and which
+    /// of DEST's it may remove or change), not of paths.
+    pub xattr: bool,
 }
 
 impl How {
@@ -49,6 +54,9 @@ impl How {
         }
         if self.perishable {
             s.push('p');
+        }
+        if self.xattr {
+            s.push('x');
         }
         match self.side {
             Side::Both => {}
@@ -228,7 +236,6 @@ pub(super) fn word(r: &str) -> Result<Word<'_>, String> {
 fn refused(m: char) -> String {
     let what = match m {
         '/' => "`/` (a pattern on the absolute path)",
-        'x' => "`x` (xattr names)",
         'C' => "`C` (CVS's rules) other than as `-C` or on a merge",
         'w' => "`w` (words split on blanks) other than on a merge",
         _ => return format!("no modifier {m:?}: {TAKES}"),
@@ -247,6 +254,7 @@ fn rule_mods(mods: &str) -> Result<How, String> {
         match m {
             '!' => how.negate = true,
             'p' => how.perishable = true,
+            'x' => how.xattr = true,
             's' | 'r' => {
                 let s = if m == 's' { Side::Sender } else { Side::Receiver };
                 both |= how.side != Side::Both && how.side != s;
@@ -314,7 +322,7 @@ mod tests {
     use super::*;
 
     fn how(side: Side, negate: bool, perishable: bool) -> How {
-        How { side, negate, perishable }
+        How { side, negate, perishable, ..How::default() }
     }
 
     #[test]
@@ -342,8 +350,11 @@ mod tests {
         assert_eq!(word("-C"), Ok(Word::Cvs));
         let w = MergeHow { word_split: true, plain: Some(true), ..Default::default() };
         assert_eq!(word(":+w .keep"), Ok(Word::DirMerge(w, ".keep")));
+        let x = How { xattr: true, ..How::default() };
+        assert_eq!(word("-x security.*"), Ok(Word::Rule(false, x, "security.*")));
+        assert_eq!(word("-xr *"), Ok(Word::Rule(false, How { side: Side::Receiver, ..x }, "*")));
         for bad in [
-            "-/ x", "-x x", "-C x", "+C", ":-C", ":Cs x", "-w x", "- ", "-", "! x", "Q x", "", "include", ":+- x",
+            "-/ x", ":x .f", "-C x", "+C", ":-C", ":Cs x", "-w x", "- ", "-", "! x", "Q x", "", "include", ":+- x",
             "Hs x",
         ] {
             assert!(word(bad).is_err(), "{bad:?} refused");
@@ -380,7 +391,7 @@ mod tests {
 
     #[test]
     fn modifiers_written_back_read_the_same() {
-        for r in ["-!ps x", "+r x", ":-ne .f", ".+s f", "H x", ":C .c", ":Ce .c", ":-w .w", "-C"] {
+        for r in ["-!ps x", "+r x", "-x! user.*", ":-ne .f", ".+s f", "H x", ":C .c", ":Ce .c", ":-w .w", "-C"] {
             let back = match word(r).unwrap() {
                 Word::Rule(inc, h, p) => format!("{}{} {p}", if inc { '+' } else { '-' }, h.letters()),
                 Word::DirMerge(h, n) => format!(":{} {n}", h.letters()),

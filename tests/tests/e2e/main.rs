@@ -42,6 +42,7 @@ mod rsync_merge;
 mod rsync_modifiers;
 mod rsync_parts;
 mod rsync_relative;
+mod rsync_xattr_rules;
 mod server_limits;
 mod ssh;
 mod ssh_rsync;

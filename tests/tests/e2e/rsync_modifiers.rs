@@ -107,7 +107,6 @@ fn a_modifier_ddftp_does_not_take_is_refused_before_anything_moves() {
     let mine = f.out("mine");
     for (rule, says) in [
         ("-/ /etc/passwd", "`/` (a pattern on the absolute path)"),
-        ("-x user.*", "`x` (xattr names)"),
         ("-C x", "takes nothing after it"),
         ("Hr x", "`H` gives its side"),
         ("Q x", "takes `- PATTERN`"),
