@@ -151,7 +151,7 @@ pub fn run(mut o: ArchiveOpt, matches: Option<&clap::ArgMatches>, verbose: u8) -
         report_error(&e);
         return Exit::Usage;
     }
-    let chown = match o.keep.chown() {
+    let chown = match o.keep.owners() {
         Ok(c) => c,
         Err(e) => {
             report_error(&e);

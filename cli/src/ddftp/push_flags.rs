@@ -61,6 +61,8 @@ pub(super) fn passed_on(o: &ArchiveOpt, filter: &Filter) -> Result<Vec<String>, 
     // rsync's.
     v.extend(o.chmod.iter().map(|c| format!("--chmod={c}")));
     v.extend(o.keep.chown.iter().map(|c| format!("--chown={c}")));
+    v.extend(o.keep.usermap.iter().map(|c| format!("--usermap={c}")));
+    v.extend(o.keep.groupmap.iter().map(|c| format!("--groupmap={c}")));
     if let Some(n) = o.max_delete {
         v.extend(["--max-delete".into(), n.to_string()]);
     }

@@ -7,7 +7,7 @@
 //! (rsync would copy no directory).
 
 use clap::Args;
-use ddftp::archive::kept::{Chown, Kept};
+use ddftp::archive::kept::{Chown, IdFrom, IdMap, Kept};
 
 #[derive(Debug, Default, Args)]
 pub struct Keep {
@@ -44,6 +44,15 @@ pub struct Keep {
     /// SRC's owners mapped to it: set only when run as root.
     #[arg(long, value_name = "USER:GROUP")]
     pub chown: Option<String>,
+    /// Map SRC's owners (rsync's): `FROM:TO,...`, the first pair that
+    /// matches deciding; FROM an id, a range LOW-HIGH, or a name pattern
+    /// (`*`, `?`; `*` matches every id), TO a name or id here. Implies -o;
+    /// set only when run as root.
+    #[arg(long, value_name = "FROM:TO,...")]
+    pub usermap: Option<String>,
+    /// The same for groups (implies -g).
+    #[arg(long, value_name = "FROM:TO,...")]
+    pub groupmap: Option<String>,
     /// What is not kept, though `-a` (or a part) says it: rsync's `--no-p`,
     /// `--no-l`, `--no-g`, `--no-D`, `--no-devices`, `--no-specials`,
     /// `--no-t`.
@@ -105,8 +114,9 @@ impl Keep {
             times: self.times,
             links: self.links,
             perms: self.perms,
-            owner: self.owner,
-            group: self.group,
+            // rsync 3.2.4's: a map implies what it maps.
+            owner: self.owner || self.usermap.is_some(),
+            group: self.group || self.groupmap.is_some(),
             devices: d || self.devices,
             specials: d || self.specials,
         })
@@ -125,7 +135,27 @@ impl Keep {
         };
         let uid = id(user, "user", &mut |n| names.uid(n))?;
         let gid = id(group, "group", &mut |n| names.gid(n))?;
-        Ok(Chown { uid, gid })
+        Ok(Chown { uid, gid, ..Chown::default() })
+    }
+
+    /// `--chown`, `--usermap` and `--groupmap` (a map and `--chown`'s
+    /// part of the same kind conflict, as in rsync).
+    pub fn owners(&self) -> Result<Chown, String> {
+        let mut c = self.chown()?;
+        let mut names = ddtree::names::Names::default();
+        if let Some(m) = &self.usermap {
+            if c.uid.is_some() {
+                return Err("--usermap conflicts with --chown's user: give one of them".into());
+            }
+            c.users = id_map("--usermap", m, &mut |n| names.uid(n))?;
+        }
+        if let Some(m) = &self.groupmap {
+            if c.gid.is_some() {
+                return Err("--groupmap conflicts with --chown's group: give one of them".into());
+            }
+            c.groups = id_map("--groupmap", m, &mut |n| names.gid(n))?;
+        }
+        Ok(c)
     }
 
     /// The parts as one rsync flag (`-rlt`) for a remote end, if only
@@ -162,9 +192,45 @@ impl Not {
     }
 }
 
+/// A `--usermap`/`--groupmap` value: `FROM:TO` pairs, comma-separated;
+/// TO looked up here (`look`) unless a number.
+fn id_map(flag: &str, given: &str, look: &mut dyn FnMut(&[u8]) -> Option<u32>) -> Result<IdMap, String> {
+    let mut pairs = vec![];
+    for pair in given.split(',') {
+        let bad = |why: &str| format!("{flag} {given:?}: {pair:?}: {why}");
+        let (from, to) = pair.split_once(':').ok_or_else(|| bad("not FROM:TO"))?;
+        let to = to.parse().ok().or_else(|| look(to.as_bytes())).ok_or_else(|| bad("TO is no name on this machine"))?;
+        let number = |s: &str| s.parse::<u32>().ok().filter(|_| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+        let from = match (number(from), from.split_once('-').map(|(a, b)| (number(a), number(b)))) {
+            (Some(n), _) => IdFrom::Id(n),
+            (None, Some((Some(lo), Some(hi)))) if lo <= hi => IdFrom::Range(lo, hi),
+            (None, Some((Some(_), Some(_)))) => return Err(bad("a range LOW-HIGH with LOW above HIGH")),
+            _ if from.contains('[') => return Err(bad("`[` classes are not taken: give `*` or `?`")),
+            _ => IdFrom::Name(from.to_string()),
+        };
+        pairs.push((from, to));
+    }
+    Ok(IdMap(pairs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_map_is_from_to_pairs_as_rsync_writes_them() {
+        let mut look = |n: &[u8]| (n == b"wheel").then_some(10);
+        let m = id_map("--usermap", "0-99:1,wheel:2,:3,ab*:wheel,*:4", &mut look).unwrap();
+        let from: Vec<&IdFrom> = m.0.iter().map(|(f, _)| f).collect();
+        assert_eq!(from[0], &IdFrom::Range(0, 99));
+        assert_eq!(from[2], &IdFrom::Name(String::new()));
+        assert_eq!(m.0[3].1, 10, "TO looked up here");
+        for bad in ["x", "1:nosuch", "9-1:1", "[ab]:1", ""] {
+            assert!(id_map("--usermap", bad, &mut look).is_err(), "{bad:?}");
+        }
+        let k = Keep { chown: Some("0".into()), usermap: Some("1:2".into()), ..Keep::default() };
+        assert!(k.owners().unwrap_err().contains("conflicts"));
+    }
 
     #[test]
     fn a_or_all_its_parts_or_none_keep_everything() {

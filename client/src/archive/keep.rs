@@ -116,11 +116,16 @@ impl Archiving<'_> {
             let there = deep::symlink_metadata(&self.dest.join(&rel)).ok().filter(|_| !made);
             self.spec.kept.apply(&mut e, there.as_ref(), &self.here);
         }
+        // `--chown`, `--usermap`, `--groupmap`: of the listed owners (and
+        // names), before they are looked up by name here.
+        let (to_uid, to_gid) = self.spec.chown.mapped(&e);
         if let (true, Some((user, group)), Some((uid, gid))) = (self.spec.by_name, e.meta.names(), e.meta.owner) {
             let names = &mut self.listing.lock().expect("listing lock").names;
             e.meta.owner = Some((names.uid(user).unwrap_or(uid), names.gid(group).unwrap_or(gid)));
         }
-        self.spec.chown.apply(&mut e);
+        if let Some((uid, gid)) = e.meta.owner {
+            e.meta.owner = Some((to_uid.unwrap_or(uid), to_gid.unwrap_or(gid)));
+        }
         let device = matches!(e.kind, Kind::Block | Kind::Char);
         if matches!(e.kind, Kind::Fifo | Kind::Socket) || (device && self.spec.owners && e.meta.rdev().is_some()) {
             let mut listing = self.listing.lock().expect("listing lock");

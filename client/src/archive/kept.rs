@@ -45,20 +45,89 @@ impl Default for Kept {
 
 /// rsync's `--chown USER:GROUP`: every entry's owner (group) this one, as
 /// though `-o` (`-g`) were given and SRC's owners mapped to it; `None`:
-/// the listed (or kept) one. Set only where owners are (as root).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// the listed (or kept) one. And `--usermap`/`--groupmap`: SRC's owners
+/// (groups) mapped by the first pair that matches. Set only where owners
+/// are (as root).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Chown {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    pub users: IdMap,
+    pub groups: IdMap,
 }
 
 impl Chown {
-    /// `e`'s owner and group as DEST is to have them, after [`Kept::apply`].
-    pub(super) fn apply(&self, e: &mut Entry) {
-        if let Some((uid, gid)) = e.meta.owner {
-            e.meta.owner = Some((self.uid.unwrap_or(uid), self.gid.unwrap_or(gid)));
+    /// The owner and group `e` is to have in place of its listed ones,
+    /// where a `--chown` or a map says (matched against the listed ids
+    /// and, where listed, names: SRC's, as rsync matches the sender's).
+    pub(super) fn mapped(&self, e: &Entry) -> (Option<u32>, Option<u32>) {
+        let Some((uid, gid)) = e.meta.owner else { return (None, None) };
+        let (user, group) = e.meta.names().map_or((&[][..], &[][..]), |(u, g)| (&u[..], &g[..]));
+        (self.uid.or_else(|| self.users.map(uid, user)), self.gid.or_else(|| self.groups.map(gid, group)))
+    }
+
+    /// Whether a map matches names: the mirrors must list them.
+    pub fn needs_names(&self) -> bool {
+        self.users.needs_names() || self.groups.needs_names()
+    }
+}
+
+/// rsync's `--usermap`/`--groupmap`: `FROM:TO` pairs, the first whose
+/// FROM matches deciding. FROM is an id, a range `LOW-HIGH`, or a name
+/// pattern (`*` and `?`; an id without a name has the empty name, and
+/// `*` matches every id); TO an id of this machine.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IdMap(pub Vec<(IdFrom, u32)>);
+
+/// What a map's FROM matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdFrom {
+    Id(u32),
+    Range(u32, u32),
+    Name(String),
+}
+
+impl IdMap {
+    pub fn map(&self, id: u32, name: &[u8]) -> Option<u32> {
+        let hit = |f: &IdFrom| match f {
+            IdFrom::Id(n) => id == *n,
+            IdFrom::Range(lo, hi) => (*lo..=*hi).contains(&id),
+            IdFrom::Name(p) => wild(p.as_bytes(), name),
+        };
+        self.0.iter().find(|(f, _)| hit(f)).map(|(_, to)| *to)
+    }
+
+    fn needs_names(&self) -> bool {
+        self.0.iter().any(|(f, _)| matches!(f, IdFrom::Name(p) if p != "*"))
+    }
+}
+
+/// Whether `name` matches `pattern` (`*` any run, `?` one byte, the rest
+/// itself), in time linear in their product at most.
+fn wild(pattern: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n, mut star, mut from) = (0, 0, None, 0);
+    while n < name.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some(p);
+                from = n;
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                Some(s) => {
+                    p = s + 1;
+                    from += 1;
+                    n = from;
+                }
+                None => return false,
+            },
         }
     }
+    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 /// What an entry becomes ([`Kept::apply`]) is measured against.
@@ -184,5 +253,38 @@ mod tests {
         let mut dir = entry(Kind::Dir, 0o755);
         Kept { perms: false, ..Kept::default() }.apply(&mut dir, Some(&m), &here);
         assert_eq!(dir.perm, 0o755, "a file there is no directory's mode");
+    }
+
+    #[test]
+    fn a_map_takes_the_first_pair_that_matches_as_rsync() {
+        let map = IdMap(vec![
+            (IdFrom::Range(0, 99), 1),
+            (IdFrom::Name("way*".into()), 2),
+            (IdFrom::Id(1000), 3),
+            (IdFrom::Name("".into()), 4),
+            (IdFrom::Name("*".into()), 5),
+        ]);
+        assert_eq!(map.map(42, b"daemon"), Some(1), "a range");
+        assert_eq!(map.map(500, b"wayne"), Some(2), "a pattern");
+        assert_eq!(map.map(1000, b"wayne"), Some(2), "the first match");
+        assert_eq!(map.map(1000, b"joe"), Some(3));
+        assert_eq!(map.map(2000, b""), Some(4), "no name: the empty one");
+        assert_eq!(map.map(2000, b"joe"), Some(5), "`*`: every id");
+        assert!(map.needs_names() && !IdMap(vec![(IdFrom::Name("*".into()), 1)]).needs_names());
+        for (p, n, m) in
+            [("a?c", "abc", true), ("*b*", "abc", true), ("a*", "ba", false), ("**", "", true), ("a", "ab", false)]
+        {
+            assert_eq!(wild(p.as_bytes(), n.as_bytes()), m, "{p} {n}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any pattern against any name: an answer, never a panic; a
+        /// pattern of the name itself (no wildcard) matches it.
+        #[test]
+        fn any_pattern_and_name_are_matched(p in "[a-c*?]{0,12}", n in "[a-c]{0,12}") {
+            let _ = wild(p.as_bytes(), n.as_bytes());
+            proptest::prop_assert!(wild(n.as_bytes(), n.as_bytes()));
+        }
     }
 }

@@ -264,7 +264,8 @@ impl ArchiveSpec {
         let base = |f: &ddtree::files_from::FilesFrom| if f.bases().count() > 1 { src } else { 0 };
         rules.extend(self.files_from.as_ref().and_then(|f| f.walk_rules(base(f))).unwrap_or_default());
         let merge = self.filter.merge_names().join("/");
-        let (xattrs, names, one_fs) = (self.xattrs, self.owners && self.by_name, self.one_fs);
+        let names = self.owners && (self.by_name || self.chown.needs_names());
+        let (xattrs, one_fs) = (self.xattrs, self.one_fs);
         crate::session::WalkAsk { rules, xattrs, names, merge, one_fs }
     }
 }

@@ -38,6 +38,7 @@ mod rsync_dests;
 mod rsync_language;
 mod rsync_limits;
 mod rsync_links;
+mod rsync_maps;
 mod rsync_merge;
 mod rsync_modifiers;
 mod rsync_parts;
