@@ -363,6 +363,7 @@ impl<'a> Archiving<'a> {
         let based = self.based.get();
         if let Some(b) = based {
             b.put(items, dest, owners);
+            b.put(&self.listing.lock().expect("listing lock").specials, dest, owners);
         }
         let again = match ranked {
             true => None,

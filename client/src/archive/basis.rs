@@ -17,6 +17,9 @@
 //!   (`>f.st......`); a directory or symlink made, itemized the same way
 //!   (`cd..t......`).
 //!
+//! Symlinks, FIFOs, sockets and device nodes are linked too (Linux links
+//! them), or left out, or made here.
+//!
 //! A basis is the user's own path; what is below it is resolved beneath
 //! its descriptor, never through a symlink, as DEST's entries are.
 
@@ -127,9 +130,7 @@ impl Based {
         if self.bases.is_empty() {
             return;
         }
-        // Devices and specials are made as without (not looked up).
-        let looked = |k: Kind| matches!(k, Kind::File | Kind::Dir | Kind::Link);
-        for it in items.iter().filter(|it| looked(it.entry.kind)) {
+        for it in items {
             let made = dest_made && it.rel.as_os_str().is_empty();
             let held = deep::symlink_metadata(&dest.join(&it.rel)).ok().filter(|_| !made);
             // A file DEST holds: only the basis's same one counts, and not
@@ -169,6 +170,11 @@ impl Based {
         Some(match (code, local) {
             (Some(mut c), true) => {
                 c.replace_range(0..1, "c");
+                // A symlink or special made anew: rsync reports the change
+                // (`cLc.t......`, `cSc..p.....`).
+                if !matches!(kind, Kind::File | Kind::Dir) {
+                    c.replace_range(2..3, "c");
+                }
                 Some(c)
             }
             (c, _) => c,
@@ -176,10 +182,10 @@ impl Based {
     }
 
     /// Whether the entry at `rel` is left out of DEST (`--compare-dest`'s
-    /// same entry: a file or symlink).
+    /// same entry: anything but a directory).
     pub(super) fn leaves_out(&self, rel: &Path, kind: Kind) -> bool {
         self.how == Some(BasisHow::Compare)
-            && matches!(kind, Kind::File | Kind::Link)
+            && kind != Kind::Dir
             && self.found.get(rel).is_some_and(|m| m.action == Action::Current)
     }
 
@@ -189,7 +195,7 @@ impl Based {
     /// put is moved as without. Returns how many it put.
     pub(super) fn put(&self, items: &[Item], dest: &deep::Dest, owners: bool) -> u64 {
         let mut put = 0;
-        for it in items.iter().filter(|it| matches!(it.entry.kind, Kind::File | Kind::Link)) {
+        for it in items.iter().filter(|it| it.entry.kind != Kind::Dir) {
             let Some(m) = self.found.get(&it.rel) else { continue };
             let (from, to) = (self.bases[m.base].join(&it.rel), dest.join(&it.rel));
             let file = it.entry.kind == Kind::File;

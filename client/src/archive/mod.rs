@@ -505,7 +505,10 @@ async fn archive_into(
         let mut based = basis::Based::open(bases, &spec.dest, |w| progress.warn(&w));
         let none = HashSet::new();
         let keep = run.keep(&none);
-        based.look(&items, &run.dest, dest_made, |p, m, it| sync::judge(&keep, p, m, it));
+        let specials = run.listing.lock().expect("listing lock").specials.clone();
+        for listed in [&items[..], &specials[..]] {
+            based.look(listed, &run.dest, dest_made, |p, m, it| sync::judge(&keep, p, m, it));
+        }
         let _ = run.based.set(based);
     }
     let differ = match spec.checksum && !fresh {

@@ -613,7 +613,8 @@ impl Archiving<'_> {
     pub(super) fn make_specials(&self) -> u64 {
         let specials = self.listing.lock().expect("listing lock").specials.clone();
         let mut made = 0;
-        for it in specials.iter() {
+        let based = self.based.get();
+        for it in specials.iter().filter(|it| !based.is_some_and(|b| b.leaves_out(&it.rel, it.entry.kind))) {
             let p = self.dest.join(&it.rel);
             let action = special_action(&p, &it.entry, self.spec.owners, self.spec.modify_window);
             if let Err(e) = self.back_up_one(&p, &it.rel, |_| action == decide::Action::Make) {

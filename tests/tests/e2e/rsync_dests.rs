@@ -32,6 +32,11 @@ fn trees(root: &Path) {
         random_file(&src.join(f), 300 + i * 17, 40 + i as u64);
     }
     std::os::unix::fs::symlink("same", src.join("lnk")).unwrap();
+    for fifo in ["fifo", "fifo2"] {
+        let c = std::ffi::CString::new(src.join(fifo).as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    }
     let ok = std::process::Command::new("rsync")
         .arg("-a")
         .arg(format!("{}/", src.display()))
@@ -42,6 +47,8 @@ fn trees(root: &Path) {
     std::fs::write(prev.join("sizes"), b"another version").unwrap();
     std::fs::set_permissions(prev.join("perm"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     std::fs::remove_file(prev.join("only")).unwrap();
+    // A special of another mode there: made here, itemized against it.
+    std::fs::set_permissions(prev.join("fifo2"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     std::fs::remove_file(prev.join("in-older")).unwrap();
     std::fs::remove_dir_all(prev.join("e")).unwrap();
     std::fs::create_dir_all(root.join("older")).unwrap();
@@ -67,7 +74,7 @@ fn link_compare_and_copy_dest_do_what_rsync_does() {
     let f = Fixture::new();
     trees(&f.root());
     let m = Mirror::start(&f.root(), &[]);
-    let names = ["same", "d/same2", "lnk", "perm", "newer", "in-older"];
+    let names = ["same", "d/same2", "lnk", "perm", "newer", "in-older", "fifo"];
     for flag in ["--link-dest", "--compare-dest", "--copy-dest"] {
         let (theirs, mine) = (f.out(&format!("{flag}-rsync")), f.out(&format!("{flag}-ddftp")));
         let older = f.root().join("older");
@@ -101,6 +108,7 @@ fn link_compare_and_copy_dest_do_what_rsync_does() {
                 let link = flag == "--link-dest";
                 assert_eq!(basis(&mine)[0][..3], [link, link, link], "{flag}: same, d/same2, lnk");
                 assert_eq!(basis(&mine)[1][5], link, "{flag}: in-older, from the second basis");
+                assert_eq!(basis(&mine)[0][6], link, "{flag}: a FIFO, linked too");
             }
         }
     }
