@@ -35,6 +35,7 @@ mod checksum;
 pub mod chmod;
 mod current;
 pub use current::Window;
+mod judge;
 mod keep;
 pub mod kept;
 pub mod leaving;
@@ -507,7 +508,7 @@ async fn archive_into(
         let keep = run.keep(&none);
         let specials = run.listing.lock().expect("listing lock").specials.clone();
         for listed in [&items[..], &specials[..]] {
-            based.look(listed, &run.dest, dest_made, |p, m, it| sync::judge(&keep, p, m, it));
+            based.look(listed, &run.dest, dest_made, |p, m, it| judge::judge(&keep, p, m, it));
         }
         let _ = run.based.set(based);
     }
