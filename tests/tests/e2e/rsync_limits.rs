@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::rsync_language::same_tree;
+use crate::rsync_language::{old_times, same_tree};
 use crate::rsync_parts::{ours, rsync, tree};
 use crate::util::*;
 
@@ -33,6 +33,8 @@ fn max_and_min_size_leave_files_of_other_sizes_as_rsync() {
     // What DEST holds of another size stays, with --delete.
     for d in [&theirs, &mine] {
         std::fs::write(d.join("d/sub/big"), b"DEST's own").unwrap();
+        // One time in both: two writes a second boundary apart differ.
+        old_times(d, &["d/sub/big"]);
     }
     let opts = ["-a", "--delete", "--max-size=1k"];
     let (r, o) = (rsync(&src, &theirs, &opts), ours(&m, &mine, &opts));
