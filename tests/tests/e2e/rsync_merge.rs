@@ -65,30 +65,37 @@ fn per_directory_filter_files_leave_out_what_rsync_leaves_out() {
         ("rule-then-F", &["-a", "--include", "y.tmp", "-F"][..]),
         ("dir-merge", &["-a", "-f", "dir-merge .merge", "-f", "- *.log"][..]),
     ] {
-        let (theirs, mine) = (f.out(&format!("{case}-rsync")), f.out(&format!("{case}-ddftp")));
-        let r = rsync(&src, &theirs, opts);
-        assert_eq!(r.0, 0, "{case}: rsync {r:?}");
-        let o = ours(&m, &mine, opts);
-        assert_eq!((o.0, &o.1), (r.0, &r.1), "{case}: exit and -i lines; stderr: {}", o.2);
-        same_tree(&theirs, &mine);
-        // A rerun with --delete: what the rules exclude stays in DEST,
-        // what SRC does not have goes.
-        for d in [&theirs, &mine] {
-            for extra in ["stray", "sub/old.tmp", "sub/deep/z"] {
-                std::fs::write(d.join(extra), b"x").unwrap();
-                old_times(d, &[extra]);
-            }
-        }
-        let again = [opts, &["--delete"]].concat();
-        let (mut r, mut o) = (rsync(&src, &theirs, &again), ours(&m, &mine, &again));
-        // rsync's own order of a directory's line and the deletions below
-        // it varies run to run (its generator and receiver print apart):
-        // the lines are compared as sets.
-        r.1.sort();
-        o.1.sort();
-        assert_eq!((o.0, &o.1), (r.0, &r.1), "{case} again: exit and -i lines; stderr: {}", o.2);
-        same_tree(&theirs, &mine);
+        as_rsync_then_with_delete(&f, &m, case, opts, &["stray", "sub/old.tmp", "sub/deep/z"]);
     }
+}
+
+/// rsync and ddftp from `f`'s `src` with `opts` into DESTs named after
+/// `case`: the same exit code, `-i` lines and tree; then `extra` written
+/// into both and a rerun with `--delete`: what the rules exclude stays
+/// in DEST, what SRC does not have goes, the same in both.
+pub(crate) fn as_rsync_then_with_delete(f: &Fixture, m: &Mirror, case: &str, opts: &[&str], extra: &[&str]) {
+    let src = f.root().join("src");
+    let (theirs, mine) = (f.out(&format!("{case}-rsync")), f.out(&format!("{case}-ddftp")));
+    let r = rsync(&src, &theirs, opts);
+    assert_eq!(r.0, 0, "{case}: rsync {r:?}");
+    let o = ours(m, &mine, opts);
+    assert_eq!((o.0, &o.1), (r.0, &r.1), "{case}: exit and -i lines; stderr: {}", o.2);
+    same_tree(&theirs, &mine);
+    for d in [&theirs, &mine] {
+        for name in extra {
+            std::fs::write(d.join(name), b"x").unwrap();
+            old_times(d, &[name]);
+        }
+    }
+    let again = [opts, &["--delete"]].concat();
+    let (mut r, mut o) = (rsync(&src, &theirs, &again), ours(m, &mine, &again));
+    // rsync's own order of a directory's line and the deletions below
+    // it varies run to run (its generator and receiver print apart):
+    // the lines are compared as sets.
+    r.1.sort();
+    o.1.sort();
+    assert_eq!((o.0, &o.1), (r.0, &r.1), "{case} again: exit and -i lines; stderr: {}", o.2);
+    same_tree(&theirs, &mine);
 }
 
 /// A merge file with a rule ddftp does not take (a modifier): what its
