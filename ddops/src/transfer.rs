@@ -488,6 +488,18 @@ impl Transfer {
         self.sched.contributions()
     }
 
+    /// What the other receivers are to be told this receiver's mirrors
+    /// fetch of another's share ([`Scheduler::poll_told`]).
+    pub fn poll_told(&mut self) -> Option<scheduler::Told> {
+        self.sched.poll_told()
+    }
+
+    /// The receiver of share `home` says its mirrors fetch `items` of
+    /// another's share, coming in `dir` ([`Scheduler::on_told`]).
+    pub fn handle_told(&mut self, home: usize, items: std::ops::Range<u64>, dir: Direction, now: Instant) {
+        self.sched.on_told(home, items, dir, now);
+    }
+
     /// How the shares are held (`with_homes`), for the debug log.
     pub fn pacing(&self) -> Option<String> {
         self.sched.pacing()

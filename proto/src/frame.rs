@@ -21,11 +21,12 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::manifest::{FileDigest, Hash, HASH_LEN, MAX_MANIFEST_HASHES};
 
 /// Bumped on any change; exchanged in `Hello`.
-pub const PROTOCOL_VERSION: u16 = 10;
+pub const PROTOCOL_VERSION: u16 = 11;
 /// The oldest version still spoken: 8 only added `WeakSums`, which a
 /// client asks only of a server that said 8, 9 `Waiting`, which a
-/// server sends only to a client that said 9, and 10 several merge names
-/// in `WalkFiltered`, which a client sends only to a server that said 10.
+/// server sends only to a client that said 9, 10 several merge names
+/// in `WalkFiltered`, which a client sends only to a server that said 10,
+/// and 11 `Tell`, which a client asks only of a server that said 11.
 pub const OLDEST_PROTOCOL_VERSION: u16 = 7;
 /// The first version with `WeakSums`.
 pub const WEAK_SUMS_VERSION: u16 = 8;
@@ -34,6 +35,8 @@ pub const WAITING_VERSION: u16 = 9;
 /// The first version whose `WalkFiltered` takes several merge names
 /// and leaves mount points out (`-xx`).
 pub const MERGE_NAMES_VERSION: u16 = 10;
+/// The first version with `Tell` (and its `Fetching`).
+pub const TELL_VERSION: u16 = 11;
 
 /// Whether a peer's `Hello` version is one this side speaks.
 pub fn spoken(version: u16) -> bool {
@@ -81,6 +84,7 @@ const K_BUNDLE_END: u8 = 0x0a;
 const K_WALK_FILTERED: u8 = 0x0b;
 const K_SEALS: u8 = 0x0c;
 const K_WEAK_SUMS: u8 = 0x0d;
+const K_TELL: u8 = 0x0e;
 const K_R_HELLO: u8 = 0x81;
 const K_R_STAT: u8 = 0x82;
 const K_R_BLOCK: u8 = 0x83;
@@ -96,6 +100,7 @@ const K_R_WALK_ERROR: u8 = 0x8c;
 const K_R_WEAK_SUMS: u8 = 0x8d;
 const K_R_WAITING: u8 = 0x8e;
 const K_R_ERROR: u8 = 0x8f;
+const K_R_FETCHING: u8 = 0x90;
 
 /// Which way a producer walks its blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -194,6 +199,11 @@ pub enum Request {
     /// [`MAX_MANIFEST_HASHES`]), answered as `WeakSums` replies: what a
     /// client slides over an older copy to find chunks that moved.
     WeakSums { path: String, first: u64, count: u32 },
+    /// A receiver sharing `path` (`ddftp get --share`) is to tell, as
+    /// `Fetching` replies, which bytes of it its mirrors fetch of another
+    /// receiver's share (those told so far, then each as it comes), until
+    /// the client closes: the connection does nothing else.
+    Tell { path: String },
 }
 
 /// What went wrong on the server, as a stable code plus a message for people.
@@ -320,6 +330,13 @@ pub enum Reply {
     WalkError {
         path: String,
         message: String,
+    },
+    /// Answers `Tell`: this receiver's mirrors fetch bytes `at..at + len`
+    /// of the file, in `dir`'s order.
+    Fetching {
+        at: u64,
+        len: u64,
+        dir: Direction,
     },
 }
 

@@ -22,6 +22,7 @@ use std::fs::File;
 use std::sync::{Arc, Mutex, RwLock};
 
 use ddftp_proto::manifest::{FileDigest, Hash};
+use ddftp_proto::Direction;
 use tokio::sync::watch;
 
 use crate::digests::{Digests, Key};
@@ -58,7 +59,25 @@ pub struct Share {
     have: Mutex<BTreeMap<u64, u64>>,
     /// Bumped whenever `have` grows; streams waiting for a block watch it.
     grew: watch::Sender<u64>,
+    /// What this receiver's mirrors fetch of other receivers' shares, in
+    /// the order it was said (`Tell`); its length is what the watchers see.
+    told: Mutex<Vec<Fetching>>,
+    told_grew: watch::Sender<usize>,
 }
+
+/// Bytes `at..at + len` of a share this receiver's mirrors fetch, in
+/// `dir`'s order ([`Share::fetching`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fetching {
+    pub at: u64,
+    pub len: u64,
+    pub dir: Direction,
+}
+
+/// Runs told at most (a grant each: a receiver's mirrors help another's
+/// share in a few hundred); past this, nothing more is told, and the
+/// others fetch those blocks as they would untold.
+const MAX_TOLD: usize = 16 * 1024;
 
 impl Share {
     /// A share of `file` (empty so far) that is the `size`-byte file the
@@ -78,7 +97,14 @@ impl Share {
     }
 
     fn of(bytes: ShareBytes, digests: Digests) -> Share {
-        Share { bytes, digests: Arc::new(digests), have: Mutex::new(BTreeMap::new()), grew: watch::Sender::new(0) }
+        Share {
+            bytes,
+            digests: Arc::new(digests),
+            have: Mutex::new(BTreeMap::new()),
+            grew: watch::Sender::new(0),
+            told: Mutex::new(vec![]),
+            told_grew: watch::Sender::new(0),
+        }
     }
 
     /// Bytes of the share from `offset`.
@@ -123,6 +149,33 @@ impl Share {
     /// Verified bytes so far.
     pub fn verified_bytes(&self) -> u64 {
         self.have.lock().expect("share lock").iter().map(|(s, e)| e - s).sum()
+    }
+
+    /// This receiver's mirrors fetch `f` of another receiver's share: the
+    /// receivers that asked to be told (`Tell`) are.
+    pub fn fetching(&self, f: Fetching) {
+        let end = f.at.saturating_add(f.len).min(self.size());
+        if end <= f.at {
+            return;
+        }
+        let mut told = self.told.lock().expect("share lock");
+        if told.len() >= MAX_TOLD {
+            return;
+        }
+        told.push(Fetching { len: end - f.at, ..f });
+        let n = told.len();
+        drop(told);
+        self.told_grew.send_replace(n);
+    }
+
+    /// What was told from run `from` on, and what to watch for more.
+    pub fn told(&self, from: usize) -> Vec<Fetching> {
+        self.told.lock().expect("share lock").get(from..).map(<[_]>::to_vec).unwrap_or_default()
+    }
+
+    /// Changes whenever something more is told ([`Share::fetching`]).
+    pub fn watch_told(&self) -> watch::Receiver<usize> {
+        self.told_grew.subscribe()
     }
 
     /// Resolves once more is verified than when `seen` was taken

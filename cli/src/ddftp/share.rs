@@ -358,9 +358,10 @@ impl ShareServer {
             log_errors: false,
             // The peers' streams wait for blocks that are on their way.
             idle_timeout: Duration::from_secs(60),
-            // Every other receiver's two connections, should they all come
-            // from one address (several receivers on a node, NAT).
-            max_per_client: 2 * ddops::fan::FLAT + 2,
+            // Every other receiver's connections (its pair, its relay and
+            // the one it is told on), should they all come from one
+            // address (several receivers on a node, NAT).
+            max_per_client: 4 * ddops::fan::FLAT + 2,
             ..ServerConfig::default()
         };
         // Its root is never read: a sharing server serves its shares only.
@@ -450,6 +451,10 @@ struct Verified(Arc<Share>);
 impl Offered for Verified {
     fn verified(&self, at: u64, len: u64) {
         self.0.verified(at, len)
+    }
+
+    fn fetching(&self, at: u64, len: u64, dir: ddftp_proto::Direction) {
+        self.0.fetching(ddftpd::share::Fetching { at, len, dir })
     }
 }
 

@@ -54,6 +54,8 @@ pub(super) struct Coordinator<'a> {
     peers: std::ops::Range<usize>,
     /// What this receiver serves (`--share`), told of each verified run.
     offered: Option<Arc<dyn super::share::Offered>>,
+    /// Listening to what the peers' mirrors fetch (`told.rs`).
+    tellers: tokio::task::JoinSet<()>,
     wanted: Arc<Wanted>,
     /// For the retries' answers.
     events: mpsc::Sender<Event>,
@@ -84,6 +86,12 @@ impl Coordinator<'_> {
             }
             if let Some(tx) = &self.cmds[p] {
                 let _ = tx.send(a);
+            }
+        }
+        while let Some(t) = self.tr.poll_told() {
+            if let Some(o) = &self.offered {
+                let (at, len) = super::told::bytes_of(&t.blocks, self.block_size, self.size);
+                o.fetching(at, len, t.dir);
             }
         }
         while let Some(TransferEvent::Dropped { producer, mirror, why }) = self.tr.poll_event() {
@@ -205,6 +213,7 @@ impl Coordinator<'_> {
             Event::Corrupt { slot, block } => self.tr.handle_corrupt(slot, block, now),
             Event::Alive { slot } => self.tr.handle_bytes(slot, now),
             Event::Waiting { slot } => self.tr.handle_waiting(slot, now),
+            Event::Told { home, blocks, dir } => self.tr.handle_told(home, blocks, dir, now),
             Event::Local(e) => return Err(e),
             Event::Joined(_) | Event::Warn(_) => unreachable!("handled by the transfer loop"),
         }
@@ -290,6 +299,7 @@ impl Coordinator<'_> {
     /// the others stop at once.
     async fn hand_back(&mut self) {
         self.ctx.completed.store(true, std::sync::atomic::Ordering::Release);
+        self.tellers.abort_all();
         self.cmds.clear();
         for (task, source) in self.tasks.iter().zip(&self.sources) {
             if !matches!(source, Source::Ddftpd(_)) {
@@ -443,7 +453,8 @@ impl<'a> Coordinator<'a> {
         } = plan;
         let (mut slots, mut mirrors) = (slots, mirrors);
         let first_peer = slots.len();
-        let (offered, homes) = shared.map(|(o, peers)| (o, peers.join(&mut slots, &mut mirrors))).unzip();
+        let (offered, joined) = shared.map(|(o, peers)| (o, peers.join(&mut slots, &mut mirrors))).unzip();
+        let (homes, tells) = joined.map(|j| (j.homes, j.tells)).unzip();
         let check = match homes {
             Some(_) => check.with_peers(spec, first_peer..slots.len(), block_size, size),
             None => check,
@@ -468,8 +479,11 @@ impl<'a> Coordinator<'a> {
             check,
             cap,
             completed: Default::default(),
+            peers: first_peer..slots.len(),
         });
         let (ev_tx, ev_rx) = mpsc::channel(1024);
+        let mut tellers = tokio::task::JoinSet::new();
+        super::told::listen(tells.unwrap_or_default(), &ev_tx, (bs, size), &mut tellers);
         let mut slot_set = tokio::task::JoinSet::new();
         let owner: Vec<usize> = slots.iter().map(|(m, ..)| *m).collect();
         let routes: Vec<String> = slots.iter().map(|(_, p)| p.route()).collect();
@@ -536,6 +550,7 @@ impl<'a> Coordinator<'a> {
             first_joined,
             peers: first_peer..first_joined,
             offered,
+            tellers,
             wanted,
             events: ev_tx,
             routes,

@@ -66,6 +66,7 @@ pub mod share;
 mod slot;
 mod slots;
 mod start;
+mod told;
 mod whole_slot;
 
 pub use error::{Resume, TransferError, Unconfirmed};

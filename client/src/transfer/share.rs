@@ -15,13 +15,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ddftp_proto::frame::SERVER_ID_LEN;
+use ddftp_proto::frame::{SERVER_ID_LEN, TELL_VERSION};
 use ddftp_proto::manifest::{FileDigest, Hash};
 use ddftp_proto::ErrorCode;
 use ddops::fan;
 use ddops::scheduler::Home;
 
-use super::{connect, Peer, Producer, Progress, Route, SessionError, Version};
+use super::{connect, Peer, Producer, Progress, Route, Session, SessionError, Version};
 
 /// Where a receiver serves what it has verified: the server this command
 /// runs beside its download.
@@ -39,6 +39,10 @@ pub trait Sharing: Send + Sync {
 pub trait Offered: Send + Sync {
     /// Bytes `at..at + len` are verified and written.
     fn verified(&self, at: u64, len: u64);
+    /// This receiver's mirrors fetch bytes `at..at + len` of another
+    /// receiver's share, in `dir`'s order: the other receivers that asked
+    /// (`Tell`) are told, and read them from here.
+    fn fetching(&self, at: u64, len: u64, dir: ddftp_proto::Direction);
 }
 
 /// What a receiver serves, as the mirrors described it.
@@ -84,8 +88,13 @@ impl std::fmt::Debug for Share {
 
 /// The other receivers as producers, and the shares.
 pub(super) struct Peers {
-    /// Each peer's two producers (a virtual pair) and its name.
+    /// Each peer's two producers (a virtual pair), and a third for what
+    /// it tells its mirrors fetch (its relay; a peer of protocol 11 or
+    /// later), and its name.
     pub slots: Vec<(String, Vec<Producer>)>,
+    /// Per slot: the connection on which it tells what its mirrors fetch
+    /// (`Tell`), if it speaks it.
+    pub tells: Vec<Option<Session>>,
     /// Per share ([`fan::sources`]): which of `slots` works it, or this
     /// receiver's own (`None`), and its weight.
     pub shares: Vec<(Option<usize>, u64)>,
@@ -94,15 +103,17 @@ pub(super) struct Peers {
 impl Peers {
     /// Adds the peers' producers to `slots` (each peer a mirror of its own
     /// in `mirrors`, by name) after this receiver's mirrors' and returns
-    /// the scheduler's homes.
-    pub fn join(self, slots: &mut Vec<(usize, Producer)>, mirrors: &mut Vec<String>) -> Vec<Home> {
+    /// the scheduler's homes, and each telling peer's share and connection.
+    pub fn join(self, slots: &mut Vec<(usize, Producer)>, mirrors: &mut Vec<String>) -> Joined {
         let first = slots.len();
         let homes = self.homes(first, first);
+        let share_of = |k: usize| self.shares.iter().position(|&(s, _)| s == Some(k));
+        let tells = self.tells.into_iter().enumerate().filter_map(|(k, t)| Some((share_of(k)?, t?))).collect();
         for (name, producers) in self.slots.into_iter().filter(|(_, ps)| !ps.is_empty()) {
             mirrors.push(name);
             slots.extend(producers.into_iter().map(|p| (mirrors.len() - 1, p)));
         }
-        homes
+        Joined { homes, tells }
     }
 
     /// The scheduler's homes, with this receiver's mirrors `mirror_slots`
@@ -117,11 +128,21 @@ impl Peers {
         self.shares
             .iter()
             .map(|&(s, weight)| match s {
-                None => Home { producers: (0..mirror_slots).collect(), only_here: false, weight },
-                Some(k) => Home { producers: at[k].clone(), only_here: true, weight },
+                None => Home { producers: (0..mirror_slots).collect(), only_here: false, weight, relay: None },
+                Some(k) => {
+                    let relay = at[k].get(2).copied();
+                    Home { producers: at[k].iter().take(2).copied().collect(), only_here: true, weight, relay }
+                }
             })
             .collect()
     }
+}
+
+/// The peers as the transfer takes them ([`Peers::join`]).
+pub(super) struct Joined {
+    pub homes: Vec<Home>,
+    /// The share each telling peer fetches, and its `Tell` connection.
+    pub tells: Vec<(usize, Session)>,
 }
 
 /// Why a peer is not used.
@@ -244,6 +265,7 @@ pub(super) async fn connect_peers(
     let id = share.sharing.server_id();
     let deadline = Instant::now() + share.wait;
     let n = share.peers.len();
+    let flat = n <= fan::FLAT;
     // Where this receiver's place is known, only the receivers it reads
     // from are asked; otherwise every one, to find it by its server's id.
     let mut asked = vec![share.me.is_none(); n];
@@ -261,7 +283,7 @@ pub(super) async fn connect_peers(
             tokio::spawn(async move {
                 match (me, ask_it) {
                     (true, _) => Some(Ok(None)),
-                    (false, true) => Some(ask(route, &path, &version, token.as_deref(), id, deadline).await),
+                    (false, true) => Some(ask(route, &path, &version, token.as_deref(), (id, flat), deadline).await),
                     (false, false) => None,
                 }
             })
@@ -284,38 +306,49 @@ pub(super) async fn connect_peers(
         answers.push(answer);
     }
     let me = me.ok_or(ShareError::NotListed)?;
-    let mut peers = Peers { slots: vec![], shares: vec![] };
+    let mut peers = Peers { slots: vec![], tells: vec![], shares: vec![] };
     for source in fan::sources(n, me) {
         let Some(k) = source.from else {
             peers.shares.push((None, source.weight));
             continue;
         };
         let peer = &share.peers[k];
-        let producers = match answers[k].take() {
-            Some(Ok(Some(ps))) => ps,
+        let (producers, tells) = match answers[k].take() {
+            Some(Ok(Some(ps))) => (ps.producers, ps.tells),
             Some(Err(e)) => {
                 // Its share comes from the mirrors.
                 super::tell(progress, warnings, format!("not using peer {peer}: {e}"));
-                vec![]
+                (vec![], None)
             }
-            None | Some(Ok(None)) => vec![],
+            None | Some(Ok(None)) => (vec![], None),
         };
         peers.shares.push((Some(peers.slots.len()), source.weight));
         peers.slots.push((format!("peer {peer}"), producers));
+        peers.tells.push(tells);
     }
     Ok(peers)
 }
 
-/// A peer's two producers once it serves `version` of `path`; `None` if
-/// it is this receiver.
+/// A peer's connections once it serves the file.
+struct Asked {
+    /// Its virtual pair, and its relay if it tells.
+    producers: Vec<Producer>,
+    /// The connection it tells on.
+    tells: Option<Session>,
+}
+
+/// A peer's connections once it serves `version` of `path`; `None` if
+/// it is this receiver. A peer of protocol 11 or later also tells what
+/// its mirrors fetch of the others' shares (flat groups only: in trees
+/// the mirrors never help another's share).
 async fn ask(
     route: Route,
     path: &str,
     version: &Version,
     token: Option<&[u8]>,
-    me: [u8; SERVER_ID_LEN],
+    (me, flat): ([u8; SERVER_ID_LEN], bool),
     deadline: Instant,
-) -> Result<Option<Vec<Producer>>, PeerError> {
+) -> Result<Option<Asked>, PeerError> {
     let (session, got) = loop {
         match connect(&route, Some((path, false)), token).await {
             Ok((s, ..)) if s.server_id == me => return Ok(None),
@@ -340,7 +373,16 @@ async fn ask(
         }
     }
     let (second, ..) = connect(&route, None, token).await?;
-    Ok(Some(vec![Producer::Ddftpd(route.clone(), session), Producer::Ddftpd(route, second)]))
+    let told = match session.version >= TELL_VERSION && flat {
+        true => super::told::ask(&route, path, token).await,
+        false => None,
+    };
+    let mut producers = vec![Producer::Ddftpd(route.clone(), session), Producer::Ddftpd(route.clone(), second)];
+    let tells = told.map(|(relay, tells)| {
+        producers.push(Producer::Ddftpd(route, relay));
+        tells
+    });
+    Ok(Some(Asked { producers, tells }))
 }
 
 fn not_yet_offered(e: &SessionError) -> bool {
@@ -366,11 +408,12 @@ mod tests {
     fn homes_give_this_receiver_s_share_to_its_mirrors_and_each_other_to_its_peer() {
         let peers = Peers {
             slots: vec![("a".into(), vec![]), ("b".into(), vec![])],
+            tells: vec![None, None],
             shares: vec![(Some(0), 1), (None, 1), (Some(1), 1)],
         };
         // No producers in the slots: ids come from their counts (none).
         let homes = peers.homes(3, 3);
-        assert_eq!(homes[1], Home { producers: vec![0, 1, 2], only_here: false, weight: 1 });
+        assert_eq!(homes[1], Home { producers: vec![0, 1, 2], only_here: false, weight: 1, relay: None });
         assert!(homes[0].producers.is_empty() && homes[0].only_here);
         assert!(homes[2].producers.is_empty() && homes[2].only_here);
     }

@@ -43,6 +43,13 @@ pub(super) enum Event {
     Local(io::Error),
     /// Worth telling the user (a request asked again).
     Warn(String),
+    /// The receiver of share `home` says its mirrors fetch `blocks` of
+    /// another's share, in `dir`'s order (`told.rs`).
+    Told {
+        home: usize,
+        blocks: std::ops::Range<u64>,
+        dir: ddftp_proto::Direction,
+    },
     /// A producer of a mirror joining the transfer (a late one, or one
     /// asked again), or why not.
     Joined(Box<(super::producer::Source, Result<Producer, String>)>),
@@ -66,7 +73,19 @@ pub(super) struct SlotCtx {
     /// Set once the transfer has completed: a slot whose commands end
     /// then hands its connection back ([`crate::pool`]) instead of closing it.
     pub(super) completed: std::sync::atomic::AtomicBool,
+    /// The other receivers' slots (`--share`): their connections are kept
+    /// open while idle ([`KEEP_OPEN`]), for blocks that may be asked of
+    /// them much later (a relay's, a pair's once another share lags).
+    pub(super) peers: std::ops::Range<ProducerId>,
 }
+
+/// A peer's connection with no request for this long gets one that does
+/// nothing (`End` of a stream that never ran): a receiver's server closes
+/// a connection idle for a minute.
+const KEEP_OPEN: Duration = Duration::from_secs(20);
+
+/// The stream id no `Start` ever uses (ids count up from 1).
+const NO_STREAM: StreamId = StreamId::MAX;
 
 /// How a transfer's blocks are checked before they are written.
 pub(super) enum Check {
@@ -143,11 +162,23 @@ pub(super) async fn run_slot(
     let fail = |error: String| Event::Failed { slot, error, wait: None };
     let mut alive = Instant::now();
     let mut said_waiting = alive;
+    let mut asked = Instant::now();
+    let keep_open = ctx.peers.contains(&slot);
     loop {
         tokio::select! {
             // Commands first: once they end, no block is written.
             biased;
+            _ = tokio::time::sleep_until((asked + KEEP_OPEN).into()), if keep_open => {
+                asked = Instant::now();
+                out.clear();
+                Request::End { stream: NO_STREAM }.encode(&mut out);
+                if let Err(e) = crate::session::send(&mut wr, &out).await {
+                    let _ = events.send(fail(format!("send: {e}"))).await;
+                    return None;
+                }
+            }
             cmd = cmds.recv() => {
+                asked = Instant::now();
                 let Some(cmd) = cmd else {
                     if !ctx.completed.load(std::sync::atomic::Ordering::Acquire) {
                         return None;

@@ -8,6 +8,7 @@ impl Scheduler {
     pub(super) fn rebalance(&mut self, now: Instant) {
         self.now = now;
         self.pace(now);
+        self.start_relays(now);
         let ids: Vec<usize> = self.segments.keys().copied().collect();
         for sid in ids {
             self.grant(sid);
@@ -50,11 +51,14 @@ impl Scheduler {
                 let worth = alone > 2.0 * ahead && alone > 2.0 * shared;
                 // Another receiver's claim only where it is slow (see
                 // `PEER_HELP_SPEEDUP`).
+                // At the end (all else this receiver waits for done well
+                // before), a few seconds' wait costs more than the blocks.
+                let straggles = finishes.straggles(alone, Work::Claim(id));
                 let worth = worth
                     && (!self.producers[p].home_only
                         || (!self.relay_only
-                            && (fast > PEER_HELP_SPEEDUP * slow || finishes.straggles(alone, Work::Claim(id)))
-                            && alone > PEER_HELP_AFTER.as_secs_f64()));
+                            && (fast > PEER_HELP_SPEEDUP * slow || straggles)
+                            && (alone > PEER_HELP_AFTER.as_secs_f64() || straggles && alone > LAST_WAIT)));
                 (worth && back >= 1.0).then_some((id, alone))
             })
             .max_by(|a, b| a.1.total_cmp(&b.1));
@@ -145,11 +149,14 @@ impl Scheduler {
                 .filter(|(_, seg)| {
                     let gap = seg.hi.saturating_sub(seg.lo);
                     gap > 0
+                        && !self.waits_for_relay(seg)
                         && (seg.up.is_none() && seg.down.is_none() || gap > self.help_threshold(seg))
                         && (!self.relay_only || own(seg))
                 })
                 .max_by_key(|(&sid, seg)| {
-                    let (none, half) = (seg.up.is_none() && seg.down.is_none(), seg.up.is_none() != seg.down.is_none());
+                    // A relay's segment has one edge by design: not a lost one.
+                    let none = seg.up.is_none() && seg.down.is_none();
+                    let half = seg.told.is_none() && seg.up.is_none() != seg.down.is_none();
                     (none, half, own(seg), unprocessed(seg), std::cmp::Reverse(sid))
                 })
                 .map(|(&sid, _)| sid);
@@ -181,10 +188,12 @@ impl Scheduler {
                 // keeps up the link is full either way.
                 if peer {
                     let much_faster = |p: ProducerId| self.speed(p, now).is_some_and(|r| r > PEER_HELP_SPEEDUP * pair);
-                    if gap / pair < PEER_HELP_AFTER.as_secs_f64() {
+                    let straggles = self.finishes(now).straggles(unprocessed(&seg) as f64 / pair, Work::Segment(sid));
+                    let left = gap / pair;
+                    if left < PEER_HELP_AFTER.as_secs_f64() && !(straggles && left > LAST_WAIT) {
                         return;
                     }
-                    if !self.finishes(now).straggles(unprocessed(&seg) as f64 / pair, Work::Segment(sid)) {
+                    if !straggles {
                         cands.retain(|&p| much_faster(p));
                     }
                 }
@@ -201,10 +210,19 @@ impl Scheduler {
             }
             // Faster candidates first (by contribution), ties by id.
             cands.sort_by_key(|&p| (std::cmp::Reverse(self.producers[p].contributed), p));
+            // Where a peer's told run grows into this gap, the helper
+            // starts away from it (the far end, or the middle).
+            let mid = seg.lo + (seg.hi - seg.lo) / 2;
             match (seg.up, seg.down) {
+                (None, None) if self.fed_from_below(&seg) => self.attach(sid, Side::Hi, cands[0], now),
+                (None, Some(_)) if self.fed_from_below(&seg) && mid > seg.lo => self.stripe(sid, mid, cands[0], now),
+                (Some(_), None) if self.fed_from_above(&seg) && mid > seg.lo => self.stripe(sid, mid, cands[0], now),
                 (None, _) => self.attach(sid, Side::Lo, cands[0], now),
                 (_, None) => self.attach(sid, Side::Hi, cands[0], now),
-                (Some(l), Some(r)) => self.split(sid, l, r, &cands, now),
+                (Some(l), Some(r)) => match self.stripe_at(&seg) {
+                    Some(at) => self.stripe(sid, at, cands[0], now),
+                    None => self.split(sid, l, r, &cands, now),
+                },
             }
             let ids: Vec<usize> = self.segments.keys().copied().collect();
             for sid in ids {
@@ -298,6 +316,9 @@ const PEER_HELP_SPEEDUP: f64 = 4.0;
 /// receiver still waits for.
 const PEER_HELP_AFTER: Duration = Duration::from_secs(2);
 const PEER_STRAGGLER: f64 = 1.5;
+/// ...or, where it straggles so, longer than this (seconds): what is left
+/// at the end is worth a few blocks fetched twice.
+const LAST_WAIT: f64 = 0.5;
 
 /// A piece of work [`Finishes::straggles`] weighs against the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

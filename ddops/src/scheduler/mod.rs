@@ -41,6 +41,8 @@ use std::time::{Duration, Instant};
 
 use ddftp_proto::Direction;
 
+pub use relay::Told;
+
 /// Index of a producer stream slot (one connection) given to [`Scheduler::new`].
 pub type ProducerId = usize;
 /// Identifies one `Start` and the blocks that answer it.
@@ -119,6 +121,9 @@ pub struct Home {
     pub only_here: bool,
     /// The share's size against the others' (`ddops::fan::Source::weight`).
     pub weight: u64,
+    /// Another receiver's: one more producer on it that reads what its
+    /// mirrors fetch of the other shares, as it tells ([`Scheduler::on_told`]).
+    pub relay: Option<ProducerId>,
 }
 
 /// Where each share of `total` blocks begins, and the end: shares in
@@ -210,6 +215,9 @@ struct Segment {
     /// The stream on the low edge (incrementing), and on the high edge.
     up: Option<StreamId>,
     down: Option<StreamId>,
+    /// Blocks another receiver (this home) told it fetches from its
+    /// mirrors, in this direction: its relay's alone while it lives.
+    told: Option<(usize, Direction)>,
 }
 
 #[derive(Debug, Default)]
@@ -221,6 +229,9 @@ struct Producer {
     /// It holds only its home's blocks (a peer: [`Home::only_here`]): it
     /// never helps elsewhere.
     home_only: bool,
+    /// It reads what a peer told it fetches ([`Home::relay`]): never held
+    /// with a share (it is none's own).
+    relay: bool,
     /// Its last grant was cut short by pacing (`pace.rs`): a claim that runs dry is
     /// waiting for this receiver's own share, not for a longer window.
     paced: bool,
@@ -234,6 +245,14 @@ struct Producer {
     contributed: u64,
     rate: RateMeter,
     rtt: Option<Duration>,
+}
+
+impl Producer {
+    /// Whether it works a share as that share's own (a peer on its share;
+    /// a relay is none's own), for pacing.
+    fn shares_own(&self) -> bool {
+        self.home_only && !self.relay
+    }
 }
 
 /// Blocks per second over the last half second of deliveries.
@@ -296,6 +315,9 @@ pub struct Scheduler {
     /// The time of the last look at the work (what a claim granted to a
     /// producer that had none dates its silence from).
     now: Instant,
+    /// Each home's relay (`with_homes`), and what the other receivers are
+    /// to be told ([`Scheduler::poll_told`]).
+    relays: relay::Relays,
 }
 
 impl Scheduler {
@@ -319,6 +341,7 @@ impl Scheduler {
             relay_only: false,
             wake: None,
             now,
+            relays: relay::Relays::default(),
             cfg,
         };
         let parts = producers.div_ceil(2) as u64;
@@ -411,7 +434,12 @@ impl Scheduler {
             for &p in home.producers.iter().filter(|_| home.only_here) {
                 s.producers[p].home_only = true;
             }
+            if let Some(p) = home.relay.filter(|&p| p < producers) {
+                s.producers[p].home_only = true;
+                s.producers[p].relay = true;
+            }
         }
+        s.relays = relay::Relays::new(homes, producers);
         s.rebalance(now);
         s
     }
@@ -539,6 +567,7 @@ impl Scheduler {
             return;
         }
         self.producers[producer].failed = true;
+        self.relay_lost(producer);
         let ids: Vec<StreamId> =
             self.streams.iter().filter(|(_, s)| s.producer == producer).map(|(&id, _)| id).collect();
         for id in ids {
@@ -611,6 +640,7 @@ impl Scheduler {
 mod helpers;
 mod pace;
 mod rates;
+mod relay;
 mod segments;
 
 #[cfg(test)]

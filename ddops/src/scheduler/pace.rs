@@ -46,6 +46,9 @@ pub(super) struct Shares {
     ends: Vec<(Option<usize>, Option<usize>)>,
     /// A share was found slow by itself: nothing is held any more.
     off: bool,
+    /// Shares slow by themselves from the start (judged once, when the
+    /// first unheld second ends): they hold no other back.
+    alone: Option<Vec<bool>>,
     /// What this receiver's link carries (all producers), and the most.
     link: RateMeter,
     rate: f64,
@@ -100,6 +103,7 @@ impl Shares {
             part,
             ends,
             off: false,
+            alone: None,
             link: RateMeter::default(),
             rate: 0.0,
             peak: 0.0,
@@ -107,8 +111,13 @@ impl Shares {
         }
     }
 
+    /// This receiver's own share.
+    pub(super) fn own(&self) -> usize {
+        self.own
+    }
+
     /// The share block `b` belongs to.
-    fn of(&self, b: u64) -> usize {
+    pub(super) fn of(&self, b: u64) -> usize {
         self.bounds.partition_point(|&x| x <= b).saturating_sub(1).min(self.missing.len() - 1)
     }
 
@@ -157,6 +166,34 @@ impl Shares {
     }
 }
 
+/// Which of the other receivers' shares came in the first, unheld
+/// second, but at less than a third of the middle one of the others'
+/// pace (`done`: each share's part arrived): those receivers are slow by
+/// themselves (a thin uplink sends steadily from the start, slowly), and
+/// holding the others to them would only leave the link idle until that
+/// is found out, and then hold nothing at all. A share that brought
+/// nothing yet is not judged: its receiver waits for its own mirrors, or
+/// its flow is crowded out by the others (what holding is for). With one
+/// other receiver there is nothing to compare with.
+fn alone(done: &[f64], own: usize) -> Vec<bool> {
+    let peers: Vec<usize> = (0..done.len()).filter(|&k| k != own).collect();
+    let mut alone = vec![false; done.len()];
+    if peers.len() < 2 {
+        return alone;
+    }
+    for &k in &peers {
+        let mut others: Vec<f64> = peers.iter().filter(|&&j| j != k).map(|&j| done[j]).collect();
+        others.sort_by(f64::total_cmp);
+        let middle = others[others.len() / 2];
+        alone[k] = done[k] > 0.0 && done[k] * ALONE < middle;
+    }
+    alone
+}
+
+/// A share this many times behind the others' middle one after the first
+/// second is slow by itself ([`alone`]).
+const ALONE: f64 = 3.0;
+
 impl Scheduler {
     /// Whether shares are held, the link's best and the room each has
     /// (-1: no limit), for the debug log.
@@ -191,16 +228,23 @@ impl Scheduler {
             if let Some(sid) = s.segment.filter(|sid| self.segments.contains_key(sid)) {
                 let k = sh.of(self.segments[&sid].lo);
                 worked[k] = true;
-                edges[k] += u64::from(sh.held(k, sid, s, self.producers[s.producer].home_only));
+                edges[k] += u64::from(sh.held(k, sid, s, self.producers[s.producer].shares_own()));
             }
         }
         // Progress as the other receivers see it: the blocks from each end
         // of a share up to the first that has not come.
         let size = |k: usize| (sh.bounds[k + 1] - sh.bounds[k]) as f64;
         let done = |k: usize| f[k].arrived(sh.bounds[k], sh.bounds[k + 1]) as f64 / size(k);
-        let behind = |k: &usize| sh.missing[*k] > 0 && f[*k].lo_front.is_some() && worked[*k];
         // Unheld at first, so the link shows what it can carry.
         let warm = now.duration_since(started) >= WARM_UP;
+        if warm && sh.alone.is_none() {
+            let done: Vec<f64> = (0..n).map(done).collect();
+            sh.alone = Some(alone(&done, sh.own));
+        }
+        let alone = sh.alone.as_deref().unwrap_or(&[]);
+        let behind = |k: &usize| {
+            sh.missing[*k] > 0 && f[*k].lo_front.is_some() && worked[*k] && !alone.get(*k).is_some_and(|&a| a)
+        };
         let least = (0..n).filter(behind).map(done).reduce(f64::min).filter(|_| warm);
         // Where pieces are checked whole, the others see a share move a
         // piece at a time: each end may be a piece ahead, else every
@@ -246,7 +290,7 @@ impl Scheduler {
         let held = |id: Option<StreamId>| {
             id.is_some_and(|id| {
                 let s = &self.streams[&id];
-                sh.held(k, sid, s, self.producers[s.producer].home_only)
+                sh.held(k, sid, s, self.producers[s.producer].shares_own())
             })
         };
         let (lo_held, hi_held) = (held(seg.up), held(seg.down));
@@ -349,5 +393,22 @@ impl Scheduler {
             f[sh.of(first)].missing(first, last);
         }
         f
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::alone;
+
+    #[test]
+    fn a_share_that_came_steadily_but_far_slower_than_the_others_is_slow_by_itself() {
+        // This receiver's own share (1) is not judged; 3 is a thin uplink.
+        assert_eq!(alone(&[0.10, 0.9, 0.11, 0.03], 1), [false, false, false, true]);
+        // Nothing come yet: waiting for its mirrors, or crowded out.
+        assert_eq!(alone(&[0.10, 0.9, 0.11, 0.0], 1), [false; 4]);
+        // One other receiver: nothing to compare with.
+        assert_eq!(alone(&[0.01, 0.9], 1), [false; 2]);
+        // Within a third of the others: held with them.
+        assert_eq!(alone(&[0.10, 0.9, 0.11, 0.04], 1), [false; 4]);
     }
 }

@@ -8,7 +8,7 @@ impl Scheduler {
     pub(super) fn add_segment(&mut self, lo: u64, hi: u64) -> usize {
         let id = self.next_segment;
         self.next_segment += 1;
-        self.segments.insert(id, Segment { lo, hi, span: hi - lo, up: None, down: None });
+        self.segments.insert(id, Segment { lo, hi, span: hi - lo, up: None, down: None, told: None });
         id
     }
 
@@ -127,7 +127,7 @@ impl Scheduler {
             }
         }
         let seg = &self.segments[&sid];
-        if seg.hi <= seg.lo {
+        if seg.hi <= seg.lo && !self.relay_waits_on(seg) {
             // Nothing left to hand out: the edges finish their claims and are
             // free to help elsewhere. Pending edges never start.
             let seg = self.segments.remove(&sid).expect("live");
@@ -162,6 +162,14 @@ impl Scheduler {
             Direction::Increment => s.next + s.remaining - 1,
             Direction::Decrement => s.next + 1 - s.remaining,
         };
+        // The blocks just granted, lowest first.
+        let (producer, dir) = (s.producer, s.dir);
+        let granted = match dir {
+            Direction::Increment => last + 1 - n..last + 1,
+            Direction::Decrement => last..last + n,
+        };
+        self.tell(producer, dir, granted);
+        let s = self.streams.get_mut(&id).expect("live");
         if s.pending {
             s.pending = false;
             self.stats.starts += 1;

@@ -565,3 +565,4 @@ fn a_forward_only_producer_keeps_to_its_edge_and_never_helps() {
 }
 
 mod homes;
+mod relays;

@@ -128,6 +128,13 @@ struct Uplink {
 enum Msg {
     Control(usize, Action),
     Reply(usize, ToClient),
+    /// Receiver `to` is told its share `home`'s receiver fetches these
+    /// blocks from its mirrors (`scheduler/relay.rs`).
+    Told {
+        to: usize,
+        home: usize,
+        told: crate::scheduler::Told,
+    },
 }
 
 struct Receiver {
@@ -212,12 +219,15 @@ impl Group {
             for source in crate::fan::sources(n, i) {
                 let weight = source.weight;
                 let Some(k) = source.from else {
-                    homes.push(Home { producers: (0..mine).collect(), only_here: false, weight });
+                    homes.push(Home { producers: (0..mine).collect(), only_here: false, weight, relay: None });
                     continue;
                 };
-                homes.push(Home { producers: vec![owner.len(), owner.len() + 1], only_here: true, weight });
-                owner.extend([peer, peer]);
-                from.extend([Node::Receiver(k), Node::Receiver(k)]);
+                // With a relay (the third), as `get` has one in flat groups.
+                let relay = (n <= crate::fan::FLAT).then_some(owner.len() + 2);
+                homes.push(Home { producers: vec![owner.len(), owner.len() + 1], only_here: true, weight, relay });
+                let streams = 2 + usize::from(relay.is_some());
+                owner.extend(std::iter::repeat_n(peer, streams));
+                from.extend(std::iter::repeat_n(Node::Receiver(k), streams));
                 peer += 1;
             }
             let tr = Transfer::with_homes(Completed::new(spec.blocks), &owner, peer, (&homes, 1), &spec.config, origin);
@@ -259,6 +269,14 @@ impl Group {
         }
     }
 
+    /// Every other receiver hears what receiver `from` told (in flat
+    /// groups, share k is receiver k's).
+    fn tell(&mut self, from: usize, told: crate::scheduler::Told) {
+        for to in (0..self.receivers.len()).filter(|&to| to != from) {
+            self.post(Msg::Told { to, home: from, told: told.clone() });
+        }
+    }
+
     fn at(&self, t: f64) -> Instant {
         self.origin + Duration::from_secs_f64(t)
     }
@@ -277,6 +295,7 @@ impl Group {
             match m {
                 Msg::Control(c, a) => self.control(c, a),
                 Msg::Reply(c, r) => self.reply(c, r, t, now),
+                Msg::Told { to, home, told } => self.receivers[to].tr.handle_told(home, told.blocks, told.dir, now),
             }
         }
     }
@@ -356,6 +375,9 @@ impl Group {
                 };
                 let c = self.receivers[i].conns[p];
                 self.post(Msg::Control(c, a));
+            }
+            while let Some(told) = self.receivers[i].tr.poll_told() {
+                self.tell(i, told);
             }
             while let Some(Event::Dropped { producer, why, .. }) = self.receivers[i].tr.poll_event() {
                 let c = self.receivers[i].conns[producer];

@@ -88,6 +88,10 @@ impl Request {
                 dst.put_u32(*count);
                 put_str(dst, path);
             }
+            Request::Tell { path } => {
+                put_header(dst, K_TELL, 2 + path.len());
+                put_str(dst, path);
+            }
         }
     }
 
@@ -96,7 +100,7 @@ impl Request {
     pub fn decode(src: &mut BytesMut) -> Result<Option<Request>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
             K_HELLO | K_STAT | K_START | K_EXTEND | K_END | K_AUTH | K_MANIFEST | K_WALK | K_WALK_FILTERED
-            | K_BUNDLE_END | K_SEALS | K_WEAK_SUMS => Some(MAX_CONTROL_BODY),
+            | K_BUNDLE_END | K_SEALS | K_WEAK_SUMS | K_TELL => Some(MAX_CONTROL_BODY),
             K_BUNDLE => Some(MAX_BUNDLE_CHUNK),
             _ => None,
         })?
@@ -213,6 +217,7 @@ impl Request {
                 }
                 Request::WeakSums { path: r.path()?, first, count }
             }
+            K_TELL => Request::Tell { path: r.path()? },
             _ => unreachable!("kinds were filtered by peek_header"),
         };
         r.finish()?;
@@ -274,6 +279,12 @@ impl Reply {
                 put_header(dst, K_R_WAITING, 4);
                 dst.put_u32(*stream);
             }
+            Reply::Fetching { at, len, dir } => {
+                put_header(dst, K_R_FETCHING, 17);
+                dst.put_u64(*at);
+                dst.put_u64(*len);
+                dst.put_u8(u8::from(*dir == Direction::Decrement));
+            }
             Reply::Stopped { stream, sent } => {
                 put_header(dst, K_R_STOPPED, 12);
                 dst.put_u32(*stream);
@@ -324,7 +335,7 @@ impl Reply {
     pub fn decode(src: &mut BytesMut) -> Result<Option<Reply>, ProtoError> {
         let Some((kind, len)) = peek_header(src, |k| match k {
             K_R_HELLO | K_R_STAT | K_R_STOPPED | K_R_WAITING | K_R_ERROR | K_R_CHALLENGE | K_R_BUNDLE
-            | K_R_LIST_END | K_R_UNREADABLE | K_R_WALK_ERROR => Some(MAX_CONTROL_BODY),
+            | K_R_LIST_END | K_R_UNREADABLE | K_R_WALK_ERROR | K_R_FETCHING => Some(MAX_CONTROL_BODY),
             K_R_LIST_DATA => Some(MAX_LIST_CHUNK),
             K_R_BLOCK => Some(BLOCK_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
             K_R_SEALED_BLOCK => Some(SEALED_PREFIX_LEN + MAX_BLOCK_SIZE as usize),
@@ -386,6 +397,18 @@ impl Reply {
             }
             K_R_STOPPED => Reply::Stopped { stream: r.u32()?, sent: r.u64()? },
             K_R_WAITING => Reply::Waiting { stream: r.u32()? },
+            K_R_FETCHING => {
+                let (at, len) = (r.u64()?, r.u64()?);
+                let dir = match r.u8()? {
+                    0 => Direction::Increment,
+                    1 => Direction::Decrement,
+                    _ => return Err(ProtoError::Malformed { kind, why: "direction must be 0 or 1" }),
+                };
+                if at.checked_add(len).is_none() {
+                    return Err(ProtoError::Malformed { kind, why: "range past the largest offset" });
+                }
+                Reply::Fetching { at, len, dir }
+            }
             K_R_ERROR => {
                 let code = ErrorCode::from_u16(r.u16()?);
                 Reply::Error { code, message: r.string()? }

@@ -51,6 +51,7 @@ fn request() -> impl Strategy<Value = Request> {
             first,
             count
         }),
+        ".{0,64}".prop_map(|path| Request::Tell { path }),
     ]
 }
 
@@ -88,6 +89,11 @@ fn reply() -> impl Strategy<Value = Reply> {
             .prop_map(|(stream, block, hash, p)| Reply::SealedBlock { stream, block, hash, payload: Bytes::from(p) }),
         (any::<u32>(), any::<u64>()).prop_map(|(stream, sent)| Reply::Stopped { stream, sent }),
         any::<u32>().prop_map(|stream| Reply::Waiting { stream }),
+        (any::<u32>(), any::<u32>(), any::<bool>()).prop_map(|(at, len, down)| Reply::Fetching {
+            at: u64::from(at),
+            len: u64::from(len),
+            dir: if down { Direction::Decrement } else { Direction::Increment }
+        }),
         (1u16..7, ".{0,64}").prop_map(|(c, message)| Reply::Error { code: ErrorCode::from_u16(c), message }),
         any::<[u8; 32]>().prop_map(|nonce| Reply::Challenge { nonce }),
         (".{0,64}", any::<u64>()).prop_map(|(name, size)| Reply::Bundle { name, size }),
@@ -188,14 +194,15 @@ fn direction_span_and_step() {
 }
 
 #[test]
-fn versions_7_to_10_are_spoken_and_no_other() {
-    assert!(spoken(7) && spoken(8) && spoken(9) && spoken(10));
-    assert!(!spoken(6) && !spoken(11) && !spoken(0));
+fn versions_7_to_11_are_spoken_and_no_other() {
+    assert!(spoken(7) && spoken(8) && spoken(9) && spoken(10) && spoken(11));
+    assert!(!spoken(6) && !spoken(12) && !spoken(0));
     // 8 only added WeakSums, which needs it; 9 only Waiting, sent to a
     // client that said 9; 10 several merge names, sent to a server that
-    // said 10.
+    // said 10; 11 Tell, asked of a server that said 11.
     assert_eq!(
-        (OLDEST_PROTOCOL_VERSION, WEAK_SUMS_VERSION, WAITING_VERSION, MERGE_NAMES_VERSION, PROTOCOL_VERSION),
-        (7, 8, 9, 10, 10)
+        (OLDEST_PROTOCOL_VERSION, WEAK_SUMS_VERSION, WAITING_VERSION, MERGE_NAMES_VERSION, TELL_VERSION),
+        (7, 8, 9, 10, 11)
     );
+    assert_eq!(PROTOCOL_VERSION, TELL_VERSION);
 }

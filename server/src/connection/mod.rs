@@ -39,6 +39,7 @@ use crate::socket;
 mod bundles;
 mod served;
 mod start;
+mod tell;
 mod unsent;
 mod waiting;
 mod walk;
@@ -119,6 +120,9 @@ struct Conn {
     /// Since when the running stream has waited for a shared block not
     /// verified yet, or last said so (`Waiting`).
     waiting_since: Option<Instant>,
+    /// `Tell` was asked: the connection tells what the share's mirrors
+    /// fetch, and nothing else (`tell.rs`).
+    telling: Option<Arc<crate::share::Share>>,
 }
 
 /// Serves one connection until the client leaves or breaks the protocol
@@ -155,6 +159,7 @@ pub async fn handle(
         upload: Vec::new(),
         upload_permits: None,
         waiting_since: None,
+        telling: None,
     };
     let result = match c.run(&mut rx).await {
         // The client went away: an ordinary end, not an error.
@@ -249,6 +254,9 @@ impl Conn {
             let phase = *self.phase.borrow_and_update();
             if phase == Phase::Closing {
                 return Err(ConnError::ShuttingDown);
+            }
+            if let Some(share) = self.telling.take() {
+                return self.tell(share, rx).await;
             }
             if self.streams.is_idle() {
                 if self.greeted {
@@ -388,6 +396,7 @@ impl Conn {
             Request::Stat { path, manifest } => self.on_stat(path, manifest).await,
             Request::Manifest { path, first, count } => self.on_manifest(path, first, count).await,
             Request::WeakSums { path, first, count } => self.on_weak_sums(path, first, count).await,
+            Request::Tell { path } => self.on_tell(path).await,
             Request::Start { stream, path, block_size, first, last, dir } => {
                 self.on_start(stream, path, block_size, first, last, dir).await
             }

@@ -4,15 +4,15 @@
 use super::*;
 
 /// The whole file of the share tests.
-const WHOLE: Range<u64> = 0..60;
+pub(super) const WHOLE: Range<u64> = 0..60;
 
 /// Receiver 1 of 3: its mirrors (0, 1) and the other receivers' virtual
 /// pairs (2, 3: share 0; 4, 5: share 2).
-fn homes() -> Vec<Home> {
+pub(super) fn homes() -> Vec<Home> {
     vec![
-        Home { producers: vec![2, 3], only_here: true, weight: 1 },
-        Home { producers: vec![0, 1], only_here: false, weight: 1 },
-        Home { producers: vec![4, 5], only_here: true, weight: 1 },
+        Home { producers: vec![2, 3], only_here: true, weight: 1, relay: None },
+        Home { producers: vec![0, 1], only_here: false, weight: 1, relay: None },
+        Home { producers: vec![4, 5], only_here: true, weight: 1, relay: None },
     ]
 }
 
@@ -25,17 +25,19 @@ fn homes_harness(missing: &[Range<u64>], total: u64, cfg: Config) -> Harness {
     harness_of(&homes(), missing, total, cfg)
 }
 
-fn harness_of(homes: &[Home], missing: &[Range<u64>], total: u64, cfg: Config) -> Harness {
+pub(super) fn harness_of(homes: &[Home], missing: &[Range<u64>], total: u64, cfg: Config) -> Harness {
     harness_cut(homes, missing, total, 1, cfg)
 }
 
 /// As [`harness_of`], shares cut at multiples of `unit` blocks.
 fn harness_cut(homes: &[Home], missing: &[Range<u64>], total: u64, unit: u64, cfg: Config) -> Harness {
     let now = Instant::now();
+    let ids = homes.iter().flat_map(|h| h.producers.iter().copied().chain(h.relay));
+    let n = ids.max().map_or(6, |m| m + 1).max(6);
     let mut h = Harness {
-        s: Scheduler::with_homes(missing, total, (homes, unit), 6, cfg, now),
+        s: Scheduler::with_homes(missing, total, (homes, unit), n, cfg, now),
         now,
-        queues: (0..6).map(|_| Streams::default()).collect(),
+        queues: (0..n).map(|_| Streams::default()).collect(),
         got: vec![0; total as usize],
         log: vec![],
         base: 0,
@@ -45,7 +47,7 @@ fn harness_cut(homes: &[Home], missing: &[Range<u64>], total: u64, unit: u64, cf
 }
 
 /// Blocks each producer delivered, lowest and highest.
-fn span_of(h: &Harness, p: ProducerId) -> Option<(u64, u64)> {
+pub(super) fn span_of(h: &Harness, p: ProducerId) -> Option<(u64, u64)> {
     let starts = h.log.iter().filter_map(|a| match *a {
         Action::Start { producer, first, last, .. } if producer == p => Some((first.min(last), first.max(last))),
         _ => None,
@@ -291,6 +293,10 @@ fn with_homes_a_share_slow_by_itself_stops_holding_the_others_once_the_link_has_
     let slow = |p: ProducerId| if p >= 4 { 8 } else { 1 };
     run_rounds(&mut h, 300, slow);
     assert_eq!((got_in(&h, 0..200), got_in(&h, 200..400)), (200, 200), "held back by the slow share");
+    // It came steadily from the start, far slower than share 0: it is
+    // left out of the holding, which still keeps the others abreast.
+    let pacing = h.s.pacing().expect("shares");
+    assert!(pacing.starts_with("off=false"), "{pacing}");
     run_timed(&mut h, slow);
 }
 
