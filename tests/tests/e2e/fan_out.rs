@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::util::fake_mirror::{FakeMirror, Script, Served};
 use crate::util::*;
 
-const SIZE: usize = 24 << 20;
+pub(crate) const SIZE: usize = 24 << 20;
 
 /// Free loopback addresses for the receivers' servers, below the kernel's
 /// ephemeral ports: a port the kernel picked is free again once its test
@@ -38,7 +38,7 @@ pub(crate) fn free_addrs(n: usize) -> Vec<String> {
 }
 
 /// A receiver: `ddftp get big.bin` into `out`, serving on `listen`.
-fn receiver(mirrors: &str, out: &Path, peers: &[String], listen: &str) -> Child {
+pub(crate) fn receiver(mirrors: &str, out: &Path, peers: &[String], listen: &str) -> Child {
     sharing(&["get", "big.bin", "-m", mirrors, "-o", out.to_str().unwrap()], peers, listen)
 }
 
@@ -78,7 +78,7 @@ fn from_peers_and_mirrors(v: &serde_json::Value) -> (u64, u64) {
 /// Waits for receivers `c0, c1, ...` in `outs`: each exits 0 with an
 /// exact copy of `data`, all of it from the mirrors and its peers, more
 /// than a third from the peers.
-fn each_exact_and_shared(kids: Vec<Child>, outs: &Path, data: &[u8]) {
+pub(crate) fn each_exact_and_shared(kids: Vec<Child>, outs: &Path, data: &[u8]) {
     for (i, k) in kids.into_iter().enumerate() {
         let (code, v, err) = finish(k);
         assert_eq!(code, Some(0), "receiver {i}: {err}");
@@ -90,14 +90,14 @@ fn each_exact_and_shared(kids: Vec<Child>, outs: &Path, data: &[u8]) {
     }
 }
 
-struct Setup {
+pub(crate) struct Setup {
     _f: Fixture,
-    data: Vec<u8>,
+    pub(crate) data: Vec<u8>,
     mirrors: Vec<Mirror>,
-    outs: PathBuf,
+    pub(crate) outs: PathBuf,
 }
 
-fn setup() -> Setup {
+pub(crate) fn setup() -> Setup {
     let f = Fixture::new();
     let data = random_file(&f.root().join("big.bin"), SIZE, 54);
     let extra = ["--rate-limit", "12MB", "--metrics", "127.0.0.1:0"];
@@ -108,12 +108,12 @@ fn setup() -> Setup {
 }
 
 impl Setup {
-    fn mirrors(&self) -> String {
+    pub(crate) fn mirrors(&self) -> String {
         mirrors_arg(&self.mirrors.iter().collect::<Vec<_>>())
     }
 
     /// Bytes the mirrors sent, all of them together.
-    fn uploaded(&self) -> f64 {
+    pub(crate) fn uploaded(&self) -> f64 {
         self.mirrors.iter().map(|m| metric(&scrape(m.metrics.as_ref().unwrap()), "ddftpd_sent_bytes_total")).sum()
     }
 }
@@ -491,15 +491,22 @@ fn from_web_servers_a_lying_peer_is_caught_by_the_metalink_pieces_and_without_pi
 /// big.bin (16 KiB blocks), speaking protocol `version`, once it serves
 /// the file.
 fn started_on_receiver(addr: &str, version: u16, first: u64) -> crate::hostile::Raw {
-    use ddftp_proto::{Direction, Reply, Request};
+    use ddftp_proto::{Direction, Request};
+    let (path, block_size, dir) = ("big.bin".to_string(), 16 << 10, Direction::Increment);
+    asked_of_receiver(addr, version, Request::Start { stream: 1, path, block_size, first, last: first + 4, dir })
+}
+
+/// A connection to the receiver serving on `addr` (protocol `version`)
+/// that asked `req` once it serves big.bin (asked again, on a new
+/// connection, while it answers with an error), its first reply kept.
+pub(crate) fn asked_of_receiver(addr: &str, version: u16, req: ddftp_proto::Request) -> crate::hostile::Raw {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if std::net::TcpStream::connect(addr).is_ok() {
             let mut r = crate::hostile::Raw::greeted_in(addr, version);
-            let (path, block_size, dir) = ("big.bin".to_string(), 16 << 10, Direction::Increment);
-            r.send(&[Request::Start { stream: 1, path, block_size, first, last: first + 4, dir }]);
+            r.send(std::slice::from_ref(&req));
             match r.reply_within(Duration::from_millis(1500)) {
-                Some(Reply::Error { .. }) => {}
+                Some(ddftp_proto::Reply::Error { .. }) => {}
                 other => return r.with_first(other),
             }
         }

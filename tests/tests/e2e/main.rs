@@ -13,6 +13,7 @@ mod archive_rsync;
 mod archive_sync;
 mod delta;
 mod fan_out;
+mod fan_out_relay;
 mod fan_out_tree;
 mod get;
 mod habits;
