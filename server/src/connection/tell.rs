@@ -28,22 +28,28 @@ impl Conn {
 
     /// Tells what was fetched so far, then each run as it comes, until the
     /// client closes (or asks anything else, which ends it), the server
-    /// shuts down or the idle timeout passes with nothing to tell.
+    /// shuts down, or this receiver's copy is whole: its mirrors fetch
+    /// nothing more, and a connection left open would keep it serving.
     pub(super) async fn tell(
         &mut self,
         share: std::sync::Arc<Share>,
         rx: &mut mpsc::Receiver<Result<Request, ConnError>>,
     ) -> Result<(), ConnError> {
-        let mut more = share.watch_told();
+        let (mut more, mut grew) = (share.watch_told(), share.watch());
         let mut sent = 0;
         loop {
             more.borrow_and_update();
+            grew.borrow_and_update();
             for f in share.told(sent) {
                 self.reply(Reply::Fetching { at: f.at, len: f.len, dir: f.dir }).await?;
                 sent += 1;
             }
+            if share.size() == 0 || share.has(0, share.size()) {
+                return Ok(());
+            }
             tokio::select! {
                 r = more.changed() => if r.is_err() { return Ok(()) },
+                r = grew.changed() => if r.is_err() { return Ok(()) },
                 req = rx.recv() => match req {
                     None => return Ok(()),
                     Some(req) => {

@@ -13,6 +13,7 @@ use crate::fan_out::{asked_of_receiver, each_exact_and_shared, free_addrs, recei
 #[test]
 fn receivers_helping_a_slow_one_tell_what_their_mirrors_fetch_of_its_share_and_every_copy_is_exact() {
     let s = setup();
+    let began = Instant::now();
     let peers = free_addrs(3);
     let out = |i: usize| s.outs.join(format!("c{i}")).to_str().unwrap().to_string();
     // Receiver 2 downloads at 1 MB/s: its share (a third) reaches the
@@ -36,8 +37,16 @@ fn receivers_helping_a_slow_one_tell_what_their_mirrors_fetch_of_its_share_and_e
             break;
         }
     }
-    drop(tell);
+    // Held open, the connection would keep receiver 0 serving (it serves
+    // on while anyone is connected): its server closes it once its copy
+    // is whole, so the receivers all end (with runs told since still
+    // unread here).
     each_exact_and_shared(kids, &s.outs, &s.data);
+    // (Receiver 2 takes about 25 s at its 1 MB/s; lingering would be 10 min.)
+    assert!(began.elapsed() < Duration::from_secs(120), "receiver 0 lingered: {:?}", began.elapsed());
+    while let Some(r) = tell.reply_within(Duration::from_millis(500)) {
+        assert!(matches!(r, Reply::Fetching { .. }), "a telling connection sent {r:?}");
+    }
     assert!(!told.is_empty(), "receiver 0's mirrors helped the slow share and said so");
     // Only another receiver's share is told, never receiver 0's own (the
     // first third).
