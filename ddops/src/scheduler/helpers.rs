@@ -96,12 +96,7 @@ impl Scheduler {
     /// and with at most one stream still finishing (its `Start` would queue
     /// behind that one).
     pub(super) fn candidates(&self) -> Vec<ProducerId> {
-        let mut busy = vec![0usize; self.producers.len()];
-        let mut edge = vec![false; self.producers.len()];
-        for s in self.streams.values().filter(|s| !s.finished()) {
-            busy[s.producer] += 1;
-            edge[s.producer] |= s.segment.is_some();
-        }
+        let (busy, edge) = self.load();
         let free = |p: usize| {
             let q = &self.producers[p];
             !q.failed && !q.forward_only && !q.home_only && !edge[p] && busy[p] <= 1
@@ -292,13 +287,7 @@ impl Scheduler {
                 ((p_il as u128 + u_lower).clamp(seg.lo as u128, seg.hi as u128 - 1) as u64, None, Some(h))
             }
         };
-        let upper = self.add_segment(split, seg.hi);
-        let lower = self.segments.get_mut(&sid).expect("live");
-        lower.hi = split;
-        lower.span = split - lower.lo;
-        self.segments.get_mut(&sid).expect("live").down = None;
-        self.segments.get_mut(&upper).expect("live").down = Some(dr);
-        self.streams.get_mut(&dr).expect("live").segment = Some(upper);
+        let upper = self.cut(sid, split);
         if let Some(h) = dl {
             self.attach(sid, Side::Hi, h, now);
         }

@@ -217,16 +217,7 @@ impl Scheduler {
     /// Cuts segment `sid` at `at`: its low edge keeps the part below, its
     /// high edge the part above, and `helper` works that part up from `at`.
     pub(super) fn stripe(&mut self, sid: usize, at: u64, helper: ProducerId, now: Instant) {
-        let seg = self.segments[&sid].clone();
-        let upper = self.add_segment(at, seg.hi);
-        let lower = self.segments.get_mut(&sid).expect("live");
-        lower.hi = at;
-        lower.span = at - lower.lo;
-        lower.down = None;
-        if let Some(d) = seg.down {
-            self.segments.get_mut(&upper).expect("just made").down = Some(d);
-            self.streams.get_mut(&d).expect("live").segment = Some(upper);
-        }
+        let upper = self.cut(sid, at);
         self.attach(upper, Side::Lo, helper, now);
     }
 
@@ -288,12 +279,7 @@ impl Scheduler {
                 }
             }
         }
-        let mut busy = vec![0usize; self.producers.len()];
-        let mut edge = vec![false; self.producers.len()];
-        for s in self.streams.values().filter(|s| !s.finished()) {
-            busy[s.producer] += 1;
-            edge[s.producer] |= s.segment.is_some();
-        }
+        let (busy, mut edge) = self.load();
         for (sid, home, dir) in waiting {
             let Some(p) = self.relays.of[home] else { continue };
             if edge[p] || busy[p] > 1 {

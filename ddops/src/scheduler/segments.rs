@@ -12,6 +12,34 @@ impl Scheduler {
         id
     }
 
+    /// Cuts segment `sid`'s gap at `at`: the part below keeps its low
+    /// edge, the part above (a new segment, returned) takes its high edge.
+    pub(super) fn cut(&mut self, sid: usize, at: u64) -> usize {
+        let seg = self.segments[&sid].clone();
+        let upper = self.add_segment(at, seg.hi);
+        let lower = self.segments.get_mut(&sid).expect("live");
+        lower.hi = at;
+        lower.span = at - lower.lo;
+        lower.down = None;
+        if let Some(d) = seg.down {
+            self.segments.get_mut(&upper).expect("just made").down = Some(d);
+            self.streams.get_mut(&d).expect("live").segment = Some(upper);
+        }
+        upper
+    }
+
+    /// Per producer: its streams not finished, and whether it is a
+    /// segment's edge (what decides whether it can take new work).
+    pub(super) fn load(&self) -> (Vec<usize>, Vec<bool>) {
+        let mut busy = vec![0usize; self.producers.len()];
+        let mut edge = vec![false; self.producers.len()];
+        for s in self.streams.values().filter(|s| !s.finished()) {
+            busy[s.producer] += 1;
+            edge[s.producer] |= s.segment.is_some();
+        }
+        (busy, edge)
+    }
+
     /// Makes a pending stream for `producer` on one edge of segment `sid`.
     pub(super) fn attach(&mut self, sid: usize, side: Side, producer: ProducerId, now: Instant) {
         let id = self.next_stream;
