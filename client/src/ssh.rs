@@ -18,8 +18,9 @@
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ddftp_proto::Endpoint;
 
@@ -274,6 +275,9 @@ pub enum SshError {
     Timeout(u64),
     #[error("the remote ddftpd answered, but {0}")]
     Announce(String),
+    /// The command ended (done, failed) before this mirror answered.
+    #[error("not started: the command ended before it answered")]
+    Cancelled,
     #[error("the ssh tunnel (--via-ssh) did not open: {0}")]
     Tunnel(String),
 }
@@ -315,14 +319,17 @@ impl Drop for Session {
 /// Starts `m`'s remote ddftpd (over `rsh`, running `remote_ddftpd`) and
 /// returns the session and the mirror to connect to: TLS pinned to the
 /// session's certificate, its token; `via_ssh`: through a tunnel inside
-/// ssh ([`tunnel`]). Waits at most `within` for each answer.
+/// ssh ([`tunnel`]). Waits at most `within` for each answer; once
+/// `cancel` is set (the command ends), gives up at once and stops ssh.
 pub fn start(
     m: &SshMirror,
     rsh: &[String],
     remote_ddftpd: &str,
     within: Duration,
     via_ssh: bool,
+    cancel: &AtomicBool,
 ) -> Result<(Session, Peer), SshError> {
+    let began = Instant::now();
     let mut cmd = m.command(rsh, remote_ddftpd);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     let program = cmd.get_program().to_string_lossy().into_owned();
@@ -330,9 +337,9 @@ pub fn start(
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().expect("piped");
     let mut session = Session { child, stdin, tunnel: None };
-    let line = match first_line(stdout, within) {
-        Ok(Some(l)) => l,
-        Ok(None) => {
+    let line = match first_line(stdout, within, cancel) {
+        Line::Said(l) => l,
+        Line::Ended => {
             return Err(match session.child.wait() {
                 // ssh's own failures; a shell's "command not found".
                 Ok(s) if s.code() == Some(255) => SshError::Login,
@@ -341,9 +348,16 @@ pub fn start(
                 Err(e) => SshError::Ended { status: e.to_string() },
             });
         }
-        Err(()) => return Err(SshError::Timeout(within.as_secs())),
+        Line::Late => return Err(SshError::Timeout(within.as_secs())),
+        Line::Cancelled => {
+            // Nobody waits for this mirror any more: not even for ssh to
+            // end politely.
+            let _ = session.child.kill();
+            return Err(SshError::Cancelled);
+        }
     };
     let mut a = parse_announce(&line).map_err(SshError::Announce)?;
+    tracing::debug!(mirror = %m, after = ?began.elapsed(), "the remote ddftpd answered");
     if via_ssh {
         let (t, here) = tunnel::open(m, rsh, &a, within)?;
         (session.tunnel, a) = (Some(t), here);
@@ -351,20 +365,42 @@ pub fn start(
     Ok((session, peer(a, m.to_string())))
 }
 
+/// What came of waiting for a remote command's first line.
+enum Line {
+    Said(String),
+    /// It ended (or failed) before writing one.
+    Ended,
+    /// Nothing within the time given.
+    Late,
+    /// Given up on by the caller.
+    Cancelled,
+}
+
+/// How often a wait for a first line looks whether it was given up on.
+const CANCEL_EVERY: Duration = Duration::from_millis(20);
+
 /// The first line (at most 1 KiB) a remote command writes, read on a
-/// thread of its own so that a silent ssh can be given up on: `None` if
-/// it ended (or failed) before writing one, `Err` after `within`.
-fn first_line(stdout: std::process::ChildStdout, within: Duration) -> Result<Option<String>, ()> {
+/// thread of its own so that a silent ssh can be given up on after
+/// `within`, or as soon as `cancel` is set.
+fn first_line(stdout: std::process::ChildStdout, within: Duration, cancel: &AtomicBool) -> Line {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut line = String::new();
         let r = std::io::Read::take(BufReader::new(stdout), 1024).read_line(&mut line);
         let _ = tx.send(r.map(|_| line));
     });
-    match rx.recv_timeout(within) {
-        Ok(Ok(l)) if !l.is_empty() => Ok(Some(l)),
-        Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Ok(None),
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(()),
+    let deadline = Instant::now() + within;
+    loop {
+        if cancel.load(Ordering::Acquire) {
+            return Line::Cancelled;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.min(CANCEL_EVERY)) {
+            Ok(Ok(l)) if !l.is_empty() => return Line::Said(l),
+            Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Line::Ended,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if left.is_zero() => return Line::Late,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
     }
 }
 
@@ -376,6 +412,9 @@ pub fn peer(a: Announced, name: String) -> Peer {
     Peer { endpoint, tls: Some(Secure(ddnet::pinned::connector(a.pin))), own: Some(own) }
 }
 
+mod starting;
 #[cfg(test)]
 mod tests;
 pub mod tunnel;
+
+pub use starting::{starting, Answer, Starting};

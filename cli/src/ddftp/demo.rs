@@ -148,6 +148,7 @@ async fn demo(opt: &DemoOpt, dir: &std::path::Path) -> anyhow::Result<()> {
     let spec = GetSpec {
         path: "demo.bin".into(),
         mirrors,
+        starting: vec![],
         http: vec![],
         output: out.clone(),
         block_size: DEFAULT_BLOCK_SIZE,

@@ -9,6 +9,7 @@ use ddftp_proto::frame::{MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
 use ddftp_proto::units::{parse_size, HumanBytes};
 use ddftp_proto::{parse_endpoint, Endpoint};
 
+use super::ssh::Now;
 use ddftp::progress::Bar;
 use ddftp::scheduler::Config;
 use ddftp::session::Secure;
@@ -269,6 +270,7 @@ impl MoveOpt {
             false => super::ssh::peers(&ssh, &self.rsh()?),
         }
         .into_iter();
+        let mut starting = vec![];
         for m in &self.mirrors {
             match m {
                 Mirror::Ddftpd(ep, secure, _) => {
@@ -276,8 +278,13 @@ impl MoveOpt {
                     mirrors.push(Peer { endpoint: ep.clone(), tls, own: None })
                 }
                 Mirror::Http(u) => http.push(u.clone()),
-                // Those that started, in the order given.
-                Mirror::Ssh(_) => mirrors.extend(ssh.next()),
+                // Those that started, in the order given; those still
+                // starting join the transfer when they answer.
+                Mirror::Ssh(_) => match ssh.next() {
+                    Some(Now::Up(p)) => mirrors.push(p),
+                    Some(Now::Starting(s)) => starting.push(s),
+                    Some(Now::Failed) | None => {}
+                },
                 Mirror::Pinned(p) => mirrors.push(p.clone()),
             }
         }
@@ -287,6 +294,7 @@ impl MoveOpt {
         Ok(GetSpec {
             path: ddftpd_path(&self.mirrors, &path)?,
             mirrors,
+            starting,
             http,
             output,
             block_size: self.block_size,

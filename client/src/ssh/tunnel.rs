@@ -11,9 +11,10 @@
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::{Announced, SshError, SshMirror};
+use super::{Announced, Line, SshError, SshMirror};
 
 /// The forwarding ssh: the tunnel lives as long as this does. Its
 /// standard input is ours alone, as the session's is: when this process
@@ -64,14 +65,16 @@ pub fn open(m: &SshMirror, rsh: &[String], a: &Announced, within: Duration) -> R
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take().expect("piped"));
         let mut t = Tunnel { child, stdin };
         let left = deadline.saturating_duration_since(Instant::now());
-        match super::first_line(stdout, left) {
-            Ok(Some(line)) if line.trim_end() == READY => {
+        match super::first_line(stdout, left, &AtomicBool::new(false)) {
+            Line::Said(line) if line.trim_end() == READY => {
                 let here = IpAddr::V4(Ipv4Addr::LOCALHOST);
                 return Ok((t, Announced { host: here, port, ..a.clone() }));
             }
-            Ok(Some(line)) => return Err(SshError::Tunnel(format!("the host said {:?}", line.trim_end()))),
-            Ok(None) => why = format!("ssh -L ended ({}); its message is above", ended(&mut t.child)),
-            Err(()) => return Err(SshError::Timeout(within.as_secs())),
+            Line::Said(line) => return Err(SshError::Tunnel(format!("the host said {:?}", line.trim_end()))),
+            Line::Ended | Line::Cancelled => {
+                why = format!("ssh -L ended ({}); its message is above", ended(&mut t.child))
+            }
+            Line::Late => return Err(SshError::Timeout(within.as_secs())),
         }
     }
     Err(SshError::Tunnel(why))

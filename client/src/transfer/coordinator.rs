@@ -41,6 +41,9 @@ pub(super) struct Coordinator<'a> {
     pool: Option<Arc<crate::pool::Pool>>,
     /// Connections to joining mirrors under way.
     connecting: usize,
+    /// ssh mirrors still starting, and their waits.
+    starting: usize,
+    starts: tokio::task::JoinSet<()>,
     /// How each slot reaches its mirror (to ask it again).
     sources: Vec<Source>,
     /// Routes being asked again, not yet back.
@@ -153,7 +156,22 @@ impl Coordinator<'_> {
 
     /// Every retry has ended and no mirror may join: nothing more can come.
     fn nothing_coming(&self) -> bool {
-        self.retrying.is_empty()
+        self.retrying.is_empty() && self.starting == 0
+    }
+
+    /// An ssh mirror that was still starting answered: it joins along
+    /// each route as a late mirror does (the same version, the bundle
+    /// registered first), or it could not start (it said why).
+    fn on_started(&mut self, spec: &GetSpec, peer: Option<Peer>) {
+        self.starting -= 1;
+        for route in peer.iter().flat_map(|p| routes_to(spec, p)) {
+            self.connecting += 1;
+            let (wanted, events) = (self.wanted.clone(), self.events.clone());
+            tokio::spawn(async move {
+                let answer = super::rejoin::join_late(Source::Ddftpd(route), wanted, events.clone()).await;
+                let _ = events.send(answer).await;
+            });
+        }
     }
 
     /// The error once no producer is left: a rerun helps unless every
@@ -215,7 +233,7 @@ impl Coordinator<'_> {
             Event::Waiting { slot } => self.tr.handle_waiting(slot, now),
             Event::Told { home, blocks, dir } => self.tr.handle_told(home, blocks, dir, now),
             Event::Local(e) => return Err(e),
-            Event::Joined(_) | Event::Warn(_) => unreachable!("handled by the transfer loop"),
+            Event::Joined(_) | Event::Warn(_) | Event::Started(_) => unreachable!("handled by the transfer loop"),
         }
         Ok(())
     }
@@ -300,6 +318,7 @@ impl Coordinator<'_> {
     async fn hand_back(&mut self) {
         self.ctx.completed.store(true, std::sync::atomic::Ordering::Release);
         self.tellers.abort_all();
+        self.starts.abort_all();
         self.cmds.clear();
         for (task, source) in self.tasks.iter().zip(&self.sources) {
             if !matches!(source, Source::Ddftpd(_)) {
@@ -544,6 +563,8 @@ impl<'a> Coordinator<'a> {
             ctx,
             pool: spec.pool.clone(),
             connecting: 0,
+            starting: 0,
+            starts: tokio::task::JoinSet::new(),
             sources,
             retrying: Default::default(),
             waits: Default::default(),
@@ -563,6 +584,13 @@ impl<'a> Coordinator<'a> {
         for source in later {
             c.ask_again(source, None);
         }
+        for s in &spec.starting {
+            let (s, events) = (s.clone(), c.events.clone());
+            c.starts.spawn(async move {
+                let _ = events.send(Event::Started(s.started().await)).await;
+            });
+        }
+        c.starting = spec.starting.len();
         Ok(Started { c, events: ev_rx, reused_bytes, verified })
     }
 }
@@ -658,6 +686,10 @@ pub(super) async fn run_transfer(
                 c.tell(progress, w);
                 continue;
             }
+            Event::Started(peer) => {
+                c.on_started(spec, peer);
+                continue;
+            }
             ev => ev,
         };
         if let Err(source) = c.on_event(ev, now) {
@@ -680,7 +712,10 @@ pub(super) async fn run_transfer(
     drop(ev_rx);
     match outcome.is_ok() {
         true => c.hand_back().await,
-        false => c.slot_tasks.abort_all(),
+        false => {
+            c.slot_tasks.abort_all();
+            c.starts.abort_all();
+        }
     }
     if outcome.is_err() {
         // Keep what arrived: the next run resumes from it.

@@ -124,6 +124,9 @@ pub struct EntryCounts {
 pub struct GetSpec {
     pub path: String,
     pub mirrors: Vec<Peer>,
+    /// ssh mirrors still starting: each joins the running transfer when
+    /// its remote ddftpd answers ([`crate::ssh::Starting`]).
+    pub starting: Vec<crate::ssh::Starting>,
     pub output: PathBuf,
     pub block_size: u32,
     /// fsync the output before it is renamed into place.

@@ -95,6 +95,17 @@ pub(super) async fn retry(
     Event::Joined(Box::new((source, Err(why))))
 }
 
+/// A mirror late at the start (an ssh mirror that answered once the
+/// transfer ran): tried at once, then, if that may pass, as a mirror
+/// asked again. The answer is a `Joined`.
+pub(super) async fn join_late(source: Source, wanted: Arc<Wanted>, events: mpsc::Sender<Event>) -> Event {
+    match attempt(&source, &wanted).await {
+        Ok(producer) => Event::Joined(Box::new((source, Ok(producer)))),
+        Err(f) if f.again => retry(source, wanted, f.hint, events).await,
+        Err(f) => Event::Joined(Box::new((source, Err(f.why)))),
+    }
+}
+
 /// One try: a producer on a fresh connection, if it serves the same file.
 async fn attempt(source: &Source, wanted: &Wanted) -> Result<Producer, Failed> {
     match source {

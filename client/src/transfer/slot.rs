@@ -43,6 +43,9 @@ pub(super) enum Event {
     Local(io::Error),
     /// Worth telling the user (a request asked again).
     Warn(String),
+    /// An ssh mirror still starting at the start answered (its mirror),
+    /// or could not start (`None`).
+    Started(Option<Peer>),
     /// The receiver of share `home` says its mirrors fetch `blocks` of
     /// another's share, in `dir`'s order (`told.rs`).
     Told {

@@ -47,6 +47,7 @@ mod rsync_relative;
 mod rsync_xattr_rules;
 mod server_limits;
 mod ssh;
+mod ssh_late;
 mod ssh_rsync;
 mod stdout;
 mod tls;

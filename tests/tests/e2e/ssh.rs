@@ -48,7 +48,15 @@ fn get_from_two_ssh_mirrors_is_byte_exact_and_leaves_nothing_running() {
     let out = f.out("got");
     let mut v = vec!["get".into(), "d/f.bin".into(), "-m".into(), format!("{},{}", sshd.url(&a), sshd.url(&b))];
     v.extend(over(&sshd));
-    v.extend(["-o".into(), out.display().to_string(), "--json".into(), "-q".into()]);
+    // Long enough (3 s) for the mirror that answers second to join.
+    v.extend([
+        "-o".into(),
+        out.display().to_string(),
+        "--json".into(),
+        "-q".into(),
+        "--limit-rate".into(),
+        "8MiB".into(),
+    ]);
     let run = ddftp(&args(&v), 0);
     assert!(std::fs::read(&out).unwrap() == data, "the output differs");
     assert_eq!(contributors(&json(&run)), 2, "both ssh mirrors took part");
@@ -369,7 +377,8 @@ fn via_ssh_carries_the_connections_where_only_ssh_gets_through() {
     let failed = get(&direct, &[], 1);
     assert!(!direct.exists(), "{}", String::from_utf8_lossy(&failed.stderr));
     let out = f.out("tunnelled");
-    let run = get(&out, &["--via-ssh"], 0);
+    // Long enough (3 s) for the mirror that answers second to join.
+    let run = get(&out, &["--via-ssh", "--limit-rate", "4MiB"], 0);
     assert!(std::fs::read(&out).unwrap() == data, "the output differs");
     // Nothing but the copy reached the remote ddftpds (no probe they
     // would warn of on the user's terminal).
