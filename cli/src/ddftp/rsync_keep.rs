@@ -205,8 +205,10 @@ fn id_map(flag: &str, given: &str, look: &mut dyn FnMut(&[u8]) -> Option<u32>) -
             (Some(n), _) => IdFrom::Id(n),
             (None, Some((Some(lo), Some(hi)))) if lo <= hi => IdFrom::Range(lo, hi),
             (None, Some((Some(_), Some(_)))) => return Err(bad("a range LOW-HIGH with LOW above HIGH")),
-            _ if from.contains('[') => return Err(bad("`[` classes are not taken: give `*` or `?`")),
-            _ => IdFrom::Name(from.to_string()),
+            _ => {
+                ddftp::archive::wild::check(from.as_bytes()).map_err(|why| bad(&why))?;
+                IdFrom::Name(from.to_string())
+            }
         };
         pairs.push((from, to));
     }
@@ -225,7 +227,8 @@ mod tests {
         assert_eq!(from[0], &IdFrom::Range(0, 99));
         assert_eq!(from[2], &IdFrom::Name(String::new()));
         assert_eq!(m.0[3].1, 10, "TO looked up here");
-        for bad in ["x", "1:nosuch", "9-1:1", "[ab]:1", ""] {
+        assert!(id_map("--usermap", "[ab]*:1,[!0-9]x:2", &mut look).is_ok(), "rsync's classes");
+        for bad in ["x", "1:nosuch", "9-1:1", "[ab:1", "[[:nosuch:]]:1", ""] {
             assert!(id_map("--usermap", bad, &mut look).is_err(), "{bad:?}");
         }
         let k = Keep { chown: Some("0".into()), usermap: Some("1:2".into()), ..Keep::default() };

@@ -92,7 +92,7 @@ impl IdMap {
         let hit = |f: &IdFrom| match f {
             IdFrom::Id(n) => id == *n,
             IdFrom::Range(lo, hi) => (*lo..=*hi).contains(&id),
-            IdFrom::Name(p) => wild(p.as_bytes(), name),
+            IdFrom::Name(p) => super::wild::wild(p.as_bytes(), name),
         };
         self.0.iter().find(|(f, _)| hit(f)).map(|(_, to)| *to)
     }
@@ -100,34 +100,6 @@ impl IdMap {
     fn needs_names(&self) -> bool {
         self.0.iter().any(|(f, _)| matches!(f, IdFrom::Name(p) if p != "*"))
     }
-}
-
-/// Whether `name` matches `pattern` (`*` any run, `?` one byte, the rest
-/// itself), in time linear in their product at most.
-fn wild(pattern: &[u8], name: &[u8]) -> bool {
-    let (mut p, mut n, mut star, mut from) = (0, 0, None, 0);
-    while n < name.len() {
-        match pattern.get(p) {
-            Some(b'*') => {
-                star = Some(p);
-                from = n;
-                p += 1;
-            }
-            Some(&c) if c == b'?' || c == name[n] => {
-                p += 1;
-                n += 1;
-            }
-            _ => match star {
-                Some(s) => {
-                    p = s + 1;
-                    from += 1;
-                    n = from;
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 /// What an entry becomes ([`Kept::apply`]) is measured against.
@@ -271,20 +243,5 @@ mod tests {
         assert_eq!(map.map(2000, b""), Some(4), "no name: the empty one");
         assert_eq!(map.map(2000, b"joe"), Some(5), "`*`: every id");
         assert!(map.needs_names() && !IdMap(vec![(IdFrom::Name("*".into()), 1)]).needs_names());
-        for (p, n, m) in
-            [("a?c", "abc", true), ("*b*", "abc", true), ("a*", "ba", false), ("**", "", true), ("a", "ab", false)]
-        {
-            assert_eq!(wild(p.as_bytes(), n.as_bytes()), m, "{p} {n}");
-        }
-    }
-
-    proptest::proptest! {
-        /// Any pattern against any name: an answer, never a panic; a
-        /// pattern of the name itself (no wildcard) matches it.
-        #[test]
-        fn any_pattern_and_name_are_matched(p in "[a-c*?]{0,12}", n in "[a-c]{0,12}") {
-            let _ = wild(p.as_bytes(), n.as_bytes());
-            proptest::prop_assert!(wild(n.as_bytes(), n.as_bytes()));
-        }
     }
 }

@@ -51,6 +51,7 @@ mod streamed;
 pub mod sync;
 mod tree;
 mod update;
+pub mod wild;
 
 pub use mirrors::walk_stream;
 use report::merge_reports;

@@ -1,5 +1,6 @@
 //! rsync's `--usermap` and `--groupmap`: SRC's owners and groups mapped
-//! by the first pair that matches (an id, a range, a name pattern, `*`),
+//! by the first pair that matches (an id, a range, a name pattern with
+//! `*`, `?` or `[...]` classes, `*`),
 //! as root; the trees (owners compared), exit codes and `-i` lines
 //! against real rsync's, and a mapping that changes on a second run.
 
@@ -38,6 +39,9 @@ fn usermap_and_groupmap_map_owners_as_rsync() {
             &[&["-a", "--usermap=0:1,40-60:2,nob*:3,*:4", "--groupmap=7:8,:9"][..], &["-a", "--usermap=40-60:5"]][..],
         ),
         ("names", &[&["-rt", "--usermap=nobody:daemon,4242:bin"][..], &["-a", "--groupmap=*:daemon"]]),
+        // rsync's classes: a set, a negated one (an id without a name has
+        // the empty name, which no class matches), a range.
+        ("classes", &[&["-a", "--usermap=[mn]obody:daemon,[!r]*:bin", "--groupmap=[^n]*:daemon,[0-9]*:bin"][..]]),
     ] {
         let (theirs, mine) = (f.out(&format!("{case}-rsync")), f.out(&format!("{case}-ddftp")));
         for opts in runs.iter() {
