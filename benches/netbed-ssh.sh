@@ -11,6 +11,9 @@
 #   resync  DEST holds the tree as it was before 1% of its files (26)
 #           were rewritten on the mirrors (new bytes, new mtime); the copy
 #           is put back untimed before every run; `--delete` for both
+#   big     a first copy of a larger tree (`big`: 1,024 files of 2 MiB,
+#           2 GiB), ssh mirrors and ddftpd only: what the fixed cost of
+#           the logins weighs on a copy of a size sites move
 # Every run ends with DEST compared with the tree (diff -r). Warm page
 # cache; the digests computed once before (an untimed run of each kind:
 # ddftpd's index beside the tree, the sessions' in ~/.cache/ddftpd).
@@ -24,7 +27,7 @@
 # what else the ssh mirrors cost over running ddftpds, and the ddftpds
 # speaking TLS (as ssh mirrors always do; certificates made here).
 #
-# Usage (root): benches/netbed-ssh.sh [RUNS] [CASES]   (CASES: first,resync)
+# Usage (root): benches/netbed-ssh.sh [RUNS] [CASES]   (CASES: first,resync,big)
 # Writes benches/results/netbed-ssh-<UTC date>.md.
 set -euo pipefail
 
@@ -64,7 +67,14 @@ if [ ! -e "$DATA/.complete" ]; then
   touch "$DATA/.complete"
 fi
 chmod 755 "$DATA"
-BYTES=$(find "$DATA/tree" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+if [[ ,$CASES, == *,big,* && ! -e "$DATA/.big" ]]; then
+  log "generating the big tree"
+  rm -rf "$DATA/big" && mkdir -p "$DATA/big"
+  for i in $(seq 1 1024); do head -c $((2 << 20)) /dev/urandom >"$DATA/big/b$i"; done
+  touch "$DATA/.big"
+fi
+BYTES=$(find "$DATA/tree" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
+BIG_BYTES=$(find "$DATA/big" -type f -printf '%s\n' 2>/dev/null | awk '{s+=$1} END {printf "%.0f", s}')
 
 K=$WORK/keys
 [ -s "$K/id" ] || ssh-keygen -q -t ed25519 -N '' -f "$K/id"
@@ -139,11 +149,11 @@ tool() {
   local del=()
   [ "$1" = resync ] && del=(--delete)
   case $2 in
-    ssh) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q "${del[@]}" ;;
-    via) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q --via-ssh "${del[@]}" ;;
-    ddftpd) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$DD_M" --dest "$3" -q "${del[@]}" ;;
-    tls) "$NB" exec $BED-c -- "$DDFTP" archive tree -m "$TLS_M" --ca-file "$K/ca.pem" --dest "$3" -q "${del[@]}" ;;
-    rsync) "$NB" exec $BED-c -- rsync -a "${del[@]}" -e "$RSH" "10.77.1.2:$DATA/tree/" "$3/" ;;
+    ssh) "$NB" exec $BED-c -- "$DDFTP" archive "$SRC" -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q "${del[@]}" ;;
+    via) "$NB" exec $BED-c -- "$DDFTP" archive "$SRC" -m "$SSH_M" -e "$RSH" --remote-ddftpd "$DDFTPD" --dest "$3" -q --via-ssh "${del[@]}" ;;
+    ddftpd) "$NB" exec $BED-c -- "$DDFTP" archive "$SRC" -m "$DD_M" --dest "$3" -q "${del[@]}" ;;
+    tls) "$NB" exec $BED-c -- "$DDFTP" archive "$SRC" -m "$TLS_M" --ca-file "$K/ca.pem" --dest "$3" -q "${del[@]}" ;;
+    rsync) "$NB" exec $BED-c -- rsync -a "${del[@]}" -e "$RSH" "10.77.1.2:$DATA/$SRC/" "$3/" ;;
   esac
 }
 
@@ -151,21 +161,31 @@ tool() {
 log "warming"
 ddftpds
 find "$DATA" -type f -exec cat {} + >/dev/null
+SRC=tree
 for t in ssh via ddftpd; do rm -rf "$OUT/warm"; tool first $t "$OUT/warm"; done
+if [[ ,$CASES, == *,big,* ]]; then
+  SRC=big
+  for t in ssh ddftpd; do rm -rf "$OUT/warm"; tool first $t "$OUT/warm"; done
+fi
 tls_ddftpds
+SRC=tree
 rm -rf "$OUT/warm"; tool first tls "$OUT/warm"
 rm -rf "$OUT/warm"
 
 declare -A T=()
 IFS=, read -r -a cases <<<"$CASES"
 for c in "${cases[@]}"; do
+  SRC=tree TOOLS="ssh via ddftpd tls rsync login"
+  [ "$c" = big ] && SRC=big TOOLS="ssh ddftpd login"
   for r in $(seq 1 "$RUNS"); do
-    for t in ssh via ddftpd tls rsync login; do
+    for t in $TOOLS; do
       if [ $t = login ]; then # one ssh login alone: what any ssh-started mirror pays first
         t0=$(date +%s.%N)
         "$NB" exec $BED-c -- $RSH 10.77.1.2 true
         t1=$(date +%s.%N)
-        T[$c-$t]+="$(python3 -c "print(f'{$t1 - $t0:.2f}')") "
+        s=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+        log "$c login run $r: $s s"
+        T[$c-$t]+="$s "
         continue
       fi
       rm -rf "$OUT/d"
@@ -175,7 +195,7 @@ for c in "${cases[@]}"; do
       t0=$(date +%s.%N)
       tool "$c" $t "$OUT/d"
       t1=$(date +%s.%N)
-      diff -r -q "$OUT/d" "$DATA/tree" >/dev/null || { log "$t $c: the copy differs"; exit 1; }
+      diff -r -q "$OUT/d" "$DATA/$SRC" >/dev/null || { log "$t $c: the copy differs"; exit 1; }
       s=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
       log "$c $t run $r: $s s"
       T[$c-$t]+="$s "
@@ -188,24 +208,29 @@ md=$TOP/benches/results/netbed-ssh-$stamp.md
 {
   echo "# ssh mirrors against ddftpd mirrors and rsync -e ssh ($stamp)"
   echo
-  echo "Command: \`benches/netbed-ssh.sh $RUNS $CASES\` (root). netbed --mirrors ${RATES[*]}, sshd on each; tree of $BYTES bytes (256 x 2 MiB + 1,000 x 16 KiB); resync: 1% of the files rewritten, --delete."
-  echo "Wall seconds, median of $RUNS (all runs in brackets); of ideal: bytes / (0.956 x link rates: all 4 for ddftp, mirror 1 for rsync); first copy only."
+  echo "Command: \`benches/netbed-ssh.sh $RUNS $CASES\` (root). netbed --mirrors ${RATES[*]}, sshd on each; tree of $BYTES bytes (256 x 2 MiB + 1,000 x 16 KiB); resync: 1% of the files rewritten, --delete; big: a first copy of $BIG_BYTES bytes (1,024 x 2 MiB), ssh and ddftpd only."
+  echo "Wall seconds, median of $RUNS (all runs in brackets); of ideal: bytes / (0.956 x link rates: all 4 for ddftp, mirror 1 for rsync); first copies only."
   echo
   echo "| case | ddftp, 4 ssh mirrors | ddftp, 4 ddftpd mirrors | rsync -a -e ssh, mirror 1 | ddftp, 4 ssh mirrors --via-ssh | ssh / ddftpd (speed) | ddftp ssh / rsync (speed) | --via-ssh / ssh (speed) | ssh login alone | ssh - ddftpd - login | ddftp, 4 ddftpd mirrors, TLS | ssh / ddftpd TLS (speed) |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   for c in "${cases[@]}"; do
-    python3 - "$c" "$BYTES" "${T[$c-ssh]}" "${T[$c-ddftpd]}" "${T[$c-rsync]}" "${T[$c-via]}" "${T[$c-login]}" "${T[$c-tls]}" <<'PY'
+    b=$BYTES
+    [ "$c" = big ] && b=$BIG_BYTES
+    python3 - "$c" "$b" "${T[$c-ssh]:-}" "${T[$c-ddftpd]:-}" "${T[$c-rsync]:-}" "${T[$c-via]:-}" "${T[$c-login]:-}" "${T[$c-tls]:-}" <<'PY'
 import statistics, sys
 c, b = sys.argv[1], int(sys.argv[2])
 runs = [list(map(float, a.split())) for a in sys.argv[3:9]]
-m = [statistics.median(x) for x in runs]
+m = [statistics.median(x) if x else None for x in runs]
 ideal = [b / (0.956 * 800e6 / 8), b / (0.956 * 800e6 / 8), b / (0.956 * 320e6 / 8), b / (0.956 * 800e6 / 8)]
 def cell(i):
+    if m[i] is None:
+        return "-"
     s = f"{m[i]:.2f} s ({', '.join(f'{x:.2f}' for x in runs[i])})"
-    return s + (f", {ideal[i] / m[i]:.3f} of ideal" if c == "first" else "")
-login = f"{m[4]:.2f} s ({', '.join(f'{x:.2f}' for x in runs[4])})"
-tls = f"{m[5]:.2f} s ({', '.join(f'{x:.2f}' for x in runs[5])})"
-print(f"| {c} | {cell(0)} | {cell(1)} | {cell(2)} | {cell(3)} | {m[1] / m[0]:.3f} | {m[2] / m[0]:.2f}x | {m[0] / m[3]:.3f} | {login} | {m[0] - m[1] - m[4]:.2f} s | {tls} | {m[5] / m[0]:.3f} |")
+    return s + (f", {ideal[i] / m[i]:.3f} of ideal" if c in ("first", "big") and i < 4 else "")
+def ratio(a, d, fmt):
+    return "-" if m[a] is None or m[d] is None else fmt.format(m[a] / m[d])
+left = "-" if None in (m[0], m[1], m[4]) else f"{m[0] - m[1] - m[4]:.2f} s"
+print(f"| {c} | {cell(0)} | {cell(1)} | {cell(2)} | {cell(3)} | {ratio(1, 0, '{:.3f}')} | {ratio(2, 0, '{:.2f}x')} | {ratio(0, 3, '{:.3f}')} | {cell(4)} | {left} | {cell(5)} | {ratio(5, 0, '{:.3f}')} |")
 PY
   done
   echo

@@ -123,3 +123,22 @@ fn archive_begins_with_the_first_ssh_mirror_to_answer_and_a_slow_one_joins() {
     assert!(q > s * 13 / 10, "the quick mirror worked alone until the slow one answered ({q} vs {s})");
     assert_eq!(gone(&slow), Vec::<String>::new());
 }
+
+#[test]
+fn a_late_ssh_mirror_serving_another_version_is_not_used() {
+    let sshd = Sshd::start();
+    let f = Fixture::new();
+    let (quick, slow, data) = quick_and_slow(&f, 24 << 20, 73);
+    // The slow host's copy differs in one byte, same size.
+    let mut other = data.clone();
+    other[5 << 20] ^= 1;
+    std::fs::write(slow.join("f.bin"), &other).unwrap();
+    let remote = slow_ddftpd(&f.root(), "1");
+    let out = f.out("got");
+    let run = get(&sshd, [&quick, &slow], &remote, &out, &["--limit-rate", "8MiB"]);
+    assert!(std::fs::read(&out).unwrap() == data, "the output is the version the transfer began with");
+    assert_eq!(sent_by(&json(&run), "/slow"), (0, 0), "the other version sent nothing");
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(said.contains("/slow") && said.contains("another version"), "said why: {said}");
+    assert_eq!(gone(&slow), Vec::<String>::new());
+}
