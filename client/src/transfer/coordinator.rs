@@ -12,6 +12,8 @@ use super::slots::spawn_slot;
 use super::*;
 use ddops::transfer::DropReason;
 
+mod joining;
+
 /// The driver's state around the pure [`Transfer`]: the connections, the
 /// journal, the names for the report.
 pub(super) struct Coordinator<'a> {
@@ -113,31 +115,6 @@ impl Coordinator<'_> {
         }
     }
 
-    /// Asks `source` again under the retry policy, unless it is asked
-    /// already or still has a producer in the transfer; `wait`: how long
-    /// its server asked us to wait.
-    pub(super) fn ask_again(&mut self, source: Source, wait: Option<Duration>) {
-        // A server that ignores Range can only start over from byte 0.
-        if matches!(&source, Source::Http(m) if m.whole_only) {
-            return;
-        }
-        let route = source.route();
-        let live = (0..self.tr.producers()).any(|p| !self.tr.is_dropped(p) && self.sources[p].route() == route);
-        // A mirror that answers and then fails again at once (a restarted
-        // server that lost a bundle's registration) is not asked forever:
-        // it rejoins at most as often as it would be retried.
-        let rejoined =
-            self.sources[self.first_joined.min(self.sources.len())..].iter().filter(|s| s.route() == route).count();
-        if live || rejoined as u32 >= self.wanted.policy.retries || !self.retrying.insert(route) {
-            return;
-        }
-        let (wanted, events) = (self.wanted.clone(), self.events.clone());
-        tokio::spawn(async move {
-            let answer = super::rejoin::retry(source, wanted, wait, events.clone()).await;
-            let _ = events.send(answer).await;
-        });
-    }
-
     /// `-o -`: hands out the blocks the written-out bytes made room for
     /// (a quarter of the window at a time, not a segment per block).
     fn slide(&mut self, now: Instant) -> io::Result<()> {
@@ -157,21 +134,6 @@ impl Coordinator<'_> {
     /// Every retry has ended and no mirror may join: nothing more can come.
     fn nothing_coming(&self) -> bool {
         self.retrying.is_empty() && self.starting == 0
-    }
-
-    /// An ssh mirror that was still starting answered: it joins along
-    /// each route as a late mirror does (the same version, the bundle
-    /// registered first), or it could not start (it said why).
-    fn on_started(&mut self, spec: &GetSpec, peer: Option<Peer>) {
-        self.starting -= 1;
-        for route in peer.iter().flat_map(|p| routes_to(spec, p)) {
-            self.connecting += 1;
-            let (wanted, events) = (self.wanted.clone(), self.events.clone());
-            tokio::spawn(async move {
-                let answer = super::rejoin::join_late(Source::Ddftpd(route), wanted, events.clone()).await;
-                let _ = events.send(answer).await;
-            });
-        }
     }
 
     /// The error once no producer is left: a rerun helps unless every
@@ -279,28 +241,6 @@ impl Coordinator<'_> {
         Ok(())
     }
 
-    /// A producer of `source`'s mirror joins: a new producer, and its slot.
-    fn join(
-        &mut self,
-        source: &Source,
-        now: Instant,
-        progress: &mut dyn Progress,
-    ) -> (ProducerId, mpsc::UnboundedReceiver<Action>) {
-        let name = source.mirror();
-        let mirror = self.mirrors.iter().position(|m| *m == name).unwrap_or_else(|| {
-            progress.joined(&name);
-            self.mirrors.push(name);
-            self.tr.add_mirror()
-        });
-        let slot = self.tr.handle_join(mirror, now);
-        tracing::info!(mirror = %self.mirrors[mirror], producer = slot, "joined");
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.cmds.push(Some(tx));
-        self.routes.push(source.route());
-        self.sources.push(source.clone());
-        (slot, rx)
-    }
-
     /// Bytes delivered by the mirrors in this run.
     fn fetched(&self) -> u64 {
         self.tr.mirror_bytes().iter().sum()
@@ -328,56 +268,6 @@ impl Coordinator<'_> {
         let tasks = &mut self.slot_tasks;
         let _ = tokio::time::timeout(HAND_BACK, async { while tasks.join_next().await.is_some() {} }).await;
         tasks.abort_all();
-    }
-
-    /// A mirror ready to join (an archive's, once it has registered the
-    /// bundle): a connection along each of its routes, under way; `None`:
-    /// no more will.
-    fn on_joining(
-        &mut self,
-        spec: &GetSpec,
-        j: Option<(Peer, Result<(), SessionError>)>,
-        progress: &mut dyn Progress,
-    ) -> bool {
-        match j {
-            Some((endpoint, Ok(()))) => {
-                for route in routes_to(spec, &endpoint) {
-                    let (tx, token) = (self.events.clone(), spec.token.clone());
-                    self.connecting += 1;
-                    tokio::spawn(async move {
-                        let conn = connect(&route, None, token.as_deref()).await;
-                        let got = conn.map(|(s, ..)| Producer::Ddftpd(route.clone(), s)).map_err(|e| e.to_string());
-                        let _ = tx.send(Event::Joined(Box::new((Source::Ddftpd(route), got)))).await;
-                    });
-                }
-            }
-            Some((endpoint, Err(why))) => self.tell(progress, format!("skipping {endpoint}: {why}")),
-            None => return false,
-        }
-        true
-    }
-
-    /// A producer that joins the running transfer (a late mirror, one
-    /// asked again, a joining one), or why it could not.
-    fn on_joined(&mut self, source: Source, got: Result<Producer, String>, now: Instant, progress: &mut dyn Progress) {
-        let retried = self.retrying.remove(&source.route());
-        if !retried {
-            self.connecting -= 1;
-        }
-        match got {
-            Ok(producer) => {
-                let (slot, rx) = self.join(&source, now, progress);
-                let pool = self.pool.as_ref();
-                let (rtt, task) =
-                    spawn_slot(producer, &mut self.slot_tasks, slot, &self.ctx, rx, self.events.clone(), pool);
-                self.tasks.push(task);
-                self.tr.handle_round_trip(slot, rtt, now);
-                if retried {
-                    self.tell(progress, format!("{}: back; it rejoins the transfer", source.route()));
-                }
-            }
-            Err(why) => self.tell(progress, format!("skipping {}: {why}", source.route())),
-        }
     }
 
     /// Tells the user `w` and keeps it for the report.
