@@ -134,7 +134,12 @@ impl SshMirror {
     /// options), the port and user, `--`, the host, and the remote command
     /// as single-quoted words.
     pub fn command(&self, rsh: &[String], remote_ddftpd: &str) -> Command {
-        self.remote(rsh, &[remote_ddftpd, "session", "--", &self.dir])
+        self.remote(rsh, &self.session_words(remote_ddftpd))
+    }
+
+    /// The remote command that starts the session, a word each.
+    fn session_words<'a>(&'a self, remote_ddftpd: &'a str) -> [&'a str; 4] {
+        [remote_ddftpd, "session", "--", &self.dir]
     }
 
     /// The command that runs `words` on the host (each single-quoted).
@@ -151,14 +156,11 @@ impl SshMirror {
         c
     }
 
-    /// The command that forwards a local port to the host (`spec`, ssh's
-    /// `-L` form), says `ready` there (a fixed word), then has a `cat`
-    /// read its standard input ([`tunnel`]: the tunnel ends when that input
-    /// does, as a session does).
-    pub fn forward(&self, rsh: &[String], spec: &str, ready: &str) -> Command {
+    /// A command to a running control master for the host (`opts`:
+    /// `-S PATH -O ...`; [`tunnel`]), no remote command.
+    pub fn control(&self, rsh: &[String], opts: &[&str]) -> Command {
         let mut c = self.ssh(rsh);
-        c.args(["-o", "ExitOnForwardFailure=yes", "-L", spec]);
-        c.arg("--").arg(&self.host).arg(format!("echo {}; exec cat >/dev/null", quote(ready)));
+        c.args(opts).arg("--").arg(&self.host);
         c
     }
 
@@ -288,16 +290,13 @@ pub enum SshError {
 pub struct Session {
     child: Child,
     stdin: Option<ChildStdin>,
-    /// `--via-ssh`'s forwarding ssh.
-    tunnel: Option<tunnel::Tunnel>,
 }
 
 impl Session {
-    /// Closes ssh's standard input (and any tunnel): the remote ddftpd
-    /// begins to end. Several sessions hung up first end together when
-    /// dropped after.
+    /// Closes ssh's standard input: the remote ddftpd begins to end (and
+    /// with its ssh, any `--via-ssh` forward). Several sessions hung up
+    /// first end together when dropped after.
     pub fn hang_up(&mut self) {
-        drop(self.tunnel.take());
         drop(self.stdin.take());
     }
 }
@@ -330,13 +329,17 @@ pub fn start(
     cancel: &AtomicBool,
 ) -> Result<(Session, Peer), SshError> {
     let began = Instant::now();
-    let mut cmd = m.command(rsh, remote_ddftpd);
+    // `--via-ssh`: this ssh is also the master its forward goes through.
+    let tunnel = via_ssh.then(tunnel::Tunnel::new).transpose()?;
+    let opts = tunnel.as_ref().map(tunnel::Tunnel::master).unwrap_or_default();
+    let mut cmd =
+        m.remote_with(rsh, &opts.iter().map(String::as_str).collect::<Vec<_>>(), &m.session_words(remote_ddftpd));
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd.spawn().map_err(|source| SshError::Spawn { program, source })?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().expect("piped");
-    let mut session = Session { child, stdin, tunnel: None };
+    let mut session = Session { child, stdin };
     let line = match first_line(stdout, within, cancel) {
         Line::Said(l) => l,
         Line::Ended => {
@@ -358,9 +361,11 @@ pub fn start(
     };
     let mut a = parse_announce(&line).map_err(SshError::Announce)?;
     tracing::debug!(mirror = %m, after = ?began.elapsed(), "the remote ddftpd answered");
-    if via_ssh {
-        let (t, here) = tunnel::open(m, rsh, &a, within)?;
-        (session.tunnel, a) = (Some(t), here);
+    if let Some(t) = tunnel {
+        a = tunnel::open(m, rsh, &t, &a, within)?;
+        // The forward is in place: the master needs its socket no more,
+        // and nothing is left here even if this process is killed.
+        drop(t);
     }
     Ok((session, peer(a, m.to_string())))
 }

@@ -1,53 +1,69 @@
 //! `--via-ssh`: a session's connections carried inside ssh, for a host
-//! whose firewall lets only ssh through. A second ssh to the host forwards
-//! a port on this host's 127.0.0.1 to the remote ddftpd's port there
-//! (`ssh -L`, running `cat` there until this process ends: the tunnel is
-//! open once its first line, [`READY`], comes); the connections go to that local port, TLS still pinned
-//! to the session's certificate and each proving its token (the tunnel is
-//! a path, not a trust). Slower than direct connections: every byte is
+//! whose firewall lets only ssh through. The ssh that starts the session
+//! is made a control master (`ControlMaster=yes`, its socket in a private
+//! directory of ours); once the session names its port, a forward of a
+//! port on this host's 127.0.0.1 to it is added through that master (`ssh
+//! -O forward -L`): no second login. The connections go to that local
+//! port, TLS still pinned to the session's certificate and each proving
+//! its token (the tunnel is a path, not a trust). The socket is removed
+//! once the forward is in place; the forward ends with the session's ssh. Slower than direct connections: every byte is
 //! encrypted by ssh as well, and all connections share its one TCP stream
 //! and its channel windows.
 
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::atomic::AtomicBool;
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::{Announced, Line, SshError, SshMirror};
+use super::{Announced, SshError, SshMirror};
 
-/// The forwarding ssh: the tunnel lives as long as this does. Its
-/// standard input is ours alone, as the session's is: when this process
-/// ends, however, the remote command reading it ends, and ssh with it.
-/// Dropped, its whole process group is stopped (an `-e` wrapper script
-/// and what it started too).
+/// The control master's socket: in a directory only this user can enter,
+/// made afresh (never one that was there), removed when dropped.
 pub struct Tunnel {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    dir: PathBuf,
+}
+
+impl Tunnel {
+    /// A place for a master's socket.
+    pub fn new() -> Result<Tunnel, SshError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let name: String = rand::random::<[u8; 8]>().iter().map(|b| format!("{b:02x}")).collect();
+        let dir = std::env::temp_dir().join(format!("ddftp-ssh-{name}"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| SshError::Tunnel(format!("no directory for ssh's control socket ({}): {e}", dir.display())))?;
+        Ok(Tunnel { dir })
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("c")
+    }
+
+    /// The options that make the session's ssh the master.
+    pub fn master(&self) -> Vec<String> {
+        let path = self.socket().display().to_string();
+        ["-o", "ControlMaster=yes", "-o", &format!("ControlPath={path}"), "-o", "ControlPersist=no"]
+            .map(String::from)
+            .to_vec()
+    }
 }
 
 impl Drop for Tunnel {
     fn drop(&mut self) {
-        drop(self.stdin.take());
-        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
-            // SAFETY: a signal to the group this child leads (made so at spawn).
-            unsafe { libc::kill(-pid, libc::SIGTERM) };
-        }
-        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.socket());
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
-/// Times a tunnel is tried (a local port taken between choosing it and
-/// ssh's bind makes ssh give up: another port then).
+/// Times a forward is tried (a local port taken between choosing it and
+/// the master's bind makes it fail: another port then).
 const TRIES: usize = 3;
 
-/// What the remote command says once it runs: ssh has bound the local
-/// port by then (it sets up `-L` before it opens the session).
-const READY: &str = "ddftp-tunnel";
-
-/// Opens a tunnel to the port `a` names on `m`, within `within`; returns
-/// it and where to connect instead (127.0.0.1 and the local port).
-pub fn open(m: &SshMirror, rsh: &[String], a: &Announced, within: Duration) -> Result<(Tunnel, Announced), SshError> {
+/// Forwards a free port on this host's 127.0.0.1 to the port `a` names
+/// on `m`, through `t`'s master, within `within`; returns where to
+/// connect instead (127.0.0.1 and that port).
+pub fn open(m: &SshMirror, rsh: &[String], t: &Tunnel, a: &Announced, within: Duration) -> Result<Announced, SshError> {
     // The remote ddftpd listens on every address of the family ssh came
     // in by: its loopback address of that family is one of them.
     let there = match a.host {
@@ -58,30 +74,36 @@ pub fn open(m: &SshMirror, rsh: &[String], a: &Announced, within: Duration) -> R
     let mut why = String::new();
     for _ in 0..TRIES {
         let port = free_port().map_err(|e| SshError::Tunnel(format!("no free local port: {e}")))?;
-        let mut cmd = m.forward(rsh, &format!("127.0.0.1:{port}:{there}:{}", a.port), READY);
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);
+        let spec = format!("127.0.0.1:{port}:{there}:{}", a.port);
+        let socket = t.socket().display().to_string();
+        let mut cmd = m.control(rsh, &["-S", &socket, "-O", "forward", "-L", &spec]);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         let program = cmd.get_program().to_string_lossy().into_owned();
         let mut child = cmd.spawn().map_err(|source| SshError::Spawn { program, source })?;
-        let (stdin, stdout) = (child.stdin.take(), child.stdout.take().expect("piped"));
-        let mut t = Tunnel { child, stdin };
-        let left = deadline.saturating_duration_since(Instant::now());
-        match super::first_line(stdout, left, &AtomicBool::new(false)) {
-            Line::Said(line) if line.trim_end() == READY => {
-                let here = IpAddr::V4(Ipv4Addr::LOCALHOST);
-                return Ok((t, Announced { host: here, port, ..a.clone() }));
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Ok(s),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(SshError::Timeout(within.as_secs()));
+                }
+                Err(e) => break Err(e),
             }
-            Line::Said(line) => return Err(SshError::Tunnel(format!("the host said {:?}", line.trim_end()))),
-            Line::Ended | Line::Cancelled => {
-                why = format!("ssh -L ended ({}); its message is above", ended(&mut t.child))
-            }
-            Line::Late => return Err(SshError::Timeout(within.as_secs())),
+        };
+        let said = child.stderr.take().map(|mut e| {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::io::Read::take(&mut e, 4096), &mut s);
+            s
+        });
+        match status {
+            Ok(s) if s.success() => return Ok(Announced { host: IpAddr::V4(Ipv4Addr::LOCALHOST), port, ..a.clone() }),
+            Ok(s) => why = format!("ssh -O forward ended ({s}): {}", said.unwrap_or_default().trim()),
+            Err(e) => why = format!("ssh -O forward: {e}"),
         }
     }
     Err(SshError::Tunnel(why))
-}
-
-fn ended(c: &mut Child) -> String {
-    c.wait().map_or_else(|e| e.to_string(), |s| s.to_string())
 }
 
 /// A port on 127.0.0.1 nothing listens on now.

@@ -386,7 +386,7 @@ fn via_ssh_carries_the_connections_where_only_ssh_gets_through() {
     assert!(!said.contains("WARN"), "{said}");
     assert_eq!(contributors(&json(&run)), 2, "both ssh mirrors took part");
     assert_eq!(gone(&a), Vec::<String>::new(), "a remote ddftpd is still running");
-    let tunnels = || Command::new("pgrep").args(["-f", "ExitOnForwardFailure"]).output().unwrap().stdout;
+    let tunnels = || Command::new("pgrep").args(["-f", "ControlMaster=yes"]).output().unwrap().stdout;
     assert!(tunnels().is_empty(), "a tunnel is still open: {}", String::from_utf8_lossy(&tunnels()));
     // A client killed mid-way (no drop runs): its tunnels end too.
     let mut v = vec!["get", "f.bin", "-m", &mirrors, "-e", walled.to_str().unwrap(), "--remote-ddftpd", &ddftpd];
