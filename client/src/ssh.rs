@@ -131,15 +131,10 @@ impl SshMirror {
     }
 
     /// The command that starts the remote ddftpd: `rsh` (ssh and its
-    /// options), the port and user, `--`, the host, and the remote command
-    /// as single-quoted words.
-    pub fn command(&self, rsh: &[String], remote_ddftpd: &str) -> Command {
-        self.remote(rsh, &self.session_words(remote_ddftpd))
-    }
-
-    /// The remote command that starts the session, a word each.
-    fn session_words<'a>(&'a self, remote_ddftpd: &'a str) -> [&'a str; 4] {
-        [remote_ddftpd, "session", "--", &self.dir]
+    /// options), ssh options of ours (`opts`), the port and user, `--`,
+    /// the host, and the remote command as single-quoted words.
+    pub fn command(&self, rsh: &[String], opts: &[&str], remote_ddftpd: &str) -> Command {
+        self.remote_with(rsh, opts, &[remote_ddftpd, "session", "--", &self.dir])
     }
 
     /// The command that runs `words` on the host (each single-quoted).
@@ -332,8 +327,7 @@ pub fn start(
     // `--via-ssh`: this ssh is also the master its forward goes through.
     let tunnel = via_ssh.then(tunnel::Tunnel::new).transpose()?;
     let opts = tunnel.as_ref().map(tunnel::Tunnel::master).unwrap_or_default();
-    let mut cmd =
-        m.remote_with(rsh, &opts.iter().map(String::as_str).collect::<Vec<_>>(), &m.session_words(remote_ddftpd));
+    let mut cmd = m.command(rsh, &opts.iter().map(String::as_str).collect::<Vec<_>>(), remote_ddftpd);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd.spawn().map_err(|source| SshError::Spawn { program, source })?;

@@ -40,7 +40,7 @@ fn a_host_or_user_that_ssh_would_read_as_an_option_or_a_shell_word_is_refused() 
 #[test]
 fn the_remote_command_is_single_quoted_words_after_the_host() {
     let m = SshMirror::parse_url("ssh://u@h:23/it's $(here)").unwrap();
-    let c = m.command(&["ssh".into(), "-i".into(), "k".into()], "/opt/dd ftpd");
+    let c = m.command(&["ssh".into(), "-i".into(), "k".into()], &[], "/opt/dd ftpd");
     let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
     assert_eq!(c.get_program(), "ssh");
     assert_eq!(args[..7], ["-i", "k", "-p", "23", "-l", "u", "--"]);
