@@ -16,6 +16,7 @@ use ddftp_proto::manifest::Hash;
 use ddftp_proto::rolling::{weak as weak_of, Rolling};
 
 use super::rolling::Window;
+use super::split::{self, Taken};
 use super::Found;
 use crate::manifest::ChunkHash;
 
@@ -97,66 +98,93 @@ fn tail(
     Ok(())
 }
 
-/// The full chunks (`weak`), at any offset.
+/// The full chunks (`weak`), at any offset, the window's offsets cut into
+/// parts scanned on every core.
 fn scan(local: &File, len: u64, l: usize, weak: &[u32], kind: ChunkHash, c: &mut Claims) -> io::Result<()> {
     let mut wanted: HashMap<u32, Vec<u32>> = HashMap::with_capacity(weak.len());
     for (j, &w) in weak.iter().enumerate() {
         wanted.entry(w).or_default().push(j as u32);
     }
-    let mut left = weak.len();
+    let taken = Taken::new(weak.len());
+    let look = Look { local, len, l, weak, kind, wanted: &wanted, taken: &taken };
+    let parts = split::parts(len - l as u64 + 1, l as u64);
     // Checking weak matches (a chunk's checksum read, a candidate looked
     // at) is capped at about twice the file's bytes: weak checksums from a
     // lying mirror, made to match everywhere, cost time, not much, and
     // the chunks not claimed then are asked for.
-    let mut budget = 2 * len + 64 * l as u64;
-    let mut win = Window::new(local, len, l);
-    let mut o = 0u64;
-    win.fill(o, l)?;
-    let mut r = Rolling::new(win.bytes(o, l));
-    loop {
-        let mut taken = None;
-        if let Some(js) = wanted.get(&r.sum()) {
-            for &j in js {
-                let j = j as usize;
-                if c.hashes[j].is_some() {
-                    continue;
+    let budget = (2 * len + 64 * l as u64) / parts.len() as u64;
+    for (j, o, h) in split::each(&parts, |from, to| look.part(from, to, budget))?.into_iter().flatten() {
+        c.found.at[j] = Some(o);
+        c.hashes[j] = Some(h);
+    }
+    Ok(())
+}
+
+/// What every part's scan looks with.
+struct Look<'a> {
+    local: &'a File,
+    len: u64,
+    l: usize,
+    weak: &'a [u32],
+    kind: ChunkHash,
+    wanted: &'a HashMap<u32, Vec<u32>>,
+    taken: &'a Taken,
+}
+
+impl Look<'_> {
+    /// The chunks claimed by windows starting in `from..to`: (chunk,
+    /// offset, hash).
+    fn part(&self, from: u64, to: u64, mut budget: u64) -> io::Result<Vec<(usize, u64, Hash)>> {
+        let (len, l, weak) = (self.len, self.l, self.weak);
+        let mut out = vec![];
+        let mut win = Window::new(self.local, len, l);
+        let mut o = from;
+        win.fill(o, l)?;
+        let mut r = Rolling::new(win.bytes(o, l));
+        loop {
+            let mut taken = None;
+            if let Some(js) = self.wanted.get(&r.sum()) {
+                for &j in js {
+                    let j = j as usize;
+                    if self.taken.is(j) {
+                        continue;
+                    }
+                    budget = match budget.checked_sub(l as u64) {
+                        Some(b) => b,
+                        None => return Ok(out),
+                    };
+                    if !confirmed(&mut win, o, l, j, weak)? || !self.taken.take(j) {
+                        continue;
+                    }
+                    out.push((j, o, self.kind.of(win.bytes(o, l))));
+                    taken = Some(j);
                 }
-                budget = match budget.checked_sub(l as u64) {
-                    Some(b) => b,
-                    None => return Ok(()),
-                };
-                if !confirmed(&mut win, o, l, j, weak)? {
-                    continue;
-                }
-                c.found.at[j] = Some(o);
-                c.hashes[j] = Some(kind.of(win.bytes(o, l)));
-                left -= 1;
-                taken = Some(j);
             }
-        }
-        if let Some(mut j) = taken {
-            // The chunks that follow in order, each confirmed by the one
-            // before it.
-            loop {
-                o += l as u64;
-                if o + l as u64 > len || left == 0 {
-                    return Ok(());
+            if let Some(mut j) = taken {
+                // The chunks that follow in order, each confirmed by the one
+                // before it.
+                loop {
+                    o += l as u64;
+                    if o + l as u64 > len || o >= to || self.taken.all() {
+                        return Ok(out);
+                    }
+                    win.fill(o, l)?;
+                    let next = j + 1;
+                    if next >= weak.len() || self.taken.is(next) || weak_of(win.bytes(o, l)) != weak[next] {
+                        break;
+                    }
+                    if !self.taken.take(next) {
+                        break;
+                    }
+                    out.push((next, o, self.kind.of(win.bytes(o, l))));
+                    j = next;
                 }
-                win.fill(o, l)?;
-                let next = j + 1;
-                if next >= weak.len() || c.hashes[next].is_some() || weak_of(win.bytes(o, l)) != weak[next] {
-                    break;
-                }
-                c.found.at[next] = Some(o);
-                c.hashes[next] = Some(kind.of(win.bytes(o, l)));
-                left -= 1;
-                j = next;
+                r = Rolling::new(win.bytes(o, l));
+                continue;
             }
-            r = Rolling::new(win.bytes(o, l));
-            continue;
-        }
-        if !win.slide(&mut r, &mut o, l)? {
-            return Ok(());
+            if o + 1 >= to || !win.slide(&mut r, &mut o, l)? {
+                return Ok(out);
+            }
         }
     }
 }

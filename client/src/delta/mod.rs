@@ -18,6 +18,7 @@
 pub mod claim;
 pub mod pieces;
 mod rolling;
+mod split;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -127,14 +128,15 @@ const RUN: u64 = 4 << 20;
 
 /// Copies the found chunks from the local file into `store` at their place
 /// in the new version and marks them in `placed` (those already marked,
-/// from another file, are left alone; `then` sees each mark). Each chunk is
-/// checked against its hash as it landed: into a part file, a run of
-/// chunks is copied by the kernel (`copy_file_range`: shared extents where
-/// the file system has them, no copy through this process otherwise) and
-/// read back; elsewhere it is read, checked, then written. A local file
-/// that changes meanwhile costs the chunks it changed a download, never a
-/// wrong byte. A local read that fails leaves the chunk to be fetched; a
-/// write that fails is the output's error.
+/// from another file, are left alone; `then` sees each mark in the first
+/// part, a prefix of `placed`). Each chunk is checked against its hash as
+/// it landed: into a part file, a run of chunks is copied by the kernel
+/// (`copy_file_range`: shared extents where the file system has them, no
+/// copy through this process otherwise) and read back; elsewhere it is
+/// read, checked, then written. A local file that changes meanwhile costs
+/// the chunks it changed a download, never a wrong byte. A local read that
+/// fails leaves the chunk to be fetched; a write that fails is the
+/// output's error. The chunks are cut into parts placed on every core.
 pub fn place(
     local: &File,
     found: &Found,
@@ -142,57 +144,95 @@ pub fn place(
     size: u64,
     store: &dyn Store,
     placed: &mut [bool],
-    mut then: impl FnMut(&[bool]),
+    then: impl FnMut(&[bool]),
 ) -> io::Result<()> {
     let chunk = u64::from(m.chunk_size);
-    let per_run = (RUN / chunk).max(1) as usize;
-    let mut buf = vec![0u8; chunk as usize * per_run];
-    let mut kernel = store.as_file();
-    let n = found.at.len();
-    let mut j = 0;
-    while j < n {
-        let from = match found.at[j] {
-            Some(f) if !placed[j] => f,
-            _ => {
-                j += 1;
-                continue;
-            }
-        };
-        let mut k = j + 1;
-        while k < n && k - j < per_run && !placed[k] && found.at[k] == Some(from + (k - j) as u64 * chunk) {
-            k += 1;
-        }
-        let to = j as u64 * chunk;
-        let len = (k as u64 * chunk).min(size) - to;
-        if let Some(dst) = kernel {
-            if copy_range(local, from, dst, to, len).is_ok() {
-                let b = &mut buf[..len as usize];
-                FileExt::read_exact_at(dst, b, to)?;
-                for (i, c) in b.chunks(chunk as usize).enumerate() {
-                    if m.kind.of(c) == m.hashes[j + i] {
-                        placed[j + i] = true;
-                        then(placed);
-                    }
-                }
-                j = k;
-                continue;
-            }
-            // Not between these files: read and write from now on.
-            kernel = None;
-        }
-        for i in j..k {
-            let b = &mut buf[..chunk_len(size, chunk, i as u64)];
-            let at = from + (i - j) as u64 * chunk;
-            if FileExt::read_exact_at(local, b, at).is_err() || m.kind.of(b) != m.hashes[i] {
-                continue;
-            }
-            store.write_all_at(b, i as u64 * chunk)?;
-            placed[i] = true;
-            then(placed);
-        }
-        j = k;
+    let n = placed.len().min(found.at.len());
+    let mut slices = vec![];
+    let mut rest = &mut placed[..n];
+    for (a, b) in split::parts(n as u64 * chunk, chunk) {
+        let (part, r) = std::mem::take(&mut rest).split_at_mut(((b - a) / chunk) as usize);
+        slices.push(((a / chunk) as usize, part));
+        rest = r;
     }
-    Ok(())
+    let into = Into { local, found, m, size, store };
+    let mut slices = slices.into_iter();
+    let Some((_, first)) = slices.next() else { return Ok(()) };
+    std::thread::scope(|s| {
+        let into = &into;
+        let others: Vec<_> = slices.map(|(base, part)| s.spawn(move || into.part(base, part, |_| ()))).collect();
+        into.part(0, first, then)?;
+        for h in others {
+            h.join().map_err(|_| io::Error::other("a delta thread panicked"))??;
+        }
+        Ok(())
+    })
+}
+
+/// Where found chunks go, and how they are checked.
+struct Into<'a> {
+    local: &'a File,
+    found: &'a Found,
+    m: &'a Manifest,
+    size: u64,
+    store: &'a dyn Store,
+}
+
+impl Into<'_> {
+    /// Places the chunks from `base` on, `placed` being theirs.
+    fn part(&self, base: usize, placed: &mut [bool], mut then: impl FnMut(&[bool])) -> io::Result<()> {
+        let (local, m, size, store) = (self.local, self.m, self.size, self.store);
+        let at = &self.found.at[base..base + placed.len()];
+        let chunk = u64::from(m.chunk_size);
+        let per_run = (RUN / chunk).max(1) as usize;
+        let mut buf = vec![0u8; chunk as usize * per_run];
+        let mut kernel = store.as_file();
+        let n = placed.len();
+        let mut j = 0;
+        while j < n {
+            let from = match at[j] {
+                Some(f) if !placed[j] => f,
+                _ => {
+                    j += 1;
+                    continue;
+                }
+            };
+            let mut k = j + 1;
+            while k < n && k - j < per_run && !placed[k] && at[k] == Some(from + (k - j) as u64 * chunk) {
+                k += 1;
+            }
+            let to = (base + j) as u64 * chunk;
+            let len = ((base + k) as u64 * chunk).min(size) - to;
+            if let Some(dst) = kernel {
+                if copy_range(local, from, dst, to, len).is_ok() {
+                    let b = &mut buf[..len as usize];
+                    FileExt::read_exact_at(dst, b, to)?;
+                    for (i, c) in b.chunks(chunk as usize).enumerate() {
+                        if m.kind.of(c) == m.hashes[base + j + i] {
+                            placed[j + i] = true;
+                            then(placed);
+                        }
+                    }
+                    j = k;
+                    continue;
+                }
+                // Not between these files: read and write from now on.
+                kernel = None;
+            }
+            for i in j..k {
+                let b = &mut buf[..chunk_len(size, chunk, (base + i) as u64)];
+                let at = from + (i - j) as u64 * chunk;
+                if FileExt::read_exact_at(local, b, at).is_err() || m.kind.of(b) != m.hashes[base + i] {
+                    continue;
+                }
+                store.write_all_at(b, (base + i) as u64 * chunk)?;
+                placed[i] = true;
+                then(placed);
+            }
+            j = k;
+        }
+        Ok(())
+    }
 }
 
 /// `len` bytes of `src` from `from` copied by the kernel into `dst` at `to`.

@@ -9,6 +9,7 @@ use std::os::unix::fs::FileExt;
 
 use ddftp_proto::rolling::Rolling;
 
+use super::split::{self, Taken};
 use crate::manifest::Manifest;
 
 /// Bits of the filter in front of the weak checksums' map: a window whose
@@ -23,7 +24,8 @@ fn slot(sum: u32) -> usize {
 }
 
 /// Finds the first `weak.len()` (full) chunks of the new version in `local`
-/// (`len` bytes) at any offset, into `at`. The strong hashes spent on weak
+/// (`len` bytes) at any offset, into `at`, the window's offsets cut into
+/// parts scanned on every core ([`split`]). The strong hashes spent on weak
 /// matches that fail are capped (about twice the file's bytes): weak
 /// checksums from a mirror, made to match everywhere, cost time, never a
 /// wrong chunk, and then not much time.
@@ -38,73 +40,88 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
         filter[slot(w) >> 6] |= 1 << (slot(w) & 63);
         wanted.entry(w).or_default().push(j as u32);
     }
-    let mut budget = 2 * len + 64 * l as u64;
-    // Once every chunk is found, the rest of the file has nothing to give.
-    let mut left = weak.len();
-    let mut win = Window::new(local, len, l);
-    let mut o = 0u64;
-    win.fill(o, l)?;
-    let mut r = Rolling::new(win.bytes(o, l));
-    loop {
-        let s = r.sum();
-        let mut matched = None;
-        if filter[slot(s) >> 6] & (1 << (slot(s) & 63)) != 0 {
-            if let Some(js) = wanted.get(&s).filter(|js| js.iter().any(|&j| at[j as usize].is_none())) {
-                if budget < l as u64 {
-                    return Ok(());
-                }
-                budget -= l as u64;
-                matched = take(js, m.kind.of(win.bytes(o, l)), m, o, at, &mut left);
-            }
-        }
-        if let Some(mut j) = matched {
-            // What matched is taken: the next chunk starts after it, and is
-            // most often the next chunk of the new version (data in
-            // order): tried first, on its strong hash alone.
-            loop {
-                o += l as u64;
-                if o + l as u64 > len || left == 0 {
-                    return Ok(());
-                }
-                win.fill(o, l)?;
-                let next = j as usize + 1;
-                if next >= weak.len() || at[next].is_some() || budget < l as u64 {
-                    break;
-                }
-                budget -= l as u64;
-                match take(&wanted[&weak[next]], m.kind.of(win.bytes(o, l)), m, o, at, &mut left) {
-                    Some(k) => j = k,
-                    None => break,
-                }
-            }
-            r = Rolling::new(win.bytes(o, l));
-            continue;
-        }
-        if !win.slide(&mut r, &mut o, l)? {
-            return Ok(());
-        }
+    let look = Look { local, len, m, weak, filter: &filter, wanted: &wanted, taken: &Taken::new(weak.len()) };
+    let parts = split::parts(len - l as u64 + 1, l as u64);
+    let budget = (2 * len + 64 * l as u64) / parts.len() as u64;
+    for (j, o) in split::each(&parts, |from, to| look.part(from, to, budget))?.into_iter().flatten() {
+        at[j] = Some(o);
     }
+    Ok(())
 }
 
-/// Takes the window at `o` (strong hash `h`) for every chunk of `js` not
-/// found yet whose hash it is; the last one taken, if any.
-fn take(
-    js: &[u32],
-    h: ddftp_proto::manifest::Hash,
-    m: &Manifest,
-    o: u64,
-    at: &mut [Option<u64>],
-    left: &mut usize,
-) -> Option<u32> {
-    let mut last = None;
-    for &j in js {
-        if at[j as usize].is_none() && m.hashes[j as usize] == h {
-            at[j as usize] = Some(o);
-            last = Some(j);
-            *left -= 1;
+/// What every part's scan looks with.
+struct Look<'a> {
+    local: &'a File,
+    len: u64,
+    m: &'a Manifest,
+    weak: &'a [u32],
+    filter: &'a [u64],
+    wanted: &'a HashMap<u32, Vec<u32>>,
+    taken: &'a Taken,
+}
+
+impl Look<'_> {
+    /// The chunks found by windows starting in `from..to`: (chunk, offset).
+    fn part(&self, from: u64, to: u64, mut budget: u64) -> io::Result<Vec<(usize, u64)>> {
+        let (m, weak, l, len) = (self.m, self.weak, self.m.chunk_size as usize, self.len);
+        let mut out = vec![];
+        let mut win = Window::new(self.local, len, l);
+        let mut o = from;
+        win.fill(o, l)?;
+        let mut r = Rolling::new(win.bytes(o, l));
+        loop {
+            let s = r.sum();
+            let mut matched = None;
+            if self.filter[slot(s) >> 6] & (1 << (slot(s) & 63)) != 0 {
+                if let Some(js) = self.wanted.get(&s).filter(|js| js.iter().any(|&j| !self.taken.is(j as usize))) {
+                    if budget < l as u64 {
+                        return Ok(out);
+                    }
+                    budget -= l as u64;
+                    matched = self.take(js, m.kind.of(win.bytes(o, l)), o, &mut out);
+                }
+            }
+            if let Some(mut j) = matched {
+                // What matched is taken: the next chunk starts after it, and is
+                // most often the next chunk of the new version (data in
+                // order): tried first, on its strong hash alone.
+                loop {
+                    o += l as u64;
+                    if o + l as u64 > len || o >= to || self.taken.all() {
+                        return Ok(out);
+                    }
+                    win.fill(o, l)?;
+                    let next = j as usize + 1;
+                    if next >= weak.len() || self.taken.is(next) || budget < l as u64 {
+                        break;
+                    }
+                    budget -= l as u64;
+                    match self.take(&self.wanted[&weak[next]], m.kind.of(win.bytes(o, l)), o, &mut out) {
+                        Some(k) => j = k,
+                        None => break,
+                    }
+                }
+                r = Rolling::new(win.bytes(o, l));
+                continue;
+            }
+            if o + 1 >= to || !win.slide(&mut r, &mut o, l)? {
+                return Ok(out);
+            }
         }
     }
-    last
+
+    /// Takes the window at `o` (strong hash `h`) for every chunk of `js` not
+    /// taken yet whose hash it is; the last one taken, if any.
+    fn take(&self, js: &[u32], h: ddftp_proto::manifest::Hash, o: u64, out: &mut Vec<(usize, u64)>) -> Option<u32> {
+        let mut last = None;
+        for &j in js {
+            if !self.taken.is(j as usize) && self.m.hashes[j as usize] == h && self.taken.take(j as usize) {
+                out.push((j as usize, o));
+                last = Some(j);
+            }
+        }
+        last
+    }
 }
 
 /// The part of the file the window slides over, read a few MiB at a time.
