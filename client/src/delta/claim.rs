@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 
 use ddftp_proto::manifest::Hash;
 use ddftp_proto::rolling::{weak as weak_of, Rolling};
@@ -26,6 +27,8 @@ use crate::manifest::ChunkHash;
 pub struct Claims {
     pub found: Found,
     pub hashes: Vec<Option<Hash>>,
+    /// Per chunk: written into `into` as claimed.
+    pub landed: Vec<bool>,
 }
 
 impl Claims {
@@ -47,20 +50,33 @@ impl Claims {
 
 /// Claims the chunks of a new version of `size` bytes in chunks of `chunk`
 /// (`weak`: one weak checksum per chunk, the last chunk's too) that
-/// `local` (`len` bytes) holds, hashing each with `kind`.
-pub fn claim(local: &File, len: u64, chunk: u32, size: u64, weak: &[u32], kind: ChunkHash) -> io::Result<Claims> {
+/// `local` (`len` bytes) holds, hashing each with `kind`. With `into`, a
+/// chunk claimed is also written there at its place in the new version,
+/// the very bytes hashed (so a local file changing meanwhile cannot put
+/// other bytes there than the hash says), once the part of the file being
+/// scanned has shown a difference (a file that is the new version already
+/// costs no write). A write that fails is the error.
+pub fn claim(
+    local: &File,
+    len: u64,
+    (chunk, size): (u32, u64),
+    weak: &[u32],
+    kind: ChunkHash,
+    into: Option<&File>,
+) -> io::Result<Claims> {
     let n = weak.len();
-    let mut c = Claims { found: Found { at: vec![None; n] }, hashes: vec![None; n] };
+    let mut c = Claims { found: Found { at: vec![None; n] }, hashes: vec![None; n], landed: vec![false; n] };
     let l = chunk as usize;
     if chunk == 0 || n as u64 != ddftp_proto::manifest::chunk_count(size, chunk) || n == 0 {
         return Ok(c);
     }
     let full = if size.is_multiple_of(u64::from(chunk)) { n } else { n - 1 };
     if full > 0 && len >= l as u64 {
-        scan(local, len, l, &weak[..full], kind, &mut c)?;
+        scan(local, len, l, &weak[..full], (kind, into), &mut c)?;
     }
     if full < n {
-        tail(local, len, (size - (n as u64 - 1) * u64::from(chunk)) as usize, n - 1, l, weak[n - 1], kind, &mut c)?;
+        let t = (size - (n as u64 - 1) * u64::from(chunk)) as usize;
+        tail(local, len, t, n - 1, l, weak[n - 1], kind, &mut c)?;
     }
     Ok(c)
 }
@@ -78,7 +94,6 @@ fn tail(
     kind: ChunkHash,
     c: &mut Claims,
 ) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
     let before = j.checked_sub(1).and_then(|k| c.found.at[k]).map(|a| a + l as u64);
     let mut b = vec![0u8; tail];
     for place in [before, Some((j * l) as u64), len.checked_sub(tail as u64)].into_iter().flatten() {
@@ -100,22 +115,30 @@ fn tail(
 
 /// The full chunks (`weak`), at any offset, the window's offsets cut into
 /// parts scanned on every core.
-fn scan(local: &File, len: u64, l: usize, weak: &[u32], kind: ChunkHash, c: &mut Claims) -> io::Result<()> {
+fn scan(
+    local: &File,
+    len: u64,
+    l: usize,
+    weak: &[u32],
+    (kind, into): (ChunkHash, Option<&File>),
+    c: &mut Claims,
+) -> io::Result<()> {
     let mut wanted: HashMap<u32, Vec<u32>> = HashMap::with_capacity(weak.len());
     for (j, &w) in weak.iter().enumerate() {
         wanted.entry(w).or_default().push(j as u32);
     }
     let taken = Taken::new(weak.len());
-    let look = Look { local, len, l, weak, kind, wanted: &wanted, taken: &taken };
+    let look = Look { local, len, l, weak, kind, into, wanted: &wanted, taken: &taken };
     let parts = split::parts(len - l as u64 + 1, l as u64);
     // Checking weak matches (a chunk's checksum read, a candidate looked
     // at) is capped at about twice the file's bytes: weak checksums from a
     // lying mirror, made to match everywhere, cost time, not much, and
     // the chunks not claimed then are asked for.
     let budget = (2 * len + 64 * l as u64) / parts.len() as u64;
-    for (j, o, h) in split::each(&parts, |from, to| look.part(from, to, budget))?.into_iter().flatten() {
+    for (j, o, h, landed) in split::each(&parts, |from, to| look.part(from, to, budget))?.into_iter().flatten() {
         c.found.at[j] = Some(o);
         c.hashes[j] = Some(h);
+        c.landed[j] = landed;
     }
     Ok(())
 }
@@ -127,16 +150,30 @@ struct Look<'a> {
     l: usize,
     weak: &'a [u32],
     kind: ChunkHash,
+    into: Option<&'a File>,
     wanted: &'a HashMap<u32, Vec<u32>>,
     taken: &'a Taken,
 }
 
 impl Look<'_> {
+    /// Chunk `j` found at `o` (bytes `b`): its hash, and whether its bytes
+    /// were written where they go, as they are once `landing`.
+    fn land(&self, j: usize, o: u64, b: &[u8], landing: bool) -> io::Result<(usize, u64, Hash, bool)> {
+        match self.into.filter(|_| landing) {
+            Some(f) => f.write_all_at(b, (j * self.l) as u64)?,
+            None => return Ok((j, o, self.kind.of(b), false)),
+        }
+        Ok((j, o, self.kind.of(b), true))
+    }
+
     /// The chunks claimed by windows starting in `from..to`: (chunk,
     /// offset, hash).
-    fn part(&self, from: u64, to: u64, mut budget: u64) -> io::Result<Vec<(usize, u64, Hash)>> {
+    fn part(&self, from: u64, to: u64, mut budget: u64) -> io::Result<Vec<(usize, u64, Hash, bool)>> {
         let (len, l, weak) = (self.len, self.l, self.weak);
         let mut out = vec![];
+        // Chunks are written only from the first difference on: a chunk
+        // not where its place in the new version is, or a byte slid over.
+        let mut landing = false;
         let mut win = Window::new(self.local, len, l);
         let mut o = from;
         win.fill(o, l)?;
@@ -156,7 +193,8 @@ impl Look<'_> {
                     if !confirmed(&mut win, o, l, j, weak)? || !self.taken.take(j) {
                         continue;
                     }
-                    out.push((j, o, self.kind.of(win.bytes(o, l))));
+                    landing |= o != (j * l) as u64;
+                    out.push(self.land(j, o, win.bytes(o, l), landing)?);
                     taken = Some(j);
                 }
             }
@@ -176,7 +214,8 @@ impl Look<'_> {
                     if !self.taken.take(next) {
                         break;
                     }
-                    out.push((next, o, self.kind.of(win.bytes(o, l))));
+                    landing |= o != (next * l) as u64;
+                    out.push(self.land(next, o, win.bytes(o, l), landing)?);
                     j = next;
                 }
                 r = Rolling::new(win.bytes(o, l));
@@ -185,6 +224,7 @@ impl Look<'_> {
             if o + 1 >= to || !win.slide(&mut r, &mut o, l)? {
                 return Ok(out);
             }
+            landing = true;
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::delta::{claim, Found};
 use crate::manifest::{ChunkHash, Manifest};
 use crate::session::{read_reply, send, unexpected, Session, SessionError, STAT_TIMEOUT};
 
+use super::landing::Landing;
 use super::producer::fetch_weak_sums;
 use super::{seed, GetSpec, MirrorInfo, Progress};
 
@@ -23,10 +24,14 @@ pub(super) struct Claimed {
     /// Where the output holds each chunk.
     pub(super) found: Found,
     pub(super) weak: Vec<u32>,
+    /// The part file, with the chunks found written in it already.
+    pub(super) landed: Option<Landing>,
 }
 
 /// The manifest from the output's chunks and the others' hashes, if a
-/// mirror of protocol 8 gives weak checksums and the root agrees.
+/// mirror of protocol 8 gives weak checksums and the root agrees. The
+/// chunks found are written into a new part file as they are found, from
+/// the output's first difference on ([`claim::claim`]).
 pub(super) async fn manifest(
     spec: &GetSpec,
     version: &Version,
@@ -37,7 +42,10 @@ pub(super) async fn manifest(
     let (size, digest) = (version.size, &version.digest);
     let weak = fetch_weak_sums(&spec.path, chunk_count(size, digest.chunk_size) as usize, usable, progress).await?;
     progress.status(&format!("looking for the new version's chunks in {}", out.name.display()));
-    let claims = match claim::claim(&out.file, out.len, digest.chunk_size, size, &weak, ChunkHash::Blake3) {
+    // A part file that cannot be made here is made (or said) as for any download.
+    let mut landed = Landing::create(&super::part_path(&spec.output)).ok();
+    let into = landed.as_ref().map(Landing::file);
+    let claims = match claim::claim(&out.file, out.len, (digest.chunk_size, size), &weak, ChunkHash::Blake3, into) {
         Ok(c) => c,
         Err(e) => {
             tracing::info!("could not read {} to reuse its chunks: {e}", out.name.display());
@@ -62,7 +70,12 @@ pub(super) async fn manifest(
         hashes[*first as usize..][..part.len()].copy_from_slice(&part);
     }
     match Manifest::checked(hashes, size, digest) {
-        Ok(manifest) => Some(Claimed { manifest, found: claims.found, weak }),
+        Ok(manifest) => {
+            if let Some(l) = &mut landed {
+                l.chunks = claims.landed;
+            }
+            Some(Claimed { manifest, found: claims.found, weak, landed })
+        }
         Err(_) => {
             tracing::info!("the chunks found in the output do not make the mirrors' root: fetching the whole manifest");
             None

@@ -52,6 +52,7 @@ mod error;
 mod expected;
 mod finish;
 mod http_slot;
+mod landing;
 mod pieces;
 mod plan;
 mod probing;
@@ -292,7 +293,7 @@ pub async fn get_joining(
         false => load_earlier(spec, &part, &jpath)?,
     };
     let looked = (earlier.is_some(), claims);
-    let seed = seed::find(spec, manifest.as_ref(), size, looked, &mut usable, progress, &mut warnings).await;
+    let mut seed = seed::find(spec, manifest.as_ref(), size, looked, &mut usable, progress, &mut warnings).await;
     if let (true, Some(sha)) = (by_chunks && seed.as_ref().is_some_and(seed::Seed::is_the_output), &want) {
         let r = already::done(spec, size, sha.clone(), checked, mtime, started);
         return Ok(nothing_moved(spec, r, warnings, usable));
@@ -331,7 +332,8 @@ pub async fn get_joining(
     started_from.warnings.iter().for_each(|w| tell(progress, &mut warnings, w.clone()));
     let start::Plan { identity: sha256, block_size, blocks, check, resume, mut done, .. } = started_from;
     let ring = spec.stdout.map(|w| Arc::new(crate::stdout::Ring::new(w, block_size)));
-    let (file, refused) = open_store(spec, &part, resume, size, ring.as_ref())?;
+    let landed = seed.as_mut().and_then(seed::Seed::take_landed);
+    let (file, refused) = open_store(spec, (&part, landed), resume, size, ring.as_ref())?;
     if let Some(e) = refused {
         let w = format!("--direct: {} does not take O_DIRECT ({e}): writing through the page cache", part.display());
         tell(progress, &mut warnings, w);
@@ -435,7 +437,10 @@ async fn block_hashes(
                 false => None,
             };
             match claimed {
-                Some(c) => (Some(Arc::new(c.manifest)), Some(seed::Looked { found: c.found, weak: c.weak })),
+                Some(c) => {
+                    let looked = seed::Looked { found: c.found, weak: c.weak, landed: c.landed };
+                    (Some(Arc::new(c.manifest)), Some(looked))
+                }
                 None => (Some(Arc::new(fetch_manifest(&spec.path, version, usable, progress, warnings).await?)), None),
             }
         }
@@ -561,11 +566,12 @@ fn load_earlier(spec: &GetSpec, part: &Path, jpath: &Path) -> Result<Option<(Jou
 }
 
 /// Where the blocks are written: `-o -`'s reorder window, an archive's
-/// store, or the part file (made, or reopened to resume `earlier`), with
-/// the whole file's space reserved before a byte moves.
+/// store, or the part file (made, or reopened to resume `earlier`, or the
+/// one delta made and wrote the output's chunks in: `landed`), with the
+/// whole file's space reserved before a byte moves.
 fn open_store(
     spec: &GetSpec,
-    part: &Path,
+    (part, landed): (&Path, Option<landing::Landing>),
     earlier: bool,
     size: u64,
     ring: Option<&Arc<crate::stdout::Ring>>,
@@ -577,9 +583,10 @@ fn open_store(
         (None, None) => {
             // Read-write (the hasher reads the data back as it completes),
             // never through a symlink or into another name's file.
-            let f = match earlier {
-                false => ddtree::scratch::create(part),
-                true => ddtree::scratch::reopen(part),
+            let f = match (earlier, landed) {
+                (false, Some(l)) => Ok(l.take()),
+                (false, None) => ddtree::scratch::create(part),
+                (true, _) => ddtree::scratch::reopen(part),
             };
             let f = f.map_err(out_err)?;
             // A disk that cannot hold the file fails now, not half way.

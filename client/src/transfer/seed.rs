@@ -16,6 +16,7 @@ use crate::session::Session;
 use crate::store::Store;
 
 use super::cut::{self, Cut};
+use super::landing::Landing;
 use super::producer::fetch_weak_sums;
 use super::{GetSpec, MirrorInfo, Progress};
 
@@ -28,6 +29,11 @@ pub(super) struct Seed {
     cut: Cut,
     /// The output holds every chunk at its place and nothing more.
     output_whole: bool,
+    /// The part file, some of the output's chunks found written in it
+    /// already (until the transfer takes it).
+    landed: Option<Landing>,
+    /// Per chunk: in the part file already, checked.
+    landed_chunks: Vec<bool>,
 }
 
 impl Seed {
@@ -41,6 +47,11 @@ impl Seed {
     /// every chunk matched the manifest, at its place, and it is no longer).
     pub(super) fn is_the_output(&self) -> bool {
         self.output_whole
+    }
+
+    /// The part file the output's chunks were written into as found.
+    pub(super) fn take_landed(&mut self) -> Option<Landing> {
+        self.landed.take()
     }
 }
 
@@ -75,6 +86,8 @@ fn regular(f: File, name: &Path) -> Option<Local> {
 pub(super) struct Looked {
     pub(super) found: Found,
     pub(super) weak: Vec<u32>,
+    /// The part file the chunks found were written into, if they were.
+    pub(super) landed: Option<Landing>,
 }
 
 /// A local file to look into.
@@ -143,9 +156,9 @@ pub(super) async fn find(
         }
         return None;
     };
-    let (weak, mut output) = match output {
-        Some(l) => (Some(l.weak), Some(l.found)),
-        None => (fetch_weak_sums(&spec.path, m.hashes.len(), usable, progress).await, None),
+    let (weak, mut output, landed) = match output {
+        Some(l) => (Some(l.weak), Some(l.found), l.landed),
+        None => (fetch_weak_sums(&spec.path, m.hashes.len(), usable, progress).await, None, None),
     };
     let mut sources = vec![];
     let mut output_whole = false;
@@ -171,13 +184,15 @@ pub(super) async fn find(
     if sources.is_empty() {
         return None;
     }
+    let landed_chunks = landed.as_ref().map(|l| l.chunks.clone()).unwrap_or_default();
     if output_whole {
-        return Some(Seed { sources, manifest: m.clone(), cut: Cut::default(), output_whole });
+        let cut = Cut::default();
+        return Some(Seed { sources, manifest: m.clone(), cut, output_whole, landed, landed_chunks });
     }
     let looked: Vec<cut::Local> =
         sources.iter().map(|(f, found)| (f, f.metadata().map_or(0, |m| m.len()), found)).collect();
     let cut = cut::cut(&spec.path, m, size, &looked, usable, progress).await;
-    Some(Seed { sources, manifest: m.clone(), cut, output_whole })
+    Some(Seed { sources, manifest: m.clone(), cut, output_whole, landed, landed_chunks })
 }
 
 /// What placing a seed did.
@@ -227,6 +242,11 @@ pub(super) fn place(
             whole_to((prefix as u64 * chunk).min(size));
         }
     };
+    // Written as found, the very bytes hashed (and the root agreed).
+    for (p, &landed) in placed.iter_mut().zip(&seed.landed_chunks) {
+        *p |= landed;
+    }
+    follow(&placed);
     for (file, found) in &seed.sources {
         delta::place(file, found, m, size, store, &mut placed, &mut follow)?;
     }

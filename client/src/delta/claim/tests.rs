@@ -13,7 +13,19 @@ const CHUNK: u32 = 4096;
 fn claimed_all(old: &[u8], new: &[u8]) -> (Claims, bool, bool) {
     let weak: Vec<u32> = new.chunks(CHUNK as usize).map(weak_of).collect();
     let (_d, local) = file(old);
-    let c = claim(&local, old.len() as u64, CHUNK, new.len() as u64, &weak, ChunkHash::Blake3).unwrap();
+    let (_e, into) = file(&[]);
+    let into = std::fs::OpenOptions::new().read(true).write(true).open(_e.path().join("f")).unwrap();
+    let c = claim(&local, old.len() as u64, (CHUNK, new.len() as u64), &weak, ChunkHash::Blake3, Some(&into)).unwrap();
+    // What landed is the bytes claimed, at the chunk's place: they hash
+    // to the claim (whether or not the claim is true).
+    let landed = std::fs::read(_e.path().join("f")).unwrap();
+    for (j, _) in c.landed.iter().enumerate().filter(|(_, &l)| l) {
+        let len = chunk_len(new.len() as u64, u64::from(CHUNK), j as u64);
+        let at = c.found.at[j].unwrap() as usize;
+        let put = &landed[j * CHUNK as usize..][..len];
+        assert_eq!(put, &old[at..at + len]);
+        assert_eq!(Some(ChunkHash::Blake3.of(put)), c.hashes[j]);
+    }
     let truth: Vec<Hash> = new.chunks(CHUNK as usize).map(|b| ChunkHash::Blake3.of(b)).collect();
     let hashes: Vec<Hash> = c.hashes.iter().zip(&truth).map(|(h, t)| h.unwrap_or(*t)).collect();
     let root = ddftp_proto::manifest::root(&truth);
@@ -55,6 +67,18 @@ fn an_edit_an_insertion_and_a_truncation_leave_only_their_chunks_unclaimed() {
 }
 
 #[test]
+fn an_output_that_is_the_new_version_lands_nothing() {
+    let data = random(40 * CHUNK as usize + 100, 9);
+    let (c, ok) = claimed(&data, &data);
+    assert!(ok && c.found.count() == c.found.at.len() as u64);
+    assert!(c.landed.iter().all(|&l| !l), "a twin of the new version costs no write");
+    let mut edited = data.clone();
+    edited[30 * CHUNK as usize + 5] ^= 1;
+    let (c, ok) = claimed(&data, &edited);
+    assert!(ok && c.landed.iter().any(|&l| l), "past a difference, chunks land as found");
+}
+
+#[test]
 fn nothing_shared_claims_nothing() {
     let (c, ok) = claimed(&random(40 * CHUNK as usize, 2), &random(40 * CHUNK as usize, 3));
     assert!(ok);
@@ -85,7 +109,7 @@ fn lying_weak_checksums_cost_a_bounded_scan() {
     let weak: Vec<u32> = (0..256).map(|j| if j % 2 == 0 { zero } else { 1 }).collect();
     let (_d, local) = file(&old);
     let began = std::time::Instant::now();
-    let c = claim(&local, old.len() as u64, CHUNK, old.len() as u64, &weak, ChunkHash::Blake3).unwrap();
+    let c = claim(&local, old.len() as u64, (CHUNK, old.len() as u64), &weak, ChunkHash::Blake3, None).unwrap();
     assert!(began.elapsed() < std::time::Duration::from_secs(5), "took {:?}", began.elapsed());
     // No chunk whose checksum lied about the zeros is claimed.
     for (j, h) in c.hashes.iter().enumerate() {
