@@ -13,12 +13,12 @@ const CHUNK: u32 = 4096;
 fn claimed_all(old: &[u8], new: &[u8]) -> (Claims, bool, bool) {
     let weak: Vec<u32> = new.chunks(CHUNK as usize).map(weak_of).collect();
     let (_d, local) = file(old);
-    let (_e, into) = file(&[]);
-    let into = std::fs::OpenOptions::new().read(true).write(true).open(_e.path().join("f")).unwrap();
+    let (dir, _) = file(&[]);
+    let into = std::fs::OpenOptions::new().read(true).write(true).open(dir.path().join("f")).unwrap();
     let c = claim(&local, old.len() as u64, (CHUNK, new.len() as u64), &weak, ChunkHash::Blake3, Some(&into)).unwrap();
     // What landed is the bytes claimed, at the chunk's place: they hash
     // to the claim (whether or not the claim is true).
-    let landed = std::fs::read(_e.path().join("f")).unwrap();
+    let landed = std::fs::read(dir.path().join("f")).unwrap();
     for (j, _) in c.landed.iter().enumerate().filter(|(_, &l)| l) {
         let len = chunk_len(new.len() as u64, u64::from(CHUNK), j as u64);
         let at = c.found.at[j].unwrap() as usize;
