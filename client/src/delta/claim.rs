@@ -8,7 +8,6 @@
 //! collisions side by side. A claim that is still wrong makes the root
 //! disagree, and the caller fetches the whole manifest and looks again.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -16,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use ddftp_proto::manifest::Hash;
 use ddftp_proto::rolling::{weak as weak_of, Rolling};
 
-use super::rolling::Window;
+use super::rolling::{Wanted, Window, LOOK_EVERY};
 use super::split::{self, Taken};
 use super::Found;
 use crate::manifest::ChunkHash;
@@ -123,10 +122,7 @@ fn scan(
     (kind, into): (ChunkHash, Option<&File>),
     c: &mut Claims,
 ) -> io::Result<()> {
-    let mut wanted: HashMap<u32, Vec<u32>> = HashMap::with_capacity(weak.len());
-    for (j, &w) in weak.iter().enumerate() {
-        wanted.entry(w).or_default().push(j as u32);
-    }
+    let wanted = Wanted::new(weak);
     let taken = Taken::new(weak.len());
     let look = Look { local, len, l, weak, kind, into, wanted: &wanted, taken: &taken };
     let parts = split::parts(len - l as u64 + 1, l as u64);
@@ -151,7 +147,7 @@ struct Look<'a> {
     weak: &'a [u32],
     kind: ChunkHash,
     into: Option<&'a File>,
-    wanted: &'a HashMap<u32, Vec<u32>>,
+    wanted: &'a Wanted,
     taken: &'a Taken,
 }
 
@@ -180,23 +176,21 @@ impl Look<'_> {
         let mut r = Rolling::new(win.bytes(o, l));
         loop {
             let mut taken = None;
-            if let Some(js) = self.wanted.get(&r.sum()) {
-                for &j in js {
-                    let j = j as usize;
-                    if self.taken.is(j) {
-                        continue;
-                    }
-                    budget = match budget.checked_sub(l as u64) {
-                        Some(b) => b,
-                        None => return Ok(out),
-                    };
-                    if !confirmed(&mut win, o, l, j, weak)? || !self.taken.take(j) {
-                        continue;
-                    }
-                    landing |= o != (j * l) as u64;
-                    out.push(self.land(j, o, win.bytes(o, l), landing)?);
-                    taken = Some(j);
+            for &j in self.wanted.get(r.sum()) {
+                let j = j as usize;
+                if self.taken.is(j) {
+                    continue;
                 }
+                budget = match budget.checked_sub(l as u64) {
+                    Some(b) => b,
+                    None => return Ok(out),
+                };
+                if !confirmed(&mut win, o, l, j, weak)? || !self.taken.take(j) {
+                    continue;
+                }
+                landing |= o != (j * l) as u64;
+                out.push(self.land(j, o, win.bytes(o, l), landing)?);
+                taken = Some(j);
             }
             if let Some(mut j) = taken {
                 // The chunks that follow in order, each confirmed by the one
@@ -221,7 +215,7 @@ impl Look<'_> {
                 r = Rolling::new(win.bytes(o, l));
                 continue;
             }
-            if o + 1 >= to || !win.slide(&mut r, &mut o, l)? {
+            if o + 1 >= to || (o.is_multiple_of(LOOK_EVERY) && self.taken.all()) || !win.slide(&mut r, &mut o, l)? {
                 return Ok(out);
             }
             landing = true;

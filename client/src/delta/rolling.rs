@@ -23,6 +23,37 @@ fn slot(sum: u32) -> usize {
     (sum.wrapping_mul(0x9E37_79B1) >> (32 - FILTER_BITS)) as usize
 }
 
+/// The new version's chunks by weak checksum, a bit filter in front: a
+/// window whose checksum is no chunk's costs a bit test, not a map lookup.
+pub(super) struct Wanted {
+    filter: Vec<u64>,
+    map: HashMap<u32, Vec<u32>>,
+}
+
+impl Wanted {
+    pub(super) fn new(weak: &[u32]) -> Wanted {
+        let mut filter = vec![0u64; 1 << (FILTER_BITS - 6)];
+        let mut map: HashMap<u32, Vec<u32>> = HashMap::with_capacity(weak.len());
+        for (j, &w) in weak.iter().enumerate() {
+            filter[slot(w) >> 6] |= 1 << (slot(w) & 63);
+            map.entry(w).or_default().push(j as u32);
+        }
+        Wanted { filter, map }
+    }
+
+    /// The chunks whose weak checksum is `sum`.
+    pub(super) fn get(&self, sum: u32) -> &[u32] {
+        if self.filter[slot(sum) >> 6] & (1 << (slot(sum) & 63)) == 0 {
+            return &[];
+        }
+        self.map.get(&sum).map_or(&[], |v| v)
+    }
+}
+
+/// Bytes slid over between looks at whether another part's thread has
+/// found every chunk (then the rest of this part has nothing to give).
+pub(super) const LOOK_EVERY: u64 = 1 << 16;
+
 /// Finds the first `weak.len()` (full) chunks of the new version in `local`
 /// (`len` bytes) at any offset, into `at`, the window's offsets cut into
 /// parts scanned on every core ([`split`]). The strong hashes spent on weak
@@ -34,13 +65,8 @@ pub(super) fn find(local: &File, len: u64, m: &Manifest, weak: &[u32], at: &mut 
     if weak.is_empty() || len < l as u64 {
         return Ok(());
     }
-    let mut filter = vec![0u64; 1 << (FILTER_BITS - 6)];
-    let mut wanted: HashMap<u32, Vec<u32>> = HashMap::with_capacity(weak.len());
-    for (j, &w) in weak.iter().enumerate() {
-        filter[slot(w) >> 6] |= 1 << (slot(w) & 63);
-        wanted.entry(w).or_default().push(j as u32);
-    }
-    let look = Look { local, len, m, weak, filter: &filter, wanted: &wanted, taken: &Taken::new(weak.len()) };
+    let wanted = Wanted::new(weak);
+    let look = Look { local, len, m, weak, wanted: &wanted, taken: &Taken::new(weak.len()) };
     let parts = split::parts(len - l as u64 + 1, l as u64);
     let budget = (2 * len + 64 * l as u64) / parts.len() as u64;
     for (j, o) in split::each(&parts, |from, to| look.part(from, to, budget))?.into_iter().flatten() {
@@ -55,8 +81,7 @@ struct Look<'a> {
     len: u64,
     m: &'a Manifest,
     weak: &'a [u32],
-    filter: &'a [u64],
-    wanted: &'a HashMap<u32, Vec<u32>>,
+    wanted: &'a Wanted,
     taken: &'a Taken,
 }
 
@@ -72,14 +97,13 @@ impl Look<'_> {
         loop {
             let s = r.sum();
             let mut matched = None;
-            if self.filter[slot(s) >> 6] & (1 << (slot(s) & 63)) != 0 {
-                if let Some(js) = self.wanted.get(&s).filter(|js| js.iter().any(|&j| !self.taken.is(j as usize))) {
-                    if budget < l as u64 {
-                        return Ok(out);
-                    }
-                    budget -= l as u64;
-                    matched = self.take(js, m.kind.of(win.bytes(o, l)), o, &mut out);
+            let js = self.wanted.get(s);
+            if js.iter().any(|&j| !self.taken.is(j as usize)) {
+                if budget < l as u64 {
+                    return Ok(out);
                 }
+                budget -= l as u64;
+                matched = self.take(js, m.kind.of(win.bytes(o, l)), o, &mut out);
             }
             if let Some(mut j) = matched {
                 // What matched is taken: the next chunk starts after it, and is
@@ -96,7 +120,7 @@ impl Look<'_> {
                         break;
                     }
                     budget -= l as u64;
-                    match self.take(&self.wanted[&weak[next]], m.kind.of(win.bytes(o, l)), o, &mut out) {
+                    match self.take(self.wanted.get(weak[next]), m.kind.of(win.bytes(o, l)), o, &mut out) {
                         Some(k) => j = k,
                         None => break,
                     }
@@ -104,7 +128,7 @@ impl Look<'_> {
                 r = Rolling::new(win.bytes(o, l));
                 continue;
             }
-            if o + 1 >= to || !win.slide(&mut r, &mut o, l)? {
+            if o + 1 >= to || (o.is_multiple_of(LOOK_EVERY) && self.taken.all()) || !win.slide(&mut r, &mut o, l)? {
                 return Ok(out);
             }
         }
