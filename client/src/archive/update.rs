@@ -7,6 +7,7 @@
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use ddtree::list::Kind;
 
@@ -14,6 +15,7 @@ use super::archiving::Archiving;
 use super::listing::Chosen;
 use super::tree::{chown_to, finish_entry};
 use super::{deep, Item};
+use crate::pool::Pool;
 use crate::transfer::{self, GetSpec, Progress};
 
 /// Files smaller than this move whole in the bundle: matching costs a
@@ -81,11 +83,18 @@ impl Archiving<'_> {
     pub(super) async fn update(&self, updates: &[&Item], progress: &mut dyn Progress) -> Updated {
         use futures_util::stream::{self, StreamExt};
         let mut done = Updated::default();
+        // The updates go over the same greeted connections, one file after
+        // another, as `get` of a list does (not a connect, a greeting and a
+        // handshake per file and mirror).
+        let pool = self.spec.get.pool.clone().unwrap_or_else(|| Arc::new(Pool::new(2 * SIDE_BY_SIDE)));
         let mut running = stream::iter(updates.iter().copied())
-            .map(|it| async move {
-                let mut said = Said::default();
-                let r = self.update_one(it, &mut said).await;
-                (it, r, said)
+            .map(|it| {
+                let pool = pool.clone();
+                async move {
+                    let mut said = Said::default();
+                    let r = self.update_one(it, pool, &mut said).await;
+                    (it, r, said)
+                }
             })
             .buffer_unordered(SIDE_BY_SIDE);
         while let Some((it, r, said)) = running.next().await {
@@ -107,7 +116,12 @@ impl Archiving<'_> {
         done
     }
 
-    async fn update_one(&self, it: &Item, progress: &mut dyn Progress) -> Result<transfer::TransferReport, String> {
+    async fn update_one(
+        &self,
+        it: &Item,
+        pool: Arc<Pool>,
+        progress: &mut dyn Progress,
+    ) -> Result<transfer::TransferReport, String> {
         let e = &it.entry;
         let path = self.dest.join(&it.rel);
         let dir = path.parent().unwrap_or_else(|| self.dest.join(""));
@@ -125,6 +139,7 @@ impl Archiving<'_> {
             no_clobber: false,
             restart: false,
             seeds: vec![],
+            pool: Some(pool),
             ..self.spec.get.clone()
         };
         let report = transfer::get(&spec, progress).await.map_err(|e| e.to_string())?;

@@ -47,21 +47,28 @@ impl Claims {
     }
 }
 
+/// Where claimed chunks are written, as they are found.
+#[derive(Debug, Clone, Copy)]
+pub struct Into<'a> {
+    pub file: &'a File,
+    /// From the first chunk on; else from the first difference on (a
+    /// local file that is the new version already then costs no write).
+    pub from_start: bool,
+}
+
 /// Claims the chunks of a new version of `size` bytes in chunks of `chunk`
 /// (`weak`: one weak checksum per chunk, the last chunk's too) that
 /// `local` (`len` bytes) holds, hashing each with `kind`. With `into`, a
 /// chunk claimed is also written there at its place in the new version,
 /// the very bytes hashed (so a local file changing meanwhile cannot put
-/// other bytes there than the hash says), once the part of the file being
-/// scanned has shown a difference (a file that is the new version already
-/// costs no write). A write that fails is the error.
+/// other bytes there than the hash says). A write that fails is the error.
 pub fn claim(
     local: &File,
     len: u64,
     (chunk, size): (u32, u64),
     weak: &[u32],
     kind: ChunkHash,
-    into: Option<&File>,
+    into: Option<Into>,
 ) -> io::Result<Claims> {
     let n = weak.len();
     let mut c = Claims { found: Found { at: vec![None; n] }, hashes: vec![None; n], landed: vec![false; n] };
@@ -119,12 +126,15 @@ fn scan(
     len: u64,
     l: usize,
     weak: &[u32],
-    (kind, into): (ChunkHash, Option<&File>),
+    (kind, into): (ChunkHash, Option<Into>),
     c: &mut Claims,
 ) -> io::Result<()> {
     let wanted = Wanted::new(weak);
     let taken = Taken::new(weak.len());
-    let look = Look { local, len, l, weak, kind, into, wanted: &wanted, taken: &taken };
+    let from_start = into.is_some_and(|i| i.from_start);
+    let into = into.map(|i| i.file);
+    let writing = std::sync::Mutex::new(());
+    let look = Look { local, len, l, weak, kind, into, from_start, wanted: &wanted, taken: &taken, writing };
     let parts = split::parts(len - l as u64 + 1, l as u64);
     // Checking weak matches (a chunk's checksum read, a candidate looked
     // at) is capped at about twice the file's bytes: weak checksums from a
@@ -147,30 +157,86 @@ struct Look<'a> {
     weak: &'a [u32],
     kind: ChunkHash,
     into: Option<&'a File>,
+    from_start: bool,
     wanted: &'a Wanted,
     taken: &'a Taken,
+    /// One write into `into` at a time: the kernel serializes writes to
+    /// one file anyway (its inode lock), and a thread waiting for that
+    /// spins while the other copies (for long, when the host has
+    /// descheduled the other's CPU); waiting for this sleeps.
+    writing: std::sync::Mutex<()>,
+}
+
+/// Chunks landing side by side in the local file and in the new version:
+/// written with one call when the run ends (not one per chunk).
+#[derive(Debug, Default)]
+struct Run {
+    first: usize,
+    at: u64,
+    count: usize,
 }
 
 impl Look<'_> {
-    /// Chunk `j` found at `o` (bytes `b`): its hash, and whether its bytes
-    /// were written where they go, as they are once `landing`.
-    fn land(&self, j: usize, o: u64, b: &[u8], landing: bool) -> io::Result<(usize, u64, Hash, bool)> {
-        match self.into.filter(|_| landing) {
-            Some(f) => f.write_all_at(b, (j * self.l) as u64)?,
-            None => return Ok((j, o, self.kind.of(b), false)),
+    /// Chunk `j` found at `o`: its hash, and whether it lands (once
+    /// `landing`; added to `run`, written when the run ends).
+    fn land(&self, win: &Window, run: &mut Run, (j, o): (usize, u64), landing: bool) -> io::Result<Claimed> {
+        let l = self.l;
+        let h = self.kind.of(win.bytes(o, l));
+        if !landing || self.into.is_none() {
+            return Ok((j, o, h, false));
         }
-        Ok((j, o, self.kind.of(b), true))
+        if run.count > 0 && (run.first + run.count != j || run.at + (run.count * l) as u64 != o) {
+            self.flush(win, run)?;
+        }
+        if run.count == 0 {
+            (run.first, run.at) = (j, o);
+        }
+        run.count += 1;
+        Ok((j, o, h, true))
+    }
+
+    /// Writes the run (its bytes still in the window).
+    fn flush(&self, win: &Window, run: &mut Run) -> io::Result<()> {
+        if let Some(f) = self.into.filter(|_| run.count > 0) {
+            let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+            f.write_all_at(win.bytes(run.at, run.count * self.l), (run.first * self.l) as u64)?;
+        }
+        run.count = 0;
+        Ok(())
+    }
+
+    /// Makes `n` bytes at `o` readable in the window, writing the run
+    /// first if they would move the window past it.
+    fn fill(&self, win: &mut Window, run: &mut Run, o: u64, n: usize) -> io::Result<()> {
+        if !win.holds(o, n) {
+            self.flush(win, run)?;
+        }
+        win.fill(o, n)
     }
 
     /// The chunks claimed by windows starting in `from..to`: (chunk,
-    /// offset, hash).
-    fn part(&self, from: u64, to: u64, mut budget: u64) -> io::Result<Vec<(usize, u64, Hash, bool)>> {
+    /// offset, hash, landed).
+    fn part(&self, from: u64, to: u64, budget: u64) -> io::Result<Vec<Claimed>> {
+        let mut run = Run::default();
+        let mut win = Window::new(self.local, self.len, self.l);
+        let out = self.scan(&mut win, &mut run, (from, to), budget)?;
+        self.flush(&win, &mut run)?;
+        Ok(out)
+    }
+
+    fn scan(
+        &self,
+        win: &mut Window,
+        run: &mut Run,
+        (from, to): (u64, u64),
+        mut budget: u64,
+    ) -> io::Result<Vec<Claimed>> {
         let (len, l, weak) = (self.len, self.l, self.weak);
         let mut out = vec![];
-        // Chunks are written only from the first difference on: a chunk
-        // not where its place in the new version is, or a byte slid over.
-        let mut landing = false;
-        let mut win = Window::new(self.local, len, l);
+        // Unless from the start, chunks are written from the first
+        // difference on: a chunk not at its place in the new version, or a
+        // byte slid over.
+        let mut landing = self.from_start;
         let mut o = from;
         win.fill(o, l)?;
         let mut r = Rolling::new(win.bytes(o, l));
@@ -185,11 +251,14 @@ impl Look<'_> {
                     Some(b) => b,
                     None => return Ok(out),
                 };
-                if !confirmed(&mut win, o, l, j, weak)? || !self.taken.take(j) {
+                if !win.holds(o, 2 * l) {
+                    self.flush(win, run)?;
+                }
+                if !confirmed(win, o, l, j, weak)? || !self.taken.take(j) {
                     continue;
                 }
                 landing |= o != (j * l) as u64;
-                out.push(self.land(j, o, win.bytes(o, l), landing)?);
+                out.push(self.land(win, run, (j, o), landing)?);
                 taken = Some(j);
             }
             if let Some(mut j) = taken {
@@ -200,7 +269,7 @@ impl Look<'_> {
                     if o + l as u64 > len || o >= to || self.taken.all() {
                         return Ok(out);
                     }
-                    win.fill(o, l)?;
+                    self.fill(win, run, o, l)?;
                     let next = j + 1;
                     if next >= weak.len() || self.taken.is(next) || weak_of(win.bytes(o, l)) != weak[next] {
                         break;
@@ -209,9 +278,11 @@ impl Look<'_> {
                         break;
                     }
                     landing |= o != (next * l) as u64;
-                    out.push(self.land(next, o, win.bytes(o, l), landing)?);
+                    out.push(self.land(win, run, (next, o), landing)?);
                     j = next;
                 }
+                // Sliding moves the window on: what landed is written first.
+                self.flush(win, run)?;
                 r = Rolling::new(win.bytes(o, l));
                 continue;
             }
@@ -222,6 +293,9 @@ impl Look<'_> {
         }
     }
 }
+
+/// A chunk claimed: (chunk, offset in the local file, hash, landed).
+type Claimed = (usize, u64, Hash, bool);
 
 /// Whether the window at `o`, weakly chunk `j`, has chunk `j + 1` right
 /// after it (or, for the last full chunk, `j - 1` right before it).

@@ -185,7 +185,7 @@ impl Into<'_> {
         let at = &self.found.at[base..base + placed.len()];
         let chunk = u64::from(m.chunk_size);
         let per_run = (RUN / chunk).max(1) as usize;
-        let mut buf = vec![0u8; chunk as usize * per_run];
+        let mut buf = vec![0u8; (chunk * per_run as u64).min(size.div_ceil(chunk) * chunk) as usize];
         let mut kernel = store.as_file();
         let n = placed.len();
         let mut j = 0;

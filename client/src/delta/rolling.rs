@@ -171,6 +171,11 @@ impl<'a> Window<'a> {
         self.file
     }
 
+    /// Whether `n` bytes from `o` are readable without moving the window.
+    pub(super) fn holds(&self, o: u64, n: usize) -> bool {
+        o >= self.start && o + n as u64 <= self.start + self.buf.len() as u64
+    }
+
     /// Makes `n` bytes from `o` (all within the file) readable.
     pub(super) fn fill(&mut self, o: u64, n: usize) -> io::Result<()> {
         if o + n as u64 <= self.start + self.buf.len() as u64 {

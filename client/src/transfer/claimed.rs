@@ -30,13 +30,15 @@ pub(super) struct Claimed {
 
 /// The manifest from the output's chunks and the others' hashes, if a
 /// mirror of protocol 8 gives weak checksums and the root agrees. The
-/// chunks found are written into a new part file as they are found, from
-/// the output's first difference on ([`claim::claim`]).
+/// chunks found are written into a new part file as they are found: from
+/// the first with `eager` (the output differs from the new version in size
+/// or time), else from the output's first difference on.
 pub(super) async fn manifest(
     spec: &GetSpec,
     version: &Version,
     usable: &mut Vec<(MirrorInfo, Session)>,
     progress: &mut dyn Progress,
+    eager: bool,
 ) -> Option<Claimed> {
     let out = seed::open_output(spec)?;
     let (size, digest) = (version.size, &version.digest);
@@ -44,7 +46,7 @@ pub(super) async fn manifest(
     progress.status(&format!("looking for the new version's chunks in {}", out.name.display()));
     // A part file that cannot be made here is made (or said) as for any download.
     let mut landed = Landing::create(&super::part_path(&spec.output)).ok();
-    let into = landed.as_ref().map(Landing::file);
+    let into = landed.as_ref().map(|l| claim::Into { file: l.file(), from_start: eager });
     let claims = match claim::claim(&out.file, out.len, (digest.chunk_size, size), &weak, ChunkHash::Blake3, into) {
         Ok(c) => c,
         Err(e) => {

@@ -284,7 +284,11 @@ pub async fn get_joining(
             return Ok(nothing_moved(spec, r, warnings, usable));
         }
     }
-    let (manifest, claims) = block_hashes(spec, &version, by_chunks, &mut usable, progress, &mut warnings).await?;
+    // The output's chunks land in the part file from the first one found,
+    // unless the output is likely the file (then from a difference on).
+    let eager = by_chunks && !seed::likely_the_file(spec, size, mirrors_time);
+    let looking = (by_chunks, eager);
+    let (manifest, claims) = block_hashes(spec, &version, looking, &mut usable, progress, &mut warnings).await?;
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
     let to_stdout = spec.stdout.is_some();
@@ -419,7 +423,7 @@ fn whole_sha256(report: &mut TransferReport, computed: Option<String>, mirrors: 
 async fn block_hashes(
     spec: &GetSpec,
     version: &Version,
-    by_chunks: bool,
+    (by_chunks, eager): (bool, bool),
     usable: &mut Vec<(MirrorInfo, Session)>,
     progress: &mut dyn Progress,
     warnings: &mut Vec<String>,
@@ -433,7 +437,7 @@ async fn block_hashes(
         start::HashesFrom::Metalink => (pieces.map(Arc::new), None),
         start::HashesFrom::Fetch => {
             let claimed = match by_chunks {
-                true => claimed::manifest(spec, version, usable, progress).await,
+                true => claimed::manifest(spec, version, usable, progress, eager).await,
                 false => None,
             };
             match claimed {

@@ -55,6 +55,14 @@ impl Seed {
     }
 }
 
+/// Whether the output is likely the new version already: its size and
+/// modification time (to the second) the mirrors' (rsync's quick check).
+pub(super) fn likely_the_file(spec: &GetSpec, size: u64, mirrors_time: Option<(i64, u32)>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(meta) = open_output(spec).and_then(|out| out.file.metadata().ok()) else { return false };
+    meta.len() == size && mirrors_time.is_some_and(|(secs, _)| meta.mtime() == secs)
+}
+
 /// Whether delta reads the output (and may so find it is the file): on,
 /// with verification, no `--no-clobber` (which wants the answer before
 /// anything else), no interrupted run to resume, and a regular file there.

@@ -11,11 +11,23 @@ const CHUNK: u32 = 4096;
 /// its chunk lies (a claim rests on weak checksums, which can collide:
 /// the root is what catches a wrong one).
 fn claimed_all(old: &[u8], new: &[u8]) -> (Claims, bool, bool) {
+    claimed_into(old, new, false)
+}
+
+fn claimed_into(old: &[u8], new: &[u8], from_start: bool) -> (Claims, bool, bool) {
     let weak: Vec<u32> = new.chunks(CHUNK as usize).map(weak_of).collect();
     let (_d, local) = file(old);
     let (dir, _) = file(&[]);
     let into = std::fs::OpenOptions::new().read(true).write(true).open(dir.path().join("f")).unwrap();
-    let c = claim(&local, old.len() as u64, (CHUNK, new.len() as u64), &weak, ChunkHash::Blake3, Some(&into)).unwrap();
+    let c = claim(
+        &local,
+        old.len() as u64,
+        (CHUNK, new.len() as u64),
+        &weak,
+        ChunkHash::Blake3,
+        Some(Into { file: &into, from_start }),
+    )
+    .unwrap();
     // What landed is the bytes claimed, at the chunk's place: they hash
     // to the claim (whether or not the claim is true).
     let landed = std::fs::read(dir.path().join("f")).unwrap();
@@ -76,6 +88,9 @@ fn an_output_that_is_the_new_version_lands_nothing() {
     edited[30 * CHUNK as usize + 5] ^= 1;
     let (c, ok) = claimed(&data, &edited);
     assert!(ok && c.landed.iter().any(|&l| l), "past a difference, chunks land as found");
+    let (c, ok, _) = claimed_into(&data, &edited, true);
+    let found: Vec<bool> = c.found.at.iter().map(Option::is_some).collect();
+    assert!(ok && c.landed[..40] == found[..40], "from the start, every full chunk lands");
 }
 
 #[test]
