@@ -45,12 +45,21 @@ pub(super) async fn manifest(
     let weak = fetch_weak_sums(&spec.path, chunk_count(size, digest.chunk_size) as usize, usable, progress).await?;
     progress.status(&format!("looking for the new version's chunks in {}", out.name.display()));
     // A part file that cannot be made here is made (or said) as for any download.
-    let mut landed = Landing::create(&super::part_path(&spec.output)).ok();
-    let into = landed.as_ref().map(|l| claim::Into { file: l.file(), from_start: eager });
-    let claims = match claim::claim(&out.file, out.len, (digest.chunk_size, size), &weak, ChunkHash::Blake3, into) {
+    let landed = Landing::create(&super::part_path(&spec.output)).ok();
+    // Off the runtime: an archive runs several updates side by side in one
+    // task, and a read and hash of the output would hold them all.
+    let chunk = digest.chunk_size;
+    let looked = tokio::task::spawn_blocking(move || {
+        let into = landed.as_ref().map(|l| claim::Into { file: l.file(), from_start: eager });
+        let claims = claim::claim(&out.file, out.len, (chunk, size), &weak, ChunkHash::Blake3, into);
+        (claims, weak, landed, out.name)
+    })
+    .await;
+    let Ok((claims, weak, mut landed, name)) = looked else { return None };
+    let claims = match claims {
         Ok(c) => c,
         Err(e) => {
-            tracing::info!("could not read {} to reuse its chunks: {e}", out.name.display());
+            tracing::info!("could not read {} to reuse its chunks: {e}", name.display());
             return None;
         }
     };
