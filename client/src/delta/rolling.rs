@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
 
 use ddftp_proto::rolling::Rolling;
 
@@ -185,11 +185,28 @@ impl<'a> Window<'a> {
         let keep = (o - self.start) as usize;
         self.buf.drain(..keep.min(self.buf.len()));
         self.start = o;
-        let have = self.buf.len();
         let want = (n.max(READ) as u64).min(self.len - o) as usize;
-        if want > have {
-            self.buf.resize(want, 0);
-            self.file.read_exact_at(&mut self.buf[have..], o + have as u64)?;
+        while self.buf.len() < want {
+            let have = self.buf.len();
+            self.buf.reserve(want - have);
+            let spare = &mut self.buf.spare_capacity_mut()[..want - have];
+            // SAFETY: pread(2) writes at most `spare.len()` bytes into memory
+            // `buf` owns (never zeroed first: a memset of every byte read
+            // saved); the length grows by what it wrote, nothing more.
+            let got = unsafe {
+                libc::pread(self.file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), (o + have as u64) as i64)
+            };
+            match got {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                g if g < 0 => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+                // SAFETY: the first `g` spare bytes were just written.
+                g => unsafe { self.buf.set_len(have + g as usize) },
+            }
         }
         Ok(())
     }
