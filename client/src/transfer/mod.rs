@@ -284,10 +284,7 @@ pub async fn get_joining(
             return Ok(nothing_moved(spec, r, warnings, usable));
         }
     }
-    // The output's chunks land in the part file from the first one found,
-    // unless the output is likely the file (then from a difference on).
-    let eager = by_chunks && !seed::likely_the_file(spec, size, mirrors_time);
-    let looking = (by_chunks, eager);
+    let looking = (by_chunks, by_chunks && !seed::likely_the_file(spec, size, mirrors_time));
     let (manifest, claims) = block_hashes(spec, &version, looking, &mut usable, progress, &mut warnings).await?;
     let part = part_path(&spec.output);
     let jpath = journal_path(&spec.output);
@@ -419,7 +416,9 @@ fn whole_sha256(report: &mut TransferReport, computed: Option<String>, mirrors: 
 /// probe brought, a Metalink's pieces, or fetched; for a download onto an
 /// older output (`by_chunks`), only the hashes of the chunks it lacks
 /// (with where it holds the others, and the weak checksums), else the
-/// whole manifest.
+/// whole manifest. The output's chunks land in the part file from the
+/// first one found with `eager` (the output is likely not the file), else
+/// from its first difference on.
 async fn block_hashes(
     spec: &GetSpec,
     version: &Version,
