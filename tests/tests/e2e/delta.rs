@@ -180,6 +180,55 @@ fn delta_an_interrupted_update_leaves_the_old_copy_intact_and_resumes() {
     assert!(moved(&j) < 32 * MIB as u64, "the resumed run moved {} bytes", moved(&j));
 }
 
+/// The old copy and a seed rewritten in place, again and again, while the
+/// update reads them (a local file that lies about its blocks): whatever
+/// the update read, the output is the new version byte for byte.
+#[test]
+fn delta_local_files_rewritten_while_they_are_read_never_land_a_wrong_byte() {
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let f = Fixture::new();
+    let old = random(SIZE, 21);
+    let mut new = old.clone();
+    for k in 0..16 {
+        new[k * 4 * MIB + 12345..][..4096].copy_from_slice(&random(4096, 100 + k as u64));
+    }
+    publish(&f.root(), &old);
+    let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
+    let ms = mirrors_arg(&[&a, &b]);
+    let out = f.out("f");
+    let o = out.to_str().unwrap();
+    ddftp(&["get", "f", "-m", &ms, "-o", o, "-q"], 0);
+    publish(&f.root(), &new);
+    let seed = f.out("seed");
+    std::fs::write(&seed, &old).unwrap();
+    // Held open: once the update renames its result over the old copy, the
+    // writer goes on with the old file, never the result.
+    let liars = [
+        std::fs::OpenOptions::new().write(true).open(&out).unwrap(),
+        std::fs::OpenOptions::new().write(true).open(&seed).unwrap(),
+    ];
+    let stop = AtomicBool::new(false);
+    let run = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let mut k = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let at = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % (SIZE as u64 - 65536);
+                for l in &liars {
+                    l.write_all_at(&random(65536, k), at).unwrap();
+                }
+                k += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let run = ddftp(&["get", "f", "-m", &ms, "-o", o, "-q", "--seed", seed.to_str().unwrap()], 0);
+        stop.store(true, Ordering::Relaxed);
+        run
+    });
+    assert!(run.status.success());
+    assert!(std::fs::read(&out).unwrap() == new, "a byte the local files lied about landed");
+}
+
 /// `--seed FILE` (as zsync's -i): a local file elsewhere gives the chunks
 /// it holds to a new OUT; a seed that cannot be read is said and left out.
 #[test]
