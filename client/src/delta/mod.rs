@@ -185,7 +185,10 @@ impl Into<'_> {
         let at = &self.found.at[base..base + placed.len()];
         let chunk = u64::from(m.chunk_size);
         let per_run = (RUN / chunk).max(1) as usize;
-        let mut buf = vec![0u8; (chunk * per_run as u64).min(size.div_ceil(chunk) * chunk) as usize];
+        // Made when a chunk is to be placed (most often none is: the output's
+        // chunks landed as they were found).
+        let mut buf = vec![];
+        let room = (chunk * per_run as u64).min(size.div_ceil(chunk) * chunk) as usize;
         let mut kernel = store.as_file();
         let n = placed.len();
         let mut j = 0;
@@ -201,6 +204,7 @@ impl Into<'_> {
             while k < n && k - j < per_run && !placed[k] && at[k] == Some(from + (k - j) as u64 * chunk) {
                 k += 1;
             }
+            buf.resize(room, 0);
             let to = (base + j) as u64 * chunk;
             let len = ((base + k) as u64 * chunk).min(size) - to;
             if let Some(dst) = kernel {

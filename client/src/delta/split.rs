@@ -48,7 +48,11 @@ impl Taken {
 /// `align` (data in place then starts a part on a chunk), one per core
 /// up to [`MOST_THREADS`], none under [`SMALLEST_PART`].
 pub(super) fn parts(len: u64, align: u64) -> Vec<(u64, u64)> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MOST_THREADS) as u64;
+    // Asked once: the answer reads the scheduler's and the cgroup's
+    // limits, which costs more than a small file's look.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cores = cores.min(MOST_THREADS) as u64;
     let n = (len / SMALLEST_PART).clamp(1, cores);
     let align = align.max(1);
     let mut out = Vec::with_capacity(n as usize);
