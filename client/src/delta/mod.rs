@@ -163,7 +163,7 @@ pub fn place(
         let others: Vec<_> = slices.map(|(base, part)| s.spawn(move || into.part(base, part, |_| ()))).collect();
         into.part(0, first, then)?;
         for h in others {
-            h.join().map_err(|_| io::Error::other("a delta thread panicked"))??;
+            split::joined(h)?;
         }
         Ok(())
     })

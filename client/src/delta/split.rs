@@ -82,10 +82,15 @@ pub(super) fn each<T: Send>(
         let others: Vec<_> = rest.iter().map(|&(x, y)| s.spawn(move || work(x, y))).collect();
         let mut out = vec![work(a, b)?];
         for h in others {
-            out.push(h.join().map_err(|_| io::Error::other("a delta thread panicked"))??);
+            out.push(joined(h)?);
         }
         Ok(out)
     })
+}
+
+/// What a part's thread gave (a thread that panicked is an error).
+pub(super) fn joined<T>(h: std::thread::ScopedJoinHandle<'_, io::Result<T>>) -> io::Result<T> {
+    h.join().map_err(|_| io::Error::other("a delta thread panicked"))?
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::delta::{claim, Found};
 use crate::manifest::{ChunkHash, Manifest};
 use crate::session::{read_reply, send, unexpected, Session, SessionError, STAT_TIMEOUT};
 
-use super::landing::Landing;
+use super::early_part::EarlyPart;
 use super::producer::fetch_weak_sums;
 use super::{seed, GetSpec, MirrorInfo, Progress};
 
@@ -25,7 +25,7 @@ pub(super) struct Claimed {
     pub(super) found: Found,
     pub(super) weak: Vec<u32>,
     /// The part file, with the chunks found written in it already.
-    pub(super) landed: Option<Landing>,
+    pub(super) landed: Option<EarlyPart>,
 }
 
 /// The manifest from the output's chunks and the others' hashes, if a
@@ -45,7 +45,7 @@ pub(super) async fn manifest(
     let weak = fetch_weak_sums(&spec.path, chunk_count(size, digest.chunk_size) as usize, usable, progress).await?;
     progress.status(&format!("looking for the new version's chunks in {}", out.name.display()));
     // A part file that cannot be made here is made (or said) as for any download.
-    let landed = Landing::create(&super::part_path(&spec.output)).ok();
+    let landed = EarlyPart::create(&super::part_path(&spec.output)).ok();
     // Off the runtime: an archive runs several updates side by side in one
     // task, and a read and hash of the output would hold them all.
     let chunk = digest.chunk_size;

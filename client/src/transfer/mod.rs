@@ -48,11 +48,11 @@ mod check;
 mod claimed;
 mod coordinator;
 mod cut;
+mod early_part;
 mod error;
 mod expected;
 mod finish;
 mod http_slot;
-mod landing;
 mod pieces;
 mod plan;
 mod probing;
@@ -574,7 +574,7 @@ fn load_earlier(spec: &GetSpec, part: &Path, jpath: &Path) -> Result<Option<(Jou
 /// whole file's space reserved before a byte moves.
 fn open_store(
     spec: &GetSpec,
-    (part, landed): (&Path, Option<landing::Landing>),
+    (part, landed): (&Path, Option<early_part::EarlyPart>),
     earlier: bool,
     size: u64,
     ring: Option<&Arc<crate::stdout::Ring>>,

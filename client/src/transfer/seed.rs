@@ -16,7 +16,7 @@ use crate::session::Session;
 use crate::store::Store;
 
 use super::cut::{self, Cut};
-use super::landing::Landing;
+use super::early_part::EarlyPart;
 use super::producer::fetch_weak_sums;
 use super::{GetSpec, MirrorInfo, Progress};
 
@@ -31,7 +31,7 @@ pub(super) struct Seed {
     output_whole: bool,
     /// The part file, some of the output's chunks found written in it
     /// already (until the transfer takes it).
-    landed: Option<Landing>,
+    landed: Option<EarlyPart>,
     /// Per chunk: in the part file already, checked.
     landed_chunks: Vec<bool>,
 }
@@ -50,7 +50,7 @@ impl Seed {
     }
 
     /// The part file the output's chunks were written into as found.
-    pub(super) fn take_landed(&mut self) -> Option<Landing> {
+    pub(super) fn take_landed(&mut self) -> Option<EarlyPart> {
         self.landed.take()
     }
 }
@@ -95,7 +95,7 @@ pub(super) struct Looked {
     pub(super) found: Found,
     pub(super) weak: Vec<u32>,
     /// The part file the chunks found were written into, if they were.
-    pub(super) landed: Option<Landing>,
+    pub(super) landed: Option<EarlyPart>,
 }
 
 /// A local file to look into.
@@ -164,7 +164,7 @@ pub(super) async fn find(
         }
         return None;
     };
-    let (weak, mut output, landed) = match output {
+    let (weak, mut output, mut landed) = match output {
         Some(l) => (Some(l.weak), Some(l.found), l.landed),
         None => (fetch_weak_sums(&spec.path, m.hashes.len(), usable, progress).await, None, None),
     };
@@ -192,7 +192,7 @@ pub(super) async fn find(
     if sources.is_empty() {
         return None;
     }
-    let landed_chunks = landed.as_ref().map(|l| l.chunks.clone()).unwrap_or_default();
+    let landed_chunks = landed.as_mut().map(|l| std::mem::take(&mut l.chunks)).unwrap_or_default();
     if output_whole {
         let cut = Cut::default();
         return Some(Seed { sources, manifest: m.clone(), cut, output_whole, landed, landed_chunks });

@@ -36,17 +36,24 @@ fn moved(j: &serde_json::Value) -> u64 {
     sent + j["piece_bytes"].as_u64().unwrap()
 }
 
-/// Gets `old`, then `new` onto it: the report of the second run, checked
-/// byte for byte.
-fn update(old: &[u8], new: &[u8], extra: &[&str]) -> serde_json::Value {
+/// Two mirrors that served `old` (got into OUT `f`) and now serve `new`:
+/// the fixture, the mirrors, their `-m` argument and OUT.
+fn onto_old(old: &[u8], new: &[u8]) -> (Fixture, (Mirror, Mirror), String, std::path::PathBuf) {
     let f = Fixture::new();
     publish(&f.root(), old);
     let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
     let ms = mirrors_arg(&[&a, &b]);
     let out = f.out("f");
-    let o = out.to_str().unwrap();
-    ddftp(&["get", "f", "-m", &ms, "-o", o, "-q"], 0);
+    ddftp(&["get", "f", "-m", &ms, "-o", out.to_str().unwrap(), "-q"], 0);
     publish(&f.root(), new);
+    (f, (a, b), ms, out)
+}
+
+/// Gets `old`, then `new` onto it: the report of the second run, checked
+/// byte for byte.
+fn update(old: &[u8], new: &[u8], extra: &[&str]) -> serde_json::Value {
+    let (_f, _mirrors, ms, out) = onto_old(old, new);
+    let o = out.to_str().unwrap();
     let mut args = vec!["get", "f", "-m", &ms, "-o", o, "-q", "--json"];
     args.extend_from_slice(extra);
     let j = json(&ddftp(&args, 0));
@@ -141,17 +148,11 @@ fn delta_no_delta_fetches_the_whole_file_as_rsync_w_does() {
 /// resumes it (the matched chunks are in its journal) and ends exact.
 #[test]
 fn delta_an_interrupted_update_leaves_the_old_copy_intact_and_resumes() {
-    let f = Fixture::new();
     let old = random(SIZE, 9);
     // Half the file new: enough to move for a while at the limited rate.
     let new = [&old[..32 * MIB], &random(32 * MIB, 10)[..]].concat();
-    publish(&f.root(), &old);
-    let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
-    let ms = mirrors_arg(&[&a, &b]);
-    let out = f.out("f");
+    let (f, _mirrors, ms, out) = onto_old(&old, &new);
     let o = out.to_str().unwrap();
-    ddftp(&["get", "f", "-m", &ms, "-o", o, "-q"], 0);
-    publish(&f.root(), &new);
     let mut run = Command::new(bin("ddftp"))
         .args(["get", "f", "-m", &ms, "-o", o, "-q", "--limit-rate", "8MB"])
         .stdout(Stdio::null())
@@ -187,19 +188,13 @@ fn delta_an_interrupted_update_leaves_the_old_copy_intact_and_resumes() {
 fn delta_local_files_rewritten_while_they_are_read_never_land_a_wrong_byte() {
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let f = Fixture::new();
     let old = random(SIZE, 21);
     let mut new = old.clone();
     for k in 0..16 {
         new[k * 4 * MIB + 12345..][..4096].copy_from_slice(&random(4096, 100 + k as u64));
     }
-    publish(&f.root(), &old);
-    let (a, b) = (Mirror::start(&f.root(), &[]), Mirror::start(&f.root(), &[]));
-    let ms = mirrors_arg(&[&a, &b]);
-    let out = f.out("f");
+    let (f, _mirrors, ms, out) = onto_old(&old, &new);
     let o = out.to_str().unwrap();
-    ddftp(&["get", "f", "-m", &ms, "-o", o, "-q"], 0);
-    publish(&f.root(), &new);
     let seed = f.out("seed");
     std::fs::write(&seed, &old).unwrap();
     // Held open: once the update renames its result over the old copy, the

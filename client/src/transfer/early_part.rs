@@ -8,36 +8,36 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// A new part file, removed when dropped unless [`Landing::take`]n.
+/// A new part file, removed when dropped unless [`EarlyPart::take`]n.
 #[derive(Debug)]
-pub(super) struct Landing {
+pub(super) struct EarlyPart {
     file: Option<File>,
     path: PathBuf,
     /// Per chunk of the new version: written in the file already.
     pub(super) chunks: Vec<bool>,
 }
 
-impl Landing {
+impl EarlyPart {
     /// The part file `path`, made new and empty (what stood there goes
     /// first, never followed). Its room is reserved when the transfer
     /// takes it (a file that turns out to be the output's twin costs
     /// nothing).
-    pub(super) fn create(path: &Path) -> io::Result<Landing> {
+    pub(super) fn create(path: &Path) -> io::Result<EarlyPart> {
         let file = ddtree::scratch::create(path)?;
-        Ok(Landing { file: Some(file), path: path.to_path_buf(), chunks: vec![] })
+        Ok(EarlyPart { file: Some(file), path: path.to_path_buf(), chunks: vec![] })
     }
 
     pub(super) fn file(&self) -> &File {
-        self.file.as_ref().expect("a landing holds its file until taken")
+        self.file.as_ref().expect("an early part holds its file until taken")
     }
 
     /// The part file, for the transfer to go on with.
     pub(super) fn take(mut self) -> File {
-        self.file.take().expect("a landing holds its file until taken")
+        self.file.take().expect("an early part holds its file until taken")
     }
 }
 
-impl Drop for Landing {
+impl Drop for EarlyPart {
     fn drop(&mut self) {
         if self.file.take().is_some() {
             let _ = std::fs::remove_file(&self.path);
@@ -50,12 +50,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_landing_not_taken_leaves_nothing_and_one_taken_stays() {
+    fn an_early_part_not_taken_leaves_nothing_and_one_taken_stays() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f.ddftp-part");
-        drop(Landing::create(&p).unwrap());
+        drop(EarlyPart::create(&p).unwrap());
         assert!(!p.exists());
-        let f = Landing::create(&p).unwrap().take();
+        let f = EarlyPart::create(&p).unwrap().take();
         assert!(f.metadata().unwrap().is_file());
         assert!(p.exists());
     }
@@ -67,7 +67,7 @@ mod tests {
         std::fs::write(&target, b"keep").unwrap();
         let p = dir.path().join("f.ddftp-part");
         std::os::unix::fs::symlink(&target, &p).unwrap();
-        let f = Landing::create(&p).unwrap().take();
+        let f = EarlyPart::create(&p).unwrap().take();
         assert_eq!(f.metadata().unwrap().len(), 0);
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         assert!(!std::fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
