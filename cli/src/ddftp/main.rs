@@ -12,6 +12,7 @@ mod get;
 mod list;
 mod ls;
 mod many;
+mod mapped_input;
 mod metrics_file;
 mod outcome;
 mod pipe;

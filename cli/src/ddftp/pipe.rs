@@ -14,7 +14,7 @@ use ddnet::{Relink, StripeListener, Striped};
 
 use ddftp::retry::{RetryPolicy, Retrying, QUICK_EVERY};
 
-use super::{report_error, runtime, Exit};
+use super::{mapped_input, report_error, runtime, Exit};
 
 /// Send standard input to a `ddftp recv` over several links at once.
 #[derive(Debug, Args)]
@@ -128,6 +128,21 @@ fn summary(what: &str, bytes: u64, started: Instant, stats: &ddnet::Stats, names
 
 /// Largest message `send` makes of its input.
 const PIECE: usize = 4 << 20;
+
+/// Standard input's file as messages for `send`, mapped a piece at a time.
+fn map_input(mut input: mapped_input::Input, tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>) {
+    loop {
+        let piece = match input.next_piece(PIECE) {
+            Ok(Some(piece)) => Ok(piece),
+            Ok(None) => return,
+            Err(e) => Err(e),
+        };
+        let failed = piece.is_err();
+        if tx.blocking_send(piece).is_err() || failed {
+            return;
+        }
+    }
+}
 
 /// Reads standard input into messages for `send`: as much as can be read
 /// without waiting (a whole piece from a file, what a pipe holds), so a
@@ -373,7 +388,10 @@ pub fn run_send(opt: SendOpt) -> Exit {
         let keeper = tokio::spawn(keep_links(ch.relink(), opt.retry.policy(), link_names(&opt.links)));
         let r = async {
             let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-            std::thread::spawn(move || read_input(tx));
+            std::thread::spawn(move || match mapped_input::Input::stdin() {
+                Some(input) => map_input(input, tx),
+                None => read_input(tx),
+            });
             let mut n = 0;
             while let Some(piece) = rx.recv().await {
                 let piece: bytes::Bytes = piece?;
@@ -392,14 +410,30 @@ pub fn run_send(opt: SendOpt) -> Exit {
             }
             Err(e) => {
                 summary("sent", 0, started, &ch.stats(), &link_names(&opt.links), true);
-                report_error(&e);
+                match mapped_input::stdin_shrank() {
+                    true => report_error(&mapped_input::shrank_error()),
+                    false => report_error(&e),
+                }
                 Exit::Transfer
             }
         }
     })
 }
 
+/// Runs freed by the stdout writer are memory the next runs reuse: kept
+/// by the allocator (up to twice the senders' 64 MiB window of unacked
+/// bytes), not handed back to the kernel and faulted in and zeroed again
+/// a page at a time, which glibc's defaults do for buffers of a few MiB.
+fn keep_freed_buffers() {
+    // SAFETY: mallopt only sets the allocator's thresholds.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
+    }
+}
+
 pub fn run_recv(opt: RecvOpt) -> Exit {
+    keep_freed_buffers();
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {

@@ -172,3 +172,76 @@ fn every_link_lost_for_3_s_and_back() {
     assert_eq!(send.status.code(), Some(1), "{said}");
     assert!(said.contains("every link was lost and none came back"), "{said}");
 }
+
+/// A file on standard input is sent from where its offset stands (a
+/// command before `send` read its head), a piece mapped at a time, over
+/// plain links and over TLS (which encrypts from the mapping); its offset
+/// is left at the file's end, as reading it would leave it.
+#[test]
+fn a_file_on_stdin_goes_from_its_offset_plain_and_over_tls() {
+    let f = Fixture::new();
+    let pki = crate::util::pki::Pki::new(f.dir.path(), "ddftp test CA");
+    let srv = pki.issue("receiver", "IP:127.0.0.1,IP:127.0.0.2", false);
+    let input = f.root().join("in");
+    let data = random_file(&input, (9 << 20) + 123, 45);
+    for tls in [false, true] {
+        let (recv_tls, send_tls) = match tls {
+            true => (
+                format!("--tls-cert '{}' --tls-key '{}'", srv.cert(), srv.key()),
+                format!("--tls --ca-file '{}'", pki.ca()),
+            ),
+            false => (String::new(), String::new()),
+        };
+        let out = f.out(&format!("got-{tls}"));
+        let (mut recv, links, _err) = receiving(Command::new("sh").arg("-c").arg(format!(
+            "exec {} recv --listen 127.0.0.1:0,127.0.0.2:0 {recv_tls} > {}",
+            bin("ddftp").display(),
+            out.display()
+        )));
+        let send = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{{ dd bs=1000 count=1 of=/dev/null 2>/dev/null; {} send --links {links} {send_tls} -q && echo sent && cat | wc -c; }} < '{}'",
+                bin("ddftp").display(),
+                input.display()
+            ))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&send.stdout);
+        assert!(send.status.success(), "tls {tls}: {said} {}", String::from_utf8_lossy(&send.stderr));
+        assert_eq!(said.split_whitespace().collect::<Vec<_>>(), ["sent", "0"], "tls {tls}: left after send");
+        assert!(recv.wait().unwrap().success(), "tls {tls}: recv failed");
+        assert!(std::fs::read(&out).unwrap() == data[1000..], "tls {tls}: the output differs");
+    }
+}
+
+/// A file on standard input cut short while it is sent (the receiver's
+/// output held up, so the sender waits mid-file): `send` fails with that
+/// cause named, not a crash (its pieces are mapped) and not a quiet end.
+#[test]
+fn a_file_on_stdin_cut_short_while_it_is_sent_fails_with_the_cause() {
+    let f = Fixture::new();
+    let input = f.root().join("in");
+    random_file(&input, 128 << 20, 46);
+    let (mut recv, links, _err) = receiving(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("{} recv --listen 127.0.0.1:0 | {{ sleep 3; cat > /dev/null; }}", bin("ddftp").display())),
+    );
+    let cut = input.clone();
+    let cutter = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        std::fs::OpenOptions::new().write(true).open(&cut).unwrap().set_len(10 << 20).unwrap();
+    });
+    let send = Command::new(bin("ddftp"))
+        .args(["send", "--links", &links, "-q"])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap();
+    cutter.join().unwrap();
+    let said = String::from_utf8_lossy(&send.stderr);
+    assert_eq!(send.status.code(), Some(1), "{said}");
+    assert!(said.contains("the input file shrank while it was sent"), "{said}");
+    let _ = recv.kill();
+    let _ = recv.wait();
+}
