@@ -7,7 +7,11 @@
 # - the same 1 GiB to a file on this machine's disk (ext4): ddftp from 2
 #   ddftpd with and without --direct, curl (the output removed and synced
 #   outside the timing);
-# - a byte stream: `ddftp send | recv` over loopback against iperf3.
+# - a byte stream: `ddftp send | recv` over loopback against iperf3;
+# - the floor: the cheapest receivers this machine runs
+#   (client/examples/receive_floor.rs: blocking sockets, no runtime, no
+#   protocol, from nginx) with and without BLAKE3 of every block, over one
+#   connection and two, through memory or spliced.
 #
 # Client CPU is GNU time's user + sys of the command; server CPU is the
 # servers' own (ddftpd processes, nginx's worker, `recv`, iperf3 -s) from
@@ -35,6 +39,8 @@ done
 
 cd "$TOP"
 [ -n "${BIN:-}" ] || cargo build --release -q --bins
+cargo build --release -q -p ddftp --example receive_floor
+FLOOR=$TOP/target/release/examples/receive_floor
 BIN=${BIN:-$TOP/target/release}
 mkdir -p "$SRC" "$SHM_OUT" "$DISK_OUT" "$RUN"
 [ "$(stat -c %s "$SRC/big" 2>/dev/null || echo 0)" = $GIB ] || head -c $GIB /dev/urandom >"$SRC/big"
@@ -124,6 +130,10 @@ for r in $(seq "$RUNS"); do
   case_run "disk: curl (nginx)" "$DISK_OUT" "$NGINX" curl -s -o OUT http://127.0.0.1:8711/big
   case_run "iperf3 (1 GiB)" "$SHM_OUT" "$IPERF" iperf3 -c 127.0.0.1 -p 5711 -n 1G
   send_recv
+  for m in copy copy-verify splice splice-verify; do
+    case_run "floor: $m, 1 connection" "$SHM_OUT" "$NGINX" "$FLOOR" $m 1 $GIB OUT 127.0.0.1:8711 big
+  done
+  case_run "floor: copy-verify, 2 connections" "$SHM_OUT" "$NGINX" "$FLOOR" copy-verify 2 $GIB OUT "127.0.0.1:8711,127.0.0.1:8712" big
 done
 
 stamp=$(date -u +%Y-%m-%dT%H%MZ)
@@ -134,7 +144,10 @@ base, stamp, runs, rows, head = sys.argv[1:6]
 rows = [json.loads(l) for l in open(rows)]
 cases = list(dict.fromkeys(r["case"] for r in rows))
 med = lambda c, k: statistics.median(r[k] for r in rows if r["case"] == c)
+for r in rows:
+    r["total"] = r["client"] + r["server"]
 res = [{"case": c, "wall_s": med(c, "wall"), "client_cpu_s": med(c, "client"), "server_cpu_s": med(c, "server"),
+        "total_cpu_s": med(c, "total"),
         "runs": [r for r in rows if r["case"] == c]} for c in cases]
 json.dump({"when": stamp, "head": head, "runs": int(runs), "results": res}, open(base + ".json", "w"), indent=1)
 by = {r["case"]: r for r in res}
@@ -144,13 +157,17 @@ with open(base + ".md", "w") as f:
     f.write(f"# CPU per GiB on loopback, {stamp} ({head})\n\nCommand: `benches/cpu-loopback.sh {runs}` (root). "
             "1 GiB in tmpfs served by 2 ddftpd and one nginx (1 worker, sendfile, two ports) on 127.0.0.1; "
             "client and servers on the same 2 cores. Medians of the rounds (interleaved). Seconds for the GiB = "
-            "seconds per GiB.\n\n")
-    f.write("| case | wall s | client CPU s | server CPU s |\n|---|---|---|---|\n")
+            "seconds per GiB. On loopback the kernel's work for the receiving socket runs in whichever "
+            "process's context it happens to (the sender's when it sends, the receiver's when it reads): "
+            "client and server alone move between them from run to run, their sum (total) does not.\n\n")
+    f.write("| case | wall s | client CPU s | server CPU s | total CPU s |\n|---|---|---|---|---|\n")
     for r in res:
-        f.write(f"| {r['case']} | {r['wall_s']:.3f} | {r['client_cpu_s']:.3f} | {r['server_cpu_s']:.3f} |\n")
+        f.write(f"| {r['case']} | {r['wall_s']:.3f} | {r['client_cpu_s']:.3f} | {r['server_cpu_s']:.3f} "
+                f"| {r['total_cpu_s']:.3f} |\n")
     f.write("\nRatios (same sitting):\n\n")
     for a, b, k, what in [
         ("tmpfs: ddftp (2 ddftpd)", "tmpfs: curl (nginx)", "client_cpu_s", "ddftp client CPU / curl's (tmpfs)"),
+        ("tmpfs: ddftp (2 ddftpd)", "tmpfs: curl (nginx)", "total_cpu_s", "ddftp total CPU / curl's (tmpfs)"),
         ("tmpfs: ddftp (2 ddftpd)", "tmpfs: curl (nginx)", "wall_s", "ddftp wall / curl's (tmpfs)"),
         ("disk: ddftp (2 ddftpd)", "disk: curl (nginx)", "client_cpu_s", "ddftp client CPU / curl's (disk)"),
         ("disk: ddftp (2 ddftpd)", "disk: curl (nginx)", "wall_s", "ddftp wall / curl's (disk)"),
@@ -159,6 +176,15 @@ with open(base + ".md", "w") as f:
         ("tmpfs: ddftp (2 ddftpd)", "tmpfs: curl (nginx)", "server_cpu_s", "ddftpd CPU per GiB served / nginx's"),
     ]:
         f.write(f"- {what}: {ratio(a, b, k)}\n")
+    for a, b, what in [
+        ("floor: copy, 1 connection", "tmpfs: curl (nginx)", "floor without checks, 1 connection / curl"),
+        ("floor: splice, 1 connection", "tmpfs: curl (nginx)", "floor spliced without checks, 1 connection / curl"),
+        ("floor: copy-verify, 1 connection", "tmpfs: curl (nginx)", "floor with BLAKE3, 1 connection / curl"),
+        ("floor: splice-verify, 1 connection", "tmpfs: curl (nginx)", "floor spliced with BLAKE3, 1 connection / curl"),
+        ("floor: copy-verify, 2 connections", "tmpfs: curl (nginx)", "floor with BLAKE3, 2 connections / curl"),
+        ("tmpfs: ddftp (2 ddftpd)", "floor: copy-verify, 2 connections", "ddftp / its floor (BLAKE3, 2 connections)"),
+    ]:
+        f.write(f"- {what}: client CPU {ratio(a, b, 'client_cpu_s')}, total {ratio(a, b, 'total_cpu_s')}\n")
     if "ddftp send | recv" in by and "iperf3 (1 GiB)" in by:
         s, i = by["ddftp send | recv"], by["iperf3 (1 GiB)"]
         both = (s["client_cpu_s"] + s["server_cpu_s"]) / (i["client_cpu_s"] + i["server_cpu_s"])

@@ -459,13 +459,52 @@ pub(super) fn apply_frames(
 /// Reads until `payload` holds `len` bytes (it has the capacity).
 async fn read_rest(rd: &mut LinkReader, payload: &mut BytesMut, len: usize) -> io::Result<()> {
     use bytes::BufMut;
+    let mut waking = 1;
     while payload.len() < len {
         let want = len - payload.len();
-        if rd.read_buf(&mut (&mut *payload).limit(want)).await? == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+        if want.min(WAKE_FOR) != waking {
+            waking = want.min(WAKE_FOR);
+            wake_for(rd, waking);
+        }
+        let n = rd.read_buf(&mut (&mut *payload).limit(want)).await;
+        if !matches!(n, Ok(k) if k > 0) {
+            if waking != 1 {
+                wake_for(rd, 1);
+            }
+            return match n {
+                Err(e) => Err(e),
+                Ok(_) => Err(io::ErrorKind::UnexpectedEof.into()),
+            };
         }
     }
+    if waking != 1 {
+        wake_for(rd, 1);
+    }
     Ok(())
+}
+
+/// Bytes of a run's rest a plain link's reader waits for before it is
+/// woken (`SO_RCVLOWAT`): a wake and a read for each of them, not for
+/// each segment that comes (loopback's 64 KiB), while a run is sure to
+/// bring that many. The kernel still wakes it for an end or an error.
+const WAKE_FOR: usize = 512 * 1024;
+
+/// Has a plain link's socket wake its reader once `bytes` are there.
+fn wake_for(rd: &LinkReader, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    if let LinkReader::Plain(r) = rd {
+        let v = bytes as libc::c_int;
+        // SAFETY: setsockopt on a socket this link owns, with an int.
+        unsafe {
+            libc::setsockopt(
+                r.as_ref().as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
 }
 
 /// Bytes a link's reader asks the socket for at once.
