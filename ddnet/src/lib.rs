@@ -47,6 +47,7 @@ pub mod ratelimit;
 pub mod stream;
 pub mod sys;
 pub mod tls;
+pub mod wake;
 pub mod wire;
 
 pub use endpoint::{Message, Relink, Stats, StripeListener, Striped};

@@ -456,55 +456,37 @@ pub(super) fn apply_frames(
     Ok(Applied { woken: w, took: at, long, delivered })
 }
 
-/// Reads until `payload` holds `len` bytes (it has the capacity).
-async fn read_rest(rd: &mut LinkReader, payload: &mut BytesMut, len: usize) -> io::Result<()> {
+/// Reads until `payload` holds `len` bytes (it has the capacity), the
+/// reader of a plain link woken for a good part of them at a time
+/// ([`crate::wake`]).
+async fn read_rest(
+    rd: &mut LinkReader,
+    payload: &mut BytesMut,
+    len: usize,
+    mark: &mut Option<crate::wake::Lowat>,
+) -> io::Result<()> {
     use bytes::BufMut;
-    let mut waking = 1;
-    while payload.len() < len {
-        let want = len - payload.len();
-        if want.min(WAKE_FOR) != waking {
-            waking = want.min(WAKE_FOR);
-            wake_for(rd, waking);
-        }
-        let n = rd.read_buf(&mut (&mut *payload).limit(want)).await;
-        if !matches!(n, Ok(k) if k > 0) {
-            if waking != 1 {
-                wake_for(rd, 1);
+    let r = async {
+        while payload.len() < len {
+            let want = len - payload.len();
+            if let Some(m) = mark.as_mut() {
+                m.expect(want);
             }
-            return match n {
-                Err(e) => Err(e),
-                Ok(_) => Err(io::ErrorKind::UnexpectedEof.into()),
-            };
+            let n = rd.read_buf(&mut (&mut *payload).limit(want)).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            if let Some(m) = mark.as_mut() {
+                m.got(n, Instant::now());
+            }
         }
+        Ok(())
     }
-    if waking != 1 {
-        wake_for(rd, 1);
+    .await;
+    if let Some(m) = mark.as_mut() {
+        m.reset();
     }
-    Ok(())
-}
-
-/// Bytes of a run's rest a plain link's reader waits for before it is
-/// woken (`SO_RCVLOWAT`): a wake and a read for each of them, not for
-/// each segment that comes (loopback's 64 KiB), while a run is sure to
-/// bring that many. The kernel still wakes it for an end or an error.
-const WAKE_FOR: usize = 512 * 1024;
-
-/// Has a plain link's socket wake its reader once `bytes` are there.
-fn wake_for(rd: &LinkReader, bytes: usize) {
-    use std::os::fd::AsRawFd;
-    if let LinkReader::Plain(r) = rd {
-        let v = bytes as libc::c_int;
-        // SAFETY: setsockopt on a socket this link owns, with an int.
-        unsafe {
-            libc::setsockopt(
-                r.as_ref().as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVLOWAT,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-    }
+    r
 }
 
 /// Bytes a link's reader asks the socket for at once.
@@ -560,6 +542,11 @@ pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shar
     let mut acks = vec![];
     // What the link carried, from the frames applied.
     let mut ids = LinkIds::default();
+    // A plain link's low-water mark, for the rest of long runs.
+    let mut mark = match &rd {
+        LinkReader::Plain(r) => Some(crate::wake::Lowat::new(r.as_ref())),
+        LinkReader::Tls(_) => None,
+    };
     let why = loop {
         let long = match apply_frames(&shared, link, &buf[at..], &mut ids, &mut acks) {
             Ok(a) => {
@@ -588,7 +575,7 @@ pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shar
             payload.extend_from_slice(&buf[at + head..]);
             buf.clear();
             at = 0;
-            if let Err(e) = read_rest(&mut rd, &mut payload, len).await {
+            if let Err(e) = read_rest(&mut rd, &mut payload, len, &mut mark).await {
                 break LinkEnd::Io(e);
             }
             let mut w = Woken::default();
