@@ -489,6 +489,10 @@ async fn read_rest(
     r
 }
 
+/// Bytes a link's reader asks for when a long run is likely next: its
+/// header and a few short frames in front of it.
+const HEAD_READ: usize = 4096;
+
 /// Bytes a link's reader asks the socket for at once.
 pub(super) const READ_CHUNK: usize = 256 * 1024;
 
@@ -547,11 +551,18 @@ pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shar
         LinkReader::Plain(r) => Some(crate::wake::Lowat::new(r.as_ref())),
         LinkReader::Tls(_) => None,
     };
+    // After a long run the next one is likely long too: the next read takes
+    // little more than its header (and what rides in front of it), so its
+    // payload is read into its own buffer, not copied there from this one.
+    let mut runs_long = false;
     let why = loop {
         let long = match apply_frames(&shared, link, &buf[at..], &mut ids, &mut acks) {
             Ok(a) => {
                 a.woken.wake(&shared);
                 at += a.took;
+                if a.long.is_none() && a.took >= HEAD_READ {
+                    runs_long = false;
+                }
                 if a.delivered {
                     // The receiver goes first: what this reader does next
                     // (the acks, a look at the socket, a wait for it) then
@@ -586,6 +597,7 @@ pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shar
             }
             ids.carried(&frame);
             w.wake(&shared);
+            runs_long = true;
             continue;
         }
         if at == buf.len() {
@@ -599,7 +611,11 @@ pub(super) async fn read_link(link: LinkId, mut rd: LinkReader, shared: Arc<Shar
             at = 0;
             buf.reserve(READ_CHUNK);
         }
-        match rd.read_buf(&mut buf).await {
+        let read = match runs_long {
+            true => rd.read_buf(&mut bytes::BufMut::limit(&mut buf, HEAD_READ)).await,
+            false => rd.read_buf(&mut buf).await,
+        };
+        match read {
             Ok(0) => break LinkEnd::PeerClosed,
             Ok(_) => {}
             Err(e) => break LinkEnd::Io(e),
