@@ -114,8 +114,9 @@ impl World {
         let before = files(&beside);
         let mut a: Vec<String> =
             ["get", "-d", d.to_str().unwrap(), "-j", "3", "--json", "--retries", "0"].map(String::from).to_vec();
-        a.extend(args.iter().cloned());
+        // The mirror first: a PATH may start with `-` (then `--` goes before the PATHs).
         a.extend(["-m".to_string(), self.mirror.addr.clone()]);
+        a.extend(args.iter().cloned());
         let o = std::process::Command::new(bin("ddftp")).args(&a).output().unwrap();
         let code = o.status.code().unwrap_or(-1);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -185,9 +186,11 @@ proptest! {
         let text: String = names.iter().map(|n| format!("{n}\n  checksum=sha-256={}\n", truth(n))).collect();
         std::fs::write(&l, text).unwrap();
         w.check(1, &["-i".into(), l.to_str().unwrap().into()], &names, true)?;
-        // Several PATHs.
+        // Several PATHs, after `--`: a name such as `-e` is a PATH there
+        // (before it, an option, as for any command).
         let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
-        w.check(2, &names, &names, false)?;
+        let paths: Vec<String> = std::iter::once("--".to_string()).chain(names.iter().cloned()).collect();
+        w.check(2, &paths, &names, false)?;
         // A Metalink with the true SHA-256 of each, served by the mirror.
         let xml: String = names
             .iter()
